@@ -1,0 +1,1 @@
+"""cutune.agent"""

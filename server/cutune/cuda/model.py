@@ -1,0 +1,173 @@
+"""The source model: what a `.cu` file holds that cutune can tune (plain data, no parsing here)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from cutune.cuda.text import Span
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    """A function parameter: its declared type text and name."""
+
+    name: str
+    type: str
+    span: Span
+
+
+class TemplateParamKind(enum.Enum):
+    TYPE = "type"  # typename T / class T
+    VALUE = "value"  # int N, bool B, ...
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateParam:
+    """A template parameter of a kernel; `type` is empty for type parameters."""
+
+    kind: TemplateParamKind
+    name: str
+    type: str
+    default: str | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchBounds:
+    """`__launch_bounds__(max_threads[, min_blocks[, max_cluster]])` as written."""
+
+    max_threads: str
+    min_blocks: str | None
+    max_cluster: str | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """A `__global__` function definition."""
+
+    name: str
+    params: tuple[Parameter, ...]
+    template_params: tuple[TemplateParam, ...]
+    launch_bounds: LaunchBounds | None
+    span: Span  # whole definition, including a leading `template <...>` line
+    name_span: Span
+    body_span: Span  # the `{ ... }` compound statement
+    template_span: Span | None  # the `template <...>` parameter list, when present
+    extern_c: bool = False
+    has_errors: bool = False  # tree-sitter reported error nodes inside the definition
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFunction:
+    """A `__device__` (or `__host__ __device__`) function, or a device-side helper template."""
+
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSite:
+    """A launch `kernel<targs><<<grid, block, smem, stream>>>(args)` in host code."""
+
+    kernel: str
+    template_args: tuple[str, ...]
+    grid: str
+    block: str
+    shared_mem: str | None
+    stream: str | None
+    args: tuple[str, ...]
+    span: Span
+    config_spans: tuple[Span, ...]  # spans of grid, block[, smem[, stream]] expressions
+    template_arg_spans: tuple[Span, ...]
+    host_function: str | None
+
+
+class LiteralKind(enum.Enum):
+    DEFINE = "define"  # #define NAME 256
+    CONSTEXPR = "constexpr"  # constexpr int kThreads = 256;
+    TEMPLATE_ARG = "template_arg"  # kernel<float, 256><<<...>>> (an int template argument at a launch)
+    PRAGMA_UNROLL = "pragma_unroll"  # #pragma unroll 4
+    LAUNCH_DIM = "launch_dim"  # <<<grid, 256>>> or dim3 block(256) used at a launch
+    VECTOR_WIDTH = "vector_width"  # 16 / sizeof(T)
+    LAUNCH_BOUNDS = "launch_bounds"  # __launch_bounds__(256, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class TunableLiteral:
+    """An integer literal that encodes a hidden tuning choice, with where it is written."""
+
+    kind: LiteralKind
+    name: str | None  # the macro/constexpr/template-parameter name, when it has one
+    value: int
+    span: Span  # the literal itself (what a rewrite would replace)
+    kernel: str | None  # the kernel it belongs to or feeds, when known
+
+
+@dataclass(frozen=True, slots=True)
+class Macro:
+    """A `#define` (object- or function-like) at file scope."""
+
+    name: str
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TypeDecl:
+    """A struct/class/union/enum/typedef/using declaration at file or namespace scope."""
+
+    name: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Include:
+    """An `#include` line; `system` for `<...>`."""
+
+    target: str
+    system: bool
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ParseIssue:
+    """A region tree-sitter could not parse; the model skips it and keeps going."""
+
+    message: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    """Everything cutune knows about one `.cu`/`.cuh` text."""
+
+    path: str | None
+    text: str
+    kernels: tuple[Kernel, ...]
+    device_functions: tuple[DeviceFunction, ...]
+    launches: tuple[LaunchSite, ...]
+    literals: tuple[TunableLiteral, ...]
+    macros: tuple[Macro, ...]
+    types: tuple[TypeDecl, ...]
+    includes: tuple[Include, ...]
+    issues: tuple[ParseIssue, ...] = field(default=())
+
+    def kernel(self, name: str) -> Kernel:
+        """The kernel called `name`; raises SourceError listing the kernels when absent."""
+        from cutune.errors import SourceError
+
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        known = ", ".join(k.name for k in self.kernels) or "none"
+        raise SourceError(f"no __global__ kernel named {name!r} (kernels here: {known})", path=self.path)
+
+    def launches_of(self, name: str) -> tuple[LaunchSite, ...]:
+        """The launch sites of one kernel."""
+        return tuple(s for s in self.launches if s.kernel == name)
+
+    def literals_of(self, name: str) -> tuple[TunableLiteral, ...]:
+        """The tunable literals that belong to or feed one kernel."""
+        return tuple(lit for lit in self.literals if lit.kernel == name)
