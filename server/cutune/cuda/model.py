@@ -57,6 +57,12 @@ class Kernel:
     template_span: Span | None  # the `template <...>` parameter list, when present
     extern_c: bool = False
     has_errors: bool = False  # tree-sitter reported error nodes inside the definition
+    namespace: str = ""  # enclosing namespaces, e.g. "serving" or "a::b"; "" at file scope
+
+    @property
+    def qualified_name(self) -> str:
+        """The name with its namespaces, e.g. 'serving::silu_and_mul_kernel'."""
+        return f"{self.namespace}::{self.name}" if self.namespace else self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +71,7 @@ class DeviceFunction:
 
     name: str
     span: Span
+    namespace: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +127,7 @@ class TypeDecl:
 
     name: str
     span: Span
+    namespace: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
+
+_NEWLINE = re.compile(b"\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,15 +32,19 @@ class LineIndex:
 
     def __init__(self, data: bytes) -> None:
         self._data = data
-        self._starts = [0]
-        for i, b in enumerate(data):
-            if b == 0x0A:
-                self._starts.append(i + 1)
+        # re.finditer runs in C; a per-byte Python loop costs ~10 ms on a 5,000-line file
+        self._starts = [0, *(m.end() for m in _NEWLINE.finditer(data))]
+        self._ascii = data.isascii()  # then UTF-16 columns equal byte columns
 
     def position(self, offset: int) -> Position:
         """The LSP position of a byte offset."""
         line = bisect.bisect_right(self._starts, offset) - 1
-        prefix = self._data[self._starts[line] : offset].decode("utf-8", errors="replace")
+        if self._ascii:
+            return Position(line, offset - self._starts[line])
+        raw = self._data[self._starts[line] : offset]
+        if raw.isascii():
+            return Position(line, len(raw))
+        prefix = raw.decode("utf-8", errors="replace")
         return Position(line, len(prefix.encode("utf-16-le")) // 2)
 
     def offset(self, pos: Position) -> int:

@@ -16,6 +16,7 @@ class Binding(enum.Enum):
     SPECIALIZE = "specialize"  # bool: template argument = the problem's value of `arg` when true, else 0
     FLAG = "flag"  # a compile flag: bool → present/absent; int → `flag` formatted with the value, 0 = off
     DEFINE = "define"  # -DNAME=value
+    LAUNCH = "launch"  # used only in the spec's launch expressions (e.g. a block-size cap); no recompile
 
 
 @dataclass(frozen=True, slots=True)

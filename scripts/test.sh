@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs cutune with its test dependencies into .venv and runs every check that needs no GPU:
+# ruff (lint + format), the Python test suite (GPU tests skip with a reason), and the VS Code
+# extension's unit and end-to-end tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip >/dev/null
+.venv/bin/pip install -q -e '.[test]'
+.venv/bin/ruff check server tests benchmarks
+.venv/bin/ruff format --check server tests benchmarks
+.venv/bin/pytest -q -ra
+if [ "${CUTUNE_SKIP_EXTENSION:-0}" != "1" ]; then
+  CUTUNE_E2E_PYTHON="$PWD/.venv/bin/python" bash .ci/extension-e2e.sh
+fi

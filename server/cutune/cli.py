@@ -1,0 +1,175 @@
+"""The command line: a thin adapter over the core (templatize, check, tune, serve)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+
+from cutune.errors import CutuneError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Make existing CUDA kernels faster: templatize their choices, check and tune them on a GPU.",
+)
+out = Console()
+err = Console(stderr=True)
+
+FileArg = Annotated[Path, typer.Argument(help="A .cu/.cuh file.", show_default=False)]
+KernelOpt = Annotated[str, typer.Option("--kernel", "-k", help="The __global__ kernel's name.")]
+
+
+def _fail(e: Exception) -> None:
+    err.print(f"[bold red]error:[/] {e}", highlight=False)
+    raise typer.Exit(2)
+
+
+@app.command()
+def kernels(file: FileArg) -> None:
+    """List the kernels of a file, their launch sites and their hard-coded tunable choices."""
+    from cutune.cuda.parse import parse_source
+    from cutune.project import read_source
+
+    try:
+        path, text = read_source(file)
+    except CutuneError as e:
+        _fail(e)
+    model = parse_source(text, str(path))
+    table = Table(title=str(path))
+    for col in ("kernel", "line", "template params", "launch sites", "tunable literals"):
+        table.add_column(col)
+    for k in model.kernels:
+        lits = ", ".join(f"{lit.kind.value}{'(' + lit.name + ')' if lit.name else ''}={lit.value}"
+                         for lit in model.literals_of(k.name))
+        table.add_row(
+            k.name + (" [yellow](parse errors)[/]" if k.has_errors else ""),
+            str(k.span.start.line + 1),
+            ", ".join(tp.name for tp in k.template_params) or "-",
+            ", ".join(str(s.span.start.line + 1) for s in model.launches_of(k.name)) or "-",
+            lits or "-",
+        )
+    out.print(table)
+    for issue in model.issues[:10]:
+        err.print(f"[yellow]{path}:{issue.span.start.line + 1}: {issue.message}[/]", highlight=False)
+
+
+@app.command()
+def templatize(
+    file: FileArg,
+    kernel: KernelOpt,
+    write: Annotated[bool, typer.Option("--write", "-w", help="Rewrite the file and create its spec.")] = False,
+    recipes: Annotated[str | None, typer.Option(help="Comma-separated recipe names (default: all).")] = None,
+) -> None:
+    """Make a kernel's hidden choices explicit parameters; print (or write) the rewrite and a drafted spec."""
+    from cutune.project import templatize_file
+
+    try:
+        res = templatize_file(file, kernel, write=write,
+                              recipes=tuple(recipes.split(",")) if recipes else None)
+    except CutuneError as e:
+        _fail(e)
+    tpl = res.context.template
+    if res.diff:
+        out.print(Syntax(res.diff, "diff", theme="ansi_dark", word_wrap=True))
+    else:
+        out.print("[dim]no change to the source (already templatized, or no recipe applied)[/]")
+    table = Table(title=f"parameters of {kernel}")
+    for col in ("name", "binding", "default", "values"):
+        table.add_column(col)
+    for p in tpl.space.params:
+        table.add_row(p.name, p.binding.value, str(p.default), ", ".join(map(str, p.values)))
+    out.print(table)
+    for c in tpl.space.constraints:
+        out.print(f"constraint: {c}", highlight=False)
+    out.print(f"applied: {', '.join(tpl.applied) or 'none'}", highlight=False)
+    for r in tpl.refused:
+        out.print(f"[dim]refused {r.recipe}: {r.reason}[/]", highlight=False)
+    if write:
+        out.print(f"{'wrote' if res.wrote_source else 'unchanged'} {res.context.path}")
+        if res.wrote_spec:
+            out.print(f"wrote {res.context.spec_path} — check its sizes and argument shapes before tuning")
+        else:
+            out.print(f"kept the existing {res.context.spec_path}")
+    else:
+        out.print(f"\n[bold]drafted spec[/] ({res.context.spec_path.name}):")
+        out.print(Syntax(res.spec_text, "toml", theme="ansi_dark"))
+
+
+@app.command()
+def check(
+    file: FileArg,
+    kernel: KernelOpt,
+    arch: Annotated[str, typer.Option(help="Target GPU architecture.")] = "sm_90",
+    limit: Annotated[int, typer.Option(help="Compile at most this many configurations (a sample).")] = 64,
+    jobs: Annotated[int | None, typer.Option(help="Parallel compiles (default: CPU count).")] = None,
+) -> None:
+    """Compile every configuration (or a sample) with nvcc for a target: registers, spills, occupancy."""
+    from cutune.check import check_kernel, render_check
+    from cutune.project import open_kernel, workspace_dir
+
+    try:
+        ctx = open_kernel(file, kernel)
+        with out.status("compiling configurations with nvcc…"):
+            report = check_kernel(ctx, arch=arch, limit=limit, jobs=jobs,
+                                  cache_dir=workspace_dir(ctx.path) / ".cutune" / "cache")
+    except CutuneError as e:
+        _fail(e)
+    out.print(render_check(report))
+    out.print(
+        "[yellow]compile-only:[/] these are the compiler's resource counts and the theoretical occupancy on "
+        f"{arch}; nothing ran. Measured tuning needs a CUDA GPU: `cutune tune {file} --kernel {kernel}`."
+    )
+
+
+@app.command()
+def tune(
+    file: FileArg,
+    kernel: KernelOpt,
+    trials: Annotated[int, typer.Option(help="Trial budget.")] = 200,
+    seconds: Annotated[float, typer.Option(help="Time budget for the search, in seconds.")] = 600.0,
+    sampler: Annotated[str, typer.Option(help="auto, grid, tpe or random.")] = "auto",
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: SQLite in .cutune/).")] = None,
+    backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
+    replay: Annotated[Path | None, typer.Option(help="Recording for --backend replay.")] = None,
+    record: Annotated[Path | None, typer.Option(help="Append every measurement to this recording.")] = None,
+    warm_l2: Annotated[bool, typer.Option("--warm-l2", help="Keep the L2 cache warm between reps.")] = False,
+    arch: Annotated[str, typer.Option(help="Target for the compile-only fallback without a GPU.")] = "sm_90",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")] = None,
+) -> None:
+    """Templatize, measure the original, search the space on the GPU, and report the speedup."""
+    from cutune.tune.cli_run import run_tune_command
+
+    try:
+        code = run_tune_command(
+            out, err, file=file, kernel=kernel, trials=trials, seconds=seconds, sampler=sampler,
+            storage=storage, backend=backend, replay=replay, record=record, warm_l2=warm_l2, arch=arch,
+            output=output,
+        )
+    except CutuneError as e:
+        _fail(e)
+    raise typer.Exit(code)
+
+
+@app.command()
+def serve(
+    tcp: Annotated[str | None, typer.Option(help="HOST:PORT to listen on instead of stdio (debugging).")] = None,
+) -> None:
+    """Start the language server (stdio by default)."""
+    from cutune.lsp.server import start
+
+    start(tcp)
+
+
+def main() -> None:
+    """Entry point for `python -m cutune`."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

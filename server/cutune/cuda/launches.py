@@ -1,0 +1,80 @@
+"""Kernel launch sites `k<targs><<<grid, block, smem, stream>>>(args)` found in a parsed file."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from cutune.cuda.decls import Decl, FunctionIndex
+from cutune.cuda.model import LaunchSite
+from cutune.cuda.syntax import anchored, node_text, trim
+from cutune.cuda.text import LineIndex
+
+_CHEVRONS = re.compile(rb"<<<")
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """A launch site with the syntax nodes the literal finder needs."""
+
+    site: LaunchSite
+    config: tuple[Node, ...]  # grid, block[, smem[, stream]] expressions
+    template_args: tuple[Node, ...]
+    function: Decl | None  # the enclosing function definition
+
+
+def find_launches(root: Node, data: bytes, index: LineIndex, functions: FunctionIndex) -> list[Launch]:
+    """Every `<<<...>>>` launch in the tree, in source order."""
+    calls = []
+    for token in anchored(root, data, _CHEVRONS):
+        config = token.parent
+        call = config.parent if config is not None and config.type == "kernel_call_syntax" else None
+        if call is not None and call.type == "call_expression":
+            calls.append(call)
+    return [_launch(call, data, index, functions) for call in calls]
+
+
+def _launch(call: Node, data: bytes, index: LineIndex, functions: FunctionIndex) -> Launch:
+    kernel, targs = _callee(call.child_by_field_name("function"), data)
+    config_node = next(c for c in call.children if c.type == "kernel_call_syntax")
+    config = tuple(_expressions(config_node))
+    arg_list = call.child_by_field_name("arguments")
+    args = tuple(node_text(data, a).strip() for a in _expressions(arg_list)) if arg_list else ()
+    config_ranges = [trim(data, c.start_byte, c.end_byte) for c in config]
+    config_texts = [data[s:e].decode("utf-8", errors="replace") for s, e in config_ranges]
+    function = functions.at(call.start_byte)
+    site = LaunchSite(
+        kernel=kernel,
+        template_args=tuple(node_text(data, a).strip() for a in targs),
+        grid=config_texts[0] if config_texts else "",
+        block=config_texts[1] if len(config_texts) > 1 else "",
+        shared_mem=config_texts[2] if len(config_texts) > 2 else None,
+        stream=config_texts[3] if len(config_texts) > 3 else None,
+        args=args,
+        span=index.span(call.start_byte, call.end_byte),
+        config_spans=tuple(index.span(s, e) for s, e in config_ranges),
+        template_arg_spans=tuple(index.span(a.start_byte, a.end_byte) for a in targs),
+        host_function=function.name if function is not None else None,
+    )
+    return Launch(site, config, tuple(targs), function)
+
+
+def _callee(fn: Node | None, data: bytes) -> tuple[str, list[Node]]:
+    """The unqualified kernel name and template arguments of `ns::k<...>`."""
+    while fn is not None and fn.type == "qualified_identifier":
+        fn = fn.child_by_field_name("name")
+    if fn is None:
+        return "", []
+    if fn.type == "template_function":
+        name = fn.child_by_field_name("name")
+        targ_list = fn.child_by_field_name("arguments")
+        targs = _expressions(targ_list) if targ_list is not None else []
+        return (node_text(data, name) if name is not None else ""), targs
+    return node_text(data, fn).strip(), []
+
+
+def _expressions(node: Node) -> list[Node]:
+    """The comma-separated items of an argument or launch-configuration list."""
+    return [c for c in node.named_children if c.type != "comment"]

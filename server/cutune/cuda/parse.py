@@ -1,0 +1,267 @@
+"""`.cu` text → SourceModel, with tree-sitter-cuda; tolerant of any input, never raises on bad code."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from cutune.cuda.decls import Decl, DeclKind, FunctionIndex, collect_decls
+from cutune.cuda.launches import find_launches
+from cutune.cuda.literals import find_literals
+from cutune.cuda.model import (
+    DeviceFunction,
+    Include,
+    Kernel,
+    LaunchBounds,
+    Macro,
+    Parameter,
+    ParseIssue,
+    SourceModel,
+    TemplateParam,
+    TemplateParamKind,
+    TypeDecl,
+)
+from cutune.cuda.syntax import declarator_name, node_text, parse_tree, split_arguments, trim
+from cutune.cuda.text import LineIndex
+
+_TRAILING_COMMENT = re.compile(r"\s*(?://.*|/\*.*?\*/\s*)$", re.S)
+
+
+def parse_source(text: str, path: str | None = None) -> SourceModel:
+    """The source model of a CUDA text: kernels, device functions, types, launches, tunable literals."""
+    data = text.encode("utf-8", errors="replace")
+    index = LineIndex(data)
+    root = parse_tree(data, key=path).root_node
+    decls = collect_decls(root, data)
+    errors = _error_nodes(root)
+    issues = tuple(ParseIssue(message, index.span(n.start_byte, n.end_byte)) for n, message in errors)
+    error_ranges = [(n.start_byte, max(n.end_byte, n.start_byte + 1)) for n, _ in errors]
+    parts = [p for d in decls if d.kind is DeclKind.KERNEL and (p := _definition_parts(d))]
+    parts += [p for n, _ in errors if n.is_error for p in _recovered_parts(n)]
+    kernels = tuple(
+        k for p in sorted(parts, key=lambda p: p.start) if (k := _kernel(p, data, index, error_ranges))
+    )
+    functions = FunctionIndex(decls)
+    launches = find_launches(root, data, index, functions)
+    return SourceModel(
+        path=path,
+        text=text,
+        kernels=kernels,
+        device_functions=tuple(
+            DeviceFunction(d.name, index.span(d.start, d.end), "::".join(d.namespace))
+            for d in decls
+            if d.kind is DeclKind.DEVICE_FUNCTION and d.name
+        ),
+        launches=tuple(lc.site for lc in launches),
+        literals=tuple(find_literals(root, data, index, decls, kernels, launches, functions)),
+        macros=tuple(_macro(d, data, index) for d in decls if d.kind is DeclKind.MACRO and d.name),
+        types=tuple(
+            TypeDecl(d.name, index.span(d.start, d.end), "::".join(d.namespace))
+            for d in decls
+            if d.kind is DeclKind.TYPE and d.name
+        ),
+        includes=tuple(i for d in decls if d.kind is DeclKind.INCLUDE and (i := _include(d, data, index))),
+        issues=issues,
+    )
+
+
+def _error_nodes(root: Node) -> list[tuple[Node, str]]:
+    """The outermost ERROR and MISSING nodes, except those inside `__launch_bounds__` (recovered)."""
+    found: list[tuple[Node, str]] = []
+    stack = [root] if root.has_error else []
+    while stack:
+        node = stack.pop()
+        if node.is_missing:
+            found.append((node, f"missing `{node.type}`"))
+        elif node.is_error:
+            if node.parent is None or node.parent.type != "launch_bounds":
+                found.append((node, "syntax error: tree-sitter-cuda could not parse this region"))
+        else:
+            stack.extend(c for c in node.children if c.has_error or c.is_missing)
+    found.sort(key=lambda e: e[0].start_byte)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _KernelParts:
+    """Where a kernel's pieces are, from a clean definition or recovered from an error region."""
+
+    start: int
+    end: int
+    declarator: Node  # the function_declarator
+    body: tuple[int, int]
+    template_list: Node | None
+    launch_bounds: Node | None
+    extern_c: bool = False
+    namespace: str = ""
+
+
+def _definition_parts(d: Decl) -> _KernelParts | None:
+    func = d.item
+    declarator = func.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    body = func.child_by_field_name("body")
+    if declarator is None or body is None:
+        return None
+    return _KernelParts(
+        start=d.start,
+        end=func.end_byte,
+        declarator=declarator,
+        body=(body.start_byte, body.end_byte),
+        template_list=d.node.child_by_field_name("parameters") if d.node.type == "template_declaration" else None,
+        launch_bounds=next((c for c in func.children if c.type == "launch_bounds"), None),
+        extern_c=d.extern_c or d.in_extern_c_block,
+        namespace="::".join(d.namespace),
+    )
+
+
+def _recovered_parts(error: Node) -> list[_KernelParts]:
+    """Kernels whose definition tree-sitter flattened into an ERROR node (e.g. an unclosed brace at the
+    end of the file): `[template <...>] __global__ ... name(params) {` with the body running to the
+    end of the region."""
+    found: list[_KernelParts] = []
+    children = error.children
+    template_list: Node | None = None
+    start: int | None = None
+    bounds: Node | None = None
+    declarator: Node | None = None
+    for i, c in enumerate(children):
+        if c.type == "template_parameter_list" and i > 0 and children[i - 1].type == "template":
+            template_list = c
+        elif c.type == "__global__":
+            start = template_list.start_byte - len("template ") if template_list is not None else c.start_byte
+            start = children[i - 2].start_byte if template_list is not None and i >= 2 else start
+            bounds, declarator = None, None
+        elif start is not None and c.type == "launch_bounds":
+            bounds = c
+        elif start is not None and c.type == "function_declarator":
+            declarator = c
+        elif start is not None and declarator is not None and c.type == "{":
+            found.append(
+                _KernelParts(start, error.end_byte, declarator, (c.start_byte, error.end_byte), template_list, bounds)
+            )
+            start, template_list, declarator = None, None, None
+        elif c.type in (";", "}"):
+            start, template_list, declarator = None, None, None
+    return found
+
+
+def _kernel(
+    parts: _KernelParts, data: bytes, index: LineIndex, error_ranges: list[tuple[int, int]]
+) -> Kernel | None:
+    name = declarator_name(parts.declarator.child_by_field_name("declarator"))
+    if name is None:
+        return None
+    params_node = parts.declarator.child_by_field_name("parameters")
+    template_list = parts.template_list
+    return Kernel(
+        name=node_text(data, name),
+        params=tuple(_parameter(p, data, index) for p in _items(params_node)),
+        template_params=tuple(tp for p in _items(template_list) if (tp := _template_param(p, data, index))),
+        launch_bounds=_launch_bounds(parts.launch_bounds, data, index),
+        span=index.span(parts.start, parts.end),
+        name_span=index.span(name.start_byte, name.end_byte),
+        body_span=index.span(*parts.body),
+        template_span=index.span(template_list.start_byte, template_list.end_byte) if template_list else None,
+        extern_c=parts.extern_c,
+        has_errors=any(s < parts.end and e > parts.start for s, e in error_ranges),
+        namespace=parts.namespace,
+    )
+
+
+def _items(node: Node | None) -> list[Node]:
+    return [c for c in node.named_children if c.type not in ("comment", "ERROR")] if node is not None else []
+
+
+def _type_text(data: bytes, p: Node, name: Node | None) -> str:
+    """A parameter's declared type: its text without the name and `= default`, whitespace normalized."""
+    cut = [(name.start_byte, name.end_byte)] if name is not None else []
+    equals = next((c for c in p.children if c.type == "="), None)
+    if equals is not None:
+        cut.append((equals.start_byte, p.end_byte))
+    pieces: list[bytes] = []
+    pos = p.start_byte
+    for start, end in sorted(cut):
+        pieces.append(data[pos:start])
+        pos = max(pos, end)
+    pieces.append(data[pos : p.end_byte])
+    return " ".join(b"".join(pieces).decode("utf-8", errors="replace").split())
+
+
+def _parameter(p: Node, data: bytes, index: LineIndex) -> Parameter:
+    name = declarator_name(p.child_by_field_name("declarator"))
+    return Parameter(
+        name=node_text(data, name) if name is not None else "",
+        type=_type_text(data, p, name),
+        span=index.span(p.start_byte, p.end_byte),
+    )
+
+
+def _template_param(p: Node, data: bytes, index: LineIndex) -> TemplateParam | None:
+    span = index.span(p.start_byte, p.end_byte)
+    t = p.type
+    if t in (
+        "type_parameter_declaration",
+        "variadic_type_parameter_declaration",
+        "optional_type_parameter_declaration",
+        "template_template_parameter_declaration",
+    ):
+        name = p.child_by_field_name("name")
+        if name is None:
+            idents = [c for c in p.named_children if c.type == "type_identifier"]
+            name = idents[-1] if idents else None
+        default = p.child_by_field_name("default_type")
+        return TemplateParam(
+            TemplateParamKind.TYPE,
+            node_text(data, name) if name is not None else "",
+            "",
+            node_text(data, default).strip() if default is not None else None,
+            span,
+        )
+    if t in ("parameter_declaration", "optional_parameter_declaration", "variadic_parameter_declaration"):
+        name = declarator_name(p.child_by_field_name("declarator"))
+        default = p.child_by_field_name("default_value")
+        return TemplateParam(
+            TemplateParamKind.VALUE,
+            node_text(data, name) if name is not None else "",
+            _type_text(data, p, name),
+            node_text(data, default).strip() if default is not None else None,
+            span,
+        )
+    return None
+
+
+def _launch_bounds(node: Node | None, data: bytes, index: LineIndex) -> LaunchBounds | None:
+    """`__launch_bounds__(...)` with 1–3 arguments, read from the text (the grammar knows only 2)."""
+    if node is None:
+        return None
+    args = [
+        data[s:e].decode("utf-8", errors="replace")
+        for s, e in split_arguments(data, node.start_byte, node.end_byte)
+    ]
+    if not args:
+        return None
+    return LaunchBounds(
+        max_threads=args[0],
+        min_blocks=args[1] if len(args) > 1 else None,
+        max_cluster=args[2] if len(args) > 2 else None,
+        span=index.span(node.start_byte, node.end_byte),
+    )
+
+
+def _macro(d: Decl, data: bytes, index: LineIndex) -> Macro:
+    value = d.item.child_by_field_name("value")
+    text = node_text(data, value) if value is not None else ""
+    return Macro(d.name, _TRAILING_COMMENT.sub("", text).strip(), index.span(*trim(data, d.start, d.end)))
+
+
+def _include(d: Decl, data: bytes, index: LineIndex) -> Include | None:
+    target = d.item.child_by_field_name("path")
+    if target is None:
+        return None
+    raw = node_text(data, target).strip()
+    system = raw.startswith("<")
+    return Include(raw.strip('<>"'), system, index.span(*trim(data, d.start, d.end)))

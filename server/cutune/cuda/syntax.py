@@ -1,0 +1,197 @@
+"""tree-sitter-cuda plumbing: the language, parsing, queries and small node helpers."""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections import OrderedDict
+
+import tree_sitter_cuda
+from tree_sitter import Language, Node, Parser, Point, Query, Tree
+
+LANGUAGE = Language(tree_sitter_cuda.language())
+
+# CUDA attributes tree-sitter-cuda does not know; blanked (same byte length, newlines kept) before
+# parsing so offsets stay valid: `struct __align__(16) S`, `__cluster_dims__(2,1,1)`, `__maxnreg__(64)`
+# and the execution-space specifiers of extended lambdas `[] __device__ (int i) {...}`. Two patterns,
+# not one alternation: each keeps the regex engine's fast literal-prefix scan (1 ms vs 4 ms per 250 KB).
+_UNPARSED_ATTRIBUTES = (
+    re.compile(rb"__(?:align|cluster_dims|maxnreg)__\s*\([^()]*\)"),
+    re.compile(rb"\][ \t]*__(?:host|device)__(?:\s+__(?:host|device)__)?"),
+)
+_INT_LITERAL = re.compile(r"(0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)([uUlLzZ]*)")
+
+
+def _blank(match: re.Match[bytes]) -> bytes:
+    text = match.group()
+    keep = 1 if text.startswith(b"]") else 0  # the lambda's capture list stays
+    return text[:keep] + bytes(b if b == 0x0A else 0x20 for b in text[keep:])
+
+
+def parse_tree(data: bytes, key: str | None = None) -> Tree:
+    """Parse UTF-8 CUDA source with the attributes tree-sitter-cuda cannot read blanked out.
+
+    With a `key` (a file path), the last tree parsed under that key is edited and re-parsed
+    incrementally: an edit in a 5,000-line file re-parses in about 1 ms instead of 40.
+    """
+    for pattern in _UNPARSED_ATTRIBUTES:
+        data = pattern.sub(_blank, data)
+    if key is None:
+        return Parser(LANGUAGE).parse(data)
+    return _RECENT.parse(data, key)
+
+
+class _RecentTrees:
+    """The last text and tree of a few recently parsed files, for incremental re-parsing."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._trees: OrderedDict[str, tuple[bytes, Tree]] = OrderedDict()
+        self._lock = threading.Lock()  # an edited tree must not be shared between threads
+
+    def parse(self, data: bytes, key: str) -> Tree:
+        with self._lock:
+            previous = self._trees.pop(key, None)
+            if previous is not None and previous[0] == data:
+                tree = previous[1]
+            elif previous is not None:
+                old_data, old_tree = previous
+                start, old_end, new_end = _changed_range(old_data, data)
+                old_tree.edit(
+                    start_byte=start,
+                    old_end_byte=old_end,
+                    new_end_byte=new_end,
+                    start_point=_point(data, start),
+                    old_end_point=_point(old_data, old_end),
+                    new_end_point=_point(data, new_end),
+                )
+                tree = Parser(LANGUAGE).parse(data, old_tree)
+            else:
+                tree = Parser(LANGUAGE).parse(data)
+            self._trees[key] = (data, tree)
+            while len(self._trees) > self._size:
+                self._trees.popitem(last=False)
+            return tree
+
+
+_RECENT = _RecentTrees(16)
+
+
+def _changed_range(old: bytes, new: bytes) -> tuple[int, int, int]:
+    """(start, old end, new end) of the one region in which two texts differ."""
+    n = min(len(old), len(new))
+    lo, hi = 0, n  # the common prefix length, by bisection on slices (each compare is a memcmp)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[lo:mid] == new[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = lo
+    lo, hi = 0, n - prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[len(old) - mid : len(old) - lo] == new[len(new) - mid : len(new) - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return prefix, len(old) - lo, len(new) - lo
+
+
+def _point(data: bytes, offset: int) -> Point:
+    return Point(data.count(b"\n", 0, offset), offset - (data.rfind(b"\n", 0, offset) + 1))
+
+
+@functools.cache
+def query(source: str) -> Query:
+    """A compiled (and cached) tree-sitter query."""
+    return Query(LANGUAGE, source)
+
+
+def anchored(
+    root: Node, data: bytes, pattern: re.Pattern[bytes], start: int = 0, end: int | None = None
+) -> list[Node]:
+    """The smallest node around each match of a text pattern (a cheap pre-filter before a tree walk)."""
+    stop = len(data) if end is None else end
+    return [root.descendant_for_byte_range(m.start(), m.end()) for m in pattern.finditer(data, start, stop)]
+
+
+def node_text(data: bytes, node: Node) -> str:
+    """The source text of a node."""
+    return data[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+
+def int_value(literal: str) -> int | None:
+    """The value of a C++ integer literal such as `256`, `0x10u`, `1'024`; None for anything else."""
+    m = _INT_LITERAL.fullmatch(literal.strip())
+    if not m:
+        return None
+    digits = m.group(1).replace("'", "")
+    if digits[:2] in ("0x", "0X"):
+        return int(digits[2:], 16) if len(digits) > 2 else None
+    if digits[:2] in ("0b", "0B"):
+        return int(digits[2:], 2) if len(digits) > 2 else None
+    if len(digits) > 1 and digits[0] == "0":
+        return int(digits, 8) if all(c in "01234567" for c in digits) else None
+    return int(digits)
+
+
+def declarator_name(node: Node | None) -> Node | None:
+    """The identifier a (possibly nested pointer/reference/array/function) declarator declares."""
+    while node is not None:
+        if node.type in (
+            "identifier",
+            "field_identifier",
+            "type_identifier",
+            "operator_name",
+            "destructor_name",
+        ):
+            return node
+        if node.type in ("qualified_identifier", "template_function", "template_type"):
+            inner = node.child_by_field_name("name")
+            if inner is None:
+                return node
+            node = inner
+            continue
+        inner = node.child_by_field_name("declarator")
+        if inner is None:
+            # `int&& x`, `T (*f)()` and friends: fall back to the last named child
+            named = [c for c in node.named_children if c.type not in ("type_qualifier", "comment")]
+            inner = named[-1] if named else None
+        node = inner
+    return None
+
+
+def split_arguments(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """Trimmed byte ranges of the comma-separated arguments of the first `(...)` in data[start:end]."""
+    open_paren = data.find(b"(", start, end)
+    if open_paren < 0:
+        return []
+    ranges: list[tuple[int, int]] = []
+    depth = 0
+    piece = open_paren + 1
+    for i in range(open_paren, end):
+        c = data[i]
+        if c in b"([{":
+            depth += 1
+        elif c in b")]}":
+            depth -= 1
+            if depth == 0:
+                ranges.append(trim(data, piece, i))
+                break
+        elif c == 0x2C and depth == 1:  # a top-level comma
+            ranges.append(trim(data, piece, i))
+            piece = i + 1
+    else:  # unterminated: keep what was written
+        ranges.append(trim(data, piece, end))
+    return [r for r in ranges if r[0] < r[1]]
+
+
+def trim(data: bytes, start: int, end: int) -> tuple[int, int]:
+    """A byte range with surrounding whitespace removed."""
+    while start < end and data[start] in b" \t\r\n":
+        start += 1
+    while end > start and data[end - 1] in b" \t\r\n":
+        end -= 1
+    return start, end

@@ -1,0 +1,186 @@
+"""The backend interface: compile, run, check and time one configuration of a kernel."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from cutune.gpu.limits import DeviceLimits
+from cutune.template.model import Config, Space, Template
+from cutune.template.spec import KernelSpec
+
+
+class Failure(enum.Enum):
+    """Why a configuration has no valid measurement."""
+
+    INFEASIBLE = "infeasible"  # rejected by constraints or hardware limits before compiling
+    COMPILE = "compile"  # the compiler rejected it
+    RESOURCES = "resources"  # compiled, but registers/shared memory exceed the device after compiling
+    LAUNCH = "launch"  # the launch was refused (e.g. too many resources requested)
+    FAULT = "fault"  # the kernel faulted (illegal address, ...); the worker was replaced
+    TIMEOUT = "timeout"  # the kernel or compile hung past the per-trial timeout; the worker was replaced
+    WRONG = "wrong"  # outputs differ from the reference beyond tolerance, or were not written
+    CRASH = "crash"  # the worker process died for another reason
+
+
+@dataclass(frozen=True)
+class CompileInfo:
+    """What the compiled function uses, read from the compiled code."""
+
+    registers: int
+    spill_bytes: int = 0  # spill stores reported by ptxas (nvcc path); NVRTC reports only local_bytes
+    shared_bytes: int = 0  # static shared memory per block
+    local_bytes: int = 0  # local memory per thread: spills and local arrays
+    max_threads_per_block: int = 0  # the most threads per block this function can be launched with
+    compile_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-problem-size timing: median and spread (p10..p90) over repetitions, in microseconds."""
+
+    size: dict[str, int]
+    median_us: float
+    p10_us: float
+    p90_us: float
+    reps: int
+
+    @property
+    def spread(self) -> float:
+        """Relative spread (p90 - p10) / median."""
+        return (self.p90_us - self.p10_us) / self.median_us if self.median_us > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The outcome of one configuration: timings for every problem size, or why there are none."""
+
+    config: Config
+    timings: tuple[Timing, ...] = ()
+    compile: CompileInfo | None = None
+    failure: Failure | None = None
+    detail: str = ""  # human-readable reason / max error / compiler log excerpt
+    max_error: float | None = None  # the largest tolerance-scaled error seen on any output (<= 1 passes)
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and bool(self.timings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the replay format's record body)."""
+        return {
+            "config": dict(self.config),
+            "timings": [dataclasses.asdict(t) for t in self.timings],
+            "compile": dataclasses.asdict(self.compile) if self.compile else None,
+            "failure": self.failure.value if self.failure else None,
+            "detail": self.detail,
+            "max_error": self.max_error,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Measurement:
+        """The inverse of `to_dict`."""
+        compiled = data.get("compile")
+        failure = data.get("failure")
+        return cls(
+            config=Config.of(data["config"]),
+            timings=tuple(Timing(**t) for t in data.get("timings", ())),
+            compile=CompileInfo(**compiled) if compiled else None,
+            failure=Failure(failure) if failure else None,
+            detail=data.get("detail", ""),
+            max_error=data.get("max_error"),
+            extra=dict(data.get("extra", {})),
+        )
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """How to time: warm-up, repetitions, L2 flush (default on), per-trial timeout."""
+
+    warmup: int = 3
+    reps: int = 30
+    min_time_ms: float = 20.0  # keep repeating until at least this much kernel time is measured
+    max_reps: int = 2000  # ...but never more repetitions than this per problem size
+    flush_l2: bool = True
+    trial_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a backend needs to evaluate configurations of one kernel."""
+
+    source_path: str | None
+    template: Template
+    spec: KernelSpec
+    space: Space
+    arch: str | None = None
+    timing: TimingOptions = field(default_factory=TimingOptions)
+    seed: int = 0  # input data seed; a replaced worker reopens with a different one (fresh inputs)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The device a backend measures on, and its speed-of-light ingredients."""
+
+    name: str
+    arch: str
+    sm_count: int
+    l2_bytes: int
+    copy_bandwidth_gbs: float = 0.0  # measured device-to-device copy, bytes read + written
+    empty_launch_us: float = 0.0  # measured empty kernel launch in the same harness
+    driver: str = ""
+    limits: DeviceLimits | None = None  # the live device's limits, where the backend reads them
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        data = dataclasses.asdict(self)
+        data["limits"] = dataclasses.asdict(self.limits) if self.limits else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DeviceInfo:
+        """The inverse of `to_dict`."""
+        limits = data.get("limits")
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known and k != "limits"}
+        return cls(**values, limits=DeviceLimits(**limits) if limits else None)
+
+
+class Backend(ABC):
+    """Compiles, runs, checks and times configurations.
+
+    Lifecycle: `open(job)` once (allocates, builds the reference), then `evaluate(config)` per
+    configuration (never raises for a bad configuration: returns a Measurement with a Failure), then
+    `close()`. `prefetch(configs)` may be called at any time after `open` to say which configurations
+    come next. Backends are not thread-safe; use one per worker. After a FAULT a backend may be
+    unusable (`healthy` is False): the isolated worker then replaces its process.
+    """
+
+    name: ClassVar[str]
+    needs_isolation: ClassVar[bool] = False  # True: run it in a worker process (it can fault or hang)
+
+    @abstractmethod
+    def open(self, job: Job) -> DeviceInfo:
+        """Prepare for a job and describe the device."""
+
+    @abstractmethod
+    def evaluate(self, config: Config) -> Measurement:
+        """Measure one configuration on every problem size of the job."""
+
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        """Hint that these configurations come next (a backend may compile them ahead); default: ignore."""
+        del configs
+
+    @property
+    def healthy(self) -> bool:
+        """Whether the backend can go on evaluating (False once a fault poisoned its CUDA context)."""
+        return True
+
+    def close(self) -> None:
+        """Release resources."""

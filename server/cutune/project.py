@@ -1,0 +1,142 @@
+"""A kernel in a workspace: its source, template, spec and stored results — what the CLI and LSP share."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from cutune.cuda.model import Kernel, SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.errors import SourceError, SpecError
+from cutune.template.model import Space, Template
+from cutune.template.spec import (
+    KernelSpec,
+    check_against_kernel,
+    draft_spec,
+    dump_kernel_spec,
+    load_spec,
+    spec_path_for,
+)
+from cutune.template.templatize import templatize
+
+STATE_DIR = ".cutune"
+
+
+@dataclass(frozen=True)
+class KernelContext:
+    """One kernel of one file, templatized in memory, with its spec when it has a valid one."""
+
+    path: Path
+    model: SourceModel  # the file as it is
+    kernel: Kernel
+    template: Template  # the templatized file (the file itself when it is templatized already)
+    template_model: SourceModel
+    spec_path: Path
+    spec: KernelSpec | None  # None when the file has no spec for this kernel
+    spec_error: SpecError | None  # why the spec could not be used
+
+    @property
+    def space(self) -> Space:
+        """The space to search: the spec's params when it lists any, else the recipes' space."""
+        if self.spec is not None and self.spec.space is not None and self.spec.space.params:
+            return self.spec.space
+        return self.template.space
+
+    def drafted_spec(self) -> KernelSpec:
+        """A spec guessed from the templatized kernel's signature and launch site."""
+        kernel = self.template_model.kernel(self.kernel.name)
+        launches = self.template_model.launches_of(kernel.name)
+        return draft_spec(kernel, launches[0] if launches else None, self.template.space)
+
+    def require_spec(self) -> KernelSpec:
+        """The spec, or a SpecError that says how to get one."""
+        if self.spec_error is not None:
+            raise self.spec_error
+        if self.spec is None:
+            raise SpecError(
+                f"no tuning spec for kernel {self.kernel.name!r}; run `cutune templatize {self.path} "
+                f"--kernel {self.kernel.name} --write` to draft one, then fill in its sizes",
+                path=str(self.spec_path),
+            )
+        return self.spec
+
+
+def read_source(path: str | Path) -> tuple[Path, str]:
+    """The path and text of a source file, with a clear error when unreadable."""
+    p = Path(path)
+    try:
+        return p, p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SourceError("file not found", path=str(p)) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SourceError(f"cannot read: {e}", path=str(p)) from None
+
+
+def open_kernel(path: str | Path, kernel: str, *, text: str | None = None,
+                recipes: tuple[str, ...] | None = None) -> KernelContext:
+    """Parse a file, find the kernel, templatize it in memory and load its spec (if any)."""
+    if text is None:
+        p, text = read_source(path)
+    else:
+        p = Path(path)
+    model = parse_source(text, str(p))
+    k = model.kernel(kernel)
+    template = templatize(model, kernel, recipes=recipes)
+    template_model = parse_source(template.source, str(p))
+    spec_path = spec_path_for(p)
+    spec: KernelSpec | None = None
+    spec_error: SpecError | None = None
+    if spec_path.exists():
+        try:
+            spec_file = load_spec(spec_path)
+            if kernel in spec_file.kernels:
+                spec = spec_file.kernels[kernel]
+                check_against_kernel(spec, template_model.kernel(kernel))
+        except SpecError as e:
+            spec, spec_error = None, e
+    return KernelContext(p, model, k, template, template_model, spec_path, spec, spec_error)
+
+
+@dataclass(frozen=True)
+class TemplatizeOutcome:
+    """What templatize changed: the unified diff, the drafted spec text, and what was written."""
+
+    context: KernelContext
+    diff: str
+    spec_text: str
+    wrote_source: bool
+    wrote_spec: bool
+
+
+def templatize_file(path: str | Path, kernel: str, *, write: bool = False,
+                    recipes: tuple[str, ...] | None = None) -> TemplatizeOutcome:
+    """Templatize one kernel; with `write`, rewrite the file and create its spec when it has none."""
+    ctx = open_kernel(path, kernel, recipes=recipes)
+    diff = "".join(difflib.unified_diff(
+        ctx.model.text.splitlines(keepends=True), ctx.template.source.splitlines(keepends=True),
+        fromfile=f"a/{ctx.path.name}", tofile=f"b/{ctx.path.name}",
+    ))
+    spec_text = dump_kernel_spec(ctx.drafted_spec())
+    wrote_source = wrote_spec = False
+    if write:
+        if ctx.template.source != ctx.model.text:
+            ctx.path.write_text(ctx.template.source, encoding="utf-8")
+            wrote_source = True
+        if not ctx.spec_path.exists():
+            ctx.spec_path.write_text(spec_text, encoding="utf-8")
+            wrote_spec = True
+        elif ctx.spec is None and ctx.spec_error is None:
+            # the spec file exists but has no table for this kernel: append one
+            with ctx.spec_path.open("a", encoding="utf-8") as f:
+                f.write("\n" + spec_text)
+            wrote_spec = True
+    return TemplatizeOutcome(ctx, diff, spec_text, wrote_source, wrote_spec)
+
+
+def workspace_dir(path: Path) -> Path:
+    """The workspace root for a file: the nearest parent with `.cutune/`, `.git` or `pyproject.toml`."""
+    for parent in [path.parent.resolve(), *path.parent.resolve().parents]:
+        if any((parent / marker).exists() for marker in (STATE_DIR, ".git", "pyproject.toml")):
+            return parent
+    return path.parent.resolve()

@@ -1,0 +1,168 @@
+"""Where a launch's block or grid size comes from in host code: a literal, a tuning-struct member, or
+a value only known at run time. Follows local variables (`dim3 block(256)`, `constexpr uint N = 128;`,
+`const int threads = 512;`) back to their initializers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from cutune.cuda.syntax import declarator_name, int_value
+from cutune.template.recipes.base import KernelSource, descendants
+
+_MIN_CALLS = frozenset(("min", "umin", "llmin", "ullmin"))
+
+
+class OriginKind(enum.Enum):
+    LITERAL = "literal"  # an integer literal a rewrite can replace
+    MEMBER = "member"  # already `<kernel>_tuning::NAME`
+    RUNTIME = "runtime"  # computed at run time, with no literal to tune
+    MULTI_DIM = "multi_dim"  # a dim3 with more than one dimension above 1
+    MACRO = "macro"  # a #define, which templatize does not rewrite
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where one launch value comes from; `node` is the literal, or the expression the search ended at."""
+
+    kind: OriginKind
+    node: Node
+    value: int | None = None
+    name: str | None = None  # MEMBER: the member; MACRO: the macro
+    capped: bool = False  # LITERAL as the cap of `min(run-time value, literal)`
+
+
+class HostResolver:
+    """Resolves launch expressions inside the host function around one launch."""
+
+    def __init__(self, src: KernelSource, call: Node) -> None:
+        self.src = src
+        self.before = call.start_byte
+        self.function = src.node_at(call.start_byte, "function_definition")
+
+    def resolve(self, node: Node) -> Origin:
+        """The origin of the value of an expression."""
+        src, t = self.src, node.type
+        if t == "number_literal":
+            value = int_value(src.text(node))
+            return Origin(OriginKind.LITERAL, node, value) if value is not None else Origin(OriginKind.RUNTIME, node)
+        if t == "parenthesized_expression" and node.named_child_count == 1:
+            return self.resolve(node.named_children[0])
+        if t == "qualified_identifier":
+            scope, _, name = src.text(node).rpartition("::")
+            if scope.split("::")[-1].strip() == src.struct_name:
+                return Origin(OriginKind.MEMBER, node, src.member_value(name.strip()), name.strip())  # type: ignore[arg-type]
+        if t in ("identifier", "type_identifier", "parameter_declaration"):
+            return self._resolve_name(node)
+        if t == "call_expression":
+            return self._resolve_call(node)
+        if t in ("initializer_list", "compound_literal_expression"):
+            return self.resolve_dims(node, self.arguments(node))
+        return Origin(OriginKind.RUNTIME, node)
+
+    def resolve_dims(self, at: Node, dims: list[Node]) -> Origin:
+        """The origin of the x dimension of a dim3, or MULTI_DIM when y or z is not 1."""
+        if not dims:
+            return Origin(OriginKind.RUNTIME, at)
+        if any(int_value(self.src.text(d)) != 1 for d in dims[1:]):
+            return Origin(OriginKind.MULTI_DIM, at)
+        return self.resolve(dims[0])
+
+    def dims_of(self, node: Node) -> tuple[Node, list[Node]] | None:
+        """For a dim3-valued expression (a local dim3 or `dim3(...)`): the node holding its arguments,
+        and the arguments; None for anything else."""
+        if node.type == "identifier":
+            found = self.declaration(self.src.text(node))
+            if found is None or not self._is_dim3(found[0]):
+                return None
+            holder, values = found[1], found[2]
+            if len(values) == 1 and values[0].type == "call_expression" and self._callee(values[0]) == "dim3":
+                return values[0], self.arguments(values[0])
+            return holder, values
+        if node.type == "call_expression" and self._callee(node) == "dim3":
+            return node, self.arguments(node)
+        return None
+
+    def declaration(self, name: str) -> tuple[Node, Node, list[Node]] | None:
+        """The last local declaration of `name` before the launch: (declaration, the node holding its
+        initializer, the initializer's values: one expression, or constructor arguments)."""
+        if self.function is None:
+            return None
+        best: tuple[Node, Node, list[Node]] | None = None
+        for decl in descendants(self.function, "declaration"):
+            if decl.end_byte > self.before:
+                break
+            for declarator in decl.children_by_field_name("declarator"):
+                ident = declarator_name(declarator)
+                if ident is None or self.src.text(ident) != name:
+                    continue
+                if declarator.type == "init_declarator":
+                    value = declarator.child_by_field_name("value")
+                    if value is not None:
+                        values = self.arguments(value) if value.type in ("argument_list", "initializer_list") else [value]
+                        best = (decl, value, values)
+                elif declarator.type == "function_declarator":  # `dim3 grid(n);` parses as a function declaration
+                    params = declarator.child_by_field_name("parameters")
+                    if params is not None:
+                        best = (decl, params, self.arguments(params))
+        return best
+
+    def closure(self, node: Node) -> list[Node]:
+        """The expression and, transitively, the initializers of the local variables it uses."""
+        seen: set[str] = set()
+        out = [node]
+        pending = [node]
+        while pending:
+            current = pending.pop()
+            for ident in descendants(current, "identifier", "type_identifier"):
+                name = self.src.text(ident)
+                found = None if name in seen else self.declaration(name)
+                seen.add(name)
+                if found is not None:
+                    out.extend(found[2])
+                    pending.extend(found[2])
+        return out
+
+    def arguments(self, node: Node) -> list[Node]:
+        """The argument expressions of a call, argument list or braced list."""
+        if node.type == "call_expression":
+            args = node.child_by_field_name("arguments")
+            return self.arguments(args) if args is not None else []
+        if node.type == "compound_literal_expression":
+            value = node.child_by_field_name("value")
+            return self.arguments(value) if value is not None else []
+        return [c for c in node.named_children if c.type != "comment"]
+
+    def _resolve_name(self, node: Node) -> Origin:
+        name = self.src.text(node).strip()
+        found = self.declaration(name)
+        if found is not None:
+            decl, holder, values = found
+            if self._is_dim3(decl):
+                return self.resolve_dims(holder, values)
+            return self.resolve(values[0]) if len(values) == 1 else Origin(OriginKind.RUNTIME, node)
+        if any(m.name == name for m in self.src.model.macros):
+            return Origin(OriginKind.MACRO, node, name=name)
+        return Origin(OriginKind.RUNTIME, node)
+
+    def _resolve_call(self, node: Node) -> Origin:
+        callee = self._callee(node)
+        args = self.arguments(node)
+        if callee == "dim3":
+            return self.resolve_dims(node, args)
+        if callee in _MIN_CALLS and len(args) == 2:
+            first, second = self.resolve(args[0]), self.resolve(args[1])
+            literal = [o for o in (first, second) if o.kind in (OriginKind.LITERAL, OriginKind.MEMBER)]
+            if len(literal) == 1:
+                return Origin(literal[0].kind, literal[0].node, literal[0].value, literal[0].name, capped=True)
+        return Origin(OriginKind.RUNTIME, node)
+
+    def _callee(self, call: Node) -> str:
+        fn = call.child_by_field_name("function")
+        return self.src.text(fn).split("<")[0].split("::")[-1].strip() if fn is not None else ""
+
+    def _is_dim3(self, decl: Node) -> bool:
+        type_node = decl.child_by_field_name("type")
+        return type_node is not None and self.src.text(type_node).strip() == "dim3"

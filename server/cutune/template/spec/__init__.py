@@ -1,0 +1,27 @@
+"""The tuning spec: how to run a kernel (arguments, launch, problem sizes, tolerances, space)."""
+
+from cutune.template.dtypes import DTYPES, dtype_size
+from cutune.template.spec.draft import draft_spec
+from cutune.template.spec.load import check_against_kernel, load_spec, parse_spec, spec_path_for
+from cutune.template.spec.model import ArgSpec, Init, KernelSpec, Role, SpecFile, Tolerance, default_tolerance
+from cutune.template.spec.schema import spec_schema
+from cutune.template.spec.write import dump_kernel_spec
+
+__all__ = [
+    "DTYPES",
+    "ArgSpec",
+    "Init",
+    "KernelSpec",
+    "Role",
+    "SpecFile",
+    "Tolerance",
+    "check_against_kernel",
+    "default_tolerance",
+    "draft_spec",
+    "dtype_size",
+    "dump_kernel_spec",
+    "load_spec",
+    "parse_spec",
+    "spec_path_for",
+    "spec_schema",
+]

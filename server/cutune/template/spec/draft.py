@@ -1,0 +1,150 @@
+"""Guessing a first spec from a kernel's signature and launch site, with TODO placeholders where unsure."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from cutune.errors import ExpressionError
+from cutune.template.dtypes import C_TYPES
+from cutune.template.expr import compile_expr
+from cutune.template.model import Space
+from cutune.template.spec.load import LIMIT_NAMES, TODO
+from cutune.template.spec.model import ArgSpec, KernelSpec, Role
+
+if TYPE_CHECKING:  # typing only: reading or drafting a spec needs no CUDA parser
+    from cutune.cuda.model import Kernel, LaunchSite
+
+INTEGER_DTYPES = frozenset({"int8", "uint8", "int32", "uint32", "int64"})
+ARRAY_ELEMENTS = 1 << 20  # example element count of a drafted array dimension
+SCALAR_SIZE = 4096  # example value of a drafted integer parameter that is no array dimension
+
+_QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "signed"})
+_TOKEN = re.compile(r"[A-Za-z_][\w:]*|\*|&")
+_DIM3 = re.compile(r"dim3\s*\((.*)\)\s*$", re.DOTALL)
+_INTEGER_LITERAL = re.compile(r"\d+[uUlL]*")
+
+
+def draft_spec(kernel: Kernel, launch: LaunchSite | None, space: Space | None) -> KernelSpec:
+    """A spec guessed from the signature (pointers → arrays, integers → sizes) and the launch text."""
+    template_args, type_names = _template_args(kernel, launch, space)
+    scalars = [p for p in kernel.params if not _is_pointer(p.type)]
+    integer_params = [p.name for p in scalars if _dtype(p.type, type_names) in INTEGER_DTYPES]
+    # with one integer parameter (`n`) every array is likely n long; else each array gets its own size
+    shared = integer_params[0] if len(integer_params) == 1 else None
+    sizes: dict[str, int] = {}
+    args = []
+    for p in kernel.params:
+        dtype = _dtype(p.type, type_names)
+        if _is_pointer(p.type):
+            var = shared or f"n_{p.name}"
+            sizes[var] = ARRAY_ELEMENTS
+            role = Role.IN if _is_const_pointee(p.type) else Role.OUT
+            args.append(ArgSpec(p.name, dtype or "float32", role, shape=(var,)))
+        elif dtype in INTEGER_DTYPES:
+            sizes.setdefault(p.name, SCALAR_SIZE)
+            args.append(ArgSpec(p.name, dtype, value=p.name))
+        elif dtype is not None:
+            args.append(ArgSpec(p.name, dtype, value="1.0"))
+        else:
+            unknown = f"{TODO}: `{p.type}` is no known element type; pick a dtype and a value"
+            args.append(ArgSpec(p.name, unknown, value=unknown))
+    known = set(sizes) | LIMIT_NAMES | ({p.name for p in space.params} if space else set())
+    return KernelSpec(
+        kernel=kernel.name,
+        args=tuple(args),
+        sizes=(sizes,),
+        grid=_launch_dims(launch.grid if launch else None, known, "grid"),
+        block=_launch_dims(launch.block if launch else None, known, "block"),
+        shared_mem=_shared_mem(launch, known),
+        template_args=template_args,
+        space=space,
+        constraints=space.constraints if space else (),
+    )
+
+
+def _template_args(
+    kernel: Kernel, launch: LaunchSite | None, space: Space | None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The fixed template arguments, and each type parameter's C type (from the launch, else float)."""
+    tuned = {p.name for p in space.params} if space else set()
+    written = launch.template_args if launch else ()
+    args: dict[str, str] = {}
+    types: dict[str, str] = {}
+    for i, t in enumerate(kernel.template_params):
+        text = written[i].strip() if i < len(written) else None
+        if t.kind.value == "type":
+            c_type = text if text in C_TYPES else (t.default or "float")
+            types[t.name] = c_type
+            args[t.name] = c_type
+        elif t.name in tuned or (text is None and t.default is not None):
+            continue
+        elif text is not None and (_INTEGER_LITERAL.fullmatch(text) or text in ("true", "false")):
+            args[t.name] = text.rstrip("uUlL")
+        else:
+            passed = f"the launch passes `{text}`" if text else "no launch passes it"
+            args[t.name] = f"{TODO}: the value of {t.name} ({passed})"
+    return args, types
+
+
+def _tokens(c_type: str) -> list[str]:
+    return _TOKEN.findall(c_type)
+
+
+def _is_pointer(c_type: str) -> bool:
+    return "*" in _tokens(c_type)
+
+
+def _is_const_pointee(c_type: str) -> bool:
+    tokens = _tokens(c_type)
+    return "const" in tokens[: tokens.index("*")]
+
+
+def _dtype(c_type: str, type_names: dict[str, str]) -> str | None:
+    """The dtype of a parameter's element type (`const T* __restrict__` → T's dtype), None if unknown."""
+    tokens = _tokens(c_type)
+    if "*" in tokens:
+        tokens = tokens[: tokens.index("*")]
+    base = " ".join(t for t in tokens if t not in _QUALIFIERS)
+    base = type_names.get(base, base)
+    return C_TYPES.get(base) or C_TYPES.get(base.removeprefix("std::"))
+
+
+def _launch_dims(text: str | None, known: set[str], key: str) -> tuple[str, ...]:
+    if text is None:
+        return (f"{TODO}: no launch site found; write the {key} over the sizes and params",)
+    m = _DIM3.match(text.strip())
+    parts = _split_commas(m.group(1)) if m else [text]
+    exprs = [_plain_expression(p, known) for p in parts]
+    if None in exprs or not 1 <= len(exprs) <= 3:
+        return (f"{TODO}: the launch writes `{text.strip()}`; write the {key} over the sizes and params",)
+    return tuple(e for e in exprs if e is not None)
+
+
+def _shared_mem(launch: LaunchSite | None, known: set[str]) -> str:
+    if launch is None or launch.shared_mem is None:
+        return "0"
+    text = _plain_expression(launch.shared_mem, known)
+    return text or f"{TODO}: the launch writes `{launch.shared_mem.strip()}` bytes of shared memory"
+
+
+def _plain_expression(text: str, known: set[str]) -> str | None:
+    """`text` as a spec expression when it is one over known names (`std::min` → `min`), else None."""
+    candidate = " ".join(text.replace("std::", "").split())
+    try:
+        expr = compile_expr(candidate)
+    except ExpressionError:
+        return None
+    return candidate if expr.names <= known else None
+
+
+def _split_commas(text: str) -> list[str]:
+    """Split at commas outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts

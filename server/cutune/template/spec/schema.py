@@ -1,0 +1,14 @@
+"""The JSON Schema of spec files (packaged as template/spec.schema.json), for validators and editors."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+
+def spec_schema() -> dict[str, Any]:
+    """The spec files' JSON Schema (draft 2020-12), with descriptions for editor completion."""
+    text = resources.files("cutune.template").joinpath("spec.schema.json").read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema

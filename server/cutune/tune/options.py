@@ -1,0 +1,72 @@
+"""Tuning options, grouped by concern: budget, search, selection, and where things are stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cutune.errors import StudyError
+from cutune.tune.samplers import AUTO, NAMES
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much searching a study gets in all; a resumed run spends only what earlier runs left."""
+
+    trials: int = 100  # configurations measured on the GPU, the original included
+    seconds: float | None = None  # search wall time; None for no limit
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise StudyError(f"the trial budget must be at least 1, not {self.trials}")
+        if self.seconds is not None and self.seconds <= 0:
+            raise StudyError(f"the time budget must be positive, not {self.seconds}")
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How configurations are proposed."""
+
+    sampler: str = AUTO  # a name in cutune.tune.samplers.NAMES
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sampler not in NAMES:
+            raise StudyError(f"unknown sampler {self.sampler!r}; known: {', '.join(NAMES)}")
+
+
+@dataclass(frozen=True)
+class SelectionOptions:
+    """The final re-measurement of the best configurations, interleaved with the original."""
+
+    top_k: int = 5
+    rounds: int = 5
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1:
+            raise StudyError(f"top_k must be at least 1, not {self.top_k}")
+        if self.rounds < 3:  # p10..p90 of fewer rounds says nothing about the spread
+            raise StudyError(f"selection needs at least 3 rounds, not {self.rounds}")
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Everything `tune` needs besides the job and the backend."""
+
+    workspace: Path
+    budget: Budget = field(default_factory=Budget)
+    search: SearchOptions = field(default_factory=SearchOptions)
+    selection: SelectionOptions = field(default_factory=SelectionOptions)
+    storage_url: str | None = None  # None: sqlite:///<workspace>/.cutune/studies.db; or journal:<file>
+
+    @property
+    def state_dir(self) -> Path:
+        """`<workspace>/.cutune`, where studies and results live."""
+        return self.workspace / ".cutune"
+
+    def storage(self) -> str:
+        """The study storage URL (creating the default SQLite file's folder)."""
+        if self.storage_url is not None:
+            return self.storage_url
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{(self.state_dir / 'studies.db').resolve()}"

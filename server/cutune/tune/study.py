@@ -1,0 +1,161 @@
+"""The Optuna study of one kernel on one device: its key, its storage, and its trials read back."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import optuna
+from optuna.storages import BaseStorage, JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+
+from cutune.errors import StudyError
+from cutune.gpu.backend import CompileInfo, DeviceInfo, Failure, Job, Timing
+from cutune.template.model import Config, Space
+from cutune.tune.space import distributions
+
+JOURNAL_PREFIX = "journal:"
+
+# user attributes of a trial
+TIMINGS = "timings"  # per problem size: Timing fields
+COMPILE = "compile"  # CompileInfo fields
+# a Failure value; infeasible proposals too (PRUNED, never measured). A FAIL trial without it was
+# interrupted (Ctrl-C, a killed run) and says nothing about its configuration.
+FAILURE = "failure"
+DETAIL = "detail"
+REPEAT_OF = "repeat_of"  # the number of the trial whose outcome this proposal repeats (not re-measured)
+# user attribute of the study
+SEARCH_SECONDS = "search_seconds"  # search wall time spent over all runs
+
+_DETAIL_CHARS = 2000  # compiler logs can be long; the start names the problem
+_MIN_TRIALS_FOR_IMPORTANCE = 10
+
+
+@dataclass(frozen=True)
+class StudyKey:
+    """What makes measurements comparable: the same kernel source, spec and timing, on the same device."""
+
+    kernel: str
+    source_hash: str  # of the templated source
+    spec_hash: str  # of the spec, the space and the timing options
+    device: str
+
+    @property
+    def name(self) -> str:
+        """The study name, e.g. `rms_norm@NVIDIA-H200:3f2a…:9c1d…`."""
+        device = re.sub(r"[^A-Za-z0-9]+", "-", self.device).strip("-")
+        return f"{self.kernel}@{device}:{self.source_hash[:12]}:{self.spec_hash[:12]}"
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def study_key(job: Job, device: DeviceInfo) -> StudyKey:
+    """The key of a job's study on a device."""
+    # where the spec sits (file, line numbers) does not change what is measured
+    spec = dataclasses.replace(
+        job.spec, path=None, line=None, lines={},
+        args=tuple(dataclasses.replace(a, line=None) for a in job.spec.args),
+    )
+    return StudyKey(
+        kernel=job.template.kernel,
+        source_hash=_sha256(job.template.source),
+        spec_hash=_sha256(repr((spec, job.space, job.timing))),
+        device=device.name,
+    )
+
+
+def _storage(url: str) -> str | BaseStorage:
+    # SQLite (the default) commits every tell() in its own transaction, so each finished trial is on
+    # disk before the next one starts, and one file holds every study (optuna-dashboard opens it).
+    # `journal:<file>` selects Optuna's append-only journal file, for file systems such as NFS
+    # where SQLite's locking is unreliable.
+    if url.startswith(JOURNAL_PREFIX):
+        return JournalStorage(JournalFileBackend(url.removeprefix(JOURNAL_PREFIX)))
+    return url
+
+
+def open_study(key: StudyKey, url: str) -> optuna.Study:
+    """Create the study of `key` in storage `url`, or load it; fails trials a dead run left RUNNING."""
+    try:
+        study = optuna.create_study(
+            study_name=key.name, storage=_storage(url), direction="minimize", load_if_exists=True,
+            # a placeholder: the search picks the sampler once it knows what the study holds
+            sampler=optuna.samplers.RandomSampler(),
+        )
+    except (ValueError, ImportError, OSError, RuntimeError) as e:
+        raise StudyError(f"cannot open study {key.name} in {url}: {e}") from e
+    for field_name, value in dataclasses.asdict(key).items():
+        study.set_user_attr(field_name, value)
+    # one process runs a study at a time (one GPU), so RUNNING trials are from a run that was killed
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+    return study
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One finished trial read back: its configuration and what happened to it."""
+
+    number: int
+    config: Config
+    objective: float | None  # geometric mean over sizes of time / original time; None when failed
+    timings: tuple[Timing, ...] = ()
+    compile: CompileInfo | None = None
+    failure: Failure | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.objective is not None
+
+
+def read_record(trial: FrozenTrial) -> TrialRecord | None:
+    """The record of a finished trial; None for repeats, interruptions and unfinished trials."""
+    attrs = trial.user_attrs
+    interrupted = trial.state == TrialState.FAIL and FAILURE not in attrs
+    if REPEAT_OF in attrs or interrupted or not trial.state.is_finished():
+        return None
+    compile_info = attrs.get(COMPILE)
+    return TrialRecord(
+        number=trial.number,
+        config=Config.of(trial.params),
+        objective=trial.value if trial.state == TrialState.COMPLETE else None,
+        timings=tuple(Timing(**t) for t in attrs.get(TIMINGS, ())),
+        compile=CompileInfo(**compile_info) if compile_info else None,
+        failure=Failure(attrs[FAILURE]) if FAILURE in attrs else None,
+        detail=attrs.get(DETAIL, ""),
+    )
+
+
+def record_attrs(record: TrialRecord) -> dict[str, object]:
+    """The user attributes that store a record in its trial."""
+    attrs: dict[str, object] = {}
+    if record.timings:
+        attrs[TIMINGS] = [dataclasses.asdict(t) for t in record.timings]
+    if record.compile is not None:
+        attrs[COMPILE] = dataclasses.asdict(record.compile)
+    if record.failure is not None:
+        attrs[FAILURE] = record.failure.value
+    if record.detail:
+        attrs[DETAIL] = record.detail[:_DETAIL_CHARS]
+    return attrs
+
+
+def param_importances(records: Sequence[TrialRecord], space: Space) -> dict[str, float]:
+    """Optuna's parameter importances over the measured configurations; empty when too few vary."""
+    ok = [r for r in records if r.ok]
+    varying = [p.name for p in space.params if len({r.config[p.name] for r in ok}) > 1]
+    if len(varying) < 2 or len(ok) < _MIN_TRIALS_FOR_IMPORTANCE:
+        return {}
+    # an in-memory copy holding each configuration once: repeats and infeasible proposals would skew it
+    study = optuna.create_study(direction="minimize")
+    dists = distributions(space)
+    study.add_trials(optuna.trial.create_trial(params=dict(r.config), distributions=dists, value=r.objective)
+                     for r in ok)
+    return {k: float(v) for k, v in optuna.importance.get_param_importances(study, params=varying).items()}

@@ -1,0 +1,106 @@
+"""A stand-in Backend for the search tests: times from a deterministic table, no GPU.
+
+The table is shaped like a real memory-bound kernel on an H200: a 4 MB (N = 2**20) and a 64 MB
+(N = 2**24) float32 scale, 2.9 µs of launch floor, vector width mattering most, threads per block
+little. Stand-in until recorded measurements (gpu/replay.py) exist for this kernel.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.template.model import Config, Space, Template, TunableParam
+from cutune.template.spec import ArgSpec, KernelSpec, Role
+
+SIZES = ({"N": 1 << 20}, {"N": 1 << 24})
+BASE_US = {1 << 20: 6.1, 1 << 24: 33.5}  # the original configuration's median per size
+# relative time per parameter value (the original's values are 1.0)
+FACTORS: dict[str, dict[int, float]] = {
+    "THREADS": {64: 1.04, 128: 1.0, 256: 1.0, 512: 1.01, 1024: 1.06, 2048: 1.0},
+    "VEC": {1: 1.0, 2: 0.86, 4: 0.78, 8: 0.80},
+    "UNROLL": {1: 1.0, 2: 0.97, 4: 1.08},
+}
+DEVICE = DeviceInfo(name="Fake H200 (table)", arch="sm_90", sm_count=132, l2_bytes=60 * 2**20,
+                    copy_bandwidth_gbs=4260.0, empty_launch_us=2.9)
+
+SPACE = Space(params=(
+    TunableParam("THREADS", (64, 128, 256, 512, 1024, 2048), 256),
+    TunableParam("VEC", (1, 2, 4, 8), 1),
+    TunableParam("UNROLL", (1, 2, 4), 1),
+))
+SPEC = KernelSpec(
+    kernel="scale",
+    args=(ArgSpec("x", "float32", Role.IN, shape=("N",)), ArgSpec("y", "float32", Role.OUT, shape=("N",)),
+          ArgSpec("n", "int32", value="N")),
+    sizes=SIZES,
+    grid=("ceil_div(N, THREADS * VEC * UNROLL)",),
+    block=("THREADS",),  # THREADS = 2048 breaks the hardware limit of 1024 threads per block
+    constraints=("VEC * UNROLL <= 16",),  # VEC = 8 with UNROLL = 4 breaks the spec
+)
+SOURCE = "template <int THREADS, int VEC, int UNROLL> __global__ void scale(const float* x, float* y, int n);"
+
+
+def make_job(*, source: str = SOURCE, spec: KernelSpec = SPEC, space: Space = SPACE) -> Job:
+    """A job for the table's kernel."""
+    return Job(source_path="/work/kernels/scale.cu", template=Template("scale", source, space),
+               spec=spec, space=space, arch="sm_90")
+
+
+def table_time(config: Mapping[str, object], size: Mapping[str, int]) -> float:
+    """The noise-free median of a configuration at a size, in µs."""
+    t = BASE_US[size["N"]]
+    for name, factors in FACTORS.items():
+        t *= factors[config[name]]  # type: ignore[index]
+    return t
+
+
+class FakeBackend(Backend):
+    """Answers from `time_of` (the table by default) with seeded multiplicative noise; counts calls."""
+
+    name = "fake"
+
+    def __init__(self, *, noise: float = 0.005, seed: int = 0,
+                 time_of: Callable[[Config, Mapping[str, int]], float] = table_time,
+                 failures: Mapping[Config, Failure] | None = None, sleep_s: float = 0.0,
+                 cancel_after: tuple[int, threading.Event] | None = None,
+                 interrupt_on: Config | None = None, device: DeviceInfo = DEVICE) -> None:
+        self.noise = noise
+        self.rng = np.random.default_rng(seed)
+        self.time_of = time_of
+        self.failures = dict(failures or {})
+        self.sleep_s = sleep_s
+        self.cancel_after = cancel_after
+        self.interrupt_on = interrupt_on
+        self.device = device
+        self.calls: list[Config] = []
+        self.opened = self.closed = 0
+
+    def open(self, job: Job) -> DeviceInfo:
+        self.sizes = job.spec.sizes
+        self.opened += 1
+        return self.device
+
+    def evaluate(self, config: Config) -> Measurement:
+        if config == self.interrupt_on:
+            raise KeyboardInterrupt
+        self.calls.append(config)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        if self.cancel_after is not None and len(self.calls) >= self.cancel_after[0]:
+            self.cancel_after[1].set()
+        if config in self.failures:
+            return Measurement(config, failure=self.failures[config], detail="table says so")
+        timings = []
+        for size in self.sizes:
+            median = self.time_of(config, size) * (1.0 + self.noise * float(self.rng.standard_normal()))
+            timings.append(Timing(size=dict(size), median_us=median, p10_us=median * (1 - 2 * self.noise),
+                                  p90_us=median * (1 + 2 * self.noise), reps=100))
+        return Measurement(config, timings=tuple(timings))
+
+    def close(self) -> None:
+        self.closed += 1
