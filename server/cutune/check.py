@@ -51,9 +51,16 @@ class CheckReport:
     spec_drafted: bool  # True when no spec existed and a drafted one was used
 
 
-def check_kernel(ctx: KernelContext, *, arch: str = "sm_90", limit: int = 64, jobs: int | None = None,
-                 cache_dir: Path | None = None, seed: int = 0,
-                 on_done: Callable[[int, int], None] | None = None) -> CheckReport:
+def check_kernel(
+    ctx: KernelContext,
+    *,
+    arch: str = "sm_90",
+    limit: int = 64,
+    jobs: int | None = None,
+    cache_dir: Path | None = None,
+    seed: int = 0,
+    on_done: Callable[[int, int], None] | None = None,
+) -> CheckReport:
     """Compile the default and up to `limit - 1` sampled configurations for `arch` and rate each."""
     limits = limits_for(arch)
     spec, drafted = (ctx.spec, False) if ctx.spec is not None else (ctx.drafted_spec(), True)
@@ -78,19 +85,33 @@ def check_kernel(ctx: KernelContext, *, arch: str = "sm_90", limit: int = 64, jo
             threads = _threads(spec, config, size, limits)
             expr = instantiation(kernel, qualified, spec, space, config, size)
             flags, defines = compile_options(space, config, spec)
-            unit = extract_kernel(ctx.template_model, ctx.kernel.name, instantiations=(expr,),
-                                  include_dirs=spec.include_dirs, defines=defines)
+            unit = extract_kernel(
+                ctx.template_model,
+                ctx.kernel.name,
+                instantiations=(expr,),
+                include_dirs=spec.include_dirs,
+                defines=defines,
+            )
         except CutuneError as e:
             rows[i] = CheckRow(config, None, None, None, str(e))
             continue
-        job = CompileJob(source=unit.source, arch=arch, flags=tuple(flags),
-                         include_dirs=tuple(spec.include_dirs), kernel=expr)
+        job = CompileJob(
+            source=unit.source,
+            arch=arch,
+            flags=tuple(flags),
+            include_dirs=tuple(spec.include_dirs),
+            kernel=expr,
+        )
         if job not in job_of:
             job_of[job] = len(compile_jobs)
             compile_jobs.append(job)
         pending.append((i, job_of[job], threads))
-    results = compile_many(compile_jobs, workers=jobs, cache_dir=cache_dir,
-                           on_done=(lambda n, _r: on_done(n, len(compile_jobs))) if on_done else None)
+    results = compile_many(
+        compile_jobs,
+        workers=jobs,
+        cache_dir=cache_dir,
+        on_done=(lambda n, _r: on_done(n, len(compile_jobs))) if on_done else None,
+    )
     for i, j, threads in pending:
         res = results[j]
         if isinstance(res, CutuneError):
@@ -108,8 +129,10 @@ def _sample(ctx: KernelContext, limit: int, seed: int) -> list[Config]:
     default = space.default()
     if space.size() <= limit:
         names = [p.name for p in space.params]
-        points = [Config.of(dict(zip(names, v, strict=True)))
-                  for v in itertools.product(*(p.values for p in space.params))]
+        points = [
+            Config.of(dict(zip(names, v, strict=True)))
+            for v in itertools.product(*(p.values for p in space.params))
+        ]
         return [default, *(c for c in points if c != default)]
     rng = random.Random(seed)
     seen = {default}
@@ -142,14 +165,24 @@ def _first_line(text: str) -> str:
 
 def render_check(report: CheckReport) -> Table:
     """A table: configuration, threads, registers, spills, shared memory, occupancy, feasible or why not."""
-    title = (f"{report.kernel} on {report.limits.name or report.arch} — {len(report.rows)} of "
-             f"{report.space_size} configurations compiled")
+    title = (
+        f"{report.kernel} on {report.limits.name or report.arch} — {len(report.rows)} of "
+        f"{report.space_size} configurations compiled"
+    )
     if report.spec_drafted:
         title += " (no spec yet: a drafted one was used)"
     t = Table(title=title)
-    for col, just in (("configuration", "left"), ("threads", "right"), ("regs", "right"),
-                      ("spills B", "right"), ("smem B", "right"), ("occupancy", "right"),
-                      ("blocks/SM", "right"), ("limited by", "left"), ("feasible", "left")):
+    for col, just in (
+        ("configuration", "left"),
+        ("threads", "right"),
+        ("regs", "right"),
+        ("spills B", "right"),
+        ("smem B", "right"),
+        ("occupancy", "right"),
+        ("blocks/SM", "right"),
+        ("limited by", "left"),
+        ("feasible", "left"),
+    ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for i, r in enumerate(report.rows):
         u, o = r.usage, r.occupancy

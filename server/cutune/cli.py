@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -13,9 +13,18 @@ from rich.table import Table
 
 from cutune.errors import CutuneError
 
+if TYPE_CHECKING:
+    from cutune.gpu.backend import Backend, Job
+    from cutune.project import KernelContext
+    from cutune.template.model import Template
+    from cutune.tune.options import TuneOptions
+    from cutune.tune.result import TuneResult
+    from cutune.tune.search import Progress as SearchProgress
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
     help="Make existing CUDA kernels faster: templatize their choices, check and tune them on a GPU.",
 )
 out = Console()
@@ -45,8 +54,10 @@ def kernels(file: FileArg) -> None:
     for col in ("kernel", "line", "template params", "launch sites", "tunable literals"):
         table.add_column(col)
     for k in model.kernels:
-        lits = ", ".join(f"{lit.kind.value}{'(' + lit.name + ')' if lit.name else ''}={lit.value}"
-                         for lit in model.literals_of(k.name))
+        lits = ", ".join(
+            f"{lit.kind.value}{'(' + lit.name + ')' if lit.name else ''}={lit.value}"
+            for lit in model.literals_of(k.name)
+        )
         table.add_row(
             k.name + (" [yellow](parse errors)[/]" if k.has_errors else ""),
             str(k.span.start.line + 1),
@@ -63,33 +74,25 @@ def kernels(file: FileArg) -> None:
 def templatize(
     file: FileArg,
     kernel: KernelOpt,
-    write: Annotated[bool, typer.Option("--write", "-w", help="Rewrite the file and create its spec.")] = False,
+    write: Annotated[
+        bool, typer.Option("--write", "-w", help="Rewrite the file and create its spec.")
+    ] = False,
     recipes: Annotated[str | None, typer.Option(help="Comma-separated recipe names (default: all).")] = None,
 ) -> None:
     """Make a kernel's hidden choices explicit parameters; print (or write) the rewrite and a drafted spec."""
     from cutune.project import templatize_file
 
     try:
-        res = templatize_file(file, kernel, write=write,
-                              recipes=tuple(recipes.split(",")) if recipes else None)
+        res = templatize_file(
+            file, kernel, write=write, recipes=tuple(recipes.split(",")) if recipes else None
+        )
     except CutuneError as e:
         _fail(e)
-    tpl = res.context.template
     if res.diff:
         out.print(Syntax(res.diff, "diff", theme="ansi_dark", word_wrap=True))
     else:
         out.print("[dim]no change to the source (already templatized, or no recipe applied)[/]")
-    table = Table(title=f"parameters of {kernel}")
-    for col in ("name", "binding", "default", "values"):
-        table.add_column(col)
-    for p in tpl.space.params:
-        table.add_row(p.name, p.binding.value, str(p.default), ", ".join(map(str, p.values)))
-    out.print(table)
-    for c in tpl.space.constraints:
-        out.print(f"constraint: {c}", highlight=False)
-    out.print(f"applied: {', '.join(tpl.applied) or 'none'}", highlight=False)
-    for r in tpl.refused:
-        out.print(f"[dim]refused {r.recipe}: {r.reason}[/]", highlight=False)
+    _templatize_summary(res.context.template)
     if write:
         out.print(f"{'wrote' if res.wrote_source else 'unchanged'} {res.context.path}")
         if res.wrote_spec:
@@ -101,6 +104,20 @@ def templatize(
         out.print(Syntax(res.spec_text, "toml", theme="ansi_dark"))
 
 
+def _templatize_summary(tpl: Template) -> None:
+    table = Table(title=f"parameters of {tpl.kernel}")
+    for col in ("name", "binding", "default", "values"):
+        table.add_column(col)
+    for p in tpl.space.params:
+        table.add_row(p.name, p.binding.value, str(p.default), ", ".join(map(str, p.values)))
+    out.print(table)
+    for c in tpl.space.constraints:
+        out.print(f"constraint: {c}", highlight=False)
+    out.print(f"applied: {', '.join(tpl.applied) or 'none'}", highlight=False)
+    for r in tpl.refused:
+        out.print(f"[dim]refused {r.recipe}: {r.reason}[/]", highlight=False)
+
+
 @app.command()
 def check(
     file: FileArg,
@@ -110,20 +127,27 @@ def check(
     jobs: Annotated[int | None, typer.Option(help="Parallel compiles (default: CPU count).")] = None,
 ) -> None:
     """Compile every configuration (or a sample) with nvcc for a target: registers, spills, occupancy."""
-    from cutune.check import check_kernel, render_check
-    from cutune.project import open_kernel, workspace_dir
+    from cutune.project import open_kernel
 
     try:
-        ctx = open_kernel(file, kernel)
-        with out.status("compiling configurations with nvcc…"):
-            report = check_kernel(ctx, arch=arch, limit=limit, jobs=jobs,
-                                  cache_dir=workspace_dir(ctx.path) / ".cutune" / "cache")
+        _run_check(open_kernel(file, kernel), arch, limit=limit, jobs=jobs)
     except CutuneError as e:
         _fail(e)
+
+
+def _run_check(ctx: KernelContext, arch: str, *, limit: int, jobs: int | None) -> None:
+    from cutune.check import check_kernel, render_check
+    from cutune.project import workspace_dir
+
+    with out.status("compiling configurations with nvcc…"):
+        report = check_kernel(
+            ctx, arch=arch, limit=limit, jobs=jobs, cache_dir=workspace_dir(ctx.path) / ".cutune" / "cache"
+        )
     out.print(render_check(report))
     out.print(
-        "[yellow]compile-only:[/] these are the compiler's resource counts and the theoretical occupancy on "
-        f"{arch}; nothing ran. Measured tuning needs a CUDA GPU: `cutune tune {file} --kernel {kernel}`."
+        "[yellow]compile-only:[/] the compiler's resource counts and the theoretical occupancy on "
+        f"{arch}; nothing ran. Measured tuning needs a CUDA GPU: `cutune tune {ctx.path} --kernel "
+        f"{ctx.kernel.name}` on a machine with one."
     )
 
 
@@ -134,31 +158,102 @@ def tune(
     trials: Annotated[int, typer.Option(help="Trial budget.")] = 200,
     seconds: Annotated[float, typer.Option(help="Time budget for the search, in seconds.")] = 600.0,
     sampler: Annotated[str, typer.Option(help="auto, grid, tpe or random.")] = "auto",
-    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: SQLite in .cutune/).")] = None,
+    storage: Annotated[
+        str | None, typer.Option(help="Optuna storage URL (default: SQLite in .cutune/).")
+    ] = None,
     backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
     replay: Annotated[Path | None, typer.Option(help="Recording for --backend replay.")] = None,
     record: Annotated[Path | None, typer.Option(help="Append every measurement to this recording.")] = None,
     warm_l2: Annotated[bool, typer.Option("--warm-l2", help="Keep the L2 cache warm between reps.")] = False,
     arch: Annotated[str, typer.Option(help="Target for the compile-only fallback without a GPU.")] = "sm_90",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")
+    ] = None,
 ) -> None:
     """Templatize, measure the original, search the space on the GPU, and report the speedup."""
-    from cutune.tune.cli_run import run_tune_command
+    from cutune.gpu.backend import TimingOptions
+    from cutune.gpu.device import gpu_available
+    from cutune.gpu.registry import create_backend
+    from cutune.project import build_job, open_kernel, tune_options
+    from cutune.tune.report import render_result
 
     try:
-        code = run_tune_command(
-            out, err, file=file, kernel=kernel, trials=trials, seconds=seconds, sampler=sampler,
-            storage=storage, backend=backend, replay=replay, record=record, warm_l2=warm_l2, arch=arch,
-            output=output,
-        )
+        ctx = open_kernel(file, kernel)
+        if backend == "cupy" and not gpu_available():
+            err.print(
+                "[bold yellow]No CUDA GPU (or CuPy) here: measured tuning needs a CUDA GPU.[/] Doing the "
+                "useful part that needs none: templatize and a compile-only check."
+            )
+            _templatize_summary(ctx.template)
+            _run_check(ctx, arch, limit=32, jobs=None)
+            raise typer.Exit(0)
+        job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
+        options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
+        if backend == "replay":
+            if replay is None:
+                raise CutuneError("--backend replay needs --replay FILE (a recording)")
+            meter = create_backend("replay", record=record, path=replay)
+        else:
+            meter = create_backend(backend, record=record)
+        result = _tune_with_progress(job, meter, options, trials)
     except CutuneError as e:
         _fail(e)
-    raise typer.Exit(code)
+    out.print(render_result(result))
+    if output is not None:
+        from cutune.tune.result import write_result
+
+        write_result(result, output)
+        out.print(f"wrote {output}")
+    if result.stop == "cancelled":
+        err.print("stopped: every finished trial is kept in the study; run the same command to resume")
+        raise typer.Exit(130)
+
+
+def _tune_with_progress(job: Job, meter: Backend, options: TuneOptions, budget: int) -> TuneResult:
+    """Run the search in a thread with a live progress bar; Ctrl-C cancels after the current trial."""
+    import threading
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from cutune.tune.run import tune as run_tune
+
+    cancel = threading.Event()
+    box: dict[str, object] = {}
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    ) as bar:
+        task = bar.add_task("measuring the original…", total=budget)
+
+        def on_progress(p: SearchProgress) -> None:
+            best = f"best {1 / p.best:.2f}× ({p.best_config})" if p.best else "best: original"
+            bar.update(
+                task, completed=p.done, total=p.budget, description=f"trials · {p.failures} failed · {best}"
+            )
+
+        def work() -> None:
+            try:
+                box["result"] = run_tune(job, meter, options, progress=on_progress, cancel=cancel)
+            except BaseException as e:  # handed to the main thread
+                box["error"] = e
+
+        thread = threading.Thread(target=work, name="cutune-tune", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            try:
+                thread.join(0.2)
+            except KeyboardInterrupt:
+                cancel.set()
+                bar.update(task, description="stopping after the current trial (Ctrl-C)…")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["result"]  # type: ignore[return-value]
 
 
 @app.command()
 def serve(
-    tcp: Annotated[str | None, typer.Option(help="HOST:PORT to listen on instead of stdio (debugging).")] = None,
+    tcp: Annotated[
+        str | None, typer.Option(help="HOST:PORT to listen on instead of stdio (debugging).")
+    ] = None,
 ) -> None:
     """Start the language server (stdio by default)."""
     from cutune.lsp.server import start

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.errors import SourceError, SpecError
+from cutune.errors import CutuneError, SourceError, SpecError
+from cutune.gpu.backend import Job, TimingOptions
 from cutune.template.model import Space, Template
 from cutune.template.spec import (
     KernelSpec,
@@ -19,6 +20,8 @@ from cutune.template.spec import (
     spec_path_for,
 )
 from cutune.template.templatize import templatize
+from cutune.tune.options import Budget, SearchOptions, TuneOptions
+from cutune.tune.result import TuneResult, read_result, result_path
 
 STATE_DIR = ".cutune"
 
@@ -73,8 +76,9 @@ def read_source(path: str | Path) -> tuple[Path, str]:
         raise SourceError(f"cannot read: {e}", path=str(p)) from None
 
 
-def open_kernel(path: str | Path, kernel: str, *, text: str | None = None,
-                recipes: tuple[str, ...] | None = None) -> KernelContext:
+def open_kernel(
+    path: str | Path, kernel: str, *, text: str | None = None, recipes: tuple[str, ...] | None = None
+) -> KernelContext:
     """Parse a file, find the kernel, templatize it in memory and load its spec (if any)."""
     if text is None:
         p, text = read_source(path)
@@ -109,14 +113,19 @@ class TemplatizeOutcome:
     wrote_spec: bool
 
 
-def templatize_file(path: str | Path, kernel: str, *, write: bool = False,
-                    recipes: tuple[str, ...] | None = None) -> TemplatizeOutcome:
+def templatize_file(
+    path: str | Path, kernel: str, *, write: bool = False, recipes: tuple[str, ...] | None = None
+) -> TemplatizeOutcome:
     """Templatize one kernel; with `write`, rewrite the file and create its spec when it has none."""
     ctx = open_kernel(path, kernel, recipes=recipes)
-    diff = "".join(difflib.unified_diff(
-        ctx.model.text.splitlines(keepends=True), ctx.template.source.splitlines(keepends=True),
-        fromfile=f"a/{ctx.path.name}", tofile=f"b/{ctx.path.name}",
-    ))
+    diff = "".join(
+        difflib.unified_diff(
+            ctx.model.text.splitlines(keepends=True),
+            ctx.template.source.splitlines(keepends=True),
+            fromfile=f"a/{ctx.path.name}",
+            tofile=f"b/{ctx.path.name}",
+        )
+    )
     spec_text = dump_kernel_spec(ctx.drafted_spec())
     wrote_source = wrote_spec = False
     if write:
@@ -140,3 +149,44 @@ def workspace_dir(path: Path) -> Path:
         if any((parent / marker).exists() for marker in (STATE_DIR, ".git", "pyproject.toml")):
             return parent
     return path.parent.resolve()
+
+
+def build_job(ctx: KernelContext, *, timing: TimingOptions | None = None, seed: int = 0) -> Job:
+    """The measuring job for a kernel: its template, spec and space (needs a valid spec)."""
+    return Job(
+        source_path=str(ctx.path),
+        template=ctx.template,
+        spec=ctx.require_spec(),
+        space=ctx.space,
+        timing=timing or TimingOptions(),
+        seed=seed,
+    )
+
+
+def tune_options(
+    ctx: KernelContext,
+    *,
+    trials: int,
+    seconds: float | None,
+    sampler: str = "auto",
+    storage_url: str | None = None,
+    seed: int = 0,
+) -> TuneOptions:
+    """Tuning options with studies and results stored in the kernel's workspace `.cutune/`."""
+    return TuneOptions(
+        workspace=workspace_dir(ctx.path),
+        budget=Budget(trials=trials, seconds=seconds),
+        search=SearchOptions(sampler=sampler, seed=seed),
+        storage_url=storage_url or None,
+    )
+
+
+def stored_result(ctx: KernelContext) -> TuneResult | None:
+    """The stored tuning result of this kernel, if any (unreadable files count as none)."""
+    path = result_path(workspace_dir(ctx.path) / STATE_DIR, str(ctx.path), ctx.kernel.name)
+    if not path.exists():
+        return None
+    try:
+        return read_result(path)
+    except (CutuneError, OSError, ValueError, KeyError):
+        return None

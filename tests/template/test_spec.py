@@ -89,7 +89,9 @@ def test_default_tolerance_is_loosest_over_outputs() -> None:
     f32_out = ArgSpec("o", "float32", Role.OUT, shape=("n",))
     bf16_in = ArgSpec("x", "bfloat16", Role.IN, shape=("n",))
     assert default_tolerance([f32_out, bf16_in]) == Tolerance(1e-5, 1e-6)
-    assert default_tolerance([f32_out, ArgSpec("h", "float16", Role.INOUT, shape=("n",))]) == Tolerance(1e-2, 1e-2)
+    assert default_tolerance([f32_out, ArgSpec("h", "float16", Role.INOUT, shape=("n",))]) == Tolerance(
+        1e-2, 1e-2
+    )
     assert default_tolerance([ArgSpec("d", "float64", Role.OUT, shape=("n",))]) == Tolerance(1e-12, 1e-12)
     assert default_tolerance([ArgSpec("i", "int32", Role.OUT, shape=("n",))]) == Tolerance(0.0, 0.0)
     assert dtype_size("bfloat16") == 2 and dtype_size("int64") == 8
@@ -126,7 +128,9 @@ def test_launch_errors_point_at_the_key() -> None:
     assert caught.value.line == 3 and caught.value.key == "kernel.scale.grid"
     assert "ceil_div() by zero" in str(caught.value)
     silu = load_spec(SAMPLES / "silu_and_mul.tune.toml").kernel("silu_and_mul_kernel")
-    with pytest.raises(SpecError, match=r"toml:8: \[kernel.silu_and_mul_kernel.block\] .* gives 0, less than 1"):
+    with pytest.raises(
+        SpecError, match=r"toml:8: \[kernel.silu_and_mul_kernel.block\] .* gives 0, less than 1"
+    ):
         silu.launch({"num_tokens": 4, "d": 4096, "BLOCK_THREADS": 0})
     with pytest.raises(SpecError, match=r"3: \[kernel.scale.grid\] 'ceil_div\(n, BLOCK\)' gives 0"):
         spec.launch({"n": 0, "BLOCK": 256})
@@ -137,13 +141,13 @@ def test_missing_file_and_unknown_kernel() -> None:
         load_spec(DATA / "absent.tune.toml")
     with pytest.raises(SpecError, match=r"no \[kernel.nope\] table \(kernels here: scale\)"):
         load_spec(DATA / "good.tune.toml").kernel("nope")
-    with pytest.raises(SpecError, match="no \\[kernel.<name>\\] table"):
+    with pytest.raises(SpecError, match=r"no \[kernel.<name>\] table"):
         parse_spec("# nothing\n", "empty.tune.toml")
 
 
 def test_locator_finds_keys_through_strings_arrays_and_inline_tables() -> None:
     text = (
-        '# a [comment] with = signs\n'  # 1
+        "# a [comment] with = signs\n"  # 1
         'title = "a [not a table] # not a comment"\n'  # 2
         "[kernel.k]\n"  # 3
         "grid = [\n"  # 4
@@ -191,7 +195,12 @@ def test_check_against_kernel() -> None:
     check_against_kernel(spec, _kernel([("out", "float*"), ("x", "const float*"), ("n", "int")], (block,)))
     cases = [
         ([("out", "float*"), ("x", "const float*")], (), "args", "3 args (out, x, n) but scale takes 2"),
-        ([("out", "float*"), ("y", "const float*"), ("n", "int")], (), "args[1].name", "the kernel's parameter 1 is 'y'"),
+        (
+            [("out", "float*"), ("y", "const float*"), ("n", "int")],
+            (),
+            "args[1].name",
+            "the kernel's parameter 1 is 'y'",
+        ),
         ([("out", "float*"), ("x", "const float*"), ("n", "int*")], (), "args[2]", "so it must be an array"),
         (
             [("out", "float*"), ("x", "const float*"), ("n", "int")],

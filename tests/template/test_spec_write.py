@@ -36,7 +36,9 @@ def plain(spec: KernelSpec) -> KernelSpec:
 
 
 def kernel(name: str, params: list[tuple[str, str]], templates: tuple[TemplateParam, ...] = ()) -> Kernel:
-    return Kernel(name, tuple(Parameter(n, t, SPAN) for n, t in params), templates, None, SPAN, SPAN, SPAN, None)
+    return Kernel(
+        name, tuple(Parameter(n, t, SPAN) for n, t in params), templates, None, SPAN, SPAN, SPAN, None
+    )
 
 
 def launch(name: str, targs: tuple[str, ...], grid: str, block: str, smem: str | None = None) -> LaunchSite:
@@ -90,7 +92,7 @@ def test_dump_writes_every_field_readably() -> None:
         constraints=space.constraints,
     )
     text = dump_kernel_spec(spec)
-    assert text.startswith('[kernel."odd kernel"]\n') and "[[kernel.\"odd kernel\".args]]" in text
+    assert text.startswith('[kernel."odd kernel"]\n') and '[[kernel."odd kernel".args]]' in text
     assert 'description = "fix \\"n\\""' in text and "scale = 0.001" in text
     assert "# tolerance" not in text and "tolerance = { rtol = 0.0001, atol = 1e-05 }" in text
     assert plain(parse_spec(text).kernel("odd kernel")) == spec
@@ -98,7 +100,9 @@ def test_dump_writes_every_field_readably() -> None:
 
 
 def test_draft_with_plain_launch_round_trips() -> None:
-    space = Space((TunableParam("BLOCK", (128, 1024), 1024, Binding.LAUNCH),), ("BLOCK <= max_threads_per_block",))
+    space = Space(
+        (TunableParam("BLOCK", (128, 1024), 1024, Binding.LAUNCH),), ("BLOCK <= max_threads_per_block",)
+    )
     site = launch("silu_and_mul_kernel", ("__nv_bfloat16",), "d", "std::min(d, BLOCK)")
     draft = draft_spec(SILU, site, space)
     assert draft.template_args == {"T": "__nv_bfloat16"}
@@ -152,14 +156,24 @@ def test_draft_of_merge_kernel_uses_one_size_per_array_and_dim3() -> None:
     draft = draft_spec(merge, site, None)
     assert draft.template_args["scalar_t"] == "__nv_bfloat16"
     assert draft.template_args["NUM_THREADS"].startswith("TODO: the value of NUM_THREADS")
-    assert [a.dtype for a in draft.args] == ["bfloat16", "float32", "bfloat16", "float32", "uint32", "uint32", "uint32"]
+    assert [a.dtype for a in draft.args] == [
+        "bfloat16",
+        "float32",
+        "bfloat16",
+        "float32",
+        "uint32",
+        "uint32",
+        "uint32",
+    ]
     assert draft.args[0].shape == ("n_output",) and draft.args[3].role is Role.IN
     assert draft.grid == ("ceil_div(num_tokens * num_heads, 4)", "2") and draft.block == ("128",)
     assert set(draft.sizes[0]) == {"n_output", "n_output_lse", "n_prefix_output", "n_prefix_lse",
                                    "num_tokens", "num_heads", "head_size"}  # fmt: skip
 
     tuned = Space((TunableParam("NUM_THREADS", (64, 128), 128),))
-    draft = draft_spec(merge, launch("merge_attn_states_kernel", ("half", "NUM_THREADS"), "g", "NUM_THREADS"), tuned)
+    draft = draft_spec(
+        merge, launch("merge_attn_states_kernel", ("half", "NUM_THREADS"), "g", "NUM_THREADS"), tuned
+    )
     assert draft.template_args == {"scalar_t": "half"} and draft.args[0].dtype == "float16"
     assert draft.block == ("NUM_THREADS",) and draft.grid[0].startswith("TODO")
 

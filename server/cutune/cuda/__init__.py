@@ -1,5 +1,6 @@
 """cutune.cuda: the CUDA source model (tree-sitter-cuda) and stand-alone kernel extraction."""
 
+from cutune.cuda.extract import CompileUnit, extract_kernel, qualified_name
 from cutune.cuda.model import (
     DeviceFunction,
     Include,
@@ -20,6 +21,7 @@ from cutune.cuda.parse import parse_source
 from cutune.cuda.text import LineIndex, Position, Span
 
 __all__ = [
+    "CompileUnit",
     "DeviceFunction",
     "Include",
     "Kernel",
@@ -37,5 +39,7 @@ __all__ = [
     "TemplateParamKind",
     "TunableLiteral",
     "TypeDecl",
+    "extract_kernel",
     "parse_source",
+    "qualified_name",
 ]

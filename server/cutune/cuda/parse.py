@@ -111,7 +111,9 @@ def _definition_parts(d: Decl) -> _KernelParts | None:
         end=func.end_byte,
         declarator=declarator,
         body=(body.start_byte, body.end_byte),
-        template_list=d.node.child_by_field_name("parameters") if d.node.type == "template_declaration" else None,
+        template_list=d.node.child_by_field_name("parameters")
+        if d.node.type == "template_declaration"
+        else None,
         launch_bounds=next((c for c in func.children if c.type == "launch_bounds"), None),
         extern_c=d.extern_c or d.in_extern_c_block,
         namespace="::".join(d.namespace),
@@ -132,8 +134,12 @@ def _recovered_parts(error: Node) -> list[_KernelParts]:
         if c.type == "template_parameter_list" and i > 0 and children[i - 1].type == "template":
             template_list = c
         elif c.type == "__global__":
-            start = template_list.start_byte - len("template ") if template_list is not None else c.start_byte
-            start = children[i - 2].start_byte if template_list is not None and i >= 2 else start
+            # the definition starts at its `template` keyword when one came just before
+            start = (
+                template_list.prev_sibling.start_byte
+                if template_list and template_list.prev_sibling
+                else c.start_byte
+            )
             bounds, declarator = None, None
         elif start is not None and c.type == "launch_bounds":
             bounds = c
@@ -141,7 +147,9 @@ def _recovered_parts(error: Node) -> list[_KernelParts]:
             declarator = c
         elif start is not None and declarator is not None and c.type == "{":
             found.append(
-                _KernelParts(start, error.end_byte, declarator, (c.start_byte, error.end_byte), template_list, bounds)
+                _KernelParts(
+                    start, error.end_byte, declarator, (c.start_byte, error.end_byte), template_list, bounds
+                )
             )
             start, template_list, declarator = None, None, None
         elif c.type in (";", "}"):

@@ -8,7 +8,7 @@ import threading
 from collections import OrderedDict
 
 import tree_sitter_cuda
-from tree_sitter import Language, Node, Parser, Point, Query, Tree
+from tree_sitter import Language, Node, Parser, Point, Query, QueryCursor, Tree
 
 LANGUAGE = Language(tree_sitter_cuda.language())
 
@@ -107,6 +107,16 @@ def _point(data: bytes, offset: int) -> Point:
 def query(source: str) -> Query:
     """A compiled (and cached) tree-sitter query."""
     return Query(LANGUAGE, source)
+
+
+def captures(source: str, node: Node) -> dict[str, list[Node]]:
+    """The captures of a (cached) query under a node, by capture name."""
+    return QueryCursor(query(source)).captures(node)
+
+
+def matches(source: str, node: Node) -> list[dict[str, list[Node]]]:
+    """The matches of a (cached) query under a node, each as capture name → nodes."""
+    return [m for _, m in QueryCursor(query(source)).matches(node)]
 
 
 def anchored(

@@ -182,5 +182,5 @@ class Backend(ABC):
         """Whether the backend can go on evaluating (False once a fault poisoned its CUDA context)."""
         return True
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - most backends hold nothing to release
         """Release resources."""

@@ -47,3 +47,13 @@ def driver_version() -> str:
 
     version = cupy.cuda.runtime.driverGetVersion()
     return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def gpu_available() -> bool:
+    """Whether CuPy imports and sees at least one CUDA device."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver or no device: all mean "not here"
+        return False

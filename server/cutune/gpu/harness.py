@@ -101,8 +101,10 @@ class Comparison:
     def describe(self, name: str) -> str:
         """One line for a failure's detail."""
         where = ",".join(str(i) for i in self.worst_index)
-        return (f"{name}: {self.mismatches} of {self.total} elements differ; worst at [{where}]: "
-                f"got {self.got:.6g}, expected {self.expected:.6g} (scaled error {self.max_scaled:.3g})")
+        return (
+            f"{name}: {self.mismatches} of {self.total} elements differ; worst at [{where}]: "
+            f"got {self.got:.6g}, expected {self.expected:.6g} (scaled error {self.max_scaled:.3g})"
+        )
 
 
 def compare(out: Array, ref: Array, dtype: str, tolerance: Tolerance, xp: ModuleType) -> Comparison:
@@ -160,8 +162,10 @@ class Problem:
 
     def check(self, spec: KernelSpec, xp: ModuleType) -> list[tuple[ArgSpec, Comparison]]:
         """Compare every output with the reference, each with the spec's or its dtype's tolerance."""
-        return [(a, compare(self.arrays[a.name], self.reference[a.name], a.dtype, tolerance_for(spec, a), xp))
-                for a in self.outputs]
+        return [
+            (a, compare(self.arrays[a.name], self.reference[a.name], a.dtype, tolerance_for(spec, a), xp))
+            for a in self.outputs
+        ]
 
 
 def tolerance_for(spec: KernelSpec, arg: ArgSpec) -> Tolerance:
@@ -244,8 +248,9 @@ class Timer:
         stream = cp.cuda.get_current_stream()
         cp.cuda.runtime.memsetAsync(self._flush_buffer.data.ptr, 0, self._flush_bytes, stream.ptr)
 
-    def time(self, launch: Callable[[], None], options: TimingOptions,
-             before: Callable[[], None] | None = None) -> list[float]:
+    def time(
+        self, launch: Callable[[], None], options: TimingOptions, before: Callable[[], None] | None = None
+    ) -> list[float]:
         """Microseconds per launch: warm-up, then repetitions until reps and min_time_ms are both met.
 
         `before` runs before each repetition (e.g. restoring in-place outputs), outside the timed
@@ -261,15 +266,16 @@ class Timer:
             samples += self._batch(launch, before, target - len(samples), options.flush_l2)
         return samples
 
-    def _batch(self, launch: Callable[[], None], before: Callable[[], None] | None, n: int,
-               flush: bool) -> list[float]:
+    def _batch(
+        self, launch: Callable[[], None], before: Callable[[], None] | None, n: int, flush: bool
+    ) -> list[float]:
         cp = self._cp
         stream = cp.cuda.get_current_stream()
         while len(self._events) < n:
             self._events.append((cp.cuda.Event(), cp.cuda.Event()))
         events = self._events[:n]
         for first in range(0, n, _CHUNK):
-            chunk = events[first:first + _CHUNK]
+            chunk = events[first : first + _CHUNK]
             if not flush:  # with a flush, the memset already keeps the GPU busy ahead of the host
                 self._hold((1,), (1,), (np.uint64(len(chunk) * _HOST_NS_PER_LAUNCH),))
             for start, end in chunk:

@@ -1,4 +1,4 @@
-"""Speed of light: the device's measured copy bandwidth and empty-launch time, cached per device and driver."""
+"""Speed of light: the device's measured copy bandwidth and empty-launch time, cached per device."""
 
 from __future__ import annotations
 
@@ -55,7 +55,6 @@ def measure_speed_of_light(timer: Timer, device: str, driver: str) -> SpeedOfLig
         dst.data.copy_from_device_async(src.data, COPY_BYTES)
 
     copy_us, _, _ = summarize(timer.time(copy, _COPY_TIMING))
-    del src, dst
     empty = cupy.RawKernel(_EMPTY_SOURCE, "cutune_empty")
     launch_us, _, _ = summarize(timer.time(lambda: empty((1,), (1,), ()), TimingOptions()))
     return SpeedOfLight(
@@ -67,8 +66,9 @@ def measure_speed_of_light(timer: Timer, device: str, driver: str) -> SpeedOfLig
     )
 
 
-def speed_of_light(timer: Timer, device: int = 0, *, directory: Path | None = None,
-                   refresh: bool = False) -> SpeedOfLight:
+def speed_of_light(
+    timer: Timer, device: int = 0, *, directory: Path | None = None, refresh: bool = False
+) -> SpeedOfLight:
     """The device's speed of light: measured once, then read from the cache (keyed by name and driver)."""
     name = device_limits(device).name
     driver = driver_version()
@@ -91,9 +91,14 @@ def device_info(timer: Timer, device: int = 0, *, directory: Path | None = None)
     limits = device_limits(device)
     sol = speed_of_light(timer, device, directory=directory)
     return DeviceInfo(
-        name=limits.name, arch=limits.arch, sm_count=limits.sm_count, l2_bytes=limits.l2_bytes,
-        copy_bandwidth_gbs=sol.copy_bandwidth_gbs, empty_launch_us=sol.empty_launch_us,
-        driver=sol.driver, limits=limits,
+        name=limits.name,
+        arch=limits.arch,
+        sm_count=limits.sm_count,
+        l2_bytes=limits.l2_bytes,
+        copy_bandwidth_gbs=sol.copy_bandwidth_gbs,
+        empty_launch_us=sol.empty_launch_us,
+        driver=sol.driver,
+        limits=limits,
     )
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from cutune.errors import SpecError
 
 DTYPE_SIZES: dict[str, int] = {
@@ -53,3 +56,24 @@ C_TYPES: dict[str, str] = {
     "unsigned char": "uint8",
     "uint8_t": "uint8",
 }
+
+_QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "signed"})
+_C_TOKEN = re.compile(r"[A-Za-z_][\w:]*|\*|&")
+
+
+@dataclass(frozen=True, slots=True)
+class CType:
+    """A parameter's declared type, reduced to what a spec needs."""
+
+    base: str  # the element type without qualifiers, e.g. "T", "unsigned int", "__nv_bfloat16"
+    pointer: bool
+    const: bool  # the pointee (for pointers) or the value is const
+
+
+def parse_c_type(text: str) -> CType:
+    """Split a declared type such as `const T* __restrict__` into base type, pointer and constness."""
+    tokens = _C_TOKEN.findall(text)
+    pointer = "*" in tokens
+    head = tokens[: tokens.index("*")] if pointer else tokens
+    base = " ".join(t for t in head if t not in _QUALIFIERS and t != "&")
+    return CType(base=base, pointer=pointer, const="const" in head)

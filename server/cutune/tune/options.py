@@ -8,6 +8,8 @@ from pathlib import Path
 from cutune.errors import StudyError
 from cutune.tune.samplers import AUTO, NAMES
 
+JOURNAL_PREFIX = "journal:"  # a storage URL naming an Optuna journal file
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -57,7 +59,8 @@ class TuneOptions:
     budget: Budget = field(default_factory=Budget)
     search: SearchOptions = field(default_factory=SearchOptions)
     selection: SelectionOptions = field(default_factory=SelectionOptions)
-    storage_url: str | None = None  # None: sqlite:///<workspace>/.cutune/studies.db; or journal:<file>
+    # None: journal:<workspace>/.cutune/studies.journal; or any SQLAlchemy URL (sqlite:///...)
+    storage_url: str | None = None
 
     @property
     def state_dir(self) -> Path:
@@ -65,8 +68,8 @@ class TuneOptions:
         return self.workspace / ".cutune"
 
     def storage(self) -> str:
-        """The study storage URL (creating the default SQLite file's folder)."""
+        """The study storage URL (creating the default journal's folder)."""
         if self.storage_url is not None:
             return self.storage_url
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        return f"sqlite:///{(self.state_dir / 'studies.db').resolve()}"
+        return f"{JOURNAL_PREFIX}{(self.state_dir / 'studies.journal').resolve()}"

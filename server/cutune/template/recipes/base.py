@@ -31,6 +31,9 @@ from cutune.template.tuning import (
 )
 
 
+_WIDTH = 110  # the line length beyond which new template parameters go on their own lines
+
+
 @dataclass(frozen=True)
 class Draft:
     """The templatize state between recipes: the source so far, and the parameters found so far."""
@@ -46,11 +49,12 @@ class Draft:
         return next((p for p in self.params if p.name == name), None)
 
     def extend(self, *params: TunableParam, constraints: tuple[str, ...] = (), text: str | None = None,
-               refusals: tuple[Refusal, ...] = ()) -> Draft:
+               refusals: tuple[Refusal, ...] = (), block_threads: str | None = None) -> Draft:
         """A draft with parameters added (replacing same-named ones), constraints and refusals appended."""
         names = {p.name for p in params}
         return dataclasses.replace(
             self,
+            block_threads=block_threads or self.block_threads,
             text=self.text if text is None else text,
             params=tuple(p for p in self.params if p.name not in names) + params,
             constraints=self.constraints + tuple(c for c in constraints if c not in self.constraints),
@@ -200,14 +204,29 @@ class KernelRewrite:
         if self._template_params:
             if src.kernel.extern_c:
                 raise RecipeRefused(self.recipe, 'an extern "C" kernel cannot take template parameters')
-            added = ", ".join(self._template_params)
             if src.kernel.template_span is not None:
-                close = src.kernel.template_span.end_byte - 1  # the `>` of `template <...>`
-                self.insert(close, f", {added}")
+                self.insert(src.kernel.template_span.end_byte - 1, self._wrapped(src.kernel.template_span.end_byte - 1))
             else:
                 at = src.kernel.span.start_byte
-                self.insert(at, f"template <{added}>\n{_indent_of(src.data, at)}")
+                self.insert(at, f"template <{', '.join(self._template_params)}>\n{_indent_of(src.data, at)}")
         return apply_edits(src.model.text, self._edits.edits)
+
+    def _wrapped(self, close: int) -> str:
+        """`, NEW, ...` to insert before the `>` at byte `close`, breaking lines past the width limit."""
+        data = self.src.data
+        line_start = data.rfind(b"\n", 0, close) + 1
+        opening = data.find(b"<", self.src.kernel.template_span.start_byte) if self.src.kernel.template_span else close
+        pad = " " * (len(data[data.rfind(b"\n", 0, opening) + 1 : opening + 1].decode()))
+        width = len(data[line_start:close].decode()) + 1  # with the closing `>`
+        out = ""
+        for p in self._template_params:
+            if width + len(p) + 2 > _WIDTH:
+                out += f",\n{pad}{p}"
+                width = len(pad) + len(p) + 1
+            else:
+                out += f", {p}"
+                width += len(p) + 2
+        return out
 
     def _struct_position(self) -> int:
         """Where a new struct goes: before the kernel and the comment lines right above it."""

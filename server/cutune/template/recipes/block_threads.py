@@ -9,11 +9,13 @@ from tree_sitter import Node
 from cutune.cuda.model import Kernel, SourceModel, TemplateParamKind
 from cutune.cuda.syntax import int_value
 from cutune.template.model import Binding, TunableParam
-from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Recipe
-from cutune.template.recipes.host import HostResolver, Origin, OriginKind
+from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Recipe, descendants
+from cutune.template.recipes.host import HostResolver, Origin, OriginKind, launch_config
 
 NAME = "BLOCK_THREADS"
 CANDIDATES = (32, 64, 128, 256, 512, 1024)
+_PLAIN = "threads per block"
+_CAPPED = "threads per block (at most: the launch takes the min with the problem size)"
 
 
 @dataclass(frozen=True)
@@ -34,38 +36,40 @@ class BlockThreads(Recipe):
         src = KernelSource(model, kernel)
         sites = self._sites(src)
         members = {s.origin.name for s in sites if s.origin.kind is OriginKind.MEMBER}
-        if members and len(members) == 1 and all(s.origin.kind is OriginKind.MEMBER for s in sites):
-            name = members.pop() or NAME
-            default = src.member_value(name)
-            if not isinstance(default, int) or isinstance(default, bool):
-                self.refuse(f"the tuning struct has no integer member {name}")
-            return self._draft(src, draft, name, default, src.binding_of(name), src.struct_comment(name))
+        if len(members) == 1 and all(s.origin.kind is OriginKind.MEMBER for s in sites):
+            return self._recovered(src, draft, members.pop() or NAME)
         value = self._agreed_value(src, sites)
+        self._check_body(src, value)
         tparam = self._template_param(src, sites, value)
-        self._check_body(src, value, tparam)
         name = tparam or NAME
         rewrite = KernelRewrite(src, self.name)
         done: set[int] = set()
         for site in sites:
-            self._rewrite_literal(rewrite, src, site.origin.node, name, done)
-            grid = site.call.child_by_field_name("arguments")
-            config = next(c for c in site.call.children if c.type == "kernel_call_syntax")
-            for expr in site.resolver.closure(config.named_children[0]):
-                for lit in _literals(src, expr):
-                    v = int_value(src.text(lit))
-                    if v in (value, value - 1) and lit.start_byte not in done:
-                        done.add(lit.start_byte)
-                        ref = src.ref(name, lit.start_byte)
-                        rewrite.replace_node(lit, ref if v == value else f"({ref} - 1)")
-            del grid
+            literals = [site.origin.node]
             if tparam is not None:
-                for targ in self._targ_literals(src, site, tparam):
-                    self._rewrite_literal(rewrite, src, targ, name, done)
-        capped = any(s.origin.capped for s in sites)
-        comment = "threads per block (at most: the launch takes the min with the problem size)" if capped else "threads per block"
+                literals.append(site.resolver.resolve(_template_arguments(site.call)[_index(src, tparam)]).node)
+            for expr in site.resolver.closure(launch_config(site.call)[0]):
+                literals += [lit for lit in descendants(expr, "number_literal") if int_value(src.text(lit)) == value - 1]
+                literals += [lit for lit in descendants(expr, "number_literal") if int_value(src.text(lit)) == value]
+            for lit in literals:
+                if lit.type != "number_literal" or lit.start_byte in done:
+                    continue
+                done.add(lit.start_byte)
+                ref = src.ref(name, lit.start_byte)
+                rewrite.replace_node(lit, ref if int_value(src.text(lit)) == value else f"({ref} - 1)")
+        comment = _CAPPED if any(s.origin.capped for s in sites) else _PLAIN
         rewrite.member(name, value, comment, in_kernel=False)
         binding = Binding.TEMPLATE if tparam else Binding.LAUNCH
         return self._draft(src, draft, name, value, binding, comment, text=rewrite.result())
+
+    def _recovered(self, src: KernelSource, draft: Draft, name: str) -> Draft:
+        """The parameter of a launch already written as `<kernel>_tuning::NAME`."""
+        value = src.member_value(name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.refuse(f"the launch uses {src.struct_name}::{name}, which is not an integer member of the struct")
+        member = src.struct.member(name) if src.struct is not None else None
+        comment = member.comment if member is not None and member.comment else _PLAIN
+        return self._draft(src, draft, name, value, src.binding_of(name), comment)
 
     def _sites(self, src: KernelSource) -> list[_Site]:
         launches = src.launches()
@@ -73,12 +77,11 @@ class BlockThreads(Recipe):
             self.refuse(f"no launch of {src.kernel.name} in this file, so its threads per block are unknown")
         sites = []
         for _, call in launches:
-            config = next(c for c in call.children if c.type == "kernel_call_syntax")
-            exprs = [c for c in config.named_children if c.type != "comment"]
-            if len(exprs) < 2:
+            config = launch_config(call)
+            if len(config) < 2:
                 self.refuse(f"the launch at line {src.line(call)} has no block size")
             resolver = HostResolver(src, call)
-            origin = resolver.resolve(exprs[1])
+            origin = resolver.resolve(config[1])
             where = f"line {src.line(origin.node)}"
             if origin.kind is OriginKind.MULTI_DIM:
                 self.refuse(f"multi-dimensional blocks not supported yet (`{src.text(origin.node)}` at {where})")
@@ -93,11 +96,14 @@ class BlockThreads(Recipe):
     def _agreed_value(self, src: KernelSource, sites: list[_Site]) -> int:
         values = {s.origin.value for s in sites}
         if len(values) > 1 or any(s.origin.kind is OriginKind.MEMBER for s in sites):
-            found = ", ".join(f"{s.origin.value if s.origin.kind is OriginKind.LITERAL else src.text(s.origin.node)} "
-                              f"at line {s.line}" for s in sites)
+            found = ", ".join(
+                f"{s.origin.value if s.origin.kind is OriginKind.LITERAL else src.text(s.origin.node)} at line {s.line}"
+                for s in sites
+            )
             self.refuse(f"launch sites disagree on the block size: {found}")
         value = values.pop()
-        assert value is not None  # LITERAL origins carry their value
+        if value is None or value < 1:
+            self.refuse("the block size literal could not be read")
         return value
 
     def _template_param(self, src: KernelSource, sites: list[_Site], value: int) -> str | None:
@@ -105,21 +111,16 @@ class BlockThreads(Recipe):
         for i, tp in enumerate(src.kernel.template_params):
             if tp.kind is not TemplateParamKind.VALUE:
                 continue
-            origins = []
-            for site in sites:
-                targs = _template_arguments(site.call)
-                origins.append(site.resolver.resolve(targs[i]) if i < len(targs) else None)
-            if all(o is not None and o.kind is OriginKind.LITERAL and o.value == value for o in origins):
+            targs = [_template_arguments(site.call) for site in sites]
+            origins = [site.resolver.resolve(args[i]) for site, args in zip(sites, targs, strict=True) if i < len(args)]
+            if len(origins) == len(sites) and all(
+                o.kind is OriginKind.LITERAL and o.value == value for o in origins
+            ):
                 return tp.name
         return None
 
-    def _targ_literals(self, src: KernelSource, site: _Site, tparam: str) -> list[Node]:
-        i = next(i for i, tp in enumerate(src.kernel.template_params) if tp.name == tparam)
-        origin = site.resolver.resolve(_template_arguments(site.call)[i])
-        return [origin.node] if origin.kind is OriginKind.LITERAL else []
-
-    def _check_body(self, src: KernelSource, value: int, tparam: str | None) -> None:
-        """Refuse when the kernel body hard-codes the block size (a shared array sized for the block)."""
+    def _check_body(self, src: KernelSource, value: int) -> None:
+        """Refuse when the kernel body hard-codes the block size, e.g. a shared array sized for the block."""
         for lit in src.in_body("number_literal"):
             if int_value(src.text(lit)) != value:
                 continue
@@ -131,28 +132,27 @@ class BlockThreads(Recipe):
                 self.refuse(f"the shared array `{' '.join(src.text(decl).split())}` (line {line}) is sized for "
                             f"{value} threads; make its size a parameter first")
             self.refuse(f"the kernel body hard-codes {value} (line {line}), which looks tied to the block size")
-        del tparam
-
-    def _rewrite_literal(self, rewrite: KernelRewrite, src: KernelSource, node: Node, name: str, done: set[int]) -> None:
-        if node.type == "number_literal" and node.start_byte not in done:
-            done.add(node.start_byte)
-            rewrite.replace_node(node, src.ref(name, node.start_byte))
 
     def _draft(self, src: KernelSource, draft: Draft, name: str, value: int, binding: Binding, comment: str,
                text: str | None = None) -> Draft:
-        values = tuple(sorted({v for v in CANDIDATES if v <= 1024} | {value}))
+        values = tuple(sorted(set(CANDIDATES) | {value}))
         constraints = [f"{name} <= max_threads_per_block"]
         if value % 32 == 0:
             constraints.append(f"{name} % warp_size == 0")
         bounds = src.kernel.launch_bounds
         cap = int_value(bounds.max_threads) if bounds is not None else None
         if cap is not None:
-            constraints.append(f"{name} <= {cap}")  # __launch_bounds__ caps the block (until launch_bounds ties it)
+            constraints.append(f"{name} <= {cap}")  # until launch_bounds ties __launch_bounds__ to the parameter
         param = TunableParam(name, values, value, binding, description=comment)
-        return draft.extend(param, constraints=tuple(constraints), text=text).with_block_threads(name)
+        return draft.extend(param, constraints=tuple(constraints), text=text, block_threads=name)
+
+
+def _index(src: KernelSource, tparam: str) -> int:
+    return next(i for i, tp in enumerate(src.kernel.template_params) if tp.name == tparam)
 
 
 def _template_arguments(call: Node) -> list[Node]:
+    """The template arguments written at a launch `ns::k<...><<<...>>>(...)`."""
     fn = call.child_by_field_name("function")
     while fn is not None and fn.type == "qualified_identifier":
         fn = fn.child_by_field_name("name")
@@ -160,9 +160,3 @@ def _template_arguments(call: Node) -> list[Node]:
         return []
     args = fn.child_by_field_name("arguments")
     return [c for c in args.named_children if c.type != "comment"] if args is not None else []
-
-
-def _literals(src: KernelSource, node: Node) -> list[Node]:
-    from cutune.template.recipes.base import descendants
-
-    return descendants(node, "number_literal")

@@ -5,6 +5,7 @@ a value only known at run time. Follows local variables (`dim3 block(256)`, `con
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -12,6 +13,8 @@ from tree_sitter import Node
 from cutune.cuda.syntax import declarator_name, int_value
 from cutune.template.recipes.base import KernelSource, descendants
 
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_QUALIFIED = re.compile(r"(?:[A-Za-z_]\w*::)+[A-Za-z_]\w*")
 _MIN_CALLS = frozenset(("min", "umin", "llmin", "ullmin"))
 
 
@@ -34,6 +37,12 @@ class Origin:
     capped: bool = False  # LITERAL as the cap of `min(run-time value, literal)`
 
 
+def launch_config(call: Node) -> list[Node]:
+    """The expressions of a launch's `<<<grid, block[, smem[, stream]]>>>`."""
+    config = next((c for c in call.children if c.type == "kernel_call_syntax"), None)
+    return [c for c in config.named_children if c.type != "comment"] if config is not None else []
+
+
 class HostResolver:
     """Resolves launch expressions inside the host function around one launch."""
 
@@ -50,12 +59,13 @@ class HostResolver:
             return Origin(OriginKind.LITERAL, node, value) if value is not None else Origin(OriginKind.RUNTIME, node)
         if t == "parenthesized_expression" and node.named_child_count == 1:
             return self.resolve(node.named_children[0])
-        if t == "qualified_identifier":
-            scope, _, name = src.text(node).rpartition("::")
-            if scope.split("::")[-1].strip() == src.struct_name:
-                return Origin(OriginKind.MEMBER, node, src.member_value(name.strip()), name.strip())  # type: ignore[arg-type]
-        if t in ("identifier", "type_identifier", "parameter_declaration"):
-            return self._resolve_name(node)
+        # names parse as identifiers, types (`dim3 grid(n)`, `k<T, N>`) or qualified names: read the text
+        text = "".join(src.text(node).split())
+        if _NAME.fullmatch(text):
+            return self._resolve_name(node, text)
+        scope, _, member = text.rpartition("::")
+        if _QUALIFIED.fullmatch(text) and scope.split("::")[-1] == src.struct_name:
+            return Origin(OriginKind.MEMBER, node, src.member_value(member), member)  # type: ignore[arg-type]
         if t == "call_expression":
             return self._resolve_call(node)
         if t in ("initializer_list", "compound_literal_expression"):
@@ -135,8 +145,7 @@ class HostResolver:
             return self.arguments(value) if value is not None else []
         return [c for c in node.named_children if c.type != "comment"]
 
-    def _resolve_name(self, node: Node) -> Origin:
-        name = self.src.text(node).strip()
+    def _resolve_name(self, node: Node, name: str) -> Origin:
         found = self.declaration(name)
         if found is not None:
             decl, holder, values = found

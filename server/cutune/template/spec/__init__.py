@@ -1,8 +1,9 @@
 """The tuning spec: how to run a kernel (arguments, launch, problem sizes, tolerances, space)."""
 
 from cutune.template.dtypes import DTYPES, dtype_size
+from cutune.template.spec.check import check_against_kernel
 from cutune.template.spec.draft import draft_spec
-from cutune.template.spec.load import check_against_kernel, load_spec, parse_spec, spec_path_for
+from cutune.template.spec.load import load_spec, parse_spec, spec_path_for
 from cutune.template.spec.model import ArgSpec, Init, KernelSpec, Role, SpecFile, Tolerance, default_tolerance
 from cutune.template.spec.schema import spec_schema
 from cutune.template.spec.write import dump_kernel_spec

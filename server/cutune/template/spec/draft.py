@@ -6,21 +6,19 @@ import re
 from typing import TYPE_CHECKING
 
 from cutune.errors import ExpressionError
-from cutune.template.dtypes import C_TYPES
+from cutune.template.dtypes import C_TYPES, parse_c_type
 from cutune.template.expr import compile_expr
 from cutune.template.model import Space
 from cutune.template.spec.load import LIMIT_NAMES, TODO
 from cutune.template.spec.model import ArgSpec, KernelSpec, Role
 
-if TYPE_CHECKING:  # typing only: reading or drafting a spec needs no CUDA parser
+if TYPE_CHECKING:  # typing only: drafting a spec needs no CUDA parser loaded
     from cutune.cuda.model import Kernel, LaunchSite
 
 INTEGER_DTYPES = frozenset({"int8", "uint8", "int32", "uint32", "int64"})
 ARRAY_ELEMENTS = 1 << 20  # example element count of a drafted array dimension
 SCALAR_SIZE = 4096  # example value of a drafted integer parameter that is no array dimension
 
-_QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "signed"})
-_TOKEN = re.compile(r"[A-Za-z_][\w:]*|\*|&")
 _DIM3 = re.compile(r"dim3\s*\((.*)\)\s*$", re.DOTALL)
 _INTEGER_LITERAL = re.compile(r"\d+[uUlL]*")
 
@@ -28,7 +26,7 @@ _INTEGER_LITERAL = re.compile(r"\d+[uUlL]*")
 def draft_spec(kernel: Kernel, launch: LaunchSite | None, space: Space | None) -> KernelSpec:
     """A spec guessed from the signature (pointers → arrays, integers → sizes) and the launch text."""
     template_args, type_names = _template_args(kernel, launch, space)
-    scalars = [p for p in kernel.params if not _is_pointer(p.type)]
+    scalars = [p for p in kernel.params if not parse_c_type(p.type).pointer]
     integer_params = [p.name for p in scalars if _dtype(p.type, type_names) in INTEGER_DTYPES]
     # with one integer parameter (`n`) every array is likely n long; else each array gets its own size
     shared = integer_params[0] if len(integer_params) == 1 else None
@@ -36,10 +34,11 @@ def draft_spec(kernel: Kernel, launch: LaunchSite | None, space: Space | None) -
     args = []
     for p in kernel.params:
         dtype = _dtype(p.type, type_names)
-        if _is_pointer(p.type):
+        c_type = parse_c_type(p.type)
+        if c_type.pointer:
             var = shared or f"n_{p.name}"
             sizes[var] = ARRAY_ELEMENTS
-            role = Role.IN if _is_const_pointee(p.type) else Role.OUT
+            role = Role.IN if c_type.const else Role.OUT
             args.append(ArgSpec(p.name, dtype or "float32", role, shape=(var,)))
         elif dtype in INTEGER_DTYPES:
             sizes.setdefault(p.name, SCALAR_SIZE)
@@ -87,25 +86,9 @@ def _template_args(
     return args, types
 
 
-def _tokens(c_type: str) -> list[str]:
-    return _TOKEN.findall(c_type)
-
-
-def _is_pointer(c_type: str) -> bool:
-    return "*" in _tokens(c_type)
-
-
-def _is_const_pointee(c_type: str) -> bool:
-    tokens = _tokens(c_type)
-    return "const" in tokens[: tokens.index("*")]
-
-
 def _dtype(c_type: str, type_names: dict[str, str]) -> str | None:
     """The dtype of a parameter's element type (`const T* __restrict__` → T's dtype), None if unknown."""
-    tokens = _tokens(c_type)
-    if "*" in tokens:
-        tokens = tokens[: tokens.index("*")]
-    base = " ".join(t for t in tokens if t not in _QUALIFIERS)
+    base = parse_c_type(c_type).base
     base = type_names.get(base, base)
     return C_TYPES.get(base) or C_TYPES.get(base.removeprefix("std::"))
 

@@ -8,7 +8,7 @@ import re
 import tomllib
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cutune.errors import ExpressionError, SpecError
 from cutune.gpu.limits import DeviceLimits
@@ -17,9 +17,6 @@ from cutune.template.expr import CONSTANTS, FUNCTIONS, compile_expr
 from cutune.template.model import Binding, Space, TunableParam, Value
 from cutune.template.spec.locate import KeyPath, dotted, key_lines, line_of
 from cutune.template.spec.model import ArgSpec, Init, KernelSpec, Role, SpecFile, Tolerance
-
-if TYPE_CHECKING:  # typing only: reading or drafting a spec needs no CUDA parser
-    from cutune.cuda.model import Kernel
 
 TODO = "TODO"  # a string value starting with this is a placeholder left by `draft_spec`
 
@@ -78,43 +75,6 @@ def parse_spec(text: str, path: str | os.PathLike[str] | None = None) -> SpecFil
     if not kernels:
         raise reader.error((), "no [kernel.<name>] table: a spec describes at least one kernel")
     return SpecFile(where, {name: _read_kernel(reader, name, raw) for name, raw in kernels.items()})
-
-
-def check_against_kernel(spec: KernelSpec, kernel: Kernel) -> None:
-    """Raise SpecError where the spec's args or template args do not fit the kernel's signature."""
-    if spec.kernel != kernel.name:
-        raise spec.error("", f"the spec is for {spec.kernel!r}, not for kernel {kernel.name!r}")
-    params = kernel.params
-    if len(spec.args) != len(params):
-        raise spec.error(
-            "args",
-            f"{len(spec.args)} args ({', '.join(a.name for a in spec.args)}) but {kernel.name} takes "
-            f"{len(params)} parameters ({', '.join(p.name for p in params)})",
-        )
-    for i, (arg, param) in enumerate(zip(spec.args, params, strict=True)):
-        if arg.name != param.name:
-            raise spec.error(
-                f"args[{i}].name", f"arg {i} is {arg.name!r}, the kernel's parameter {i} is {param.name!r}"
-            )
-        if arg.is_array != ("*" in param.type):
-            wanted = "an array (shape)" if "*" in param.type else "a scalar (value)"
-            raise spec.error(
-                f"args[{i}]", f"{arg.name} is `{param.type}` in the kernel, so it must be {wanted}"
-            )
-    template_names = {t.name for t in kernel.template_params}
-    for name in spec.template_args:
-        if name not in template_names:
-            known = ", ".join(sorted(template_names)) or "none"
-            raise spec.error(
-                f"template_args.{name}", f"{kernel.name} has no template parameter {name!r} (has: {known})"
-            )
-    tuned = {p.name for p in spec.space.params} if spec.space else None
-    for t in kernel.template_params:
-        if t.default is not None or t.name in spec.template_args:
-            continue
-        if t.kind.value == "value" and (tuned is None or t.name in tuned):
-            continue  # tuned: by the spec's params, or by the templatize recipes' space when it has none
-        raise spec.error("template_args", f"template parameter {t.name!r} of {kernel.name} needs a value")
 
 
 class _Reader:

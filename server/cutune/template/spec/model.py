@@ -158,7 +158,8 @@ class KernelSpec:
 
     def error(self, key: str, message: str) -> SpecError:
         """A SpecError at `key` of this kernel's table, with file and line."""
-        return SpecError(message, path=self.path, line=self.line_of(key), key=f"kernel.{self.kernel}.{key}")
+        where = f"kernel.{self.kernel}" + (f".{key}" if key else "")
+        return SpecError(message, path=self.path, line=self.line_of(key), key=where)
 
     def _evaluate(self, key: str, text: str, names: Mapping[str, Number]) -> Number:
         try:

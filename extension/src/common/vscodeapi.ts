@@ -1,0 +1,95 @@
+// The one module that uses the `vscode` namespace at run time (besides the language client in server.ts).
+// Everything else takes what it needs from here, so its logic can be tested without VS Code.
+
+import * as vscode from "vscode";
+
+import type { SettingReader } from "./settings";
+import type { StatusView } from "./status";
+
+export const SECTION = "cutune";
+
+export function cutuneSettings(scope?: vscode.ConfigurationScope): SettingReader {
+  const configuration = vscode.workspace.getConfiguration(SECTION, scope);
+  return (key) => configuration.get(key);
+}
+
+export function onDidChangeConfiguration(
+  listener: (e: vscode.ConfigurationChangeEvent) => unknown,
+): vscode.Disposable {
+  return vscode.workspace.onDidChangeConfiguration(listener);
+}
+
+export function firstWorkspaceFolder(): vscode.WorkspaceFolder | undefined {
+  return vscode.workspace.workspaceFolders?.[0];
+}
+
+export function createLogChannel(name: string): vscode.LogOutputChannel {
+  return vscode.window.createOutputChannel(name, { log: true });
+}
+
+export function createStatusItem(command: string): vscode.StatusBarItem {
+  const item = vscode.window.createStatusBarItem("cutune.status", vscode.StatusBarAlignment.Left, 10);
+  item.name = "cutune";
+  item.command = command;
+  return item;
+}
+
+export function renderStatus(item: vscode.StatusBarItem, view: StatusView): void {
+  item.text = view.text;
+  item.tooltip = view.tooltip;
+  item.backgroundColor =
+    view.background === undefined ? undefined : new vscode.ThemeColor(`statusBarItem.${view.background}Background`);
+  item.show();
+}
+
+export function registerCommand(id: string, run: (...args: unknown[]) => unknown): vscode.Disposable {
+  return vscode.commands.registerCommand(id, run);
+}
+
+export function executeCommand<T = unknown>(id: string, ...args: unknown[]): Thenable<T> {
+  return vscode.commands.executeCommand<T>(id, ...args);
+}
+
+export function showError(message: string, ...actions: string[]): Thenable<string | undefined> {
+  return vscode.window.showErrorMessage(message, ...actions);
+}
+
+export function showWarning(message: string, ...actions: string[]): Thenable<string | undefined> {
+  return vscode.window.showWarningMessage(message, ...actions);
+}
+
+export function showInfo(message: string, ...actions: string[]): Thenable<string | undefined> {
+  return vscode.window.showInformationMessage(message, ...actions);
+}
+
+export function showQuickPick<T extends vscode.QuickPickItem>(
+  items: readonly T[],
+  placeHolder: string,
+): Thenable<T | undefined> {
+  return vscode.window.showQuickPick(items, { placeHolder });
+}
+
+export function activeEditor(): vscode.TextEditor | undefined {
+  return vscode.window.activeTextEditor;
+}
+
+export async function showMarkdown(markdown: string): Promise<void> {
+  const document = await vscode.workspace.openTextDocument({ language: "markdown", content: markdown });
+  try {
+    await vscode.commands.executeCommand("markdown.showPreviewToSide", document.uri);
+  } catch {
+    await vscode.window.showTextDocument(document, { viewColumn: vscode.ViewColumn.Beside, preview: true });
+  }
+}
+
+export function copyToClipboard(text: string): Thenable<void> {
+  return vscode.env.clipboard.writeText(text);
+}
+
+export function openSettings(query: string): Thenable<unknown> {
+  return vscode.commands.executeCommand("workbench.action.openSettings", query);
+}
+
+export function getExtension<T>(id: string): vscode.Extension<T> | undefined {
+  return vscode.extensions.getExtension<T>(id);
+}

@@ -1,0 +1,264 @@
+"""One kernel and the device code it needs, as a stand-alone compile unit for nvcc or NVRTC.
+
+Real kernels live in files whose host code includes torch or other host-only headers. The unit keeps
+only what the kernel needs, found by the identifiers it uses (transitively through device functions,
+types, device variables and macros): namespaces are re-opened around what they held, so qualified
+names stay valid, and preprocessor conditions are re-applied around what sat under them. Host
+functions never come along. In doubt (an unqualified name several declarations share) all are kept.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from cutune.cuda.decls import Decl, DeclKind, collect_decls
+from cutune.cuda.includes import device_includes
+from cutune.cuda.model import SourceModel
+from cutune.cuda.syntax import captures, node_text, parse_tree
+from cutune.cuda.text import LineIndex
+
+_IDENTIFIERS = "[(identifier) (type_identifier) (namespace_identifier) (preproc_arg)] @id"
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_HOST_NAMESPACES = re.compile(r"\b(?:torch|at|c10|pybind11|py)\b")
+_PROVIDERS = frozenset(
+    (
+        DeclKind.DEVICE_FUNCTION,
+        DeclKind.FUNCTION_DECLARATION,
+        DeclKind.TYPE,
+        DeclKind.VARIABLE,
+        DeclKind.MACRO,
+    )
+)
+
+# Under NVRTC there is no host C++ library: the `std::` names real kernels use come from CCCL.
+# Under nvcc the host headers declare them (and re-declaring std::numeric_limits there is an error).
+_PRELUDE = """\
+#ifdef __CUDACC_RTC__
+#include <cuda/std/cmath>
+#include <cuda/std/cstdint>
+#include <cuda/std/limits>
+#include <cuda/std/type_traits>
+namespace std {
+using cuda::std::isfinite;
+using cuda::std::isinf;
+using cuda::std::isnan;
+using cuda::std::numeric_limits;
+using cuda::std::conditional;
+using cuda::std::enable_if;
+using cuda::std::integral_constant;
+using cuda::std::is_same;
+}  // namespace std
+#else
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#endif
+"""
+_UINT = "typedef unsigned int uint;\n"
+
+
+@dataclass(frozen=True)
+class CompileUnit:
+    """A stand-alone source holding one kernel and what it needs, ready for nvcc or NVRTC."""
+
+    source: str
+    kernel: str  # the kernel's qualified name, e.g. "serving::silu_and_mul_kernel"
+    name_expressions: tuple[str, ...]  # qualified instantiations, e.g. "ns::k<float, 128>"
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[tuple[str, str], ...] = ()
+    for_nvrtc: bool = False
+    # (first line in the unit, first line in the original file, line count), zero-based
+    line_map: tuple[tuple[int, int, int], ...] = ()
+
+    def source_line(self, unit_line: int) -> int | None:
+        """The original file's line (zero-based) of a unit line, or None for generated lines."""
+        i = bisect.bisect_right([m[0] for m in self.line_map], unit_line) - 1
+        if i < 0:
+            return None
+        first, original, count = self.line_map[i]
+        return original + unit_line - first if unit_line < first + count else None
+
+    def options(self) -> tuple[str, ...]:
+        """The -I and -D options both nvcc and NVRTC take for this unit."""
+        return tuple(f"-I{d}" for d in self.include_dirs) + tuple(
+            f"-D{name}={value}" if value else f"-D{name}" for name, value in self.defines
+        )
+
+
+def qualified_name(model: SourceModel, kernel: str) -> str:
+    """The kernel's name with its namespaces, e.g. 'serving::silu_and_mul_kernel'."""
+    return model.kernel(kernel).qualified_name
+
+
+def extract_kernel(
+    model: SourceModel,
+    kernel: str,
+    *,
+    instantiations: Sequence[str] = (),
+    include_dirs: Sequence[str] = (),
+    defines: Mapping[str, str] | None = None,
+    for_nvrtc: bool = False,
+) -> CompileUnit:
+    """A compile unit holding `kernel` and the device code it needs; raises SourceError if absent.
+
+    `instantiations` are name expressions such as `k<float, 128>` (the namespace is added when left
+    out). For nvcc they are forced by taking their address in the unit; for NVRTC they are only
+    returned as `name_expressions`, which NVRTC instantiates itself.
+    """
+    qualified = qualified_name(model, kernel)
+    data = model.text.encode("utf-8", errors="replace")
+    decls = collect_decls(parse_tree(data).root_node, data)
+    needed = _needed(decls, kernel, data)
+    names = {n for d in needed for n in _used_names(d, data)}
+    expressions = tuple(_qualify(e.strip(), kernel, qualified) for e in instantiations)
+
+    writer = _Writer(LineIndex(data))
+    writer.generated(f"// cutune: {qualified} from {model.path or '<source>'}, device code only\n")
+    writer.generated(_PRELUDE)
+    if not any(d.kind is DeclKind.TYPE and "uint" in d.names for d in decls):
+        writer.generated(_UINT)
+    for d in decls:
+        if d.kind is DeclKind.INCLUDE:
+            writer.includes(d, data, for_nvrtc=for_nvrtc, names=names)
+        elif d in needed:
+            writer.declaration(d, data)
+    writer.close_namespaces()
+    if not for_nvrtc and expressions:
+        writer.generated("\n// cutune: taking each address forces nvcc to instantiate the kernel\n")
+        for i, expr in enumerate(expressions):
+            writer.generated(f"[[maybe_unused]] static auto* cutune_inst_{i} = &{expr};\n")
+
+    dirs = list(include_dirs)
+    if model.path and os.path.dirname(os.path.abspath(model.path)) not in dirs:
+        dirs.append(os.path.dirname(os.path.abspath(model.path)))  # for the file's own `"..."` includes
+    return CompileUnit(
+        source=writer.text(),
+        kernel=qualified,
+        name_expressions=expressions,
+        include_dirs=tuple(dirs),
+        defines=tuple((defines or {}).items()),
+        for_nvrtc=for_nvrtc,
+        line_map=tuple(writer.line_map),
+    )
+
+
+def _qualify(expr: str, kernel: str, qualified: str) -> str:
+    """`k<float>` → `ns::k<float>` for a kernel in a namespace; qualified expressions stay."""
+    if qualified != kernel and re.match(rf"{re.escape(kernel)}\b", expr):
+        return qualified + expr[len(kernel) :]
+    return expr
+
+
+def _needed(decls: list[Decl], kernel: str, data: bytes) -> set[Decl]:
+    """The kernel's definitions and, transitively, every device-side declaration whose name they use."""
+    providers: dict[str, list[Decl]] = {}
+    for d in decls:
+        if (d.kind in _PROVIDERS and d.device) or (d.kind is DeclKind.HOST_FUNCTION and d.device):
+            for name in d.names:
+                providers.setdefault(name, []).append(d)
+            if d.scope:  # `S::f` defined out of class comes with S
+                providers.setdefault(d.scope.split("::")[-1].split("<")[0], []).append(d)
+        elif d.kind is DeclKind.USING and not _HOST_NAMESPACES.search(node_text(data, d.item)):
+            providers.setdefault("", []).append(d)  # using-directives come along unconditionally
+    todo = [d for d in decls if d.kind is DeclKind.KERNEL and d.name == kernel] + providers.get("", [])
+    needed: set[Decl] = set()
+    while todo:
+        d = todo.pop()
+        if d in needed:
+            continue
+        needed.add(d)
+        for name in _used_names(d, data):
+            todo.extend(p for p in providers.get(name, ()) if p not in needed)
+    return needed
+
+
+def _used_names(d: Decl, data: bytes) -> set[str]:
+    """The identifiers a declaration mentions (in code, macro bodies and its #if conditions)."""
+    names = {w for c in d.conditions for w in _WORD.findall(c)}
+    for node in captures(_IDENTIFIERS, d.node).get("id", []):
+        text = node_text(data, node)
+        if node.type == "preproc_arg":
+            names.update(_WORD.findall(text))
+        else:
+            names.add(text)
+    return names
+
+
+class _Writer:
+    """Assembles the unit: namespaces re-opened as needed, conditions re-applied, lines mapped back."""
+
+    def __init__(self, index: LineIndex) -> None:
+        self._index = index
+        self._parts: list[str] = []
+        self._lines = 0
+        self._namespace: tuple[str, ...] = ()
+        self.line_map: list[tuple[int, int, int]] = []
+
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    def generated(self, text: str) -> None:
+        self._parts.append(text)
+        self._lines += text.count("\n")
+
+    def _original(self, text: str, start: int) -> None:
+        line = self._index.position(start).line
+        self.line_map.append((self._lines, line, text.count("\n") + 1))
+        self.generated(text + "\n")
+
+    def _enter(self, namespace: tuple[str, ...]) -> None:
+        common = 0
+        while (
+            common < min(len(namespace), len(self._namespace))
+            and namespace[common] == self._namespace[common]
+        ):
+            common += 1
+        for name in reversed(self._namespace[common:]):
+            self.generated(f"}}  // namespace {name}\n")
+        for name in namespace[common:]:
+            self.generated(f"namespace {name} {{\n" if name else "namespace {\n")
+        self._namespace = namespace
+
+    def close_namespaces(self) -> None:
+        self._enter(())
+
+    def _guarded(self, d: Decl, emit: list[tuple[str, int]]) -> None:
+        if not emit:
+            return
+        if d.conditions:
+            self.generated("#if " + " && ".join(f"({c})" for c in d.conditions) + "\n")
+        for text, start in emit:
+            if start >= 0:
+                self._original(text, start)
+            else:
+                self.generated(text + "\n")
+        if d.conditions:
+            self.generated("#endif\n")
+
+    def includes(self, d: Decl, data: bytes, *, for_nvrtc: bool, names: set[str]) -> None:
+        path = d.item.child_by_field_name("path")
+        if path is None:
+            return
+        raw = node_text(data, path).strip()
+        targets = device_includes(raw.strip('<>"'), raw.startswith("<"), for_nvrtc=for_nvrtc, names=names)
+        original = [t for t in targets if t == raw.strip('<>"')]
+        self._enter(d.namespace)
+        self._guarded(
+            d,
+            [(node_text(data, d.item).strip(), d.start)]
+            if original and len(targets) == 1
+            else [(f"#include <{t}>", -1) for t in targets],
+        )
+
+    def declaration(self, d: Decl, data: bytes) -> None:
+        self._enter(d.namespace)
+        text = data[d.start : d.end].decode("utf-8", errors="replace").rstrip()
+        if d.in_extern_c_block:
+            self._guarded(d, [('extern "C" {', -1), (text, d.start), ("}", -1)])
+        else:
+            self._guarded(d, [(text, d.start)])

@@ -1,0 +1,402 @@
+"""The CuPy backend: compile with NVRTC (or nvcc), check against the original kernel, time with CUDA events.
+
+CuPy is imported when a job is opened, never at module import, so cutune imports without a GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from cutune.cuda.extract import CompileUnit, extract_kernel, qualified_name
+from cutune.cuda.model import Kernel, SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.errors import CutuneError, NoGpuError
+from cutune.gpu.backend import Backend, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.gpu.device import device_limits
+from cutune.gpu.harness import Problem, Timer, make_problem, summarize
+from cutune.gpu.limits import DeviceLimits
+from cutune.gpu.nvcc import DEFAULT_FLAGS as NVCC_FLAGS
+from cutune.gpu.nvcc import _excerpt
+from cutune.gpu.occupancy import occupancy
+from cutune.gpu.resources import parse_ptxas, pick_entry
+from cutune.gpu.sol import cache_dir, device_info
+from cutune.template.instantiate import compile_options, instantiation
+from cutune.template.model import Config
+from cutune.template.spec import Role
+
+COMPILERS = ("nvrtc", "nvcc")
+T = TypeVar("T")
+# CUDA errors after which the context is unusable: the process must go (cudaError / CUresult codes).
+_STICKY = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 999})
+
+
+class _Failed(Exception):
+    """Ends an evaluation early with a typed failure."""
+
+    def __init__(self, failure: Failure, detail: str, max_error: float | None = None) -> None:
+        super().__init__(detail)
+        self.failure = failure
+        self.detail = detail
+        self.max_error = max_error
+
+
+@dataclass(frozen=True)
+class _CompileKey:
+    """What decides the compiled code: the instantiations and the compiler options."""
+
+    expressions: tuple[str, ...]  # unique name expressions, in first-use order
+    flags: tuple[str, ...]
+    defines: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class _Module:
+    """A compiled configuration: one function per name expression, or the compiler's complaint."""
+
+    functions: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, CompileInfo] = field(default_factory=dict)
+    error: str = ""
+
+
+class CupyBackend(Backend):
+    """Compiles each configuration with NVRTC through CuPy (or nvcc), checks and times it on the GPU.
+
+    Options: `compiler` ("nvrtc" or "nvcc"), `device` (CUDA ordinal), `compile_workers` (threads that
+    compile prefetched configurations while the GPU measures others).
+    """
+
+    name = "cupy"
+    needs_isolation = True
+
+    def __init__(self, *, compiler: str = "nvrtc", device: int = 0, compile_workers: int = 4) -> None:
+        if compiler not in COMPILERS:
+            raise CutuneError(f"unknown compiler {compiler!r}; choose one of {', '.join(COMPILERS)}")
+        self.compiler = compiler
+        self.device = device
+        self.compile_workers = compile_workers
+        self._healthy = True
+        self._cp: ModuleType | None = None
+        self._job: Job | None = None
+        self._limits: DeviceLimits | None = None
+        self._timer: Timer | None = None
+        self._model: SourceModel | None = None
+        self._kernel: Kernel | None = None
+        self._qualified = ""
+        self._pool: ThreadPoolExecutor | None = None
+        self._modules: dict[_CompileKey, Future[_Module]] = {}
+        self._problems: list[Problem] = []
+
+    @property
+    def healthy(self) -> bool:
+        return self._healthy
+
+    def open(self, job: Job) -> DeviceInfo:
+        """Start CUDA, measure (or read) the speed of light, compile the original and build the reference."""
+        cp = self._cp = _import_cupy()
+        cp.cuda.Device(self.device).use()
+        limits = self._limits = device_limits(self.device)
+        self._timer = Timer(limits.l2_bytes)
+        info = device_info(self._timer, self.device)
+        self._job = job
+        self._model = parse_source(job.template.source, job.source_path)
+        self._kernel = self._model.kernel(job.template.kernel)  # raises SourceError when absent
+        self._qualified = qualified_name(self._model, job.template.kernel)
+        self._pool = ThreadPoolExecutor(
+            self.compile_workers,
+            thread_name_prefix="cutune-compile",
+            initializer=lambda: cp.cuda.Device(self.device).use(),
+        )
+        rng = cp.random.default_rng(job.seed)
+        self._problems = [make_problem(job.spec, size, rng, cp) for size in job.spec.sizes]
+        original = job.space.default()
+        try:
+            launches, _ = self._prepare(original)
+            for problem, launch in zip(self._problems, launches, strict=True):
+                self._run_checked(problem, launch)
+                problem.keep_reference()
+        except _Failed as e:
+            raise CutuneError(
+                f"the original configuration ({original}) cannot serve as the reference: "
+                f"{e.failure.value}: {e.detail}"
+            ) from None
+        return info
+
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        """Start compiling these configurations in the background."""
+        for config in configs:
+            try:
+                self._compiled(self._compile_key(config)[0])
+            except _Failed:
+                continue  # evaluate() reports it
+
+    def evaluate(self, config: Config) -> Measurement:
+        """Compile (or take the prefetched module), check every size against the reference, then time."""
+        job = self._require_job()
+        compiled: CompileInfo | None = None
+        try:
+            launches, compiled = self._prepare(config)
+            max_error = self._check(launches)
+            timings = tuple(
+                self._time(problem, launch) for problem, launch in zip(self._problems, launches, strict=True)
+            )
+        except _Failed as e:
+            return Measurement(
+                config, compile=compiled, failure=e.failure, detail=e.detail, max_error=e.max_error
+            )
+        return Measurement(
+            config,
+            timings=timings,
+            compile=compiled,
+            max_error=max_error,
+            detail=f"max scaled error {max_error:.3g}" if job.spec.sizes else "",
+        )
+
+    def close(self) -> None:
+        """Stop the compile threads and free the device memory of this job."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self._modules.clear()
+        self._problems = []
+        if self._cp is not None and self._healthy:
+            self._cp.get_default_memory_pool().free_all_blocks()
+
+    # -- compiling -------------------------------------------------------------------------------
+
+    def _require_job(self) -> Job:
+        if self._job is None:
+            raise CutuneError("the cupy backend has no job; call open() first")
+        return self._job
+
+    def _compile_key(self, config: Config) -> tuple[_CompileKey, list[str]]:
+        """The compile key of a configuration and the name expression each problem size launches."""
+        job = self._require_job()
+        assert self._kernel is not None
+        try:
+            per_size = [
+                instantiation(self._kernel, self._qualified, job.spec, job.space, config, size)
+                for size in job.spec.sizes
+            ]
+            flags, defines = compile_options(job.space, config, job.spec)
+        except CutuneError as e:
+            raise _Failed(Failure.INFEASIBLE, str(e)) from None
+        key = _CompileKey(tuple(dict.fromkeys(per_size)), tuple(flags), tuple(sorted(defines.items())))
+        return key, per_size
+
+    def _compiled(self, key: _CompileKey) -> Future[_Module]:
+        if key not in self._modules:
+            assert self._pool is not None
+            self._modules[key] = self._pool.submit(self._compile, key)
+        return self._modules[key]
+
+    def _compile(self, key: _CompileKey) -> _Module:
+        """Compile one key (in a worker thread); compiler errors become the module's `error`."""
+        cp = self._cp
+        assert cp is not None
+        try:
+            if self.compiler == "nvcc":
+                return self._compile_nvcc(key)
+            return self._compile_nvrtc(key)
+        except cp.cuda.compiler.CompileException as e:
+            return _Module(error=_excerpt(e.get_message()))
+        except Exception as e:  # extraction, loading, a missing entry: all fail this configuration's compile
+            return _Module(error=f"{type(e).__name__}: {e}")
+
+    def _options(self, key: _CompileKey, unit: CompileUnit, defaults: Sequence[str]) -> tuple[str, ...]:
+        """Our defaults (unless the user picks a standard), the toolkit's headers, the unit's -I/-D, flags."""
+        job = self._require_job()
+        cp = self._cp
+        assert cp is not None
+        user = (*job.spec.flags, *key.flags)
+        has_std = any(f.startswith(("-std", "--std")) for f in user)
+        cuda = cp.cuda.get_cuda_path()
+        return (
+            *(f for f in defaults if not (has_std and f.startswith("-std"))),
+            *((f"-I{Path(cuda) / 'include'}",) if cuda else ()),
+            *unit.options(),
+            *user,
+        )
+
+    def _unit(self, key: _CompileKey, expressions: Sequence[str], *, for_nvrtc: bool) -> CompileUnit:
+        job = self._require_job()
+        assert self._model is not None
+        dirs = tuple(str(Path(d).resolve()) for d in job.spec.include_dirs)
+        return extract_kernel(
+            self._model,
+            job.template.kernel,
+            instantiations=tuple(expressions),
+            include_dirs=dirs,
+            defines=dict(key.defines),
+            for_nvrtc=for_nvrtc,
+        )
+
+    def _compile_nvrtc(self, key: _CompileKey) -> _Module:
+        cp = self._cp
+        assert cp is not None
+        start = time.perf_counter()
+        unit = self._unit(key, key.expressions, for_nvrtc=True)
+        module = cp.RawModule(
+            code=unit.source,
+            options=self._options(key, unit, ("-std=c++17",)),
+            name_expressions=list(unit.name_expressions),
+        )
+        functions = {
+            e: module.get_function(n) for e, n in zip(key.expressions, unit.name_expressions, strict=True)
+        }
+        seconds = time.perf_counter() - start
+        return _Module(functions, {e: _compile_info(f, seconds) for e, f in functions.items()})
+
+    def _compile_nvcc(self, key: _CompileKey) -> _Module:
+        # CuPy's nvcc path cannot resolve name expressions: compile one instantiation per cubin and
+        # take the only entry's mangled name from ptxas' report.
+        cp = self._cp
+        assert cp is not None and self._limits is not None
+        arch = self._limits.arch.removeprefix("sm_")
+        out = _Module()
+        for expression in key.expressions:
+            start = time.perf_counter()
+            unit = self._unit(key, (expression,), for_nvrtc=False)
+            log = io.StringIO()
+            cubin = cp.cuda.compiler.compile_using_nvcc(
+                unit.source,
+                (*self._options(key, unit, NVCC_FLAGS), "-Xptxas", "-v"),
+                arch=arch,
+                log_stream=log,
+            )
+            entry = pick_entry(parse_ptxas(log.getvalue()), None)
+            path = cache_dir() / "cubin" / f"{hashlib.sha256(cubin).hexdigest()}.cubin"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(cubin)
+            function = cp.RawModule(path=str(path)).get_function(entry.function)
+            seconds = time.perf_counter() - start
+            out.functions[expression] = function
+            out.info[expression] = _compile_info(function, seconds, spill_bytes=entry.spill_store_bytes)
+        return out
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def _prepare(self, config: Config) -> tuple[list[Callable[[], None]], CompileInfo]:
+        """Compiled launches for every problem size, after the resource checks."""
+        job = self._require_job()
+        key, per_size = self._compile_key(config)
+        module = self._compiled(key).result()
+        if module.error:
+            raise _Failed(Failure.COMPILE, module.error)
+        assert self._limits is not None
+        limits = self._limits
+        numeric = {k: v for k, v in config.items() if not isinstance(v, str)}
+        launches = []
+        for problem, expression in zip(self._problems, per_size, strict=True):
+            function = module.functions[expression]
+            try:
+                grid, block, smem = job.spec.launch({**problem.size, **numeric, **limits.as_names()})
+            except CutuneError as e:
+                raise _Failed(Failure.INFEASIBLE, str(e)) from None
+            threads = math.prod(block)
+            if threads > function.max_threads_per_block:
+                raise _Failed(
+                    Failure.RESOURCES,
+                    f"{threads} threads per block exceed this function's limit of "
+                    f"{function.max_threads_per_block} ({function.num_regs} registers per thread)",
+                )
+            fits = occupancy(limits, threads, function.num_regs, function.shared_size_bytes + smem)
+            if fits.blocks_per_sm == 0:
+                raise _Failed(Failure.RESOURCES, fits.message or "no block fits on one SM")
+            if smem > limits.max_smem_per_block:
+                self._guard(lambda f=function, s=smem: setattr(f, "max_dynamic_shared_size_bytes", s))
+            launches.append(_launcher(function, grid, block, smem, problem.args))
+        return launches, module.info[per_size[0]]
+
+    def _check(self, launches: Sequence[Callable[[], None]]) -> float:
+        """Run every size once on pristine inputs and poisoned outputs; WRONG unless all outputs match."""
+        job = self._require_job()
+        cp = self._cp
+        assert cp is not None
+        worst = 0.0
+        for problem, launch in zip(self._problems, launches, strict=True):
+            self._run_checked(problem, launch)
+            compared = self._guard(lambda p=problem: p.check(job.spec, cp))
+            worst = max([worst, *(c.max_scaled for _, c in compared)])
+            wrong = [c.describe(a.name) for a, c in compared if not c.ok]
+            if wrong:
+                size = ", ".join(f"{k}={v}" for k, v in problem.size.items())
+                raise _Failed(Failure.WRONG, f"at {size}: " + "; ".join(wrong), worst)
+        return worst
+
+    def _run_checked(self, problem: Problem, launch: Callable[[], None]) -> None:
+        cp = self._cp
+        assert cp is not None
+
+        def run() -> None:
+            problem.prepare_checked_run(cp)
+            launch()
+            cp.cuda.get_current_stream().synchronize()
+
+        self._guard(run)
+
+    def _time(self, problem: Problem, launch: Callable[[], None]) -> Timing:
+        job = self._require_job()
+        cp = self._cp
+        assert cp is not None and self._timer is not None
+        timer = self._timer
+        inout = any(a.role is Role.INOUT for a in problem.specs)
+        before = (lambda: problem.restore(cp, inputs=False)) if inout else None
+        samples = self._guard(lambda: timer.time(launch, job.timing, before))
+        median, p10, p90 = summarize(samples)
+        return Timing(size=dict(problem.size), median_us=median, p10_us=p10, p90_us=p90, reps=len(samples))
+
+    def _guard(self, action: Callable[[], T]) -> T:
+        """Run GPU work; CUDA errors become FAULT (the context is lost) or LAUNCH failures."""
+        cp = self._cp
+        assert cp is not None
+        try:
+            return action()
+        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as e:
+            if getattr(e, "status", None) in _STICKY:
+                self._healthy = False
+                raise _Failed(Failure.FAULT, f"{e}; the CUDA context is lost") from None
+            raise _Failed(Failure.LAUNCH, str(e)) from None
+
+
+def _launcher(
+    function: Any, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int, args: Sequence[Any]
+) -> Callable[[], None]:
+    arguments = tuple(args)
+
+    def launch() -> None:
+        function(grid, block, arguments, shared_mem=smem)
+
+    return launch
+
+
+def _compile_info(function: Any, seconds: float, *, spill_bytes: int = 0) -> CompileInfo:
+    return CompileInfo(
+        registers=function.num_regs,
+        spill_bytes=spill_bytes,
+        shared_bytes=function.shared_size_bytes,
+        local_bytes=function.local_size_bytes,
+        max_threads_per_block=function.max_threads_per_block,
+        compile_seconds=seconds,
+    )
+
+
+def _import_cupy() -> ModuleType:
+    try:
+        import cupy
+    except ImportError:
+        raise NoGpuError("CuPy is not installed: pip install 'cutune[gpu]'") from None
+    try:
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            raise NoGpuError("CuPy sees no CUDA device")
+    except cupy.cuda.runtime.CUDARuntimeError as e:
+        raise NoGpuError(f"CUDA is not usable here: {e}") from None
+    return cupy

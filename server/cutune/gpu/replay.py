@@ -1,0 +1,193 @@
+"""Recorded measurements: a JSON-lines recorder around any backend, and a backend that replays them.
+
+A recording is one header line (device, speed of light, date, hashes of the source and spec) followed
+by one line per measurement, each flushed as it is written so that a killed process keeps every
+finished trial. Replaying needs no GPU: tests of the search and the editor run on recordings.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import IO, Any
+
+from cutune.errors import CutuneError
+from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement
+from cutune.template.model import Config
+
+FORMAT = 1
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A recording file's header and its measurements, in the order they were made."""
+
+    header: dict[str, Any]
+    measurements: tuple[Measurement, ...]
+
+    @property
+    def device(self) -> DeviceInfo:
+        return DeviceInfo.from_dict(self.header["device"])
+
+
+def job_hashes(job: Job) -> dict[str, str]:
+    """SHA-256 of the template source and of the spec (its file's text where it has one)."""
+    spec_text = repr(job.spec)
+    if job.spec.path and Path(job.spec.path).is_file():
+        spec_text = Path(job.spec.path).read_text(encoding="utf-8")
+    return {"source_sha256": _sha256(job.template.source), "spec_sha256": _sha256(spec_text)}
+
+
+def header_for(job: Job, info: DeviceInfo) -> dict[str, Any]:
+    """The header line of a recording of `job` on `info`'s device."""
+    return {
+        "type": "header",
+        "format": FORMAT,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "kernel": job.template.kernel,
+        "source_path": job.source_path,
+        "device": info.to_dict(),
+        "timing": asdict(job.timing),
+        "params": {p.name: list(p.values) for p in job.space.params},
+        **job_hashes(job),
+    }
+
+
+def read_recording(path: str | os.PathLike[str]) -> Recording:
+    """Read a recording; an unfinished last line (the recorder was killed mid-write) is skipped."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise CutuneError(f"{path}: cannot read the recording: {e}") from None
+    header: dict[str, Any] | None = None
+    found: list[Measurement] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            if number == len(lines):
+                break
+            raise CutuneError(f"{path}:{number}: not a JSON line") from None
+        if data.get("type") == "header":
+            header = header or data  # appended sessions repeat the header; the first one describes them
+        elif data.get("type") == "measurement":
+            found.append(Measurement.from_dict(data))
+    if header is None:
+        raise CutuneError(f"{path}: no header line; is this a cutune recording?")
+    return Recording(header, tuple(found))
+
+
+class RecordingBackend(Backend):
+    """Wraps a backend and appends every measurement to a JSON-lines file as it is made."""
+
+    name = "recording"
+
+    def __init__(self, inner: Backend, path: str | os.PathLike[str], *, append: bool = False) -> None:
+        self.inner = inner
+        self.path = Path(path)
+        self.append = append
+        self._file: IO[str] | None = None
+
+    def open(self, job: Job) -> DeviceInfo:
+        """Open the inner backend and start the file (or continue it, with `append`)."""
+        info = self.inner.open(job)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a" if self.append else "w", encoding="utf-8")
+        self._write(header_for(job, info))
+        return info
+
+    def evaluate(self, config: Config) -> Measurement:
+        """Evaluate with the inner backend and record the result."""
+        measurement = self.inner.evaluate(config)
+        self._write({"type": "measurement", **measurement.to_dict()})
+        return measurement
+
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        self.inner.prefetch(configs)
+
+    @property
+    def healthy(self) -> bool:
+        return self.inner.healthy
+
+    def close(self) -> None:
+        self.inner.close()
+        if self._file:
+            self._file.close()
+            self._file = None
+
+    def _write(self, data: dict[str, Any]) -> None:
+        if self._file is None:
+            raise CutuneError("the recording backend is not open")
+        self._file.write(json.dumps(data, allow_nan=True) + "\n")
+        self._file.flush()
+
+
+class ReplayBackend(Backend):
+    """Serves recorded measurements without a GPU.
+
+    A configuration measured several times is served its recordings in turn. Configurations that were
+    not recorded fail as INFEASIBLE ("not recorded"). `noise` (e.g. 0.03) multiplies every timing by a
+    seeded log-normal factor, deterministic per configuration and call, to test noise-aware selection.
+    """
+
+    name = "replay"
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, noise: float = 0.0, seed: int = 0, strict: bool = False
+    ) -> None:
+        self.path = Path(path)
+        self.noise = noise
+        self.seed = seed
+        self.strict = strict  # refuse a job whose source or spec differ from the recorded ones
+        self._records: dict[str, list[Measurement]] = {}
+        self._served: dict[str, int] = {}
+
+    def open(self, job: Job) -> DeviceInfo:
+        """Load the recording and describe the device it was made on."""
+        recording = read_recording(self.path)
+        for key, value in job_hashes(job).items():
+            if recording.header.get(key) != value:
+                message = f"{self.path}: the recording's {key} differs from this job's; timings may be stale"
+                if self.strict:
+                    raise CutuneError(message)
+                log.warning(message)
+        self._records = {}
+        self._served = {}
+        for m in recording.measurements:
+            self._records.setdefault(m.config.key(), []).append(m)
+        return recording.device
+
+    def evaluate(self, config: Config) -> Measurement:
+        """The next recording of `config`, with noise if asked for."""
+        key = config.key()
+        found = self._records.get(key)
+        if not found:
+            return Measurement(config, failure=Failure.INFEASIBLE, detail="not recorded")
+        n = self._served.get(key, 0)
+        self._served[key] = n + 1
+        measurement = replace(found[n % len(found)], config=config)
+        if self.noise <= 0 or not measurement.timings:
+            return measurement
+        rng = random.Random(f"{self.seed}:{key}:{n}")
+        timings = []
+        for t in measurement.timings:
+            factor = math.exp(self.noise * rng.gauss(0.0, 1.0))
+            timings.append(
+                replace(t, median_us=t.median_us * factor, p10_us=t.p10_us * factor, p90_us=t.p90_us * factor)
+            )
+        return replace(measurement, timings=tuple(timings))
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,203 @@
+"""Isolation: a child process owns the measuring backend, so a fault, crash or hang costs one trial.
+
+The child is started with the `spawn` method (CUDA must not be forked) and speaks over a pipe: the
+parent sends the job, configurations and prefetch hints; the child answers each open and evaluate.
+When the child faults (its CUDA context is then dead, so it exits after answering), dies or does not
+answer within the trial timeout (it is killed), the trial fails with FAULT, CRASH or TIMEOUT and the
+next evaluation starts a fresh child, which reopens the job with a new seed: a fresh reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from cutune.errors import CutuneError
+from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement
+from cutune.template.model import Config
+
+log = logging.getLogger(__name__)
+_UNHEALTHY_EXIT = 3
+
+
+class IsolatedBackend(Backend):
+    """Runs another backend (a registry name or a `module:Class` path) in a replaceable child process."""
+
+    name = "isolated"
+
+    def __init__(
+        self, backend: str, *, options: Mapping[str, Any] | None = None, start_timeout_s: float = 600.0
+    ) -> None:
+        self.backend = backend
+        self.options = dict(options or {})
+        self.start_timeout_s = start_timeout_s  # CUDA start-up, speed of light and the reference
+        self.restarts = 0  # children replaced after a fault, crash or hang
+        self._job: Job | None = None
+        self._info: DeviceInfo | None = None
+        self._proc: BaseProcess | None = None
+        self._conn: Connection | None = None
+
+    def open(self, job: Job) -> DeviceInfo:
+        """Start a child and open the job there."""
+        self.close()
+        self._job = job
+        self.restarts = 0
+        return self._start()
+
+    def evaluate(self, config: Config) -> Measurement:
+        """Evaluate in the child; a fault, death or timeout becomes a failed measurement."""
+        job = self._require_job()
+        if self._conn is None:
+            self._start()
+        conn = self._conn
+        assert conn is not None
+        timeout = job.timing.trial_timeout_s
+        try:
+            conn.send(("evaluate", config))
+            if not conn.poll(timeout):
+                self._kill()
+                return Measurement(
+                    config,
+                    failure=Failure.TIMEOUT,
+                    detail=f"no result within {timeout:g} s; the worker was replaced",
+                )
+            reply = conn.recv()
+        except (EOFError, OSError):
+            return Measurement(config, failure=Failure.CRASH, detail=self._death())
+        if reply[0] == "measurement":
+            _, measurement, healthy = reply
+            if not healthy:
+                self._reap()
+            return measurement
+        self._kill()
+        return Measurement(config, failure=Failure.CRASH, detail=f"the worker failed: {reply[1]}")
+
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        """Pass the hint on to the child (no answer is awaited)."""
+        if self._conn is not None:
+            # A dead child is noticed, and replaced, at the next evaluation.
+            with contextlib.suppress(OSError):
+                self._conn.send(("prefetch", tuple(configs)))
+
+    def close(self) -> None:
+        """Ask the child to close its backend and exit; kill it if it does not."""
+        if self._conn is not None and self._proc is not None:
+            with contextlib.suppress(OSError):
+                self._conn.send(("close",))
+            self._proc.join(timeout=30)
+        self._kill()
+
+    def _require_job(self) -> Job:
+        if self._job is None:
+            raise CutuneError("the isolated backend has no job; call open() first")
+        return self._job
+
+    def _start(self) -> DeviceInfo:
+        job = self._require_job()
+        if self._info is not None:  # a replacement: fresh inputs, so a fresh reference
+            self.restarts += 1
+            job = replace(job, seed=job.seed + self.restarts)
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        proc = context.Process(
+            target=serve,
+            args=(child, self.backend, self.options),
+            daemon=True,
+            name=f"cutune-worker-{self.backend}",
+        )
+        proc.start()
+        child.close()  # so that the child's death reads as end-of-file here
+        self._proc, self._conn = proc, parent
+        try:
+            parent.send(("open", job))
+            if not parent.poll(self.start_timeout_s):
+                raise CutuneError(
+                    f"the {self.backend} worker did not open the job within {self.start_timeout_s:g} s"
+                )
+            reply = parent.recv()
+        except (EOFError, OSError):
+            raise CutuneError(f"the {self.backend} worker {self._death()} while opening the job") from None
+        except CutuneError:
+            self._kill()
+            raise
+        if reply[0] != "info":
+            self._kill()
+            raise CutuneError(f"the {self.backend} worker could not open the job: {reply[1]}")
+        self._info = reply[1]
+        return reply[1]
+
+    def _death(self) -> str:
+        """Reap a dead child and say how it died."""
+        code = self._reap()
+        if code is not None and code < 0:
+            try:
+                how = signal.Signals(-code).name
+            except ValueError:
+                how = f"signal {-code}"
+            return f"the worker died ({how}); it was replaced"
+        return f"the worker exited (code {code}); it was replaced"
+
+    def _reap(self) -> int | None:
+        proc = self._proc
+        code = None
+        if proc is not None:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            code = proc.exitcode
+        self._drop()
+        return code
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+        self._drop()
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = None
+        self._conn = None
+
+
+def serve(conn: Connection, backend: str, options: Mapping[str, Any]) -> None:
+    """The child's loop: build the backend, then answer messages until told to close."""
+    from cutune.gpu.registry import resolve_backend
+
+    instance = resolve_backend(backend)(**options)
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:  # the parent went away
+            break
+        kind = message[0]
+        if kind == "close":
+            break
+        if kind == "prefetch":  # a hint: nobody waits for an answer, so a failure is only logged
+            try:
+                instance.prefetch(message[1])
+            except Exception:
+                log.warning("prefetch failed in the worker", exc_info=True)
+            continue
+        try:
+            if kind == "open":
+                conn.send(("info", instance.open(message[1])))
+            else:
+                conn.send(("measurement", instance.evaluate(message[1]), instance.healthy))
+                if not instance.healthy:
+                    # The CUDA context is dead: skip clean-up that would touch it.
+                    os._exit(_UNHEALTHY_EXIT)
+        except Exception as e:  # reported to the parent, which replaces this process
+            conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+    instance.close()

@@ -1,0 +1,47 @@
+"""templatize: run the recipes over one kernel, re-parsing after each rewrite, into a Template."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.errors import CutuneError, RecipeRefused
+from cutune.template.model import Refusal, Space, Template
+from cutune.template.recipes import RECIPES, Recipe
+from cutune.template.recipes.base import Draft
+
+
+def templatize(model: SourceModel, kernel: str, *, recipes: Sequence[str] | None = None) -> Template:
+    """Make `kernel`'s hidden choices explicit parameters with the registry's recipes (all, or those named),
+    in the registry's order; the rewritten source behaves as the original at the space's defaults."""
+    model.kernel(kernel)  # raises SourceError naming the kernels when absent
+    draft = Draft(model.text)
+    current = model
+    applied: list[str] = []
+    refused: list[Refusal] = []
+    for recipe in _chosen(recipes):
+        if current.text != draft.text:
+            current = parse_source(draft.text, model.path)
+        try:
+            draft = recipe.apply(current, current.kernel(kernel), draft)
+        except RecipeRefused as e:
+            refused.append(Refusal(e.recipe, e.reason))
+            continue
+        applied.append(recipe.name)
+    return Template(
+        kernel=kernel,
+        source=draft.text,
+        space=Space(draft.params, draft.constraints),
+        applied=tuple(applied),
+        refused=tuple(refused) + draft.refusals,
+    )
+
+
+def _chosen(names: Sequence[str] | None) -> list[Recipe]:
+    if names is None:
+        return list(RECIPES.values())
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        raise CutuneError(f"unknown recipe(s) {', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    return [r for name, r in RECIPES.items() if name in names]

@@ -1,0 +1,59 @@
+"""A stand-in for the GPU backend, for CPU tests of worker isolation: a configuration's `mode` says
+what the "kernel" does (finish, hang, crash the process, fault, or hit a backend bug)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Sequence
+
+from cutune.errors import CutuneError
+from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.template.model import Config
+
+MODES = ("ok", "hang", "crash", "fault", "raise")
+
+
+class ScriptedBackend(Backend):
+    """Evaluates configurations by their `mode`; reports its process id, job seed and prefetch hints."""
+
+    name = "scripted"
+    needs_isolation = True
+
+    def __init__(self, *, fail_open: bool = False) -> None:
+        self.fail_open = fail_open
+        self.seed = -1
+        self.prefetched = 0
+        self._healthy = True
+
+    def open(self, job: Job) -> DeviceInfo:
+        if self.fail_open:
+            raise CutuneError("planted open failure")
+        self.seed = job.seed
+        return DeviceInfo(name=f"scripted pid {os.getpid()}", arch="sm_90", sm_count=1, l2_bytes=0)
+
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        self.prefetched += len(configs)
+
+    @property
+    def healthy(self) -> bool:
+        return self._healthy
+
+    def evaluate(self, config: Config) -> Measurement:
+        mode = config["mode"]
+        if mode == "hang":
+            time.sleep(3600)
+        elif mode == "crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        elif mode == "fault":
+            self._healthy = False
+            return Measurement(config, failure=Failure.FAULT, detail="planted fault")
+        elif mode == "raise":
+            raise RuntimeError("planted bug")
+        timing = Timing(size={"n": 1}, median_us=1.0, p10_us=1.0, p90_us=1.0, reps=1)
+        return Measurement(
+            config,
+            timings=(timing,),
+            extra={"pid": os.getpid(), "seed": self.seed, "prefetched": self.prefetched},
+        )

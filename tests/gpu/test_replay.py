@@ -1,0 +1,160 @@
+"""Recording measurements as JSON lines and replaying them without a GPU."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import pytest
+
+from cutune.errors import CutuneError
+from cutune.gpu.backend import CompileInfo, DeviceInfo, Failure, Measurement, Timing
+from cutune.gpu.limits import limits_for
+from cutune.gpu.replay import RecordingBackend, ReplayBackend, header_for, read_recording
+from cutune.template.model import Config
+from tests.gpu.jobs import tiny_job
+
+JOB = tiny_job({"threads": (128, 256, 512), "fast_math": (False, True)})
+DEVICE = DeviceInfo(
+    name="NVIDIA H100 80GB HBM3",
+    arch="sm_90",
+    sm_count=132,
+    l2_bytes=50 << 20,
+    copy_bandwidth_gbs=3000.0,
+    empty_launch_us=2.9,
+    driver="13.0",
+    limits=limits_for("sm_90"),
+)
+
+
+def config(threads: int, fast_math: bool = False) -> Config:
+    return Config.of({"threads": threads, "fast_math": fast_math})
+
+
+def timing(us: float, n: int = 4096) -> Timing:
+    return Timing(size={"n": n}, median_us=us, p10_us=us * 0.98, p90_us=us * 1.03, reps=30)
+
+
+MEASURED = [
+    Measurement(
+        config(128),
+        timings=(timing(10.0), timing(80.0, 1 << 20)),
+        compile=CompileInfo(registers=32, local_bytes=0, max_threads_per_block=1024, compile_seconds=0.03),
+        max_error=0.25,
+        extra={"occupancy": 1.0},
+    ),
+    Measurement(config(256), timings=(timing(9.0), timing(70.0, 1 << 20)), max_error=0.0),
+    Measurement(
+        config(512, True),
+        failure=Failure.WRONG,
+        max_error=math.inf,
+        detail="at n=4096: out: 1 of 4096 elements differ",
+    ),
+    Measurement(config(256), timings=(timing(9.5), timing(71.0, 1 << 20)), max_error=0.0),
+]
+
+
+@pytest.fixture
+def recording(tmp_path: Path) -> Path:
+    path = tmp_path / "k.h100.jsonl"
+    lines = [header_for(JOB, DEVICE), *({"type": "measurement", **m.to_dict()} for m in MEASURED)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_measurements_survive_the_json_round_trip() -> None:
+    for m in MEASURED:
+        assert Measurement.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+    assert DeviceInfo.from_dict(json.loads(json.dumps(DEVICE.to_dict()))) == DEVICE
+
+
+def test_replay_serves_what_was_recorded(recording: Path) -> None:
+    replay = ReplayBackend(recording)
+    assert replay.open(JOB) == DEVICE
+    assert replay.evaluate(config(128)) == MEASURED[0]
+    wrong = replay.evaluate(config(512, True))
+    assert wrong.failure is Failure.WRONG and math.isinf(wrong.max_error or 0)
+
+
+def test_repeated_measurements_are_served_in_turn(recording: Path) -> None:
+    replay = ReplayBackend(recording)
+    replay.open(JOB)
+    medians = [replay.evaluate(config(256)).timings[0].median_us for _ in range(3)]
+    assert medians == [9.0, 9.5, 9.0]
+
+
+def test_unrecorded_configurations_are_infeasible(recording: Path) -> None:
+    replay = ReplayBackend(recording)
+    replay.open(JOB)
+    missing = replay.evaluate(config(128, True))
+    assert missing.failure is Failure.INFEASIBLE and missing.detail == "not recorded"
+
+
+def test_noise_is_seeded_and_deterministic(recording: Path) -> None:
+    def medians(seed: int) -> list[float]:
+        replay = ReplayBackend(recording, noise=0.05, seed=seed)
+        replay.open(JOB)
+        return [replay.evaluate(config(128)).timings[0].median_us for _ in range(50)]
+
+    first = medians(1)
+    assert first == medians(1) != medians(2)
+    assert len(set(first)) == 50
+    ratios = [m / 10.0 for m in first]
+    assert min(ratios) > 0.8 and max(ratios) < 1.25
+    assert (max(ratios) - min(ratios)) / 4 > 0.02  # noise is really there, about 5% per sigma
+
+
+def test_recorder_writes_each_measurement_as_it_is_made(recording: Path, tmp_path: Path) -> None:
+    out = tmp_path / "again.jsonl"
+    recorder = RecordingBackend(ReplayBackend(recording), out)
+    assert recorder.open(JOB) == DEVICE
+    recorder.evaluate(config(128))
+    # still open: the line is already on disk, so a killed process keeps it
+    assert read_recording(out).measurements == (MEASURED[0],)
+    recorder.evaluate(config(512, True))
+    recorder.evaluate(config(128, True))
+    recorder.close()
+    again = read_recording(out)
+    assert again.device == DEVICE
+    assert again.header["source_sha256"] == read_recording(recording).header["source_sha256"]
+    assert [m.failure for m in again.measurements] == [None, Failure.WRONG, Failure.INFEASIBLE]
+
+
+def test_appending_keeps_earlier_trials(recording: Path, tmp_path: Path) -> None:
+    out = tmp_path / "resumed.jsonl"
+    for threads in (128, 256):
+        recorder = RecordingBackend(ReplayBackend(recording), out, append=True)
+        recorder.open(JOB)
+        recorder.evaluate(config(threads))
+        recorder.close()
+    assert [m.config for m in read_recording(out).measurements] == [config(128), config(256)]
+
+
+def test_an_unfinished_last_line_is_skipped(recording: Path) -> None:
+    text = recording.read_text()
+    recording.write_text(text + '{"type": "measurement", "config": {"thre')
+    assert len(read_recording(recording).measurements) == len(MEASURED)
+    recording.write_text(text.replace('"type": "measurement"', "garbage", 1))
+    with pytest.raises(CutuneError, match=":2: not a JSON line"):
+        read_recording(recording)
+
+
+def test_a_file_without_header_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text(json.dumps({"type": "measurement", **MEASURED[0].to_dict()}) + "\n")
+    with pytest.raises(CutuneError, match="no header"):
+        ReplayBackend(path).open(JOB)
+
+
+def test_a_changed_source_warns_or_is_refused_when_strict(
+    recording: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    changed = tiny_job({"threads": (128, 256, 512), "fast_math": (False, True)}, source="// edited\n")
+    with caplog.at_level(logging.WARNING):
+        ReplayBackend(recording).open(changed)
+    assert "source_sha256 differs" in caplog.text
+    with pytest.raises(CutuneError, match="source_sha256 differs"):
+        ReplayBackend(recording, strict=True).open(changed)
+    ReplayBackend(recording, strict=True).open(JOB)

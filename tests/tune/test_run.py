@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Mapping
+
+import pytest
+from rich.console import Console
+
+from cutune.errors import StudyError
+from cutune.gpu.backend import Failure
+from cutune.template.model import Config
+from cutune.tune import (
+    Budget,
+    Progress,
+    TuneOptions,
+    read_result,
+    render_result,
+    stored_result_path,
+    tune,
+    write_result,
+)
+from tests.tune.fake_backend import SPACE, FakeBackend, make_job, table_time
+
+ORIGINAL = SPACE.default()
+
+
+def test_tune_finds_verifies_and_stores_the_gain(options: TuneOptions) -> None:
+    seen: list[Progress] = []
+    backend = FakeBackend()
+    result = tune(make_job(), backend, options, progress=seen.append)
+    assert backend.opened == backend.closed == 1
+    assert result.sampler == "grid" and result.stop == "exhausted" and result.trials == 55
+    assert result.failures == {} and len(seen) == 55  # the grid holds feasible points only
+    assert result.significant and result.best["VEC"] == 4 and result.best["UNROLL"] == 2
+    assert result.original == ORIGINAL
+    assert result.speedup == pytest.approx(1 / (0.78 * 0.97), rel=0.03)
+    for s in result.sizes:
+        assert s.speedup == pytest.approx(result.speedup, rel=0.03)
+        assert s.significant and s.best_config["VEC"] == 4
+        assert s.sol_floor_us == pytest.approx(s.size["N"] * 8 / 4260e3 + 2.9)
+        assert 50 < (s.pct_of_sol or 0) < 100
+    assert next(iter(result.importances)) == "VEC"  # the table's biggest lever
+    assert read_result(stored_result_path(options, make_job())) == result
+
+
+def test_no_significant_gain_keeps_the_original(options: TuneOptions) -> None:
+    def flat(config: Config, size: Mapping[str, int]) -> float:
+        return table_time(ORIGINAL, size) * (0.995 if config["VEC"] == 2 else 1.0)
+
+    result = tune(make_job(), FakeBackend(noise=0.02, time_of=flat), options)
+    assert not result.significant and result.best == ORIGINAL and result.speedup == 1.0
+    for s in result.sizes:
+        assert s.tuned == s.original and s.best_config == ORIGINAL and not s.significant
+
+
+def test_cancel_returns_the_original_and_keeps_the_trials(options: TuneOptions) -> None:
+    cancel = threading.Event()
+    result = tune(make_job(), FakeBackend(cancel_after=(8, cancel)), options, cancel=cancel)
+    assert result.stop == "cancelled" and result.trials == 8
+    assert result.best == ORIGINAL and not result.significant
+    assert not stored_result_path(options, make_job()).exists()  # nothing unverified is stored
+    backend = FakeBackend()
+    resumed = tune(make_job(), backend, options)
+    assert resumed.trials == 55 and resumed.significant
+    assert ORIGINAL not in backend.calls[: 55 - 8]  # the search went on; only selection re-measures it
+
+
+def test_a_failing_original_is_an_error_and_the_backend_is_closed(options: TuneOptions) -> None:
+    backend = FakeBackend(failures={ORIGINAL: Failure.COMPILE})
+    with pytest.raises(StudyError, match="original"):
+        tune(make_job(), backend, options)
+    assert backend.closed == 1
+
+
+def test_time_budget_through_tune(options: TuneOptions) -> None:
+    timed = dataclasses.replace(options, budget=Budget(trials=1000, seconds=0.15))
+    result = tune(make_job(), FakeBackend(sleep_s=0.01), timed)
+    assert result.stop == "time" and 2 <= result.trials < 55
+    assert result.search_seconds >= 0.15
+
+
+def test_result_json_round_trip_and_table(options: TuneOptions, tmp_path) -> None:
+    result = tune(make_job(), FakeBackend(), dataclasses.replace(options, budget=Budget(trials=12)))
+    path = tmp_path / "copy" / "r.json"
+    write_result(result, path)
+    back = read_result(path)
+    assert back == result and back.speedup == result.speedup
+    console = Console(width=160, record=True)
+    console.print(render_result(result))
+    text = console.export_text()
+    assert "scale on Fake H200 (table)" in text and "N=1048576" in text and "N=16777216" in text
+    assert ("no significant gain" in text) != result.significant
+
+
+def test_read_result_rejects_garbage(tmp_path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"format": 1}')
+    with pytest.raises(StudyError, match="cannot read"):
+        read_result(path)

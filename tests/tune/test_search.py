@@ -1,0 +1,198 @@
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from cutune.errors import StudyError
+from cutune.gpu.backend import Failure
+from cutune.gpu.limits import limits_for
+from cutune.template.model import Config
+from cutune.tune.options import Budget, SearchOptions, TuneOptions
+from cutune.tune.search import Progress, SearchOutcome, StopReason, run_search
+from cutune.tune.space import Feasibility, feasible_configs
+from cutune.tune.study import FAILURE, REPEAT_OF, open_study, study_key
+from tests.tune.fake_backend import DEVICE, SPACE, SPEC, FakeBackend, make_job
+
+LIMITS = limits_for("sm_90")
+CHECK = Feasibility(SPACE, SPEC, LIMITS)
+FEASIBLE = feasible_configs(SPACE, SPEC, LIMITS)
+assert FEASIBLE is not None
+
+
+def search(backend: FakeBackend, options: TuneOptions, *, budget: Budget | None = None,
+           sampler: str = "auto", enumerate_space: bool = True, progress=None,
+           cancel: threading.Event | None = None) -> tuple[SearchOutcome, optuna.Study]:
+    job = make_job()
+    backend.open(job)
+    study = open_study(study_key(job, DEVICE), options.storage())
+    outcome = run_search(study, backend, CHECK, FEASIBLE if enumerate_space else None,
+                         budget or options.budget, SearchOptions(sampler=sampler, seed=1),
+                         progress=progress, cancel=cancel)
+    return outcome, study
+
+
+def test_exhaustive_when_the_feasible_space_fits_the_budget(options: TuneOptions) -> None:
+    backend = FakeBackend()
+    outcome, study = search(backend, options)
+    assert outcome.sampler == "grid" and outcome.stop is StopReason.EXHAUSTED
+    assert sorted(backend.calls, key=str) == sorted(FEASIBLE, key=str)  # each once, nothing else
+    assert study.trials[0].params == dict(SPACE.default())
+    assert study.trials[0].value == pytest.approx(1.0)
+    best = min(outcome.records, key=lambda r: r.objective or 9)
+    assert best.config["VEC"] == 4 and best.config["UNROLL"] == 2  # the table's optimum
+
+
+def test_tpe_when_the_space_exceeds_the_budget(options: TuneOptions) -> None:
+    backend = FakeBackend()
+    outcome, study = search(backend, options, budget=Budget(trials=20))
+    assert outcome.sampler == "tpe" and outcome.stop is StopReason.BUDGET
+    assert outcome.measured == 20 and len(backend.calls) == 20
+    assert backend.calls[0] == SPACE.default() and study.trials[0].params == dict(SPACE.default())
+    assert len(set(backend.calls)) == 20  # never measured twice
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random"])
+def test_infeasible_configs_never_reach_the_backend(options: TuneOptions, sampler: str) -> None:
+    backend = FakeBackend()
+    outcome, study = search(backend, options, budget=Budget(trials=40), sampler=sampler,
+                            enumerate_space=False)
+    assert all(CHECK.violation(c) is None for c in backend.calls)
+    assert len(backend.calls) == outcome.measured == 40
+    pruned = study.get_trials(states=(TrialState.PRUNED,))
+    assert pruned, "the sampler proposed no infeasible point; the test proves nothing"
+    for t in pruned:
+        assert t.constraints == {"feasible": 1.0}
+        assert CHECK.violation(Config.of(t.params)) is not None
+        if REPEAT_OF not in t.user_attrs:
+            assert t.user_attrs[FAILURE] == "infeasible"
+    assert outcome.failures()["infeasible"] == len({Config.of(t.params) for t in pruned})
+
+
+def test_failures_are_recorded_and_the_search_goes_on(options: TuneOptions) -> None:
+    wrong = Config.of({"THREADS": 128, "VEC": 4, "UNROLL": 2})
+    faulty = Config.of({"THREADS": 64, "VEC": 8, "UNROLL": 1})
+    backend = FakeBackend(failures={wrong: Failure.WRONG, faulty: Failure.FAULT})
+    outcome, study = search(backend, options)
+    assert outcome.stop is StopReason.EXHAUSTED and outcome.measured == len(FEASIBLE)
+    failed = {Config.of(t.params): t.user_attrs[FAILURE] for t in study.get_trials(states=(TrialState.FAIL,))}
+    assert failed == {wrong: "wrong", faulty: "fault"}
+    assert outcome.failures() == {"wrong": 1, "fault": 1}
+    assert all(r.config not in (wrong, faulty) for r in outcome.records if r.ok)
+
+
+def test_the_original_failing_stops_the_search(options: TuneOptions) -> None:
+    backend = FakeBackend(failures={SPACE.default(): Failure.COMPILE})
+    with pytest.raises(StudyError, match="original configuration failed"):
+        search(backend, options)
+    assert backend.calls == [SPACE.default()]
+
+
+def test_time_budget(options: TuneOptions) -> None:
+    backend = FakeBackend(sleep_s=0.02)
+    outcome, _ = search(backend, options, budget=Budget(trials=100, seconds=0.2))
+    assert outcome.stop is StopReason.TIME
+    assert 3 <= outcome.measured < len(FEASIBLE)
+    assert 0.2 <= outcome.seconds < 0.6
+
+
+@pytest.mark.parametrize("url", ["journal", "sqlite"])
+def test_resume_continues_without_measuring_again(options: TuneOptions, url: str) -> None:
+    if url == "sqlite":
+        options = dataclasses.replace(options, storage_url=f"sqlite:///{options.workspace}/studies.db")
+    first = FakeBackend(seed=1)
+    outcome1, _ = search(first, options, budget=Budget(trials=10))
+    second = FakeBackend(seed=2)
+    outcome2, study = search(second, options, budget=Budget(trials=25))
+    assert len(first.calls) == 10 and len(second.calls) == 15
+    assert not set(first.calls) & set(second.calls)  # the original included: done is done
+    assert outcome2.measured == 25 and outcome2.stop is StopReason.BUDGET
+    measured = [t for t in study.get_trials(states=(TrialState.COMPLETE,)) if REPEAT_OF not in t.user_attrs]
+    assert len(measured) == 25
+    assert outcome2.original.number == 0 == outcome1.original.number
+    assert outcome2.seconds >= outcome1.seconds
+    # the same budget again: nothing left to do
+    third = FakeBackend()
+    outcome3, _ = search(third, options, budget=Budget(trials=25))
+    assert third.calls == [] and outcome3.stop is StopReason.BUDGET
+
+
+def test_resume_switches_to_exhaustive_for_what_is_left(options: TuneOptions) -> None:
+    search(FakeBackend(), options, budget=Budget(trials=30))
+    backend = FakeBackend()
+    outcome, _ = search(backend, options, budget=Budget(trials=100))
+    assert outcome.sampler == "grid" and outcome.stop is StopReason.EXHAUSTED
+    assert len(backend.calls) == len(FEASIBLE) - 30
+
+
+def test_cancel_stops_after_the_current_trial_and_keeps_it(options: TuneOptions) -> None:
+    cancel = threading.Event()
+    backend = FakeBackend(cancel_after=(5, cancel))
+    outcome, _ = search(backend, options, cancel=cancel)
+    assert outcome.stop is StopReason.CANCELLED and len(backend.calls) == 5
+    stored = open_study(study_key(make_job(), DEVICE), options.storage())
+    assert len(stored.get_trials(states=(TrialState.COMPLETE,))) == 5
+
+
+def test_ctrl_c_during_a_trial_leaves_it_to_be_measured_again(options: TuneOptions) -> None:
+    victim = Config.of({"THREADS": 128, "VEC": 2, "UNROLL": 1})
+    with pytest.raises(KeyboardInterrupt):
+        search(FakeBackend(interrupt_on=victim), options)
+    backend = FakeBackend()
+    outcome, study = search(backend, options)
+    assert victim in backend.calls and outcome.stop is StopReason.EXHAUSTED
+    interrupted = [t for t in study.get_trials(states=(TrialState.FAIL,)) if FAILURE not in t.user_attrs]
+    assert [Config.of(t.params) for t in interrupted] == [victim]
+
+
+def test_repeated_proposals_are_answered_from_the_study(options: TuneOptions) -> None:
+    backend = FakeBackend()
+    _, study = search(backend, options, budget=Budget(trials=45), sampler="tpe")
+    repeats = [t for t in study.trials if REPEAT_OF in t.user_attrs]
+    assert repeats, "TPE repeated nothing; the test proves nothing"
+    assert len(backend.calls) == len(set(backend.calls)) == 45
+    for t in repeats:
+        earlier = study.trials[t.user_attrs[REPEAT_OF]]
+        assert t.params == earlier.params and t.state == earlier.state and t.value == earlier.value
+
+
+def test_progress_reports_each_measurement(options: TuneOptions) -> None:
+    seen: list[Progress] = []
+    failing = [c for c in FEASIBLE if c["THREADS"] == 64]
+    backend = FakeBackend(failures=dict.fromkeys(failing, Failure.TIMEOUT))
+    search(backend, options, budget=Budget(trials=12), sampler="grid", progress=seen.append)
+    assert [p.done for p in seen] == list(range(1, 13))
+    assert all(p.budget == 12 for p in seen)
+    assert seen[0].best == pytest.approx(1.0) and seen[0].best_config == SPACE.default()
+    assert all(a.best >= b.best for a, b in itertools.pairwise(seen))  # type: ignore[operator]
+    failed = sum(c in failing for c in backend.calls)
+    assert failed > 0 and seen[-1].failures == failed
+
+
+def test_an_infeasible_original_is_refused(options: TuneOptions) -> None:
+    spec = dataclasses.replace(SPEC, constraints=("THREADS != 256",))
+    check = Feasibility(SPACE, spec, LIMITS)
+    study = open_study(study_key(make_job(spec=spec), DEVICE), options.storage())
+    with pytest.raises(StudyError, match="infeasible"):
+        run_search(study, FakeBackend(), check, None, options.budget, SearchOptions())
+
+
+def test_the_grid_needs_an_enumerable_space(options: TuneOptions) -> None:
+    with pytest.raises(StudyError, match="enumerate"):
+        search(FakeBackend(), options, sampler="grid", enumerate_space=False)
+
+
+def test_study_name_changes_with_source_spec_and_device() -> None:
+    job = make_job()
+    base = study_key(job, DEVICE).name
+    assert study_key(make_job(), DEVICE).name == base
+    assert study_key(make_job(source=job.template.source + "\n// edited"), DEVICE).name != base
+    assert study_key(make_job(spec=dataclasses.replace(SPEC, sizes=({"N": 1 << 22},))), DEVICE).name != base
+    assert study_key(job, dataclasses.replace(DEVICE, name="NVIDIA H100 80GB HBM3")).name != base
+    assert study_key(make_job(spec=dataclasses.replace(SPEC, path="/elsewhere.tune.toml", line=7)),
+                     DEVICE).name == base  # moving the spec is not a change
+    assert base.startswith("scale@Fake-H200-table:")
