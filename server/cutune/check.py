@@ -18,7 +18,7 @@ from cutune.gpu.occupancy import Occupancy, occupancy_of
 from cutune.gpu.resources import ResourceUsage
 from cutune.project import KernelContext
 from cutune.template.instantiate import compile_options, instantiation
-from cutune.template.model import Config
+from cutune.template.model import Config, Space
 from cutune.template.spec import KernelSpec
 from cutune.tune.space import Feasibility
 
@@ -47,7 +47,7 @@ class CheckReport:
     limits: DeviceLimits
     space_size: int
     rows: tuple[CheckRow, ...]
-    skipped_infeasible: int  # points rejected by constraints before compiling that are not listed
+    skipped_infeasible: int  # sampled points that break a constraint or limit before compiling (not listed)
     spec_drafted: bool  # True when no spec existed and a drafted one was used
 
 
@@ -66,7 +66,7 @@ def check_kernel(
     spec, drafted = (ctx.spec, False) if ctx.spec is not None else (ctx.drafted_spec(), True)
     space = ctx.space
     feasibility = Feasibility(space, spec, limits)
-    configs = _sample(ctx, limit, seed)
+    configs, infeasible = _sample(space, feasibility if spec.sizes else None, limit, seed)
     rows: list[CheckRow | None] = [None] * len(configs)
     compile_jobs: list[CompileJob] = []
     job_of: dict[CompileJob, int] = {}
@@ -74,13 +74,7 @@ def check_kernel(
     kernel = ctx.template_model.kernel(ctx.kernel.name)
     qualified = qualified_name(ctx.template_model, ctx.kernel.name)
     size = spec.sizes[0] if spec.sizes else {}
-    infeasible = 0
     for i, config in enumerate(configs):
-        why = feasibility.violation(config) if spec.sizes else None
-        if why is not None:
-            rows[i] = CheckRow(config, None, None, None, why)
-            infeasible += 1
-            continue
         try:
             threads = _threads(spec, config, size, limits)
             expr = instantiation(kernel, qualified, spec, space, config, size)
@@ -100,7 +94,7 @@ def check_kernel(
             arch=arch,
             flags=tuple(flags),
             include_dirs=tuple(spec.include_dirs),
-            kernel=expr,
+            kernel=None,  # one instantiation per unit: its only entry (names may print 128u for 128)
         )
         if job not in job_of:
             job_of[job] = len(compile_jobs)
@@ -123,26 +117,36 @@ def check_kernel(
     return CheckReport(ctx.kernel.name, arch, limits, space.size(), tuple(done), infeasible, drafted)
 
 
-def _sample(ctx: KernelContext, limit: int, seed: int) -> list[Config]:
-    """The default first, then every other point or a seeded random sample of them."""
-    space = ctx.space
+def _sample(space: Space, feasibility: Feasibility | None, limit: int, seed: int) -> tuple[list[Config], int]:
+    """The default first, then the feasible points (all, or a seeded sample); and how many were infeasible."""
     default = space.default()
+    out = [default]
+    rejected = 0
+
+    def take(c: Config) -> None:
+        nonlocal rejected
+        if feasibility is not None and feasibility.violation(c) is not None:
+            rejected += 1
+        else:
+            out.append(c)
+
     if space.size() <= limit:
         names = [p.name for p in space.params]
-        points = [
-            Config.of(dict(zip(names, v, strict=True)))
-            for v in itertools.product(*(p.values for p in space.params))
-        ]
-        return [default, *(c for c in points if c != default)]
+        for values in itertools.product(*(p.values for p in space.params)):
+            c = Config.of(dict(zip(names, values, strict=True)))
+            if c != default:
+                take(c)
+        return out, rejected
     rng = random.Random(seed)
     seen = {default}
-    out = [default]
-    while len(out) < limit:
+    for _ in range(limit * 50):  # bounded: a space that is mostly infeasible stops early
+        if len(out) >= limit:
+            break
         c = Config.of({p.name: rng.choice(p.values) for p in space.params})
         if c not in seen:
             seen.add(c)
-            out.append(c)
-    return out
+            take(c)
+    return out, rejected
 
 
 def _names(config: Config, size: dict[str, int], limits: DeviceLimits) -> dict[str, int | float | bool]:
@@ -164,37 +168,36 @@ def _first_line(text: str) -> str:
 
 
 def render_check(report: CheckReport) -> Table:
-    """A table: configuration, threads, registers, spills, shared memory, occupancy, feasible or why not."""
+    """A table: one column per parameter, then threads, registers, spills, shared memory, occupancy."""
     title = (
-        f"{report.kernel} on {report.limits.name or report.arch} — {len(report.rows)} of "
-        f"{report.space_size} configurations compiled"
+        f"{report.kernel} on {report.limits.name or report.arch}: {len(report.rows)} of "
+        f"{report.space_size} configurations"
     )
+    if report.skipped_infeasible:
+        title += f"; {report.skipped_infeasible} more broke a constraint or limit before compiling"
     if report.spec_drafted:
-        title += " (no spec yet: a drafted one was used)"
+        title += " (no valid spec: a drafted one was used)"
+    params = list(report.rows[0].config) if report.rows else []
     t = Table(title=title)
-    for col, just in (
-        ("configuration", "left"),
-        ("threads", "right"),
-        ("regs", "right"),
-        ("spills B", "right"),
-        ("smem B", "right"),
-        ("occupancy", "right"),
-        ("blocks/SM", "right"),
-        ("limited by", "left"),
-        ("feasible", "left"),
-    ):
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    for name in params:
+        t.add_column(name, justify="right", overflow="fold")
+    for col in ("threads", "regs", "spill B", "smem B", "occupancy", "blocks/SM", "limit"):
+        t.add_column(col, justify="right")
+    t.add_column("feasible", overflow="fold")
     for i, r in enumerate(report.rows):
         u, o = r.usage, r.occupancy
+        ok = o is not None and o.feasible
         t.add_row(
-            ("[bold]" if i == 0 else "") + str(r.config) + (" (original)" if i == 0 else ""),
+            *(f"[bold]{r.config[n]}[/]" if i == 0 else str(r.config[n]) for n in params),
             str(r.threads) if r.threads is not None else "-",
             str(u.registers) if u else "-",
             str(u.spill_store_bytes + u.spill_load_bytes) if u else "-",
             str(u.shared_bytes) if u else "-",
-            f"{o.occupancy:.0%}" if o and o.feasible else "-",
-            str(o.blocks_per_sm) if o and o.feasible else "-",
-            o.limiter.value if o and o.feasible else "-",
-            "[green]yes[/]" if r.feasible else f"[red]no[/]: {r.problem}",
+            f"{o.occupancy:.0%}" if ok else "-",
+            str(o.blocks_per_sm) if ok else "-",
+            o.limiter.value if ok else "-",
+            ("[green]yes[/]" + (" (original)" if i == 0 else ""))
+            if r.feasible
+            else f"[red]no[/]: {r.problem}",
         )
     return t

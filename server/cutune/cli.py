@@ -27,8 +27,9 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     help="Make existing CUDA kernels faster: templatize their choices, check and tune them on a GPU.",
 )
-out = Console()
-err = Console(stderr=True)
+# wide enough for the result tables when the output is a file or a pipe (rich assumes 80 columns)
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 FileArg = Annotated[Path, typer.Argument(help="A .cu/.cuh file.", show_default=False)]
 KernelOpt = Annotated[str, typer.Option("--kernel", "-k", help="The __global__ kernel's name.")]

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+import hashlib
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, SourceError, SpecError
 from cutune.gpu.backend import Job, TimingOptions
-from cutune.template.model import Space, Template
+from cutune.template.apply import apply_config
+from cutune.template.edits import apply_edits
+from cutune.template.model import Binding, Config, Space, Template
+from cutune.template.recipes.specialize import runtime_param
 from cutune.template.spec import (
     KernelSpec,
     check_against_kernel,
@@ -50,7 +55,16 @@ class KernelContext:
         """A spec guessed from the templatized kernel's signature and launch site."""
         kernel = self.template_model.kernel(self.kernel.name)
         launches = self.template_model.launches_of(kernel.name)
-        return draft_spec(kernel, launches[0] if launches else None, self.template.space)
+        spec = draft_spec(kernel, launches[0] if launches else None, self.template.space)
+        # specialised size arguments are renamed in the kernel (d → d_rt): the spec keeps the user's names
+        renamed = {
+            runtime_param(p.arg): p.arg
+            for p in self.template.space.params
+            if p.binding is Binding.SPECIALIZE and p.arg
+        }
+        if not renamed:
+            return spec
+        return _renamed(spec, renamed)
 
     def require_spec(self) -> KernelSpec:
         """The spec, or a SpecError that says how to get one."""
@@ -63,6 +77,32 @@ class KernelContext:
                 path=str(self.spec_path),
             )
         return self.spec
+
+
+def _renamed(spec: KernelSpec, names: dict[str, str]) -> KernelSpec:
+    """The spec with some argument/size names replaced everywhere they are written."""
+    word = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+
+    def sub(text: str) -> str:
+        return word.sub(lambda m: names[m.group(0)], text)
+
+    args = tuple(
+        replace(
+            a,
+            name=names.get(a.name, a.name),
+            shape=tuple(map(sub, a.shape)) if a.shape is not None else None,
+            value=sub(a.value) if a.value is not None else None,
+        )
+        for a in spec.args
+    )
+    return replace(
+        spec,
+        args=args,
+        sizes=tuple({names.get(k, k): v for k, v in size.items()} for size in spec.sizes),
+        grid=tuple(map(sub, spec.grid)),
+        block=tuple(map(sub, spec.block)),
+        shared_mem=sub(spec.shared_mem),
+    )
 
 
 def read_source(path: str | Path) -> tuple[Path, str]:
@@ -190,3 +230,34 @@ def stored_result(ctx: KernelContext) -> TuneResult | None:
         return read_result(path)
     except (CutuneError, OSError, ValueError, KeyError):
         return None
+
+
+@dataclass(frozen=True)
+class AppliedResult:
+    """The file's text with a configuration written in, and the compile flags it needs besides."""
+
+    text: str
+    flags: tuple[str, ...]  # FLAG and DEFINE parameters: a source cannot hold them
+
+
+def apply_to_source(ctx: KernelContext, config: Config) -> AppliedResult:
+    """The file with `config` as the kernel's defaults, templatizing it first when it is not yet."""
+    space = ctx.space
+    spec_sizes = ctx.spec.sizes if ctx.spec is not None else ()
+    specialized = {
+        p.arg: sorted({size[p.arg] for size in spec_sizes if p.arg in size})
+        for p in space.params
+        if p.binding is Binding.SPECIALIZE and p.arg
+    }
+    applied = apply_config(ctx.template_model, ctx.kernel.name, config, space, specialized_values=specialized)
+    return AppliedResult(apply_edits(ctx.template.source, applied.edits), applied.flags)
+
+
+def result_is_current(ctx: KernelContext, result: TuneResult) -> bool:
+    """Whether `result` was measured on this kernel as it is now (tuned values written in or not)."""
+    # the result hashes the templated file at the defaults it was tuned from: put those back, compare
+    try:
+        source = apply_to_source(ctx, result.original).text
+    except CutuneError:  # the space or the struct changed: not what was tuned
+        return False
+    return hashlib.sha256(source.encode()).hexdigest() == result.source_hash

@@ -12,9 +12,8 @@ from cutune.gpu.backend import Failure, Job, Measurement, TimingOptions
 from cutune.gpu.cupy_backend import CupyBackend
 from cutune.gpu.sol import sol_floor_us
 from cutune.gpu.worker import IsolatedBackend
-from cutune.project import build_job, open_kernel
 from cutune.template.model import Config, Space, Template
-from cutune.template.spec import load_spec
+from cutune.template.spec import load_spec, spec_path_for
 
 pytestmark = pytest.mark.gpu
 
@@ -24,13 +23,18 @@ QUICK = TimingOptions(warmup=2, reps=10, min_time_ms=2.0, max_reps=500, trial_ti
 SAMPLES = [("silu_and_mul.cu", "silu_and_mul_kernel"), ("merge_attn_states.cu", "merge_attn_states_kernel")]
 
 
-def faulty_job(block: str | None = None) -> Job:
-    spec = load_spec(FAULTY.with_suffix(".tune.toml")).kernel("scale_kernel")
+def job_as_written(path: Path, kernel: str, block: str | None = None) -> Job:
+    """A job for a file as written (no templatize), over its spec's parameters."""
+    spec = load_spec(spec_path_for(path)).kernel(kernel)
     if block is not None:
         spec = dataclasses.replace(spec, block=(block,))
     space = spec.space or Space(())
-    template = Template(kernel="scale_kernel", source=FAULTY.read_text(), space=space)
-    return Job(source_path=str(FAULTY), template=template, spec=spec, space=space, timing=QUICK)
+    template = Template(kernel=kernel, source=path.read_text(encoding="utf-8"), space=space)
+    return Job(source_path=str(path), template=template, spec=spec, space=space, timing=QUICK)
+
+
+def faulty_job(block: str | None = None) -> Job:
+    return job_as_written(FAULTY, "scale_kernel", block)
 
 
 def mode(m: int, threads: int = 128) -> Config:
@@ -56,7 +60,7 @@ def show(m: Measurement) -> str:
 @pytest.mark.parametrize(("file", "kernel"), SAMPLES)
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
 def test_samples_check_and_time_on_the_gpu(file: str, kernel: str, compiler: str) -> None:
-    job = build_job(open_kernel(ROOT / "samples" / file, kernel), timing=QUICK)
+    job = job_as_written(ROOT / "samples" / file, kernel)
     backend = CupyBackend(compiler=compiler)
     info = backend.open(job)
     try:

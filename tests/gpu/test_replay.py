@@ -158,3 +158,21 @@ def test_a_changed_source_warns_or_is_refused_when_strict(
     with pytest.raises(CutuneError, match="source_sha256 differs"):
         ReplayBackend(recording, strict=True).open(changed)
     ReplayBackend(recording, strict=True).open(JOB)
+
+
+RECORDINGS = sorted((Path(__file__).parents[1] / "data/gpu/recordings").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.name)
+def test_the_recorded_gpu_sweeps_replay(path: Path) -> None:
+    recorded = read_recording(path)
+    assert recorded.device.name == "NVIDIA H200" and recorded.device.limits is not None
+    assert 4000 < recorded.device.copy_bandwidth_gbs < 4500
+    default = recorded.measurements[0]
+    assert all(m.ok and (m.max_error or 0) <= 1 for m in recorded.measurements)
+    names = set(recorded.header["params"])
+    job = tiny_job({name: tuple(values) for name, values in recorded.header["params"].items()})
+    replay = ReplayBackend(path)
+    replay.open(job)  # another job's source: only a warning
+    assert set(default.config) == names
+    assert replay.evaluate(default.config) == default

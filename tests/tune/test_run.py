@@ -9,6 +9,7 @@ from rich.console import Console
 
 from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
+from cutune.gpu.replay import RecordingBackend, ReplayBackend
 from cutune.template.model import Config
 from cutune.tune import (
     Budget,
@@ -98,3 +99,13 @@ def test_read_result_rejects_garbage(tmp_path) -> None:
     path.write_text('{"format": 1}')
     with pytest.raises(StudyError, match="cannot read"):
         read_result(path)
+
+
+def test_tune_runs_on_a_replayed_recording(options: TuneOptions, tmp_path) -> None:
+    recording = tmp_path / "scale.fake.jsonl"
+    recorded = tune(make_job(), RecordingBackend(FakeBackend(), recording), options)
+    fresh = dataclasses.replace(options, workspace=tmp_path / "elsewhere")
+    replayed = tune(make_job(), ReplayBackend(recording, noise=0.005), fresh)
+    assert replayed.device == recorded.device and replayed.trials == recorded.trials == 55
+    assert replayed.significant and replayed.best == recorded.best
+    assert replayed.speedup == pytest.approx(recorded.speedup, rel=0.03)

@@ -196,3 +196,19 @@ def test_study_name_changes_with_source_spec_and_device() -> None:
     assert study_key(make_job(spec=dataclasses.replace(SPEC, path="/elsewhere.tune.toml", line=7)),
                      DEVICE).name == base  # moving the spec is not a change
     assert base.startswith("scale@Fake-H200-table:")
+
+
+@pytest.mark.parametrize("url", ["nonsense://", "journal:/nonexistent/dir/studies.journal"])
+def test_a_bad_storage_is_a_study_error(url: str) -> None:
+    with pytest.raises(StudyError, match="cannot open study"):
+        open_study(study_key(make_job(), DEVICE), url)
+
+
+def test_a_backend_refusal_counts_as_a_measurement(options: TuneOptions) -> None:
+    # e.g. a replay that has no recording of a config: it reached the backend, so it spends budget
+    unrecorded = {c: Failure.INFEASIBLE for c in FEASIBLE if c["VEC"] == 2}
+    backend = FakeBackend(failures=unrecorded)
+    outcome, study = search(backend, options, budget=Budget(trials=20), sampler="random")
+    assert len(backend.calls) == outcome.measured == 20 and outcome.stop is StopReason.BUDGET
+    refused = {Config.of(t.params) for t in study.get_trials(states=(TrialState.FAIL,))}
+    assert refused == {c for c in backend.calls if c in unrecorded} != set()

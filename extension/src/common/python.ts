@@ -106,7 +106,7 @@ if sys.version_info < (${MINIMUM_PYTHON.replace(".", ", ")}):
     sys.exit(${PROBE_TOO_OLD})
 if importlib.util.find_spec("cutune") is None:
     sys.exit(${PROBE_NO_CUTUNE})
-if importlib.util.find_spec("cutune.cli") is None:
+if importlib.util.find_spec("cutune.__main__") is None:
     sys.exit(${PROBE_NO_SERVER})
 `;
 
@@ -147,7 +147,7 @@ export function classifyProbe(interpreter: Interpreter, outcome: ProbeOutcome): 
     case PROBE_NO_CUTUNE:
       return { ok: false, problem: { kind: "cutune-missing", executable } };
     case PROBE_NO_SERVER:
-      return { ok: false, problem: { kind: "server-missing", executable, detail: "the module cutune.cli is missing" } };
+      return { ok: false, problem: { kind: "server-missing", executable, detail: "it has no `python -m cutune`" } };
     default:
       return { ok: false, problem: { kind: "server-missing", executable, detail: lastLine(outcome.stderr) } };
   }
@@ -190,12 +190,11 @@ export function describeProblem(problem: Problem): string {
 }
 
 /**
- * The server's command line: the `cutune` console script (`cutune.cli:app` in pyproject.toml) run by the chosen
- * interpreter, so that it works whether or not the environment's `bin/` is on PATH.
+ * The server's command line: `cutune serve` run as `python -m cutune serve`, so that it works whether or not the
+ * environment's `bin/` is on PATH.
  */
 export function serverCommand(executable: string, serverArgs: readonly string[]): { command: string; args: string[] } {
-  const entryPoint = 'import sys; from cutune.cli import app; sys.argv[0] = "cutune"; sys.exit(app())';
-  return { command: executable, args: ["-c", entryPoint, "serve", ...serverArgs] };
+  return { command: executable, args: ["-m", "cutune", "serve", ...serverArgs] };
 }
 
 function shellQuote(word: string): string {

@@ -129,7 +129,7 @@ describe("interpreter check", () => {
   }
 
   it("runs the probe with a real Python", async () => {
-    const withServer = fakePython(["cutune/__init__.py", "cutune/cli.py"]);
+    const withServer = fakePython(["cutune/__init__.py", "cutune/__main__.py"]);
     assert.deepEqual(await checkInterpreter(withServer), { ok: true, interpreter: withServer });
     const without = fakePython([]);
     assert.deepEqual(await checkInterpreter(without), {
@@ -143,11 +143,10 @@ describe("interpreter check", () => {
     assert.equal(!nowhere.ok && nowhere.problem.kind, "interpreter-not-found");
   });
 
-  it("starts the server through the cutune console script's entry point", () => {
-    const { command, args } = serverCommand("/py", ["--tcp", "127.0.0.1:2087"]);
-    assert.equal(command, "/py");
-    assert.equal(args[0], "-c");
-    assert.match(args[1] ?? "", /from cutune\.cli import app/);
-    assert.deepEqual(args.slice(2), ["serve", "--tcp", "127.0.0.1:2087"]);
+  it("starts the server as `python -m cutune serve`", () => {
+    assert.deepEqual(serverCommand("/py", ["--tcp", "127.0.0.1:2087"]), {
+      command: "/py",
+      args: ["-m", "cutune", "serve", "--tcp", "127.0.0.1:2087"],
+    });
   });
 });

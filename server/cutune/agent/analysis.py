@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from cutune.agent.plan import param_owners
+from cutune.check import CheckReport, CheckRow
 from cutune.gpu.occupancy import Limiter
-from cutune.template.model import Refusal, Template, Value
-
-if TYPE_CHECKING:  # annotations only: the agent reads these reports, it does not make them
-    from cutune.check import CheckReport, CheckRow
-    from cutune.project import KernelContext
-    from cutune.tune.result import SizeResult, TuneResult
+from cutune.project import KernelContext
+from cutune.template.model import Refusal, Space, Template, Value
+from cutune.tune.result import SizeResult, TuneResult
 
 UNIMPORTANT_SHARE = 0.05  # a parameter explaining less than this share of the time variance did nothing
 LOW_SOL_PCT = 60.0  # below this % of speed of light a size has room left
@@ -88,16 +85,15 @@ class Analysis:
     def render(self) -> str:
         """A short text: recipes, parameters, result, findings."""
         lines = [f"kernel {self.kernel}", f"recipes applied: {', '.join(self.applied) or 'none'}"]
-        lines += [f"recipe refused: {r.recipe}: {r.reason}" for r in self.refused]
         for p in self.params:
-            extra = f", importance {p.importance:.2f}" if p.importance is not None else ""
-            lines.append(
-                f"param {p.name} in {list(p.values)} (default {p.default!r}, "
-                f"from {p.recipe or 'the spec'}{extra})"
-            )
+            origin = f", from {p.recipe}" if p.recipe else ""
+            importance = f", importance {p.importance:.2f}" if p.importance is not None else ""
+            lines.append(f"param {p.name} in {list(p.values)} (default {p.default!r}{origin}{importance})")
         if self.speedup is not None:
             lines.append(f"tuned speedup over the original: {self.speedup:.3f}x")
-        lines += [f"- {f.kind.name}: {f.message}" for f in self.findings]
+        lines += [
+            f"- {f.kind.name}{f' ({f.recipe})' if f.recipe else ''}: {f.message}" for f in self.findings
+        ]
         return "\n".join(lines)
 
 
@@ -119,7 +115,7 @@ def analyze(
     if not params:
         findings.append(Finding(FindingKind.NO_PARAMS, "no recipe made a choice of this kernel explicit"))
     if check is not None:
-        findings += _check_findings(check)
+        findings += _check_findings(check, template.space)
     if result is not None:
         findings += _result_findings(result, params)
     return Analysis(
@@ -132,12 +128,13 @@ def analyze(
     )
 
 
-def _check_findings(check: CheckReport) -> list[Finding]:
+def _check_findings(check: CheckReport, space: Space) -> list[Finding]:
     compiled = [r for r in check.rows if r.usage is not None]
     findings = []
     spilling = [r for r in compiled if r.usage is not None and r.usage.spills]
     if spilling:
-        blamed = _blame(spilling, [r for r in compiled if r not in spilling])
+        clean = [r for r in compiled if r not in spilling]
+        blamed = _blame(spilling, clean, space)
         where = f" at {blamed[0]}={'/'.join(map(str, blamed[1]))}" if blamed else ""
         findings.append(
             Finding(
@@ -150,7 +147,7 @@ def _check_findings(check: CheckReport) -> list[Finding]:
         )
     running = [r for r in compiled if r.occupancy is not None and r.occupancy.feasible]
     limited = [r for r in running if r.occupancy is not None and r.occupancy.limiter is Limiter.REGISTERS]
-    default_limited = bool(check.rows) and check.rows[0] in limited
+    default_limited = bool(check.rows) and check.rows[0] in limited  # check_kernel lists the original first
     if limited and (default_limited or 2 * len(limited) >= len(running)):
         example = limited[0]
         assert example.usage is not None and example.occupancy is not None  # rows in `running` have both
@@ -175,20 +172,36 @@ def _check_findings(check: CheckReport) -> list[Finding]:
     return findings
 
 
-def _blame(bad: Sequence[CheckRow], good: Sequence[CheckRow]) -> tuple[str, tuple[Value, ...]] | None:
-    """The parameter and values that only ever appear in `bad` rows (the fewest such values wins)."""
+def _blame(
+    bad: Sequence[CheckRow], good: Sequence[CheckRow], space: Space
+) -> tuple[str, tuple[Value, ...]] | None:
+    """The parameter whose values only ever appear in `bad` rows (the fewest such values wins), and the
+    values to avoid: those, and any larger candidate when they all lie above every clean value."""
+    if not good:
+        return None  # with nothing clean to compare against, no value is to blame
     best: tuple[str, tuple[Value, ...]] | None = None
     for name in bad[0].config:
-        seen_good = {r.config[name] for r in good}
-        only_bad = tuple(sorted({r.config[name] for r in bad} - seen_good, key=_order))
+        clean = {r.config[name] for r in good}
+        only_bad = {r.config[name] for r in bad} - clean
         # every bad row must carry one of the values, or the parameter does not explain the spills
-        if (
-            only_bad
-            and all(r.config[name] in only_bad for r in bad)
-            and (best is None or len(only_bad) < len(best[1]))
-        ):
-            best = (name, only_bad)
-    return best
+        if not only_bad or not all(r.config[name] in only_bad for r in bad):
+            continue
+        if best is None or len(only_bad) < len(best[1]):
+            best = (name, tuple(sorted(only_bad, key=_order)))
+    if best is None:
+        return None
+    name, values = best
+    candidates = next((p.values for p in space.params if p.name == name), values)
+    ints, clean_ints = _ints(values), _ints({r.config[name] for r in good})
+    # more threads, items or unrolling need more registers: unsampled larger values would spill too
+    if len(ints) == len(values) and clean_ints and min(ints) > max(clean_ints):
+        larger = {v for v in _ints(candidates) if v > min(ints)}
+        values = tuple(v for v in candidates if v in values or v in larger)
+    return name, values
+
+
+def _ints(values: Iterable[Value]) -> list[int]:
+    return [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
 
 
 def _order(v: Value) -> tuple[str, Value]:

@@ -6,7 +6,7 @@ Rules, in order, each starting from the last plan:
 - with no significant gain, recipes whose parameters all explained almost none of the time leave it;
 - far from speed of light (at small sizes, or everywhere): keep or add the more-work-per-thread
   recipes and offer one more doubling of their integer values;
-- spills blamed on some values of a parameter: drop those values and larger ones (the default stays);
+- spills blamed on some values of a parameter: drop those values (the default stays);
 - occupancy limited by registers: add the recipes that bound registers per thread;
 - nothing changed: `done`.
 """
@@ -24,7 +24,8 @@ from cutune.template.model import Value
 from cutune.template.recipes import RECIPES
 
 WORK_RECIPES = ("items_per_thread", "specialize")  # more work per thread, sizes fixed at compile time
-REGISTER_RECIPES = ("launch_bounds", "maxrregcount")  # let the compiler trade registers for occupancy
+# bound the registers per thread (MIN_BLOCKS, -maxrregcount), trading them for occupancy
+REGISTER_RECIPES = ("launch_bounds", "compile_flags")
 WIDEST = 16  # the largest value the widening rule offers (items per thread beyond this rarely pay)
 
 
@@ -109,30 +110,13 @@ def _more_work(analysis: Analysis, edit: _Edit) -> None:
 
 
 def _avoid_spills(analysis: Analysis, edit: _Edit) -> None:
-    """Drop the values that always spilled, and larger integers; the default always stays."""
+    """Drop the values the analysis blames for spills; the default always stays."""
     for finding in analysis.of(FindingKind.SPILLS):
         p = analysis.param(finding.param) if finding.param is not None else None
         if p is None or not finding.values:
             continue
-        kept = _below_spills(p.values, p.default, finding.values)
+        kept = tuple(v for v in p.values if v == p.default or v not in finding.values)
         if kept != p.values:
             edit.params[p.name] = kept
             dropped = [v for v in p.values if v not in kept]
             edit.reasons.append(f"spills at {p.name}={'/'.join(map(str, finding.values))}: drop {dropped}")
-
-
-def _below_spills(
-    values: tuple[Value, ...], default: Value, spilling: tuple[Value, ...]
-) -> tuple[Value, ...]:
-    """`values` without the spilling ones (and, for integers, anything at or above the smallest of them)."""
-    ints = [v for v in spilling if isinstance(v, int) and not isinstance(v, bool)]
-    cap = min(ints) if ints and len(ints) == len(spilling) else None
-
-    def stays(v: Value) -> bool:
-        if v == default:
-            return True
-        if cap is not None and isinstance(v, int):
-            return v < cap
-        return v not in spilling
-
-    return tuple(v for v in values if stays(v))

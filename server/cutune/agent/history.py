@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from cutune.agent.analysis import Analysis
 from cutune.agent.plan import Plan
+from cutune.check import CheckReport
 from cutune.template.model import Template
-
-if TYPE_CHECKING:  # annotations only: a test function makes these, the agent reads them
-    from cutune.check import CheckReport
-    from cutune.tune.result import TuneResult
+from cutune.tune.result import TuneResult
 
 
 @dataclass(frozen=True)

@@ -66,12 +66,14 @@ class LLMPlanner(Planner):
         kernel: str,
         kernel_span: tuple[int, int],
         limits: DeviceLimits,
+        launches: tuple[str, ...] = (),
     ) -> None:
         self.settings = settings
         self.source = source
         self.kernel = kernel
         self.kernel_span = kernel_span  # byte offsets of the kernel's definition in `source`
         self.limits = limits
+        self.launches = launches  # one line per launch site, shown when the file itself is cut
 
     @classmethod
     def for_kernel(cls, settings: AgentSettings, ctx: KernelContext) -> LLMPlanner:
@@ -83,6 +85,10 @@ class LLMPlanner(Planner):
             kernel=ctx.kernel.name,
             kernel_span=(span.start_byte, span.end_byte),
             limits=limits_for(settings.arch),
+            launches=tuple(
+                f"line {site.span.start.line + 1}: <<<{site.grid}, {site.block}>>>"
+                for site in ctx.model.launches_of(ctx.kernel.name)
+            ),
         )
 
     @property
@@ -123,7 +129,7 @@ class LLMPlanner(Planner):
         note = f"// (file truncated: the definition of {self.kernel}, from line {first})\n"
         if len(kernel) > MAX_SOURCE_CHARS:
             kernel = kernel[:MAX_SOURCE_CHARS] + "\n// ... (rest of the kernel truncated)"
-        return note + kernel
+        return note + kernel + "".join(f"\n// launched at {launch}" for launch in self.launches)
 
     def _ask(self, messages: list[ChatCompletionMessageParam]) -> str:
         """The text of the model's answer."""
@@ -150,6 +156,10 @@ class LLMPlanner(Planner):
             raise AgentError(f"{where}: the endpoint's answer is not a chat completion ({e})") from None
         finally:
             client.close()
+        if isinstance(completion, str):  # a body that is not JSON, e.g. a proxy's HTML error page
+            raise AgentError(
+                f"{where}: the endpoint's answer is not a chat completion: {_snippet(completion)}"
+            )
         choices = getattr(completion, "choices", None)
         if not choices:
             raise AgentError(f"{where}: the answer has no choices: {_snippet(completion)}")

@@ -15,6 +15,8 @@ from cutune.template.recipes import RECIPES
 from cutune.template.templatize import templatize
 
 MAX_VALUES = 32  # candidate values per parameter: more makes the search sample too sparsely
+# device limits an integer flag must respect, by the flag's format (0 turns the flag off)
+FLAG_LIMITS = {"-maxrregcount={}": "max_regs_per_thread"}
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,9 @@ def _with_values(
     if negative:
         raise AgentError(f"{name}: negative values {negative} (counts, widths and flags are never negative)")
     limit_names = limits.as_names()
+    bound = FLAG_LIMITS.get(param.flag or "")
+    if bound is not None and (over := [v for v in numbers if v > limit_names[bound]]):
+        raise AgentError(f"{name}: {over} exceed {bound} = {limit_names[bound]} on {limits.arch}")
     for text in space.constraints:
         rule = compile_expr(text)
         if name not in rule.names or not rule.names <= {name, *limit_names}:

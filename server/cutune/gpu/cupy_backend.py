@@ -213,10 +213,9 @@ class CupyBackend(Backend):
 
     def _options(self, key: _CompileKey, unit: CompileUnit, defaults: Sequence[str]) -> tuple[str, ...]:
         """Our defaults (unless the user picks a standard), the toolkit's headers, the unit's -I/-D, flags."""
-        job = self._require_job()
         cp = self._cp
         assert cp is not None
-        user = (*job.spec.flags, *key.flags)
+        user = key.flags  # the spec's flags first, then the configuration's (from compile_options)
         has_std = any(f.startswith(("-std", "--std")) for f in user)
         cuda = cp.cuda.get_cuda_path()
         return (

@@ -78,6 +78,7 @@ class IsolatedBackend(Backend):
             if not healthy:
                 self._reap()
             return measurement
+        log.warning("the %s worker failed on %s:\n%s", self.backend, config, reply[2])
         self._kill()
         return Measurement(config, failure=Failure.CRASH, detail=f"the worker failed: {reply[1]}")
 
@@ -130,6 +131,7 @@ class IsolatedBackend(Backend):
             self._kill()
             raise
         if reply[0] != "info":
+            log.debug("the %s worker could not open the job:\n%s", self.backend, reply[2])
             self._kill()
             raise CutuneError(f"the {self.backend} worker could not open the job: {reply[1]}")
         self._info = reply[1]

@@ -28,27 +28,30 @@ class AppliedConfig:
     flags: tuple[str, ...]
 
 
-def apply_config(model: SourceModel, kernel: str, config: Config, space: Space, *,
-                 specialized_values: Mapping[str, Sequence[int]] | None = None) -> AppliedConfig:
+def apply_config(
+    model: SourceModel,
+    kernel: str,
+    config: Config,
+    space: Space,
+    *,
+    specialized_values: Mapping[str, Sequence[int]] | None = None,
+) -> AppliedConfig:
     """The edits that make `config` the kernel's defaults; a switched-on SPECIALIZE parameter needs the
     values to compile in, by argument name in `specialized_values` (each launch then dispatches on them)."""
     src = KernelSource(model, model.kernel(kernel))
-    if src.struct is None:
-        raise SourceError(f"{kernel} is not templatized (no {src.struct_name} struct): run templatize first",
-                          path=model.path)
     edits = EditList(src.data)
     specialized: list[tuple[TunableParam, Sequence[int]]] = []
     for name, value in config.items():
         p = _param(space, name, model.path)
         if p.binding in (Binding.TEMPLATE, Binding.LAUNCH):
-            member = src.struct.member(name)
-            if member is None:
-                raise SourceError(f"{src.struct_name} has no member {name}: templatize the kernel again",
-                                  path=model.path, line=src.line(src.struct.start) - 1)
-            if member.value != value_text(value):
-                edits.replace(*src.struct.value_ranges[name], value_text(value))
+            _set_member(src, edits, name, value_text(value))
         elif p.binding is Binding.SPECIALIZE and value:
             assert p.arg is not None
+            if not src.template_param(static_param(p.arg)):
+                raise SourceError(
+                    f"{kernel} has no template parameter {static_param(p.arg)}: templatize it again",
+                    path=model.path,
+                )
             values = (specialized_values or {}).get(p.arg)
             if not values:
                 raise SourceError(f"{name} is on: give the values of {p.arg} to compile in", path=model.path)
@@ -62,43 +65,81 @@ def apply_config(model: SourceModel, kernel: str, config: Config, space: Space, 
     return AppliedConfig(tuple(edits.edits), flags + tuple(f"-D{k}={v}" for k, v in defines.items()))
 
 
+def _set_member(src: KernelSource, edits: EditList, name: str, value: str) -> None:
+    """Edit the value of one struct member (when it differs)."""
+    if src.struct is None:
+        raise SourceError(
+            f"{src.kernel.name} is not templatized (no {src.struct_name} struct): run templatize first",
+            path=src.model.path,
+        )
+    member = src.struct.member(name)
+    if member is None:
+        raise SourceError(
+            f"{src.struct_name} has no member {name}: templatize the kernel again",
+            path=src.model.path,
+            line=src.line(src.struct.start) - 1,
+        )
+    if member.value != value:
+        edits.replace(*src.struct.value_ranges[name], value)
+
+
 def _param(space: Space, name: str, path: str | None) -> TunableParam:
     try:
         return space.param(name)
     except KeyError:
-        raise SourceError(f"the configuration sets {name}, which the space has no parameter for", path=path) from None
+        raise SourceError(
+            f"the configuration sets {name}, which the space has no parameter for", path=path
+        ) from None
 
 
 def _check_not_dispatched(src: KernelSource, launches: list[tuple[LaunchSite, Node]]) -> None:
     static = [i for i, tp in enumerate(src.kernel.template_params) if tp.name.endswith("_CT")]
     for site, call in launches:
         if any(i < len(site.template_args) for i in static):
-            raise SourceError(f"the launch at line {src.line(call)} already passes a specialised size: remove the "
-                              "existing dispatch before applying again", path=src.model.path, line=src.line(call) - 1)
+            raise SourceError(
+                f"the launch at line {src.line(call)} already passes a specialised size: remove the "
+                "existing dispatch before applying again",
+                path=src.model.path,
+                line=src.line(call) - 1,
+            )
 
 
-def _dispatch(src: KernelSource, edits: EditList, site: LaunchSite, call: Node,
-              specialized: list[tuple[TunableParam, Sequence[int]]]) -> None:
+def _dispatch(
+    src: KernelSource,
+    edits: EditList,
+    site: LaunchSite,
+    call: Node,
+    specialized: list[tuple[TunableParam, Sequence[int]]],
+) -> None:
     """Replace one launch statement by `if (arg == v) { launch<..., v> } ... else { launch }`."""
     statement = call.parent
     line = src.line(call)
     if statement is None or statement.type != "expression_statement":
-        raise SourceError(f"the launch at line {line} is not a statement of its own, so it cannot be dispatched",
-                          path=src.model.path, line=line - 1)
+        raise SourceError(
+            f"the launch at line {line} is not a statement of its own, so it cannot be dispatched",
+            path=src.model.path,
+            line=line - 1,
+        )
     tparams = src.kernel.template_params
     positions = {tp.name: i for i, tp in enumerate(tparams)}
     needed = max(positions[static_param(p.arg or "")] for p, _ in specialized) + 1
     for i in range(len(site.template_args), needed):
         if tparams[i].default is None:
-            raise SourceError(f"the launch at line {line} leaves template parameter {tparams[i].name} to be "
-                              "deduced; write it out to specialise", path=src.model.path, line=line - 1)
+            raise SourceError(
+                f"the launch at line {line} leaves template parameter {tparams[i].name} to be "
+                "deduced; write it out to specialise",
+                path=src.model.path,
+                line=line - 1,
+            )
     params = [p.name for p in src.kernel.params]
     guards = []
     for p, _ in specialized:
         i = params.index(runtime_param(p.arg or ""))
         arg = site.args[i] if i < len(site.args) else None
         if arg is None:
-            raise SourceError(f"the launch at line {line} passes no {p.arg}", path=src.model.path, line=line - 1)
+            raise SourceError(
+                f"the launch at line {line} passes no {p.arg}", path=src.model.path, line=line - 1
+            )
         guards.append(arg if arg.isidentifier() else f"({arg})")
     fn = call.child_by_field_name("function")
     assert fn is not None
@@ -110,7 +151,11 @@ def _dispatch(src: KernelSource, edits: EditList, site: LaunchSite, call: Node,
     def launch(values: dict[str, int]) -> str:
         args = list(site.template_args)
         for tp in tparams[len(args) : needed]:
-            args.append(str(values.get(tp.name, 0)) if tp.name.endswith("_CT") else _host_default(src, tp.default or "", call))
+            args.append(
+                str(values.get(tp.name, 0))
+                if tp.name.endswith("_CT")
+                else _host_default(src, tp.default or "", call)
+            )
         text = f"{callee}<{', '.join(args)}>{rest};"
         return text.replace("\n", "\n  ")
 
@@ -120,8 +165,11 @@ def _dispatch(src: KernelSource, edits: EditList, site: LaunchSite, call: Node,
         fixed = {static_param(p.arg or ""): v for (p, _), v in zip(specialized, combo, strict=True)}
         branches.append(f"if ({condition}) {{\n{indent}  {launch(fixed)}\n{indent}}}")
     original = src.text(statement).replace("\n", "\n  ")
-    edits.replace(statement.start_byte, statement.end_byte,
-                  " else ".join(branches) + f" else {{\n{indent}  {original}\n{indent}}}")
+    edits.replace(
+        statement.start_byte,
+        statement.end_byte,
+        " else ".join(branches) + f" else {{\n{indent}  {original}\n{indent}}}",
+    )
 
 
 def _host_default(src: KernelSource, default: str, call: Node) -> str:

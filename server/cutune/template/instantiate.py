@@ -19,8 +19,9 @@ from cutune.template.spec import KernelSpec
 from cutune.template.tuning import tuning_name, value_text
 
 
-def instantiation(kernel: Kernel, qualified: str, spec: KernelSpec, space: Space, config: Config,
-                  size: Mapping[str, int]) -> str:
+def instantiation(
+    kernel: Kernel, qualified: str, spec: KernelSpec, space: Space, config: Config, size: Mapping[str, int]
+) -> str:
     """The name expression of the kernel for one configuration and problem size, in template-parameter
     order, e.g. `serving::silu_and_mul_kernel<__nv_bfloat16, 512, 2>`."""
     if not kernel.template_params:
@@ -40,8 +41,10 @@ def instantiation(kernel: Kernel, qualified: str, spec: KernelSpec, space: Space
         elif tp.default is not None:
             args.append(_qualified_default(tp.default, kernel.name, namespace))
         else:
-            raise spec.error("template_args", f"no value for template parameter {tp.name} of {kernel.name}: "
-                                              f"give it in template_args")
+            raise spec.error(
+                "template_args",
+                f"no value for template parameter {tp.name} of {kernel.name}: give it in template_args",
+            )
     return f"{qualified}<{', '.join(args)}>"
 
 
@@ -66,8 +69,9 @@ def tuned_options(space: Space, config: Config) -> tuple[tuple[str, ...], dict[s
     return tuple(flags), defines
 
 
-def compile_key(kernel: Kernel, qualified: str, spec: KernelSpec, space: Space, config: Config,
-                size: Mapping[str, int]) -> str:
+def compile_key(
+    kernel: Kernel, qualified: str, spec: KernelSpec, space: Space, config: Config, size: Mapping[str, int]
+) -> str:
     """What decides the compiled code for one configuration and size: configurations that differ only in
     LAUNCH parameters, or in sizes a switched-off specialisation ignores, share it."""
     flags, defines = compile_options(space, config, spec)
@@ -86,14 +90,18 @@ def _size_value(spec: KernelSpec, p: TunableParam, size: Mapping[str, int]) -> i
     """The problem's value of the argument a SPECIALIZE parameter fixes: its scalar value in the spec
     (under its original or its `_rt` name), else the size variable of the same name."""
     assert p.arg is not None
-    arg = next((a for a in spec.args if a.name in (p.arg, runtime_param(p.arg)) and a.value is not None), None)
+    arg = next(
+        (a for a in spec.args if a.name in (p.arg, runtime_param(p.arg)) and a.value is not None), None
+    )
     text = arg.value if arg is not None and arg.value is not None else p.arg
     try:
         value = compile_expr(text).evaluate(size)
     except ExpressionError as e:
         raise spec.error("args", f"{p.name} needs the value of {p.arg} for size {dict(size)}: {e}") from None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise spec.error("args", f"{p.name}: {p.arg} is {value!r} for size {dict(size)}, not a positive integer")
+        raise spec.error(
+            "args", f"{p.name}: {p.arg} is {value!r} for size {dict(size)}, not a positive integer"
+        )
     return value
 
 
@@ -101,5 +109,6 @@ def _qualified_default(default: str, kernel: str, namespace: str) -> str:
     """A template parameter's default, with the kernel's tuning struct qualified for use at file scope."""
     if not namespace:
         return default
-    return re.sub(rf"(?<![\w:]){re.escape(tuning_name(kernel))}::", f"{namespace}::{tuning_name(kernel)}::", default)
-
+    return re.sub(
+        rf"(?<![\w:]){re.escape(tuning_name(kernel))}::", f"{namespace}::{tuning_name(kernel)}::", default
+    )

@@ -64,7 +64,7 @@ class SearchOutcome:
     @property
     def measured(self) -> int:
         """Configurations that reached the backend."""
-        return sum(r.failure is not Failure.INFEASIBLE for r in self.records)
+        return sum(r.measured for r in self.records)
 
     def failures(self) -> dict[str, int]:
         """How many configurations failed, by reason (infeasible ones included)."""
@@ -112,7 +112,7 @@ class _Search:
 
     @property
     def measured(self) -> int:
-        return sum(r.failure is not Failure.INFEASIBLE for r in self.known.values())
+        return sum(r.measured for r in self.known.values())
 
     @property
     def seconds(self) -> float:
@@ -178,7 +178,7 @@ class _Search:
         why = self.check.violation(config)
         if why is not None:
             self._record(trial, TrialRecord(trial.number, config, None, failure=Failure.INFEASIBLE,
-                                            detail=why))
+                                            detail=why, measured=False))
             return False
         try:
             measurement = self.backend.evaluate(config)
@@ -214,7 +214,7 @@ class _Search:
         return record
 
     def _tell(self, trial: optuna.Trial, record: TrialRecord) -> None:
-        if record.failure is Failure.INFEASIBLE:
+        if not record.measured:
             # Constrained TPE ranks trials with a positive constraint below every feasible one, so the
             # sampler learns to avoid the region; PRUNED (not COMPLETE) keeps a made-up objective out
             # of the study's values.
@@ -228,7 +228,7 @@ class _Search:
     def _progress(self) -> Progress:
         ok = [r for r in self.known.values() if r.ok]
         best = min(ok, key=lambda r: r.objective or 0.0, default=None)
-        failed = sum(r.failure not in (None, Failure.INFEASIBLE) for r in self.known.values())
+        failed = sum(r.measured and not r.ok for r in self.known.values())
         return Progress(done=self.measured, budget=self.budget.trials, failures=failed,
                         best=None if best is None else best.objective,
                         best_config=None if best is None else best.config)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import optuna
+import sqlalchemy.exc
 from optuna.storages import BaseStorage, JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
@@ -87,10 +88,11 @@ def open_study(key: StudyKey, url: str) -> optuna.Study:
             # a placeholder: the search picks the sampler once it knows what the study holds
             sampler=optuna.samplers.RandomSampler(),
         )
-    except (ValueError, ImportError, OSError, RuntimeError) as e:
+    except (ValueError, ImportError, OSError, RuntimeError, sqlalchemy.exc.SQLAlchemyError) as e:
         raise StudyError(f"cannot open study {key.name} in {url}: {e}") from e
-    for field_name, value in dataclasses.asdict(key).items():
-        study.set_user_attr(field_name, value)
+    if not study.user_attrs:  # new: say what it is, for people browsing the storage
+        for field_name, value in dataclasses.asdict(key).items():
+            study.set_user_attr(field_name, value)
     # one process runs a study at a time (one GPU), so RUNNING trials are from a run that was killed
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
@@ -108,6 +110,7 @@ class TrialRecord:
     compile: CompileInfo | None = None
     failure: Failure | None = None
     detail: str = ""
+    measured: bool = True  # False: turned away as infeasible before reaching the backend
 
     @property
     def ok(self) -> bool:
@@ -129,6 +132,7 @@ def read_record(trial: FrozenTrial) -> TrialRecord | None:
         compile=CompileInfo(**compile_info) if compile_info else None,
         failure=Failure(attrs[FAILURE]) if FAILURE in attrs else None,
         detail=attrs.get(DETAIL, ""),
+        measured=trial.state != TrialState.PRUNED,
     )
 
 

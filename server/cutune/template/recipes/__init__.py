@@ -14,7 +14,13 @@ from cutune.template.recipes.vector_width import VectorWidth
 RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in (
-        BlockThreads(), LaunchBounds(), Unroll(), ItemsPerThread(), Specialize(), VectorWidth(), CompileFlags()
+        BlockThreads(),
+        LaunchBounds(),
+        Unroll(),
+        ItemsPerThread(),
+        Specialize(),
+        VectorWidth(),
+        CompileFlags(),
     )
 }
 

@@ -30,7 +30,6 @@ from cutune.template.tuning import (
     value_text,
 )
 
-
 _WIDTH = 110  # the line length beyond which new template parameters go on their own lines
 
 
@@ -48,8 +47,14 @@ class Draft:
         """The parameter called `name`, if a recipe added it."""
         return next((p for p in self.params if p.name == name), None)
 
-    def extend(self, *params: TunableParam, constraints: tuple[str, ...] = (), text: str | None = None,
-               refusals: tuple[Refusal, ...] = (), block_threads: str | None = None) -> Draft:
+    def extend(
+        self,
+        *params: TunableParam,
+        constraints: tuple[str, ...] = (),
+        text: str | None = None,
+        refusals: tuple[Refusal, ...] = (),
+        block_threads: str | None = None,
+    ) -> Draft:
         """A draft with parameters added (replacing same-named ones), constraints and refusals appended."""
         names = {p.name for p in params}
         return dataclasses.replace(
@@ -88,8 +93,11 @@ class KernelSource:
         function = self.node_at(kernel.name_span.start_byte, "function_definition")
         body = function.child_by_field_name("body") if function is not None else None
         if function is None or body is None:
-            raise SourceError(f"the definition of {kernel.name} could not be read", path=model.path,
-                              line=kernel.name_span.start.line)
+            raise SourceError(
+                f"the definition of {kernel.name} could not be read",
+                path=model.path,
+                line=kernel.name_span.start.line,
+            )
         self.function: Node = function
         self.body: Node = body
         self.struct = find_struct(self.root, self.data, kernel)
@@ -181,7 +189,7 @@ class KernelRewrite:
         self._edits.insert(at, new_text)
 
     def member(self, name: str, value: Value, comment: str, *, in_kernel: bool, type_: str = "int") -> None:
-        """A new struct member; `in_kernel` also adds `TYPE NAME = <struct>::NAME` to the kernel's template."""
+        """A new struct member; `in_kernel` also makes it a template parameter defaulting to the member."""
         self._members.append(Member(name, type_, value_text(value), comment))
         if in_kernel:
             self._template_params.append(f"{type_} {name} = {self.src.struct_name}::{name}")
@@ -196,16 +204,28 @@ class KernelRewrite:
         if self._members:
             if src.struct is not None:
                 members = (*src.struct.members, *self._members)
-                self.replace(src.struct.start, src.struct.end, render_struct(src.kernel.name, members, src.struct.indent))
+                self.replace(
+                    src.struct.start,
+                    src.struct.end,
+                    render_struct(src.kernel.name, members, src.struct.indent),
+                )
             else:
                 at = self._struct_position()
                 indent = _indent_of(src.data, at)
-                self.insert(at, render_struct(src.kernel.name, self._members, indent).removeprefix(indent) + "\n\n" + indent)
+                self.insert(
+                    at,
+                    render_struct(src.kernel.name, self._members, indent).removeprefix(indent)
+                    + "\n\n"
+                    + indent,
+                )
         if self._template_params:
             if src.kernel.extern_c:
                 raise RecipeRefused(self.recipe, 'an extern "C" kernel cannot take template parameters')
             if src.kernel.template_span is not None:
-                self.insert(src.kernel.template_span.end_byte - 1, self._wrapped(src.kernel.template_span.end_byte - 1))
+                self.insert(
+                    src.kernel.template_span.end_byte - 1,
+                    self._wrapped(src.kernel.template_span.end_byte - 1),
+                )
             else:
                 at = src.kernel.span.start_byte
                 self.insert(at, f"template <{', '.join(self._template_params)}>\n{_indent_of(src.data, at)}")
@@ -215,7 +235,11 @@ class KernelRewrite:
         """`, NEW, ...` to insert before the `>` at byte `close`, breaking lines past the width limit."""
         data = self.src.data
         line_start = data.rfind(b"\n", 0, close) + 1
-        opening = data.find(b"<", self.src.kernel.template_span.start_byte) if self.src.kernel.template_span else close
+        opening = (
+            data.find(b"<", self.src.kernel.template_span.start_byte)
+            if self.src.kernel.template_span
+            else close
+        )
         pad = " " * (len(data[data.rfind(b"\n", 0, opening) + 1 : opening + 1].decode()))
         width = len(data[line_start:close].decode()) + 1  # with the closing `>`
         out = ""

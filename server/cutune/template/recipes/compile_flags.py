@@ -7,11 +7,19 @@ from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import Draft, Recipe
 
 FAST_MATH = TunableParam(
-    "FAST_MATH", (False, True), False, Binding.FLAG, flag="--use_fast_math",
+    "FAST_MATH",
+    (False, True),
+    False,
+    Binding.FLAG,
+    flag="--use_fast_math",
     description="fast, less accurate math intrinsics, flush-to-zero and approximate division",
 )
 MAXRREGCOUNT = TunableParam(
-    "MAXRREGCOUNT", (0, 32, 64, 96, 128, 168, 255), 0, Binding.FLAG, flag="-maxrregcount={}",
+    "MAXRREGCOUNT",
+    (0, 32, 64, 96, 128, 168, 255),
+    0,
+    Binding.FLAG,
+    flag="-maxrregcount={}",
     description="cap on registers per thread (0 = the compiler's choice); __launch_bounds__ overrides it",
 )
 

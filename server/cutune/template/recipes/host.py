@@ -56,7 +56,11 @@ class HostResolver:
         src, t = self.src, node.type
         if t == "number_literal":
             value = int_value(src.text(node))
-            return Origin(OriginKind.LITERAL, node, value) if value is not None else Origin(OriginKind.RUNTIME, node)
+            return (
+                Origin(OriginKind.LITERAL, node, value)
+                if value is not None
+                else Origin(OriginKind.RUNTIME, node)
+            )
         if t == "parenthesized_expression" and node.named_child_count == 1:
             return self.resolve(node.named_children[0])
         # names parse as identifiers, types (`dim3 grid(n)`, `k<T, N>`) or qualified names: read the text
@@ -111,9 +115,15 @@ class HostResolver:
                 if declarator.type == "init_declarator":
                     value = declarator.child_by_field_name("value")
                     if value is not None:
-                        values = self.arguments(value) if value.type in ("argument_list", "initializer_list") else [value]
+                        values = (
+                            self.arguments(value)
+                            if value.type in ("argument_list", "initializer_list")
+                            else [value]
+                        )
                         best = (decl, value, values)
-                elif declarator.type == "function_declarator":  # `dim3 grid(n);` parses as a function declaration
+                elif (
+                    declarator.type == "function_declarator"
+                ):  # `dim3 grid(n);` parses as a function declaration
                     params = declarator.child_by_field_name("parameters")
                     if params is not None:
                         best = (decl, params, self.arguments(params))
@@ -165,7 +175,9 @@ class HostResolver:
             first, second = self.resolve(args[0]), self.resolve(args[1])
             literal = [o for o in (first, second) if o.kind in (OriginKind.LITERAL, OriginKind.MEMBER)]
             if len(literal) == 1:
-                return Origin(literal[0].kind, literal[0].node, literal[0].value, literal[0].name, capped=True)
+                return Origin(
+                    literal[0].kind, literal[0].node, literal[0].value, literal[0].name, capped=True
+                )
         return Origin(OriginKind.RUNTIME, node)
 
     def _callee(self, call: Node) -> str:

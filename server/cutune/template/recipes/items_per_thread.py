@@ -42,7 +42,9 @@ class _ElementForm:
 
 class ItemsPerThread(Recipe):
     name = "items_per_thread"
-    description = "several consecutive block-chunks per thread and a smaller grid (or a smaller grid-stride grid)"
+    description = (
+        "several consecutive block-chunks per thread and a smaller grid (or a smaller grid-stride grid)"
+    )
 
     def apply(self, model: SourceModel, kernel: Kernel, draft: Draft) -> Draft:
         src = KernelSource(model, kernel)
@@ -69,17 +71,21 @@ class ItemsPerThread(Recipe):
         binding = Binding.LAUNCH if grid_stride else Binding.TEMPLATE
         return self._draft(draft, 1, comment, binding, text=rewrite.result())
 
-    def _draft(self, draft: Draft, value: int, comment: str, binding: Binding, text: str | None = None) -> Draft:
+    def _draft(
+        self, draft: Draft, value: int, comment: str, binding: Binding, text: str | None = None
+    ) -> Draft:
         values = tuple(sorted(set(CANDIDATES) | {value}))
         return draft.extend(TunableParam(NAME, values, value, binding, description=comment), text=text)
 
     def _grid_stride(self, src: KernelSource) -> bool:
         """Whether the kernel steps a loop by the whole grid (`i += blockDim.x * gridDim.x`)."""
-        strides = {src.text(d.child_by_field_name("declarator").child_by_field_name("declarator"))  # type: ignore[union-attr]
-                   for d in src.in_body("declaration")
-                   if d.child_by_field_name("declarator") is not None
-                   and d.child_by_field_name("declarator").type == "init_declarator"  # type: ignore[union-attr]
-                   and "gridDim" in src.text(d)}
+        strides = {
+            src.text(d.child_by_field_name("declarator").child_by_field_name("declarator"))  # type: ignore[union-attr]
+            for d in src.in_body("declaration")
+            if d.child_by_field_name("declarator") is not None
+            and d.child_by_field_name("declarator").type == "init_declarator"  # type: ignore[union-attr]
+            and "gridDim" in src.text(d)
+        }
         for loop in src.in_body("for_statement"):
             update = loop.child_by_field_name("update")
             if update is not None and ("gridDim" in src.text(update) or _step(src, update) in strides):
@@ -91,45 +97,69 @@ class ItemsPerThread(Recipe):
         for loop in src.in_body("for_statement", "while_statement"):
             update = loop.child_by_field_name("update")
             if update is not None and _step(src, update) in block_names:
-                self.refuse(f"already loops inside the block (the loop at line {src.line(loop)} steps by "
-                            f"{_step(src, update)}): one block per row")
+                self.refuse(
+                    f"already loops inside the block (the loop at line {src.line(loop)} steps by "
+                    f"{_step(src, update)}): one block per row"
+                )
 
     def _check_cooperation(self, src: KernelSource) -> None:
         text = bytearray(src.data[src.body.start_byte : src.body.end_byte])
         for comment in src.in_body("comment"):
-            text[comment.start_byte - src.body.start_byte : comment.end_byte - src.body.start_byte] = (
-                b" " * (comment.end_byte - comment.start_byte)
+            text[comment.start_byte - src.body.start_byte : comment.end_byte - src.body.start_byte] = b" " * (
+                comment.end_byte - comment.start_byte
             )
         m = _COOPERATION.search(text.decode("utf-8", errors="replace"))
         if m:
-            line = src.line(src.body.start_byte + len(text[: m.start()].decode("utf-8", errors="replace").encode()))
-            self.refuse(f"the kernel uses {m.group(1)} (line {line}): threads of a block cooperate, so one thread "
-                        "cannot take several block-chunks")
+            line = src.line(
+                src.body.start_byte + len(text[: m.start()].decode("utf-8", errors="replace").encode())
+            )
+            self.refuse(
+                f"the kernel uses {m.group(1)} (line {line}): threads of a block cooperate, so one thread "
+                "cannot take several block-chunks"
+            )
 
     def _element_form(self, src: KernelSource) -> _ElementForm:
         statements = [c for c in src.body.named_children if c.type != "comment"]
         found = next(((i, s, b) for i, s in enumerate(statements) if (b := _index_declaration(src, s))), None)
         if found is None:
-            self.refuse("no index of the form `i = blockIdx.x * blockDim.x + threadIdx.x` declared in the kernel body")
+            self.refuse(
+                "no index of the form `i = blockIdx.x * blockDim.x + threadIdx.x` declared in the kernel body"
+            )
         i, index, block_idx = found
         name = src.text(_declared(index))
-        others = [n for n in src.in_body("identifier") if src.text(n) in ("blockIdx", "gridDim")
-                  and not (index.start_byte <= n.start_byte < index.end_byte)]
+        others = [
+            n
+            for n in src.in_body("identifier")
+            if src.text(n) in ("blockIdx", "gridDim")
+            and not (index.start_byte <= n.start_byte < index.end_byte)
+        ]
         if others:
-            self.refuse(f"{src.text(others[0].parent)} is used beyond the index (line {src.line(others[0])}), so "
-                        "block-chunks are not independent")
+            self.refuse(
+                f"{src.text(others[0].parent)} is used beyond the index (line {src.line(others[0])}), so "
+                "block-chunks are not independent"
+            )
         rest = statements[i + 1 :]
         guard = next((j for j, s in enumerate(rest) if s.type != "declaration"), None)
-        if guard is None or rest[guard].type != "if_statement" or not _guards(src, rest[guard], name, rest[guard:]):
-            self.refuse(f"no bounds check on {name} right after it (`if ({name} < n) {{...}}` as the last statement, "
-                        f"or `if ({name} >= n) return;`), so extra chunks would run past the end")
+        if (
+            guard is None
+            or rest[guard].type != "if_statement"
+            or not _guards(src, rest[guard], name, rest[guard:])
+        ):
+            self.refuse(
+                f"no bounds check on {name} right after it (`if ({name} < n) {{...}}` as the last statement, "
+                f"or `if ({name} >= n) return;`), so extra chunks would run past the end"
+            )
         region = (index.start_byte, src.body.named_children[-1].end_byte)
-        returns = tuple(r for r in descendants(src.body, "return_statement") if region[0] <= r.start_byte < region[1])
+        returns = tuple(
+            r for r in descendants(src.body, "return_statement") if region[0] <= r.start_byte < region[1]
+        )
         for r in returns:
             parent = r.parent
             while parent is not None and parent != src.body:
                 if parent.type in _LOOPS:
-                    self.refuse(f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`")
+                    self.refuse(
+                        f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`"
+                    )
                 parent = parent.parent
         return _ElementForm(index, block_idx, region, returns)
 
@@ -138,8 +168,13 @@ class ItemsPerThread(Recipe):
         item = next(n for n in ("item", "item_", "cutune_item") if n not in used)
         start, end = form.region
         chunk = f"blockIdx.x * {NAME} + {item}"
-        wrapped = form.block_idx.parent is not None and form.block_idx.parent.type in ("argument_list", "parenthesized_expression")
-        local = [(form.block_idx, chunk if wrapped else f"({chunk})")] + [(r, "continue;") for r in form.returns]
+        wrapped = form.block_idx.parent is not None and form.block_idx.parent.type in (
+            "argument_list",
+            "parenthesized_expression",
+        )
+        local = [(form.block_idx, chunk if wrapped else f"({chunk})")] + [
+            (r, "continue;") for r in form.returns
+        ]
         pieces, pos = [], start
         for node, new in sorted(local, key=lambda e: e[0].start_byte):
             pieces += [src.data[pos : node.start_byte].decode(), new]
@@ -148,27 +183,44 @@ class ItemsPerThread(Recipe):
         indent = src.data[src.data.rfind(b"\n", 0, start) + 1 : start].decode()
         lines = "".join(pieces).split("\n")
         # one level deeper, except blank lines and preprocessor lines (which stay where they were written)
-        body = "\n".join([lines[0]] + ["  " + ln if ln.strip() and not ln.lstrip().startswith("#") else ln for ln in lines[1:]])
-        rewrite.replace(start, end, f"for (int {item} = 0; {item} < {NAME}; ++{item}) {{\n{indent}  {body}\n{indent}}}")
+        body = "\n".join(
+            [lines[0]]
+            + ["  " + ln if ln.strip() and not ln.lstrip().startswith("#") else ln for ln in lines[1:]]
+        )
+        rewrite.replace(
+            start, end, f"for (int {item} = 0; {item} < {NAME}; ++{item}) {{\n{indent}  {body}\n{indent}}}"
+        )
 
-    def _rewrite_grid(self, src: KernelSource, rewrite: KernelRewrite, site: LaunchSite, call: Node,
-                      done: set[int]) -> None:
+    def _rewrite_grid(
+        self, src: KernelSource, rewrite: KernelRewrite, site: LaunchSite, call: Node, done: set[int]
+    ) -> None:
         resolver = HostResolver(src, call)
         grid = launch_config(call)[0]
         dims = resolver.dims_of(grid)
         if dims is None and grid.type == "identifier" and resolver.declaration(src.text(grid)) is None:
-            self.refuse(f"the grid `{src.text(grid)}` (line {src.line(grid)}) is not declared where the kernel is launched")
+            self.refuse(
+                f"the grid `{src.text(grid)}` (line {src.line(grid)}) is not declared where the kernel "
+                "is launched"
+            )
         target = grid
         if dims is not None:
             holder, args = dims
             if len(args) > 1 and any(int_value(src.text(a)) != 1 for a in args[1:]):
-                self.refuse(f"the grid `{' '.join(src.text(holder).split())}` (line {src.line(holder)}) is a dim3 "
-                            "with more than one dimension above 1")
+                self.refuse(
+                    f"the grid `{src.text(grid)}` (line {src.line(holder)}) is a dim3 "
+                    "with more than one dimension above 1"
+                )
             if not args:
                 self.refuse(f"the grid at line {src.line(grid)} has no size")
             target = args[0]
-            shared = [s for s in src.model.launches if s.kernel != src.kernel.name and grid.type == "identifier"
-                      and s.grid == src.text(grid) and s.host_function == site.host_function]
+            shared = [
+                s
+                for s in src.model.launches
+                if s.kernel != src.kernel.name
+                and grid.type == "identifier"
+                and s.grid == src.text(grid)
+                and s.host_function == site.host_function
+            ]
             if shared:
                 self.refuse(f"the grid `{src.text(grid)}` is also used to launch {shared[0].kernel}")
         if target.start_byte in done:
@@ -267,4 +319,3 @@ def _declared(declaration: Node) -> Node:
 
 def _text(src: KernelSource, node: Node) -> str:
     return "".join(src.text(node).split())
-

@@ -12,12 +12,14 @@ from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Rec
 
 NAME = "MIN_BLOCKS"
 CANDIDATES = (1, 2, 3, 4, 6, 8)
-_COMMENT = "__launch_bounds__ minimum resident blocks per SM (bounds the registers per thread)"
+_COMMENT = "__launch_bounds__ minimum blocks per SM (caps the registers per thread; 0 = no minimum)"
 
 
 class LaunchBounds(Recipe):
     name = "launch_bounds"
-    description = "__launch_bounds__ minimum blocks per SM as a parameter, its thread count tied to the block size"
+    description = (
+        "__launch_bounds__ minimum blocks per SM as a parameter, its thread count tied to the block size"
+    )
 
     def apply(self, model: SourceModel, kernel: Kernel, draft: Draft) -> Draft:
         src = KernelSource(model, kernel)
@@ -25,8 +27,10 @@ class LaunchBounds(Recipe):
         bounds = kernel.launch_bounds
         if bounds is None:
             if block is None or block.binding is not Binding.TEMPLATE:
-                self.refuse("no __launch_bounds__ and no compile-time block size (the block size is only known at "
-                            "the launch), so there is no thread count to bound")
+                self.refuse(
+                    "no __launch_bounds__ and no compile-time block size (the block size is only known at "
+                    "the launch), so there is no thread count to bound"
+                )
             return self._add_bounds(src, draft, block)
         if bounds.max_cluster is not None:
             self.refuse("__launch_bounds__ with a cluster size (3rd argument) is not supported yet")
@@ -34,7 +38,9 @@ class LaunchBounds(Recipe):
         min_text = bounds.min_blocks.strip() if bounds.min_blocks is not None else None
         if min_text is not None and src.member_value(min_text) is not None and src.template_param(min_text):
             value = src.member_value(min_text)
-            return self._draft(draft, min_text, value if isinstance(value, int) else 1, bounds.max_threads.strip())
+            return self._draft(
+                draft, min_text, value if isinstance(value, int) else 0, bounds.max_threads.strip()
+            )
         rewrite = KernelRewrite(src, self.name)
         threads = bounds.max_threads.strip()
         tie = block is not None and int_value(threads) is not None and int_value(threads) == block.default
@@ -45,11 +51,16 @@ class LaunchBounds(Recipe):
             rewrite.replace(t_start, t_end, block.name)
             threads = block.name
             draft = dataclasses.replace(
-                draft, constraints=tuple(c for c in draft.constraints if c != f"{block.name} <= {int_value(bounds.max_threads)}")
+                draft,
+                constraints=tuple(
+                    c for c in draft.constraints if c != f"{block.name} <= {int_value(bounds.max_threads)}"
+                ),
             ).extend(block)
         name = self._free_name(src)
         if min_text is None:
-            default = 1
+            default = (
+                0  # no minimum, as written: `__launch_bounds__(N, 0)` compiles as `__launch_bounds__(N)`
+            )
             rewrite.insert(t_end, f", {name}")
         else:
             value = int_value(min_text)
@@ -65,12 +76,14 @@ class LaunchBounds(Recipe):
         name = self._free_name(src)
         rewrite = KernelRewrite(src, self.name)
         rewrite.insert(src.kernel.name_span.start_byte, f"__launch_bounds__({block.name}, {name}) ")
-        rewrite.member(name, 1, _COMMENT, in_kernel=True)
-        return self._draft(draft, name, 1, block.name, text=rewrite.result())
+        rewrite.member(name, 0, _COMMENT, in_kernel=True)
+        return self._draft(draft, name, 0, block.name, text=rewrite.result())
 
     def _free_name(self, src: KernelSource) -> str:
         if src.taken(NAME):
-            self.refuse(f"{NAME} is already a template parameter or tuning-struct member of {src.kernel.name}")
+            self.refuse(
+                f"{NAME} is already a template parameter or tuning-struct member of {src.kernel.name}"
+            )
         return NAME
 
     def _draft(self, draft: Draft, name: str, default: int, threads: str, text: str | None = None) -> Draft:

@@ -16,10 +16,15 @@ from cutune.template.model import Binding, Refusal, TunableParam
 from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Recipe, descendants
 
 _QUALIFIERS = re.compile(r"\b(const|constexpr|volatile|__restrict__|__restrict|restrict|static)\b")
-_INTEGRAL = frozenset(
-    f"{sign}{base}" for sign in ("", "unsigned ", "signed ") for base in ("int", "long", "long int", "long long",
-                                                                         "long long int", "short", "char")
-) | {"unsigned", "uint", "size_t", "ssize_t", "index_t"} | {f"{u}int{b}_t" for u in ("", "u") for b in (8, 16, 32, 64)}
+_INTEGRAL = (
+    frozenset(
+        f"{sign}{base}"
+        for sign in ("", "unsigned ", "signed ")
+        for base in ("int", "long", "long int", "long long", "long long int", "short", "char")
+    )
+    | {"unsigned", "uint", "size_t", "ssize_t", "index_t"}
+    | {f"{u}int{b}_t" for u in ("", "u") for b in (8, 16, 32, 64)}
+)
 _COMMENT = "// cutune: sizes compiled in as constants when specialised (0 = the run-time argument)"
 
 
@@ -40,12 +45,17 @@ def param_name(arg: str) -> str:
 
 class Specialize(Recipe):
     name = "specialize"
-    description = "integral size arguments used as divisors or loop bounds, compiled in as constants per problem"
+    description = (
+        "integral size arguments used as divisors or loop bounds, compiled in as constants per problem"
+    )
 
     def apply(self, model: SourceModel, kernel: Kernel, draft: Draft) -> Draft:
         src = KernelSource(model, kernel)
-        recovered = [p.name.removesuffix("_rt") for p in kernel.params
-                     if p.name.endswith("_rt") and src.template_param(static_param(p.name.removesuffix("_rt")))]
+        recovered = [
+            p.name.removesuffix("_rt")
+            for p in kernel.params
+            if p.name.endswith("_rt") and src.template_param(static_param(p.name.removesuffix("_rt")))
+        ]
         candidates: list[Parameter] = []
         reasons: list[str] = []
         for p in kernel.params:
@@ -86,7 +96,9 @@ class Specialize(Recipe):
         lines = [_COMMENT]
         for p in candidates:
             decl = src.root.descendant_for_byte_range(p.span.start_byte, p.span.end_byte)
-            ident = next(n for n in descendants(decl, "identifier") if src.text(n) == p.name) if decl else None
+            ident = (
+                next(n for n in descendants(decl, "identifier") if src.text(n) == p.name) if decl else None
+            )
             if ident is None:
                 self.refuse(f"the declaration of argument {p.name} could not be read")
             rewrite.replace_node(ident, runtime_param(p.name))
@@ -99,12 +111,18 @@ class Specialize(Recipe):
 
 
 def _param(arg: str) -> TunableParam:
-    return TunableParam(param_name(arg), (False, True), False, Binding.SPECIALIZE, arg=arg,
-                        description=f"compile {arg} in as a constant (one build per value of {arg})")
+    return TunableParam(
+        param_name(arg),
+        (False, True),
+        False,
+        Binding.SPECIALIZE,
+        arg=arg,
+        description=f"compile {arg} in as a constant (one build per value of {arg})",
+    )
 
 
 def _gains(src: KernelSource, name: str) -> bool:
-    """Whether `name`, or an integral local computed from it, divides, takes a modulus or bounds a for loop."""
+    """Whether `name`, or an integral local computed from it, divides, takes a modulus or bounds a loop."""
     derived = {name}
     inits = []
     for decl in src.in_body("declaration"):
@@ -132,15 +150,13 @@ def _base_type(type_text: str) -> str:
 
 
 def _divides_or_bounds(ident: Node) -> bool:
+    """Whether an identifier sits in a divisor, a modulus or a for loop's condition."""
     node, parent = ident, ident.parent
     while parent is not None and parent.type not in ("compound_statement", "function_definition"):
-        if parent.type == "binary_expression" and parent.child_by_field_name("right") == node:
-            if parent.child_by_field_name("operator") is not None and parent.child_by_field_name("operator").type in ("/", "%"):  # type: ignore[union-attr]
-                return True
-        if parent.type == "assignment_expression" and parent.child_by_field_name("right") == node:
-            op = parent.child_by_field_name("operator")
-            if op is not None and op.type in ("/=", "%="):
-                return True
+        operator = parent.child_by_field_name("operator")
+        on_right = parent.child_by_field_name("right") == node
+        if on_right and operator is not None and operator.type in ("/", "%", "/=", "%="):
+            return True
         if parent.type == "for_statement" and parent.child_by_field_name("condition") == node:
             return True
         node, parent = parent, parent.parent

@@ -32,8 +32,15 @@ class Unroll(Recipe):
             comment = f"#pragma unroll factor of the loop `{_loop_header(src, pragma)}`"
             value = int_value(factor)
             member = src.member_value(factor)
-            if value is None and isinstance(member, int) and not isinstance(member, bool) and src.template_param(factor):
-                params.append(_param(factor, member, src.struct.member(factor).comment if src.struct else comment))  # type: ignore[union-attr]
+            if (
+                value is None
+                and isinstance(member, int)
+                and not isinstance(member, bool)
+                and src.template_param(factor)
+            ):
+                params.append(
+                    _param(factor, member, src.struct.member(factor).comment if src.struct else comment)
+                )  # type: ignore[union-attr]
                 used.add(factor)
                 continue
             if value is None:
@@ -45,13 +52,15 @@ class Unroll(Recipe):
             params.append(_param(name, value, comment))
         if not params:
             if bare:
-                self.refuse("only bare `#pragma unroll` here: it unrolls fully, as the trip count decides, so there "
-                            "is no factor to tune")
+                self.refuse(
+                    "only bare `#pragma unroll` here: it unrolls fully, as the trip count decides, so there "
+                    "is no factor to tune"
+                )
             self.refuse("no `#pragma unroll N` in the kernel")
         return draft.extend(*params, text=rewrite.result())
 
     def _pragmas(self, src: KernelSource) -> list[tuple[Node, tuple[int, int], str | None]]:
-        """Each `#pragma unroll` in the body: the directive, the factor's byte range and text (None if bare)."""
+        """Each `#pragma unroll` in the body: the directive, its factor's byte range and text (None: bare)."""
         found = []
         for call in src.in_body("preproc_call"):
             directive = call.child_by_field_name("directive")
@@ -60,13 +69,19 @@ class Unroll(Recipe):
                 continue
             m = _PRAGMA.match(src.text(arg))
             if m:
-                start = arg.start_byte + len(src.text(arg)[: m.start(1)].encode()) if m.group(1) else arg.start_byte
+                start = (
+                    arg.start_byte + len(src.text(arg)[: m.start(1)].encode())
+                    if m.group(1)
+                    else arg.start_byte
+                )
                 found.append((call, (start, start + len(m.group(1) or "")), m.group(1)))
         return found
 
 
 def _param(name: str, value: int, comment: str) -> TunableParam:
-    return TunableParam(name, tuple(sorted(set(CANDIDATES) | {value})), value, Binding.TEMPLATE, description=comment)
+    return TunableParam(
+        name, tuple(sorted(set(CANDIDATES) | {value})), value, Binding.TEMPLATE, description=comment
+    )
 
 
 def _free_name(src: KernelSource, used: set[str]) -> str:

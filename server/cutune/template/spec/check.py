@@ -22,8 +22,11 @@ def check_against_kernel(spec: KernelSpec, kernel: Kernel) -> None:
             f"{len(spec.args)} args ({', '.join(a.name for a in spec.args)}) but {kernel.name} takes "
             f"{len(params)} parameters ({', '.join(p.name for p in params)})",
         )
+    from cutune.template.recipes.specialize import runtime_param  # late: recipes import the spec
+
     for i, (arg, param) in enumerate(zip(spec.args, params, strict=True)):
-        if arg.name != param.name:
+        # a specialised size argument is renamed in the kernel (d → d_rt); the spec keeps the user's name
+        if param.name not in (arg.name, runtime_param(arg.name)):
             raise spec.error(
                 f"args[{i}].name", f"arg {i} is {arg.name!r}, the kernel's parameter {i} is {param.name!r}"
             )

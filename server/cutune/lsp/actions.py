@@ -1,0 +1,60 @@
+"""Code actions: templatize (a rewrite), and quick fixes for cutune's own diagnostics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lsprotocol import types
+
+from cutune.errors import CutuneError
+from cutune.lsp import diagnostics
+from cutune.lsp.analysis import Analysis, KernelView
+from cutune.lsp.edits import Edit, apply_edit, draft_spec_edit, templatize_edit
+
+KINDS = [types.CodeActionKind.RefactorRewrite, types.CodeActionKind.QuickFix]
+
+
+def code_actions(analysis: Analysis, params: types.CodeActionParams) -> list[types.CodeAction]:
+    """The actions for the kernel under the range: each offered as a rewrite, and as a fix of its diagnostic."""
+    view = analysis.view_at(params.range.start.line)
+    if view is None:
+        return []
+    try:
+        ctx = analysis.context(view.kernel.name)
+    except CutuneError:
+        return []  # the warning diagnostic says why; there is nothing to offer
+    ours = [d for d in params.context.diagnostics
+            if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.kernel.name]
+    offers: list[tuple[Edit | None, tuple[str, ...]]] = [
+        (templatize_edit(analysis, ctx) if view.struct is None else None, (diagnostics.LITERAL,)),
+        (draft_spec_edit(ctx) if view.struct is not None else None, (diagnostics.SPEC_MISSING,)),
+        (_apply(analysis, view), (diagnostics.TUNED,)),
+    ]
+    found = []
+    for edit, codes in offers:
+        if edit is None:
+            continue
+        fixes = [d for d in ours if d.code in codes]
+        found.append(_action(edit, types.CodeActionKind.RefactorRewrite, []))
+        if fixes:
+            found.append(_action(edit, types.CodeActionKind.QuickFix, fixes))
+    only = [_kind(k) for k in params.context.only or ()]
+    return [a for a in found if not only or any(_kind(a.kind).startswith(k) for k in only)]
+
+
+def _apply(analysis: Analysis, view: KernelView) -> Edit | None:
+    if view.result is None or view.stale or not view.result.significant:
+        return None
+    try:
+        return apply_edit(analysis, analysis.context(view.kernel.name), view.result)
+    except CutuneError:
+        return None
+
+
+def _kind(kind: types.CodeActionKind | str | None) -> str:
+    return kind.value if isinstance(kind, types.CodeActionKind) else str(kind)
+
+
+def _action(edit: Edit, kind: types.CodeActionKind, fixes: Sequence[types.Diagnostic]) -> types.CodeAction:
+    return types.CodeAction(title=edit.title, kind=kind, diagnostics=list(fixes) or None, edit=edit.edit,
+                            is_preferred=bool(fixes) or None)

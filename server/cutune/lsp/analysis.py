@@ -1,0 +1,98 @@
+"""What cutune knows about one version of one document: its kernels, their contexts, results and staleness."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cutune.cuda.model import Kernel, SourceModel, TypeDecl
+from cutune.cuda.parse import parse_source
+from cutune.errors import CutuneError
+from cutune.lsp.results import ResultStore
+from cutune.project import KernelContext, open_kernel, result_is_current
+from cutune.template.spec import spec_path_for
+from cutune.template.tuning import tuning_name
+from cutune.tune.result import TuneResult
+
+
+@dataclass(frozen=True)
+class KernelView:
+    """One kernel as the editor shows it."""
+
+    kernel: Kernel
+    struct: TypeDecl | None  # its `<kernel>_tuning` struct, once templatized
+    result: TuneResult | None
+    stale: bool  # the result was measured on another source
+    error: CutuneError | None  # why the kernel could not be templatized or its spec read
+
+
+@dataclass
+class Analysis:
+    """One document version, analysed; kernel contexts are made on first use and kept."""
+
+    uri: str
+    path: Path
+    version: int | None
+    model: SourceModel
+    kernels: tuple[KernelView, ...] = ()
+    _contexts: dict[str, KernelContext | CutuneError] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def context(self, kernel: str) -> KernelContext:
+        """The kernel templatized in memory with its spec; raises CutuneError when that fails."""
+        with self._lock:
+            found = self._contexts.get(kernel)
+        if found is None:
+            try:
+                found = open_kernel(self.path, kernel, text=self.model.text)
+            except CutuneError as e:
+                found = e
+            with self._lock:
+                self._contexts[kernel] = found
+        if isinstance(found, CutuneError):
+            raise found
+        return found
+
+    def view(self, kernel: str) -> KernelView | None:
+        """The view of a kernel by name."""
+        return next((v for v in self.kernels if v.kernel.name == kernel), None)
+
+    def view_at(self, line: int) -> KernelView | None:
+        """The kernel whose definition, tuning struct or launch site covers a (zero-based) line."""
+        for v in self.kernels:
+            spans = [v.kernel.span, *(s.span for s in self.model.launches_of(v.kernel.name))]
+            if v.struct is not None:
+                spans.append(v.struct.span)
+            if any(s.start.line <= line <= s.end.line for s in spans):
+                return v
+        return None
+
+    @property
+    def spec_path(self) -> Path:
+        """The spec file beside the source."""
+        return spec_path_for(self.path)
+
+
+def analyze(uri: str, path: Path, text: str, version: int | None, results: ResultStore) -> Analysis:
+    """Parse a document and look at each kernel; templatizes in memory only the kernels that need it."""
+    model = parse_source(text, str(path))
+    analysis = Analysis(uri, path, version, model)
+    structs = {t.name: t for t in model.types}
+    views = []
+    for kernel in model.kernels:
+        struct = structs.get(tuning_name(kernel.name))
+        result = results.get(path, kernel.name)
+        error: CutuneError | None = None
+        stale = False
+        # templatized kernels get their spec checked; tuned ones their staleness: both need a context
+        if struct is not None or result is not None:
+            try:
+                ctx = analysis.context(kernel.name)
+                error = ctx.spec_error
+                stale = result is not None and not result_is_current(ctx, result)
+            except CutuneError as e:
+                error, stale = e, result is not None
+        views.append(KernelView(kernel, struct, result, stale, error))
+    analysis.kernels = tuple(views)
+    return analysis

@@ -1,0 +1,101 @@
+"""Words for the editor: a stored result as a lens title, a diagnostic, hover and Markdown."""
+
+from __future__ import annotations
+
+import statistics
+
+from cutune.cuda.model import LiteralKind, TunableLiteral
+from cutune.template.model import Config, TunableParam, Value
+from cutune.template.tuning import value_text
+from cutune.tune.result import TuneResult
+
+_LITERALS = {
+    LiteralKind.LAUNCH_DIM: "launch dimension `{name}` fixed at {value}",  # `dim3 block(256)` before the launch
+    LiteralKind.LAUNCH_BOUNDS: "launch bounds fixed at {value}",
+    LiteralKind.PRAGMA_UNROLL: "unroll factor fixed at {value}",
+    LiteralKind.VECTOR_WIDTH: "vector width fixed at {value} bytes",
+    LiteralKind.DEFINE: "`{name}` fixed at {value}",
+    LiteralKind.CONSTEXPR: "`{name}` fixed at {value}",
+    LiteralKind.TEMPLATE_ARG: "template argument `{name}` fixed at {value}",
+}
+
+_LAUNCH_SLOTS = ("grid size fixed at {value}", "threads per block fixed at {value}",
+                 "dynamic shared memory fixed at {value} bytes", "stream fixed at {value}")
+
+
+def device_short(device: str) -> str:
+    """`NVIDIA H200` → `H200`: lenses are narrow."""
+    return device.removeprefix("NVIDIA ").strip() or device
+
+
+def pct_of_sol(result: TuneResult) -> float | None:
+    """The tuned time as % of speed of light, geometric mean over sizes; None where any is unknown."""
+    values = [s.pct_of_sol for s in result.sizes]
+    if not values or any(v is None or v <= 0 for v in values):
+        return None
+    return statistics.geometric_mean(v for v in values if v is not None)
+
+
+def changes(result: TuneResult) -> Config:
+    """The parameters whose tuned value differs from the original."""
+    return Config.of({k: v for k, v in result.best.items() if result.original.get(k) != v})
+
+
+def gain(result: TuneResult) -> str:
+    """`1.84× faster · 91% of speed-of-light · H200`, or why there is no gain."""
+    where = device_short(result.device)
+    if not result.significant:
+        return f"no significant gain over the original · {where}"
+    sol = pct_of_sol(result)
+    return " · ".join([f"{result.speedup:.2f}× faster", *([f"{sol:.0f}% of speed-of-light"] if sol else []), where])
+
+
+def lens_title(result: TuneResult, stale: bool) -> str:
+    """The result lens of a kernel: what tuning found, or that the kernel changed since."""
+    if stale:
+        return f"⚠ stale result ({gain(result)}): the source changed since it was tuned · Autotune"
+    return f"⚡ {gain(result)} · Apply" if result.significant else gain(result)
+
+
+def result_message(result: TuneResult, stale: bool) -> str:
+    """The result diagnostic: speedup, best parameters and device."""
+    tuned = changes(result)
+    params = ", ".join(f"{k}={value_text(v)} (was {value_text(result.original[k])})" for k, v in tuned.items())
+    text = f"cutune: {gain(result)}" + (f" with {params}" if params and result.significant else "")
+    text += f" — {result.trials} configurations on {result.device}, {result.date[:10]}"
+    return ("stale: the source changed since this was tuned; autotune again. " + text) if stale else text
+
+
+def literal_message(literal: TunableLiteral, launch_slot: int | None) -> str:
+    """The hint on a hard-coded tunable literal; `launch_slot` says which `<<<...>>>` expression holds it."""
+    template = _LAUNCH_SLOTS[launch_slot] if launch_slot is not None else _LITERALS[literal.kind]
+    return f"{template.format(name=literal.name or '', value=literal.value)} — templatize to tune"
+
+
+def param_markdown(param: TunableParam, result: TuneResult | None, stale: bool) -> str:
+    """Hover text of a tunable parameter: candidates, the tuned value and its importance."""
+    lines = [f"**{param.name}** — {param.description}" if param.description else f"**{param.name}**", ""]
+    lines.append(f"candidates: {', '.join(_value(v, param.default) for v in param.values)}")
+    if result is not None and param.name in result.best:
+        note = " (stale: the source changed since)" if stale else ""
+        lines.append(f"tuned: **{value_text(result.best[param.name])}** on {result.device}{note}")
+    if result is not None and param.name in result.importances:
+        lines.append(f"importance: {result.importances[param.name]:.0%} of the time's variance")
+    return "\n\n".join(lines)
+
+
+def _value(value: Value, default: Value) -> str:
+    return f"{value_text(value)} (original)" if value == default else value_text(value)
+
+
+def result_markdown(result: TuneResult, stale: bool) -> str:
+    """A result as Markdown: the verdict, one row per problem size, importances."""
+    lines = [f"### {result.kernel} on {result.device} ({result.arch})", "", result_message(result, stale), ""]
+    lines += ["| size | original µs | tuned µs | speedup | % SOL |", "|---|--:|--:|--:|--:|"]
+    for s in result.sizes:
+        size = ", ".join(f"{k}={v}" for k, v in s.size.items())
+        sol = "–" if s.pct_of_sol is None else f"{s.pct_of_sol:.0f}%"
+        lines.append(f"| {size} | {s.original.median_us:.2f} | {s.tuned.median_us:.2f} | {s.speedup:.2f}× | {sol} |")
+    if result.importances:
+        lines += ["", "importance: " + ", ".join(f"{k} {v:.0%}" for k, v in result.importances.items())]
+    return "\n".join(lines)

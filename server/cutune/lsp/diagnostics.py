@@ -1,0 +1,104 @@
+"""Diagnostics of an analysed document: results, tunable literals, and what the user must fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsprotocol import types
+
+from cutune.cuda.model import LiteralKind, SourceModel, TunableLiteral
+from cutune.errors import SpecError
+from cutune.lsp import describe
+from cutune.lsp.analysis import Analysis, KernelView
+from cutune.lsp.convert import line_range, lsp_range, path_uri
+
+SOURCE = "cutune"
+TUNED = "tuned"
+STALE = "stale-result"
+LITERAL = "tunable-literal"
+SPEC_MISSING = "spec-missing"
+SPEC_INVALID = "spec-invalid"
+TEMPLATIZE_FAILED = "templatize-failed"
+PARSE_ERROR = "parse-error"
+MAX_PARSE_ISSUES = 10  # a badly broken file needs a few pointers, not hundreds
+
+
+def document_diagnostics(analysis: Analysis) -> list[types.Diagnostic]:
+    """The diagnostics of the `.cu` document itself."""
+    found = [
+        types.Diagnostic(range=lsp_range(issue.span), message=f"{issue.message}; cutune skips this region",
+                         severity=types.DiagnosticSeverity.Information, code=PARSE_ERROR, source=SOURCE)
+        for issue in analysis.model.issues[:MAX_PARSE_ISSUES]
+    ]
+    for view in analysis.kernels:
+        found += _kernel_diagnostics(analysis, view)
+    return found
+
+
+def spec_diagnostics(analysis: Analysis) -> list[types.Diagnostic]:
+    """The diagnostics of the document's spec file: its errors, at their lines."""
+    return [
+        _diagnostic(_spec_range(v.error), v.error.detail, types.DiagnosticSeverity.Warning, SPEC_INVALID,
+                    v.kernel.name)
+        for v in analysis.kernels
+        if isinstance(v.error, SpecError) and _is_file(v.error.path, analysis.spec_path)
+    ]
+
+
+def _kernel_diagnostics(analysis: Analysis, view: KernelView) -> list[types.Diagnostic]:
+    name = view.kernel.name
+    at = lsp_range(view.kernel.name_span)
+    found = []
+    if view.result is not None:
+        severity = types.DiagnosticSeverity.Information
+        found.append(_diagnostic(at, describe.result_message(view.result, view.stale), severity,
+                                 STALE if view.stale else TUNED, name))
+    if isinstance(view.error, SpecError):
+        found.append(_spec_problem(analysis, view.error, at, name))
+    elif view.error is not None:
+        found.append(_diagnostic(at, f"cannot templatize {name}: {view.error}", types.DiagnosticSeverity.Warning,
+                                 TEMPLATIZE_FAILED, name))
+    elif view.struct is not None and analysis.context(name).spec is None:
+        message = (f"no tuning spec for {name} in {analysis.spec_path.name}: draft one (quick fix), then check its "
+                   "sizes and argument shapes")
+        found.append(_diagnostic(at, message, types.DiagnosticSeverity.Warning, SPEC_MISSING, name))
+    if view.struct is None:
+        for lit in analysis.model.literals_of(name):
+            message = describe.literal_message(lit, _launch_slot(analysis.model, lit))
+            found.append(_diagnostic(lsp_range(lit.span), message, types.DiagnosticSeverity.Hint, LITERAL, name))
+    return found
+
+
+def _launch_slot(model: SourceModel, literal: TunableLiteral) -> int | None:
+    """Which `<<<grid, block, smem, stream>>>` expression a launch literal is written in, if any."""
+    if literal.kind is not LiteralKind.LAUNCH_DIM:
+        return None
+    for site in model.launches:
+        for slot, span in enumerate(site.config_spans):
+            if span.start_byte <= literal.span.start_byte < span.end_byte:
+                return slot
+    return None  # in a `dim3 block(...)` declared before the launch
+
+
+def _spec_problem(analysis: Analysis, error: SpecError, at: types.Range, kernel: str) -> types.Diagnostic:
+    """The warning on the kernel, pointing at the spec's line when the spec is the problem."""
+    diagnostic = _diagnostic(at, f"tuning spec: {error}", types.DiagnosticSeverity.Warning, SPEC_INVALID, kernel)
+    if error.path is not None and Path(error.path).exists():
+        location = types.Location(uri=path_uri(Path(error.path)), range=_spec_range(error))
+        diagnostic.related_information = [types.DiagnosticRelatedInformation(location=location, message=error.detail)]
+    return diagnostic
+
+
+def _spec_range(error: SpecError) -> types.Range:
+    return line_range(max(error.line - 1, 0) if error.line is not None else 0)  # SpecError lines count from 1
+
+
+def _is_file(path: str | None, expected: Path) -> bool:
+    return path is not None and Path(path).resolve() == expected.resolve()
+
+
+def _diagnostic(at: types.Range, message: str, severity: types.DiagnosticSeverity, code: str,
+                kernel: str) -> types.Diagnostic:
+    return types.Diagnostic(range=at, message=message, severity=severity, code=code, source=SOURCE,
+                            data={"kernel": kernel})
+

@@ -1,0 +1,63 @@
+"""The workspace edits cutune offers: templatize a kernel, draft its spec, apply a tuned configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lsprotocol import types
+
+from cutune.lsp.analysis import Analysis
+from cutune.lsp.convert import DocumentChange, append_to, document_edit, line_edits, new_file, path_uri
+from cutune.project import KernelContext, apply_to_source
+from cutune.template.spec import dump_kernel_spec
+from cutune.tune.result import TuneResult
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A workspace edit and what it does, for a code action or `workspace/applyEdit`."""
+
+    title: str
+    edit: types.WorkspaceEdit
+    flags: tuple[str, ...] = ()  # compile flags the applied configuration needs besides the source
+
+
+def spec_changes(ctx: KernelContext) -> list[DocumentChange]:
+    """Create the spec file with a drafted table for the kernel, or append the table; nothing if it has one."""
+    if ctx.spec is not None or ctx.spec_error is not None:
+        return []
+    text = dump_kernel_spec(ctx.drafted_spec())
+    uri = path_uri(ctx.spec_path)
+    if ctx.spec_path.exists():
+        return [append_to(uri, ctx.spec_path.read_text(encoding="utf-8"), text)]
+    return new_file(uri, text)
+
+
+def templatize_edit(analysis: Analysis, ctx: KernelContext) -> Edit | None:
+    """The rewrite as minimal line edits, with the drafted spec; None when there is nothing to do."""
+    changes: list[DocumentChange] = []
+    source = line_edits(analysis.model.text, ctx.template.source)
+    if source:
+        changes.append(document_edit(analysis.uri, analysis.version, source))
+    changes += spec_changes(ctx)
+    if not changes:
+        return None
+    params = ", ".join(p.name for p in ctx.template.space.params) or "no parameters"
+    return Edit(f"Templatize {ctx.kernel.name} ({params})", types.WorkspaceEdit(document_changes=changes))
+
+
+def draft_spec_edit(ctx: KernelContext) -> Edit | None:
+    """Only the drafted spec; None when the kernel has one (or a broken one the user must fix)."""
+    changes = spec_changes(ctx)
+    if not changes:
+        return None
+    return Edit(f"Draft a tuning spec for {ctx.kernel.name}", types.WorkspaceEdit(document_changes=changes))
+
+
+def apply_edit(analysis: Analysis, ctx: KernelContext, result: TuneResult) -> Edit:
+    """Write the tuned configuration into the source (templatizing the kernel too, if it is not yet)."""
+    applied = apply_to_source(ctx, result.best)
+    edits = line_edits(analysis.model.text, applied.text)
+    change = document_edit(analysis.uri, analysis.version, edits)
+    title = f"Apply tuned configuration of {ctx.kernel.name} ({result.speedup:.2f}× on {result.device})"
+    return Edit(title, types.WorkspaceEdit(document_changes=[change]), applied.flags)

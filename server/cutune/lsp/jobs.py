@@ -1,0 +1,182 @@
+"""Autotune jobs in the background: one at a time on the GPU, one per kernel, cancellable, reporting status."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cutune.errors import CutuneError, NoGpuError
+from cutune.gpu.backend import Backend
+from cutune.gpu.device import gpu_available
+from cutune.gpu.registry import create_backend
+from cutune.lsp import describe
+from cutune.lsp.settings import Settings
+from cutune.project import KernelContext, build_job, tune_options, workspace_dir
+from cutune.tune import Progress, ProgressFn, TuneResult, tune
+
+log = logging.getLogger(__name__)
+
+NO_GPU = "measured tuning needs a CUDA GPU; run `cutune check` for compile-only results"
+_REPORT_EVERY_S = 0.1  # progress notifications at most this often: replayed trials take microseconds
+
+Work = Callable[[ProgressFn, threading.Event], TuneResult]
+
+
+class JobState(enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """Where a job stands: the body of a `cutune/jobStatus` notification."""
+
+    uri: str
+    kernel: str
+    state: JobState
+    done: int = 0
+    budget: int = 0
+    best: float | None = None  # best speedup so far (original time / best time)
+    message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+
+    def to_json(self) -> dict[str, Any]:
+        """The notification's JSON."""
+        return {"uri": self.uri, "kernel": self.kernel, "state": self.state.value, "done": self.done,
+                "budget": self.budget, "best": self.best, "message": self.message}
+
+
+@dataclass
+class Job:
+    """One autotune job; `status` is replaced (never mutated) so that other threads read whole snapshots."""
+
+    id: str
+    status: JobStatus
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class JobRefused(CutuneError):
+    """A job for this kernel is already queued or running."""
+
+
+class Jobs:
+    """Runs jobs one after another in a worker thread; `notify` gets every status change, from that thread."""
+
+    def __init__(self, notify: Callable[[Job], None]) -> None:
+        self._notify = notify
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cutune-tune")
+        self._active: dict[tuple[str, str], Job] = {}
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+
+    def active(self, uri: str, kernel: str) -> Job | None:
+        """The queued or running job of a kernel."""
+        with self._lock:
+            return self._active.get((uri, kernel))
+
+    def reserve(self, uri: str, kernel: str, budget: int) -> Job:
+        """A queued job for a kernel; raises JobRefused when it has one already."""
+        with self._lock:
+            if (uri, kernel) in self._active:
+                raise JobRefused(f"{kernel} is already being tuned; cancel that job first")
+            job = Job(f"cutune-job-{next(self._ids)}", JobStatus(uri, kernel, JobState.QUEUED, budget=budget))
+            self._active[(uri, kernel)] = job
+        return job
+
+    def start(self, job: Job, prepare: Callable[[], Work]) -> None:
+        """Prepare and run the job in the worker thread (`prepare` may be slow: it opens backends)."""
+        self._executor.submit(self._run, job, prepare)
+
+    def cancel(self, uri: str, kernel: str) -> bool:
+        """Ask the kernel's job to stop after its current trial."""
+        job = self.active(uri, kernel)
+        if job is not None:
+            job.cancel.set()
+        return job is not None
+
+    def shutdown(self) -> None:
+        """Cancel every job and stop the worker."""
+        with self._lock:
+            jobs = list(self._active.values())
+        for job in jobs:
+            job.cancel.set()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self, job: Job, prepare: Callable[[], Work]) -> None:
+        self._update(job, state=JobState.RUNNING, message="preparing…")
+        last = 0.0
+
+        def progress(p: Progress) -> None:
+            nonlocal last
+            now = time.monotonic()
+            if now - last >= _REPORT_EVERY_S or p.done >= p.budget:
+                last = now
+                best = None if not p.best else 1.0 / p.best
+                self._update(job, done=p.done, budget=p.budget, best=best, message=_progress_message(p, best))
+
+        try:
+            result = prepare()(progress, job.cancel)
+            state = JobState.CANCELLED if job.cancel.is_set() else JobState.DONE
+            best = result.speedup if result.significant else 1.0
+            self._finish(job, state=state, best=best, message=describe.gain(result) if state is JobState.DONE
+                         else "cancelled: finished trials are kept, autotune again to resume")
+        except CutuneError as e:
+            self._finish(job, state=JobState.FAILED, message=str(e))
+        except Exception as e:  # a bug must not take the server down: report it and go on
+            log.exception("autotune of %s failed", job.status.kernel)
+            self._finish(job, state=JobState.FAILED, message=f"internal error: {type(e).__name__}: {e}")
+
+    def _update(self, job: Job, **changes: Any) -> None:
+        job.status = replace(job.status, **changes)
+        self._notify(job)
+
+    def _finish(self, job: Job, **changes: Any) -> None:
+        with self._lock:
+            self._active.pop((job.status.uri, job.status.kernel), None)
+        self._update(job, **changes)
+
+
+def _progress_message(p: Progress, best: float | None) -> str:
+    text = f"{p.done}/{p.budget} trials"
+    if p.failures:
+        text += f" · {p.failures} failed"
+    return text + (f" · best {best:.2f}×" if best else "")
+
+
+def tuning_work(ctx: KernelContext, settings: Settings) -> Work:
+    """What an autotune job runs: the core's `tune` with the backend the settings name."""
+    job = build_job(ctx)
+    options = tune_options(ctx, trials=settings.budget.trials, seconds=settings.budget.seconds,
+                           storage_url=settings.storage_url or None)
+    backend = _backend(settings, workspace_dir(ctx.path))
+
+    def work(progress: ProgressFn, cancel: threading.Event) -> TuneResult:
+        return tune(job, backend, options, progress=progress, cancel=cancel)
+    return work
+
+
+def _backend(settings: Settings, workspace: Path) -> Backend:
+    if settings.backend == "replay":
+        if not settings.replay_file:
+            raise CutuneError("the replay backend needs the `cutune.replayFile` setting (a recording)")
+        recording = workspace / settings.replay_file
+        if not recording.is_file():
+            raise CutuneError(f"no recording at {recording} (setting `cutune.replayFile`)")
+        return create_backend("replay", path=recording)
+    if not gpu_available():
+        raise NoGpuError(NO_GPU)
+    return create_backend("cupy")

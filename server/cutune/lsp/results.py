@@ -1,0 +1,45 @@
+"""Stored tuning results, read from `<workspace>/.cutune/results/` and re-read only when their file changes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from cutune.errors import CutuneError
+from cutune.project import STATE_DIR, workspace_dir
+from cutune.tune.result import TuneResult, read_result, result_path
+
+log = logging.getLogger(__name__)
+
+
+class ResultStore:
+    """A cache of result files by path and modification time; safe to use from several threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read: dict[Path, tuple[int, TuneResult | None]] = {}
+
+    def path(self, source: Path, kernel: str) -> Path:
+        """Where the result of `kernel` in `source` is stored."""
+        return result_path(workspace_dir(source) / STATE_DIR, str(source), kernel)
+
+    def get(self, source: Path, kernel: str) -> TuneResult | None:
+        """The stored result of a kernel, or None (unreadable files are logged and count as none)."""
+        path = self.path(source, kernel)
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            return None
+        with self._lock:
+            cached = self._read.get(path)
+        if cached is not None and cached[0] == mtime:
+            return cached[1]
+        try:
+            result: TuneResult | None = read_result(path)
+        except CutuneError as e:
+            log.warning("%s", e)
+            result = None
+        with self._lock:
+            self._read[path] = (mtime, result)
+        return result

@@ -1,0 +1,201 @@
+"""The cutune language server: LSP requests and notifications → the core, through small helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+import attrs
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from cutune import __version__
+from cutune.errors import CutuneError
+from cutune.lsp import describe, lenses
+from cutune.lsp.actions import KINDS, code_actions
+from cutune.lsp.edits import Edit, apply_edit, templatize_edit
+from cutune.lsp.hover import hover
+from cutune.lsp.session import Session
+
+log = logging.getLogger(__name__)
+
+JOB_STATUS = "cutune/jobStatus"
+
+
+@attrs.define
+class KernelArgs:
+    """The argument of every cutune command."""
+
+    uri: str
+    kernel: str = ""
+
+
+class CutuneServer(LanguageServer):
+    """A pygls server holding one Session (documents, analyses, jobs, settings)."""
+
+    def __init__(self) -> None:
+        super().__init__("cutune", __version__)
+        self.session = Session(self)
+
+    async def apply(self, edit: Edit) -> bool:
+        """Ask the editor to apply a workspace edit (one undoable step); True when it did."""
+        label = edit.title
+        try:
+            result = await self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit.edit, label=label))
+        except Exception as e:  # the client refused or failed the request: tell the user, keep serving
+            self.session.message(f"the editor did not apply the edit: {e}", types.MessageType.Warning)
+            return False
+        if result.applied and edit.flags:
+            self.session.message(f"also compile {edit.title.split(' (')[0]} with: {' '.join(edit.flags)}",
+                                 types.MessageType.Info)
+        return result.applied
+
+
+server = CutuneServer()
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: CutuneServer, params: types.InitializeParams) -> None:
+    """Read the settings sent as initialization options."""
+    ls.session.attach(asyncio.get_running_loop())
+    ls.session.configure(params.initialization_options)
+
+
+@server.feature(types.INITIALIZED)
+async def initialized(ls: CutuneServer, params: types.InitializedParams) -> None:
+    """Watch spec and result files, so that edits outside the editor show up."""
+    await ls.session.watch_files()
+
+
+@server.feature(types.SHUTDOWN)
+def shutdown(ls: CutuneServer, params: None) -> None:
+    """Cancel the autotune jobs: their finished trials are kept in the study."""
+    ls.session.jobs.shutdown()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(ls: CutuneServer, params: types.DidChangeConfigurationParams) -> None:
+    """Read the `cutune` section again."""
+    await ls.session.reload_settings(params.settings)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+def did_change_watched_files(ls: CutuneServer, params: types.DidChangeWatchedFilesParams) -> None:
+    """A spec or a stored result changed: analyse the open documents again."""
+    ls.session.refresh_all()
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: CutuneServer, params: types.DidOpenTextDocumentParams) -> None:
+    """Analyse a newly opened document in the background."""
+    ls.session.refresh(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: CutuneServer, params: types.DidChangeTextDocumentParams) -> None:
+    """Analyse again once typing pauses."""
+    ls.session.refresh(params.text_document.uri, delay=ls.session.CHANGE_DELAY_S)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: CutuneServer, params: types.DidSaveTextDocumentParams) -> None:
+    """Analyse again (the spec beside it may have changed too)."""
+    ls.session.refresh(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: CutuneServer, params: types.DidCloseTextDocumentParams) -> None:
+    """Forget the document and clear its diagnostics."""
+    ls.session.close(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    """Lenses above each kernel, from the analysis or, until it is ready, from a quick scan."""
+    uri = params.text_document.uri
+    return [lens for state in ls.session.lens_states(uri) for lens in lenses.kernel_lenses(uri, state)]
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+async def on_hover(ls: CutuneServer, params: types.HoverParams) -> types.Hover | None:
+    """Candidates, tuned value and importance of the tunable parameter under the cursor."""
+    analysis = await ls.session.analysis(params.text_document.uri)
+    if analysis is None:
+        return None
+    return await asyncio.to_thread(hover, analysis, params.position)
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=KINDS))
+async def code_action(ls: CutuneServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    """Templatize, draft the spec, apply the tuned configuration."""
+    analysis = await ls.session.analysis(params.text_document.uri)
+    if analysis is None:
+        return []
+    return await asyncio.to_thread(code_actions, analysis, params)
+
+
+@server.command(lenses.TEMPLATIZE)
+async def templatize(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+    """Rewrite the kernel with explicit parameters and draft its spec, as one workspace edit."""
+    try:
+        analysis, ctx = await ls.session.context(args.uri, args.kernel)
+        edit = await asyncio.to_thread(templatize_edit, analysis, ctx)
+    except CutuneError as e:
+        ls.session.message(f"cannot templatize {args.kernel}: {e}", types.MessageType.Warning)
+        return {"applied": False, "params": []}
+    params = [p.name for p in ctx.template.space.params]
+    if edit is None:
+        ls.session.message(f"{args.kernel} is templatized and has its spec already", types.MessageType.Info)
+        return {"applied": False, "params": params}
+    return {"applied": await ls.apply(edit), "params": params}
+
+
+@server.command(lenses.AUTOTUNE)
+async def autotune(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+    """Queue a background autotune job, with cancellable work-done progress."""
+    try:
+        job = await ls.session.start_job(args.uri, args.kernel)
+    except CutuneError as e:
+        ls.session.message(f"cannot autotune {args.kernel}: {e}", types.MessageType.Warning)
+        return {"job": None, "refused": str(e)}
+    return {"job": job.id}
+
+
+@server.command(lenses.APPLY)
+async def apply(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+    """Write the tuned configuration into the source, as one workspace edit."""
+    try:
+        analysis, ctx = await ls.session.context(args.uri, args.kernel)
+        result = ls.session.current_result(analysis, args.kernel)
+        edit = await asyncio.to_thread(apply_edit, analysis, ctx, result)
+    except CutuneError as e:
+        ls.session.message(f"cannot apply to {args.kernel}: {e}", types.MessageType.Warning)
+        return {"applied": False}
+    return {"applied": await ls.apply(edit)}
+
+
+@server.command(lenses.CANCEL)
+def cancel(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+    """Stop the kernel's autotune job after its current trial."""
+    return {"cancelled": ls.session.jobs.cancel(args.uri, args.kernel)}
+
+
+@server.command(lenses.SHOW_RESULTS)
+async def show_results(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+    """The stored results of a kernel (or of every kernel of the file) as Markdown."""
+    analysis = await ls.session.analysis(args.uri)
+    views = [v for v in analysis.kernels if v.result is not None and args.kernel in ("", v.kernel.name)] \
+        if analysis is not None else []
+    parts = [describe.result_markdown(v.result, v.stale) for v in views if v.result is not None]
+    return {"markdown": "\n\n".join(parts) or f"no stored results for {args.kernel or args.uri}"}
+
+
+def start(tcp: str | None) -> None:
+    """Serve LSP on stdio, or on `HOST:PORT` with `tcp`."""
+    logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    if tcp is None:
+        server.start_io()
+        return
+    host, _, port = tcp.rpartition(":")
+    server.start_tcp(host or "127.0.0.1", int(port))

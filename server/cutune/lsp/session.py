@@ -1,0 +1,264 @@
+"""The server's state: settings, analyses of open documents, stored results and autotune jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from cutune.agent.settings import api_key_from_env
+from cutune.errors import CutuneError
+from cutune.lsp.analysis import Analysis, analyze
+from cutune.lsp.convert import path_uri
+from cutune.lsp.diagnostics import document_diagnostics, spec_diagnostics
+from cutune.lsp.jobs import Job, Jobs, JobState, JobStatus, tuning_work
+from cutune.lsp.lenses import KernelLensState
+from cutune.lsp.results import ResultStore
+from cutune.lsp.scan import scan_kernels
+from cutune.lsp.settings import Settings, parse_settings
+from cutune.project import KernelContext
+from cutune.template.tuning import tuning_name
+from cutune.tune.result import TuneResult
+
+if TYPE_CHECKING:  # the server imports this module
+    from cutune.lsp.server import CutuneServer
+
+log = logging.getLogger(__name__)
+
+SOURCE_SUFFIXES = (".cu", ".cuh")
+WATCHED = ("**/*.tune.toml", "**/.cutune/results/*.json")
+
+
+class Session:
+    """Everything one server knows between requests."""
+
+    CHANGE_DELAY_S = 0.15  # analyse once typing pauses this long
+
+    def __init__(self, server: CutuneServer) -> None:
+        self.server = server
+        self.settings = Settings()
+        self.results = ResultStore()
+        self.jobs = Jobs(self._job_changed_in_thread)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._analyses: dict[str, Analysis] = {}
+        self._pending: dict[str, asyncio.Task[Analysis | None]] = {}
+        self._spec_uris: dict[str, str] = {}  # document → the spec file it published diagnostics to
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Remember the event loop, for notifications from the job thread."""
+        self._loop = loop
+
+    # settings
+
+    def configure(self, raw: object) -> None:
+        """Take new settings; invalid keys get a warning and their defaults."""
+        self.settings, invalid = parse_settings(raw)
+        logging.getLogger("cutune").setLevel(self.settings.log_level.upper())
+        if invalid:
+            self.message(f"invalid setting(s) {', '.join(invalid)}: using the defaults (see the cutune docs)",
+                         types.MessageType.Warning)
+        if self.settings.agent.kind == "openai" and api_key_from_env() is None:
+            self.message("agent.kind is `openai` but neither CUTUNE_LLM_API_KEY nor OPENAI_API_KEY is set in the "
+                         "server's environment; the built-in planner is used", types.MessageType.Warning)
+
+    async def reload_settings(self, pushed: Any) -> None:
+        """Pull the `cutune` section when the client can, else use what it pushed."""
+        workspace = self.server.client_capabilities.workspace
+        if workspace is not None and workspace.configuration:
+            try:
+                items = [types.ConfigurationItem(section="cutune")]
+                values = await self.server.workspace_configuration_async(types.ConfigurationParams(items=items))
+                self.configure(values[0] if values else None)
+                return
+            except Exception as e:  # the client failed the request: keep the current settings
+                log.warning("workspace/configuration failed: %s", e)
+                return
+        self.configure(pushed.get("cutune") if isinstance(pushed, dict) else None)
+
+    async def watch_files(self) -> None:
+        """Register file watchers for specs and results, where the client lets servers do so."""
+        workspace = self.server.client_capabilities.workspace
+        watched = workspace.did_change_watched_files if workspace is not None else None
+        if watched is None or not watched.dynamic_registration:
+            return
+        options = types.DidChangeWatchedFilesRegistrationOptions(
+            watchers=[types.FileSystemWatcher(glob_pattern=g) for g in WATCHED])
+        registration = types.Registration(id="cutune-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                                          register_options=options)
+        try:
+            await self.server.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+        except Exception as e:  # watching is a convenience: results still show on the next change
+            log.warning("cannot watch files: %s", e)
+
+    # messages
+
+    def message(self, text: str, kind: types.MessageType) -> None:
+        """A `window/showMessage` prefixed with `cutune: `."""
+        self.server.window_show_message(types.ShowMessageParams(type=kind, message=f"cutune: {text}"))
+
+    # documents and their analyses
+
+    def refresh(self, uri: str, delay: float = 0.0) -> None:
+        """Analyse a document again in the background, then publish its diagnostics and refresh lenses."""
+        if not uri.endswith(SOURCE_SUFFIXES):
+            return
+        pending = self._pending.get(uri)
+        if pending is not None and not pending.done():
+            pending.cancel()
+        self._pending[uri] = asyncio.ensure_future(self._analyse(uri, delay))
+
+    def refresh_all(self) -> None:
+        """Analyse every open CUDA document again."""
+        for uri in list(self.server.workspace.text_documents):
+            self.refresh(uri)
+
+    def close(self, uri: str) -> None:
+        """Forget a document; clear what it published."""
+        pending = self._pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        self._analyses.pop(uri, None)
+        for target in (uri, self._spec_uris.pop(uri, None)):
+            if target is not None:
+                self._publish(target, [])
+
+    async def analysis(self, uri: str) -> Analysis | None:
+        """The analysis of the document's current version (waiting for it if need be)."""
+        current = self._current(uri)
+        if current is not None:
+            return current
+        pending = self._pending.get(uri)
+        if pending is None or pending.done():
+            self.refresh(uri)
+            pending = self._pending.get(uri)
+        try:
+            return await asyncio.shield(pending) if pending is not None else None
+        except asyncio.CancelledError:  # a newer change replaced it: wait for that one
+            return await self.analysis(uri)
+
+    async def context(self, uri: str, kernel: str) -> tuple[Analysis, KernelContext]:
+        """A document's analysis and one kernel's context; raises CutuneError when there is none."""
+        analysis = await self.analysis(uri)
+        if analysis is None:
+            raise CutuneError(f"{uri} is not an open CUDA document")
+        return analysis, await asyncio.to_thread(analysis.context, kernel)
+
+    def current_result(self, analysis: Analysis, kernel: str) -> TuneResult:
+        """The kernel's stored result when it can be applied; raises CutuneError saying why not."""
+        view = analysis.view(kernel)
+        if view is None or view.result is None:
+            raise CutuneError("it has no stored result: autotune it first")
+        if view.stale:
+            raise CutuneError("its result is stale (the source changed since it was tuned): autotune it again")
+        if not view.result.significant:
+            raise CutuneError("tuning found no significant gain over the original: nothing to apply")
+        return view.result
+
+    def lens_states(self, uri: str) -> Iterator[KernelLensState]:
+        """What each kernel's lenses show: from the analysis, or from a quick scan while it runs."""
+        current = self._current(uri)
+        if current is not None:
+            for v in current.kernels:
+                yield KernelLensState(v.kernel.name, v.kernel.span.start.line, v.struct is not None, v.result,
+                                      v.stale, self.jobs.active(uri, v.kernel.name) is not None)
+            return
+        document = self.server.workspace.get_text_document(uri)
+        path = _path(uri)
+        for header in scan_kernels(document.source) if path is not None else ():
+            yield KernelLensState(header.name, header.line, tuning_name(header.name) in document.source,
+                                  self.results.get(path, header.name), False,
+                                  self.jobs.active(uri, header.name) is not None)
+
+    def _current(self, uri: str) -> Analysis | None:
+        analysis = self._analyses.get(uri)
+        document = self.server.workspace.text_documents.get(uri)
+        if analysis is None or (document is not None and document.version != analysis.version):
+            return None
+        return analysis
+
+    async def _analyse(self, uri: str, delay: float) -> Analysis | None:
+        if delay:
+            await asyncio.sleep(delay)
+        path = _path(uri)
+        if path is None:
+            return None
+        document = self.server.workspace.get_text_document(uri)
+        analysis = await asyncio.to_thread(analyze, uri, path, document.source, document.version, self.results)
+        self._analyses[uri] = analysis
+        self._publish(uri, document_diagnostics(analysis))
+        spec_uri = path_uri(analysis.spec_path)
+        self._spec_uris[uri] = spec_uri
+        self._publish(spec_uri, spec_diagnostics(analysis))
+        self.refresh_lenses()
+        return analysis
+
+    def _publish(self, uri: str, diagnostics: list[types.Diagnostic]) -> None:
+        self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
+
+    def refresh_lenses(self) -> None:
+        """Ask the editor to request lenses again, where it supports that."""
+        workspace = self.server.client_capabilities.workspace
+        if workspace is None or workspace.code_lens is None or not workspace.code_lens.refresh_support:
+            return
+        self.server.workspace_code_lens_refresh(None).add_done_callback(_ignore_failure)
+
+    # jobs
+
+    async def start_job(self, uri: str, kernel: str) -> Job:
+        """Queue an autotune job; raises CutuneError when the kernel cannot be tuned now."""
+        analysis, ctx = await self.context(uri, kernel)
+        job = self.jobs.reserve(uri, kernel, self.settings.budget.trials)
+        await self._begin_progress(job)
+        settings = self.settings
+        self.jobs.start(job, lambda: tuning_work(ctx, settings))
+        self.refresh_lenses()
+        return job
+
+    async def _begin_progress(self, job: Job) -> None:
+        window = self.server.client_capabilities.window
+        if window is None or not window.work_done_progress:
+            return
+        progress = self.server.work_done_progress
+        try:
+            await progress.create_async(job.id)
+        except Exception as e:  # no progress UI: the job runs all the same
+            log.warning("cannot create work-done progress: %s", e)
+            return
+        progress.tokens[job.id].add_done_callback(lambda _: job.cancel.set())  # cancelled from the editor
+        title = f"Autotune {job.status.kernel}"
+        progress.begin(job.id, types.WorkDoneProgressBegin(title=title, cancellable=True, message="queued", percentage=0))
+
+    def _job_changed_in_thread(self, job: Job) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._job_changed, job, job.status)
+
+    def _job_changed(self, job: Job, status: JobStatus) -> None:
+        self.server.protocol.notify("cutune/jobStatus", status.to_json())
+        progress = self.server.work_done_progress
+        if job.id in progress.tokens:
+            if status.finished:
+                progress.tokens.pop(job.id)
+                progress.end(job.id, types.WorkDoneProgressEnd(message=status.message))
+            else:
+                percentage = int(100 * status.done / status.budget) if status.budget else None
+                progress.report(job.id, types.WorkDoneProgressReport(message=status.message, percentage=percentage))
+        if status.finished:
+            if status.uri in self.server.workspace.text_documents:
+                self.refresh(status.uri)
+            if status.state is JobState.FAILED:
+                self.message(f"autotune of {status.kernel} failed: {status.message}", types.MessageType.Warning)
+
+
+def _path(uri: str) -> Path | None:
+    path = to_fs_path(uri)
+    return Path(path) if path is not None else None
+
+
+def _ignore_failure(future: asyncio.Future[Any] | Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.debug("the client failed a refresh request: %s", future.exception())

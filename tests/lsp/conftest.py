@@ -1,0 +1,45 @@
+"""The language server under test: a real `cutune serve` subprocess, driven through an Editor."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from pygls.protocol import default_converter
+from pytest_lsp import ClientServerConfig, LanguageClient
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+
+from cutune.gpu.registry import create_backend
+from cutune.project import build_job, open_kernel, tune_options
+from cutune.tune import tune
+from tests.lsp.editor import METHODS, copy_workspace
+from tests.lsp.synthetic import write_recording
+
+
+def _client() -> LanguageClient:
+    client = LanguageClient(converter_factory=default_converter)
+    register_lsp_features(client, {m: f for m, f in DEFAULT_CLIENT_FEATURES.items() if m not in METHODS})
+    return client
+
+
+SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "cutune", "serve"], client_factory=_client)
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:
+    """A client connected to a fresh server; the test initializes it (through an Editor)."""
+    yield lsp_client
+    await lsp_client.shutdown_session()
+
+
+@pytest.fixture
+def tuned(tmp_path: Path) -> Path:
+    """The autotune workspace with `scale_kernel` tuned in-process on its synthetic recording."""
+    root = copy_workspace("autotune", tmp_path)
+    recording = write_recording(root / "scale.cu", "scale_kernel", root / "scale.recording.jsonl")
+    ctx = open_kernel(root / "scale.cu", "scale_kernel")
+    tune(build_job(ctx), create_backend("replay", path=recording), tune_options(ctx, trials=20, seconds=60))
+    return root

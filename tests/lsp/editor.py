@@ -1,0 +1,181 @@
+"""A scripted editor for the language-server tests: opens documents, applies edits, collects notifications."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.workspace import TextDocument
+from pytest_lsp import LanguageClient, client_capabilities
+
+DATA = Path(__file__).parent.parent / "data" / "lsp"
+LANGUAGE = "cuda-cpp"
+TIMEOUT_S = 20.0
+METHODS = (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "cutune/jobStatus", types.WORKSPACE_CODE_LENS_REFRESH,
+           types.CLIENT_REGISTER_CAPABILITY, types.WORKSPACE_APPLY_EDIT)  # handled by the Editor, not pytest-lsp
+
+
+def copy_workspace(feature: str, tmp_path: Path) -> Path:
+    """A fresh workspace with the fixture files of `feature` (and `.cutune/`, which marks its root)."""
+    root = tmp_path / "workspace"
+    shutil.copytree(DATA / feature, root)
+    (root / ".cutune").mkdir(exist_ok=True)
+    return root
+
+
+class Editor:
+    """Drives the server like an editor would: one client, one workspace folder."""
+
+    def __init__(self, client: LanguageClient, root: Path) -> None:
+        self.client = client
+        self.root = root
+        self.documents: dict[str, TextDocument] = {}
+        self.published: dict[str, list[list[types.Diagnostic]]] = {}
+        self.statuses: list[dict[str, Any]] = []
+        self.applied: list[types.ApplyWorkspaceEditParams] = []
+        self.accept_edits = True
+        self.lens_refreshes = 0
+        self.registrations: list[types.Registration] = []
+        self._register()
+
+    async def start(self, settings: Any = None, capabilities: types.ClientCapabilities | None = None) -> None:
+        """Initialize the server with the workspace and `settings` as initialization options."""
+        await self.client.initialize_session(types.InitializeParams(
+            capabilities=capabilities or client_capabilities("visual-studio-code"),
+            root_uri=self.root.as_uri(),
+            workspace_folders=[types.WorkspaceFolder(uri=self.root.as_uri(), name="workspace")],
+            initialization_options=settings,
+        ))
+
+    def uri(self, name: str) -> str:
+        """The URI of a workspace file."""
+        return (self.root / name).resolve().as_uri()
+
+    def open(self, name: str, text: str | None = None) -> str:
+        """Open a workspace file (its text on disk unless given), version 1."""
+        uri = self.uri(name)
+        text = (self.root / name).read_text(encoding="utf-8") if text is None else text
+        self.documents[uri] = TextDocument(uri, text, version=1)
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id=LANGUAGE, version=1, text=text)))
+        return uri
+
+    def change(self, uri: str, text: str) -> None:
+        """Replace an open document's text (a new version)."""
+        doc = self.documents[uri]
+        version = (doc.version or 0) + 1
+        self.documents[uri] = TextDocument(uri, text, version=version)
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+
+    def text(self, uri: str) -> str:
+        """An open document's current text."""
+        return self.documents[uri].source
+
+    async def diagnostics(self, uri: str, since: int = 0) -> list[types.Diagnostic]:
+        """The diagnostics published for `uri` after the first `since` publications (waiting for them)."""
+        await self.wait(lambda: len(self.published.get(uri, [])) > since)
+        return self.published[uri][-1]
+
+    def publications(self, uri: str) -> int:
+        """How many times diagnostics were published for `uri`."""
+        return len(self.published.get(uri, []))
+
+    async def lenses(self, uri: str) -> list[types.CodeLens]:
+        """The code lenses of a document."""
+        params = types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        return list(await self.client.text_document_code_lens_async(params) or [])
+
+    async def command(self, command: str, uri: str, kernel: str) -> Any:
+        """Run a cutune command with its `{uri, kernel}` argument."""
+        params = types.ExecuteCommandParams(command=command, arguments=[{"uri": uri, "kernel": kernel}])
+        return await self.client.workspace_execute_command_async(params)
+
+    async def actions(self, uri: str, line: int, diagnostics: list[types.Diagnostic] | None = None,
+                      only: list[str] | None = None) -> list[types.CodeAction]:
+        """The code actions at a line."""
+        at = types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0))
+        context = types.CodeActionContext(diagnostics=diagnostics or [], only=only)
+        params = types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri=uri), range=at, context=context)
+        result = await self.client.text_document_code_action_async(params)
+        return [a for a in result or [] if isinstance(a, types.CodeAction)]
+
+    async def hover(self, uri: str, line: int, character: int) -> types.Hover | None:
+        """Hover at a position."""
+        params = types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri),
+                                   position=types.Position(line=line, character=character))
+        return await self.client.text_document_hover_async(params)
+
+    async def wait(self, condition: Callable[[], bool]) -> None:
+        """Wait until `condition` holds (polling), or fail after a while."""
+        async with asyncio.timeout(TIMEOUT_S):
+            while not condition():
+                await asyncio.sleep(0.01)
+
+    def finished(self, kernel: str) -> dict[str, Any] | None:
+        """The last final job status of a kernel, if any."""
+        done = [s for s in self.statuses if s["kernel"] == kernel and s["state"] in ("done", "failed", "cancelled")]
+        return done[-1] if done else None
+
+    def apply_edit(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        """Apply a workspace edit like an editor: files created, open buffers edited (and saved to disk)."""
+        self.applied.append(params)
+        if not self.accept_edits:
+            return types.ApplyWorkspaceEditResult(applied=False, failure_reason="declined by the test")
+        for change in params.edit.document_changes or []:
+            if isinstance(change, types.CreateFile):
+                path = _path(change.uri)
+                if not path.exists():
+                    path.write_text("", encoding="utf-8")
+            elif isinstance(change, types.TextDocumentEdit):
+                if not self._edit(change):
+                    return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version mismatch")
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    def _edit(self, change: types.TextDocumentEdit) -> bool:
+        uri = change.text_document.uri
+        open_doc = self.documents.get(uri)
+        if open_doc is not None and change.text_document.version not in (None, open_doc.version):
+            return False
+        doc = TextDocument(uri, open_doc.source if open_doc else _path(uri).read_text(encoding="utf-8"))
+        for edit in sorted(change.edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+            assert isinstance(edit, types.TextEdit)
+            doc.apply_change(types.TextDocumentContentChangePartial(range=edit.range, text=edit.new_text))
+        _path(uri).write_text(doc.source, encoding="utf-8")
+        if open_doc is not None:
+            self.change(uri, doc.source)
+        return True
+
+    def _register(self) -> None:
+        """Handle what the server sends an editor (the methods in METHODS)."""
+        def publish(params: types.PublishDiagnosticsParams) -> None:
+            self.published.setdefault(params.uri, []).append(list(params.diagnostics))
+
+        def status(params: Any) -> None:
+            self.statuses.append(params if isinstance(params, dict) else vars(params))
+
+        def refresh(params: None) -> None:
+            self.lens_refreshes += 1
+
+        def register(params: types.RegistrationParams) -> None:
+            self.registrations += params.registrations
+
+        def apply(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+            return self.apply_edit(params)
+
+        handlers = dict(zip(METHODS, (publish, status, refresh, register, apply), strict=True))
+        for method, handler in handlers.items():
+            self.client.feature(method)(handler)
+
+
+def _path(uri: str) -> Path:
+    from pygls.uris import to_fs_path
+
+    path = to_fs_path(uri)
+    assert path is not None
+    return Path(path)
