@@ -35,10 +35,7 @@ PREFETCH = 4
 def some_configs(space: Space, limit: int) -> list[Config]:
     """The default, then up to `limit - 1` others of the whole grid (constraints are left to the backend)."""
     names = [p.name for p in space.params]
-    grid = [
-        Config.of(dict(zip(names, v, strict=True)))
-        for v in itertools.product(*(p.values for p in space.params))
-    ]
+    grid = [Config.of(dict(zip(names, v, strict=True))) for v in itertools.product(*(p.values for p in space.params))]
     default = space.default()
     others = [c for c in grid if c != default]
     return [default, *random.Random(0).sample(others, min(limit - 1, len(others)))]

@@ -134,9 +134,10 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
     await step(t, async () => {
       await workbench.clearNotifications();
       workbench.writeSettings({ "cutune.interpreter": pythons.crashing });
-      const message = workbench.notification(/cutune server/);
+      const message = workbench.notification("The cutune server stopped unexpectedly");
       await message.waitFor({ timeout: UI_TIMEOUT_MS });
-      assert.match(await message.innerText(), /simulated crash of the end-to-end test/);
+      assert.match(await message.innerText(), /\(exit code 3\): simulated crash of the end-to-end test/);
+      assert.equal(await workbench.page.locator(".notifications-toasts .notification-toast").count(), 1);
       await message.getByRole("button", { name: "Restart Server" }).waitFor();
       await workbench.statusItem("cutune: stopped").waitFor();
       await message.getByRole("button", { name: "Open Log" }).click();

@@ -3,7 +3,7 @@
 // in `close()`, and on process exit as a last resort.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 
 import { chromium, type BrowserContext, type Locator, type Page } from "playwright-core";
@@ -79,9 +79,8 @@ export class Workbench {
   writeSettings(settings: Record<string, unknown>): void {
     const file = path.join(this.dirs.userData, "User", "settings.json");
     mkdirSync(path.dirname(file), { recursive: true });
-    // Atomically: the file watcher must never see a half-written (empty) file.
-    writeFileSync(`${file}.new`, JSON.stringify({ ...QUIET_SETTINGS, ...settings }, null, 2));
-    renameSync(`${file}.new`, file);
+    // In place, not by renaming a new file over it: the watcher follows the file it watches.
+    writeFileSync(file, JSON.stringify({ ...QUIET_SETTINGS, ...settings }, null, 2));
   }
 
   installExtension(vsix: string): void {

@@ -75,18 +75,14 @@ def kernels(file: FileArg) -> None:
 def templatize(
     file: FileArg,
     kernel: KernelOpt,
-    write: Annotated[
-        bool, typer.Option("--write", "-w", help="Rewrite the file and create its spec.")
-    ] = False,
+    write: Annotated[bool, typer.Option("--write", "-w", help="Rewrite the file and create its spec.")] = False,
     recipes: Annotated[str | None, typer.Option(help="Comma-separated recipe names (default: all).")] = None,
 ) -> None:
     """Make a kernel's hidden choices explicit parameters; print (or write) the rewrite and a drafted spec."""
     from cutune.project import templatize_file
 
     try:
-        res = templatize_file(
-            file, kernel, write=write, recipes=tuple(recipes.split(",")) if recipes else None
-        )
+        res = templatize_file(file, kernel, write=write, recipes=tuple(recipes.split(",")) if recipes else None)
     except CutuneError as e:
         _fail(e)
     if res.diff:
@@ -159,21 +155,21 @@ def tune(
     trials: Annotated[int, typer.Option(help="Trial budget.")] = 200,
     seconds: Annotated[float, typer.Option(help="Time budget for the search, in seconds.")] = 600.0,
     sampler: Annotated[str, typer.Option(help="auto, grid, tpe or random.")] = "auto",
-    storage: Annotated[
-        str | None, typer.Option(help="Optuna storage URL (default: SQLite in .cutune/).")
-    ] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: SQLite in .cutune/).")] = None,
     backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
     replay: Annotated[Path | None, typer.Option(help="Recording for --backend replay.")] = None,
     record: Annotated[Path | None, typer.Option(help="Append every measurement to this recording.")] = None,
     warm_l2: Annotated[bool, typer.Option("--warm-l2", help="Keep the L2 cache warm between reps.")] = False,
     arch: Annotated[str, typer.Option(help="Target for the compile-only fallback without a GPU.")] = "sm_90",
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")
-    ] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")] = None,
 ) -> None:
     """Templatize, measure the original, search the space on the GPU, and report the speedup."""
+    import optuna
+
     from cutune.gpu.backend import TimingOptions
     from cutune.gpu.device import gpu_available
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress bar says what matters
     from cutune.gpu.registry import create_backend
     from cutune.project import build_job, open_kernel, tune_options
     from cutune.tune.report import render_result
@@ -227,9 +223,7 @@ def _tune_with_progress(job: Job, meter: Backend, options: TuneOptions, budget: 
 
         def on_progress(p: SearchProgress) -> None:
             best = f"best {1 / p.best:.2f}× ({p.best_config})" if p.best else "best: original"
-            bar.update(
-                task, completed=p.done, total=p.budget, description=f"trials · {p.failures} failed · {best}"
-            )
+            bar.update(task, completed=p.done, total=p.budget, description=f"trials · {p.failures} failed · {best}")
 
         def work() -> None:
             try:
@@ -252,9 +246,7 @@ def _tune_with_progress(job: Job, meter: Backend, options: TuneOptions, budget: 
 
 @app.command()
 def serve(
-    tcp: Annotated[
-        str | None, typer.Option(help="HOST:PORT to listen on instead of stdio (debugging).")
-    ] = None,
+    tcp: Annotated[str | None, typer.Option(help="HOST:PORT to listen on instead of stdio (debugging).")] = None,
 ) -> None:
     """Start the language server (stdio by default)."""
     from cutune.lsp.server import start

@@ -35,11 +35,21 @@ async def client(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:
     await lsp_client.shutdown_session()
 
 
+REPLAY = {"backend": "replay", "replayFile": "scale.recording.jsonl", "budget": {"trials": 30, "seconds": 60}}
+
+
 @pytest.fixture
-def tuned(tmp_path: Path) -> Path:
-    """The autotune workspace with `scale_kernel` tuned in-process on its synthetic recording."""
+def recorded(tmp_path: Path) -> Path:
+    """The autotune workspace with a synthetic recording of every configuration of `scale_kernel`."""
     root = copy_workspace("autotune", tmp_path)
-    recording = write_recording(root / "scale.cu", "scale_kernel", root / "scale.recording.jsonl")
-    ctx = open_kernel(root / "scale.cu", "scale_kernel")
-    tune(build_job(ctx), create_backend("replay", path=recording), tune_options(ctx, trials=20, seconds=60))
+    write_recording(root / "scale.cu", "scale_kernel", root / REPLAY["replayFile"])
     return root
+
+
+@pytest.fixture
+def tuned(recorded: Path) -> Path:
+    """The recorded workspace with `scale_kernel` tuned in-process (its result stored in `.cutune/`)."""
+    ctx = open_kernel(recorded / "scale.cu", "scale_kernel")
+    backend = create_backend("replay", path=recorded / REPLAY["replayFile"])
+    tune(build_job(ctx), backend, tune_options(ctx, trials=20, seconds=60))
+    return recorded

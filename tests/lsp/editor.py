@@ -157,7 +157,7 @@ class Editor:
             self.published.setdefault(params.uri, []).append(list(params.diagnostics))
 
         def status(params: Any) -> None:
-            self.statuses.append(params if isinstance(params, dict) else vars(params))
+            self.statuses.append(params if isinstance(params, dict) else params._asdict())
 
         def refresh(params: None) -> None:
             self.lens_refreshes += 1

@@ -7,7 +7,7 @@ from pathlib import Path
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.editor import Editor, copy_workspace
+from tests.lsp.editor import DATA, Editor, copy_workspace
 
 
 def _document_edits(action: types.CodeAction) -> list[types.TextDocumentEdit | types.CreateFile]:
@@ -38,7 +38,8 @@ async def test_templatize_is_a_line_based_rewrite_that_creates_the_spec(client: 
 
 async def test_templatize_only_rewrites_when_the_spec_exists(client: LanguageClient, tmp_path: Path) -> None:
     root = copy_workspace("lenses", tmp_path)
-    (root / "scale.tune.toml").write_text("[kernel.other]\n")
+    other = (DATA / "autotune" / "scale.tune.toml").read_text().replace("scale_kernel", "other_kernel")
+    (root / "scale.tune.toml").write_text(other)
     editor = Editor(client, root)
     await editor.start()
     uri = editor.open("scale.cu")
@@ -48,7 +49,7 @@ async def test_templatize_only_rewrites_when_the_spec_exists(client: LanguageCli
     assert [type(c) for c in changes] == [types.TextDocumentEdit, types.TextDocumentEdit]  # no CreateFile
     appended = changes[1]
     assert isinstance(appended, types.TextDocumentEdit)
-    assert appended.edits[0].range.start == types.Position(line=1, character=0)
+    assert appended.edits[0].range.start == types.Position(line=other.count("\n"), character=0)
     assert appended.edits[0].new_text.startswith("\n[kernel.scale_kernel]\n")
 
 
@@ -58,7 +59,7 @@ async def test_hints_offer_templatize_as_their_quick_fix(client: LanguageClient,
     uri = editor.open("scale.cu")
     hint = [d for d in await editor.diagnostics(uri) if d.range.start.line == 16][0]
     fixes = await editor.actions(uri, 16, diagnostics=[hint], only=["quickfix"])
-    assert [(f.title.split(" (")[0], f.diagnostics, f.is_preferred) for f in fixes] == [
+    assert [(f.title.split(" (")[0], list(f.diagnostics or []), f.is_preferred) for f in fixes] == [
         ("Templatize scale_kernel", [hint], True)]
 
 

@@ -81,6 +81,15 @@ def test_templatize_extends_an_existing_struct() -> None:
     assert full.source == templatize(model, kernel).source
 
 
+def test_refusals_point_at_lines_of_the_original_file() -> None:
+    model, kernel = load("row_reduce")
+    t = templatize(model, kernel)  # block_threads inserts the struct before items_per_thread looks
+    assert t.applied[0] == "block_threads"
+    reason = next(r.reason for r in t.refused if r.recipe == "items_per_thread")
+    assert "(the loop at line 13 steps by blockDim.x)" in reason
+    assert model.text.splitlines()[12].lstrip().startswith("for (int j = threadIdx.x;")
+
+
 # -- with nvcc -------------------------------------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ export const DOCUMENT_SELECTOR = [
 ];
 
 const STOP_TIMEOUT_MS = 5_000;
+const EXIT_WAIT_MS = 2_000;
 const STDERR_TAIL_LINES = 20;
 
 export interface ServerEvents {
@@ -50,6 +51,8 @@ export class CutuneServer {
   private process: ChildProcess | undefined;
   private stderrTail: string[] = [];
   private stopping = false;
+  /** Set once the current start's failure or crash has been reported, so that it is reported once. */
+  private reported = false;
   private queue: Promise<void> = Promise.resolve();
   private interpreterSource: string | undefined;
 
@@ -116,7 +119,8 @@ export class CutuneServer {
     const { command, args } = serverCommand(executable, settings.serverArgs);
     logInfo(`Starting the server (Python from ${source}): ${command} ${args.map((a) => JSON.stringify(a)).join(" ")}`);
 
-    const client = new LanguageClient(
+    this.reported = false;
+    const client = new QuietLanguageClient(
       "cutune",
       "cutune",
       () => Promise.resolve(this.spawnServer(command, args, folder?.uri.fsPath)),
@@ -135,7 +139,8 @@ export class CutuneServer {
       logInfo("The server is running.");
     } catch (error) {
       logError("The server failed to start", error);
-      this.reportCrash(`The cutune server failed to start: ${errorText(error)}`);
+      const exited = await this.processExited(EXIT_WAIT_MS);
+      this.reportCrash(exited ? this.crashReason() : `The cutune server failed to start: ${errorText(error)}`);
     }
   }
 
@@ -188,15 +193,17 @@ export class CutuneServer {
       initializationOptions: () => this.serverSettings(),
       errorHandler: {
         error: () => ({ action: ErrorAction.Continue, handled: true }),
-        closed: () => {
-          if (!this.stopping) {
-            const exit = this.process?.exitCode;
-            const last = this.stderrTail[this.stderrTail.length - 1];
-            const reason = `The cutune server stopped unexpectedly${exit === null || exit === undefined ? "" : ` (exit code ${exit})`}${last === undefined ? "." : `: ${last}`}`;
-            this.reportCrash(reason);
+        closed: async () => {
+          if (!this.stopping && this.client?.isRunning() === true) {
+            await this.processExited(EXIT_WAIT_MS);
+            this.reportCrash(this.crashReason());
           }
           return { action: CloseAction.DoNotRestart, handled: true };
         },
+      },
+      initializationFailedHandler: (error) => {
+        logError("The server failed to initialize", error);
+        return false;
       },
       middleware: this.middleware(),
     };
@@ -246,7 +253,36 @@ export class CutuneServer {
     });
   }
 
+  /** Waits until the server process has exited (true) or the time is up (false). */
+  private processExited(timeoutMs: number): Promise<boolean> {
+    const child = this.process;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) {
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        resolve(false);
+      }, timeoutMs);
+      child.once("exit", () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+
+  private crashReason(): string {
+    const child = this.process;
+    const how = child?.signalCode ?? (child?.exitCode === null || child === undefined ? undefined : `exit code ${child.exitCode}`);
+    const last = this.stderrTail[this.stderrTail.length - 1];
+    return `The cutune server stopped unexpectedly${how === undefined ? "" : ` (${how})`}${last === undefined ? "." : `: ${last}`}`;
+  }
+
   private reportCrash(reason: string): void {
+    if (this.reported) {
+      return;
+    }
+    this.reported = true;
+    logError(reason);
     this.events.onState({ kind: "crashed", reason });
     void vscodeapi.showError(reason, RESTART, OPEN_LOG).then((choice) => {
       if (choice === RESTART) {
@@ -255,6 +291,13 @@ export class CutuneServer {
         showLog();
       }
     });
+  }
+}
+
+/** The extension reports start failures and crashes itself, once, with the server's last words and actions. */
+class QuietLanguageClient extends LanguageClient {
+  override error(message: string, data?: unknown, showNotification?: boolean | "force"): void {
+    super.error(message, data, showNotification === "force" ? false : showNotification);
   }
 }
 

@@ -95,6 +95,7 @@ class Jobs:
                 raise JobRefused(f"{kernel} is already being tuned; cancel that job first")
             job = Job(f"cutune-job-{next(self._ids)}", JobStatus(uri, kernel, JobState.QUEUED, budget=budget))
             self._active[(uri, kernel)] = job
+        self._notify(job)
         return job
 
     def start(self, job: Job, prepare: Callable[[], Work]) -> None:
@@ -122,11 +123,11 @@ class Jobs:
 
         def progress(p: Progress) -> None:
             nonlocal last
-            now = time.monotonic()
-            if now - last >= _REPORT_EVERY_S or p.done >= p.budget:
-                last = now
-                best = None if not p.best else 1.0 / p.best
-                self._update(job, done=p.done, budget=p.budget, best=best, message=_progress_message(p, best))
+            best = None if not p.best else 1.0 / p.best
+            job.status = replace(job.status, done=p.done, budget=p.budget, best=best, message=_progress_message(p, best))
+            if time.monotonic() - last >= _REPORT_EVERY_S:
+                last = time.monotonic()
+                self._notify(job)
 
         try:
             result = prepare()(progress, job.cancel)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Sequence
 
 from cutune.cuda.model import SourceModel
@@ -10,6 +12,8 @@ from cutune.errors import CutuneError, RecipeRefused
 from cutune.template.model import Refusal, Space, Template
 from cutune.template.recipes import RECIPES, Recipe
 from cutune.template.recipes.base import Draft
+
+_LINE = re.compile(r"\bline (\d+)\b")
 
 
 def templatize(model: SourceModel, kernel: str, *, recipes: Sequence[str] | None = None) -> Template:
@@ -24,18 +28,33 @@ def templatize(model: SourceModel, kernel: str, *, recipes: Sequence[str] | None
         if current.text != draft.text:
             current = parse_source(draft.text, model.path)
         try:
-            draft = recipe.apply(current, current.kernel(kernel), draft)
+            result = recipe.apply(current, current.kernel(kernel), draft)
         except RecipeRefused as e:
-            refused.append(Refusal(e.recipe, e.reason))
+            refused.append(_in_original(Refusal(e.recipe, e.reason), current.text, model.text))
             continue
+        refused += [_in_original(r, current.text, model.text) for r in result.refusals[len(draft.refusals) :]]
         applied.append(recipe.name)
+        draft = result
     return Template(
         kernel=kernel,
         source=draft.text,
         space=Space(draft.params, draft.constraints),
         applied=tuple(applied),
-        refused=tuple(refused) + draft.refusals,
+        refused=tuple(refused),
     )
+
+
+def _in_original(refusal: Refusal, seen: str, original: str) -> Refusal:
+    """A refusal whose `line N` references, written against the rewritten text a recipe saw, point into
+    the original file instead (where the editor shows them)."""
+    if seen == original:
+        return refusal
+    lines: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(None, seen.splitlines(), original.splitlines(), autojunk=False)
+    for block in matcher.get_matching_blocks():
+        lines.update({block.a + i + 1: block.b + i + 1 for i in range(block.size)})
+    reason = _LINE.sub(lambda m: f"line {lines.get(int(m.group(1)), int(m.group(1)))}", refusal.reason)
+    return Refusal(refusal.recipe, reason)
 
 
 def _chosen(names: Sequence[str] | None) -> list[Recipe]:

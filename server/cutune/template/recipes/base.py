@@ -55,13 +55,15 @@ class Draft:
         refusals: tuple[Refusal, ...] = (),
         block_threads: str | None = None,
     ) -> Draft:
-        """A draft with parameters added (replacing same-named ones), constraints and refusals appended."""
-        names = {p.name for p in params}
+        """A draft with parameters added (a same-named one is replaced in place), constraints and refusals
+        appended."""
+        new = {p.name: p for p in params}
+        kept = tuple(new.pop(p.name, p) for p in self.params)
         return dataclasses.replace(
             self,
             block_threads=block_threads or self.block_threads,
             text=self.text if text is None else text,
-            params=tuple(p for p in self.params if p.name not in names) + params,
+            params=kept + tuple(new.values()),
             constraints=self.constraints + tuple(c for c in constraints if c not in self.constraints),
             refusals=self.refusals + refusals,
         )
@@ -222,25 +224,18 @@ class KernelRewrite:
             if src.kernel.extern_c:
                 raise RecipeRefused(self.recipe, 'an extern "C" kernel cannot take template parameters')
             if src.kernel.template_span is not None:
-                self.insert(
-                    src.kernel.template_span.end_byte - 1,
-                    self._wrapped(src.kernel.template_span.end_byte - 1),
-                )
+                opening, close = src.kernel.template_span.start_byte, src.kernel.template_span.end_byte - 1
+                self.insert(close, self._wrapped(opening, close))
             else:
                 at = src.kernel.span.start_byte
                 self.insert(at, f"template <{', '.join(self._template_params)}>\n{_indent_of(src.data, at)}")
         return apply_edits(src.model.text, self._edits.edits)
 
-    def _wrapped(self, close: int) -> str:
-        """`, NEW, ...` to insert before the `>` at byte `close`, breaking lines past the width limit."""
+    def _wrapped(self, opening: int, close: int) -> str:
+        """`, NEW, ...` to insert before the `>` of `<...>` at [opening, close], wrapping past the width."""
         data = self.src.data
         line_start = data.rfind(b"\n", 0, close) + 1
-        opening = (
-            data.find(b"<", self.src.kernel.template_span.start_byte)
-            if self.src.kernel.template_span
-            else close
-        )
-        pad = " " * (len(data[data.rfind(b"\n", 0, opening) + 1 : opening + 1].decode()))
+        pad = " " * len(data[data.rfind(b"\n", 0, opening) + 1 : opening + 1].decode())
         width = len(data[line_start:close].decode()) + 1  # with the closing `>`
         out = ""
         for p in self._template_params:

@@ -111,9 +111,13 @@ def _shared_mem(launch: LaunchSite | None, known: set[str]) -> str:
     return text or f"{TODO}: the launch writes `{launch.shared_mem.strip()}` bytes of shared memory"
 
 
+_TUNING_MEMBER = re.compile(r"\b(?:\w+::)*\w+_tuning::")
+
+
 def _plain_expression(text: str, known: set[str]) -> str | None:
     """`text` as a spec expression when it is one over known names (`std::min` → `min`), else None."""
-    candidate = " ".join(text.replace("std::", "").split())
+    # `ns::k_tuning::BLOCK_THREADS` (a templatized launch) is the parameter BLOCK_THREADS
+    candidate = " ".join(_TUNING_MEMBER.sub("", text.replace("std::", "")).split())
     try:
         expr = compile_expr(candidate)
     except ExpressionError:
