@@ -15,7 +15,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
 
-import { Workbench, sleep, type SessionDirs } from "./workbench";
+import { Workbench, type SessionDirs } from "./workbench";
 
 const extensionDir = path.resolve(__dirname, "..", "..");
 const repo = path.resolve(extensionDir, "..");
@@ -39,6 +39,7 @@ const PENDING_REPLAY = !serverExists
     : `pending: no replay recording at ${path.relative(repo, replayFile)}`;
 
 const SAMPLE = "silu_and_mul.cu";
+const SPEC = "silu_and_mul.tune.toml";
 const KERNEL = "silu_and_mul_kernel";
 const STEP_TIMEOUT_MS = 120_000;
 const UI_TIMEOUT_MS = Number(process.env["CUTUNE_E2E_UI_TIMEOUT_MS"] ?? 60_000);
@@ -133,7 +134,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
   it("offers a restart and the log when the server crashes", { timeout: STEP_TIMEOUT_MS }, async (t) => {
     await step(t, async () => {
       await workbench.clearNotifications();
-      workbench.writeSettings({ "cutune.interpreter": pythons.crashing });
+      await workbench.changeSettings({ "cutune.interpreter": pythons.crashing });
       const message = workbench.notification("The cutune server stopped unexpectedly");
       await message.waitFor({ timeout: UI_TIMEOUT_MS });
       assert.match(await message.innerText(), /\(exit code 3\): simulated crash of the end-to-end test/);
@@ -151,49 +152,90 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
   it("starts the server with cutune.interpreter and shows the lenses over the kernel", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
     await step(t, async () => {
       await workbench.clearNotifications();
-      workbench.writeSettings({ "cutune.interpreter": python });
+      await workbench.changeSettings({ "cutune.interpreter": python });
       await workbench.codeLens("Templatize").first().waitFor({ timeout: UI_TIMEOUT_MS });
       await workbench.codeLens("Autotune").first().waitFor();
       await workbench.screenshot("3-lenses");
     });
   });
 
-  it("shows a diagnostic in the Problems panel", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
-    await step(t, async () => {
-      await workbench.runCommand("View: Focus Problems");
-      const row = workbench.page.locator(".markers-panel .monaco-list-row", { hasText: "cutune" });
-      await row.first().waitFor({ timeout: UI_TIMEOUT_MS });
-      await workbench.screenshot("4-problems");
-    });
-  });
-
   it("applies Templatize's edit", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
     await step(t, async () => {
-      const before = readFileSync(path.join(workbench.dirs.workspace, SAMPLE), "utf8");
+      const original = readFileSync(path.join(workbench.dirs.workspace, SAMPLE), "utf8");
       await workbench.codeLens("Templatize").first().click();
       await workbench.notification(`templatized ${KERNEL}`).waitFor({ timeout: UI_TIMEOUT_MS });
-      await workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE }).waitFor();
+      const dirty = workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE });
+      await dirty.waitFor();
       await workbench.page.keyboard.press("Control+S");
-      await workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE }).waitFor({ state: "detached" });
-      assert.notEqual(readFileSync(path.join(workbench.dirs.workspace, SAMPLE), "utf8"), before);
-      await workbench.screenshot("5-templatized");
+      await dirty.waitFor({ state: "detached" });
+      assert.match(readFileSync(path.join(workbench.dirs.workspace, SAMPLE), "utf8"), /BLOCK_THREADS/);
+      assert.notEqual(readFileSync(path.join(workbench.dirs.workspace, SAMPLE), "utf8"), original);
+      await workbench.codeLens("Templatize").first().waitFor({ state: "detached" });
+      await workbench.screenshot("4-templatized");
     });
   });
 
-  it("autotunes through the replay backend: progress, then the speedup lens", { timeout: STEP_TIMEOUT_MS, skip: PENDING_REPLAY }, async (t) => {
+  it("shows the server's diagnostic in the Problems panel, and clears it when fixed", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
     await step(t, async () => {
-      const recording = path.join(workbench.dirs.workspace, path.basename(replayFile));
-      copyFileSync(replayFile, recording);
-      workbench.writeSettings({
+      // A person's typo in the tuning spec: the server names the key, in the spec and on the kernel.
+      await workbench.openFile(SPEC);
+      await workbench.editor().locator(".view-lines").click();
+      await workbench.page.keyboard.press("Control+End");
+      await workbench.page.keyboard.insertText('\ncolour = "blue"\n');
+      await workbench.page.keyboard.press("Control+S");
+      await workbench.runCommand("View: Focus Problems");
+      const problem = workbench.page.locator(".markers-panel .monaco-list-row", { hasText: "unknown key 'colour'" });
+      await problem.first().waitFor({ timeout: UI_TIMEOUT_MS });
+      await workbench.screenshot("5-problems");
+      const typo = workbench.editor().locator(".view-line", { hasText: "colour" });
+      for (let undo = 0; undo < 10 && (await typo.count()) > 0; undo++) {
+        await workbench.page.keyboard.press("Control+Z");
+      }
+      assert.equal(await typo.count(), 0, "undo removed the typo");
+      await workbench.page.keyboard.press("Control+S");
+      await problem.first().waitFor({ state: "detached", timeout: UI_TIMEOUT_MS });
+      await workbench.openFile(SAMPLE);
+    });
+  });
+
+  it("shows the tuning results from the palette", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+    await step(t, async () => {
+      await workbench.runCommand("cutune: Show Tuning Results");
+      await workbench.page.locator(".tabs-container .tab", { hasText: "Preview cutune results" }).first().waitFor({ timeout: UI_TIMEOUT_MS });
+      const preview = workbench.page.frameLocator("iframe.webview").frameLocator("iframe").locator("body");
+      await preview.filter({ hasText: KERNEL }).waitFor({ timeout: UI_TIMEOUT_MS });
+      await workbench.screenshot("6-results");
+      await workbench.page.keyboard.press("Control+W");
+      await workbench.openFile(SAMPLE);
+    });
+  });
+
+  it("restarts the server from the status-bar menu", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+    await step(t, async () => {
+      await workbench.statusItem(/^\s*cutune\s*$/).click();
+      await workbench.page.locator(".quick-input-list .monaco-list-row", { hasText: "Open log" }).waitFor();
+      await workbench.page.locator(".quick-input-list .monaco-list-row", { hasText: "Restart server" }).click();
+      await workbench.codeLens("Autotune").first().waitFor({ state: "detached", timeout: UI_TIMEOUT_MS });
+      await workbench.codeLens("Autotune").first().waitFor({ timeout: UI_TIMEOUT_MS });
+    });
+  });
+
+  it("autotunes through the replay backend: progress, then the speedup lens, then Apply", { timeout: STEP_TIMEOUT_MS, skip: PENDING_REPLAY }, async (t) => {
+    await step(t, async () => {
+      copyFileSync(replayFile, path.join(workbench.dirs.workspace, path.basename(replayFile)));
+      await workbench.changeSettings({
         "cutune.interpreter": python,
         "cutune.backend": "replay",
         "cutune.replayFile": path.basename(replayFile),
       });
-      await sleep(1_000); // the setting reaches the server without a restart
+      await workbench.watchFor("cutuneJobShown", ".part.statusbar .statusbar-item", `cutune: ${KERNEL}`);
       await workbench.codeLens("Autotune").first().click();
-      await workbench.statusItem(`cutune: ${KERNEL}`).waitFor({ timeout: UI_TIMEOUT_MS });
-      await workbench.codeLens(/⚡ .*faster/).first().waitFor({ timeout: UI_TIMEOUT_MS });
-      await workbench.screenshot("6-tuned");
+      const result = workbench.codeLens(/⚡.*×/);
+      await result.first().waitFor({ timeout: UI_TIMEOUT_MS });
+      assert.ok(await workbench.sawWatched("cutuneJobShown"), "the status bar showed the running job");
+      await workbench.screenshot("8-tuned");
+      await workbench.codeLens("Apply").first().click();
+      await workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE }).waitFor({ timeout: UI_TIMEOUT_MS });
     });
   });
 });

@@ -31,6 +31,7 @@ const QUIET_SETTINGS = {
   "workbench.tips.enabled": false,
   "workbench.secondarySideBar.defaultVisibility": "hidden",
   "workbench.enableExperiments": false,
+  "workbench.editor.useModal": "off",
   "chat.disableAIFeatures": true,
   "security.workspace.trust.enabled": false,
   "telemetry.telemetryLevel": "off",
@@ -75,7 +76,7 @@ export class Workbench {
     ];
   }
 
-  /** Writes the user settings (code-server watches the file: changes reach the extension without a reload). */
+  /** Writes the user settings file; for the start only (changes go through `changeSettings`). */
   writeSettings(settings: Record<string, unknown>): void {
     const file = path.join(this.dirs.userData, "User", "settings.json");
     mkdirSync(path.dirname(file), { recursive: true });
@@ -209,6 +210,47 @@ export class Workbench {
 
   codeLens(text: string | RegExp): Locator {
     return this.editor().locator(".codelens-decoration a", { hasText: text });
+  }
+
+  /**
+   * Replaces the user settings the way a person does: in the settings.json editor, saved with Ctrl+S (the workbench
+   * does not reliably see a file written behind its back).
+   */
+  async changeSettings(settings: Record<string, unknown>): Promise<void> {
+    await this.runCommand("Preferences: Open User Settings (JSON)");
+    const tab = this.page.locator(".tabs-container .tab.active", { hasText: "settings.json" });
+    await tab.waitFor();
+    const editor = this.editor();
+    await editor.locator(".view-lines").click();
+    await this.page.keyboard.press("Control+A");
+    await this.page.keyboard.press("Delete");
+    await this.page.keyboard.insertText(JSON.stringify({ ...QUIET_SETTINGS, ...settings }));
+    await this.page.keyboard.press("Control+S");
+    await this.page.locator(".tabs-container .tab.dirty", { hasText: "settings.json" }).waitFor({ state: "detached" });
+    await this.page.keyboard.press("Control+W");
+    await tab.waitFor({ state: "detached" });
+  }
+
+  /** From now on, notes whether an element matching the selector ever shows the text (however briefly). */
+  async watchFor(name: string, selector: string, text: string): Promise<void> {
+    const args = JSON.stringify([name, selector, text]);
+    await this.page.evaluate(`(() => {
+      const [name, selector, text] = ${args};
+      window[name] = false;
+      const check = () => {
+        if ([...document.querySelectorAll(selector)].some((e) => (e.textContent || "").includes(text))) {
+          window[name] = true;
+          observer.disconnect();
+        }
+      };
+      const observer = new MutationObserver(check);
+      observer.observe(document.body, { subtree: true, childList: true, characterData: true });
+      check();
+    })()`);
+  }
+
+  async sawWatched(name: string): Promise<boolean> {
+    return (await this.page.evaluate(`window[${JSON.stringify(name)}] === true`)) === true;
   }
 
   async clearNotifications(): Promise<void> {

@@ -17,7 +17,7 @@ export async function activate(context: ExtensionContext): Promise<void> {
   const channel = vscodeapi.createLogChannel("cutune");
   setLogSink(channel);
   const item = vscodeapi.createStatusItem(COMMANDS.showStatus);
-  context.subscriptions.push(channel, item);
+  context.subscriptions.push(channel, item, vscodeapi.registerMarkdownDocuments());
 
   let state: ServerState = { kind: "starting" };
   const jobs = new JobBoard();

@@ -1,4 +1,8 @@
-"""The language server under test: a real `cutune serve` subprocess, driven through an Editor."""
+"""The language server under test: a real `cutune serve` subprocess per test module, driven by an Editor.
+
+A module's `SETTINGS` (if any) are the initialization options of its server; each test works in a fresh
+copy of its fixture workspace (`editor.use(...)`), so tests share a server but no files.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 import pytest_lsp
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
@@ -15,27 +20,41 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from cutune.gpu.registry import create_backend
 from cutune.project import build_job, open_kernel, tune_options
 from cutune.tune import tune
-from tests.lsp.editor import METHODS, copy_workspace
+from tests.lsp.editor import METHODS, Editor, copy_workspace
 from tests.lsp.synthetic import write_recording
 
+REPLAY = {"backend": "replay", "replayFile": "scale.recording.jsonl", "budget": {"trials": 30, "seconds": 60}}
 
-def _client() -> LanguageClient:
+
+def make_client() -> LanguageClient:
+    """A pytest-lsp client whose handlers for METHODS are left to the Editor."""
     client = LanguageClient(converter_factory=default_converter)
     register_lsp_features(client, {m: f for m, f in DEFAULT_CLIENT_FEATURES.items() if m not in METHODS})
     return client
 
 
-SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "cutune", "serve"], client_factory=_client)
+SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "cutune", "serve"], client_factory=make_client)
 
 
-@pytest_lsp.fixture(config=SERVER)
+@pytest_lsp.fixture(config=SERVER, scope="module")
 async def client(lsp_client: LanguageClient) -> AsyncIterator[LanguageClient]:
-    """A client connected to a fresh server; the test initializes it (through an Editor)."""
+    """A client connected to the module's server."""
     yield lsp_client
     await lsp_client.shutdown_session()
 
 
-REPLAY = {"backend": "replay", "replayFile": "scale.recording.jsonl", "budget": {"trials": 30, "seconds": 60}}
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server(client: LanguageClient, request: pytest.FixtureRequest) -> Editor:
+    """The module's server, initialized with the module's SETTINGS."""
+    editor = Editor(client)
+    await editor.start(getattr(request.module, "SETTINGS", None))
+    return editor
+
+
+@pytest.fixture
+def editor(server: Editor) -> Editor:
+    """The module's editor, with its per-test state reset (call `use` to give it a workspace)."""
+    return server.use(Path())
 
 
 @pytest.fixture

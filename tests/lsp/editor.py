@@ -15,8 +15,14 @@ from pytest_lsp import LanguageClient, client_capabilities
 DATA = Path(__file__).parent.parent / "data" / "lsp"
 LANGUAGE = "cuda-cpp"
 TIMEOUT_S = 20.0
-METHODS = (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "cutune/jobStatus", types.WORKSPACE_CODE_LENS_REFRESH,
-           types.CLIENT_REGISTER_CAPABILITY, types.WORKSPACE_APPLY_EDIT)  # handled by the Editor, not pytest-lsp
+METHODS = (
+    types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
+    "cutune/jobStatus",
+    types.WORKSPACE_CODE_LENS_REFRESH,
+    types.CLIENT_REGISTER_CAPABILITY,
+    types.WORKSPACE_APPLY_EDIT,
+    types.WORKSPACE_CONFIGURATION,
+)  # handled by the Editor, not by pytest-lsp's defaults
 
 
 def copy_workspace(feature: str, tmp_path: Path) -> Path:
@@ -28,28 +34,50 @@ def copy_workspace(feature: str, tmp_path: Path) -> Path:
 
 
 class Editor:
-    """Drives the server like an editor would: one client, one workspace folder."""
+    """Drives the server like an editor would; each test gives it a fresh workspace with `use`."""
 
-    def __init__(self, client: LanguageClient, root: Path) -> None:
+    def __init__(self, client: LanguageClient) -> None:
         self.client = client
-        self.root = root
+        self.root = Path()
         self.documents: dict[str, TextDocument] = {}
         self.published: dict[str, list[list[types.Diagnostic]]] = {}
         self.statuses: list[dict[str, Any]] = []
         self.applied: list[types.ApplyWorkspaceEditParams] = []
         self.accept_edits = True
-        self.lens_refreshes = 0
+        self.configuration_requests = 0
         self.registrations: list[types.Registration] = []
+        self._messages_seen = 0
         self._register()
 
-    async def start(self, settings: Any = None, capabilities: types.ClientCapabilities | None = None) -> None:
-        """Initialize the server with the workspace and `settings` as initialization options."""
-        await self.client.initialize_session(types.InitializeParams(
-            capabilities=capabilities or client_capabilities("visual-studio-code"),
-            root_uri=self.root.as_uri(),
-            workspace_folders=[types.WorkspaceFolder(uri=self.root.as_uri(), name="workspace")],
-            initialization_options=settings,
-        ))
+    async def start(self, settings: Any = None) -> None:
+        """Initialize the server, with `settings` as initialization options."""
+        self.client.set_configuration(settings or {}, section="cutune")
+        await self.client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"), initialization_options=settings
+            )
+        )
+
+    def use(self, root: Path) -> Editor:
+        """Work in a new workspace from now on (messages and edits seen so far are forgotten)."""
+        self.root = root
+        self.applied = []
+        self.statuses = []
+        self.accept_edits = True
+        self._messages_seen = len(self.client.messages)
+        return self
+
+    @property
+    def messages(self) -> list[types.ShowMessageParams]:
+        """The `window/showMessage` notifications since `use`."""
+        return self.client.messages[self._messages_seen :]
+
+    async def configure(self, settings: Any) -> None:
+        """Change the `cutune` settings and tell the server, which pulls them (wait until it has)."""
+        self.client.set_configuration(settings, section="cutune")
+        seen = self.configuration_requests
+        self.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await self.wait(lambda: self.configuration_requests > seen)
 
     def uri(self, name: str) -> str:
         """The URI of a workspace file."""
@@ -60,8 +88,11 @@ class Editor:
         uri = self.uri(name)
         text = (self.root / name).read_text(encoding="utf-8") if text is None else text
         self.documents[uri] = TextDocument(uri, text, version=1)
-        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
-            text_document=types.TextDocumentItem(uri=uri, language_id=LANGUAGE, version=1, text=text)))
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(uri=uri, language_id=LANGUAGE, version=1, text=text)
+            )
+        )
         return uri
 
     def change(self, uri: str, text: str) -> None:
@@ -69,9 +100,12 @@ class Editor:
         doc = self.documents[uri]
         version = (doc.version or 0) + 1
         self.documents[uri] = TextDocument(uri, text, version=version)
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
 
     def text(self, uri: str) -> str:
         """An open document's current text."""
@@ -96,8 +130,9 @@ class Editor:
         params = types.ExecuteCommandParams(command=command, arguments=[{"uri": uri, "kernel": kernel}])
         return await self.client.workspace_execute_command_async(params)
 
-    async def actions(self, uri: str, line: int, diagnostics: list[types.Diagnostic] | None = None,
-                      only: list[str] | None = None) -> list[types.CodeAction]:
+    async def actions(
+        self, uri: str, line: int, diagnostics: list[types.Diagnostic] | None = None, only: list[str] | None = None
+    ) -> list[types.CodeAction]:
         """The code actions at a line."""
         at = types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0))
         context = types.CodeActionContext(diagnostics=diagnostics or [], only=only)
@@ -107,8 +142,9 @@ class Editor:
 
     async def hover(self, uri: str, line: int, character: int) -> types.Hover | None:
         """Hover at a position."""
-        params = types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri),
-                                   position=types.Position(line=line, character=character))
+        params = types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character)
+        )
         return await self.client.text_document_hover_async(params)
 
     async def wait(self, condition: Callable[[], bool]) -> None:
@@ -132,9 +168,8 @@ class Editor:
                 path = _path(change.uri)
                 if not path.exists():
                     path.write_text("", encoding="utf-8")
-            elif isinstance(change, types.TextDocumentEdit):
-                if not self._edit(change):
-                    return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version mismatch")
+            elif isinstance(change, types.TextDocumentEdit) and not self._edit(change):
+                return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version mismatch")
         return types.ApplyWorkspaceEditResult(applied=True)
 
     def _edit(self, change: types.TextDocumentEdit) -> bool:
@@ -153,6 +188,7 @@ class Editor:
 
     def _register(self) -> None:
         """Handle what the server sends an editor (the methods in METHODS)."""
+
         def publish(params: types.PublishDiagnosticsParams) -> None:
             self.published.setdefault(params.uri, []).append(list(params.diagnostics))
 
@@ -160,7 +196,7 @@ class Editor:
             self.statuses.append(params if isinstance(params, dict) else params._asdict())
 
         def refresh(params: None) -> None:
-            self.lens_refreshes += 1
+            return None
 
         def register(params: types.RegistrationParams) -> None:
             self.registrations += params.registrations
@@ -168,7 +204,11 @@ class Editor:
         def apply(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
             return self.apply_edit(params)
 
-        handlers = dict(zip(METHODS, (publish, status, refresh, register, apply), strict=True))
+        def configuration(params: types.ConfigurationParams) -> list[Any]:
+            self.configuration_requests += 1
+            return [self.client.get_configuration(section=item.section) for item in params.items]
+
+        handlers = dict(zip(METHODS, (publish, status, refresh, register, apply, configuration), strict=True))
         for method, handler in handlers.items():
             self.client.feature(method)(handler)
 

@@ -12,8 +12,14 @@ from cutune.gpu.replay import header_for
 from cutune.project import build_job, open_kernel
 from cutune.template.model import Config
 
-DEVICE = DeviceInfo(name="Synthetic GPU (test-only)", arch="sm_90", sm_count=132, l2_bytes=60 << 20,
-                    copy_bandwidth_gbs=4000.0, empty_launch_us=3.0)
+DEVICE = DeviceInfo(
+    name="Synthetic GPU (test-only)",
+    arch="sm_90",
+    sm_count=132,
+    l2_bytes=60 << 20,
+    copy_bandwidth_gbs=4000.0,
+    empty_launch_us=3.0,
+)
 NOTE = "TEST-ONLY synthetic timings from a formula in tests/lsp/synthetic.py; not measured on any GPU"
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
-from pytest_lsp import LanguageClient
 
 from tests.lsp.editor import DATA, Editor, copy_workspace
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 def _document_edits(action: types.CodeAction) -> list[types.TextDocumentEdit | types.CreateFile]:
@@ -15,33 +17,36 @@ def _document_edits(action: types.CodeAction) -> list[types.TextDocumentEdit | t
     return [c for c in action.edit.document_changes if isinstance(c, types.TextDocumentEdit | types.CreateFile)]
 
 
-async def test_templatize_is_a_line_based_rewrite_that_creates_the_spec(client: LanguageClient,
-                                                                         tmp_path: Path) -> None:
-    editor = Editor(client, copy_workspace("lenses", tmp_path))
-    await editor.start()
+async def test_templatize_is_a_line_based_rewrite_that_creates_the_spec(editor: Editor, tmp_path: Path) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
     actions = await editor.actions(uri, 5, only=["refactor"])
     assert [(a.title, a.kind) for a in actions] == [
-        ("Templatize scale_kernel (BLOCK_THREADS, ITEMS_PER_THREAD, FAST_MATH, MAXRREGCOUNT)",
-         types.CodeActionKind.RefactorRewrite)]
+        (
+            "Templatize scale_kernel (BLOCK_THREADS, ITEMS_PER_THREAD, FAST_MATH, MAXRREGCOUNT)",
+            types.CodeActionKind.RefactorRewrite,
+        )
+    ]
     source, create, spec = _document_edits(actions[0])
     assert isinstance(source, types.TextDocumentEdit) and source.text_document.version == 1
     lines = editor.text(uri).count("\n")
     assert len(source.edits) == 3  # the struct, the template line and body, the launch: not one big replace
-    assert all(e.range.end.line - e.range.start.line < lines // 2 for e in source.edits if isinstance(e, types.TextEdit))
-    assert create == types.CreateFile(uri=editor.uri("scale.tune.toml"),
-                                      options=types.CreateFileOptions(ignore_if_exists=True))
+    assert all(
+        e.range.end.line - e.range.start.line < lines // 2 for e in source.edits if isinstance(e, types.TextEdit)
+    )
+    assert create == types.CreateFile(
+        uri=editor.uri("scale.tune.toml"), options=types.CreateFileOptions(ignore_if_exists=True)
+    )
     assert isinstance(spec, types.TextDocumentEdit) and spec.text_document.uri == editor.uri("scale.tune.toml")
     assert spec.edits[0].new_text.startswith("[kernel.scale_kernel]\n")
 
 
-async def test_templatize_only_rewrites_when_the_spec_exists(client: LanguageClient, tmp_path: Path) -> None:
+async def test_templatize_only_rewrites_when_the_spec_exists(editor: Editor, tmp_path: Path) -> None:
     root = copy_workspace("lenses", tmp_path)
     other = (DATA / "autotune" / "scale.tune.toml").read_text().replace("scale_kernel", "other_kernel")
     (root / "scale.tune.toml").write_text(other)
-    editor = Editor(client, root)
-    await editor.start()
+    editor.use(root)
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
     action = (await editor.actions(uri, 5, only=["refactor.rewrite"]))[0]
@@ -53,44 +58,44 @@ async def test_templatize_only_rewrites_when_the_spec_exists(client: LanguageCli
     assert appended.edits[0].new_text.startswith("\n[kernel.scale_kernel]\n")
 
 
-async def test_hints_offer_templatize_as_their_quick_fix(client: LanguageClient, tmp_path: Path) -> None:
-    editor = Editor(client, copy_workspace("lenses", tmp_path))
-    await editor.start()
+async def test_hints_offer_templatize_as_their_quick_fix(editor: Editor, tmp_path: Path) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
     uri = editor.open("scale.cu")
-    hint = [d for d in await editor.diagnostics(uri) if d.range.start.line == 16][0]
+    hint = next(d for d in await editor.diagnostics(uri) if d.range.start.line == 16)
     fixes = await editor.actions(uri, 16, diagnostics=[hint], only=["quickfix"])
     assert [(f.title.split(" (")[0], list(f.diagnostics or []), f.is_preferred) for f in fixes] == [
-        ("Templatize scale_kernel", [hint], True)]
+        ("Templatize scale_kernel", [hint], True)
+    ]
 
 
-async def test_a_missing_spec_offers_a_draft(client: LanguageClient, tmp_path: Path) -> None:
-    editor = Editor(client, copy_workspace("diagnostics/spec_missing", tmp_path))
-    await editor.start()
+async def test_a_missing_spec_offers_a_draft(editor: Editor, tmp_path: Path) -> None:
+    editor.use(copy_workspace("diagnostics/spec_missing", tmp_path))
     uri = editor.open("scale.cu")
-    warning = [d for d in await editor.diagnostics(uri) if d.code == "spec-missing"][0]
+    warning = next(d for d in await editor.diagnostics(uri) if d.code == "spec-missing")
     fixes = await editor.actions(uri, 10, diagnostics=[warning], only=["quickfix"])
     assert [f.title for f in fixes] == ["Draft a tuning spec for scale_kernel"]
     assert [type(c) for c in _document_edits(fixes[0])] == [types.CreateFile, types.TextDocumentEdit]
 
 
-async def test_a_result_offers_to_apply_it(client: LanguageClient, tuned: Path) -> None:
-    editor = Editor(client, tuned)
-    await editor.start()
+async def test_a_result_offers_to_apply_it(editor: Editor, tuned: Path) -> None:
+    editor.use(tuned)
     uri = editor.open("scale.cu")
-    info = [d for d in await editor.diagnostics(uri) if d.code == "tuned"][0]
+    info = next(d for d in await editor.diagnostics(uri) if d.code == "tuned")
     fixes = await editor.actions(uri, 10, diagnostics=[info], only=["quickfix"])
-    assert [f.title for f in fixes] == ["Apply tuned configuration of scale_kernel (1.35× on Synthetic GPU (test-only))"]
+    assert [f.title for f in fixes] == [
+        "Apply tuned configuration of scale_kernel (1.35× on Synthetic GPU (test-only))"
+    ]
     (change,) = _document_edits(fixes[0])
     assert isinstance(change, types.TextDocumentEdit)
     assert [e.new_text for e in change.edits if isinstance(e, types.TextEdit)] == [
         "  static constexpr int BLOCK_THREADS = 256;   // threads per block\n"
-        "  static constexpr int ITEMS_PER_THREAD = 2;  // consecutive block-chunks each thread handles (the grid shrinks "
-        "by as much)\n"]
+        "  static constexpr int ITEMS_PER_THREAD = 2;  // consecutive block-chunks each thread handles "
+        "(the grid shrinks by as much)\n"
+    ]
 
 
-async def test_no_actions_outside_kernels(client: LanguageClient, tmp_path: Path) -> None:
-    editor = Editor(client, copy_workspace("lenses", tmp_path))
-    await editor.start()
+async def test_no_actions_outside_kernels(editor: Editor, tmp_path: Path) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
     assert await editor.actions(uri, 0) == []

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
-from pytest_lsp import LanguageClient
 
 from tests.lsp.editor import Editor, copy_workspace
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 def _titles(lenses: list[types.CodeLens]) -> list[tuple[int, str, str]]:
     return [(lens.range.start.line, lens.command.title, lens.command.command) for lens in lenses if lens.command]
 
 
-async def test_every_kernel_gets_templatize_and_autotune(client: LanguageClient, tmp_path: Path) -> None:
-    editor = Editor(client, copy_workspace("lenses", tmp_path))
-    await editor.start()
+async def test_every_kernel_gets_templatize_and_autotune(editor: Editor, tmp_path: Path) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
     uri = editor.open("scale.cu")
     first = _titles(await editor.lenses(uri))  # right after didOpen: from the quick scan or the analysis
     await editor.diagnostics(uri)
-    expected = [(3, "Templatize", "cutune.templatize"), (3, "Autotune", "cutune.autotune"),
-                (8, "Templatize", "cutune.templatize"), (8, "Autotune", "cutune.autotune")]
+    expected = [
+        (3, "Templatize", "cutune.templatize"),
+        (3, "Autotune", "cutune.autotune"),
+        (8, "Templatize", "cutune.templatize"),
+        (8, "Autotune", "cutune.autotune"),
+    ]
     assert first == expected
     lenses = await editor.lenses(uri)
     assert _titles(lenses) == expected
@@ -29,12 +34,15 @@ async def test_every_kernel_gets_templatize_and_autotune(client: LanguageClient,
     assert list(lenses[0].command.arguments or []) == [{"uri": uri, "kernel": "scale_kernel"}]
 
 
-async def test_a_stored_result_reads_as_a_speedup_with_apply(client: LanguageClient, tuned: Path) -> None:
-    editor = Editor(client, tuned)
-    await editor.start()
+async def test_a_stored_result_reads_as_a_speedup_with_apply(editor: Editor, tuned: Path) -> None:
+    editor.use(tuned)
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
     titles = _titles(await editor.lenses(uri))
-    assert titles[0] == (9, "⚡ 1.35× faster · 45% of speed-of-light · Synthetic GPU (test-only) · Apply", "cutune.apply")
+    assert titles[0] == (
+        9,
+        "⚡ 1.35× faster · 45% of speed-of-light · Synthetic GPU (test-only) · Apply",
+        "cutune.apply",
+    )
     assert (9, "Autotune", "cutune.autotune") in titles
     assert not any(t == "Templatize" for line, t, _ in titles if line == 9)  # already templatized

@@ -62,12 +62,8 @@ def nvcc(source: str, *mode: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         unit, out = Path(tmp) / "unit.cu", Path(tmp) / "unit.out"
         unit.write_text(source)
-        run = subprocess.run(
-            ["nvcc", *NVCC_FLAGS, *mode, str(unit), "-o", str(out)], capture_output=True, text=True
-        )
-        assert run.returncode == 0, (
-            f"nvcc {' '.join(mode)} failed:\n{run.stderr[-4000:]}\n--- source ---\n{source}"
-        )
+        run = subprocess.run(["nvcc", *NVCC_FLAGS, *mode, str(unit), "-o", str(out)], capture_output=True, text=True)
+        assert run.returncode == 0, f"nvcc {' '.join(mode)} failed:\n{run.stderr[-4000:]}\n--- source ---\n{source}"
         return out.read_text(errors="replace") + run.stderr
 
 

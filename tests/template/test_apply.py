@@ -142,9 +142,7 @@ def test_applied_sources_compile() -> None:
             {"BLOCK_THREADS": 512, "ITEMS_PER_THREAD": 2, "SPECIALIZE_GROUPS": True},
             groups=[4, 8],
         )[0],
-        "dot4": applied(
-            bounds, bounds_kernel, {"BLOCK": 256, "MIN_BLOCKS": 2, "UNROLL": 2, "ITEMS_PER_THREAD": 4}
-        )[0],
+        "dot4": applied(bounds, bounds_kernel, {"BLOCK": 256, "MIN_BLOCKS": 2, "UNROLL": 2, "ITEMS_PER_THREAD": 4})[0],
     }
     ptx = in_parallel({name: lambda s=s: nvcc(s) for name, s in sources.items()})
     assert ptx["relu"].count(".entry ") == 3  # the two specialisations and the general kernel

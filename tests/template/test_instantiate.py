@@ -30,9 +30,7 @@ def test_name_expression_follows_template_parameter_order() -> None:
     assert instantiation(k, name, spec, t.space, t.space.default(), {"head_size": 128}) == (
         "merge_attn_states_kernel<__nv_bfloat16, 128, 0, 1, 0, 0>"
     )
-    tuned = Config.of(
-        {**t.space.default(), "NUM_THREADS": 256, "ITEMS_PER_THREAD": 4, "SPECIALIZE_HEAD_SIZE": True}
-    )
+    tuned = Config.of({**t.space.default(), "NUM_THREADS": 256, "ITEMS_PER_THREAD": 4, "SPECIALIZE_HEAD_SIZE": True})
     assert instantiation(k, name, spec, t.space, tuned, {"head_size": 128}) == (
         "merge_attn_states_kernel<__nv_bfloat16, 256, 0, 4, 0, 128>"
     )
@@ -51,9 +49,9 @@ def test_specialised_value_comes_from_the_spec_argument() -> None:
 
 def test_parameters_outside_the_space_take_their_qualified_default() -> None:
     _, k = templatized("elementwise_return")
-    assert instantiation(
-        k, k.qualified_name, spec_for("elementwise_return"), Space(()), Config.of({}), {}
-    ) == ("ops::relu_kernel<float, ops::relu_kernel_tuning::ITEMS_PER_THREAD, 0>")
+    assert instantiation(k, k.qualified_name, spec_for("elementwise_return"), Space(()), Config.of({}), {}) == (
+        "ops::relu_kernel<float, ops::relu_kernel_tuning::ITEMS_PER_THREAD, 0>"
+    )
 
 
 def test_missing_type_argument_and_plain_kernels() -> None:
@@ -63,9 +61,7 @@ def test_missing_type_argument_and_plain_kernels() -> None:
         instantiation(k, k.qualified_name, bare, t.space, t.space.default(), {})
     model, kernel = load("shared_tile")
     plain = model.kernel(kernel)
-    assert (
-        instantiation(plain, plain.qualified_name, bare, Space(()), Config.of({}), {}) == "block_sum_kernel"
-    )
+    assert instantiation(plain, plain.qualified_name, bare, Space(()), Config.of({}), {}) == "block_sum_kernel"
 
 
 def test_compile_options_format_flags_and_defines_after_the_specs_own() -> None:

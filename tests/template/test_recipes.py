@@ -120,9 +120,7 @@ def test_launch_bounds_one_argument_ties_threads_to_the_block_parameter() -> Non
         "          int MIN_BLOCKS = square_kernel_tuning::MIN_BLOCKS>\n"
         "__global__ void __launch_bounds__(BLOCK_THREADS, MIN_BLOCKS) square_kernel("
     ) in t.source
-    assert (
-        t.space.param("BLOCK_THREADS").binding is Binding.TEMPLATE
-    )  # the kernel needs it at compile time now
+    assert t.space.param("BLOCK_THREADS").binding is Binding.TEMPLATE  # the kernel needs it at compile time now
     assert t.space.param("MIN_BLOCKS").default == 0  # none was written: 0 compiles as no minimum
     assert "BLOCK_THREADS <= 256" not in t.space.constraints  # tied: no longer a fixed cap
     assert "BLOCK_THREADS * MIN_BLOCKS <= max_threads_per_sm" in t.space.constraints
@@ -176,8 +174,7 @@ def test_unroll_names_each_factor_after_its_loop() -> None:
 
 def test_unroll_refusals() -> None:
     assert refusal(run("silu_and_mul", "unroll"), "unroll") == (
-        "only bare `#pragma unroll` here: it unrolls fully, as the trip count decides, "
-        "so there is no factor to tune"
+        "only bare `#pragma unroll` here: it unrolls fully, as the trip count decides, so there is no factor to tune"
     )
     assert refusal(run("elementwise_if", "unroll"), "unroll") == "no `#pragma unroll N` in the kernel"
 
@@ -217,10 +214,7 @@ def test_items_per_thread_early_return_becomes_continue() -> None:
 
 def test_items_per_thread_on_merge_attn_states_uses_its_thread_count_parameter() -> None:
     t = run("merge_attn_states", "items_per_thread")
-    assert (
-        "const uint global_idx = (blockIdx.x * ITEMS_PER_THREAD + item) * NUM_THREADS + threadIdx.x;"
-        in t.source
-    )
+    assert "const uint global_idx = (blockIdx.x * ITEMS_PER_THREAD + item) * NUM_THREADS + threadIdx.x;" in t.source
     assert "if (global_idx >= token_head_threads) continue;" in t.source
 
 
@@ -261,9 +255,7 @@ def test_items_per_thread_refusals(shape: str, reason: str) -> None:
 
 
 def test_items_per_thread_refuses_two_dimensional_grids_and_missing_guards() -> None:
-    kernel = (
-        "__global__ void k(float* x, int n) {\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n{}}\n"
-    )
+    kernel = "__global__ void k(float* x, int n) {\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n{}}\n"
     launch = "void f(float* x, int n) {\n  dim3 grid((n + 255) / 256, 2);\n  k<<<grid, 256>>>(x, n);\n}\n"
     guarded = run_text(kernel.replace("{}", "  if (i < n) x[i] = 0;\n") + launch, "k", "items_per_thread")
     assert refusal(guarded, "items_per_thread") == (
@@ -303,9 +295,7 @@ def test_specialize_refusals() -> None:
         "n: nothing to gain: never used (even through a local) in a division, modulo or loop bound"
     )
     assigned = "__global__ void k(float* x, int n) {\n  n -= 1;\n  for (int i = 0; i < n; ++i) x[i] = 0;\n}\n"
-    assert (
-        refusal(run_text(assigned, "k", "specialize"), "specialize") == "n: assigned in the kernel (line 2)"
-    )
+    assert refusal(run_text(assigned, "k", "specialize"), "specialize") == "n: assigned in the kernel (line 2)"
 
 
 # -- vector_width and compile_flags ----------------------------------------------------------------
@@ -329,3 +319,15 @@ def test_compile_flags_are_flag_parameters_without_source_changes() -> None:
     fast, regs = t.space.param("FAST_MATH"), t.space.param("MAXRREGCOUNT")
     assert (fast.binding, fast.flag, fast.default) == (Binding.FLAG, "--use_fast_math", False)
     assert (regs.flag, regs.values[0], regs.default) == ("-maxrregcount={}", 0, 0)
+
+
+def test_extern_c_kernels_take_no_template_parameters() -> None:
+    text = (
+        'extern "C" __global__ void k(float* x, int n) {\n'
+        "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "#pragma unroll 4\n  for (int j = 0; j < 8; ++j) if (i < n) x[i] += j;\n}\n"
+        "void f(float* x, int n) { k<<<(n + 127) / 128, 128>>>(x, n); }\n"
+    )
+    t = run_text(text, "k", "block_threads", "unroll")
+    assert t.applied == ("block_threads",)  # a launch-only parameter needs no template
+    assert refusal(t, "unroll") == 'an extern "C" kernel cannot take template parameters'

@@ -70,7 +70,9 @@ def test_merge_sample_grid_follows_num_threads() -> None:
     grid, block, smem = spec.launch(names(spec, size))
     assert (grid, block, smem) == ((512 * 32 * 16 // 128, 1, 1), (128, 1, 1), 0)
     assert spec.launch({**names(spec, size), "NUM_THREADS": 512})[0] == (512, 1, 1)
-    assert spec.space is not None and spec.space.constraints == ("NUM_THREADS <= max_threads_per_block",)
+    # each block covers ITEMS_PER_THREAD blocks' worth of packs: the grid shrinks by as much
+    assert spec.launch({**names(spec, size), "NUM_THREADS": 512, "ITEMS_PER_THREAD": 4})[0] == (128, 1, 1)
+    assert spec.space is not None and "NUM_THREADS <= max_threads_per_block" in spec.space.constraints
 
 
 def test_default_bytes_count_inout_twice_and_expression_overrides() -> None:

@@ -108,8 +108,7 @@ def _configs(t: Template) -> list[Config]:
     return [
         c
         for c in dict.fromkeys(configs)
-        if c != t.space.default()
-        and all(compile_expr(e).evaluate({**limits, **c}) for e in t.space.constraints)
+        if c != t.space.default() and all(compile_expr(e).evaluate({**limits, **c}) for e in t.space.constraints)
     ]
 
 

@@ -84,7 +84,7 @@ export async function onCommandResult(command: string, args: unknown[], result: 
       return;
     case SERVER_COMMANDS.showResults:
       if (typeof r["markdown"] === "string") {
-        await vscodeapi.showMarkdown(r["markdown"]);
+        await vscodeapi.showMarkdown(`cutune results${kernel === "" ? "" : ` ${kernel}`}`, r["markdown"]);
       }
       return;
   }

@@ -73,11 +73,38 @@ export function activeEditor(): vscode.TextEditor | undefined {
   return vscode.window.activeTextEditor;
 }
 
-export async function showMarkdown(markdown: string): Promise<void> {
-  const document = await vscode.workspace.openTextDocument({ language: "markdown", content: markdown });
+/** Read-only markdown documents (`cutune-results:/<name>.md`) that `showMarkdown` fills. */
+class MarkdownDocuments implements vscode.TextDocumentContentProvider {
+  static readonly scheme = "cutune-results";
+  private readonly contents = new Map<string, string>();
+  private readonly changed = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChange = this.changed.event;
+
+  set(name: string, markdown: string): vscode.Uri {
+    const uri = vscode.Uri.from({ scheme: MarkdownDocuments.scheme, path: `/${name}.md` });
+    this.contents.set(uri.toString(), markdown);
+    this.changed.fire(uri);
+    return uri;
+  }
+
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    return this.contents.get(uri.toString()) ?? "";
+  }
+}
+
+const markdownDocuments = new MarkdownDocuments();
+
+export function registerMarkdownDocuments(): vscode.Disposable {
+  return vscode.workspace.registerTextDocumentContentProvider(MarkdownDocuments.scheme, markdownDocuments);
+}
+
+/** Shows markdown in a preview beside the editor (as read-only text where the markdown extension is missing). */
+export async function showMarkdown(name: string, markdown: string): Promise<void> {
+  const uri = markdownDocuments.set(name, markdown);
   try {
-    await vscode.commands.executeCommand("markdown.showPreviewToSide", document.uri);
+    await vscode.commands.executeCommand("markdown.showPreviewToSide", uri);
   } catch {
+    const document = await vscode.workspace.openTextDocument(uri);
     await vscode.window.showTextDocument(document, { viewColumn: vscode.ViewColumn.Beside, preview: true });
   }
 }

@@ -23,8 +23,11 @@ def code_actions(analysis: Analysis, params: types.CodeActionParams) -> list[typ
         ctx = analysis.context(view.kernel.name)
     except CutuneError:
         return []  # the warning diagnostic says why; there is nothing to offer
-    ours = [d for d in params.context.diagnostics
-            if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.kernel.name]
+    ours = [
+        d
+        for d in params.context.diagnostics
+        if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.kernel.name
+    ]
     offers: list[tuple[Edit | None, tuple[str, ...]]] = [
         (templatize_edit(analysis, ctx) if view.struct is None else None, (diagnostics.LITERAL,)),
         (draft_spec_edit(ctx) if view.struct is not None else None, (diagnostics.SPEC_MISSING,)),
@@ -56,5 +59,6 @@ def _kind(kind: types.CodeActionKind | str | None) -> str:
 
 
 def _action(edit: Edit, kind: types.CodeActionKind, fixes: Sequence[types.Diagnostic]) -> types.CodeAction:
-    return types.CodeAction(title=edit.title, kind=kind, diagnostics=list(fixes) or None, edit=edit.edit,
-                            is_preferred=bool(fixes) or None)
+    return types.CodeAction(
+        title=edit.title, kind=kind, diagnostics=list(fixes) or None, edit=edit.edit, is_preferred=bool(fixes) or None
+    )

@@ -24,6 +24,7 @@ class KernelView:
     struct: TypeDecl | None  # its `<kernel>_tuning` struct, once templatized
     result: TuneResult | None
     stale: bool  # the result was measured on another source
+    applied: bool  # the source holds the result's configuration already
     error: CutuneError | None  # why the kernel could not be templatized or its spec read
 
 
@@ -84,15 +85,22 @@ def analyze(uri: str, path: Path, text: str, version: int | None, results: Resul
         struct = structs.get(tuning_name(kernel.name))
         result = results.get(path, kernel.name)
         error: CutuneError | None = None
-        stale = False
+        stale = applied = False
         # templatized kernels get their spec checked; tuned ones their staleness: both need a context
         if struct is not None or result is not None:
             try:
                 ctx = analysis.context(kernel.name)
                 error = ctx.spec_error
                 stale = result is not None and not result_is_current(ctx, result)
+                applied = result is not None and _holds(ctx, result)
             except CutuneError as e:
                 error, stale = e, result is not None
-        views.append(KernelView(kernel, struct, result, stale, error))
+        views.append(KernelView(kernel, struct, result, stale, applied, error))
     analysis.kernels = tuple(views)
     return analysis
+
+
+def _holds(ctx: KernelContext, result: TuneResult) -> bool:
+    """Whether the source's current values (the template's defaults) are the result's best configuration."""
+    current = ctx.template.space.default()
+    return all(current.get(name) == value for name, value in result.best.items())

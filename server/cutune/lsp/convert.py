@@ -40,8 +40,10 @@ def line_edits(old: str, new: str) -> list[types.TextEdit]:
     after = new.splitlines(keepends=True)
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
     return [
-        types.TextEdit(range=types.Range(start=_line_start(before, i1), end=_line_start(before, i2)),
-                       new_text="".join(after[j1:j2]))
+        types.TextEdit(
+            range=types.Range(start=_line_start(before, i1), end=_line_start(before, i2)),
+            new_text="".join(after[j1:j2]),
+        )
         for tag, i1, i2, j1, j2 in matcher.get_opcodes()
         if tag != "equal"
     ]

@@ -19,8 +19,12 @@ _LITERALS = {
     LiteralKind.TEMPLATE_ARG: "template argument `{name}` fixed at {value}",
 }
 
-_LAUNCH_SLOTS = ("grid size fixed at {value}", "threads per block fixed at {value}",
-                 "dynamic shared memory fixed at {value} bytes", "stream fixed at {value}")
+_LAUNCH_SLOTS = (
+    "grid size fixed at {value}",
+    "threads per block fixed at {value}",
+    "dynamic shared memory fixed at {value} bytes",
+    "stream fixed at {value}",
+)
 
 
 def device_short(device: str) -> str:
@@ -50,11 +54,13 @@ def gain(result: TuneResult) -> str:
     return " · ".join([f"{result.speedup:.2f}× faster", *([f"{sol:.0f}% of speed-of-light"] if sol else []), where])
 
 
-def lens_title(result: TuneResult, stale: bool) -> str:
-    """The result lens of a kernel: what tuning found, or that the kernel changed since."""
+def lens_title(result: TuneResult, stale: bool, applied: bool) -> str:
+    """The result lens of a kernel: what tuning found, whether it is applied, or that the source changed."""
     if stale:
         return f"⚠ stale result ({gain(result)}): the source changed since it was tuned · Autotune"
-    return f"⚡ {gain(result)} · Apply" if result.significant else gain(result)
+    if not result.significant:
+        return gain(result)
+    return f"⚡ {gain(result)} · " + ("applied ✓" if applied else "Apply")
 
 
 def result_message(result: TuneResult, stale: bool) -> str:
@@ -74,7 +80,7 @@ def literal_message(literal: TunableLiteral, launch_slot: int | None) -> str:
 
 def param_markdown(param: TunableParam, result: TuneResult | None, stale: bool) -> str:
     """Hover text of a tunable parameter: candidates, the tuned value and its importance."""
-    lines = [f"**{param.name}** — {param.description}" if param.description else f"**{param.name}**", ""]
+    lines = [f"**{param.name}** — {param.description}" if param.description else f"**{param.name}**"]
     lines.append(f"candidates: {', '.join(_value(v, param.default) for v in param.values)}")
     if result is not None and param.name in result.best:
         note = " (stale: the source changed since)" if stale else ""

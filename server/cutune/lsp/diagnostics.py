@@ -26,8 +26,13 @@ MAX_PARSE_ISSUES = 10  # a badly broken file needs a few pointers, not hundreds
 def document_diagnostics(analysis: Analysis) -> list[types.Diagnostic]:
     """The diagnostics of the `.cu` document itself."""
     found = [
-        types.Diagnostic(range=lsp_range(issue.span), message=f"{issue.message}; cutune skips this region",
-                         severity=types.DiagnosticSeverity.Information, code=PARSE_ERROR, source=SOURCE)
+        types.Diagnostic(
+            range=lsp_range(issue.span),
+            message=f"{issue.message}; cutune skips this region",
+            severity=types.DiagnosticSeverity.Information,
+            code=PARSE_ERROR,
+            source=SOURCE,
+        )
         for issue in analysis.model.issues[:MAX_PARSE_ISSUES]
     ]
     for view in analysis.kernels:
@@ -38,8 +43,7 @@ def document_diagnostics(analysis: Analysis) -> list[types.Diagnostic]:
 def spec_diagnostics(analysis: Analysis) -> list[types.Diagnostic]:
     """The diagnostics of the document's spec file: its errors, at their lines."""
     return [
-        _diagnostic(_spec_range(v.error), v.error.detail, types.DiagnosticSeverity.Warning, SPEC_INVALID,
-                    v.kernel.name)
+        _diagnostic(_spec_range(v.error), v.error.detail, types.DiagnosticSeverity.Warning, SPEC_INVALID, v.kernel.name)
         for v in analysis.kernels
         if isinstance(v.error, SpecError) and _is_file(v.error.path, analysis.spec_path)
     ]
@@ -51,16 +55,24 @@ def _kernel_diagnostics(analysis: Analysis, view: KernelView) -> list[types.Diag
     found = []
     if view.result is not None:
         severity = types.DiagnosticSeverity.Information
-        found.append(_diagnostic(at, describe.result_message(view.result, view.stale), severity,
-                                 STALE if view.stale else TUNED, name))
+        found.append(
+            _diagnostic(
+                at, describe.result_message(view.result, view.stale), severity, STALE if view.stale else TUNED, name
+            )
+        )
     if isinstance(view.error, SpecError):
         found.append(_spec_problem(analysis, view.error, at, name))
     elif view.error is not None:
-        found.append(_diagnostic(at, f"cannot templatize {name}: {view.error}", types.DiagnosticSeverity.Warning,
-                                 TEMPLATIZE_FAILED, name))
+        found.append(
+            _diagnostic(
+                at, f"cannot templatize {name}: {view.error}", types.DiagnosticSeverity.Warning, TEMPLATIZE_FAILED, name
+            )
+        )
     elif view.struct is not None and analysis.context(name).spec is None:
-        message = (f"no tuning spec for {name} in {analysis.spec_path.name}: draft one (quick fix), then check its "
-                   "sizes and argument shapes")
+        message = (
+            f"no tuning spec for {name} in {analysis.spec_path.name}: draft one (quick fix), then check its "
+            "sizes and argument shapes"
+        )
         found.append(_diagnostic(at, message, types.DiagnosticSeverity.Warning, SPEC_MISSING, name))
     if view.struct is None:
         for lit in analysis.model.literals_of(name):
@@ -97,8 +109,9 @@ def _is_file(path: str | None, expected: Path) -> bool:
     return path is not None and Path(path).resolve() == expected.resolve()
 
 
-def _diagnostic(at: types.Range, message: str, severity: types.DiagnosticSeverity, code: str,
-                kernel: str) -> types.Diagnostic:
-    return types.Diagnostic(range=at, message=message, severity=severity, code=code, source=SOURCE,
-                            data={"kernel": kernel})
-
+def _diagnostic(
+    at: types.Range, message: str, severity: types.DiagnosticSeverity, code: str, kernel: str
+) -> types.Diagnostic:
+    return types.Diagnostic(
+        range=at, message=message, severity=severity, code=code, source=SOURCE, data={"kernel": kernel}
+    )

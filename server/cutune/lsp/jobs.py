@@ -24,6 +24,7 @@ from cutune.tune import Progress, ProgressFn, TuneResult, tune
 
 log = logging.getLogger(__name__)
 
+JOB_STATUS = "cutune/jobStatus"  # the notification of every status change
 NO_GPU = "measured tuning needs a CUDA GPU; run `cutune check` for compile-only results"
 _REPORT_EVERY_S = 0.1  # progress notifications at most this often: replayed trials take microseconds
 
@@ -56,8 +57,15 @@ class JobStatus:
 
     def to_json(self) -> dict[str, Any]:
         """The notification's JSON."""
-        return {"uri": self.uri, "kernel": self.kernel, "state": self.state.value, "done": self.done,
-                "budget": self.budget, "best": self.best, "message": self.message}
+        return {
+            "uri": self.uri,
+            "kernel": self.kernel,
+            "state": self.state.value,
+            "done": self.done,
+            "budget": self.budget,
+            "best": self.best,
+            "message": self.message,
+        }
 
 
 @dataclass
@@ -124,7 +132,9 @@ class Jobs:
         def progress(p: Progress) -> None:
             nonlocal last
             best = None if not p.best else 1.0 / p.best
-            job.status = replace(job.status, done=p.done, budget=p.budget, best=best, message=_progress_message(p, best))
+            job.status = replace(
+                job.status, done=p.done, budget=p.budget, best=best, message=_progress_message(p, best)
+            )
             if time.monotonic() - last >= _REPORT_EVERY_S:
                 last = time.monotonic()
                 self._notify(job)
@@ -133,8 +143,14 @@ class Jobs:
             result = prepare()(progress, job.cancel)
             state = JobState.CANCELLED if job.cancel.is_set() else JobState.DONE
             best = result.speedup if result.significant else 1.0
-            self._finish(job, state=state, best=best, message=describe.gain(result) if state is JobState.DONE
-                         else "cancelled: finished trials are kept, autotune again to resume")
+            self._finish(
+                job,
+                state=state,
+                best=best,
+                message=describe.gain(result)
+                if state is JobState.DONE
+                else "cancelled: finished trials are kept, autotune again to resume",
+            )
         except CutuneError as e:
             self._finish(job, state=JobState.FAILED, message=str(e))
         except Exception as e:  # a bug must not take the server down: report it and go on
@@ -161,12 +177,14 @@ def _progress_message(p: Progress, best: float | None) -> str:
 def tuning_work(ctx: KernelContext, settings: Settings) -> Work:
     """What an autotune job runs: the core's `tune` with the backend the settings name."""
     job = build_job(ctx)
-    options = tune_options(ctx, trials=settings.budget.trials, seconds=settings.budget.seconds,
-                           storage_url=settings.storage_url or None)
+    options = tune_options(
+        ctx, trials=settings.budget.trials, seconds=settings.budget.seconds, storage_url=settings.storage_url or None
+    )
     backend = _backend(settings, workspace_dir(ctx.path))
 
     def work(progress: ProgressFn, cancel: threading.Event) -> TuneResult:
         return tune(job, backend, options, progress=progress, cancel=cancel)
+
     return work
 
 

@@ -26,6 +26,7 @@ class KernelLensState:
     templatized: bool
     result: TuneResult | None
     stale: bool
+    applied: bool  # the source holds the tuned configuration already
     tuning: bool  # an autotune job for it is queued or running
 
 
@@ -35,14 +36,17 @@ def kernel_lenses(uri: str, state: KernelLensState) -> list[types.CodeLens]:
     if state.tuning:
         titles.append(("⏳ autotuning… · Cancel", CANCEL))
     elif state.result is not None:
-        command = AUTOTUNE if state.stale else APPLY if state.result.significant else SHOW_RESULTS
-        titles.append((describe.lens_title(state.result, state.stale), command))
+        applicable = state.result.significant and not state.applied
+        command = AUTOTUNE if state.stale else APPLY if applicable else SHOW_RESULTS
+        titles.append((describe.lens_title(state.result, state.stale, state.applied), command))
     if not state.templatized:
         titles.append(("Templatize", TEMPLATIZE))
     if not state.tuning and not (state.result is not None and state.stale):
         titles.append(("Autotune", AUTOTUNE))
     arguments = [{"uri": uri, "kernel": state.name}]
     return [
-        types.CodeLens(range=line_range(state.line), command=types.Command(title=title, command=command, arguments=arguments))
+        types.CodeLens(
+            range=line_range(state.line), command=types.Command(title=title, command=command, arguments=arguments)
+        )
         for title, command in titles
     ]

@@ -19,10 +19,14 @@ class ResultStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._read: dict[Path, tuple[int, TuneResult | None]] = {}
+        self._workspaces: dict[Path, Path] = {}  # a source's folder → its workspace (found by walking up)
 
     def path(self, source: Path, kernel: str) -> Path:
         """Where the result of `kernel` in `source` is stored."""
-        return result_path(workspace_dir(source) / STATE_DIR, str(source), kernel)
+        workspace = self._workspaces.get(source.parent)
+        if workspace is None:
+            workspace = self._workspaces[source.parent] = workspace_dir(source)
+        return result_path(workspace / STATE_DIR, str(source), kernel)
 
     def get(self, source: Path, kernel: str) -> TuneResult | None:
         """The stored result of a kernel, or None (unreadable files are logged and count as none)."""

@@ -14,8 +14,10 @@ _BLOCK_COMMENT = re.compile(rb"/\*.*?(?:\*/|$)", re.S)
 _PAREN = re.compile(rb"[()]")
 _NAME_BEFORE_PAREN = re.compile(rb"([A-Za-z_]\w*)\s*$")
 _TEMPLATE_BEFORE = re.compile(rb"\btemplate\s*<[^;{}]*>\s*(?:extern\s+\"C\"\s*)?$")
-_ATTRIBUTES = frozenset({b"__launch_bounds__", b"__cluster_dims__", b"__attribute__", b"__declspec", b"__align__",
-                         b"alignas"})
+_ATTRIBUTES = frozenset(
+    {b"__launch_bounds__", b"__cluster_dims__", b"__attribute__", b"__declspec", b"__align__", b"alignas"}
+)
+_TUNING_STRUCT = re.compile(rb"\bstruct\s+(\w+)_tuning\b")
 _TEMPLATE_WINDOW = 4000  # bytes before `__global__` searched for its `template <...>`
 
 
@@ -25,11 +27,13 @@ class KernelHeader:
 
     name: str
     line: int
+    templatized: bool  # the file has its `<name>_tuning` struct
 
 
 def scan_kernels(text: str) -> tuple[KernelHeader, ...]:
     """The `__global__` function definitions of a CUDA text (declarations and commented-out ones skipped)."""
     data = text.encode("utf-8", errors="replace")
+    structs = {m.group(1) for m in _TUNING_STRUCT.finditer(data)} if b"_tuning" in data else set()
     comments = [m.span() for m in _BLOCK_COMMENT.finditer(data)] if b"/*" in data else []
     comment_starts = [start for start, _ in comments]
     found = []
@@ -43,7 +47,7 @@ def scan_kernels(text: str) -> tuple[KernelHeader, ...]:
             start = template.start() if template else at
             line += data.count(b"\n", counted, start)
             counted = start
-            found.append(KernelHeader(name.decode("utf-8", errors="replace"), line))
+            found.append(KernelHeader(name.decode("utf-8", errors="replace"), line, name in structs))
         at = data.find(b"__global__", end)
     return tuple(found)
 

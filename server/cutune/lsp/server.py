@@ -20,8 +20,6 @@ from cutune.lsp.session import Session
 
 log = logging.getLogger(__name__)
 
-JOB_STATUS = "cutune/jobStatus"
-
 
 @attrs.define
 class KernelArgs:
@@ -47,8 +45,9 @@ class CutuneServer(LanguageServer):
             self.session.message(f"the editor did not apply the edit: {e}", types.MessageType.Warning)
             return False
         if result.applied and edit.flags:
-            self.session.message(f"also compile {edit.title.split(' (')[0]} with: {' '.join(edit.flags)}",
-                                 types.MessageType.Info)
+            self.session.message(
+                f"also compile {edit.title.split(' (')[0]} with: {' '.join(edit.flags)}", types.MessageType.Info
+            )
         return result.applied
 
 
@@ -89,7 +88,7 @@ def did_change_watched_files(ls: CutuneServer, params: types.DidChangeWatchedFil
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: CutuneServer, params: types.DidOpenTextDocumentParams) -> None:
     """Analyse a newly opened document in the background."""
-    ls.session.refresh(params.text_document.uri)
+    ls.session.refresh(params.text_document.uri, delay=ls.session.OPEN_DELAY_S)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -185,8 +184,11 @@ def cancel(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 async def show_results(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
     """The stored results of a kernel (or of every kernel of the file) as Markdown."""
     analysis = await ls.session.analysis(args.uri)
-    views = [v for v in analysis.kernels if v.result is not None and args.kernel in ("", v.kernel.name)] \
-        if analysis is not None else []
+    views = (
+        [v for v in analysis.kernels if v.result is not None and args.kernel in ("", v.kernel.name)]
+        if analysis is not None
+        else []
+    )
     parts = [describe.result_markdown(v.result, v.stale) for v in views if v.result is not None]
     return {"markdown": "\n\n".join(parts) or f"no stored results for {args.kernel or args.uri}"}
 

@@ -16,13 +16,12 @@ from cutune.errors import CutuneError
 from cutune.lsp.analysis import Analysis, analyze
 from cutune.lsp.convert import path_uri
 from cutune.lsp.diagnostics import document_diagnostics, spec_diagnostics
-from cutune.lsp.jobs import Job, Jobs, JobState, JobStatus, tuning_work
+from cutune.lsp.jobs import JOB_STATUS, Job, Jobs, JobState, JobStatus, tuning_work
 from cutune.lsp.lenses import KernelLensState
 from cutune.lsp.results import ResultStore
 from cutune.lsp.scan import scan_kernels
 from cutune.lsp.settings import Settings, parse_settings
 from cutune.project import KernelContext
-from cutune.template.tuning import tuning_name
 from cutune.tune.result import TuneResult
 
 if TYPE_CHECKING:  # the server imports this module
@@ -38,6 +37,9 @@ class Session:
     """Everything one server knows between requests."""
 
     CHANGE_DELAY_S = 0.15  # analyse once typing pauses this long
+    # tree-sitter holds the GIL while it parses (~80 ms for 5,000 lines): start after the editor's first
+    # requests, which the quick scan answers at once
+    OPEN_DELAY_S = 0.25
 
     def __init__(self, server: CutuneServer) -> None:
         self.server = server
@@ -60,11 +62,16 @@ class Session:
         self.settings, invalid = parse_settings(raw)
         logging.getLogger("cutune").setLevel(self.settings.log_level.upper())
         if invalid:
-            self.message(f"invalid setting(s) {', '.join(invalid)}: using the defaults (see the cutune docs)",
-                         types.MessageType.Warning)
+            self.message(
+                f"invalid setting(s) {', '.join(invalid)}: using the defaults (see the cutune docs)",
+                types.MessageType.Warning,
+            )
         if self.settings.agent.kind == "openai" and api_key_from_env() is None:
-            self.message("agent.kind is `openai` but neither CUTUNE_LLM_API_KEY nor OPENAI_API_KEY is set in the "
-                         "server's environment; the built-in planner is used", types.MessageType.Warning)
+            self.message(
+                "agent.kind is `openai` but neither CUTUNE_LLM_API_KEY nor OPENAI_API_KEY is set in the "
+                "server's environment; the built-in planner is used",
+                types.MessageType.Warning,
+            )
 
     async def reload_settings(self, pushed: Any) -> None:
         """Pull the `cutune` section when the client can, else use what it pushed."""
@@ -87,9 +94,11 @@ class Session:
         if watched is None or not watched.dynamic_registration:
             return
         options = types.DidChangeWatchedFilesRegistrationOptions(
-            watchers=[types.FileSystemWatcher(glob_pattern=g) for g in WATCHED])
-        registration = types.Registration(id="cutune-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                                          register_options=options)
+            watchers=[types.FileSystemWatcher(glob_pattern=g) for g in WATCHED]
+        )
+        registration = types.Registration(
+            id="cutune-files", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options
+        )
         try:
             await self.server.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
         except Exception as e:  # watching is a convenience: results still show on the next change
@@ -164,15 +173,30 @@ class Session:
         current = self._current(uri)
         if current is not None:
             for v in current.kernels:
-                yield KernelLensState(v.kernel.name, v.kernel.span.start.line, v.struct is not None, v.result,
-                                      v.stale, self.jobs.active(uri, v.kernel.name) is not None)
+                yield KernelLensState(
+                    v.kernel.name,
+                    v.kernel.span.start.line,
+                    v.struct is not None,
+                    v.result,
+                    v.stale,
+                    v.applied,
+                    self.jobs.active(uri, v.kernel.name) is not None,
+                )
+            return
+        path = _path(uri)
+        if path is None or not uri.endswith(SOURCE_SUFFIXES):
             return
         document = self.server.workspace.get_text_document(uri)
-        path = _path(uri)
-        for header in scan_kernels(document.source) if path is not None else ():
-            yield KernelLensState(header.name, header.line, tuning_name(header.name) in document.source,
-                                  self.results.get(path, header.name), False,
-                                  self.jobs.active(uri, header.name) is not None)
+        for header in scan_kernels(document.source):
+            yield KernelLensState(
+                header.name,
+                header.line,
+                header.templatized,
+                self.results.get(path, header.name),
+                False,
+                False,
+                self.jobs.active(uri, header.name) is not None,
+            )
 
     def _current(self, uri: str) -> Analysis | None:
         analysis = self._analyses.get(uri)
@@ -188,7 +212,11 @@ class Session:
         if path is None:
             return None
         document = self.server.workspace.get_text_document(uri)
-        analysis = await asyncio.to_thread(analyze, uri, path, document.source, document.version, self.results)
+        try:
+            analysis = await asyncio.to_thread(analyze, uri, path, document.source, document.version, self.results)
+        except Exception:  # a bug in the core on some text: keep serving the other features and documents
+            log.exception("cannot analyse %s", uri)
+            return None
         self._analyses[uri] = analysis
         self._publish(uri, document_diagnostics(analysis))
         spec_uri = path_uri(analysis.spec_path)
@@ -211,7 +239,7 @@ class Session:
 
     async def start_job(self, uri: str, kernel: str) -> Job:
         """Queue an autotune job; raises CutuneError when the kernel cannot be tuned now."""
-        analysis, ctx = await self.context(uri, kernel)
+        _, ctx = await self.context(uri, kernel)
         job = self.jobs.reserve(uri, kernel, self.settings.budget.trials)
         await self._begin_progress(job)
         settings = self.settings
@@ -231,14 +259,19 @@ class Session:
             return
         progress.tokens[job.id].add_done_callback(lambda _: job.cancel.set())  # cancelled from the editor
         title = f"Autotune {job.status.kernel}"
-        progress.begin(job.id, types.WorkDoneProgressBegin(title=title, cancellable=True, message="queued", percentage=0))
+        progress.begin(
+            job.id, types.WorkDoneProgressBegin(title=title, cancellable=True, message="queued", percentage=0)
+        )
 
     def _job_changed_in_thread(self, job: Job) -> None:
-        if self._loop is not None:
+        if self._loop is None:
+            return
+        try:
             self._loop.call_soon_threadsafe(self._job_changed, job, job.status)
+        except RuntimeError:  # the loop closed: the server is exiting and nobody is listening
+            job.cancel.set()
 
     def _job_changed(self, job: Job, status: JobStatus) -> None:
-        self.server.protocol.notify("cutune/jobStatus", status.to_json())
         progress = self.server.work_done_progress
         if job.id in progress.tokens:
             if status.finished:
@@ -247,6 +280,7 @@ class Session:
             else:
                 percentage = int(100 * status.done / status.budget) if status.budget else None
                 progress.report(job.id, types.WorkDoneProgressReport(message=status.message, percentage=percentage))
+        self.server.protocol.notify(JOB_STATUS, status.to_json())
         if status.finished:
             if status.uri in self.server.workspace.text_documents:
                 self.refresh(status.uri)

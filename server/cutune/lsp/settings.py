@@ -55,6 +55,7 @@ def _exact(kind: type) -> Any:
         if isinstance(value, kind) or (kind is float and numeric and isinstance(value, int)):
             return kind(value)
         raise ValueError(f"expected {kind.__name__}, got {value!r}")
+
     return structure
 
 
@@ -66,6 +67,7 @@ def _positive(kind: type) -> Any:
         if number <= 0:
             raise ValueError(f"must be positive, got {number!r}")
         return number
+
     return structure
 
 

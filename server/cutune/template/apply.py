@@ -87,9 +87,7 @@ def _param(space: Space, name: str, path: str | None) -> TunableParam:
     try:
         return space.param(name)
     except KeyError:
-        raise SourceError(
-            f"the configuration sets {name}, which the space has no parameter for", path=path
-        ) from None
+        raise SourceError(f"the configuration sets {name}, which the space has no parameter for", path=path) from None
 
 
 def _check_not_dispatched(src: KernelSource, launches: list[tuple[LaunchSite, Node]]) -> None:
@@ -137,9 +135,7 @@ def _dispatch(
         i = params.index(runtime_param(p.arg or ""))
         arg = site.args[i] if i < len(site.args) else None
         if arg is None:
-            raise SourceError(
-                f"the launch at line {line} passes no {p.arg}", path=src.model.path, line=line - 1
-            )
+            raise SourceError(f"the launch at line {line} passes no {p.arg}", path=src.model.path, line=line - 1)
         guards.append(arg if arg.isidentifier() else f"({arg})")
     fn = call.child_by_field_name("function")
     assert fn is not None
@@ -152,9 +148,7 @@ def _dispatch(
         args = list(site.template_args)
         for tp in tparams[len(args) : needed]:
             args.append(
-                str(values.get(tp.name, 0))
-                if tp.name.endswith("_CT")
-                else _host_default(src, tp.default or "", call)
+                str(values.get(tp.name, 0)) if tp.name.endswith("_CT") else _host_default(src, tp.default or "", call)
             )
         text = f"{callee}<{', '.join(args)}>{rest};"
         return text.replace("\n", "\n  ")

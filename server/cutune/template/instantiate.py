@@ -90,18 +90,14 @@ def _size_value(spec: KernelSpec, p: TunableParam, size: Mapping[str, int]) -> i
     """The problem's value of the argument a SPECIALIZE parameter fixes: its scalar value in the spec
     (under its original or its `_rt` name), else the size variable of the same name."""
     assert p.arg is not None
-    arg = next(
-        (a for a in spec.args if a.name in (p.arg, runtime_param(p.arg)) and a.value is not None), None
-    )
+    arg = next((a for a in spec.args if a.name in (p.arg, runtime_param(p.arg)) and a.value is not None), None)
     text = arg.value if arg is not None and arg.value is not None else p.arg
     try:
         value = compile_expr(text).evaluate(size)
     except ExpressionError as e:
         raise spec.error("args", f"{p.name} needs the value of {p.arg} for size {dict(size)}: {e}") from None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise spec.error(
-            "args", f"{p.name}: {p.arg} is {value!r} for size {dict(size)}, not a positive integer"
-        )
+        raise spec.error("args", f"{p.name}: {p.arg} is {value!r} for size {dict(size)}, not a positive integer")
     return value
 
 
@@ -109,6 +105,4 @@ def _qualified_default(default: str, kernel: str, namespace: str) -> str:
     """A template parameter's default, with the kernel's tuning struct qualified for use at file scope."""
     if not namespace:
         return default
-    return re.sub(
-        rf"(?<![\w:]){re.escape(tuning_name(kernel))}::", f"{namespace}::{tuning_name(kernel)}::", default
-    )
+    return re.sub(rf"(?<![\w:]){re.escape(tuning_name(kernel))}::", f"{namespace}::{tuning_name(kernel)}::", default)

@@ -16,13 +16,8 @@ from cutune.cuda.model import Kernel
 from cutune.cuda.syntax import matches, node_text
 from cutune.template.model import Value
 
-HEADER = (
-    "// cutune: tunable parameters of {kernel} "
-    "(defaults are the original choices; `cutune tune` searches them)"
-)
-_STRUCT_QUERY = (
-    "(struct_specifier name: (type_identifier) @name body: (field_declaration_list) @body) @struct"
-)
+HEADER = "// cutune: tunable parameters of {kernel} (defaults are the original choices; `cutune tune` searches them)"
+_STRUCT_QUERY = "(struct_specifier name: (type_identifier) @name body: (field_declaration_list) @body) @struct"
 
 
 def tuning_name(kernel: str) -> str:
@@ -82,21 +77,13 @@ def _read(kernel: str, struct: Node, body: Node, data: bytes) -> TuningStruct:
         if name is None or value is None or type_node is None:
             continue
         comment = f.next_named_sibling
-        same_line = (
-            comment is not None and comment.type == "comment" and comment.start_point[0] == f.end_point[0]
-        )
+        same_line = comment is not None and comment.type == "comment" and comment.start_point[0] == f.end_point[0]
         note = node_text(data, comment).removeprefix("//").strip() if same_line and comment else ""
-        members.append(
-            Member(node_text(data, name), node_text(data, type_node), node_text(data, value), note)
-        )
+        members.append(Member(node_text(data, name), node_text(data, type_node), node_text(data, value), note))
         ranges[node_text(data, name)] = (value.start_byte, value.end_byte)
     start = struct.start_byte
     previous = struct.prev_sibling
-    if (
-        previous is not None
-        and previous.type == "comment"
-        and node_text(data, previous).startswith("// cutune:")
-    ):
+    if previous is not None and previous.type == "comment" and node_text(data, previous).startswith("// cutune:"):
         start = previous.start_byte
     end = struct.end_byte
     semicolon = struct.next_sibling

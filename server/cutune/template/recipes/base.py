@@ -109,6 +109,11 @@ class KernelSource:
         """The source text of a node."""
         return node_text(self.data, node)
 
+    def field(self, node: Node, name: str) -> str:
+        """The text of a node's child field, '' when it has none."""
+        child = node.child_by_field_name(name)
+        return node_text(self.data, child) if child is not None else ""
+
     def line(self, node_or_byte: Node | int) -> int:
         """The 1-based line of a node or byte offset."""
         at = node_or_byte if isinstance(node_or_byte, int) else node_or_byte.start_byte
@@ -141,6 +146,16 @@ class KernelSource:
         node = self.root.descendant_for_byte_range(at, at)
         prefix = qualifier(self.kernel.namespace, namespaces_at(node)) if node is not None else ""
         return f"{prefix}{self.struct_name}::{name}"
+
+    def member_comment(self, name: str, fallback: str) -> str:
+        """The comment of a struct member, or `fallback` when it has none."""
+        member = self.struct.member(name) if self.struct is not None else None
+        return member.comment if member is not None and member.comment else fallback
+
+    def member_int(self, name: str) -> int | None:
+        """The current value of an integer struct member, if the struct has it."""
+        value = self.member_value(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def member_value(self, name: str) -> Value | None:
         """The current value of a struct member (int or bool), if the struct has it."""
@@ -216,9 +231,7 @@ class KernelRewrite:
                 indent = _indent_of(src.data, at)
                 self.insert(
                     at,
-                    render_struct(src.kernel.name, self._members, indent).removeprefix(indent)
-                    + "\n\n"
-                    + indent,
+                    render_struct(src.kernel.name, self._members, indent).removeprefix(indent) + "\n\n" + indent,
                 )
         if self._template_params:
             if src.kernel.extern_c:

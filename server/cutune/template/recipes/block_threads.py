@@ -47,18 +47,12 @@ class BlockThreads(Recipe):
         for site in sites:
             literals = [site.origin.node]
             if tparam is not None:
-                literals.append(
-                    site.resolver.resolve(_template_arguments(site.call)[_index(src, tparam)]).node
-                )
+                literals.append(site.resolver.resolve(_template_arguments(site.call)[_index(src, tparam)]).node)
             for expr in site.resolver.closure(launch_config(site.call)[0]):
                 literals += [
-                    lit
-                    for lit in descendants(expr, "number_literal")
-                    if int_value(src.text(lit)) == value - 1
+                    lit for lit in descendants(expr, "number_literal") if int_value(src.text(lit)) == value - 1
                 ]
-                literals += [
-                    lit for lit in descendants(expr, "number_literal") if int_value(src.text(lit)) == value
-                ]
+                literals += [lit for lit in descendants(expr, "number_literal") if int_value(src.text(lit)) == value]
             for lit in literals:
                 if lit.type != "number_literal" or lit.start_byte in done:
                     continue
@@ -72,14 +66,10 @@ class BlockThreads(Recipe):
 
     def _recovered(self, src: KernelSource, draft: Draft, name: str) -> Draft:
         """The parameter of a launch already written as `<kernel>_tuning::NAME`."""
-        value = src.member_value(name)
-        if not isinstance(value, int) or isinstance(value, bool):
-            self.refuse(
-                f"the launch uses {src.struct_name}::{name}, which is not an integer member of the struct"
-            )
-        member = src.struct.member(name) if src.struct is not None else None
-        comment = member.comment if member is not None and member.comment else _PLAIN
-        return self._draft(src, draft, name, value, src.binding_of(name), comment)
+        value = src.member_int(name)
+        if value is None:
+            self.refuse(f"the launch uses {src.struct_name}::{name}, which is not an integer member of the struct")
+        return self._draft(src, draft, name, value, src.binding_of(name), src.member_comment(name, _PLAIN))
 
     def _sites(self, src: KernelSource) -> list[_Site]:
         launches = src.launches()
@@ -94,13 +84,10 @@ class BlockThreads(Recipe):
             origin = resolver.resolve(config[1])
             where = f"line {src.line(origin.node)}"
             if origin.kind is OriginKind.MULTI_DIM:
-                self.refuse(
-                    f"multi-dimensional blocks not supported yet (`{src.text(origin.node)}` at {where})"
-                )
+                self.refuse(f"multi-dimensional blocks not supported yet (`{src.text(origin.node)}` at {where})")
             if origin.kind is OriginKind.MACRO:
                 self.refuse(
-                    f"the block size comes from the macro {origin.name} ({where}); "
-                    "macros are not rewritten yet"
+                    f"the block size comes from the macro {origin.name} ({where}); macros are not rewritten yet"
                 )
             if origin.kind is OriginKind.RUNTIME:
                 self.refuse(
@@ -114,8 +101,7 @@ class BlockThreads(Recipe):
         values = {s.origin.value for s in sites}
         if len(values) > 1 or any(s.origin.kind is OriginKind.MEMBER for s in sites):
             found = ", ".join(
-                f"{s.origin.value if s.origin.kind is OriginKind.LITERAL else src.text(s.origin.node)} "
-                f"at line {s.line}"
+                f"{s.origin.value if s.origin.kind is OriginKind.LITERAL else src.text(s.origin.node)} at line {s.line}"
                 for s in sites
             )
             self.refuse(f"launch sites disagree on the block size: {found}")
@@ -130,14 +116,8 @@ class BlockThreads(Recipe):
             if tp.kind is not TemplateParamKind.VALUE:
                 continue
             targs = [_template_arguments(site.call) for site in sites]
-            origins = [
-                site.resolver.resolve(args[i])
-                for site, args in zip(sites, targs, strict=True)
-                if i < len(args)
-            ]
-            if len(origins) == len(sites) and all(
-                o.kind is OriginKind.LITERAL and o.value == value for o in origins
-            ):
+            origins = [site.resolver.resolve(args[i]) for site, args in zip(sites, targs, strict=True) if i < len(args)]
+            if len(origins) == len(sites) and all(o.kind is OriginKind.LITERAL and o.value == value for o in origins):
                 return tp.name
         return None
 
@@ -150,18 +130,12 @@ class BlockThreads(Recipe):
             while decl is not None and decl.type not in ("declaration", "compound_statement"):
                 decl = decl.parent
             line = src.line(lit)
-            if (
-                decl is not None
-                and decl.type == "declaration"
-                and "__shared__" in src.text(decl).split("[")[0]
-            ):
+            if decl is not None and decl.type == "declaration" and "__shared__" in src.text(decl).split("[")[0]:
                 self.refuse(
                     f"the shared array `{' '.join(src.text(decl).split())}` (line {line}) is sized for "
                     f"{value} threads; make its size a parameter first"
                 )
-            self.refuse(
-                f"the kernel body hard-codes {value} (line {line}), which looks tied to the block size"
-            )
+            self.refuse(f"the kernel body hard-codes {value} (line {line}), which looks tied to the block size")
 
     def _draft(
         self,
@@ -180,9 +154,7 @@ class BlockThreads(Recipe):
         bounds = src.kernel.launch_bounds
         cap = int_value(bounds.max_threads) if bounds is not None else None
         if cap is not None:
-            constraints.append(
-                f"{name} <= {cap}"
-            )  # until launch_bounds ties __launch_bounds__ to the parameter
+            constraints.append(f"{name} <= {cap}")  # until launch_bounds ties __launch_bounds__ to the parameter
         param = TunableParam(name, values, value, binding, description=comment)
         return draft.extend(param, constraints=tuple(constraints), text=text, block_threads=name)
 

@@ -56,11 +56,7 @@ class HostResolver:
         src, t = self.src, node.type
         if t == "number_literal":
             value = int_value(src.text(node))
-            return (
-                Origin(OriginKind.LITERAL, node, value)
-                if value is not None
-                else Origin(OriginKind.RUNTIME, node)
-            )
+            return Origin(OriginKind.LITERAL, node, value) if value is not None else Origin(OriginKind.RUNTIME, node)
         if t == "parenthesized_expression" and node.named_child_count == 1:
             return self.resolve(node.named_children[0])
         # names parse as identifiers, types (`dim3 grid(n)`, `k<T, N>`) or qualified names: read the text
@@ -69,7 +65,7 @@ class HostResolver:
             return self._resolve_name(node, text)
         scope, _, member = text.rpartition("::")
         if _QUALIFIED.fullmatch(text) and scope.split("::")[-1] == src.struct_name:
-            return Origin(OriginKind.MEMBER, node, src.member_value(member), member)  # type: ignore[arg-type]
+            return Origin(OriginKind.MEMBER, node, src.member_int(member), member)
         if t == "call_expression":
             return self._resolve_call(node)
         if t in ("initializer_list", "compound_literal_expression"):
@@ -116,14 +112,10 @@ class HostResolver:
                     value = declarator.child_by_field_name("value")
                     if value is not None:
                         values = (
-                            self.arguments(value)
-                            if value.type in ("argument_list", "initializer_list")
-                            else [value]
+                            self.arguments(value) if value.type in ("argument_list", "initializer_list") else [value]
                         )
                         best = (decl, value, values)
-                elif (
-                    declarator.type == "function_declarator"
-                ):  # `dim3 grid(n);` parses as a function declaration
+                elif declarator.type == "function_declarator":  # `dim3 grid(n);` parses as a function declaration
                     params = declarator.child_by_field_name("parameters")
                     if params is not None:
                         best = (decl, params, self.arguments(params))
@@ -175,9 +167,7 @@ class HostResolver:
             first, second = self.resolve(args[0]), self.resolve(args[1])
             literal = [o for o in (first, second) if o.kind in (OriginKind.LITERAL, OriginKind.MEMBER)]
             if len(literal) == 1:
-                return Origin(
-                    literal[0].kind, literal[0].node, literal[0].value, literal[0].name, capped=True
-                )
+                return Origin(literal[0].kind, literal[0].node, literal[0].value, literal[0].name, capped=True)
         return Origin(OriginKind.RUNTIME, node)
 
     def _callee(self, call: Node) -> str:

@@ -22,9 +22,10 @@ NAME = "ITEMS_PER_THREAD"
 CANDIDATES = (1, 2, 4, 8)
 _LOOP_COMMENT = "consecutive block-chunks each thread handles (the grid shrinks by as much)"
 _GRID_COMMENT = "grid-stride iterations per thread (the grid shrinks by as much)"
+# block-level cooperation: barriers, shared memory, warp collectives, cooperative groups
 _COOPERATION = re.compile(
-    r"\b(__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync|__activemask|__reduce_\w+_sync"
-    r"|__match_\w+|cooperative_groups|__shared__)\b"
+    r"__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync|__activemask|__reduce_\w+_sync"
+    r"|__match_\w+|cooperative_groups|this_thread_block|tiled_partition|this_grid|__shared__"
 )
 _LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement", "switch_statement")
 _SIMPLE = ("identifier", "call_expression", "parenthesized_expression", "field_expression", "number_literal")
@@ -42,16 +43,13 @@ class _ElementForm:
 
 class ItemsPerThread(Recipe):
     name = "items_per_thread"
-    description = (
-        "several consecutive block-chunks per thread and a smaller grid (or a smaller grid-stride grid)"
-    )
+    description = "several consecutive block-chunks per thread and a smaller grid (or a smaller grid-stride grid)"
 
     def apply(self, model: SourceModel, kernel: Kernel, draft: Draft) -> Draft:
         src = KernelSource(model, kernel)
         if src.struct is not None and src.struct.member(NAME) is not None:
-            value = src.member_value(NAME)
-            comment = src.struct.member(NAME).comment or _LOOP_COMMENT  # type: ignore[union-attr]
-            return self._draft(draft, value if isinstance(value, int) else 1, comment, src.binding_of(NAME))
+            value = src.member_int(NAME) or 1
+            return self._draft(draft, value, src.member_comment(NAME, _LOOP_COMMENT), src.binding_of(NAME))
         launches = src.launches()
         if not launches:
             self.refuse(f"no launch of {kernel.name} in this file, so there is no grid to divide")
@@ -71,20 +69,17 @@ class ItemsPerThread(Recipe):
         binding = Binding.LAUNCH if grid_stride else Binding.TEMPLATE
         return self._draft(draft, 1, comment, binding, text=rewrite.result())
 
-    def _draft(
-        self, draft: Draft, value: int, comment: str, binding: Binding, text: str | None = None
-    ) -> Draft:
+    def _draft(self, draft: Draft, value: int, comment: str, binding: Binding, text: str | None = None) -> Draft:
         values = tuple(sorted(set(CANDIDATES) | {value}))
         return draft.extend(TunableParam(NAME, values, value, binding, description=comment), text=text)
 
     def _grid_stride(self, src: KernelSource) -> bool:
-        """Whether the kernel steps a loop by the whole grid (`i += blockDim.x * gridDim.x`)."""
+        """Whether the kernel steps a loop by the whole grid (`i += blockDim.x * gridDim.x`, or by a local
+        computed from gridDim)."""
         strides = {
-            src.text(d.child_by_field_name("declarator").child_by_field_name("declarator"))  # type: ignore[union-attr]
-            for d in src.in_body("declaration")
-            if d.child_by_field_name("declarator") is not None
-            and d.child_by_field_name("declarator").type == "init_declarator"  # type: ignore[union-attr]
-            and "gridDim" in src.text(d)
+            src.text(target)
+            for d in src.in_body("init_declarator")
+            if (target := d.child_by_field_name("declarator")) is not None and "gridDim" in src.text(d)
         }
         for loop in src.in_body("for_statement"):
             update = loop.child_by_field_name("update")
@@ -94,7 +89,7 @@ class ItemsPerThread(Recipe):
 
     def _check_block_stride(self, src: KernelSource, draft: Draft) -> None:
         block_names = {"blockDim.x", draft.block_threads} if draft.block_threads else {"blockDim.x"}
-        for loop in src.in_body("for_statement", "while_statement"):
+        for loop in src.in_body("for_statement"):
             update = loop.child_by_field_name("update")
             if update is not None and _step(src, update) in block_names:
                 self.refuse(
@@ -103,35 +98,24 @@ class ItemsPerThread(Recipe):
                 )
 
     def _check_cooperation(self, src: KernelSource) -> None:
-        text = bytearray(src.data[src.body.start_byte : src.body.end_byte])
-        for comment in src.in_body("comment"):
-            text[comment.start_byte - src.body.start_byte : comment.end_byte - src.body.start_byte] = b" " * (
-                comment.end_byte - comment.start_byte
-            )
-        m = _COOPERATION.search(text.decode("utf-8", errors="replace"))
-        if m:
-            line = src.line(
-                src.body.start_byte + len(text[: m.start()].decode("utf-8", errors="replace").encode())
-            )
-            self.refuse(
-                f"the kernel uses {m.group(1)} (line {line}): threads of a block cooperate, so one thread "
-                "cannot take several block-chunks"
-            )
+        for node in src.in_body("identifier", "namespace_identifier", "type_qualifier"):
+            if _COOPERATION.fullmatch(src.text(node)):
+                self.refuse(
+                    f"the kernel uses {src.text(node)} (line {src.line(node)}): threads of a block cooperate, "
+                    "so one thread cannot take several block-chunks"
+                )
 
     def _element_form(self, src: KernelSource) -> _ElementForm:
         statements = [c for c in src.body.named_children if c.type != "comment"]
         found = next(((i, s, b) for i, s in enumerate(statements) if (b := _index_declaration(src, s))), None)
         if found is None:
-            self.refuse(
-                "no index of the form `i = blockIdx.x * blockDim.x + threadIdx.x` declared in the kernel body"
-            )
+            self.refuse("no index of the form `i = blockIdx.x * blockDim.x + threadIdx.x` declared in the kernel body")
         i, index, block_idx = found
         name = src.text(_declared(index))
         others = [
             n
             for n in src.in_body("identifier")
-            if src.text(n) in ("blockIdx", "gridDim")
-            and not (index.start_byte <= n.start_byte < index.end_byte)
+            if src.text(n) in ("blockIdx", "gridDim") and not (index.start_byte <= n.start_byte < index.end_byte)
         ]
         if others:
             self.refuse(
@@ -140,26 +124,18 @@ class ItemsPerThread(Recipe):
             )
         rest = statements[i + 1 :]
         guard = next((j for j, s in enumerate(rest) if s.type != "declaration"), None)
-        if (
-            guard is None
-            or rest[guard].type != "if_statement"
-            or not _guards(src, rest[guard], name, rest[guard:])
-        ):
+        if guard is None or rest[guard].type != "if_statement" or not _guards(src, rest[guard], name, rest[guard:]):
             self.refuse(
                 f"no bounds check on {name} right after it (`if ({name} < n) {{...}}` as the last statement, "
                 f"or `if ({name} >= n) return;`), so extra chunks would run past the end"
             )
         region = (index.start_byte, src.body.named_children[-1].end_byte)
-        returns = tuple(
-            r for r in descendants(src.body, "return_statement") if region[0] <= r.start_byte < region[1]
-        )
+        returns = tuple(r for r in descendants(src.body, "return_statement") if region[0] <= r.start_byte < region[1])
         for r in returns:
             parent = r.parent
             while parent is not None and parent != src.body:
                 if parent.type in _LOOPS:
-                    self.refuse(
-                        f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`"
-                    )
+                    self.refuse(f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`")
                 parent = parent.parent
         return _ElementForm(index, block_idx, region, returns)
 
@@ -172,9 +148,7 @@ class ItemsPerThread(Recipe):
             "argument_list",
             "parenthesized_expression",
         )
-        local = [(form.block_idx, chunk if wrapped else f"({chunk})")] + [
-            (r, "continue;") for r in form.returns
-        ]
+        local = [(form.block_idx, chunk if wrapped else f"({chunk})")] + [(r, "continue;") for r in form.returns]
         pieces, pos = [], start
         for node, new in sorted(local, key=lambda e: e[0].start_byte):
             pieces += [src.data[pos : node.start_byte].decode(), new]
@@ -184,12 +158,9 @@ class ItemsPerThread(Recipe):
         lines = "".join(pieces).split("\n")
         # one level deeper, except blank lines and preprocessor lines (which stay where they were written)
         body = "\n".join(
-            [lines[0]]
-            + ["  " + ln if ln.strip() and not ln.lstrip().startswith("#") else ln for ln in lines[1:]]
+            [lines[0]] + ["  " + ln if ln.strip() and not ln.lstrip().startswith("#") else ln for ln in lines[1:]]
         )
-        rewrite.replace(
-            start, end, f"for (int {item} = 0; {item} < {NAME}; ++{item}) {{\n{indent}  {body}\n{indent}}}"
-        )
+        rewrite.replace(start, end, f"for (int {item} = 0; {item} < {NAME}; ++{item}) {{\n{indent}  {body}\n{indent}}}")
 
     def _rewrite_grid(
         self, src: KernelSource, rewrite: KernelRewrite, site: LaunchSite, call: Node, done: set[int]
@@ -199,8 +170,7 @@ class ItemsPerThread(Recipe):
         dims = resolver.dims_of(grid)
         if dims is None and grid.type == "identifier" and resolver.declaration(src.text(grid)) is None:
             self.refuse(
-                f"the grid `{src.text(grid)}` (line {src.line(grid)}) is not declared where the kernel "
-                "is launched"
+                f"the grid `{src.text(grid)}` (line {src.line(grid)}) is not declared where the kernel is launched"
             )
         target = grid
         if dims is not None:
@@ -233,7 +203,7 @@ class ItemsPerThread(Recipe):
 
 def _step(src: KernelSource, update: Node) -> str:
     """What `i += X` adds, without spaces ('' for other updates)."""
-    if update.type == "assignment_expression" and src.text(update.child_by_field_name("operator")) == "+=":  # type: ignore[arg-type]
+    if update.type == "assignment_expression" and src.field(update, "operator") == "+=":
         right = update.child_by_field_name("right")
         return "".join(src.text(right).split()) if right is not None else ""
     return ""
@@ -244,8 +214,8 @@ def _bare(src: KernelSource, node: Node) -> Node:
     while True:
         if node.type == "parenthesized_expression" and node.named_child_count == 1:
             node = node.named_children[0]
-        elif node.type == "cast_expression" and node.child_by_field_name("value") is not None:
-            node = node.child_by_field_name("value")  # type: ignore[assignment]
+        elif node.type == "cast_expression" and (value := node.child_by_field_name("value")) is not None:
+            node = value
         elif node.type == "call_expression" and src.text(node).startswith("static_cast"):
             args = node.child_by_field_name("arguments")
             if args is None or args.named_child_count != 1:
@@ -266,14 +236,14 @@ def _index_declaration(src: KernelSource, statement: Node) -> Node | None:
     if value is None:
         return None
     total = _bare(src, value)
-    if total.type != "binary_expression" or src.text(total.child_by_field_name("operator")) != "+":  # type: ignore[arg-type]
+    if total.type != "binary_expression" or src.field(total, "operator") != "+":
         return None
     left, right = total.child_by_field_name("left"), total.child_by_field_name("right")
     for product, thread in ((left, right), (right, left)):
         if product is None or thread is None or _text(src, _bare(src, thread)) != "threadIdx.x":
             continue
         product = _bare(src, product)
-        if product.type != "binary_expression" or src.text(product.child_by_field_name("operator")) != "*":  # type: ignore[arg-type]
+        if product.type != "binary_expression" or src.field(product, "operator") != "*":
             continue
         a, b = product.child_by_field_name("left"), product.child_by_field_name("right")
         for block, size in ((a, b), (b, a)):
@@ -296,9 +266,8 @@ def _guards(src: KernelSource, guard: Node, name: str, rest: list[Node]) -> bool
     test = _bare(src, condition.named_children[0]) if condition.named_children else condition
     if test.type != "binary_expression":
         return False
-    op = src.text(test.child_by_field_name("operator"))  # type: ignore[arg-type]
-    left = _text(src, test.child_by_field_name("left"))  # type: ignore[arg-type]
-    right = _text(src, test.child_by_field_name("right"))  # type: ignore[arg-type]
+    op = src.field(test, "operator")
+    left, right = "".join(src.field(test, "left").split()), "".join(src.field(test, "right").split())
     below = (left == name and op == "<") or (right == name and op == ">")
     beyond = (left == name and op == ">=") or (right == name and op == "<=")
     if below:

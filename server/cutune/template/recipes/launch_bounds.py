@@ -17,9 +17,7 @@ _COMMENT = "__launch_bounds__ minimum blocks per SM (caps the registers per thre
 
 class LaunchBounds(Recipe):
     name = "launch_bounds"
-    description = (
-        "__launch_bounds__ minimum blocks per SM as a parameter, its thread count tied to the block size"
-    )
+    description = "__launch_bounds__ minimum blocks per SM as a parameter, its thread count tied to the block size"
 
     def apply(self, model: SourceModel, kernel: Kernel, draft: Draft) -> Draft:
         src = KernelSource(model, kernel)
@@ -36,11 +34,9 @@ class LaunchBounds(Recipe):
             self.refuse("__launch_bounds__ with a cluster size (3rd argument) is not supported yet")
         (t_start, t_end), *rest = split_arguments(src.data, bounds.span.start_byte, bounds.span.end_byte)
         min_text = bounds.min_blocks.strip() if bounds.min_blocks is not None else None
-        if min_text is not None and src.member_value(min_text) is not None and src.template_param(min_text):
-            value = src.member_value(min_text)
-            return self._draft(
-                draft, min_text, value if isinstance(value, int) else 0, bounds.max_threads.strip()
-            )
+        recovered = src.member_int(min_text) if min_text is not None else None
+        if min_text is not None and recovered is not None and src.template_param(min_text):
+            return self._draft(draft, min_text, recovered, bounds.max_threads.strip())  # already written
         rewrite = KernelRewrite(src, self.name)
         threads = bounds.max_threads.strip()
         tie = block is not None and int_value(threads) is not None and int_value(threads) == block.default
@@ -58,9 +54,7 @@ class LaunchBounds(Recipe):
             ).extend(block)
         name = self._free_name(src)
         if min_text is None:
-            default = (
-                0  # no minimum, as written: `__launch_bounds__(N, 0)` compiles as `__launch_bounds__(N)`
-            )
+            default = 0  # no minimum, as written: `__launch_bounds__(N, 0)` compiles as `__launch_bounds__(N)`
             rewrite.insert(t_end, f", {name}")
         else:
             value = int_value(min_text)
@@ -81,9 +75,7 @@ class LaunchBounds(Recipe):
 
     def _free_name(self, src: KernelSource) -> str:
         if src.taken(NAME):
-            self.refuse(
-                f"{NAME} is already a template parameter or tuning-struct member of {src.kernel.name}"
-            )
+            self.refuse(f"{NAME} is already a template parameter or tuning-struct member of {src.kernel.name}")
         return NAME
 
     def _draft(self, draft: Draft, name: str, default: int, threads: str, text: str | None = None) -> Draft:

@@ -45,9 +45,7 @@ def param_name(arg: str) -> str:
 
 class Specialize(Recipe):
     name = "specialize"
-    description = (
-        "integral size arguments used as divisors or loop bounds, compiled in as constants per problem"
-    )
+    description = "integral size arguments used as divisors or loop bounds, compiled in as constants per problem"
 
     def apply(self, model: SourceModel, kernel: Kernel, draft: Draft) -> Draft:
         src = KernelSource(model, kernel)
@@ -96,9 +94,7 @@ class Specialize(Recipe):
         lines = [_COMMENT]
         for p in candidates:
             decl = src.root.descendant_for_byte_range(p.span.start_byte, p.span.end_byte)
-            ident = (
-                next(n for n in descendants(decl, "identifier") if src.text(n) == p.name) if decl else None
-            )
+            ident = next(n for n in descendants(decl, "identifier") if src.text(n) == p.name) if decl else None
             if ident is None:
                 self.refuse(f"the declaration of argument {p.name} could not be read")
             rewrite.replace_node(ident, runtime_param(p.name))

@@ -31,16 +31,9 @@ class Unroll(Recipe):
                 continue
             comment = f"#pragma unroll factor of the loop `{_loop_header(src, pragma)}`"
             value = int_value(factor)
-            member = src.member_value(factor)
-            if (
-                value is None
-                and isinstance(member, int)
-                and not isinstance(member, bool)
-                and src.template_param(factor)
-            ):
-                params.append(
-                    _param(factor, member, src.struct.member(factor).comment if src.struct else comment)
-                )  # type: ignore[union-attr]
+            member = src.member_int(factor)
+            if value is None and member is not None and src.template_param(factor):
+                params.append(_param(factor, member, src.member_comment(factor, comment)))  # already written
                 used.add(factor)
                 continue
             if value is None:
@@ -69,19 +62,13 @@ class Unroll(Recipe):
                 continue
             m = _PRAGMA.match(src.text(arg))
             if m:
-                start = (
-                    arg.start_byte + len(src.text(arg)[: m.start(1)].encode())
-                    if m.group(1)
-                    else arg.start_byte
-                )
+                start = arg.start_byte + len(src.text(arg)[: m.start(1)].encode()) if m.group(1) else arg.start_byte
                 found.append((call, (start, start + len(m.group(1) or "")), m.group(1)))
         return found
 
 
 def _param(name: str, value: int, comment: str) -> TunableParam:
-    return TunableParam(
-        name, tuple(sorted(set(CANDIDATES) | {value})), value, Binding.TEMPLATE, description=comment
-    )
+    return TunableParam(name, tuple(sorted(set(CANDIDATES) | {value})), value, Binding.TEMPLATE, description=comment)
 
 
 def _free_name(src: KernelSource, used: set[str]) -> str:

@@ -36,8 +36,7 @@ class VectorWidth(Recipe):
         pack = next((src.text(t) for t in src.in_body("type_identifier") if src.text(t) in PACK_TYPES), None)
         if pack is not None:
             self.refuse(
-                f"loads are {pack} ({PACK_TYPES[pack]} bytes) — changing the pack width needs a different "
-                "load type"
+                f"loads are {pack} ({PACK_TYPES[pack]} bytes) — changing the pack width needs a different load type"
             )
         self.refuse(
             f"the pack width at line {widths[0].span.start.line + 1} feeds no load type cutune knows; "
