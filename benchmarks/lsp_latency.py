@@ -1,9 +1,9 @@
 """Request latency of `cutune serve` (code lens, hover) while an autotune job runs in its background thread.
 
-    python -m benchmarks.lsp_latency [--trials 336] [--out benchmarks/results/lsp_latency.json]
+    python -m benchmarks.lsp_latency [--trials 1536] [--out benchmarks/results/lsp_latency.json]
 
 The job replays a synthetic recording (TEST-ONLY timings from tests/lsp/synthetic.py, made at run time)
-over a 336-point space, so the server's tuning thread does what it does on a GPU machine minus the GPU:
+over a 1,536-point space, so the server's tuning thread does what it does on a GPU machine minus the GPU:
 Optuna's ask/tell, the study's journal writes, selection. Requests are sent back to back, alternating
 codeLens and hover, first with no job (baseline), then until the job ends. Target: p99 < 50 ms.
 Run it from the repository root (it imports the tests' recording helper).
@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lsprotocol import types
-
 from benchmarks.lsp_parse import ROOT, lenses_ms, machine, open_document, start_server, stop_server, summary
+from lsprotocol import types
 from tests.lsp.synthetic import write_recording
 
 FIXTURE = ROOT / "tests" / "data" / "lsp" / "autotune"
@@ -45,7 +44,7 @@ binding = "flag"
 flag = "--use_fast_math"
 
 [kernel.scale_kernel.params.MAXRREGCOUNT]
-values = [0, 32, 64, 96, 128, 168, 255]
+values = [REGISTERS]
 default = 0
 binding = "flag"
 flag = "-maxrregcount={}"
@@ -53,21 +52,24 @@ flag = "-maxrregcount={}"
 
 
 def workspace(root: Path) -> Path:
-    """The tests' autotune workspace with a 336-point space and its synthetic recording."""
+    """The tests' autotune workspace with a 1,536-point space and its synthetic recording."""
     shutil.copytree(FIXTURE, root, dirs_exist_ok=True)
     (root / ".cutune").mkdir(exist_ok=True)
     spec = root / "scale.tune.toml"
     base = spec.read_text(encoding="utf-8").split("[kernel.scale_kernel.params.")[0]
-    spec.write_text(base + SPACE, encoding="utf-8")
+    registers = ", ".join(map(str, range(0, 256, 8)))
+    spec.write_text(base + SPACE.replace("REGISTERS", registers), encoding="utf-8")
     write_recording(root / "scale.cu", KERNEL, root / "scale.recording.jsonl")
     return root
 
 
 async def requests_ms(client: Any, uri: str, until: asyncio.Event | None, count: int) -> list[float]:
     """Alternate codeLens and hover (on a tunable parameter) until `until` is set, or `count` of them."""
-    hover = types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri),
-                              position=types.Position(line=5, character=25))
+    hover = types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=25)
+    )
     times: list[float] = []
+    assert await client.text_document_hover_async(hover) is not None, "no hover on BLOCK_THREADS"
     while (until is None and len(times) < count) or (until is not None and not until.is_set()):
         if len(times) % 2:
             start = time.perf_counter()
@@ -83,11 +85,18 @@ async def measure(trials: int) -> dict[str, Any]:
     """Baseline latencies, then latencies while a `trials`-trial job runs."""
     with tempfile.TemporaryDirectory() as tmp:
         root = workspace(Path(tmp) / "workspace")
-        settings = {"backend": "replay", "replayFile": "scale.recording.jsonl",
-                    "budget": {"trials": trials, "seconds": 600}}
+        settings = {
+            "backend": "replay",
+            "replayFile": "scale.recording.jsonl",
+            "budget": {"trials": trials, "seconds": 600},
+        }
         client, published = await start_server(settings)
         finished = asyncio.Event()
         statuses: list[dict[str, Any]] = []
+
+        @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def on_progress_create(params: types.WorkDoneProgressCreateParams) -> None:
+            return None
 
         @client.feature("cutune/jobStatus")
         def on_status(params: Any) -> None:
@@ -101,8 +110,9 @@ async def measure(trials: int) -> dict[str, Any]:
         await published.get()
         baseline = await requests_ms(client, uri, None, 200)
         started = time.perf_counter()
-        await client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="cutune.autotune", arguments=[{"uri": uri, "kernel": KERNEL}]))
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="cutune.autotune", arguments=[{"uri": uri, "kernel": KERNEL}])
+        )
         loaded = await requests_ms(client, uri, finished, 0)
         job_seconds = time.perf_counter() - started
         await stop_server(client)
@@ -117,12 +127,16 @@ async def measure(trials: int) -> dict[str, Any]:
 def main() -> None:
     """Run, print and write the results."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trials", type=int, default=336)
+    parser.add_argument("--trials", type=int, default=1536)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "lsp_latency.json")
     args = parser.parse_args()
-    results = {"benchmark": "lsp_latency", "target": "p99 < 50 ms for codeLens and hover during autotune",
-               "backend": "replay (synthetic TEST-ONLY recording)", "machine": machine(),
-               **asyncio.run(measure(args.trials))}
+    results = {
+        "benchmark": "lsp_latency",
+        "target": "p99 < 50 ms for codeLens and hover during autotune",
+        "backend": "replay (synthetic TEST-ONLY recording)",
+        "machine": machine(),
+        **asyncio.run(measure(args.trials)),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(results, indent=2))

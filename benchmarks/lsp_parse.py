@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -50,13 +51,19 @@ def large_source(lines: int) -> str:
 def machine() -> dict[str, Any]:
     """Where the numbers were taken."""
     cpu = platform.processor()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    with contextlib.suppress(OSError, StopIteration):
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
 
 
 def summary(samples_ms: list[float]) -> dict[str, float]:
@@ -65,8 +72,14 @@ def summary(samples_ms: list[float]) -> dict[str, float]:
 
     def pct(q: float) -> float:
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-    return {"n": len(ordered), "median_ms": statistics.median(ordered), "p95_ms": pct(0.95), "p99_ms": pct(0.99),
-            "max_ms": ordered[-1]}
+
+    return {
+        "n": len(ordered),
+        "median_ms": statistics.median(ordered),
+        "p95_ms": pct(0.95),
+        "p99_ms": pct(0.99),
+        "max_ms": ordered[-1],
+    }
 
 
 async def start_server(settings: Any = None) -> tuple[LanguageClient, asyncio.Queue[types.PublishDiagnosticsParams]]:
@@ -94,15 +107,19 @@ async def stop_server(client: LanguageClient) -> None:
 
 def open_document(client: LanguageClient, uri: str, text: str) -> None:
     """didOpen, version 1."""
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id=LANGUAGE, version=1, text=text)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id=LANGUAGE, version=1, text=text)
+        )
+    )
 
 
 async def lenses_ms(client: LanguageClient, uri: str) -> tuple[float, int]:
     """The time of one codeLens request, and how many lenses came back."""
     start = time.perf_counter()
     found = await client.text_document_code_lens_async(
-        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
     return (time.perf_counter() - start) * 1e3, len(found or [])
 
 
@@ -119,21 +136,27 @@ async def measure(lines: int, reps: int) -> dict[str, Any]:
             uri = path.as_uri()
             start = time.perf_counter()
             open_document(client, uri, text)
-            elapsed, count = await lenses_ms(client, uri)
+            _, count = await lenses_ms(client, uri)
             after_open.append((time.perf_counter() - start) * 1e3)
             assert count >= kernels, f"{count} lenses for {kernels} kernels"
             while (await published.get()).uri != uri:
                 pass
             analysed.append((time.perf_counter() - start) * 1e3)
-            client.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text + "// edited\n")]))
+            client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=text + "// edited\n")],
+                )
+            )
             after_change.append((await lenses_ms(client, uri))[0])
             client.text_document_did_close(
-                types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+                types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+            )
     await stop_server(client)
     return {
-        "lines": text.count("\n"), "kernels": kernels, "reps": reps,
+        "lines": text.count("\n"),
+        "kernels": kernels,
+        "reps": reps,
         "lenses_after_did_open": summary(after_open),
         "lenses_after_did_change": summary(after_change),
         "diagnostics_after_did_open": summary(analysed),
@@ -158,8 +181,12 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "lsp_parse.json")
     args = parser.parse_args()
-    results = {"benchmark": "lsp_parse", "target": "lenses within 30 ms of didOpen", "machine": machine(),
-               **asyncio.run(measure(args.lines, args.reps))}
+    results = {
+        "benchmark": "lsp_parse",
+        "target": "lenses within 30 ms of didOpen",
+        "machine": machine(),
+        **asyncio.run(measure(args.lines, args.reps)),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(results, indent=2))

@@ -15,7 +15,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { after, before, describe, it, type TestContext } from "node:test";
 
-import { Workbench, type SessionDirs } from "./workbench";
+import { Workbench, sleep, type SessionDirs } from "./workbench";
 
 const extensionDir = path.resolve(__dirname, "..", "..");
 const repo = path.resolve(extensionDir, "..");
@@ -87,6 +87,33 @@ function makePythons(root: string): { empty: string; crashing: string } {
   return { empty, crashing };
 }
 
+/** How often the extension's log (in the user-data dir) says the server started. */
+function serverStarts(): number {
+  const logs = path.join(workbench.dirs.userData, "logs");
+  let count = 0;
+  for (const session of readdirSync(logs)) {
+    const file = path.join(logs, session, "exthost1", "cutune.cutune", "cutune.log");
+    if (existsSync(file)) {
+      count += readFileSync(file, "utf8").split("The server is running.").length - 1;
+    }
+  }
+  return count;
+}
+
+function specOnDisk(): string {
+  return readFileSync(path.join(workbench.dirs.workspace, SPEC), "utf8");
+}
+
+async function until(condition: () => boolean, what: string, timeoutMs = UI_TIMEOUT_MS): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting until ${what}`);
+    }
+    await sleep(200);
+  }
+}
+
 /** Runs a step; on failure saves a screenshot named after it before failing. */
 async function step(t: TestContext, body: () => Promise<void>): Promise<void> {
   try {
@@ -138,7 +165,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
       const message = workbench.notification("The cutune server stopped unexpectedly");
       await message.waitFor({ timeout: UI_TIMEOUT_MS });
       assert.match(await message.innerText(), /\(exit code 3\): simulated crash of the end-to-end test/);
-      assert.equal(await workbench.page.locator(".notifications-toasts .notification-toast").count(), 1);
+      assert.equal(await workbench.notification("cutune").count(), 1, "one message, not the language client's too");
       await message.getByRole("button", { name: "Restart Server" }).waitFor();
       await workbench.statusItem("cutune: stopped").waitFor();
       await message.getByRole("button", { name: "Open Log" }).click();
@@ -183,16 +210,19 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
       await workbench.page.keyboard.press("Control+End");
       await workbench.page.keyboard.insertText('\ncolour = "blue"\n');
       await workbench.page.keyboard.press("Control+S");
+      await until(() => specOnDisk().includes("colour"), "the typo is saved");
       await workbench.runCommand("View: Focus Problems");
       const problem = workbench.page.locator(".markers-panel .monaco-list-row", { hasText: "unknown key 'colour'" });
       await problem.first().waitFor({ timeout: UI_TIMEOUT_MS });
       await workbench.screenshot("5-problems");
-      const typo = workbench.editor().locator(".view-line", { hasText: "colour" });
-      for (let undo = 0; undo < 10 && (await typo.count()) > 0; undo++) {
+      // Fixed the way it was made: undo in the editor, save.
+      await workbench.editor().locator(".view-lines").click();
+      for (let undo = 0; undo < 10 && specOnDisk().includes("colour"); undo++) {
         await workbench.page.keyboard.press("Control+Z");
+        await workbench.page.keyboard.press("Control+S");
+        await sleep(300);
       }
-      assert.equal(await typo.count(), 0, "undo removed the typo");
-      await workbench.page.keyboard.press("Control+S");
+      assert.ok(!specOnDisk().includes("colour"), "undo removed the typo");
       await problem.first().waitFor({ state: "detached", timeout: UI_TIMEOUT_MS });
       await workbench.openFile(SAMPLE);
     });
@@ -200,6 +230,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
 
   it("shows the tuning results from the palette", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
     await step(t, async () => {
+      await workbench.openFile(SAMPLE);
       await workbench.runCommand("cutune: Show Tuning Results");
       await workbench.page.locator(".tabs-container .tab", { hasText: "Preview cutune results" }).first().waitFor({ timeout: UI_TIMEOUT_MS });
       const preview = workbench.page.frameLocator("iframe.webview").frameLocator("iframe").locator("body");
@@ -212,16 +243,19 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
 
   it("restarts the server from the status-bar menu", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
     await step(t, async () => {
+      await workbench.openFile(SAMPLE);
       await workbench.statusItem(/^\s*cutune\s*$/).click();
       await workbench.page.locator(".quick-input-list .monaco-list-row", { hasText: "Open log" }).waitFor();
+      const starts = serverStarts();
       await workbench.page.locator(".quick-input-list .monaco-list-row", { hasText: "Restart server" }).click();
-      await workbench.codeLens("Autotune").first().waitFor({ state: "detached", timeout: UI_TIMEOUT_MS });
+      await until(() => serverStarts() > starts, "the server has started again");
       await workbench.codeLens("Autotune").first().waitFor({ timeout: UI_TIMEOUT_MS });
     });
   });
 
   it("autotunes through the replay backend: progress, then the speedup lens, then Apply", { timeout: STEP_TIMEOUT_MS, skip: PENDING_REPLAY }, async (t) => {
     await step(t, async () => {
+      await workbench.openFile(SAMPLE);
       copyFileSync(replayFile, path.join(workbench.dirs.workspace, path.basename(replayFile)));
       await workbench.changeSettings({
         "cutune.interpreter": python,

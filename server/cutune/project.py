@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cutune.cuda.extract import kernel_hash
 from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, SourceError, SpecError
@@ -58,9 +59,7 @@ class KernelContext:
         spec = draft_spec(kernel, launches[0] if launches else None, self.template.space)
         # specialised size arguments are renamed in the kernel (d → d_rt): the spec keeps the user's names
         renamed = {
-            runtime_param(p.arg): p.arg
-            for p in self.template.space.params
-            if p.binding is Binding.SPECIALIZE and p.arg
+            runtime_param(p.arg): p.arg for p in self.template.space.params if p.binding is Binding.SPECIALIZE and p.arg
         }
         if not renamed:
             return spec
@@ -260,4 +259,6 @@ def result_is_current(ctx: KernelContext, result: TuneResult) -> bool:
         source = apply_to_source(ctx, result.original).text
     except CutuneError:  # the space or the struct changed: not what was tuned
         return False
+    if result.kernel_hash:  # per kernel: edits to other kernels or host code leave it current
+        return kernel_hash(parse_source(source, str(ctx.path)), ctx.kernel.name) == result.kernel_hash
     return hashlib.sha256(source.encode()).hexdigest() == result.source_hash

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cutune.cuda import SourceModel, parse_source
-from cutune.cuda.extract import CompileUnit, extract_kernel, qualified_name
+from cutune.cuda.extract import CompileUnit, extract_kernel, kernel_hash, qualified_name
 from cutune.errors import SourceError
 
 from .nvrtc import compile_ptx, find_libnvrtc
@@ -196,3 +196,12 @@ def test_line_map_points_back_to_the_original_lines() -> None:
     assert all(original[unit.source_line(i)] == unit_lines[i] for i in mapped)
     assert unit.source_line(0) is None  # the generated header line
     assert unit.options()[-2:] == ("-DUSE_FAST=1", "-DNDEBUG")
+
+
+def test_kernel_hash_changes_with_the_kernel_not_with_host_code() -> None:
+    text = (SAMPLES / "silu_and_mul.cu").read_text()
+    base = kernel_hash(parse_source(text), "silu_and_mul_kernel")
+    host_edit = text.replace("dim3 grid(num_tokens);", "dim3 grid(num_tokens);  // one block per token")
+    assert kernel_hash(parse_source(host_edit), "silu_and_mul_kernel") == base
+    device_edit = text.replace("return x / (1.0f + __expf(-x));", "return x / (1.0f + expf(-x));")
+    assert kernel_hash(parse_source(device_edit), "silu_and_mul_kernel") != base  # a device function it calls

@@ -12,7 +12,8 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 from pytest_lsp import LanguageClient, client_capabilities
 
-DATA = Path(__file__).parent.parent / "data" / "lsp"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "lsp"
 LANGUAGE = "cuda-cpp"
 TIMEOUT_S = 20.0
 METHODS = (

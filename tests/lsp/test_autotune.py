@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 from lsprotocol import types
 
 from tests.lsp.conftest import REPLAY
-from tests.lsp.editor import Editor
+from tests.lsp.editor import ROOT, Editor
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -29,6 +30,8 @@ async def test_autotune_reports_progress_and_shows_the_result(editor: Editor, re
     uri = await _open(editor, recorded)
     reply = await editor.command("cutune.autotune", uri, "scale_kernel")
     token = reply["job"]
+    running = (await editor.lenses(uri))[0].command  # the job takes longer than one request
+    assert running is not None and (running.title, running.command) == ("⏳ autotuning… · Cancel", "cutune.cancel")
     await editor.wait(lambda: editor.finished("scale_kernel") is not None)
     status = editor.finished("scale_kernel")
     assert status == {
@@ -105,3 +108,30 @@ async def test_a_missing_recording_or_spec_is_a_message(editor: Editor, recorded
     assert failures[0].startswith("cutune: autotune of add_kernel failed: ")
     assert "no tuning spec for kernel 'add_kernel'" in failures[0]
     assert failures[1].startswith("cutune: autotune of scale_kernel failed: no recording at ")
+
+
+async def test_a_real_h200_recording_replays_to_its_measured_speedup(editor: Editor, tmp_path: Path) -> None:
+    recordings = sorted((ROOT / "benchmarks" / "results" / "recordings").glob("silu_and_mul.tune.*.jsonl"))
+    if not recordings:
+        pytest.skip("no recording of silu_and_mul on a GPU yet")
+    root = tmp_path / "workspace"
+    (root / ".cutune").mkdir(parents=True)
+    for name in ("silu_and_mul.cu", "silu_and_mul.tune.toml"):
+        shutil.copy(ROOT / "samples" / name, root / name)
+    shutil.copy(recordings[-1], root / "h200.jsonl")
+    editor.use(root)
+    await editor.configure({"backend": "replay", "replayFile": "h200.jsonl", "budget": {"trials": 60}})
+    uri = editor.open("silu_and_mul.cu")
+    await editor.diagnostics(uri)
+    await editor.command("cutune.autotune", uri, "silu_and_mul_kernel")
+    await editor.wait(lambda: editor.finished("silu_and_mul_kernel") is not None)
+    status = editor.finished("silu_and_mul_kernel")
+    assert status is not None and status["state"] == "done", status
+    assert re.fullmatch(r"1\.06× faster · \d\d% of speed-of-light · H200", status["message"])
+    await editor.wait(lambda: any(d.code == "tuned" for d in editor.published[uri][-1]))
+    assert await editor.command("cutune.apply", uri, "silu_and_mul_kernel") == {"applied": True}
+    assert "BLOCK_THREADS = 512;" in editor.text(uri)
+    assert editor.messages[-1].message == (
+        "cutune: build silu_and_mul_kernel with --use_fast_math -maxrregcount=64 "
+        "too: compile flags cannot be written into the source"
+    )

@@ -18,6 +18,7 @@ export interface JobStatus {
   readonly state: JobState;
   readonly done: number;
   readonly budget: number;
+  /** Best speedup so far (original time / best time). */
   readonly best: number | null;
   readonly message: string;
 }
@@ -82,15 +83,16 @@ export function statusView(state: ServerState, jobs: readonly JobStatus[]): Stat
   if (state.kind === "running" && job !== undefined) {
     const more = jobs.length > 1 ? ` (+${jobs.length - 1})` : "";
     const progress = job.state === "queued" ? "queued" : `${job.done}/${job.budget}`;
+    const best = job.best === null ? "" : ` · ${job.best.toFixed(2)}×`;
     const lines = [`Tuning ${job.kernel}: ${progress}`];
     if (job.best !== null) {
-      lines.push(`Best so far: ${job.best}`);
+      lines.push(`Best so far: ${job.best.toFixed(2)}× faster`);
     }
     if (job.message !== "") {
       lines.push(job.message);
     }
     lines.push("Click to show its progress or cancel it.");
-    return { text: `$(sync~spin) cutune: ${job.kernel} ${progress}${more}`, tooltip: lines.join("\n"), background: undefined };
+    return { text: `$(sync~spin) cutune: ${job.kernel} ${progress}${best}${more}`, tooltip: lines.join("\n"), background: undefined };
   }
   switch (state.kind) {
     case "starting":

@@ -48,8 +48,8 @@ describe("status", () => {
 
   it("shows the running job while tuning", () => {
     const view = statusView({ kind: "running", interpreter: "/py" }, [job, { ...job, kernel: "other" }]);
-    assert.equal(view.text, "$(sync~spin) cutune: silu_and_mul_kernel 37/200 (+1)");
-    assert.match(view.tooltip, /Best so far: 1.42/);
+    assert.equal(view.text, "$(sync~spin) cutune: silu_and_mul_kernel 37/200 · 1.42× (+1)");
+    assert.match(view.tooltip, /Best so far: 1\.42× faster/);
     assert.match(view.tooltip, /cancel/);
   });
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-import openai
-from openai.types.chat import ChatCompletionMessageParam
+from typing import TYPE_CHECKING, Any
 
 from cutune.agent.analysis import Analysis
 from cutune.agent.errors import AgentError
@@ -26,6 +23,9 @@ from cutune.gpu.limits import DeviceLimits, limits_for
 from cutune.project import KernelContext
 from cutune.template.model import Value
 from cutune.template.recipes import RECIPES
+
+if TYPE_CHECKING:  # openai itself loads when a planner first asks: it takes most of a second
+    from openai.types.chat import ChatCompletionMessageParam
 
 MAX_SOURCE_CHARS = 12_000  # about 3k tokens of source: the kernel and its neighbourhood, not a whole library
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
@@ -139,6 +139,8 @@ class LLMPlanner(Planner):
         key = api_key_from_env()
         if key is None:
             raise AgentError(f"{where}: no API key; set {' or '.join(API_KEY_VARIABLES)} in the environment")
+        import openai
+
         # no retries: a failed step falls back to the built-in planner at once instead of waiting
         client = openai.OpenAI(
             base_url=self.settings.base_url or None, api_key=key, timeout=self.settings.timeout, max_retries=0
@@ -157,9 +159,7 @@ class LLMPlanner(Planner):
         finally:
             client.close()
         if isinstance(completion, str):  # a body that is not JSON, e.g. a proxy's HTML error page
-            raise AgentError(
-                f"{where}: the endpoint's answer is not a chat completion: {_snippet(completion)}"
-            )
+            raise AgentError(f"{where}: the endpoint's answer is not a chat completion: {_snippet(completion)}")
         choices = getattr(completion, "choices", None)
         if not choices:
             raise AgentError(f"{where}: the answer has no choices: {_snippet(completion)}")
@@ -167,9 +167,7 @@ class LLMPlanner(Planner):
         content = getattr(message, "content", None)
         if not isinstance(content, str) or not content.strip():
             refusal = getattr(message, "refusal", None)
-            raise AgentError(
-                f"{where}: the answer's message is empty" + (f" (refusal: {refusal})" if refusal else "")
-            )
+            raise AgentError(f"{where}: the answer's message is empty" + (f" (refusal: {refusal})" if refusal else ""))
         return content
 
 
@@ -178,14 +176,10 @@ def parse_answer(text: str, *, where: str) -> Plan:
     data = _json_object(text, where)
     extra = sorted(set(data) - _KEYS)
     if extra:
-        raise AgentError(
-            f"{where}: unexpected key(s) {', '.join(extra)} in the answer; expected {sorted(_KEYS)}"
-        )
+        raise AgentError(f"{where}: unexpected key(s) {', '.join(extra)} in the answer; expected {sorted(_KEYS)}")
     recipes = data.get("recipes")
     if not isinstance(recipes, list) or not recipes or not all(isinstance(r, str) for r in recipes):
-        raise AgentError(
-            f"{where}: 'recipes' must be a non-empty list of recipe names, not {_snippet(recipes)}"
-        )
+        raise AgentError(f"{where}: 'recipes' must be a non-empty list of recipe names, not {_snippet(recipes)}")
     params = _params(data.get("params", {}), where)
     reason, done = data.get("reason", ""), data.get("done", False)
     if not isinstance(reason, str):
@@ -215,18 +209,12 @@ def _json_object(text: str, where: str) -> dict[str, Any]:
 
 def _params(raw: object, where: str) -> dict[str, list[Value]]:
     if not isinstance(raw, Mapping):
-        raise AgentError(
-            f"{where}: 'params' must be an object of parameter → list of values, not {_snippet(raw)}"
-        )
+        raise AgentError(f"{where}: 'params' must be an object of parameter → list of values, not {_snippet(raw)}")
     out: dict[str, list[Value]] = {}
     for name, values in raw.items():
         if not isinstance(values, list) or not values:
-            raise AgentError(
-                f"{where}: params.{name} must be a non-empty list of values, not {_snippet(values)}"
-            )
-        bad = [
-            v for v in values if not isinstance(v, int | str)
-        ]  # bool is an int; floats are never candidates
+            raise AgentError(f"{where}: params.{name} must be a non-empty list of values, not {_snippet(values)}")
+        bad = [v for v in values if not isinstance(v, int | str)]  # bool is an int; floats are never candidates
         if bad:
             raise AgentError(
                 f"{where}: params.{name} holds {_snippet(bad)}: values are integers, true/false or strings"

@@ -10,6 +10,7 @@ functions never come along. In doubt (an unqualified name several declarations s
 from __future__ import annotations
 
 import bisect
+import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -103,6 +104,13 @@ class CompileUnit:
         return tuple(f"-I{d}" for d in self.include_dirs) + tuple(
             f"-D{name}={value}" if value else f"-D{name}" for name, value in self.defines
         )
+
+
+def kernel_hash(model: SourceModel, kernel: str) -> str:
+    """SHA-256 of the device code one kernel compiles from: edits elsewhere in the file leave it unchanged."""
+    unit = extract_kernel(model, kernel)
+    code = "\n".join(line for line in unit.source.splitlines() if not line.startswith("// cutune:"))
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
 
 
 def qualified_name(model: SourceModel, kernel: str) -> str:
@@ -232,10 +240,7 @@ class _Writer:
 
     def _enter(self, namespace: tuple[str, ...]) -> None:
         common = 0
-        while (
-            common < min(len(namespace), len(self._namespace))
-            and namespace[common] == self._namespace[common]
-        ):
+        while common < min(len(namespace), len(self._namespace)) and namespace[common] == self._namespace[common]:
             common += 1
         for name in reversed(self._namespace[common:]):
             self.generated(f"}}  // namespace {name}\n")

@@ -80,24 +80,23 @@ def analyze(uri: str, path: Path, text: str, version: int | None, results: Resul
     model = parse_source(text, str(path))
     analysis = Analysis(uri, path, version, model)
     structs = {t.name: t for t in model.types}
-    views = []
-    for kernel in model.kernels:
-        struct = structs.get(tuning_name(kernel.name))
-        result = results.get(path, kernel.name)
-        error: CutuneError | None = None
-        stale = applied = False
-        # templatized kernels get their spec checked; tuned ones their staleness: both need a context
-        if struct is not None or result is not None:
-            try:
-                ctx = analysis.context(kernel.name)
-                error = ctx.spec_error
-                stale = result is not None and not result_is_current(ctx, result)
-                applied = result is not None and _holds(ctx, result)
-            except CutuneError as e:
-                error, stale = e, result is not None
-        views.append(KernelView(kernel, struct, result, stale, applied, error))
-    analysis.kernels = tuple(views)
+    analysis.kernels = tuple(
+        _view(analysis, k, structs.get(tuning_name(k.name)), results.get(path, k.name)) for k in model.kernels
+    )
     return analysis
+
+
+def _view(analysis: Analysis, kernel: Kernel, struct: TypeDecl | None, result: TuneResult | None) -> KernelView:
+    """A kernel's view; templatized kernels get their spec checked and tuned ones their staleness."""
+    if struct is None and result is None:
+        return KernelView(kernel, struct, result, stale=False, applied=False, error=None)
+    try:
+        ctx = analysis.context(kernel.name)
+    except CutuneError as e:
+        return KernelView(kernel, struct, result, stale=result is not None, applied=False, error=e)
+    stale = result is not None and not result_is_current(ctx, result)
+    applied = result is not None and _holds(ctx, result)
+    return KernelView(kernel, struct, result, stale, applied, ctx.spec_error)
 
 
 def _holds(ctx: KernelContext, result: TuneResult) -> bool:

@@ -9,7 +9,6 @@ from pathlib import Path
 from lsprotocol import types
 
 from cutune.cuda.text import Position, Span
-from cutune.template.edits import TextEdit
 
 DocumentChange = types.TextDocumentEdit | types.CreateFile
 
@@ -27,11 +26,6 @@ def lsp_range(span: Span) -> types.Range:
 def line_range(line: int) -> types.Range:
     """The start of a zero-based line (for diagnostics on a line whose columns are unknown)."""
     return types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0))
-
-
-def lsp_text_edit(edit: TextEdit) -> types.TextEdit:
-    """An LSP text edit from a core edit."""
-    return types.TextEdit(range=lsp_range(edit.span), new_text=edit.new_text)
 
 
 def line_edits(old: str, new: str) -> list[types.TextEdit]:
@@ -77,7 +71,7 @@ def new_file(uri: str, text: str) -> list[DocumentChange]:
 def append_to(uri: str, old: str, text: str) -> types.TextDocumentEdit:
     """Append `text` (after a blank line) to an existing document whose text is `old`."""
     end = _line_start(old.splitlines(keepends=True), len(old.splitlines()))
-    prefix = "\n" if old.endswith("\n") else "\n\n"
+    prefix = "" if not old else "\n" if old.endswith("\n") else "\n\n"  # a blank line between tables
     return document_edit(uri, None, [types.TextEdit(range=types.Range(start=end, end=end), new_text=prefix + text)])
 
 

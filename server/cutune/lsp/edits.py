@@ -19,7 +19,7 @@ class Edit:
 
     title: str
     edit: types.WorkspaceEdit
-    flags: tuple[str, ...] = ()  # compile flags the applied configuration needs besides the source
+    note: str = ""  # what the user must also do once it is applied
 
 
 def spec_changes(ctx: KernelContext) -> list[DocumentChange]:
@@ -60,4 +60,10 @@ def apply_edit(analysis: Analysis, ctx: KernelContext, result: TuneResult) -> Ed
     edits = line_edits(analysis.model.text, applied.text)
     change = document_edit(analysis.uri, analysis.version, edits)
     title = f"Apply tuned configuration of {ctx.kernel.name} ({result.speedup:.2f}× on {result.device})"
-    return Edit(title, types.WorkspaceEdit(document_changes=[change]), applied.flags)
+    note = ""
+    if applied.flags:  # FLAG and DEFINE parameters
+        note = (
+            f"build {ctx.kernel.name} with {' '.join(applied.flags)} too: compile flags cannot be written into "
+            "the source"
+        )
+    return Edit(title, types.WorkspaceEdit(document_changes=[change]), note)

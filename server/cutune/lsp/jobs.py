@@ -141,21 +141,13 @@ class Jobs:
 
         try:
             result = prepare()(progress, job.cancel)
-            state = JobState.CANCELLED if job.cancel.is_set() else JobState.DONE
-            best = result.speedup if result.significant else 1.0
-            self._finish(
-                job,
-                state=state,
-                best=best,
-                message=describe.gain(result)
-                if state is JobState.DONE
-                else "cancelled: finished trials are kept, autotune again to resume",
-            )
         except CutuneError as e:
             self._finish(job, state=JobState.FAILED, message=str(e))
         except Exception as e:  # a bug must not take the server down: report it and go on
             log.exception("autotune of %s failed", job.status.kernel)
             self._finish(job, state=JobState.FAILED, message=f"internal error: {type(e).__name__}: {e}")
+        else:
+            self._finish(job, **_outcome(result, cancelled=job.cancel.is_set()))
 
     def _update(self, job: Job, **changes: Any) -> None:
         job.status = replace(job.status, **changes)
@@ -165,6 +157,14 @@ class Jobs:
         with self._lock:
             self._active.pop((job.status.uri, job.status.kernel), None)
         self._update(job, **changes)
+
+
+def _outcome(result: TuneResult, *, cancelled: bool) -> dict[str, Any]:
+    """The final status of a job that ran to its end, or stopped when cancelled."""
+    if cancelled:
+        return {"state": JobState.CANCELLED, "message": "cancelled: finished trials are kept, autotune again to resume"}
+    best = result.speedup if result.significant else 1.0
+    return {"state": JobState.DONE, "best": best, "message": describe.gain(result)}
 
 
 def _progress_message(p: Progress, best: float | None) -> str:

@@ -18,8 +18,6 @@ from cutune.lsp.edits import Edit, apply_edit, templatize_edit
 from cutune.lsp.hover import hover
 from cutune.lsp.session import Session
 
-log = logging.getLogger(__name__)
-
 
 @attrs.define
 class KernelArgs:
@@ -38,16 +36,14 @@ class CutuneServer(LanguageServer):
 
     async def apply(self, edit: Edit) -> bool:
         """Ask the editor to apply a workspace edit (one undoable step); True when it did."""
-        label = edit.title
         try:
-            result = await self.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit.edit, label=label))
+            params = types.ApplyWorkspaceEditParams(edit=edit.edit, label=edit.title)
+            result = await self.workspace_apply_edit_async(params)
         except Exception as e:  # the client refused or failed the request: tell the user, keep serving
             self.session.message(f"the editor did not apply the edit: {e}", types.MessageType.Warning)
             return False
-        if result.applied and edit.flags:
-            self.session.message(
-                f"also compile {edit.title.split(' (')[0]} with: {' '.join(edit.flags)}", types.MessageType.Info
-            )
+        if result.applied and edit.note:
+            self.session.message(edit.note, types.MessageType.Info)
         return result.applied
 
 
@@ -184,12 +180,9 @@ def cancel(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 async def show_results(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
     """The stored results of a kernel (or of every kernel of the file) as Markdown."""
     analysis = await ls.session.analysis(args.uri)
-    views = (
-        [v for v in analysis.kernels if v.result is not None and args.kernel in ("", v.kernel.name)]
-        if analysis is not None
-        else []
-    )
-    parts = [describe.result_markdown(v.result, v.stale) for v in views if v.result is not None]
+    views = analysis.kernels if analysis is not None else ()
+    wanted = [v for v in views if args.kernel in ("", v.kernel.name)]
+    parts = [describe.result_markdown(v.result, v.stale) for v in wanted if v.result is not None]
     return {"markdown": "\n\n".join(parts) or f"no stored results for {args.kernel or args.uri}"}
 
 

@@ -145,10 +145,14 @@ class Session:
         if pending is None or pending.done():
             self.refresh(uri)
             pending = self._pending.get(uri)
+        if pending is None:
+            return None
         try:
-            return await asyncio.shield(pending) if pending is not None else None
-        except asyncio.CancelledError:  # a newer change replaced it: wait for that one
-            return await self.analysis(uri)
+            return await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            if not pending.cancelled():
+                raise  # the request itself was cancelled
+            return await self.analysis(uri)  # a newer change replaced that analysis: wait for the new one
 
     async def context(self, uri: str, kernel: str) -> tuple[Analysis, KernelContext]:
         """A document's analysis and one kernel's context; raises CutuneError when there is none."""
@@ -272,20 +276,24 @@ class Session:
             job.cancel.set()
 
     def _job_changed(self, job: Job, status: JobStatus) -> None:
-        progress = self.server.work_done_progress
-        if job.id in progress.tokens:
-            if status.finished:
-                progress.tokens.pop(job.id)
-                progress.end(job.id, types.WorkDoneProgressEnd(message=status.message))
-            else:
-                percentage = int(100 * status.done / status.budget) if status.budget else None
-                progress.report(job.id, types.WorkDoneProgressReport(message=status.message, percentage=percentage))
+        self._report_progress(job, status)
         self.server.protocol.notify(JOB_STATUS, status.to_json())
         if status.finished:
             if status.uri in self.server.workspace.text_documents:
                 self.refresh(status.uri)
             if status.state is JobState.FAILED:
                 self.message(f"autotune of {status.kernel} failed: {status.message}", types.MessageType.Warning)
+
+    def _report_progress(self, job: Job, status: JobStatus) -> None:
+        progress = self.server.work_done_progress
+        if job.id not in progress.tokens:
+            return  # the client has no progress UI, or the job was reserved before its token existed
+        if status.finished:
+            progress.tokens.pop(job.id)
+            progress.end(job.id, types.WorkDoneProgressEnd(message=status.message))
+            return
+        percentage = int(100 * status.done / status.budget) if status.budget else None
+        progress.report(job.id, types.WorkDoneProgressReport(message=status.message, percentage=percentage))
 
 
 def _path(uri: str) -> Path | None:

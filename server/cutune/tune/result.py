@@ -61,6 +61,7 @@ class TuneResult:
     stop: str = ""  # why the search ended (a StopReason value)
     sampler: str = ""
     importances: dict[str, float] = field(default_factory=dict)  # parameter → share of the variance
+    kernel_hash: str = ""  # of the kernel's device code at the original configuration (cuda.extract.kernel_hash)
 
     @property
     def speedup(self) -> float:
@@ -86,15 +87,23 @@ class TuneResult:
             raise StudyError(f"result format {data.get('format')!r} is not {FORMAT_VERSION}")
         sizes = tuple(
             SizeResult(
-                size=s["size"], original=Timing(**s["original"]), tuned=Timing(**s["tuned"]),
-                best_config=Config.of(s["best_config"]), best_timing=Timing(**s["best_timing"]),
-                significant=s["significant"], sol_floor_us=s["sol_floor_us"],
+                size=s["size"],
+                original=Timing(**s["original"]),
+                tuned=Timing(**s["tuned"]),
+                best_config=Config.of(s["best_config"]),
+                best_timing=Timing(**s["best_timing"]),
+                significant=s["significant"],
+                sol_floor_us=s["sol_floor_us"],
             )
             for s in data["sizes"]
         )
         known = {f.name for f in dataclasses.fields(cls)} - {"original", "best", "sizes"}
-        return cls(**{k: v for k, v in data.items() if k in known}, original=Config.of(data["original"]),
-                   best=Config.of(data["best"]), sizes=sizes)
+        return cls(
+            **{k: v for k, v in data.items() if k in known},
+            original=Config.of(data["original"]),
+            best=Config.of(data["best"]),
+            sizes=sizes,
+        )
 
 
 def result_path(state_dir: Path, source_path: str | None, kernel: str) -> Path:
