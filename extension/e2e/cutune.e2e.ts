@@ -257,6 +257,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
     await step(t, async () => {
       await workbench.openFile(SAMPLE);
       copyFileSync(replayFile, path.join(workbench.dirs.workspace, path.basename(replayFile)));
+      const starts = serverStarts();
       await workbench.changeSettings({
         "cutune.interpreter": python,
         "cutune.backend": "replay",
@@ -267,6 +268,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
       const result = workbench.codeLens(/⚡.*×/);
       await result.first().waitFor({ timeout: UI_TIMEOUT_MS });
       assert.ok(await workbench.sawWatched("cutuneJobShown"), "the status bar showed the running job");
+      assert.equal(serverStarts(), starts, "the backend setting reached the server without a restart");
       await workbench.screenshot("8-tuned");
       await workbench.codeLens("Apply").first().click();
       await workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE }).waitFor({ timeout: UI_TIMEOUT_MS });

@@ -179,6 +179,7 @@ def render_check(report: CheckReport) -> Table:
         title += " (no valid spec: a drafted one was used)"
     params = list(report.rows[0].config) if report.rows else []
     t = Table(title=title)
+    t.add_column("#", justify="right")
     for name in params:
         t.add_column(name, justify="right", overflow="fold")
     for col in ("threads", "regs", "spill B", "smem B", "occupancy", "blocks/SM", "limit"):
@@ -188,6 +189,7 @@ def render_check(report: CheckReport) -> Table:
         u, o = r.usage, r.occupancy
         ok = o is not None and o.feasible
         t.add_row(
+            "original" if i == 0 else str(i),
             *(f"[bold]{r.config[n]}[/]" if i == 0 else str(r.config[n]) for n in params),
             str(r.threads) if r.threads is not None else "-",
             str(u.registers) if u else "-",
@@ -196,8 +198,6 @@ def render_check(report: CheckReport) -> Table:
             f"{o.occupancy:.0%}" if ok else "-",
             str(o.blocks_per_sm) if ok else "-",
             o.limiter.value if ok else "-",
-            ("[green]yes[/]" + (" (original)" if i == 0 else ""))
-            if r.feasible
-            else f"[red]no[/]: {r.problem}",
+            ("[green]yes[/]" + (" (original)" if i == 0 else "")) if r.feasible else f"[red]no[/]: {r.problem}",
         )
     return t

@@ -16,7 +16,7 @@ from cutune.errors import CutuneError
 if TYPE_CHECKING:
     from cutune.gpu.backend import Backend, Job
     from cutune.project import KernelContext
-    from cutune.template.model import Template
+    from cutune.template.model import Space, Template
     from cutune.tune.options import TuneOptions
     from cutune.tune.result import TuneResult
     from cutune.tune.search import Progress as SearchProgress
@@ -101,14 +101,17 @@ def templatize(
         out.print(Syntax(res.spec_text, "toml", theme="ansi_dark"))
 
 
-def _templatize_summary(tpl: Template) -> None:
-    table = Table(title=f"parameters of {tpl.kernel}")
+def _templatize_summary(tpl: Template, space: Space | None = None) -> None:
+    """The parameters (of `space` when given: the spec's narrowing of the template's), and the recipes."""
+    shown = space or tpl.space
+    title = f"parameters of {tpl.kernel}" + (" (as the spec narrows them)" if shown is not tpl.space else "")
+    table = Table(title=title)
     for col in ("name", "binding", "default", "values"):
         table.add_column(col)
-    for p in tpl.space.params:
+    for p in shown.params:
         table.add_row(p.name, p.binding.value, str(p.default), ", ".join(map(str, p.values)))
     out.print(table)
-    for c in tpl.space.constraints:
+    for c in shown.constraints:
         out.print(f"constraint: {c}", highlight=False)
     out.print(f"applied: {', '.join(tpl.applied) or 'none'}", highlight=False)
     for r in tpl.refused:
@@ -181,7 +184,7 @@ def tune(
                 "[bold yellow]No CUDA GPU (or CuPy) here: measured tuning needs a CUDA GPU.[/] Doing the "
                 "useful part that needs none: templatize and a compile-only check."
             )
-            _templatize_summary(ctx.template)
+            _templatize_summary(ctx.template, ctx.space)
             _run_check(ctx, arch, limit=32, jobs=None)
             raise typer.Exit(0)
         job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
