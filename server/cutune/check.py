@@ -179,7 +179,7 @@ def render_check(report: CheckReport) -> Table:
         title += " (no valid spec: a drafted one was used)"
     params = list(report.rows[0].config) if report.rows else []
     t = Table(title=title)
-    t.add_column("#", justify="right")
+    t.add_column("#", justify="right", no_wrap=True)
     for name in params:
         t.add_column(name, justify="right", overflow="fold")
     for col in ("threads", "regs", "spill B", "smem B", "occupancy", "blocks/SM", "limit"):
