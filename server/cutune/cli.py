@@ -158,7 +158,7 @@ def tune(
     trials: Annotated[int, typer.Option(help="Trial budget.")] = 200,
     seconds: Annotated[float, typer.Option(help="Time budget for the search, in seconds.")] = 600.0,
     sampler: Annotated[str, typer.Option(help="auto, grid, tpe or random.")] = "auto",
-    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: SQLite in .cutune/).")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: a journal file in .cutune/).")] = None,
     backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
     replay: Annotated[Path | None, typer.Option(help="Recording for --backend replay.")] = None,
     record: Annotated[Path | None, typer.Option(help="Append every measurement to this recording.")] = None,
