@@ -112,3 +112,39 @@ def test_tune_replays_a_recorded_h200_search_and_resumes(tmp_path: Path) -> None
     assert "20 configurations measured" in res.output
     again = runner.invoke(app, [*args[:-4], "--trials", "30"])  # same study: only 10 more are measured
     assert again.exit_code == 0 and "30 configurations measured" in again.output
+
+
+@pytest.mark.nvcc
+def test_agent_proposes_and_compile_tests_a_template(tmp_path: Path) -> None:
+    src = copy_sample(tmp_path, "silu_and_mul")
+    res = runner.invoke(app, ["agent", str(src), "-k", "silu_and_mul_kernel", "--iterations", "2"])
+    assert res.exit_code == 0, res.output
+    assert "step 1 (builtin)" in res.output and "compile for sm_90" in res.output and "stopped:" in res.output
+
+
+@pytest.mark.nvcc
+def test_agent_with_an_unreachable_llm_falls_back_to_the_builtin_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUTUNE_LLM_API_KEY", "test-key")
+    src = copy_sample(tmp_path, "silu_and_mul")
+    # port 9 on loopback: nothing listens, the connection is refused at once
+    res = runner.invoke(
+        app,
+        [
+            "agent",
+            str(src),
+            "-k",
+            "silu_and_mul_kernel",
+            "--iterations",
+            "1",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--arch",
+            "sm_90",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "the LLM's plan was not used" in res.output and "127.0.0.1:9" in res.output

@@ -158,7 +158,7 @@ def tune(
     trials: Annotated[int, typer.Option(help="Trial budget.")] = 200,
     seconds: Annotated[float, typer.Option(help="Time budget for the search, in seconds.")] = 600.0,
     sampler: Annotated[str, typer.Option(help="auto, grid, tpe or random.")] = "auto",
-    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: a journal file in .cutune/).")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: a journal in .cutune/).")] = None,
     backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
     replay: Annotated[Path | None, typer.Option(help="Recording for --backend replay.")] = None,
     record: Annotated[Path | None, typer.Option(help="Append every measurement to this recording.")] = None,
@@ -245,6 +245,50 @@ def _tune_with_progress(job: Job, meter: Backend, options: TuneOptions, budget: 
     if "error" in box:
         raise box["error"]  # type: ignore[misc]
     return box["result"]  # type: ignore[return-value]
+
+
+@app.command()
+def agent(
+    file: FileArg,
+    kernel: KernelOpt,
+    base_url: Annotated[
+        str | None, typer.Option(help="An OpenAI-compatible endpoint (key from OPENAI_API_KEY / CUTUNE_LLM_API_KEY).")
+    ] = None,
+    model: Annotated[str, typer.Option(help="The LLM's model name (with --base-url).")] = "",
+    iterations: Annotated[int, typer.Option(help="At most this many templatize → test → plan rounds.")] = 3,
+    arch: Annotated[str, typer.Option(help="Target for the compile-only test.")] = "sm_90",
+) -> None:
+    """Let the agent propose templates (built-in rules, or an LLM) and test each by compiling it."""
+    from cutune.agent import AgentSettings, compile_only_test, run_agent
+    from cutune.project import open_kernel, workspace_dir
+
+    try:
+        ctx = open_kernel(file, kernel)
+        settings = AgentSettings(
+            kind="openai" if base_url else "builtin",
+            base_url=base_url or "",
+            model=model,
+            max_iterations=iterations,
+            arch=arch,
+        )
+        test = compile_only_test(ctx, arch=arch, cache_dir=workspace_dir(ctx.path) / ".cutune" / "cache")
+        with out.status("templatize → compile-only test → analyze → plan…"):
+            run = run_agent(ctx, settings, test)
+    except CutuneError as e:
+        _fail(e)
+    for step in run.steps:
+        params = ", ".join(p.name for p in step.template.space.params) or "none"
+        out.print(
+            f"[bold]step {step.iteration + 1}[/] ({step.planner}): recipes {', '.join(step.plan.recipes)}; "
+            f"parameters {params}",
+            highlight=False,
+        )
+        out.print(f"  {step.plan.reason or '-'}; test: {step.outcome.summary}", highlight=False)
+        if step.fallback:
+            out.print(f"  [yellow]the LLM's plan was not used:[/] {step.fallback}", highlight=False)
+    out.print(f"stopped: {run.stop.value} — {run.message}", highlight=False)
+    _templatize_summary(run.template)
+    out.print("The agent proposes templates; `cutune tune` picks the numbers on a GPU.")
 
 
 @app.command()
