@@ -20,8 +20,9 @@ class SourceError(CutuneError):
 class SpecError(CutuneError):
     """A tuning spec is missing, malformed or inconsistent; names the file, line and key."""
 
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
-                 key: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, path: str | None = None, line: int | None = None, key: str | None = None
+    ) -> None:
         parts = [path or "<spec>"]
         if line is not None:
             parts.append(str(line))

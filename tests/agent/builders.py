@@ -39,9 +39,7 @@ def tune_result(
 ) -> TuneResult:
     """A tuning result of `space` at these sizes; the best is the default unless `significant`."""
     original = space.default()
-    best = (
-        Config.of({**original, space.params[0].name: space.params[0].values[0]}) if significant else original
-    )
+    best = Config.of({**original, space.params[0].name: space.params[0].values[0]}) if significant else original
     results = tuple(
         SizeResult(
             size=size,

@@ -79,9 +79,7 @@ class FakeLLM:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                owner.requests.append(
-                    Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                )
+                owner.requests.append(Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 reply = owner.next_reply() if self.path == "/v1/chat/completions" else Reply("not found", 404)
                 time.sleep(reply.delay)
                 data = (json.dumps(reply.body) if isinstance(reply.body, dict) else reply.body).encode()
@@ -101,9 +99,7 @@ class FakeLLM:
         self.server.daemon_threads = True
         self.server.block_on_close = False  # a late reply must not hold up the test's teardown
         # a short poll: shutdown() waits up to one interval, at every test's teardown
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
 
     @property

@@ -19,9 +19,7 @@ def test_refused_recipes_and_owners_on_silu(silu: KernelContext) -> None:
     assert refusals, "the silu kernel already loops inside the block, so some recipe refuses"
     block = a.param("BLOCK_THREADS")
     assert block is not None and block.recipe == "block_threads" and block.default == 1024
-    assert all(
-        p.recipe in a.applied for p in a.params
-    )  # every parameter is traced to the recipe that made it
+    assert all(p.recipe in a.applied for p in a.params)  # every parameter is traced to the recipe that made it
     assert a.speedup is None and not a.has(FindingKind.NO_SIGNIFICANT_GAIN)  # nothing measured yet
     text = a.render()
     assert "BLOCK_THREADS in [" in text and "from block_threads" in text
@@ -71,9 +69,7 @@ def test_spills_blamed_on_large_blocks_and_register_limits(merge: KernelContext)
     a = analyze(merge, merge.template, check=check_report(merge.kernel.name, rows))
     (spills,) = a.of(FindingKind.SPILLS)
     assert spills.param == "NUM_THREADS" and spills.values == (512, 1024)
-    assert (
-        "3 of 5 compiled configurations spill" in spills.message and "NUM_THREADS=512/1024" in spills.message
-    )
+    assert "3 of 5 compiled configurations spill" in spills.message and "NUM_THREADS=512/1024" in spills.message
     (limited,) = a.of(FindingKind.REGISTER_LIMITED)
     assert "the original configuration among them" in limited.message
 
@@ -83,29 +79,21 @@ def test_spills_extend_to_larger_unsampled_blocks_but_not_to_other_register_caps
 ) -> None:
     defaults = dict(merge.template.space.default())
     blocks = [({**defaults, "NUM_THREADS": n}, n, 40, 64 if n == 512 else 0) for n in (64, 128, 512)]
-    (spills,) = analyze(merge, merge.template, check=check_report(merge.kernel.name, blocks)).of(
-        FindingKind.SPILLS
-    )
+    (spills,) = analyze(merge, merge.template, check=check_report(merge.kernel.name, blocks)).of(FindingKind.SPILLS)
     assert spills.param == "NUM_THREADS" and spills.values == (
         512,
         1024,
     )  # 1024 was not compiled, but needs more
 
     caps = [({**defaults, "MAXRREGCOUNT": c}, 128, c or 80, 48 if c == 32 else 0) for c in (0, 32, 128)]
-    (spills,) = analyze(merge, merge.template, check=check_report(merge.kernel.name, caps)).of(
-        FindingKind.SPILLS
-    )
-    assert spills.param == "MAXRREGCOUNT" and spills.values == (
-        32,
-    )  # a tighter cap, not a looser one, spills
+    (spills,) = analyze(merge, merge.template, check=check_report(merge.kernel.name, caps)).of(FindingKind.SPILLS)
+    assert spills.param == "MAXRREGCOUNT" and spills.values == (32,)  # a tighter cap, not a looser one, spills
 
 
 def test_spills_everywhere_blame_no_parameter(merge: KernelContext) -> None:
     defaults = dict(merge.template.space.default())
     rows = [({**defaults, "NUM_THREADS": n}, n, 32, 16) for n in (64, 128, 256)]
-    (spills,) = analyze(merge, merge.template, check=check_report(merge.kernel.name, rows)).of(
-        FindingKind.SPILLS
-    )
+    (spills,) = analyze(merge, merge.template, check=check_report(merge.kernel.name, rows)).of(FindingKind.SPILLS)
     assert spills.param is None and spills.values == ()
 
 

@@ -27,9 +27,7 @@ def analysis(
     applied: Sequence[str] = APPLIED,
     refused: Sequence[Refusal] = (),
 ) -> Analysis:
-    return Analysis(
-        "merge_attn_states_kernel", tuple(applied), tuple(refused), tuple(params), tuple(findings)
-    )
+    return Analysis("merge_attn_states_kernel", tuple(applied), tuple(refused), tuple(params), tuple(findings))
 
 
 def after(plan: Plan) -> list[Step]:
@@ -40,8 +38,7 @@ def after(plan: Plan) -> list[Step]:
 
 def unimportant(*params: ParamInfo) -> list[Finding]:
     return [
-        Finding(FindingKind.PARAM_UNIMPORTANT, f"{p.name} explains 1%", param=p.name, recipe=p.recipe)
-        for p in params
+        Finding(FindingKind.PARAM_UNIMPORTANT, f"{p.name} explains 1%", param=p.name, recipe=p.recipe) for p in params
     ]
 
 
@@ -68,9 +65,7 @@ def test_unimportant_recipes_without_gain_are_dropped_with_their_values() -> Non
     assert not plan.done
     assert "launch_bounds" not in plan.recipes and plan.values("MIN_BLOCKS") is None
     assert "block_threads" not in plan.recipes
-    assert (
-        "items_per_thread" in plan.recipes and "compile_flags" in plan.recipes
-    )  # ITEMS, MAXRREGCOUNT mattered
+    assert "items_per_thread" in plan.recipes and "compile_flags" in plan.recipes  # ITEMS, MAXRREGCOUNT mattered
     assert "drop launch_bounds: MIN_BLOCKS changed nothing measurable" in plan.reason
 
 
@@ -89,9 +84,7 @@ def test_the_last_recipe_is_never_dropped() -> None:
 def test_low_sol_at_small_sizes_keeps_and_widens_items_per_thread() -> None:
     a = analysis(NO_GAIN, LOW_SMALL, *unimportant(ITEMS, MIN_BLOCKS))
     plan = planner.propose(a, after(LAST))
-    assert (
-        "items_per_thread" in plan.recipes
-    )  # unimportant so far, but the small sizes need more work per thread
+    assert "items_per_thread" in plan.recipes  # unimportant so far, but the small sizes need more work per thread
     assert plan.values("ITEMS_PER_THREAD") == (1, 2, 4, 8, 16)
     assert "launch_bounds" not in plan.recipes
 
@@ -105,9 +98,7 @@ def test_widening_stops_at_the_widest() -> None:
 
 def test_low_sol_adds_work_recipes_missing_from_the_plan() -> None:
     last = Plan.of(["block_threads"])
-    a = analysis(
-        Finding(FindingKind.LOW_SOL, "40% everywhere"), params=[NUM_THREADS], applied=["block_threads"]
-    )
+    a = analysis(Finding(FindingKind.LOW_SOL, "40% everywhere"), params=[NUM_THREADS], applied=["block_threads"])
     plan = planner.propose(a, after(last))
     assert {"items_per_thread", "specialize"} <= set(plan.recipes)
     assert "far from speed of light: add items_per_thread, specialize" in plan.reason

@@ -20,9 +20,7 @@ from tests.agent.llm_server import FakeLLM, Reply, completion, plan_answer
 
 
 def planner_for(ctx: KernelContext, url: str, *, timeout: float = 5.0, model: str = "tuner-7b") -> LLMPlanner:
-    return LLMPlanner.for_kernel(
-        AgentSettings(kind="openai", base_url=url, model=model, timeout=timeout), ctx
-    )
+    return LLMPlanner.for_kernel(AgentSettings(kind="openai", base_url=url, model=model, timeout=timeout), ctx)
 
 
 def test_a_good_answer_becomes_an_applicable_plan(silu: KernelContext, llm: FakeLLM, api_key: str) -> None:
@@ -57,9 +55,7 @@ def test_a_good_answer_becomes_an_applicable_plan(silu: KernelContext, llm: Fake
 def test_bare_and_prose_wrapped_json_are_read() -> None:
     bare = parse_answer('{"recipes": ["block_threads"], "done": true}', where="here")
     assert bare.recipes == ("block_threads",) and bare.done and bare.params == ()
-    prose = parse_answer(
-        'Sure! {"recipes": ["unroll"], "params": {}, "reason": "r"} Hope it helps.', where="here"
-    )
+    prose = parse_answer('Sure! {"recipes": ["unroll"], "params": {}, "reason": "r"} Hope it helps.', where="here")
     assert prose.recipes == ("unroll",) and prose.reason == "r"
 
 

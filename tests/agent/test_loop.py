@@ -61,9 +61,7 @@ def test_builtin_loop_follows_the_measurements_and_keeps_the_best(merge: KernelC
     assert "step 1 (builtin): recipes [" in second.render() and "score 0.8" in second.render()
 
 
-def test_good_llm_plans_are_applied_until_one_repeats(
-    silu: KernelContext, llm: FakeLLM, api_key: str
-) -> None:
+def test_good_llm_plans_are_applied_until_one_repeats(silu: KernelContext, llm: FakeLLM, api_key: str) -> None:
     llm.queue(
         plan_answer(list(RECIPES), reason="start with everything"),
         plan_answer(
@@ -102,11 +100,7 @@ def test_a_failing_llm_falls_back_to_the_builtin_planner(
     run = run_agent(silu, openai(llm, timeout=0.2), by_space_size)
     assert run.steps and all(s.planner == "builtin" for s in run.steps)
     for step in run.steps:
-        assert (
-            step.fallback is not None
-            and f"LLM planner at {llm.url}" in step.fallback
-            and why in step.fallback
-        )
+        assert step.fallback is not None and f"LLM planner at {llm.url}" in step.fallback and why in step.fallback
         assert "fallback to the built-in planner" in step.render()
     assert run.steps[0].plan.recipes == tuple(RECIPES)  # the built-in first step, not an invented one
     assert run.stop is StopReason.DONE
@@ -117,25 +111,19 @@ def test_an_llm_plan_breaking_limits_falls_back(silu: KernelContext, llm: FakeLL
     run = run_agent(silu, openai(llm), by_space_size, max_iterations=1)
     (step,) = run.steps
     assert step.planner == "builtin" and step.fallback is not None
-    assert step.fallback.startswith(
-        "the openai planner's plan (recipes [block_threads], values BLOCK_THREADS="
-    )
+    assert step.fallback.startswith("the openai planner's plan (recipes [block_threads], values BLOCK_THREADS=")
     assert "2048 break the constraint 'BLOCK_THREADS <= max_threads_per_block'" in step.fallback
     assert run.stop is StopReason.MAX_ITERATIONS
 
 
 def test_the_llm_saying_done_stops(silu: KernelContext, llm: FakeLLM, api_key: str) -> None:
-    llm.queue(
-        plan_answer(list(RECIPES)), plan_answer(["block_threads"], done=True, reason="nothing left to try")
-    )
+    llm.queue(plan_answer(list(RECIPES)), plan_answer(["block_threads"], done=True, reason="nothing left to try"))
     run = run_agent(silu, openai(llm), by_space_size)
     assert len(run.steps) == 1 and run.stop is StopReason.DONE
     assert run.message == "the openai planner is done: nothing left to try"
 
 
-def test_iterations_are_capped_and_the_lowest_score_wins(
-    silu: KernelContext, llm: FakeLLM, api_key: str
-) -> None:
+def test_iterations_are_capped_and_the_lowest_score_wins(silu: KernelContext, llm: FakeLLM, api_key: str) -> None:
     llm.queue(
         plan_answer(["block_threads"], {"BLOCK_THREADS": [128, 256, 1024]}),
         plan_answer(["block_threads"], {"BLOCK_THREADS": [1024]}),

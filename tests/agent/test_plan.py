@@ -33,18 +33,14 @@ def test_plan_orders_recipes_as_the_registry_and_drops_duplicates() -> None:
         (["block_threads"], {"BLOCK_THREADS": []}, "gives BLOCK_THREADS no candidate values"),
     ],
 )
-def test_malformed_plans_are_refused(
-    recipes: list[str], params: dict[str, list[Value]], message: str
-) -> None:
+def test_malformed_plans_are_refused(recipes: list[str], params: dict[str, list[Value]], message: str) -> None:
     with pytest.raises(AgentError) as e:
         Plan.of(recipes, params)
     assert message in str(e.value)
 
 
 def test_narrowed_values_replace_the_recipes_own(silu: KernelContext) -> None:
-    plan = Plan.of(
-        ["block_threads", "compile_flags"], {"BLOCK_THREADS": [1024, 256], "MAXRREGCOUNT": [0, 64]}
-    )
+    plan = Plan.of(["block_threads", "compile_flags"], {"BLOCK_THREADS": [1024, 256], "MAXRREGCOUNT": [0, 64]})
     t = apply_plan(silu.model, silu.kernel.name, plan, SM90)
     assert t.space.param("BLOCK_THREADS").values == (256, 1024)
     assert t.space.param("MAXRREGCOUNT").values == (0, 64)

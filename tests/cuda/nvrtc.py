@@ -20,9 +20,7 @@ def find_libnvrtc() -> str | None:
     return next((c for c in candidates if c and Path(c).is_file() and "builtins" not in c), None)
 
 
-def compile_ptx(
-    source: str, options: list[str], name_expressions: tuple[str, ...]
-) -> tuple[str, dict[str, str]]:
+def compile_ptx(source: str, options: list[str], name_expressions: tuple[str, ...]) -> tuple[str, dict[str, str]]:
     """Compile with NVRTC: (PTX, name expression → lowered name); raises RuntimeError with the log."""
     lib_path = find_libnvrtc()
     if lib_path is None:

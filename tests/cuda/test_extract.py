@@ -31,9 +31,7 @@ def nvcc_compiled_functions(unit: CompileUnit, tmp_path: Path, *flags: str) -> l
     source = tmp_path / "unit.cu"
     source.write_text(unit.source)
     cmd = ["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", *flags, *unit.options(), str(source)]
-    done = subprocess.run(
-        [*cmd, "-o", str(tmp_path / "unit.cubin")], capture_output=True, text=True, check=False
-    )
+    done = subprocess.run([*cmd, "-o", str(tmp_path / "unit.cubin")], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr + "\n" + unit.source
     return re.findall(r"Compiling entry function '(\w+)'", done.stderr)
 
@@ -63,9 +61,7 @@ def test_silu_sample_compiles_without_torch(tmp_path: Path) -> None:
     assert "torch" not in unit.source and "ATen" not in unit.source
     assert "void silu_and_mul(" not in unit.source and "getCurrentCUDAStream" not in unit.source
     assert "&serving::silu_and_mul_kernel<__nv_bfloat16>;" in unit.source
-    assert nvcc_compiled_functions(unit, tmp_path) == [
-        "_ZN7serving19silu_and_mul_kernelI13__nv_bfloat16EEvPT_PKS2_i"
-    ]
+    assert nvcc_compiled_functions(unit, tmp_path) == ["_ZN7serving19silu_and_mul_kernelI13__nv_bfloat16EEvPT_PKS2_i"]
 
 
 @pytest.mark.nvcc
@@ -117,9 +113,7 @@ def test_namespaces_linkage_and_local_includes(tmp_path: Path) -> None:
     assert "namespace outer {\nnamespace inner {\nusing index_t = long long;" in nested.source
     assert "struct Pair" not in nested.source and "twice" not in nested.source
     assert f"-I{DATA}" in nested.options()  # the file's own folder, for "local_helpers.cuh"
-    assert nvcc_compiled_functions(nested, tmp_path) == [
-        "_ZN5outer5inner13nested_kernelIfLi8ELb1EEEvPT_PKS2_x"
-    ]
+    assert nvcc_compiled_functions(nested, tmp_path) == ["_ZN5outer5inner13nested_kernelIfLi8ELb1EEEvPT_PKS2_x"]
 
     c_block = extract_kernel(model, "c_block_kernel")
     assert 'extern "C" {\n__global__ void c_block_kernel(float* x) { x[0] = 2; }\n}' in c_block.source
@@ -144,9 +138,7 @@ def test_units_for_nvrtc_name_their_instantiations_instead_of_forcing_them() -> 
 def test_cub_umbrella_header_becomes_device_only_headers_for_nvrtc() -> None:
     model = load(DATA / "cub_reduce.cu")
     for_nvrtc = extract_kernel(model, "row_sum", instantiations=["row_sum<256>"], for_nvrtc=True)
-    assert (
-        "#include <cub/block/block_reduce.cuh>" in for_nvrtc.source and "cub/cub.cuh" not in for_nvrtc.source
-    )
+    assert "#include <cub/block/block_reduce.cuh>" in for_nvrtc.source and "cub/cub.cuh" not in for_nvrtc.source
     for_nvcc = extract_kernel(model, "row_sum", instantiations=["row_sum<256>"])
     assert "#include <cub/cub.cuh>" in for_nvcc.source and "torch" not in for_nvcc.source
 

@@ -30,9 +30,7 @@ def at(model: SourceModel, span: Span) -> str:
         units = lines[line].encode("utf-16-le")[: character * 2].decode("utf-16-le")
         return sum(len(x) + 1 for x in lines[:line]) + len(units)
 
-    by_positions = model.text[
-        offset(span.start.line, span.start.character) : offset(span.end.line, span.end.character)
-    ]
+    by_positions = model.text[offset(span.start.line, span.start.character) : offset(span.end.line, span.end.character)]
     assert by_bytes == by_positions
     return by_bytes
 
@@ -216,9 +214,7 @@ def test_constructs_tree_sitter_cannot_parse() -> None:
 def test_never_raises_on_damaged_or_foreign_text() -> None:
     rng = random.Random(7)
     texts = ["", "#define A 1\n#define B(x) x\n" * 20, "\x00\xff}}{{<<<>>>", "template <", "__global__"]
-    texts += [
-        bytes(rng.randrange(256) for _ in range(rng.randrange(3000))).decode("latin-1") for _ in range(30)
-    ]
+    texts += [bytes(rng.randrange(256) for _ in range(rng.randrange(3000))).decode("latin-1") for _ in range(30)]
     for sample in (SAMPLES / "silu_and_mul.cu", SAMPLES / "merge_attn_states.cu", DATA / "structure.cu"):
         text = sample.read_text(encoding="utf-8")
         texts += [text[:cut] for cut in range(0, len(text), 97)]
@@ -226,9 +222,7 @@ def test_never_raises_on_damaged_or_foreign_text() -> None:
             chars = list(text)
             for _ in range(rng.randrange(1, 8)):
                 pos = rng.randrange(len(chars))
-                chars[pos : pos + rng.randrange(3)] = rng.choice(
-                    ["", "{", "}", "(", "<<<", ";", "\n#", "\ud800"]
-                )
+                chars[pos : pos + rng.randrange(3)] = rng.choice(["", "{", "}", "(", "<<<", ";", "\n#", "\ud800"])
             texts.append("".join(chars))
     for text in texts:
         model = parse_source(text)
@@ -254,9 +248,7 @@ def test_incremental_reparse_matches_a_fresh_parse() -> None:
     parse_source(text, key)
     for edit in range(40):
         pos = rng.randrange(len(text))
-        text = (
-            text[:pos] + rng.choice(["", "x", "{", "\n", " 12 ", "é", ";"]) + text[pos + rng.randrange(3) :]
-        )
+        text = text[:pos] + rng.choice(["", "x", "{", "\n", " 12 ", "é", ";"]) + text[pos + rng.randrange(3) :]
         assert dataclasses.replace(parse_source(text, key), path=None) == parse_source(text), edit
 
 

@@ -27,9 +27,7 @@ def test_limits_come_from_the_properties() -> None:
 
 
 def test_missing_properties_fall_back_to_the_built_in_limits() -> None:
-    limits = limits_from_properties(
-        {"major": 8, "minor": 0, "name": "A100-SXM4-40GB", "l2CacheSize": 41943040}
-    )
+    limits = limits_from_properties({"major": 8, "minor": 0, "name": "A100-SXM4-40GB", "l2CacheSize": 41943040})
     assert limits.max_threads_per_sm == BUILTIN["sm_80"].max_threads_per_sm
     assert limits.name == "A100-SXM4-40GB" and limits.l2_bytes == 41943040
 

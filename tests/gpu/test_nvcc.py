@@ -116,9 +116,7 @@ def test_pick_entry_without_demangled_names_matches_mangled_substrings():
 
 
 def test_pick_entry_reports_ambiguity_with_the_candidates():
-    with pytest.raises(
-        SourceError, match=r"matches 2 kernels.*tiled_kernel<double, 64>.*tiled_kernel<float, 128>"
-    ):
+    with pytest.raises(SourceError, match=r"matches 2 kernels.*tiled_kernel<double, 64>.*tiled_kernel<float, 128>"):
         pick_entry(_parsed("multi.sm_90.ptxas.txt"), "tiled_kernel", MULTI_DEMANGLED)
 
 
@@ -189,9 +187,7 @@ static auto* q = &tiled<double, 256>;
 @pytest.mark.nvcc
 def test_compile_with_defines_includes_and_flags(tmp_path):
     (tmp_path / "tile.h").write_text("#define N 64\n")
-    usage = compile_resources(
-        '#include "tile.h"\n' + SIZED, include_dirs=[tmp_path], flags=["-maxrregcount=16"]
-    )
+    usage = compile_resources('#include "tile.h"\n' + SIZED, include_dirs=[tmp_path], flags=["-maxrregcount=16"])
     assert usage.shared_bytes == 64 * 4
     assert usage.registers <= 16
     assert compile_resources(SIZED, defines={"N": "512"}).shared_bytes == 512 * 4
@@ -265,14 +261,10 @@ def test_compile_many_keeps_order_and_returns_errors():
     parallel = time.perf_counter() - start
     start = time.perf_counter()
     sequential = compile_many(jobs, workers=1)
-    print(
-        f"{len(jobs)} compiles: {parallel:.2f} s in parallel, {time.perf_counter() - start:.2f} s one by one"
-    )
+    print(f"{len(jobs)} compiles: {parallel:.2f} s in parallel, {time.perf_counter() - start:.2f} s one by one")
 
     assert [r.shared_bytes for r in results[:8] if isinstance(r, ResourceUsage)] == [4 * n for n in sizes]
     assert isinstance(results[8], CompileError)
     assert "unit.cu(1)" in str(results[8])
     assert sorted(finished) == list(range(9))
-    assert [getattr(r, "shared_bytes", None) for r in sequential] == [
-        getattr(r, "shared_bytes", None) for r in results
-    ]
+    assert [getattr(r, "shared_bytes", None) for r in sequential] == [getattr(r, "shared_bytes", None) for r in results]

@@ -168,9 +168,7 @@ def test_matches_the_driver_on_this_gpu():
         kernel.max_dynamic_shared_size_bytes = limits.max_smem_per_block_optin - kernel.shared_size_bytes
         for threads in (32, 33, 96, 256, 640, 1024):
             for dynamic in (threads * 4, 6657, 48 * 1024, 100_000):
-                expected = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                    kernel.kernel.ptr, threads, dynamic
-                )
+                expected = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.kernel.ptr, threads, dynamic)
                 ours = occupancy(limits, threads, kernel.num_regs, kernel.shared_size_bytes + dynamic)
                 assert ours.blocks_per_sm == expected, (acc, kernel.num_regs, threads, dynamic, ours)
                 checked += 1

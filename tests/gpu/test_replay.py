@@ -148,9 +148,7 @@ def test_a_file_without_header_is_refused(tmp_path: Path) -> None:
         ReplayBackend(path).open(JOB)
 
 
-def test_a_changed_source_warns_or_is_refused_when_strict(
-    recording: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_changed_source_warns_or_is_refused_when_strict(recording: Path, caplog: pytest.LogCaptureFixture) -> None:
     changed = tiny_job({"threads": (128, 256, 512), "fast_math": (False, True)}, source="// edited\n")
     with caplog.at_level(logging.WARNING):
         ReplayBackend(recording).open(changed)

@@ -59,9 +59,7 @@ def test_values(text: str, value: object) -> None:
 
 
 def test_names_are_free_variables_and_evaluate_many_times() -> None:
-    expr = compile_expr(
-        "ceil_div(num_tokens * num_heads * (head_size / (16 / sizeof_bfloat16)), NUM_THREADS)"
-    )
+    expr = compile_expr("ceil_div(num_tokens * num_heads * (head_size / (16 / sizeof_bfloat16)), NUM_THREADS)")
     assert expr.names == {"num_tokens", "num_heads", "head_size", "NUM_THREADS"}
     base = {"num_tokens": 512, "num_heads": 32, "head_size": 128}
     assert [expr.evaluate({**base, "NUM_THREADS": t}) for t in (64, 128, 256)] == [4096, 2048, 1024]

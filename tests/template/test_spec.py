@@ -91,9 +91,7 @@ def test_default_tolerance_is_loosest_over_outputs() -> None:
     f32_out = ArgSpec("o", "float32", Role.OUT, shape=("n",))
     bf16_in = ArgSpec("x", "bfloat16", Role.IN, shape=("n",))
     assert default_tolerance([f32_out, bf16_in]) == Tolerance(1e-5, 1e-6)
-    assert default_tolerance([f32_out, ArgSpec("h", "float16", Role.INOUT, shape=("n",))]) == Tolerance(
-        1e-2, 1e-2
-    )
+    assert default_tolerance([f32_out, ArgSpec("h", "float16", Role.INOUT, shape=("n",))]) == Tolerance(1e-2, 1e-2)
     assert default_tolerance([ArgSpec("d", "float64", Role.OUT, shape=("n",))]) == Tolerance(1e-12, 1e-12)
     assert default_tolerance([ArgSpec("i", "int32", Role.OUT, shape=("n",))]) == Tolerance(0.0, 0.0)
     assert dtype_size("bfloat16") == 2 and dtype_size("int64") == 8
@@ -130,9 +128,7 @@ def test_launch_errors_point_at_the_key() -> None:
     assert caught.value.line == 3 and caught.value.key == "kernel.scale.grid"
     assert "ceil_div() by zero" in str(caught.value)
     silu = load_spec(SAMPLES / "silu_and_mul.tune.toml").kernel("silu_and_mul_kernel")
-    with pytest.raises(
-        SpecError, match=r"toml:8: \[kernel.silu_and_mul_kernel.block\] .* gives 0, less than 1"
-    ):
+    with pytest.raises(SpecError, match=r"toml:8: \[kernel.silu_and_mul_kernel.block\] .* gives 0, less than 1"):
         silu.launch({"num_tokens": 4, "d": 4096, "BLOCK_THREADS": 0})
     with pytest.raises(SpecError, match=r"3: \[kernel.scale.grid\] 'ceil_div\(n, BLOCK\)' gives 0"):
         spec.launch({"n": 0, "BLOCK": 256})

@@ -36,9 +36,7 @@ def plain(spec: KernelSpec) -> KernelSpec:
 
 
 def kernel(name: str, params: list[tuple[str, str]], templates: tuple[TemplateParam, ...] = ()) -> Kernel:
-    return Kernel(
-        name, tuple(Parameter(n, t, SPAN) for n, t in params), templates, None, SPAN, SPAN, SPAN, None
-    )
+    return Kernel(name, tuple(Parameter(n, t, SPAN) for n, t in params), templates, None, SPAN, SPAN, SPAN, None)
 
 
 def launch(name: str, targs: tuple[str, ...], grid: str, block: str, smem: str | None = None) -> LaunchSite:
@@ -100,9 +98,7 @@ def test_dump_writes_every_field_readably() -> None:
 
 
 def test_draft_with_plain_launch_round_trips() -> None:
-    space = Space(
-        (TunableParam("BLOCK", (128, 1024), 1024, Binding.LAUNCH),), ("BLOCK <= max_threads_per_block",)
-    )
+    space = Space((TunableParam("BLOCK", (128, 1024), 1024, Binding.LAUNCH),), ("BLOCK <= max_threads_per_block",))
     site = launch("silu_and_mul_kernel", ("__nv_bfloat16",), "d", "std::min(d, BLOCK)")
     draft = draft_spec(SILU, site, space)
     assert draft.template_args == {"T": "__nv_bfloat16"}
@@ -171,9 +167,7 @@ def test_draft_of_merge_kernel_uses_one_size_per_array_and_dim3() -> None:
                                    "num_tokens", "num_heads", "head_size"}  # fmt: skip
 
     tuned = Space((TunableParam("NUM_THREADS", (64, 128), 128),))
-    draft = draft_spec(
-        merge, launch("merge_attn_states_kernel", ("half", "NUM_THREADS"), "g", "NUM_THREADS"), tuned
-    )
+    draft = draft_spec(merge, launch("merge_attn_states_kernel", ("half", "NUM_THREADS"), "g", "NUM_THREADS"), tuned)
     assert draft.template_args == {"scalar_t": "half"} and draft.args[0].dtype == "float16"
     assert draft.block == ("NUM_THREADS",) and draft.grid[0].startswith("TODO")
 

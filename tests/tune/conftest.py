@@ -16,5 +16,9 @@ def _quiet_optuna() -> None:
 @pytest.fixture
 def options(tmp_path: Path) -> TuneOptions:
     """Options storing the study in a fresh workspace."""
-    return TuneOptions(workspace=tmp_path, budget=Budget(trials=100), search=SearchOptions(seed=1),
-                       selection=SelectionOptions(top_k=3, rounds=5))
+    return TuneOptions(
+        workspace=tmp_path,
+        budget=Budget(trials=100),
+        search=SearchOptions(seed=1),
+        selection=SelectionOptions(top_k=3, rounds=5),
+    )

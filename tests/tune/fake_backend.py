@@ -26,18 +26,29 @@ FACTORS: dict[str, dict[int, float]] = {
     "VEC": {1: 1.0, 2: 0.86, 4: 0.78, 8: 0.80},
     "UNROLL": {1: 1.0, 2: 0.97, 4: 1.08},
 }
-DEVICE = DeviceInfo(name="Fake H200 (table)", arch="sm_90", sm_count=132, l2_bytes=60 * 2**20,
-                    copy_bandwidth_gbs=4260.0, empty_launch_us=2.9)
+DEVICE = DeviceInfo(
+    name="Fake H200 (table)",
+    arch="sm_90",
+    sm_count=132,
+    l2_bytes=60 * 2**20,
+    copy_bandwidth_gbs=4260.0,
+    empty_launch_us=2.9,
+)
 
-SPACE = Space(params=(
-    TunableParam("THREADS", (64, 128, 256, 512, 1024, 2048), 256),
-    TunableParam("VEC", (1, 2, 4, 8), 1),
-    TunableParam("UNROLL", (1, 2, 4), 1),
-))
+SPACE = Space(
+    params=(
+        TunableParam("THREADS", (64, 128, 256, 512, 1024, 2048), 256),
+        TunableParam("VEC", (1, 2, 4, 8), 1),
+        TunableParam("UNROLL", (1, 2, 4), 1),
+    )
+)
 SPEC = KernelSpec(
     kernel="scale",
-    args=(ArgSpec("x", "float32", Role.IN, shape=("N",)), ArgSpec("y", "float32", Role.OUT, shape=("N",)),
-          ArgSpec("n", "int32", value="N")),
+    args=(
+        ArgSpec("x", "float32", Role.IN, shape=("N",)),
+        ArgSpec("y", "float32", Role.OUT, shape=("N",)),
+        ArgSpec("n", "int32", value="N"),
+    ),
     sizes=SIZES,
     grid=("ceil_div(N, THREADS * VEC * UNROLL)",),
     block=("THREADS",),  # THREADS = 2048 breaks the hardware limit of 1024 threads per block
@@ -48,8 +59,13 @@ SOURCE = "template <int THREADS, int VEC, int UNROLL> __global__ void scale(cons
 
 def make_job(*, source: str = SOURCE, spec: KernelSpec = SPEC, space: Space = SPACE) -> Job:
     """A job for the table's kernel."""
-    return Job(source_path="/work/kernels/scale.cu", template=Template("scale", source, space),
-               spec=spec, space=space, arch="sm_90")
+    return Job(
+        source_path="/work/kernels/scale.cu",
+        template=Template("scale", source, space),
+        spec=spec,
+        space=space,
+        arch="sm_90",
+    )
 
 
 def table_time(config: Mapping[str, object], size: Mapping[str, int]) -> float:
@@ -65,11 +81,18 @@ class FakeBackend(Backend):
 
     name = "fake"
 
-    def __init__(self, *, noise: float = 0.005, seed: int = 0,
-                 time_of: Callable[[Config, Mapping[str, int]], float] = table_time,
-                 failures: Mapping[Config, Failure] | None = None, sleep_s: float = 0.0,
-                 cancel_after: tuple[int, threading.Event] | None = None,
-                 interrupt_on: Config | None = None, device: DeviceInfo = DEVICE) -> None:
+    def __init__(
+        self,
+        *,
+        noise: float = 0.005,
+        seed: int = 0,
+        time_of: Callable[[Config, Mapping[str, int]], float] = table_time,
+        failures: Mapping[Config, Failure] | None = None,
+        sleep_s: float = 0.0,
+        cancel_after: tuple[int, threading.Event] | None = None,
+        interrupt_on: Config | None = None,
+        device: DeviceInfo = DEVICE,
+    ) -> None:
         self.noise = noise
         self.rng = np.random.default_rng(seed)
         self.time_of = time_of
@@ -99,8 +122,15 @@ class FakeBackend(Backend):
         timings = []
         for size in self.sizes:
             median = self.time_of(config, size) * (1.0 + self.noise * float(self.rng.standard_normal()))
-            timings.append(Timing(size=dict(size), median_us=median, p10_us=median * (1 - 2 * self.noise),
-                                  p90_us=median * (1 + 2 * self.noise), reps=100))
+            timings.append(
+                Timing(
+                    size=dict(size),
+                    median_us=median,
+                    p10_us=median * (1 - 2 * self.noise),
+                    p90_us=median * (1 + 2 * self.noise),
+                    reps=100,
+                )
+            )
         return Measurement(config, timings=tuple(timings))
 
     def close(self) -> None:

@@ -24,15 +24,29 @@ FEASIBLE = feasible_configs(SPACE, SPEC, LIMITS)
 assert FEASIBLE is not None
 
 
-def search(backend: FakeBackend, options: TuneOptions, *, budget: Budget | None = None,
-           sampler: str = "auto", enumerate_space: bool = True, progress=None,
-           cancel: threading.Event | None = None) -> tuple[SearchOutcome, optuna.Study]:
+def search(
+    backend: FakeBackend,
+    options: TuneOptions,
+    *,
+    budget: Budget | None = None,
+    sampler: str = "auto",
+    enumerate_space: bool = True,
+    progress=None,
+    cancel: threading.Event | None = None,
+) -> tuple[SearchOutcome, optuna.Study]:
     job = make_job()
     backend.open(job)
     study = open_study(study_key(job, DEVICE), options.storage())
-    outcome = run_search(study, backend, CHECK, FEASIBLE if enumerate_space else None,
-                         budget or options.budget, SearchOptions(sampler=sampler, seed=1),
-                         progress=progress, cancel=cancel)
+    outcome = run_search(
+        study,
+        backend,
+        CHECK,
+        FEASIBLE if enumerate_space else None,
+        budget or options.budget,
+        SearchOptions(sampler=sampler, seed=1),
+        progress=progress,
+        cancel=cancel,
+    )
     return outcome, study
 
 
@@ -59,8 +73,7 @@ def test_tpe_when_the_space_exceeds_the_budget(options: TuneOptions) -> None:
 @pytest.mark.parametrize("sampler", ["tpe", "random"])
 def test_infeasible_configs_never_reach_the_backend(options: TuneOptions, sampler: str) -> None:
     backend = FakeBackend()
-    outcome, study = search(backend, options, budget=Budget(trials=40), sampler=sampler,
-                            enumerate_space=False)
+    outcome, study = search(backend, options, budget=Budget(trials=40), sampler=sampler, enumerate_space=False)
     assert all(CHECK.violation(c) is None for c in backend.calls)
     assert len(backend.calls) == outcome.measured == 40
     pruned = study.get_trials(states=(TrialState.PRUNED,))
@@ -193,8 +206,9 @@ def test_study_name_changes_with_source_spec_and_device() -> None:
     assert study_key(make_job(source=job.template.source + "\n// edited"), DEVICE).name != base
     assert study_key(make_job(spec=dataclasses.replace(SPEC, sizes=({"N": 1 << 22},))), DEVICE).name != base
     assert study_key(job, dataclasses.replace(DEVICE, name="NVIDIA H100 80GB HBM3")).name != base
-    assert study_key(make_job(spec=dataclasses.replace(SPEC, path="/elsewhere.tune.toml", line=7)),
-                     DEVICE).name == base  # moving the spec is not a change
+    assert (
+        study_key(make_job(spec=dataclasses.replace(SPEC, path="/elsewhere.tune.toml", line=7)), DEVICE).name == base
+    )  # moving the spec is not a change
     assert base.startswith("scale@Fake-H200-table:")
 
 

@@ -38,7 +38,7 @@ def test_picks_a_clearly_faster_config() -> None:
     # interleaved: A c A c A per round, the original around every candidate
     calls = backend.calls
     assert len(calls) == 5 * 5
-    rounds = [calls[i:i + 5] for i in range(0, 25, 5)]
+    rounds = [calls[i : i + 5] for i in range(0, 25, 5)]
     assert all(c == ORIGINAL for r in rounds for c in r[0::2])  # A c A c A
     assert [r[1] for r in rounds] == [NEARLY, FAST, NEARLY, FAST, NEARLY]  # the order rotates
     assert calls.count(FAST) == calls.count(NEARLY) == 5

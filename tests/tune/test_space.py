@@ -40,20 +40,24 @@ def test_violation_names_the_rule() -> None:
 
 
 def test_a_config_must_hold_at_every_size() -> None:
-    spec = dataclasses.replace(SPEC, sizes=({"N": 1 << 20}, {"N": 3000}),
-                               constraints=("N % (THREADS * VEC) == 0",))
+    spec = dataclasses.replace(SPEC, sizes=({"N": 1 << 20}, {"N": 3000}), constraints=("N % (THREADS * VEC) == 0",))
     check = Feasibility(SPACE, spec, LIMITS)
     why = check.violation(Config.of({"THREADS": 1024, "VEC": 4, "UNROLL": 1}))
     assert why is not None and "N=3000" in why
     # 3000 = 8 * 375: only blocks covering a divisor of both sizes pass
     assert check.violation(Config.of({"THREADS": 64, "VEC": 1, "UNROLL": 1})) is not None
-    assert Feasibility(SPACE, dataclasses.replace(spec, sizes=({"N": 1 << 20},)), LIMITS).violation(
-        Config.of({"THREADS": 64, "VEC": 1, "UNROLL": 1})) is None
+    assert (
+        Feasibility(SPACE, dataclasses.replace(spec, sizes=({"N": 1 << 20},)), LIMITS).violation(
+            Config.of({"THREADS": 64, "VEC": 1, "UNROLL": 1})
+        )
+        is None
+    )
 
 
 def test_shared_memory_and_limits_are_names_in_expressions() -> None:
-    spec = dataclasses.replace(SPEC, shared_mem="THREADS * VEC * 64",
-                               constraints=("THREADS <= max_threads_per_block / 2",))
+    spec = dataclasses.replace(
+        SPEC, shared_mem="THREADS * VEC * 64", constraints=("THREADS <= max_threads_per_block / 2",)
+    )
     check = Feasibility(SPACE, spec, LIMITS)
     # 1024 threads breaks the constraint that reads a device limit
     assert "does not hold" in (check.violation(Config.of({"THREADS": 1024, "VEC": 1, "UNROLL": 1})) or "")

@@ -22,6 +22,7 @@ import {
   resolveInterpreter,
   serverCommand,
   which,
+  type InterpreterSource,
   type Problem,
 } from "./python";
 import { activeEnvironmentExecutable } from "./pythonExtension";
@@ -54,7 +55,7 @@ export class CutuneServer {
   /** Set once the current start's failure or crash has been reported, so that it is reported once. */
   private reported = false;
   private queue: Promise<void> = Promise.resolve();
-  private interpreterSource: string | undefined;
+  private interpreterSource: InterpreterSource | undefined;
 
   constructor(
     private readonly channel: LogOutputChannel,
@@ -66,8 +67,8 @@ export class CutuneServer {
     return this.client?.isRunning() === true ? this.client : undefined;
   }
 
-  /** Where the interpreter came from at the last start ("setting", "python-extension", "path"). */
-  get source(): string | undefined {
+  /** Where the interpreter came from at the last start. */
+  get source(): InterpreterSource | undefined {
     return this.interpreterSource;
   }
 
@@ -108,14 +109,13 @@ export class CutuneServer {
       pythonExtension: () => activeEnvironmentExecutable(folder?.uri),
       which: (command) => which(command),
     });
+    this.interpreterSource = resolved.ok ? resolved.interpreter.source : undefined;
     const checked = resolved.ok ? await checkInterpreter(resolved.interpreter) : resolved;
     if (!checked.ok) {
-      this.interpreterSource = undefined;
       this.reportProblem(checked.problem);
       return;
     }
     const { executable, source } = checked.interpreter;
-    this.interpreterSource = source;
     const { command, args } = serverCommand(executable, settings.serverArgs);
     logInfo(`Starting the server (Python from ${source}): ${command} ${args.map((a) => JSON.stringify(a)).join(" ")}`);
 

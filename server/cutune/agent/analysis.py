@@ -91,9 +91,7 @@ class Analysis:
             lines.append(f"param {p.name} in {list(p.values)} (default {p.default!r}{origin}{importance})")
         if self.speedup is not None:
             lines.append(f"tuned speedup over the original: {self.speedup:.3f}x")
-        lines += [
-            f"- {f.kind.name}{f' ({f.recipe})' if f.recipe else ''}: {f.message}" for f in self.findings
-        ]
+        lines += [f"- {f.kind.name}{f' ({f.recipe})' if f.recipe else ''}: {f.message}" for f in self.findings]
         return "\n".join(lines)
 
 
@@ -172,9 +170,7 @@ def _check_findings(check: CheckReport, space: Space) -> list[Finding]:
     return findings
 
 
-def _blame(
-    bad: Sequence[CheckRow], good: Sequence[CheckRow], space: Space
-) -> tuple[str, tuple[Value, ...]] | None:
+def _blame(bad: Sequence[CheckRow], good: Sequence[CheckRow], space: Space) -> tuple[str, tuple[Value, ...]] | None:
     """The parameter whose values only ever appear in `bad` rows (the fewest such values wins), and the
     values to avoid: those, and any larger candidate when they all lie above every clean value."""
     if not good:
@@ -211,15 +207,12 @@ def _order(v: Value) -> tuple[str, Value]:
 def _result_findings(result: TuneResult, params: Sequence[ParamInfo]) -> list[Finding]:
     findings = []
     if result.significant:
-        findings.append(
-            Finding(FindingKind.GAIN, f"{result.speedup:.3f}x over the original with {result.best}")
-        )
+        findings.append(Finding(FindingKind.GAIN, f"{result.speedup:.3f}x over the original with {result.best}"))
     else:
         findings.append(
             Finding(
                 FindingKind.NO_SIGNIFICANT_GAIN,
-                f"no configuration beat the original by more "
-                f"than the run-to-run spread ({result.trials} measured)",
+                f"no configuration beat the original by more than the run-to-run spread ({result.trials} measured)",
             )
         )
     findings += _sol_findings(result.sizes)
@@ -246,9 +239,7 @@ def _sol_findings(sizes: Sequence[SizeResult]) -> list[Finding]:
     low = [s for s in known if (s.pct_of_sol or 0.0) < LOW_SOL_PCT]
     text = ", ".join(f"{_size(s)}: {s.pct_of_sol:.0f}%" for s in known)
     if len(low) == len(known):
-        return [
-            Finding(FindingKind.LOW_SOL, f"below {LOW_SOL_PCT:.0f}% of speed of light at every size ({text})")
-        ]
+        return [Finding(FindingKind.LOW_SOL, f"below {LOW_SOL_PCT:.0f}% of speed of light at every size ({text})")]
     # the floor grows with the bytes moved, so sorting by it puts the small sizes first
     small = known[: max(1, len(known) // 2)]
     if any(s in low for s in small):

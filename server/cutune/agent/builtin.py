@@ -90,9 +90,7 @@ def _drop_unimportant(analysis: Analysis, edit: _Edit, *, keep: Sequence[str]) -
             continue
         if params and all(p.name in unimportant for p in params):
             edit.drop(recipe, analysis)
-            edit.reasons.append(
-                f"drop {recipe}: {', '.join(p.name for p in params)} changed nothing measurable"
-            )
+            edit.reasons.append(f"drop {recipe}: {', '.join(p.name for p in params)} changed nothing measurable")
 
 
 def _more_work(analysis: Analysis, edit: _Edit) -> None:

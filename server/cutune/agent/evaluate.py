@@ -47,17 +47,13 @@ def compile_only_test(
     return test
 
 
-def tuning_test(
-    ctx: KernelContext, backend: Backend, options: TuneOptions
-) -> Callable[[Template], TestOutcome]:
+def tuning_test(ctx: KernelContext, backend: Backend, options: TuneOptions) -> Callable[[Template], TestOutcome]:
     """A test tuning each template on the backend's GPU; score: 1 / speedup over the original."""
 
     def test(template: Template) -> TestOutcome:
         result = tune(build_job(context_with(ctx, template)), backend, options)
         verdict = "significant" if result.significant else "not significant"
-        summary = (
-            f"{result.speedup:.3f}x over the original ({verdict}, {result.trials} configurations measured)"
-        )
+        summary = f"{result.speedup:.3f}x over the original ({verdict}, {result.trials} configurations measured)"
         return TestOutcome(1.0 / result.speedup, summary, result=result)
 
     return test

@@ -92,9 +92,7 @@ def run_agent(
             break
         outcome = _run_test(test, proposal.template)
         analysis = analyze(ctx, proposal.template, check=outcome.check, result=outcome.result)
-        step = Step(
-            i, proposal.plan, proposal.planner, proposal.template, outcome, analysis, proposal.fallback
-        )
+        step = Step(i, proposal.plan, proposal.planner, proposal.template, outcome, analysis, proposal.fallback)
         steps.append(step)
         if on_step is not None:
             on_step(step)

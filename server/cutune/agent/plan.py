@@ -78,9 +78,7 @@ def apply_plan(model: SourceModel, kernel: str, plan: Plan, limits: DeviceLimits
                 f"the plan sets values for {name}, which recipes [{', '.join(plan.recipes)}] do "
                 f"not create on {kernel} (their parameters: {known})"
             )
-    params = tuple(
-        _with_values(p, plan.values(p.name), template.space, limits) for p in template.space.params
-    )
+    params = tuple(_with_values(p, plan.values(p.name), template.space, limits) for p in template.space.params)
     return dataclasses.replace(template, space=Space(params, template.space.constraints))
 
 
@@ -102,15 +100,12 @@ def _with_values(
         return param
     name = param.name
     if len(values) > MAX_VALUES:
-        raise AgentError(
-            f"{name}: {len(values)} candidate values; at most {MAX_VALUES} keep the search useful"
-        )
+        raise AgentError(f"{name}: {len(values)} candidate values; at most {MAX_VALUES} keep the search useful")
     kind = type(param.default)  # exact types: a bool is also an int in Python, and 1.0 is not 1
     wrong = [v for v in values if type(v) is not kind]
     if wrong:
         raise AgentError(
-            f"{name} takes {kind.__name__} values (default {param.default!r}); "
-            f"not {', '.join(repr(v) for v in wrong)}"
+            f"{name} takes {kind.__name__} values (default {param.default!r}); not {', '.join(repr(v) for v in wrong)}"
         )
     if param.default not in values:
         raise AgentError(
@@ -133,7 +128,5 @@ def _with_values(
             continue  # constraints on other parameters or problem sizes are checked by the search
         broken = [v for v in numbers if not rule.evaluate({**limit_names, name: v})]
         if broken:
-            raise AgentError(
-                f"{name}: {', '.join(map(repr, broken))} break the constraint {text!r} on {limits.arch}"
-            )
+            raise AgentError(f"{name}: {', '.join(map(repr, broken))} break the constraint {text!r} on {limits.arch}")
     return dataclasses.replace(param, values=tuple(numbers))

@@ -163,9 +163,7 @@ def _add(
     """Classify one declaration and append it."""
     template_outer = outer
     while item.type == "template_declaration":
-        inner = next(
-            (c for c in item.named_children if c.type not in ("template_parameter_list", "comment")), None
-        )
+        inner = next((c for c in item.named_children if c.type not in ("template_parameter_list", "comment")), None)
         if inner is None:
             return
         item = inner
@@ -275,9 +273,7 @@ def _classify_declaration(item: Node, data: bytes) -> tuple[DeclKind | None, tup
     names = extra + tuple(node_text(data, n) for d in declarators if (n := declarator_name(d)) is not None)
     if not declarators and extra:
         return DeclKind.TYPE, extra, True, ""
-    device = bool(specs & (_DEVICE_STORAGE | {"constexpr"})) or (
-        "const" in specs and not _has_class_type(item)
-    )
+    device = bool(specs & (_DEVICE_STORAGE | {"constexpr"})) or ("const" in specs and not _has_class_type(item))
     return DeclKind.VARIABLE, names, device, ""
 
 

@@ -96,9 +96,7 @@ def find_literals(
     users = _Users(data, functions, launches)
     found: list[TunableLiteral] = []
 
-    def add(
-        kind: LiteralKind, name: str | None, node_or_range: Node | tuple[int, int], kernel: str | None
-    ) -> None:
+    def add(kind: LiteralKind, name: str | None, node_or_range: Node | tuple[int, int], kernel: str | None) -> None:
         if isinstance(node_or_range, tuple):
             start, end = node_or_range
         else:
@@ -201,9 +199,7 @@ def _declared_name(expr: Node, data: bytes) -> str | None:
     return None
 
 
-def _launch_dims(
-    root: Node, data: bytes, index: LineIndex, launches: Sequence[Launch]
-) -> list[TunableLiteral]:
+def _launch_dims(root: Node, data: bytes, index: LineIndex, launches: Sequence[Launch]) -> list[TunableLiteral]:
     """Literal grid/block sizes: in `<<<...>>>` itself or in the initializer of the variable used there."""
     kernels_of: dict[tuple[int, int], set[str]] = {}
     names: dict[tuple[int, int], str | None] = {}
@@ -224,9 +220,7 @@ def _launch_dims(
         if value is not None and value > 1:  # 0/1 dimensions are structure, not a choice
             kernel = next(iter(kernels)) if len(kernels) == 1 else None
             out.append(
-                TunableLiteral(
-                    LiteralKind.LAUNCH_DIM, names[(start, end)], value, index.span(start, end), kernel
-                )
+                TunableLiteral(LiteralKind.LAUNCH_DIM, names[(start, end)], value, index.span(start, end), kernel)
             )
     return out
 
@@ -237,11 +231,7 @@ def _initializer(root: Node, data: bytes, name: str, start: int, end: int) -> No
     pattern = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
     for ident in anchored(root, data, pattern, start, end):
         decl = ident.parent
-        if (
-            decl is not None
-            and decl.type == "init_declarator"
-            and decl.child_by_field_name("declarator") == ident
-        ):
+        if decl is not None and decl.type == "init_declarator" and decl.child_by_field_name("declarator") == ident:
             found = decl.child_by_field_name("value")
     return found
 
@@ -266,23 +256,12 @@ def _constexprs(root: Node, data: bytes) -> list[tuple[str, Node]]:
     for token in anchored(root, data, _CONSTEXPR):
         qualifier = token.parent
         decl = qualifier.parent if qualifier is not None and qualifier.type == "type_qualifier" else None
-        type_node = (
-            decl.child_by_field_name("type") if decl is not None and decl.type == "declaration" else None
-        )
-        if (
-            decl is None
-            or type_node is None
-            or " ".join(node_text(data, type_node).split()) not in _INT_TYPES
-        ):
+        type_node = decl.child_by_field_name("type") if decl is not None and decl.type == "declaration" else None
+        if decl is None or type_node is None or " ".join(node_text(data, type_node).split()) not in _INT_TYPES:
             continue
         for init in decl.children_by_field_name("declarator"):
             target, value = init.child_by_field_name("declarator"), init.child_by_field_name("value")
-            if (
-                init.type != "init_declarator"
-                or target is None
-                or value is None
-                or target.type != "identifier"
-            ):
+            if init.type != "init_declarator" or target is None or value is None or target.type != "identifier":
                 continue
             if value.type == "initializer_list" and value.named_child_count == 1:
                 value = value.named_children[0]

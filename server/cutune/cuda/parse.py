@@ -40,9 +40,7 @@ def parse_source(text: str, path: str | None = None) -> SourceModel:
     error_ranges = [(n.start_byte, max(n.end_byte, n.start_byte + 1)) for n, _ in errors]
     parts = [p for d in decls if d.kind is DeclKind.KERNEL and (p := _definition_parts(d))]
     parts += [p for n, _ in errors if n.is_error for p in _recovered_parts(n)]
-    kernels = tuple(
-        k for p in sorted(parts, key=lambda p: p.start) if (k := _kernel(p, data, index, error_ranges))
-    )
+    kernels = tuple(k for p in sorted(parts, key=lambda p: p.start) if (k := _kernel(p, data, index, error_ranges)))
     functions = FunctionIndex(decls)
     launches = find_launches(root, data, index, functions)
     return SourceModel(
@@ -111,9 +109,7 @@ def _definition_parts(d: Decl) -> _KernelParts | None:
         end=func.end_byte,
         declarator=declarator,
         body=(body.start_byte, body.end_byte),
-        template_list=d.node.child_by_field_name("parameters")
-        if d.node.type == "template_declaration"
-        else None,
+        template_list=d.node.child_by_field_name("parameters") if d.node.type == "template_declaration" else None,
         launch_bounds=next((c for c in func.children if c.type == "launch_bounds"), None),
         extern_c=d.extern_c or d.in_extern_c_block,
         namespace="::".join(d.namespace),
@@ -136,9 +132,7 @@ def _recovered_parts(error: Node) -> list[_KernelParts]:
         elif c.type == "__global__":
             # the definition starts at its `template` keyword when one came just before
             start = (
-                template_list.prev_sibling.start_byte
-                if template_list and template_list.prev_sibling
-                else c.start_byte
+                template_list.prev_sibling.start_byte if template_list and template_list.prev_sibling else c.start_byte
             )
             bounds, declarator = None, None
         elif start is not None and c.type == "launch_bounds":
@@ -147,9 +141,7 @@ def _recovered_parts(error: Node) -> list[_KernelParts]:
             declarator = c
         elif start is not None and declarator is not None and c.type == "{":
             found.append(
-                _KernelParts(
-                    start, error.end_byte, declarator, (c.start_byte, error.end_byte), template_list, bounds
-                )
+                _KernelParts(start, error.end_byte, declarator, (c.start_byte, error.end_byte), template_list, bounds)
             )
             start, template_list, declarator = None, None, None
         elif c.type in (";", "}"):
@@ -157,9 +149,7 @@ def _recovered_parts(error: Node) -> list[_KernelParts]:
     return found
 
 
-def _kernel(
-    parts: _KernelParts, data: bytes, index: LineIndex, error_ranges: list[tuple[int, int]]
-) -> Kernel | None:
+def _kernel(parts: _KernelParts, data: bytes, index: LineIndex, error_ranges: list[tuple[int, int]]) -> Kernel | None:
     name = declarator_name(parts.declarator.child_by_field_name("declarator"))
     if name is None:
         return None
@@ -247,8 +237,7 @@ def _launch_bounds(node: Node | None, data: bytes, index: LineIndex) -> LaunchBo
     if node is None:
         return None
     args = [
-        data[s:e].decode("utf-8", errors="replace")
-        for s, e in split_arguments(data, node.start_byte, node.end_byte)
+        data[s:e].decode("utf-8", errors="replace") for s, e in split_arguments(data, node.start_byte, node.end_byte)
     ]
     if not args:
         return None

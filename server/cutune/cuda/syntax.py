@@ -119,9 +119,7 @@ def matches(source: str, node: Node) -> list[dict[str, list[Node]]]:
     return [m for _, m in QueryCursor(query(source)).matches(node)]
 
 
-def anchored(
-    root: Node, data: bytes, pattern: re.Pattern[bytes], start: int = 0, end: int | None = None
-) -> list[Node]:
+def anchored(root: Node, data: bytes, pattern: re.Pattern[bytes], start: int = 0, end: int | None = None) -> list[Node]:
     """The smallest node around each match of a text pattern (a cheap pre-filter before a tree walk)."""
     stop = len(data) if end is None else end
     return [root.descendant_for_byte_range(m.start(), m.end()) for m in pattern.finditer(data, start, stop)]

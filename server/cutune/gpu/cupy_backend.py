@@ -125,8 +125,7 @@ class CupyBackend(Backend):
                 problem.keep_reference()
         except _Failed as e:
             raise CutuneError(
-                f"the original configuration ({original}) cannot serve as the reference: "
-                f"{e.failure.value}: {e.detail}"
+                f"the original configuration ({original}) cannot serve as the reference: {e.failure.value}: {e.detail}"
             ) from None
         return info
 
@@ -149,9 +148,7 @@ class CupyBackend(Backend):
                 self._time(problem, launch) for problem, launch in zip(self._problems, launches, strict=True)
             )
         except _Failed as e:
-            return Measurement(
-                config, compile=compiled, failure=e.failure, detail=e.detail, max_error=e.max_error
-            )
+            return Measurement(config, compile=compiled, failure=e.failure, detail=e.detail, max_error=e.max_error)
         return Measurement(
             config,
             timings=timings,
@@ -248,9 +245,7 @@ class CupyBackend(Backend):
             options=self._options(key, unit, ("-std=c++17",)),
             name_expressions=list(unit.name_expressions),
         )
-        functions = {
-            e: module.get_function(n) for e, n in zip(key.expressions, unit.name_expressions, strict=True)
-        }
+        functions = {e: module.get_function(n) for e, n in zip(key.expressions, unit.name_expressions, strict=True)}
         seconds = time.perf_counter() - start
         return _Module(functions, {e: _compile_info(f, seconds) for e, f in functions.items()})
 

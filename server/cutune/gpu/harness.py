@@ -266,9 +266,7 @@ class Timer:
             samples += self._batch(launch, before, target - len(samples), options.flush_l2)
         return samples
 
-    def _batch(
-        self, launch: Callable[[], None], before: Callable[[], None] | None, n: int, flush: bool
-    ) -> list[float]:
+    def _batch(self, launch: Callable[[], None], before: Callable[[], None] | None, n: int, flush: bool) -> list[float]:
         cp = self._cp
         stream = cp.cuda.get_current_stream()
         while len(self._events) < n:

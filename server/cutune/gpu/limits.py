@@ -36,8 +36,7 @@ class DeviceLimits:
         unknown = sorted(set(changes) - known)
         if unknown:
             raise CutuneError(
-                f"unknown device limit(s) {', '.join(unknown)} for {self.arch}; "
-                f"known: {', '.join(sorted(known))}"
+                f"unknown device limit(s) {', '.join(unknown)} for {self.arch}; known: {', '.join(sorted(known))}"
             )
         return replace(self, **changes)  # type: ignore[arg-type]
 

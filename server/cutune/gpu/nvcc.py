@@ -161,9 +161,7 @@ def _run(nvcc: str, args: list[str], job: CompileJob, timeout: float) -> tuple[s
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-            raise CompileError(
-                f"nvcc -arch={job.arch} timed out after {timeout:g} s on {UNIT_NAME}"
-            ) from None
+            raise CompileError(f"nvcc -arch={job.arch} timed out after {timeout:g} s on {UNIT_NAME}") from None
         seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise CompileError(

@@ -76,8 +76,7 @@ def occupancy(
         return infeasible(
             Limiter.WARPS,
             Infeasible.TOO_MANY_THREADS,
-            f"{threads_per_block} threads per block exceed the {limits.arch} limit of "
-            f"{limits.max_threads_per_block}",
+            f"{threads_per_block} threads per block exceed the {limits.arch} limit of {limits.max_threads_per_block}",
         )
     if registers_per_thread > limits.max_regs_per_thread:
         return infeasible(

@@ -121,9 +121,7 @@ class IsolatedBackend(Backend):
         try:
             parent.send(("open", job))
             if not parent.poll(self.start_timeout_s):
-                raise CutuneError(
-                    f"the {self.backend} worker did not open the job within {self.start_timeout_s:g} s"
-                )
+                raise CutuneError(f"the {self.backend} worker did not open the job within {self.start_timeout_s:g} s")
             reply = parent.recv()
         except (EOFError, OSError):
             raise CutuneError(f"the {self.backend} worker {self._death()} while opening the job") from None

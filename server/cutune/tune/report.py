@@ -32,16 +32,23 @@ def render_result(result: TuneResult) -> Table:
         if s.best_config != result.best:
             best_here += f" ({s.original.median_us / s.best_timing.median_us:.2f}×)"
         table.add_row(
-            _size(s.size), f"{s.original.median_us:.2f}", f"{s.tuned.median_us:.2f}", f"{s.speedup:.2f}×",
-            "–" if pct is None else f"{pct:.0f}%", best_here,
+            _size(s.size),
+            f"{s.original.median_us:.2f}",
+            f"{s.tuned.median_us:.2f}",
+            f"{s.speedup:.2f}×",
+            "–" if pct is None else f"{pct:.0f}%",
+            best_here,
         )
     if result.significant:
         verdict = f"best: {_config_change(result.best, result.original)} — {result.speedup:.2f}× (geomean)"
     else:
         verdict = "no significant gain over the original: keeping it"
     failures = ", ".join(f"{n} {reason}" for reason, n in sorted(result.failures.items())) or "none"
-    lines = [verdict, f"{result.trials} configurations measured in {result.search_seconds:.0f} s "
-             f"({result.sampler}, stopped: {result.stop}); failed: {failures}"]
+    lines = [
+        verdict,
+        f"{result.trials} configurations measured in {result.search_seconds:.0f} s "
+        f"({result.sampler}, stopped: {result.stop}); failed: {failures}",
+    ]
     if result.importances:
         lines.append("importance: " + ", ".join(f"{k} {v:.0%}" for k, v in result.importances.items()))
     table.caption = "\n".join(lines)

@@ -73,14 +73,18 @@ class SearchOutcome:
 
 def objective(timings: Sequence[Timing], original: Sequence[Timing]) -> float:
     """Geometric mean over problem sizes of median time / the original's median time (1.0 = original)."""
-    return statistics.geometric_mean(
-        t.median_us / o.median_us for t, o in zip(timings, original, strict=True)
-    )
+    return statistics.geometric_mean(t.median_us / o.median_us for t, o in zip(timings, original, strict=True))
 
 
 def run_search(
-    study: optuna.Study, backend: Backend, check: Feasibility, feasible: Sequence[Config] | None,
-    budget: Budget, options: SearchOptions, *, progress: ProgressFn | None = None,
+    study: optuna.Study,
+    backend: Backend,
+    check: Feasibility,
+    feasible: Sequence[Config] | None,
+    budget: Budget,
+    options: SearchOptions,
+    *,
+    progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
 ) -> SearchOutcome:
     """Measure the original (first), then what the sampler proposes, until budget, time or cancel."""
@@ -88,8 +92,15 @@ def run_search(
 
 
 class _Search:
-    def __init__(self, study: optuna.Study, backend: Backend, check: Feasibility, budget: Budget,
-                 progress: ProgressFn | None, cancel: threading.Event | None) -> None:
+    def __init__(
+        self,
+        study: optuna.Study,
+        backend: Backend,
+        check: Feasibility,
+        budget: Budget,
+        progress: ProgressFn | None,
+        cancel: threading.Event | None,
+    ) -> None:
         self.study = study
         self.backend = backend
         self.check = check
@@ -123,8 +134,11 @@ class _Search:
         if why is not None:
             raise StudyError(f"the original configuration ({self.default}) is infeasible: {why}")
         pending = None if feasible is None else [c for c in feasible if c not in self.known]
-        sampler = resolve_sampler(options.sampler, pending=None if pending is None else len(pending),
-                                  budget_left=self.budget.trials - self.measured)
+        sampler = resolve_sampler(
+            options.sampler,
+            pending=None if pending is None else len(pending),
+            budget_left=self.budget.trials - self.measured,
+        )
         # offset by the trials so far, so that a resumed run does not replay the first run's draws
         self.study.sampler = SAMPLERS[sampler](options.seed + len(self.study.trials))
         queue: list[Config] = []
@@ -144,15 +158,17 @@ class _Search:
             idle = 0 if self._step(trial, Config.of(trial.params)) else idle + 1
         return SearchOutcome(
             records=tuple(sorted(self.known.values(), key=lambda r: r.number)),
-            original=self._original(), sampler=sampler, stop=stop, seconds=self.seconds,
+            original=self._original(),
+            sampler=sampler,
+            stop=stop,
+            seconds=self.seconds,
         )
 
     def _original(self) -> TrialRecord:
         assert self.original is not None  # measured first, or raised
         return self.original
 
-    def _stop(self, queue: list[Config], sampler: str, feasible_count: int | None,
-              idle: int) -> StopReason | None:
+    def _stop(self, queue: list[Config], sampler: str, feasible_count: int | None, idle: int) -> StopReason | None:
         if self.original is None:
             return None  # nothing can be compared without the original: it is always measured
         if self.cancel is not None and self.cancel.is_set():
@@ -161,8 +177,7 @@ class _Search:
             return StopReason.BUDGET
         if self.budget.seconds is not None and self.seconds >= self.budget.seconds:
             return StopReason.TIME
-        if (sampler == GRID and not queue) or (feasible_count is not None
-                                                and self.measured >= feasible_count):
+        if (sampler == GRID and not queue) or (feasible_count is not None and self.measured >= feasible_count):
             return StopReason.EXHAUSTED
         if idle >= _MAX_IDLE:
             return StopReason.CONVERGED
@@ -177,8 +192,9 @@ class _Search:
             return False
         why = self.check.violation(config)
         if why is not None:
-            self._record(trial, TrialRecord(trial.number, config, None, failure=Failure.INFEASIBLE,
-                                            detail=why, measured=False))
+            self._record(
+                trial, TrialRecord(trial.number, config, None, failure=Failure.INFEASIBLE, detail=why, measured=False)
+            )
             return False
         try:
             measurement = self.backend.evaluate(config)
@@ -189,8 +205,7 @@ class _Search:
         record = self._record(trial, self._measured(trial.number, config, measurement))
         if config == self.default:
             if record.failure is not None:
-                raise StudyError(f"the original configuration failed ({record.failure.value}): "
-                                 f"{record.detail}")
+                raise StudyError(f"the original configuration failed ({record.failure.value}): {record.detail}")
             self.original = record
         self.study.set_user_attr(SEARCH_SECONDS, self.seconds)
         if self.progress is not None:
@@ -200,11 +215,16 @@ class _Search:
     def _measured(self, number: int, config: Config, m: Measurement) -> TrialRecord:
         if not m.ok:
             # a backend that returns neither timings nor a reason broke its contract
-            return TrialRecord(number, config, None, compile=m.compile,
-                               failure=m.failure or Failure.CRASH, detail=m.detail or "no timings")
+            return TrialRecord(
+                number,
+                config,
+                None,
+                compile=m.compile,
+                failure=m.failure or Failure.CRASH,
+                detail=m.detail or "no timings",
+            )
         original = m.timings if config == self.default else self._original().timings
-        return TrialRecord(number, config, objective(m.timings, original), timings=m.timings,
-                           compile=m.compile)
+        return TrialRecord(number, config, objective(m.timings, original), timings=m.timings, compile=m.compile)
 
     def _record(self, trial: optuna.Trial, record: TrialRecord) -> TrialRecord:
         for key, value in record_attrs(record).items():
@@ -229,6 +249,10 @@ class _Search:
         ok = [r for r in self.known.values() if r.ok]
         best = min(ok, key=lambda r: r.objective or 0.0, default=None)
         failed = sum(r.measured and not r.ok for r in self.known.values())
-        return Progress(done=self.measured, budget=self.budget.trials, failures=failed,
-                        best=None if best is None else best.objective,
-                        best_config=None if best is None else best.config)
+        return Progress(
+            done=self.measured,
+            budget=self.budget.trials,
+            failures=failed,
+            best=None if best is None else best.objective,
+            best_config=None if best is None else best.config,
+        )

@@ -75,8 +75,9 @@ class Selection:
 
 def shortlist(outcome: SearchOutcome, top_k: int) -> tuple[Config, ...]:
     """The `top_k` measured configurations by objective, plus the fastest at each size; no original."""
-    ok = sorted((r for r in outcome.records if r.ok and r.config != outcome.original.config),
-                key=lambda r: r.objective or 0.0)
+    ok = sorted(
+        (r for r in outcome.records if r.ok and r.config != outcome.original.config), key=lambda r: r.objective or 0.0
+    )
     chosen = [r.config for r in ok[:top_k]]
     for i in range(len(outcome.original.timings)):
         fastest = min(ok, key=lambda r: r.timings[i].median_us, default=None)
@@ -85,8 +86,14 @@ def shortlist(outcome: SearchOutcome, top_k: int) -> tuple[Config, ...]:
     return tuple(chosen)
 
 
-def select(backend: Backend, original: Config, candidates: Sequence[Config], options: SelectionOptions,
-           *, cancel: threading.Event | None = None) -> Selection | None:
+def select(
+    backend: Backend,
+    original: Config,
+    candidates: Sequence[Config],
+    options: SelectionOptions,
+    *,
+    cancel: threading.Event | None = None,
+) -> Selection | None:
     """Re-measure `candidates` interleaved with `original` for some rounds; None if cancelled."""
     backend.prefetch([original, *candidates])
     original_runs: list[tuple[Timing, ...]] = []
@@ -105,14 +112,19 @@ def select(backend: Backend, original: Config, candidates: Sequence[Config], opt
             original_runs.append(after)
             if measurement.ok:
                 runs[config].append(measurement.timings)
-                ratios[config].append([t.median_us / ((b.median_us + a.median_us) / 2)
-                                       for t, b, a in zip(measurement.timings, before, after, strict=True)])
+                ratios[config].append(
+                    [
+                        t.median_us / ((b.median_us + a.median_us) / 2)
+                        for t, b, a in zip(measurement.timings, before, after, strict=True)
+                    ]
+                )
             else:  # correct during the search, not now: flaky, never reported as a speedup
                 del runs[config], ratios[config]
             before = after
     contenders = tuple(
         Contender(
-            config=c, timings=_pooled(runs[c]),
+            config=c,
+            timings=_pooled(runs[c]),
             per_size=tuple(Verdict.of(size_ratios) for size_ratios in zip(*ratios[c], strict=True)),
             overall=Verdict.of([statistics.geometric_mean(r) for r in ratios[c]]),
         )
@@ -124,9 +136,11 @@ def select(backend: Backend, original: Config, candidates: Sequence[Config], opt
 def _measure_original(backend: Backend, original: Config) -> tuple[Timing, ...]:
     measurement = backend.evaluate(original)
     if not measurement.ok:
-        raise StudyError(f"the original configuration failed while re-measuring "
-                         f"({measurement.failure.value if measurement.failure else 'no timings'}): "
-                         f"{measurement.detail}")
+        raise StudyError(
+            f"the original configuration failed while re-measuring "
+            f"({measurement.failure.value if measurement.failure else 'no timings'}): "
+            f"{measurement.detail}"
+        )
     return measurement.timings
 
 
@@ -136,6 +150,13 @@ def _pooled(runs: Sequence[tuple[Timing, ...]]) -> tuple[Timing, ...]:
     for per_run in zip(*runs, strict=True):
         medians = [t.median_us for t in per_run]
         p10, p90 = np.percentile(medians, [10, 90])
-        pooled.append(Timing(size=per_run[0].size, median_us=statistics.median(medians),
-                             p10_us=float(p10), p90_us=float(p90), reps=sum(t.reps for t in per_run)))
+        pooled.append(
+            Timing(
+                size=per_run[0].size,
+                median_us=statistics.median(medians),
+                p10_us=float(p10),
+                p90_us=float(p90),
+                reps=sum(t.reps for t in per_run),
+            )
+        )
     return tuple(pooled)

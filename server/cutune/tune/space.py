@@ -71,6 +71,8 @@ def feasible_configs(
         return None
     check = Feasibility(space, spec, limits)
     names = [p.name for p in space.params]
-    points = (Config.of(dict(zip(names, values, strict=True))) for values in
-              itertools.product(*(p.values for p in space.params)))
+    points = (
+        Config.of(dict(zip(names, values, strict=True)))
+        for values in itertools.product(*(p.values for p in space.params))
+    )
     return tuple(c for c in points if check.violation(c) is None)

@@ -59,7 +59,10 @@ def study_key(job: Job, device: DeviceInfo) -> StudyKey:
     """The key of a job's study on a device."""
     # where the spec sits (file, line numbers) does not change what is measured
     spec = dataclasses.replace(
-        job.spec, path=None, line=None, lines={},
+        job.spec,
+        path=None,
+        line=None,
+        lines={},
         args=tuple(dataclasses.replace(a, line=None) for a in job.spec.args),
     )
     return StudyKey(
@@ -84,7 +87,10 @@ def open_study(key: StudyKey, url: str) -> optuna.Study:
     """Create the study of `key` in storage `url`, or load it; fails trials a dead run left RUNNING."""
     try:
         study = optuna.create_study(
-            study_name=key.name, storage=_storage(url), direction="minimize", load_if_exists=True,
+            study_name=key.name,
+            storage=_storage(url),
+            direction="minimize",
+            load_if_exists=True,
             # a placeholder: the search picks the sampler once it knows what the study holds
             sampler=optuna.samplers.RandomSampler(),
         )
@@ -159,6 +165,7 @@ def param_importances(records: Sequence[TrialRecord], space: Space) -> dict[str,
     # an in-memory copy holding each configuration once: repeats and infeasible proposals would skew it
     study = optuna.create_study(direction="minimize")
     dists = distributions(space)
-    study.add_trials(optuna.trial.create_trial(params=dict(r.config), distributions=dists, value=r.objective)
-                     for r in ok)
+    study.add_trials(
+        optuna.trial.create_trial(params=dict(r.config), distributions=dists, value=r.objective) for r in ok
+    )
     return {k: float(v) for k, v in optuna.importance.get_param_importances(study, params=varying).items()}

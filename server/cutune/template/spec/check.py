@@ -33,9 +33,7 @@ def check_against_kernel(spec: KernelSpec, kernel: Kernel) -> None:
         pointer = parse_c_type(param.type).pointer
         if arg.is_array != pointer:
             wanted = "an array (shape)" if pointer else "a scalar (value)"
-            raise spec.error(
-                f"args[{i}]", f"{arg.name} is `{param.type}` in the kernel, so it must be {wanted}"
-            )
+            raise spec.error(f"args[{i}]", f"{arg.name} is `{param.type}` in the kernel, so it must be {wanted}")
     template_names = {t.name for t in kernel.template_params}
     for name in spec.template_args:
         if name not in template_names:

@@ -51,9 +51,7 @@ def load_spec(path: str | os.PathLike[str]) -> SpecFile:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError(
-            "no tuning spec here (write one, or draft it from the kernel)", path=str(path)
-        ) from None
+        raise SpecError("no tuning spec here (write one, or draft it from the kernel)", path=str(path)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"cannot read the spec: {e}", path=str(path)) from None
     return parse_spec(text, path)
@@ -130,9 +128,7 @@ class _Reader:
             raise self.error(at, f"expected a number, got {_kind(value)}")
         return float(value)
 
-    def choice(
-        self, value: Any, at: KeyPath, options: Collection[str], aliases: dict[str, str] | None = None
-    ) -> str:
+    def choice(self, value: Any, at: KeyPath, options: Collection[str], aliases: dict[str, str] | None = None) -> str:
         """One of `options`; a wrong value gets a suggestion (from `aliases` first, e.g. C type names)."""
         text = self.string(value, at)
         if text not in options:
@@ -292,25 +288,19 @@ def _read_params(reader: _Reader, value: Any, at: KeyPath, size_names: set[str])
         if not values:
             raise reader.error((*here, "values"), "values is empty")
         if len({type(v) for v in values}) > 1:
-            raise reader.error(
-                (*here, "values"), "values mix types (use all integers, all booleans or all strings)"
-            )
+            raise reader.error((*here, "values"), "values mix types (use all integers, all booleans or all strings)")
         if len(set(values)) != len(values):
             raise reader.error((*here, "values"), "values repeat")
         default = _read_value(reader, table["default"], (*here, "default"))
         if default not in values or type(default) is not type(values[0]):
-            raise reader.error(
-                (*here, "default"), f"default {default!r} is not one of the values {list(values)}"
-            )
+            raise reader.error((*here, "default"), f"default {default!r} is not one of the values {list(values)}")
         binding = Binding(
             reader.choice(table.get("binding", "template"), (*here, "binding"), [b.value for b in Binding])
         )
         flag = reader.string(table["flag"], (*here, "flag")) if "flag" in table else None
         arg = reader.string(table["arg"], (*here, "arg")) if "arg" in table else None
         if binding is Binding.FLAG and flag is None:
-            raise reader.error(
-                (*here, "binding"), "binding 'flag' needs a `flag` (e.g. \"-maxrregcount={}\")"
-            )
+            raise reader.error((*here, "binding"), "binding 'flag' needs a `flag` (e.g. \"-maxrregcount={}\")")
         if binding is Binding.SPECIALIZE and arg not in size_names:
             raise reader.error(
                 (*here, "arg" if arg else "binding"),
@@ -359,14 +349,10 @@ def _read_args(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -
         if "value" in table:
             extra = [k for k in ("init", "low", "high", "scale") if k in table]
             if extra:
-                raise reader.error(
-                    (*here, extra[0]), f"{extra[0]} applies to arrays; scalar {name!r} has a value"
-                )
+                raise reader.error((*here, extra[0]), f"{extra[0]} applies to arrays; scalar {name!r} has a value")
             if role is not Role.IN:
                 raise reader.error((*here, "role"), f'scalar {name!r} can only be an input (role = "in")')
-            args.append(
-                ArgSpec(**common, value=reader.expression(table["value"], (*here, "value"), size_names))
-            )
+            args.append(ArgSpec(**common, value=reader.expression(table["value"], (*here, "value"), size_names)))
             continue
         dims = reader.array(table["shape"], (*here, "shape"))
         if not dims:

@@ -22,9 +22,7 @@ def dump_kernel_spec(spec: KernelSpec) -> str:
     lines = [f"[{table}]"]
     if spec.template_args:
         lines.append(_entry("template_args", spec.template_args))
-    lines.append(
-        "# launch: expressions over sizes, params and device limits (`/` on integers truncates, as in C)"
-    )
+    lines.append("# launch: expressions over sizes, params and device limits (`/` on integers truncates, as in C)")
     lines.append(_entry("grid", _dims(spec.grid)))
     lines.append(_entry("block", _dims(spec.block)))
     if spec.shared_mem != "0":
@@ -39,9 +37,7 @@ def dump_kernel_spec(spec: KernelSpec) -> str:
         lines.append(_entry("tolerance", {"rtol": spec.tolerance.rtol, "atol": spec.tolerance.atol}))
     else:
         t = spec.effective_tolerance()
-        lines.append(
-            f"# tolerance: the default for the output dtypes, {{ rtol = {t.rtol!r}, atol = {t.atol!r} }}"
-        )
+        lines.append(f"# tolerance: the default for the output dtypes, {{ rtol = {t.rtol!r}, atol = {t.atol!r} }}")
     if spec.reference != "original":
         lines.append(_entry("reference", spec.reference))
     if spec.bytes_moved is not None:
