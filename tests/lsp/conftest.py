@@ -23,7 +23,13 @@ from cutune.tune import tune
 from tests.lsp.editor import METHODS, Editor, copy_workspace
 from tests.lsp.synthetic import write_recording
 
-REPLAY = {"backend": "replay", "replayFile": "scale.recording.jsonl", "budget": {"trials": 30, "seconds": 60}}
+# paced so that a job outlasts the requests a test makes while it runs
+REPLAY = {
+    "backend": "replay",
+    "replayFile": "scale.recording.jsonl",
+    "replayPace": 0.05,
+    "budget": {"trials": 30, "seconds": 60},
+}
 
 
 def make_client() -> LanguageClient:

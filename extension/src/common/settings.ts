@@ -29,6 +29,7 @@ export const SERVER_SETTINGS = {
   storageUrl: setting({ default: "" }),
   backend: setting({ default: "auto", values: ["auto", "cupy", "replay"] }),
   replayFile: setting({ default: "" }),
+  replayPace: setting({ default: 0 }),
   logLevel: setting({ default: "info", values: ["error", "warning", "info", "debug"] }),
 } as const;
 

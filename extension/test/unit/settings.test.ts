@@ -56,6 +56,7 @@ describe("settings", () => {
       storageUrl: "",
       backend: "auto",
       replayFile: "",
+      replayPace: 0,
       logLevel: "info",
     });
   });

@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -139,14 +140,22 @@ class ReplayBackend(Backend):
     A configuration measured several times is served its recordings in turn. Configurations that were
     not recorded fail as INFEASIBLE ("not recorded"). `noise` (e.g. 0.03) multiplies every timing by a
     seeded log-normal factor, deterministic per configuration and call, to test noise-aware selection.
+    `pace_s` makes each evaluation take that long, as a real one would (editor demos and tests).
     """
 
     name = "replay"
 
     def __init__(
-        self, path: str | os.PathLike[str], *, noise: float = 0.0, seed: int = 0, strict: bool = False
+        self,
+        path: str | os.PathLike[str],
+        *,
+        noise: float = 0.0,
+        seed: int = 0,
+        strict: bool = False,
+        pace_s: float = 0.0,
     ) -> None:
         self.path = Path(path)
+        self.pace_s = pace_s
         self.noise = noise
         self.seed = seed
         self.strict = strict  # refuse a job whose source or spec differ from the recorded ones
@@ -170,6 +179,8 @@ class ReplayBackend(Backend):
 
     def evaluate(self, config: Config) -> Measurement:
         """The next recording of `config`, with noise if asked for."""
+        if self.pace_s > 0:
+            time.sleep(self.pace_s)
         key = config.key()
         found = self._records.get(key)
         if not found:

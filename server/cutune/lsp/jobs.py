@@ -195,7 +195,7 @@ def _backend(settings: Settings, workspace: Path) -> Backend:
         recording = workspace / settings.replay_file
         if not recording.is_file():
             raise CutuneError(f"no recording at {recording} (setting `cutune.replayFile`)")
-        return create_backend("replay", path=recording)
+        return create_backend("replay", path=recording, pace_s=settings.replay_pace)
     if not gpu_available():
         raise NoGpuError(NO_GPU)
     return create_backend("cupy")

@@ -38,6 +38,7 @@ class Settings:
     storage_url: str = ""
     backend: BackendName = "auto"
     replay_file: str = ""
+    replay_pace: float = 0.0  # seconds each replayed measurement takes (demos, tests); 0: at once
     log_level: LogLevel = "info"
 
 
