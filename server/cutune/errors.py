@@ -62,3 +62,12 @@ class NoGpuError(CutuneError):
 
 class StudyError(CutuneError):
     """The tuning study could not be created, loaded or continued."""
+
+
+class TransformRefused(CutuneError):
+    """A structural transform cannot rewrite this kernel safely; the message says why."""
+
+    def __init__(self, transform: str, reason: str) -> None:
+        super().__init__(f"{transform}: {reason}")
+        self.transform = transform
+        self.reason = reason
