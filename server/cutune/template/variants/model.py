@@ -1,10 +1,12 @@
 """Variants: new versions of a kernel with a different structure, their own parameters and launch, and
 where they came from.
 
-A variant keeps the original kernel's parameter list (so the spec's arguments, the reference and every
-correctness check apply unchanged) and lives in a source that still holds the original: its kernel is
-added beside it under its own name. At its space's defaults a variant need not equal the original's
-speed, only its results.
+A variant is a new body for the same kernel (same name, same parameter list), so the spec's arguments,
+the reference and every correctness check apply unchanged. `combine.with_variants` puts the original
+body and every variant's body into one kernel behind `if constexpr (VARIANT == k)`, with `VARIANT` (0 =
+the original) and the variants' own parameters as template parameters, and makes the spec's launch
+expressions choose each variant's grid and block. The search, the per-size choice, replay and apply then
+treat a variant as one more parameter value; at `VARIANT = 0` the kernel is the original.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from cutune.cuda.model import SourceModel
-from cutune.template.model import Template
+from cutune.template.model import TunableParam
 from cutune.template.spec import KernelSpec
 
 
@@ -39,12 +41,15 @@ class Launch:
 
 @dataclass(frozen=True)
 class Variant:
-    """A restructured kernel: `template.kernel` names it inside `template.source`, beside the original."""
+    """A restructured body of one kernel, with the parameters and launch it needs."""
 
-    name: str  # unique among one kernel's variants, e.g. "vectorized"
-    template: Template  # its source, kernel name, space and constraints
-    launch: Launch | None  # None: the spec's own grid, block and shared memory
-    provenance: Provenance
+    name: str  # unique among one kernel's variants, e.g. "vectorized"; a C identifier
+    body: str  # the statements of the kernel body (no outer braces), over the kernel's own parameter names
+    params: tuple[TunableParam, ...] = ()  # TEMPLATE-bound ones become template parameters of the kernel
+    constraints: tuple[str, ...] = ()  # spec expressions over sizes, its parameters and device limits
+    launch: Launch | None = None  # None: the spec's own grid, block and shared memory
+    helpers: str = ""  # device code the body needs, placed before the kernel; names unique to the variant
+    provenance: Provenance = Provenance("")
 
 
 class Transform(ABC):
