@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null
 .venv/bin/pip install -q -e '.[test]'
+# the real-kernel corpus (tests/corpus): flashinfer's CUDA sources, without torch & co. (pip extras cannot say --no-deps)
+.venv/bin/pip install -q --no-deps 'flashinfer-python==0.6.0'
 .venv/bin/ruff check server tests benchmarks
 .venv/bin/ruff format --check server tests benchmarks
 .venv/bin/pytest -q -ra

@@ -17,11 +17,14 @@ RECORDING = ROOT / "benchmarks" / "results" / "recordings" / "silu_and_mul.tune.
 runner = CliRunner()
 
 
+RECORDED_SPECS = ROOT / "tests" / "data" / "gpu" / "recorded_specs"  # the specs the recordings were made with
+
+
 def copy_sample(tmp_path: Path, stem: str, *, spec: bool = True) -> Path:
-    """A sample (and its spec) in a throwaway folder, so writes touch nothing shipped."""
+    """A sample (and the spec its recording was made with) in a throwaway folder: writes touch nothing shipped."""
     shutil.copy(SAMPLES / f"{stem}.cu", tmp_path)
     if spec:
-        shutil.copy(SAMPLES / f"{stem}.tune.toml", tmp_path)
+        shutil.copy(RECORDED_SPECS / f"{stem}.tune.toml", tmp_path)
     return tmp_path / f"{stem}.cu"
 
 

@@ -8,8 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.table import Table
-
 from cutune.cuda.extract import extract_kernel, qualified_name
 from cutune.errors import CutuneError
 from cutune.gpu.limits import DeviceLimits, limits_for
@@ -63,6 +61,8 @@ def check_kernel(
 ) -> CheckReport:
     """Compile the default and up to `limit - 1` sampled configurations for `arch` and rate each."""
     limits = limits_for(arch)
+    if ctx.spec_error is not None:  # a broken spec is the user's to fix; a drafted one would hide it
+        raise ctx.spec_error
     spec, drafted = (ctx.spec, False) if ctx.spec is not None else (ctx.drafted_spec(), True)
     space = ctx.space
     feasibility = Feasibility(space, spec, limits)
@@ -93,8 +93,8 @@ def check_kernel(
             source=unit.source,
             arch=arch,
             flags=tuple(flags),
-            include_dirs=tuple(spec.include_dirs),
-            kernel=None,  # one instantiation per unit: its only entry (names may print 128u for 128)
+            include_dirs=unit.include_dirs,  # the spec's, the source's folder, torch's where used
+            kernel=qualified,  # by name: headers such as <cub/cub.cuh> bring kernels of their own
         )
         if job not in job_of:
             job_of[job] = len(compile_jobs)
@@ -166,38 +166,3 @@ def _first_line(text: str) -> str:
     lines = [ln for ln in text.splitlines() if "error" in ln] or text.splitlines() or [""]
     return lines[0][:160]
 
-
-def render_check(report: CheckReport) -> Table:
-    """A table: one column per parameter, then threads, registers, spills, shared memory, occupancy."""
-    title = (
-        f"{report.kernel} on {report.limits.name or report.arch}: {len(report.rows)} of "
-        f"{report.space_size} configurations"
-    )
-    if report.skipped_infeasible:
-        title += f"; {report.skipped_infeasible} more broke a constraint or limit before compiling"
-    if report.spec_drafted:
-        title += " (no valid spec: a drafted one was used)"
-    params = list(report.rows[0].config) if report.rows else []
-    t = Table(title=title)
-    t.add_column("#", justify="right", no_wrap=True)
-    for name in params:
-        t.add_column(name, justify="right", overflow="fold")
-    for col in ("threads", "regs", "spill B", "smem B", "occupancy", "blocks/SM", "limit"):
-        t.add_column(col, justify="right")
-    t.add_column("feasible", overflow="fold")
-    for i, r in enumerate(report.rows):
-        u, o = r.usage, r.occupancy
-        ok = o is not None and o.feasible
-        t.add_row(
-            "original" if i == 0 else str(i),
-            *(f"[bold]{r.config[n]}[/]" if i == 0 else str(r.config[n]) for n in params),
-            str(r.threads) if r.threads is not None else "-",
-            str(u.registers) if u else "-",
-            str(u.spill_store_bytes + u.spill_load_bytes) if u else "-",
-            str(u.shared_bytes) if u else "-",
-            f"{o.occupancy:.0%}" if ok else "-",
-            str(o.blocks_per_sm) if ok else "-",
-            o.limiter.value if ok else "-",
-            ("[green]yes[/]" + (" (original)" if i == 0 else "")) if r.feasible else f"[red]no[/]: {r.problem}",
-        )
-    return t

@@ -2,73 +2,84 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
-from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
+from cutune.cli_render.output import OutputFormat, console, print_json, print_table, user_text
 from cutune.errors import CutuneError
 
 if TYPE_CHECKING:
-    from cutune.gpu.backend import Backend, Job
+    import threading
+    from collections.abc import Callable
+
+    from cutune.agent import AgentSettings
     from cutune.project import KernelContext
     from cutune.template.model import Space, Template
-    from cutune.tune.options import TuneOptions
+    from cutune.template.variants import Combined
+    from cutune.tune.options import Liveness
+    from cutune.tune.parallel import BackendRef
     from cutune.tune.result import TuneResult
     from cutune.tune.search import Progress as SearchProgress
 
+T = TypeVar("T")
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     help="Make existing CUDA kernels faster: templatize their choices, check and tune them on a GPU.",
 )
-# wide enough for the result tables when the output is a file or a pipe (rich assumes 80 columns)
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+out = console()
+err = console(stderr=True)
 
 FileArg = Annotated[Path, typer.Argument(help="A .cu/.cuh file.", show_default=False)]
 KernelOpt = Annotated[str, typer.Option("--kernel", "-k", help="The __global__ kernel's name.")]
+FormatOpt = Annotated[
+    OutputFormat, typer.Option("--format", help="table (for people) or json (for scripts, on stdout).")
+]
 
 
-def _fail(e: Exception) -> None:
-    err.print(f"[bold red]error:[/] {e}", highlight=False)
+def _fail(e: Exception | str) -> NoReturn:
+    err.print(f"[bold red]error:[/] {user_text(e)}")
     raise typer.Exit(2)
 
 
+@contextlib.contextmanager
+def _user_errors() -> Iterator[None]:
+    """Errors a user can cause (a bad file, spec or option; a folder cutune cannot write) as one clear line."""
+    try:
+        yield
+    except CutuneError as e:
+        _fail(e)
+    except OSError as e:  # a read-only workspace, a full disk: name the file and the reason
+        where = f" {e.filename}" if e.filename else ""
+        _fail(f"cannot write or read{where}: {e.strerror or e}")
+
+
 @app.command()
-def kernels(file: FileArg) -> None:
+def kernels(file: FileArg, output_format: FormatOpt = OutputFormat.TABLE) -> None:
     """List the kernels of a file, their launch sites and their hard-coded tunable choices."""
+    from cutune.cli_render.kernels import kernels_json, render_kernels
     from cutune.cuda.parse import parse_source
     from cutune.project import read_source
 
-    try:
+    with _user_errors():
         path, text = read_source(file)
-    except CutuneError as e:
-        _fail(e)
     model = parse_source(text, str(path))
-    table = Table(title=str(path))
-    for col in ("kernel", "line", "template params", "launch sites", "tunable literals"):
-        table.add_column(col)
-    for k in model.kernels:
-        lits = ", ".join(
-            f"{lit.kind.value}{'(' + lit.name + ')' if lit.name else ''}={lit.value}"
-            for lit in model.literals_of(k.name)
-        )
-        table.add_row(
-            k.name + (" [yellow](parse errors)[/]" if k.has_errors else ""),
-            str(k.span.start.line + 1),
-            ", ".join(tp.name for tp in k.template_params) or "-",
-            ", ".join(str(s.span.start.line + 1) for s in model.launches_of(k.name)) or "-",
-            lits or "-",
-        )
-    out.print(table)
+    if output_format is OutputFormat.JSON:
+        print_json(kernels_json(model))
+        return
+    print_table(out, render_kernels(model, str(path)))
     for issue in model.issues[:10]:
-        err.print(f"[yellow]{path}:{issue.span.start.line + 1}: {issue.message}[/]", highlight=False)
+        err.print(f"[yellow]{user_text(path)}:{issue.span.start.line + 1}: {user_text(issue.message)}[/]")
 
 
 @app.command()
@@ -81,15 +92,14 @@ def templatize(
     """Make a kernel's hidden choices explicit parameters; print (or write) the rewrite and a drafted spec."""
     from cutune.project import templatize_file
 
-    try:
+    with _user_errors():
         res = templatize_file(file, kernel, write=write, recipes=tuple(recipes.split(",")) if recipes else None)
-    except CutuneError as e:
-        _fail(e)
     if res.diff:
         out.print(Syntax(res.diff, "diff", theme="ansi_dark", word_wrap=True))
     else:
         out.print("[dim]no change to the source (already templatized, or no recipe applied)[/]")
     _templatize_summary(res.context.template)
+    _variants_summary(res.context)
     if write:
         out.print(f"{'wrote' if res.wrote_source else 'unchanged'} {res.context.path}")
         if res.wrote_spec:
@@ -105,17 +115,75 @@ def _templatize_summary(tpl: Template, space: Space | None = None) -> None:
     """The parameters (of `space` when given: the spec's narrowing of the template's), and the recipes."""
     shown = space or tpl.space
     title = f"parameters of {tpl.kernel}" + (" (as the spec narrows them)" if shown is not tpl.space else "")
-    table = Table(title=title)
+    table = Table(title=user_text(title))
     for col in ("name", "binding", "default", "values"):
         table.add_column(col)
     for p in shown.params:
-        table.add_row(p.name, p.binding.value, str(p.default), ", ".join(map(str, p.values)))
-    out.print(table)
+        table.add_row(*map(user_text, (p.name, p.binding.value, p.default, ", ".join(map(str, p.values)))))
+    print_table(out, table)
     for c in shown.constraints:
-        out.print(f"constraint: {c}", highlight=False)
-    out.print(f"applied: {', '.join(tpl.applied) or 'none'}", highlight=False)
+        out.print(f"constraint: {user_text(c)}")
+    out.print(f"applied: {', '.join(tpl.applied) or 'none'}")
     for r in tpl.refused:
-        out.print(f"[dim]refused {r.recipe}: {r.reason}[/]", highlight=False)
+        out.print(f"[dim]refused {r.recipe}: {user_text(r.reason)}[/]")
+
+
+def _variants_summary(ctx: KernelContext) -> Combined:
+    """Try every structural transform on the kernel; print the variants (name, provenance, parameters,
+    launch) and why the other transforms refused."""
+    from cutune.template.variants import combine_all
+
+    combined = combine_all(ctx.template_model, ctx.kernel.name, ctx.template, ctx.spec)
+    for i, v in enumerate(combined.variants, 1):
+        params = "; ".join(f"{p.name} ∈ {{{', '.join(map(str, p.values))}}}" for p in v.params) or "none"
+        launch = f"; launch grid {', '.join(v.launch.grid)}, block {', '.join(v.launch.block)}" if v.launch else ""
+        note = f": {v.provenance.note}" if v.provenance.note else ""
+        out.print(f"[bold]variant {i}[/] {v.name} ({v.provenance.origin}{note}); {params}{launch}", highlight=False)
+    for r in combined.refusals:
+        out.print(f"[dim]transform {r.recipe} refused: {r.reason}[/]", highlight=False)
+    return combined
+
+
+def _variant_winners(ctx: KernelContext, combined: Combined, result: TuneResult, write: bool) -> None:
+    """Which variant won at each size; when one wins everywhere, the file with only its body (written with
+    `write`)."""
+    import difflib
+
+    from cutune.cuda.parse import parse_source
+    from cutune.project import apply_to_source
+    from cutune.template.variants import VARIANT, keep_variant, winning_variant
+
+    names = ["original", *(v.name for v in combined.variants)]
+    for s in result.sizes:
+        k = int(s.best_config.get(VARIANT, 0))
+        sol = f", {s.pct_of_sol:.0f}% of the floor" if s.pct_of_sol is not None else ""
+        size = ", ".join(f"{n}={v}" for n, v in s.size.items())
+        out.print(f"{size}: variant {names[k]} {s.speedup:.2f}×{sol}", highlight=False)
+    winner = winning_variant([s.best_config for s in result.sizes])
+    if not winner:
+        return
+    variant = combined.variants[winner - 1]
+    kept = keep_variant(ctx.template_model, ctx.kernel.name, variant, result.sizes[0].best_config)
+    base = {p.name for p in ctx.space.params}
+    template = dataclasses.replace(ctx.template, source=kept)
+    tuned = dataclasses.replace(ctx, template=template, template_model=parse_source(kept, str(ctx.path)))
+    config = type(result.best).of({n: v for n, v in result.sizes[0].best_config.items() if n in base})
+    text = apply_to_source(tuned, config).text
+    diff = "".join(
+        difflib.unified_diff(
+            ctx.model.text.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            fromfile=f"a/{ctx.path.name}",
+            tofile=f"b/{ctx.path.name}",
+        )
+    )
+    out.print(f"variant {variant.name} wins at every size: the kernel with only its body, for review:")
+    out.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
+    if write:
+        ctx.path.write_text(text, encoding="utf-8")
+        out.print(f"wrote {ctx.path}")
+    else:
+        out.print("`--apply-variant` writes it into the file.")
 
 
 @app.command()
@@ -123,32 +191,70 @@ def check(
     file: FileArg,
     kernel: KernelOpt,
     arch: Annotated[str, typer.Option(help="Target GPU architecture.")] = "sm_90",
-    limit: Annotated[int, typer.Option(help="Compile at most this many configurations (a sample).")] = 64,
-    jobs: Annotated[int | None, typer.Option(help="Parallel compiles (default: CPU count).")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Compile at most this many configurations (a sample).")] = 64,
+    jobs: Annotated[int | None, typer.Option(min=1, help="Parallel compiles (default: CPU count).")] = None,
+    output_format: FormatOpt = OutputFormat.TABLE,
 ) -> None:
-    """Compile every configuration (or a sample) with nvcc for a target: registers, spills, occupancy."""
+    """Compile every configuration (or a sample) with nvcc for a target: registers, spills, occupancy.
+
+    Exits with 1 when every configuration fails."""
     from cutune.project import open_kernel
 
-    try:
-        _run_check(open_kernel(file, kernel), arch, limit=limit, jobs=jobs)
-    except CutuneError as e:
-        _fail(e)
+    with _user_errors():
+        _run_check(open_kernel(file, kernel), arch, limit=limit, jobs=jobs, output_format=output_format)
 
 
-def _run_check(ctx: KernelContext, arch: str, *, limit: int, jobs: int | None) -> None:
-    from cutune.check import check_kernel, render_check
-    from cutune.project import workspace_dir
+def _run_check(
+    ctx: KernelContext, arch: str, *, limit: int, jobs: int | None, output_format: OutputFormat = OutputFormat.TABLE
+) -> None:
+    """Compile with a progress bar, print the report; exit 1 when no configuration compiles and fits."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with out.status("compiling configurations with nvcc…"):
+    from cutune.check import check_kernel
+    from cutune.cli_render.check import check_json, failure_summary, render_check
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    ) as bar:
+        task = bar.add_task(f"compiling configurations of {ctx.kernel.name} for {arch} with nvcc", total=None)
         report = check_kernel(
-            ctx, arch=arch, limit=limit, jobs=jobs, cache_dir=workspace_dir(ctx.path) / ".cutune" / "cache"
+            ctx,
+            arch=arch,
+            limit=limit,
+            jobs=jobs,
+            cache_dir=_cache_dir(ctx),
+            on_done=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    out.print(render_check(report))
-    out.print(
-        "[yellow]compile-only:[/] the compiler's resource counts and the theoretical occupancy on "
-        f"{arch}; nothing ran. Measured tuning needs a CUDA GPU: `cutune tune {ctx.path} --kernel "
-        f"{ctx.kernel.name}` on a machine with one."
-    )
+    failed = failure_summary(report)
+    if output_format is OutputFormat.JSON:
+        print_json(check_json(report))
+    else:
+        print_table(out, render_check(report))
+        out.print(
+            "[yellow]compile-only:[/] the compiler's resource counts and the theoretical occupancy on "
+            f"{arch}; nothing ran. Measured tuning needs a CUDA GPU: `cutune tune {user_text(ctx.path)} --kernel "
+            f"{ctx.kernel.name}` on a machine with one."
+        )
+    if failed is not None:
+        hint = " (no spec: write one with `cutune templatize --write`)" if report.spec_drafted else ""
+        err.print(f"[bold red]{user_text(failed)}[/]{hint}")
+        raise typer.Exit(1)
+
+
+def _cache_dir(ctx: KernelContext) -> Path | None:
+    """The workspace's compile cache, or None (compile without one) where `.cutune/` cannot be written."""
+    from cutune.project import STATE_DIR, workspace_dir
+
+    cache = workspace_dir(ctx.path) / STATE_DIR / "cache"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        probe = cache / ".write-probe"
+        probe.touch()
+        probe.unlink()
+    except OSError as e:
+        err.print(f"[yellow]cannot write {user_text(cache)} ({user_text(e.strerror or e)}): compiling without the cache[/]")
+        return None
+    return cache
 
 
 @app.command()
@@ -162,9 +268,31 @@ def tune(
     backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
     replay: Annotated[Path | None, typer.Option(help="Recording for --backend replay.")] = None,
     record: Annotated[Path | None, typer.Option(help="Append every measurement to this recording.")] = None,
+    replay_pace: Annotated[float, typer.Option(help="Seconds each replayed measurement takes.")] = 0.0,
+    devices: Annotated[
+        str | None, typer.Option(help="GPUs to tune on at once (0,1 or all): one worker each, one study.")
+    ] = None,
+    grace: Annotated[
+        float, typer.Option(help="Seconds without a heartbeat after which a worker's trial is retried.")
+    ] = 60.0,
     warm_l2: Annotated[bool, typer.Option("--warm-l2", help="Keep the L2 cache warm between reps.")] = False,
     arch: Annotated[str, typer.Option(help="Target for the compile-only fallback without a GPU.")] = "sm_90",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")] = None,
+    variants: Annotated[
+        bool, typer.Option("--variants/--no-variants", help="Search the structural variants too (VARIANT).")
+    ] = True,
+    apply_variant: Annotated[
+        bool, typer.Option("--apply-variant", help="Write the winning variant into the file when it wins everywhere.")
+    ] = False,
+    sanitize: Annotated[
+        bool | None,
+        typer.Option(
+            "--sanitize/--no-sanitize",
+            help="Run compute-sanitizer (memcheck, racecheck) on the winners before reporting them "
+            "(default: where compute-sanitizer is on PATH).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Templatize, measure the original, search the space on the GPU, and report the speedup."""
     import optuna
@@ -173,12 +301,18 @@ def tune(
     from cutune.gpu.device import gpu_available
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress bar says what matters
-    from cutune.gpu.registry import create_backend
+    from cutune.cli_render.tune import render_result
     from cutune.project import build_job, open_kernel, tune_options
-    from cutune.tune.report import render_result
+    from cutune.tune.parallel import parse_devices, tune_on_devices
+    from cutune.tune.run import tune as run_tune
 
     try:
-        ctx = open_kernel(file, kernel)
+        ctx = base = open_kernel(file, kernel)
+        combined = _variants_summary(ctx) if variants else None
+        if combined is not None and combined.variants:
+            ctx = dataclasses.replace(
+                ctx, template=combined.template, template_model=combined.model, spec=combined.spec
+            )
         if backend == "cupy" and not gpu_available():
             err.print(
                 "[bold yellow]No CUDA GPU (or CuPy) here: measured tuning needs a CUDA GPU.[/] Doing the "
@@ -189,16 +323,30 @@ def tune(
             raise typer.Exit(0)
         job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
         options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
-        if backend == "replay":
-            if replay is None:
-                raise CutuneError("--backend replay needs --replay FILE (a recording)")
-            meter = create_backend("replay", record=record, path=replay)
+        options = dataclasses.replace(options, sanitize=sanitize, liveness=_liveness(grace))
+        ref = _backend_ref(backend, replay, replay_pace, record)
+        if devices is None:
+            meter = ref.build()
+            result = _tune_with_progress(
+                lambda progress, cancel: run_tune(job, meter, options, progress=progress, cancel=cancel), trials
+            )
         else:
-            meter = create_backend(backend, record=record)
-        result = _tune_with_progress(job, meter, options, trials)
+            gpus = parse_devices(devices, _device_count)
+            result = _tune_with_progress(
+                lambda progress, cancel: tune_on_devices(
+                    job, ref, gpus, options, progress=progress, cancel=cancel, notice=lambda m: err.print(m)
+                ),
+                trials,
+            )
+            err.print(f"{len(gpus)} workers; the finalists were re-measured on GPU {gpus[0]} ({result.device})")
     except CutuneError as e:
         _fail(e)
     out.print(render_result(result))
+    if combined is not None and combined.variants:
+        try:
+            _variant_winners(base, combined, result, apply_variant)
+        except CutuneError as e:
+            _fail(e)
     if output is not None:
         from cutune.tune.result import write_result
 
@@ -209,13 +357,71 @@ def tune(
         raise typer.Exit(130)
 
 
-def _tune_with_progress(job: Job, meter: Backend, options: TuneOptions, budget: int) -> TuneResult:
+@app.command()
+def worker(
+    storage: Annotated[str, typer.Option(help="The study's storage: journal:/shared/file, or an RDB URL.")],
+    study: Annotated[str | None, typer.Option(help="The study (default: the only cutune study there).")] = None,
+    device: Annotated[int, typer.Option(help="The GPU to measure on.")] = 0,
+    backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
+    replay: Annotated[Path | None, typer.Option(help="Recording for --backend replay.")] = None,
+    replay_pace: Annotated[float, typer.Option(help="Seconds each replayed measurement takes.")] = 0.0,
+    record: Annotated[Path | None, typer.Option(help="Append every measurement to this recording.")] = None,
+) -> None:
+    """Join a study that `cutune tune` started (from this host or another) and search it on one GPU."""
+    import optuna
+
+    from cutune.tune.parallel import join, see_only, worker_name
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    see_only(device)  # before CUDA starts: this process and its workers see that GPU only
+    with _user_errors():
+        meter = _backend_ref(backend, replay, replay_pace, record).build()
+        name = worker_name(device)
+        outcome = _tune_with_progress(
+            lambda progress, cancel: join(
+                storage, study, meter, worker=name, queue_start=random.random(), progress=progress, cancel=cancel
+            ),
+            0,
+        )
+    mine = sum(r.measured for r in outcome.records if r.worker == name)
+    out.print(
+        f"{name}: measured {mine} of the study's {outcome.measured} configurations; the search ended: "
+        f"{outcome.stop.value}. The run that started the study selects and reports the best.",
+        highlight=False,
+    )
+    if outcome.stop.value == "cancelled":
+        raise typer.Exit(130)
+
+
+def _liveness(grace: float) -> Liveness:
+    from cutune.tune.options import Liveness
+
+    return Liveness(heartbeat_s=min(5.0, grace / 4), grace_s=grace)
+
+
+def _backend_ref(backend: str, replay: Path | None, pace: float, record: Path | None) -> BackendRef:
+    """How to build the measuring backend, here or in a worker process."""
+    from cutune.tune.parallel import BackendRef
+
+    recording = str(record) if record is not None else None
+    if backend != "replay":
+        return BackendRef(backend, record=recording)
+    if replay is None:
+        raise CutuneError("--backend replay needs --replay FILE (a recording)")
+    return BackendRef("replay", {"path": str(replay), "pace_s": pace}, recording)
+
+
+def _device_count() -> int:
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceCount())
+
+
+def _tune_with_progress(run: Callable[[Callable[[SearchProgress], None], threading.Event], T], budget: int) -> T:
     """Run the search in a thread with a live progress bar; Ctrl-C cancels after the current trial."""
     import threading
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from cutune.tune.run import tune as run_tune
 
     cancel = threading.Event()
     box: dict[str, object] = {}
@@ -225,12 +431,13 @@ def _tune_with_progress(job: Job, meter: Backend, options: TuneOptions, budget: 
         task = bar.add_task("measuring the original…", total=budget)
 
         def on_progress(p: SearchProgress) -> None:
-            best = f"best {1 / p.best:.2f}× ({p.best_config})" if p.best else "best: original"
+            # one measurement each: the final figures come from separate interleaved re-measurement
+            best = f"search best {1 / p.best:.2f}×, unconfirmed ({p.best_config})" if p.best else "best: original"
             bar.update(task, completed=p.done, total=p.budget, description=f"trials · {p.failures} failed · {best}")
 
         def work() -> None:
             try:
-                box["result"] = run_tune(job, meter, options, progress=on_progress, cancel=cancel)
+                box["result"] = run(on_progress, cancel)
             except BaseException as e:  # handed to the main thread
                 box["error"] = e
 
@@ -255,13 +462,24 @@ def agent(
         str | None, typer.Option(help="An OpenAI-compatible endpoint (key from OPENAI_API_KEY / CUTUNE_LLM_API_KEY).")
     ] = None,
     model: Annotated[str, typer.Option(help="The LLM's model name (with --base-url).")] = "",
-    iterations: Annotated[int, typer.Option(help="At most this many templatize → test → plan rounds.")] = 3,
-    arch: Annotated[str, typer.Option(help="Target for the compile-only test.")] = "sm_90",
+    iterations: Annotated[int, typer.Option(help="At most this many steps.")] = 6,
+    arch: Annotated[
+        str, typer.Option(help="Target for nvcc checks (and the compile-only steps without a GPU).")
+    ] = "sm_90",
+    target: Annotated[float, typer.Option(help="Stop once the ≥ 64 MB sizes reach this % of the floor.")] = 85.0,
+    trials: Annotated[int, typer.Option(help="Trials of each step's brief tune.")] = 32,
+    seconds: Annotated[float | None, typer.Option(help="Time budget for all steps, in seconds.")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: a journal in .cutune/).")] = None,
+    profile: Annotated[bool, typer.Option(help="Read Nsight Compute counters of each step's best (needs ncu).")] = True,
 ) -> None:
-    """Let the agent propose templates (built-in rules, or an LLM) and test each by compiling it."""
-    from cutune.agent import AgentSettings, compile_only_test, run_agent
-    from cutune.project import open_kernel, workspace_dir
+    """The agent: propose a variant, check it, tune briefly, analyse and profile, plan (GPU); compile-only without."""
+    import optuna
 
+    from cutune.agent import AgentSettings
+    from cutune.gpu.device import gpu_available
+    from cutune.project import open_kernel
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         ctx = open_kernel(file, kernel)
         settings = AgentSettings(
@@ -271,16 +489,63 @@ def agent(
             max_iterations=iterations,
             arch=arch,
         )
-        test = compile_only_test(ctx, arch=arch, cache_dir=workspace_dir(ctx.path) / ".cutune" / "cache")
-        with out.status("templatize → compile-only test → analyze → plan…"):
-            run = run_agent(ctx, settings, test)
+        if not gpu_available():
+            err.print("[bold yellow]No CUDA GPU (or CuPy) here: compile-only steps (nothing is measured).[/]")
+            _compile_only_agent(ctx, settings)
+            return
+        _measured_agent(ctx, settings, target, trials, seconds, storage, profile)
     except CutuneError as e:
         _fail(e)
+
+
+def _measured_agent(
+    ctx: KernelContext,
+    settings: AgentSettings,
+    target: float,
+    trials: int,
+    seconds: float | None,
+    storage: str | None,
+    profile: bool,
+) -> None:
+    from cutune.agent.sources import make_source
+    from cutune.agent.steps import LoopOptions, run_loop
+    from cutune.gpu.registry import create_backend
+    from cutune.project import tune_options
+
+    options = LoopOptions(
+        max_steps=settings.max_iterations,
+        seconds=seconds,
+        target_pct=target,
+        trials=trials,
+        profile=profile,
+        arch=settings.arch,
+    )
+    tuning = tune_options(ctx, trials=trials, seconds=None, storage_url=storage)
+    with out.status("propose → check → tune → analyse → profile → plan…"):
+        run = run_loop(
+            ctx,
+            make_source(settings),
+            lambda: create_backend("cupy"),
+            tuning,
+            options,
+            on_step=lambda r: out.print(r.render(), highlight=False),
+        )
+    out.print(f"stopped: {run.stop.value} — {run.message}", highlight=False)
+    out.print(f"variants kept: {', '.join(v.name for v in run.kept) or 'none'}", highlight=False)
+
+
+def _compile_only_agent(ctx: KernelContext, settings: AgentSettings) -> None:
+    from cutune.agent import compile_only_test, run_agent
+    from cutune.project import workspace_dir
+
+    test = compile_only_test(ctx, arch=settings.arch, cache_dir=workspace_dir(ctx.path) / ".cutune" / "cache")
+    with out.status("templatize → compile-only test → analyze → plan…"):
+        run = run_agent(ctx, settings, test)
     for step in run.steps:
         params = ", ".join(p.name for p in step.template.space.params) or "none"
         out.print(
-            f"[bold]step {step.iteration + 1}[/] ({step.planner}): recipes {', '.join(step.plan.recipes)}; "
-            f"parameters {params}",
+            f"[bold]step {step.iteration + 1}[/] ({step.planner}) compile-only: "
+            f"recipes {', '.join(step.plan.recipes)}; parameters {params}",
             highlight=False,
         )
         out.print(f"  {step.plan.reason or '-'}; test: {step.outcome.summary}", highlight=False)
@@ -288,7 +553,7 @@ def agent(
             out.print(f"  [yellow]the LLM's plan was not used:[/] {step.fallback}", highlight=False)
     out.print(f"stopped: {run.stop.value} — {run.message}", highlight=False)
     _templatize_summary(run.template)
-    out.print("The agent proposes templates; `cutune tune` picks the numbers on a GPU.")
+    out.print("Compile-only: nothing was measured; on a GPU `cutune agent` measures, tunes and profiles each step.")
 
 
 @app.command()

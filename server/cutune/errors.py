@@ -71,3 +71,11 @@ class TransformRefused(CutuneError):
         super().__init__(f"{transform}: {reason}")
         self.transform = transform
         self.reason = reason
+
+
+class ReferenceInvalid(CutuneError):
+    """The original kernel cannot serve as the oracle on this spec; names the argument and what to change."""
+
+    def __init__(self, message: str, arg: str | None = None) -> None:
+        super().__init__(message)
+        self.arg = arg

@@ -13,7 +13,7 @@ from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, SourceError, SpecError
 from cutune.gpu.backend import Job, TimingOptions
-from cutune.template.apply import apply_config
+from cutune.template.apply import apply_config, apply_dispatch
 from cutune.template.edits import apply_edits
 from cutune.template.model import Binding, Config, Space, Template
 from cutune.template.recipes.specialize import runtime_param
@@ -56,7 +56,7 @@ class KernelContext:
         """A spec guessed from the templatized kernel's signature and launch site."""
         kernel = self.template_model.kernel(self.kernel.name)
         launches = self.template_model.launches_of(kernel.name)
-        spec = draft_spec(kernel, launches[0] if launches else None, self.template.space)
+        spec = draft_spec(kernel, launches[0] if launches else None, self.template.space, self.template_model)
         # specialised size arguments are renamed in the kernel (d → d_rt): the spec keeps the user's names
         renamed = {
             runtime_param(p.arg): p.arg for p in self.template.space.params if p.binding is Binding.SPECIALIZE and p.arg
@@ -249,6 +249,18 @@ def apply_to_source(ctx: KernelContext, config: Config) -> AppliedResult:
         if p.binding is Binding.SPECIALIZE and p.arg
     }
     applied = apply_config(ctx.template_model, ctx.kernel.name, config, space, specialized_values=specialized)
+    return AppliedResult(apply_edits(ctx.template.source, applied.edits), applied.flags)
+
+
+def apply_result(ctx: KernelContext, result: TuneResult) -> AppliedResult:
+    """The file with what tuning found: a per-size dispatch at the launch when sizes launch different
+    configurations, else the one configuration as the kernel's defaults."""
+    launched = result.launched()
+    if result.dispatch is None or len(result.dispatch.configs) < 2:
+        return apply_to_source(ctx, launched[0] if len(launched) == 1 else result.best)
+    note = f"tuned {result.measured_on()}"
+    sizes = [s.size for s in result.sizes]
+    applied = apply_dispatch(ctx.template_model, ctx.kernel.name, result.dispatch, ctx.space, sizes, note=note)
     return AppliedResult(apply_edits(ctx.template.source, applied.edits), applied.flags)
 
 

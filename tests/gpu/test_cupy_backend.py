@@ -84,7 +84,7 @@ def test_samples_check_and_time_on_the_gpu(file: str, kernel: str, compiler: str
             m = backend.evaluate(config)
             print(show(m))
             assert m.ok or m.failure in (Failure.RESOURCES, Failure.INFEASIBLE), m.detail
-            assert m.failure is not Failure.WRONG
+            assert m.failure not in (Failure.WRONG, Failure.UNWRITTEN, Failure.OUT_OF_BOUNDS, Failure.RACE)
     finally:
         backend.close()
 
@@ -97,8 +97,8 @@ def test_planted_bugs_are_wrong(compiler: str) -> None:
         assert backend.evaluate(mode(0, 256)).ok
         skipped = backend.evaluate(mode(1))
         print(show(skipped))
-        assert skipped.failure is Failure.WRONG and "worst at [999]" in skipped.detail
-        assert "got nan" in skipped.detail  # the poisoned output was never written
+        assert skipped.failure is Failure.UNWRITTEN  # the poisoned output was never written
+        assert "at n=1000: `out`: 1 of 1000 elements not written (still poisoned)" in skipped.detail
         rounded = backend.evaluate(mode(2))
         print(show(rounded))
         assert rounded.failure is Failure.WRONG and rounded.max_error is not None

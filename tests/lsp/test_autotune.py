@@ -116,8 +116,8 @@ async def test_a_real_h200_recording_replays_to_its_measured_speedup(editor: Edi
         pytest.skip("no recording of silu_and_mul on a GPU yet")
     root = tmp_path / "workspace"
     (root / ".cutune").mkdir(parents=True)
-    for name in ("silu_and_mul.cu", "silu_and_mul.tune.toml"):
-        shutil.copy(ROOT / "samples" / name, root / name)
+    shutil.copy(ROOT / "samples" / "silu_and_mul.cu", root)
+    shutil.copy(ROOT / "tests" / "data" / "gpu" / "recorded_specs" / "silu_and_mul.tune.toml", root)  # as recorded
     shutil.copy(recordings[-1], root / "h200.jsonl")
     editor.use(root)
     await editor.configure({"backend": "replay", "replayFile": "h200.jsonl", "budget": {"trials": 60}})

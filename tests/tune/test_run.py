@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import pytest
 from rich.console import Console
 
+from cutune.cli_render.tune import render_result
 from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
 from cutune.gpu.replay import RecordingBackend, ReplayBackend
@@ -16,7 +17,6 @@ from cutune.tune import (
     Progress,
     TuneOptions,
     read_result,
-    render_result,
     stored_result_path,
     tune,
     write_result,
@@ -30,7 +30,9 @@ def test_tune_finds_verifies_and_stores_the_gain(options: TuneOptions) -> None:
     seen: list[Progress] = []
     backend = FakeBackend()
     result = tune(make_job(), backend, options, progress=seen.append)
-    assert backend.opened == backend.closed == 1
+    assert backend.opened == backend.closed == 2  # the spec sizes, then the held-out size between them
+    assert result.held_out and result.held_out[0].size == {"N": 1 << 22} and result.held_out[0].speedup > 1
+    assert result.dispatch is not None and result.dispatch.configs == (result.best,)
     assert result.sampler == "grid" and result.stop == "exhausted" and result.trials == 55
     assert result.failures == {} and len(seen) == 55  # the grid holds feasible points only
     assert result.significant and result.best["VEC"] == 4 and result.best["UNROLL"] == 2
@@ -63,7 +65,7 @@ def test_cancel_returns_the_original_and_keeps_the_trials(options: TuneOptions) 
     assert not stored_result_path(options, make_job()).exists()  # nothing unverified is stored
     backend = FakeBackend()
     resumed = tune(make_job(), backend, options)
-    assert resumed.trials == 55 and resumed.significant
+    assert resumed.trials == 55 and resumed.significant and resumed.resumed_trials == 8
     assert ORIGINAL not in backend.calls[: 55 - 8]  # the search went on; only selection re-measures it
 
 

@@ -8,7 +8,7 @@ from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
 from cutune.template.model import Config
 from cutune.tune.options import SelectionOptions
-from cutune.tune.select import Verdict, select
+from cutune.tune.select import Verdict, select, weighted_geomean
 from tests.tune.fake_backend import SPACE, FakeBackend, make_job, table_time
 
 ORIGINAL = SPACE.default()
@@ -16,6 +16,8 @@ FAST = Config.of({"THREADS": 256, "VEC": 4, "UNROLL": 1})  # 0.78× at both size
 NEARLY = Config.of({"THREADS": 512, "VEC": 1, "UNROLL": 1})  # 0.99×
 SMALL_ONLY = Config.of({"THREADS": 128, "VEC": 1, "UNROLL": 1})
 LARGE_ONLY = Config.of({"THREADS": 64, "VEC": 1, "UNROLL": 1})
+# candidates identical to the original (the time ignores THREADS in `same`)
+NOOPS = [Config.of({**ORIGINAL, "THREADS": t}) for t in (64, 128, 512, 1024, 2048)]
 
 
 def opened(backend: FakeBackend) -> FakeBackend:
@@ -23,26 +25,48 @@ def opened(backend: FakeBackend) -> FakeBackend:
     return backend
 
 
-def test_verdict_needs_a_gain_beyond_the_spread() -> None:
+def small_vs_large(config: Config, size: Mapping[str, int]) -> float:
+    """SMALL_ONLY is 0.8× at the small size and 1.1× at the large one; LARGE_ONLY the other way round."""
+    small = size["N"] == 1 << 20
+    gain = {SMALL_ONLY: 0.8 if small else 1.1, LARGE_ONLY: 1.1 if small else 0.8}.get(config, 1.0)
+    return table_time(ORIGINAL, size) * gain
+
+
+def same(config: Config, size: Mapping[str, int]) -> float:
+    return table_time(ORIGINAL, size)
+
+
+def test_verdict_needs_a_gain_beyond_the_spread_and_every_round_for_confirmation() -> None:
     assert Verdict.of([0.80, 0.81, 0.79, 0.80, 0.82]).significant
     assert not Verdict.of([0.97, 1.02, 0.99, 1.01, 0.96]).significant
     assert not Verdict.of([1.05, 1.05, 1.05]).significant
+    assert Verdict.of([0.80, 0.81, 0.79, 0.80, 0.82]).confirmed(noise=0.01)
+    assert not Verdict.of([0.80, 0.81, 0.79, 0.80, 0.82]).confirmed(noise=0.15)  # within what noise makes
+    assert not Verdict.of([0.80, 0.80, 0.80, 0.80, 1.01]).confirmed(noise=0.0)  # lost one round
 
 
-def test_picks_a_clearly_faster_config() -> None:
+def test_weighted_geomean() -> None:
+    assert weighted_geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert weighted_geomean([2.0, 8.0], [2, 1]) == pytest.approx((2.0 * 2.0 * 8.0) ** (1 / 3))
+
+
+def test_picks_a_clearly_faster_config_and_reports_confirmation_rounds() -> None:
     backend = opened(FakeBackend(noise=0.01))
-    selection = select(backend, ORIGINAL, [NEARLY, FAST], SelectionOptions(rounds=5))
+    selection = select(backend, ORIGINAL, [NEARLY, FAST], SelectionOptions(rounds=5, confirm_rounds=4))
     assert selection is not None and selection.best is not None
-    assert selection.best.config == FAST
+    assert selection.best.config == FAST and selection.chosen == (FAST, FAST) and selection.single == FAST
     assert selection.best.overall.ratio == pytest.approx(0.78, abs=0.02)
-    # interleaved: A c A c A per round, the original around every candidate
     calls = backend.calls
-    assert len(calls) == 5 * 5
-    rounds = [calls[i : i + 5] for i in range(0, 25, 5)]
-    assert all(c == ORIGINAL for r in rounds for c in r[0::2])  # A c A c A
-    assert [r[1] for r in rounds] == [NEARLY, FAST, NEARLY, FAST, NEARLY]  # the order rotates
-    assert calls.count(FAST) == calls.count(NEARLY) == 5
-    assert [t.reps for t in selection.original_timings] == [1500, 1500]  # 15 original runs × 100
+    # selection: 5 rounds of A c A c A, the order rotating; confirmation: 4 rounds of A FAST A
+    assert len(calls) == 5 * 5 + 4 * 3
+    picking, confirming = calls[:25], calls[25:]
+    rounds = [picking[i : i + 5] for i in range(0, 25, 5)]
+    assert all(c == ORIGINAL for r in rounds for c in r[0::2])
+    assert [r[1] for r in rounds] == [NEARLY, FAST, NEARLY, FAST, NEARLY]
+    assert confirming == [ORIGINAL, FAST, ORIGINAL] * 4  # NEARLY lost in selection: not re-measured
+    # the reported times are the confirmation rounds' only: 8 original runs and 4 of FAST, 100 reps each
+    assert [t.reps for t in selection.original_timings] == [800, 800]
+    assert [selection.timing(FAST, i).reps for i in range(2)] == [400, 400]
 
 
 def test_refuses_a_gain_within_the_noise() -> None:
@@ -51,28 +75,56 @@ def test_refuses_a_gain_within_the_noise() -> None:
     assert selection is not None
     assert selection.best is None  # 1% faster in the table, but the run-to-run spread is larger
     assert selection.best_for_size(0) is None and selection.best_for_size(1) is None
+    assert selection.chosen == (ORIGINAL, ORIGINAL)
 
 
-def test_keeps_the_best_config_per_size() -> None:
-    def time_of(config: Config, size: Mapping[str, int]) -> float:
-        small = size["N"] == 1 << 20
-        gain = {SMALL_ONLY: 0.8 if small else 1.1, LARGE_ONLY: 1.1 if small else 0.8}.get(config, 1.0)
-        return table_time(ORIGINAL, size) * gain
-
-    backend = opened(FakeBackend(noise=0.005, time_of=time_of))
+def test_keeps_the_best_config_per_size_and_the_single_best_for_comparison() -> None:
+    backend = opened(FakeBackend(noise=0.005, time_of=small_vs_large))
     selection = select(backend, ORIGINAL, [SMALL_ONLY, LARGE_ONLY], SelectionOptions(rounds=4))
     assert selection is not None
-    best_small, best_large = selection.best_for_size(0), selection.best_for_size(1)
-    assert best_small is not None and best_small.config == SMALL_ONLY
-    assert best_large is not None and best_large.config == LARGE_ONLY
-    assert selection.best is not None  # 0.8 × 1.1 overall: both ~6% faster on the geometric mean
+    assert selection.chosen == (SMALL_ONLY, LARGE_ONLY)
+    assert selection.speedup(SMALL_ONLY, 0) == pytest.approx(1 / 0.8, rel=0.02)
+    assert selection.speedup(LARGE_ONLY, 1) == pytest.approx(1 / 0.8, rel=0.02)
+    # the single best is one of the two: slower than the original at the other size
+    assert selection.single in (SMALL_ONLY, LARGE_ONLY)
+    other = 1 if selection.single == SMALL_ONLY else 0
+    assert selection.speedup(selection.single, other) == pytest.approx(1 / 1.1, rel=0.02)
+
+
+def test_weights_decide_the_single_best() -> None:
+    for weights, single in (((4.0, 1.0), SMALL_ONLY), ((1.0, 4.0), LARGE_ONLY)):
+        backend = opened(FakeBackend(noise=0.005, time_of=small_vs_large))
+        selection = select(backend, ORIGINAL, [SMALL_ONLY, LARGE_ONLY], SelectionOptions(), weights=weights)
+        assert selection is not None and selection.single == single
+
+
+def test_compile_flags_are_chosen_once_and_what_that_costs_is_said() -> None:
+    # UNROLL stands in for a compile flag here: it must take one value for both sizes
+    a = Config.of({"THREADS": 128, "VEC": 1, "UNROLL": 2})
+    b = Config.of({"THREADS": 64, "VEC": 1, "UNROLL": 1})
+
+    def time_of(config: Config, size: Mapping[str, int]) -> float:
+        small = size["N"] == 1 << 20
+        gain = {a: 0.80 if small else 0.95, b: 1.0 if small else 0.85}.get(config, 1.0)
+        return table_time(ORIGINAL, size) * gain
+
+    backend = opened(FakeBackend(noise=0.003, time_of=time_of))
+    selection = select(backend, ORIGINAL, [a, b], SelectionOptions(), per_file=("UNROLL",))
+    assert selection is not None
+    # per size the free picks would be (a, b); a and b differ in UNROLL, so one group wins: UNROLL=2
+    # (a at both sizes: 0.80 · 0.95) beats UNROLL=1 (the original, then b: 1.0 · 0.85)
+    assert selection.per_file == Config.of({"UNROLL": 2}) and selection.chosen == (a, a)
+    assert selection.per_file_cost == pytest.approx((0.80 * 0.95 / (0.80 * 0.85)) ** 0.5, rel=0.02)
+    free = opened(FakeBackend(noise=0.003, time_of=time_of))
+    unconstrained = select(free, ORIGINAL, [a, b], SelectionOptions())
+    assert unconstrained is not None and unconstrained.chosen == (a, b) and unconstrained.per_file_cost == 1.0
 
 
 def test_a_candidate_that_fails_now_is_dropped() -> None:
     backend = opened(FakeBackend(failures={FAST: Failure.WRONG}))
     selection = select(backend, ORIGINAL, [FAST, NEARLY], SelectionOptions(rounds=3))
     assert selection is not None
-    assert [c.config for c in selection.contenders] == [NEARLY]
+    assert [c.config for c in selection.selection.contenders] == [NEARLY]
     assert backend.calls.count(FAST) == 1  # not retried in later rounds
 
 
@@ -85,3 +137,34 @@ def test_the_original_failing_is_an_error() -> None:
 def test_rounds_below_three_are_refused() -> None:
     with pytest.raises(StudyError):
         SelectionOptions(rounds=2)
+    with pytest.raises(StudyError):
+        SelectionOptions(confirm_rounds=2)
+
+
+@pytest.mark.parametrize("rounds", [SelectionOptions(), SelectionOptions(rounds=3, confirm_rounds=3)], ids=str)
+def test_candidates_identical_to_the_original_win_at_most_1_percent_of_the_time(rounds: SelectionOptions) -> None:
+    """The noise simulation: 5 candidates that are the original in disguise, 3% noise per measurement,
+    over 1,000 seeds; any size declaring a winner, or a single best confirmed overall, is a false winner."""
+    seeds = 1000
+    false = 0
+    for seed in range(seeds):
+        backend = opened(FakeBackend(noise=0.03, seed=seed, time_of=same))
+        selection = select(backend, ORIGINAL, NOOPS, rounds)
+        assert selection is not None
+        false += any(c != ORIGINAL for c in selection.chosen) or selection.best is not None
+    assert false / seeds <= 0.01
+
+
+def test_real_gains_survive_the_same_rules() -> None:
+    """The power side of the simulation: a 5% gain at 1% noise is confirmed in nearly every seed."""
+
+    def five_percent(config: Config, size: Mapping[str, int]) -> float:
+        return table_time(ORIGINAL, size) * (0.95 if config == SMALL_ONLY else 1.0)
+
+    found = 0
+    for seed in range(50):
+        backend = opened(FakeBackend(noise=0.01, seed=seed, time_of=five_percent))
+        selection = select(backend, ORIGINAL, [SMALL_ONLY, *NOOPS[:2]], SelectionOptions())
+        assert selection is not None
+        found += selection.chosen == (SMALL_ONLY, SMALL_ONLY)
+    assert found >= 45

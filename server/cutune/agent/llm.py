@@ -133,66 +133,76 @@ class LLMPlanner(Planner):
 
     def _ask(self, messages: list[ChatCompletionMessageParam]) -> str:
         """The text of the model's answer."""
-        where = self.endpoint
-        if not self.settings.model:
-            raise AgentError(f"{where}: no model is set (agent.model)")
-        key = api_key_from_env()
-        if key is None:
-            raise AgentError(f"{where}: no API key; set {' or '.join(API_KEY_VARIABLES)} in the environment")
-        import openai
+        return chat(self.settings, messages, where=self.endpoint)
 
-        # no retries: a failed step falls back to the built-in planner at once instead of waiting
-        client = openai.OpenAI(
-            base_url=self.settings.base_url or None, api_key=key, timeout=self.settings.timeout, max_retries=0
-        )
-        try:
-            # typed as object: a lenient client hands back whatever the endpoint sent (even a bare string)
-            completion: object = client.chat.completions.create(model=self.settings.model, messages=messages)
-        except openai.APITimeoutError:
-            raise AgentError(f"{where}: no answer within {self.settings.timeout:g} s") from None
-        except openai.APIConnectionError as e:
-            raise AgentError(f"{where}: cannot reach the endpoint ({_cause(e)})") from None
-        except openai.APIStatusError as e:
-            raise AgentError(f"{where}: HTTP {e.status_code}: {_snippet(e.body)}") from None
-        except (openai.OpenAIError, ValueError) as e:  # ValueError: a body that claims JSON but is not
-            raise AgentError(f"{where}: the endpoint's answer is not a chat completion ({e})") from None
-        finally:
-            client.close()
-        if isinstance(completion, str):  # a body that is not JSON, e.g. a proxy's HTML error page
-            raise AgentError(f"{where}: the endpoint's answer is not a chat completion: {_snippet(completion)}")
-        choices = getattr(completion, "choices", None)
-        if not choices:
-            raise AgentError(f"{where}: the answer has no choices: {_snippet(completion)}")
-        message = getattr(choices[0], "message", None)
-        content = getattr(message, "content", None)
-        if not isinstance(content, str) or not content.strip():
-            refusal = getattr(message, "refusal", None)
-            raise AgentError(f"{where}: the answer's message is empty" + (f" (refusal: {refusal})" if refusal else ""))
-        return content
+
+def endpoint_name(settings: AgentSettings) -> str:
+    """The endpoint and model, as error messages name them."""
+    where = settings.base_url or "the default OpenAI endpoint"
+    return f"LLM at {where} (model {settings.model or '?'})"
+
+
+def chat(settings: AgentSettings, messages: list[ChatCompletionMessageParam], *, where: str) -> str:
+    """The text of the model's answer to `messages`; AgentError on any failure of the endpoint or answer."""
+    if not settings.model:
+        raise AgentError(f"{where}: no model is set (agent.model)")
+    key = api_key_from_env()
+    if key is None:
+        raise AgentError(f"{where}: no API key; set {' or '.join(API_KEY_VARIABLES)} in the environment")
+    import openai
+
+    # no retries: a failed step falls back to the built-in planner at once instead of waiting
+    client = openai.OpenAI(base_url=settings.base_url or None, api_key=key, timeout=settings.timeout, max_retries=0)
+    try:
+        # typed as object: a lenient client hands back whatever the endpoint sent (even a bare string)
+        completion: object = client.chat.completions.create(model=settings.model, messages=messages)
+    except openai.APITimeoutError:
+        raise AgentError(f"{where}: no answer within {settings.timeout:g} s") from None
+    except openai.APIConnectionError as e:
+        raise AgentError(f"{where}: cannot reach the endpoint ({_cause(e)})") from None
+    except openai.APIStatusError as e:
+        raise AgentError(f"{where}: HTTP {e.status_code}: {snippet(e.body)}") from None
+    except (openai.OpenAIError, ValueError) as e:  # ValueError: a body that claims JSON but is not
+        raise AgentError(f"{where}: the endpoint's answer is not a chat completion ({e})") from None
+    finally:
+        client.close()
+    if isinstance(completion, str):  # a body that is not JSON, e.g. a proxy's HTML error page
+        raise AgentError(f"{where}: the endpoint's answer is not a chat completion: {snippet(completion)}")
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        raise AgentError(f"{where}: the answer has no choices: {snippet(completion)}")
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if not isinstance(content, str) or not content.strip():
+        refusal = getattr(message, "refusal", None)
+        raise AgentError(f"{where}: the answer's message is empty" + (f" (refusal: {refusal})" if refusal else ""))
+    if getattr(choices[0], "finish_reason", None) == "length":
+        raise AgentError(f"{where}: the answer was truncated at the model's token limit: {snippet(content[-200:])}")
+    return content
 
 
 def parse_answer(text: str, *, where: str) -> Plan:
     """A Plan from the model's text: one JSON object (bare, fenced or amid prose), checked strictly."""
-    data = _json_object(text, where)
+    data = json_object(text, where)
     extra = sorted(set(data) - _KEYS)
     if extra:
         raise AgentError(f"{where}: unexpected key(s) {', '.join(extra)} in the answer; expected {sorted(_KEYS)}")
     recipes = data.get("recipes")
     if not isinstance(recipes, list) or not recipes or not all(isinstance(r, str) for r in recipes):
-        raise AgentError(f"{where}: 'recipes' must be a non-empty list of recipe names, not {_snippet(recipes)}")
+        raise AgentError(f"{where}: 'recipes' must be a non-empty list of recipe names, not {snippet(recipes)}")
     params = _params(data.get("params", {}), where)
     reason, done = data.get("reason", ""), data.get("done", False)
     if not isinstance(reason, str):
-        raise AgentError(f"{where}: 'reason' must be a string, not {_snippet(reason)}")
+        raise AgentError(f"{where}: 'reason' must be a string, not {snippet(reason)}")
     if not isinstance(done, bool):
-        raise AgentError(f"{where}: 'done' must be true or false, not {_snippet(done)}")
+        raise AgentError(f"{where}: 'done' must be true or false, not {snippet(done)}")
     try:
         return Plan.of(recipes, params, reason=reason, done=done)
     except AgentError as e:
         raise AgentError(f"{where}: {e}") from None
 
 
-def _json_object(text: str, where: str) -> dict[str, Any]:
+def json_object(text: str, where: str) -> dict[str, Any]:
     """The first JSON object found: the whole text, a fenced block, or the outermost braces."""
     candidates = [text.strip(), *(m.strip() for m in _FENCE.findall(text))]
     if "{" in text:
@@ -204,26 +214,24 @@ def _json_object(text: str, where: str) -> dict[str, Any]:
             continue
         if isinstance(data, dict):
             return data
-    raise AgentError(f"{where}: the answer is not a JSON object: {_snippet(text)}")
+    raise AgentError(f"{where}: the answer is not a JSON object: {snippet(text)}")
 
 
 def _params(raw: object, where: str) -> dict[str, list[Value]]:
     if not isinstance(raw, Mapping):
-        raise AgentError(f"{where}: 'params' must be an object of parameter → list of values, not {_snippet(raw)}")
+        raise AgentError(f"{where}: 'params' must be an object of parameter → list of values, not {snippet(raw)}")
     out: dict[str, list[Value]] = {}
     for name, values in raw.items():
         if not isinstance(values, list) or not values:
-            raise AgentError(f"{where}: params.{name} must be a non-empty list of values, not {_snippet(values)}")
+            raise AgentError(f"{where}: params.{name} must be a non-empty list of values, not {snippet(values)}")
         bad = [v for v in values if not isinstance(v, int | str)]  # bool is an int; floats are never candidates
         if bad:
-            raise AgentError(
-                f"{where}: params.{name} holds {_snippet(bad)}: values are integers, true/false or strings"
-            )
+            raise AgentError(f"{where}: params.{name} holds {snippet(bad)}: values are integers, true/false or strings")
         out[str(name)] = values
     return out
 
 
-def _snippet(value: object, limit: int = 200) -> str:
+def snippet(value: object, limit: int = 200) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return repr(text if len(text) <= limit else text[:limit] + "...")
 

@@ -17,10 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cutune.cuda.decls import Decl, DeclKind, collect_decls
-from cutune.cuda.includes import device_includes
+from cutune.cuda.headers import Declared, declared_names, resolve_header
+from cutune.cuda.includes import TORCH_PREFIXES, device_includes
 from cutune.cuda.model import SourceModel
 from cutune.cuda.syntax import captures, node_text, parse_tree
 from cutune.cuda.text import LineIndex
+from cutune.cuda.torch_types import torch_scalars
 
 _IDENTIFIERS = "[(identifier) (type_identifier) (namespace_identifier) (preproc_arg)] @id"
 _WORD = re.compile(r"[A-Za-z_]\w*")
@@ -76,6 +78,8 @@ using cuda::std::is_same;
 """
 _TRAIT_NAMES = frozenset(("conditional", "enable_if", "integral_constant", "is_same"))
 _UINT = "typedef unsigned int uint;\n"
+# what torch's headers brought along for device code: CUDA's half and bfloat16 types
+_CUDA_TYPES = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class CompileUnit:
     for_nvrtc: bool = False
     # (first line in the unit, first line in the original file, line count), zero-based
     line_map: tuple[tuple[int, int, int], ...] = ()
+    notes: tuple[str, ...] = ()  # what extraction changed that a user should know (dropped headers, ...)
 
     def source_line(self, unit_line: int) -> int | None:
         """The original file's line (zero-based) of a unit line, or None for generated lines."""
@@ -136,9 +141,21 @@ def extract_kernel(
     qualified = qualified_name(model, kernel)
     data = model.text.encode("utf-8", errors="replace")
     decls = collect_decls(parse_tree(data).root_node, data)
-    needed = _needed(decls, kernel, data)
-    names = {n for d in needed for n in _used_names(d, data)}
     expressions = tuple(_qualify(e.strip(), kernel, qualified) for e in instantiations)
+    # device functions passed as template arguments (`k<T, silu<T>>`) are needed too
+    needed = _needed(decls, kernel, data, {w for e in expressions for w in _WORD.findall(e)})
+    dirs = list(include_dirs)
+    if model.path and os.path.dirname(os.path.abspath(model.path)) not in dirs:
+        dirs.insert(0, os.path.dirname(os.path.abspath(model.path)))  # for the file's own `"..."` includes
+    code_names = {n for d in needed if d.kind is not DeclKind.USING for n in _used_names(d, data)}
+    code_names |= {w for e in expressions for w in _WORD.findall(e)}
+    headers = _ProjectHeaders(dirs, code_names)
+    own = {n for d in decls if d.kind is not DeclKind.INCLUDE for n in (*d.names, *d.namespace)}
+    quoted = [t for d in decls if (t := _quoted_target(d, data))]
+    # a using-directive for a namespace only dropped headers declare goes with them
+    needed = {d for d in needed if d.kind is not DeclKind.USING or _namespace_kept(d, data, own, headers, quoted)}
+    names = code_names | {n for d in needed if d.kind is DeclKind.USING for n in _used_names(d, data)}
+    scalars = torch_scalars(names, for_nvrtc=for_nvrtc)
 
     writer = _Writer(LineIndex(data))
     writer.generated(f"// cutune: {qualified} from {model.path or '<source>'}, device code only\n")
@@ -149,9 +166,12 @@ def extract_kernel(
             writer.generated(_TRAITS)
     if not any(d.kind is DeclKind.TYPE and "uint" in d.names for d in decls):
         writer.generated(_UINT)
+    if any(d.kind is DeclKind.INCLUDE and _torch_include(d, data) for d in decls) or scalars.prelude:
+        writer.generated(_CUDA_TYPES)  # what torch's headers supplied the device code
+    writer.generated(scalars.prelude)
     for d in decls:
         if d.kind is DeclKind.INCLUDE:
-            writer.includes(d, data, for_nvrtc=for_nvrtc, names=names)
+            writer.includes(d, data, for_nvrtc=for_nvrtc, names=names, headers=headers)
         elif d in needed:
             writer.declaration(d, data)
     writer.close_namespaces()
@@ -160,18 +180,63 @@ def extract_kernel(
         for i, expr in enumerate(expressions):
             writer.generated(f"[[maybe_unused]] static auto* cutune_inst_{i} = &{expr};\n")
 
-    dirs = list(include_dirs)
-    if model.path and os.path.dirname(os.path.abspath(model.path)) not in dirs:
-        dirs.append(os.path.dirname(os.path.abspath(model.path)))  # for the file's own `"..."` includes
     return CompileUnit(
         source=writer.text(),
         kernel=qualified,
         name_expressions=expressions,
-        include_dirs=tuple(dirs),
+        include_dirs=tuple(dirs) + scalars.include_dirs,
         defines=tuple((defines or {}).items()),
         for_nvrtc=for_nvrtc,
         line_map=tuple(writer.line_map),
+        notes=tuple(headers.notes) + scalars.notes,
     )
+
+
+class _ProjectHeaders:
+    """Decides which quoted includes the unit keeps: those that declare a name the kernel's code uses."""
+
+    def __init__(self, search: list[str], names: set[str]) -> None:
+        self._search = search
+        self._names = names
+        self._declared: dict[str, Declared | None] = {}
+        self.notes: list[str] = []
+
+    def declared(self, target: str) -> Declared | None:
+        """What a quoted include declares; None when it is not found (then it is kept as written)."""
+        if target not in self._declared:
+            path = resolve_header(target, self._search)
+            self._declared[target] = declared_names(path, self._search) if path is not None else None
+        return self._declared[target]
+
+    def needed(self, target: str) -> bool:
+        declared = self.declared(target)
+        if declared is None or declared.names & self._names:
+            return True
+        if target not in " ".join(self.notes):
+            self.notes.append(f'dropped #include "{target}": the kernel uses nothing it declares')
+        return False
+
+
+def _namespace_kept(d: Decl, data: bytes, own: set[str], headers: _ProjectHeaders, quoted: list[str]) -> bool:
+    """Whether a using-directive stays: its namespace is the file's own, a header the unit keeps declares
+    it, or no project header does (a system header may)."""
+    first = next(iter(_WORD.findall(node_text(data, d.item).removeprefix("using").replace("namespace", ""))), "")
+    if not first or first in own:
+        return True
+    declaring = [t for t in quoted if (found := headers.declared(t)) is not None and first in found.namespaces]
+    return not declaring or any(headers.needed(t) for t in declaring)
+
+
+def _quoted_target(d: Decl, data: bytes) -> str:
+    """The target of `#include "target"`; '' for anything else."""
+    path = d.item.child_by_field_name("path") if d.kind is DeclKind.INCLUDE else None
+    raw = node_text(data, path).strip() if path is not None else ""
+    return raw.strip('"') if raw.startswith('"') else ""
+
+
+def _torch_include(d: Decl, data: bytes) -> bool:
+    path = d.item.child_by_field_name("path")
+    return path is not None and node_text(data, path).strip().strip('<>"').startswith(TORCH_PREFIXES)
 
 
 def _qualify(expr: str, kernel: str, qualified: str) -> str:
@@ -181,8 +246,9 @@ def _qualify(expr: str, kernel: str, qualified: str) -> str:
     return expr
 
 
-def _needed(decls: list[Decl], kernel: str, data: bytes) -> set[Decl]:
-    """The kernel's definitions and, transitively, every device-side declaration whose name they use."""
+def _needed(decls: list[Decl], kernel: str, data: bytes, extra: set[str]) -> set[Decl]:
+    """The kernel's definitions and, transitively, every device-side declaration whose name they (or the
+    `extra` names) use."""
     providers: dict[str, list[Decl]] = {}
     for d in decls:
         if (d.kind in _PROVIDERS and d.device) or (d.kind is DeclKind.HOST_FUNCTION and d.device):
@@ -193,6 +259,7 @@ def _needed(decls: list[Decl], kernel: str, data: bytes) -> set[Decl]:
         elif d.kind is DeclKind.USING and not _HOST_NAMESPACES.search(node_text(data, d.item)):
             providers.setdefault("", []).append(d)  # using-directives come along unconditionally
     todo = [d for d in decls if d.kind is DeclKind.KERNEL and d.name == kernel] + providers.get("", [])
+    todo += [p for name in extra for p in providers.get(name, ())]
     needed: set[Decl] = set()
     while todo:
         d = todo.pop()
@@ -264,11 +331,13 @@ class _Writer:
         if d.conditions:
             self.generated("#endif\n")
 
-    def includes(self, d: Decl, data: bytes, *, for_nvrtc: bool, names: set[str]) -> None:
+    def includes(self, d: Decl, data: bytes, *, for_nvrtc: bool, names: set[str], headers: _ProjectHeaders) -> None:
         path = d.item.child_by_field_name("path")
         if path is None:
             return
         raw = node_text(data, path).strip()
+        if not raw.startswith("<") and not headers.needed(raw.strip('"')):
+            return
         targets = device_includes(raw.strip('<>"'), raw.startswith("<"), for_nvrtc=for_nvrtc, names=names)
         original = [t for t in targets if t == raw.strip('<>"')]
         self._enter(d.namespace)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-_HOST_ONLY_PREFIXES = ("torch/", "ATen/", "c10/", "pybind11/", "caffe2/", "THC/", "Python.h")
+TORCH_PREFIXES = ("torch/", "ATen/", "c10/", "caffe2/", "THC/")
+_HOST_ONLY_PREFIXES = (*TORCH_PREFIXES, "pybind11/", "Python.h")
 _HOST_ONLY_STREAMS = frozenset(("iostream", "fstream", "sstream", "iomanip", "ostream", "istream"))
 _CUDA_HOST_API = frozenset(("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "cuda_profiler_api.h"))
 

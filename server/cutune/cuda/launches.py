@@ -9,7 +9,7 @@ from tree_sitter import Node
 
 from cutune.cuda.decls import Decl, FunctionIndex
 from cutune.cuda.model import LaunchSite
-from cutune.cuda.syntax import anchored, node_text, trim
+from cutune.cuda.syntax import anchored, node_text, parse_tree, trim
 from cutune.cuda.text import LineIndex
 
 _CHEVRONS = re.compile(rb"<<<")
@@ -26,17 +26,54 @@ class Launch:
 
 
 def find_launches(root: Node, data: bytes, index: LineIndex, functions: FunctionIndex) -> list[Launch]:
-    """Every `<<<...>>>` launch in the tree, in source order."""
+    """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s, in source order."""
+    found = [_launch(call, data, index, functions) for call in launch_calls(root, data)]
+    for macro_root, name in macro_trees(root, data):
+        found += [_launch(call, data, index, functions, name) for call in launch_calls(macro_root, data)]
+    return sorted(found, key=lambda lc: lc.site.span.start_byte)
+
+
+def launch_calls(root: Node, data: bytes) -> list[Node]:
+    """The call expressions of the `<<<...>>>` launches under `root`."""
     calls = []
     for token in anchored(root, data, _CHEVRONS):
         config = token.parent
         call = config.parent if config is not None and config.type == "kernel_call_syntax" else None
         if call is not None and call.type == "call_expression":
             calls.append(call)
-    return [_launch(call, data, index, functions) for call in calls]
+    return calls
 
 
-def _launch(call: Node, data: bytes, index: LineIndex, functions: FunctionIndex) -> Launch:
+def macro_trees(root: Node, data: bytes) -> list[tuple[Node, str]]:
+    """Each `#define` whose body launches a kernel, parsed as a function of the macro's name: the same bytes
+    at the same offsets, the rest of the file blanked, so its nodes' offsets are those of the file."""
+    found: list[tuple[Node, Node, str]] = []
+    for match in _CHEVRONS.finditer(data):
+        node: Node | None = root.descendant_for_byte_range(match.start(), match.end())
+        while node is not None and node.type not in ("preproc_function_def", "preproc_def"):
+            node = node.parent
+        body = node.child_by_field_name("value") if node is not None else None
+        name = node.child_by_field_name("name") if node is not None else None
+        if node is None or body is None or name is None or any(r[0] is node for r in found):
+            continue
+        found.append((node, body, node_text(data, name)))
+    return [(parse_tree(_as_function(data, body, name)).root_node, name) for _, body, name in found]
+
+
+def _as_function(data: bytes, body: Node, name: str) -> bytes:
+    """The file's bytes with a macro body as a function body: `void NAME(){` over `#define NAME(...)`,
+    line continuations blanked, `}` after the body, everything else spaces (newlines kept)."""
+    blank = bytearray(b if b == 0x0A else 0x20 for b in data)
+    header = f"void {name}(){{".encode()
+    start = data.rfind(b"#", 0, body.start_byte)
+    blank[start : start + len(header)] = header
+    code = data[body.start_byte : body.end_byte].replace(b"\\\n", b" \n").replace(b"\\\r\n", b"  \n")
+    blank[body.start_byte : body.end_byte] = code
+    blank[body.end_byte : body.end_byte + 1] = b"}"
+    return bytes(blank)
+
+
+def _launch(call: Node, data: bytes, index: LineIndex, functions: FunctionIndex, macro: str | None = None) -> Launch:
     kernel, targs = _callee(call.child_by_field_name("function"), data)
     config_node = next(c for c in call.children if c.type == "kernel_call_syntax")
     config = tuple(_expressions(config_node))
@@ -44,7 +81,7 @@ def _launch(call: Node, data: bytes, index: LineIndex, functions: FunctionIndex)
     args = tuple(node_text(data, a).strip() for a in _expressions(arg_list)) if arg_list else ()
     config_ranges = [trim(data, c.start_byte, c.end_byte) for c in config]
     config_texts = [data[s:e].decode("utf-8", errors="replace") for s, e in config_ranges]
-    function = functions.at(call.start_byte)
+    function = functions.at(call.start_byte) if macro is None else None
     site = LaunchSite(
         kernel=kernel,
         template_args=tuple(node_text(data, a).strip() for a in targs),
@@ -56,7 +93,8 @@ def _launch(call: Node, data: bytes, index: LineIndex, functions: FunctionIndex)
         span=index.span(call.start_byte, call.end_byte),
         config_spans=tuple(index.span(s, e) for s, e in config_ranges),
         template_arg_spans=tuple(index.span(a.start_byte, a.end_byte) for a in targs),
-        host_function=function.name if function is not None else None,
+        host_function=function.name if function is not None else macro,
+        macro=macro,
     )
     return Launch(site, config, tuple(targs), function)
 

@@ -74,6 +74,14 @@ class DeviceFunction:
     namespace: str = ""
 
 
+class Access(enum.Flag):
+    """How a kernel uses a pointer argument's elements."""
+
+    NONE = 0
+    READ = enum.auto()
+    WRITE = enum.auto()
+
+
 @dataclass(frozen=True, slots=True)
 class LaunchSite:
     """A launch `kernel<targs><<<grid, block, smem, stream>>>(args)` in host code."""
@@ -89,6 +97,7 @@ class LaunchSite:
     config_spans: tuple[Span, ...]  # spans of grid, block[, smem[, stream]] expressions
     template_arg_spans: tuple[Span, ...]
     host_function: str | None
+    macro: str | None = None  # the `#define` whose body holds the launch, when it is written in one
 
 
 class LiteralKind(enum.Enum):

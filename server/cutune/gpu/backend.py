@@ -23,8 +23,12 @@ class Failure(enum.Enum):
     LAUNCH = "launch"  # the launch was refused (e.g. too many resources requested)
     FAULT = "fault"  # the kernel faulted (illegal address, ...); the worker was replaced
     TIMEOUT = "timeout"  # the kernel or compile hung past the per-trial timeout; the worker was replaced
-    WRONG = "wrong"  # outputs differ from the reference beyond tolerance, or were not written
+    WRONG = "wrong"  # outputs differ from the reference beyond tolerance
     CRASH = "crash"  # the worker process died for another reason
+    OUT_OF_BOUNDS = "out_of_bounds"  # wrote outside an array (a guard region changed, or compute-sanitizer saw it)
+    INPUT_WRITTEN = "input_written"  # changed an `in` array
+    UNWRITTEN = "unwritten"  # left output elements unwritten (still poisoned, or an inout not written back)
+    RACE = "race"  # results differ between runs on the same inputs, or only some checks fail
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,8 @@ class CompileInfo:
     local_bytes: int = 0  # local memory per thread: spills and local arrays
     max_threads_per_block: int = 0  # the most threads per block this function can be launched with
     compile_seconds: float = 0.0
+    compiler: str = ""  # "nvrtc" or "nvcc" ("" where not recorded)
+    fallback: str = ""  # why NVRTC could not compile it, where compiler "auto" fell back to nvcc
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,19 @@ class Measurement:
             max_error=data.get("max_error"),
             extra=dict(data.get("extra", {})),
         )
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of checking a configuration without timing it (fresh inputs, or compute-sanitizer)."""
+
+    config: Config
+    failure: Failure | None = None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
 
 
 @dataclass(frozen=True)
@@ -176,6 +195,18 @@ class Backend(ABC):
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Hint that these configurations come next (a backend may compile them ahead); default: ignore."""
         del configs
+
+    def verify(self, config: Config, seed: int) -> Check | None:
+        """Re-check `config` on fresh inputs drawn from `seed`, against a fresh reference; None where this
+        backend runs no kernels (replay), so there is nothing new to check."""
+        del config, seed
+        return None
+
+    def sanitize(self, config: Config) -> Check | None:
+        """Run `config` under compute-sanitizer (memcheck, racecheck) at one size; None where this backend
+        runs no kernels or the tool is absent."""
+        del config
+        return None
 
     @property
     def healthy(self) -> bool:

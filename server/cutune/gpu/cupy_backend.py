@@ -1,17 +1,23 @@
 """The CuPy backend: compile with NVRTC (or nvcc), check against the original kernel, time with CUDA events.
 
-CuPy is imported when a job is opened, never at module import, so cutune imports without a GPU.
+Checks (all untimed): every array inside guard regions, `in` arrays compared with their pristine copy,
+outputs against the validated reference at the spec's sizes and at derived ragged sizes; a failing
+configuration is run once more to tell a race from a deterministic bug. `verify` re-checks on fresh
+inputs; `sanitize` runs compute-sanitizer in a fresh process. CuPy is imported when a job is opened,
+never at module import, so cutune imports without a GPU.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -20,9 +26,10 @@ from cutune.cuda.extract import CompileUnit, extract_kernel, qualified_name
 from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, NoGpuError
-from cutune.gpu.backend import Backend, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.gpu.backend import Backend, Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
 from cutune.gpu.device import device_limits
-from cutune.gpu.harness import Problem, Timer, make_problem, summarize
+from cutune.gpu.guards import GUARD_BYTES
+from cutune.gpu.harness import POISON, POISON_2, Problem, Timer, compare, make_problem, summarize, tolerance_for
 from cutune.gpu.limits import DeviceLimits
 from cutune.gpu.nvcc import DEFAULT_FLAGS as NVCC_FLAGS
 from cutune.gpu.nvcc import _excerpt
@@ -32,9 +39,12 @@ from cutune.gpu.sol import cache_dir, device_info
 from cutune.template.instantiate import compile_options, instantiation
 from cutune.template.model import Config
 from cutune.template.spec import Role
+from cutune.template.spec.ragged import ragged_sizes
 
-COMPILERS = ("nvrtc", "nvcc")
+COMPILERS = ("auto", "nvrtc", "nvcc")
 T = TypeVar("T")
+# failures of a checked run (not of compiling or launching): a run that passed before and fails now is a race
+_CHECK_FAILURES = frozenset({Failure.WRONG, Failure.UNWRITTEN, Failure.OUT_OF_BOUNDS, Failure.INPUT_WRITTEN})
 # CUDA errors after which the context is unusable: the process must go (cudaError / CUresult codes).
 _STICKY = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719, 999})
 
@@ -65,24 +75,38 @@ class _Module:
     functions: dict[str, Any] = field(default_factory=dict)
     info: dict[str, CompileInfo] = field(default_factory=dict)
     error: str = ""
+    fallback: str = ""  # with compiler "auto": why NVRTC could not compile it (nvcc did)
 
 
 class CupyBackend(Backend):
     """Compiles each configuration with NVRTC through CuPy (or nvcc), checks and times it on the GPU.
 
-    Options: `compiler` ("nvrtc" or "nvcc"), `device` (CUDA ordinal), `compile_workers` (threads that
-    compile prefetched configurations while the GPU measures others).
+    Options: `compiler` ("auto": NVRTC, and nvcc for a unit NVRTC cannot compile; "nvrtc"; "nvcc"),
+    `device` (CUDA ordinal), `compile_workers` (threads that compile prefetched configurations while the
+    GPU measures others), `checks` (False drops guards, ragged sizes, reference validation and the
+    race re-run: only to measure what they cost), `verify_repeats` (checked runs per fresh seed).
     """
 
     name = "cupy"
     needs_isolation = True
 
-    def __init__(self, *, compiler: str = "nvrtc", device: int = 0, compile_workers: int = 4) -> None:
+    def __init__(
+        self,
+        *,
+        compiler: str = "auto",
+        device: int = 0,
+        compile_workers: int = 4,
+        checks: bool = True,
+        verify_repeats: int = 2,
+    ) -> None:
         if compiler not in COMPILERS:
             raise CutuneError(f"unknown compiler {compiler!r}; choose one of {', '.join(COMPILERS)}")
         self.compiler = compiler
         self.device = device
         self.compile_workers = compile_workers
+        self.checks = checks
+        self.verify_repeats = verify_repeats
+        self.nvrtc_failed = ""  # with "auto": why NVRTC could not compile this job (nvcc is used from then on)
         self._healthy = True
         self._cp: ModuleType | None = None
         self._job: Job | None = None
@@ -94,6 +118,7 @@ class CupyBackend(Backend):
         self._pool: ThreadPoolExecutor | None = None
         self._modules: dict[_CompileKey, Future[_Module]] = {}
         self._problems: list[Problem] = []
+        self._fresh: tuple[int, list[Problem]] | None = None  # verify's problems, for one seed
 
     @property
     def healthy(self) -> bool:
@@ -101,11 +126,27 @@ class CupyBackend(Backend):
 
     def open(self, job: Job) -> DeviceInfo:
         """Start CUDA, measure (or read) the speed of light, compile the original and build the reference."""
+        self._start(job)
+        assert self._limits is not None
+        self._timer = Timer(self._limits.l2_bytes)
+        info = device_info(self._timer, self.device)
+        self._problems = self._reference(job.seed)
+        return info
+
+    def run_once(self, job: Job, config: Config, size: dict[str, int]) -> None:
+        """Run `config` once at `size` on exactly-sized arrays (no guards): what compute-sanitizer watches."""
+        self._start(job)
+        cp = self._cp
+        assert cp is not None
+        problem = make_problem(job.spec, size, cp.random.default_rng(job.seed), cp, guard_bytes=0)
+        self._problems = [problem]
+        launches, _ = self._prepare(config, self._problems)
+        self._run_checked(problem, launches[0])
+
+    def _start(self, job: Job) -> None:
         cp = self._cp = _import_cupy()
         cp.cuda.Device(self.device).use()
-        limits = self._limits = device_limits(self.device)
-        self._timer = Timer(limits.l2_bytes)
-        info = device_info(self._timer, self.device)
+        self._limits = device_limits(self.device)
         self._job = job
         self._model = parse_source(job.template.source, job.source_path)
         self._kernel = self._model.kernel(job.template.kernel)  # raises SourceError when absent
@@ -115,19 +156,35 @@ class CupyBackend(Backend):
             thread_name_prefix="cutune-compile",
             initializer=lambda: cp.cuda.Device(self.device).use(),
         )
-        rng = cp.random.default_rng(job.seed)
-        self._problems = [make_problem(job.spec, size, rng, cp) for size in job.spec.sizes]
+
+    def _reference(self, seed: int) -> list[Problem]:
+        """Problems on inputs drawn from `seed` (spec sizes, then ragged ones), with validated references."""
+        job = self._require_job()
+        cp = self._cp
+        assert cp is not None
+        rng = cp.random.default_rng(seed)
+        guard = GUARD_BYTES if self.checks else 0
+        problems = [make_problem(job.spec, size, rng, cp, guard_bytes=guard) for size in job.spec.sizes]
+        if self.checks:
+            problems += [
+                make_problem(job.spec, r.size, rng, cp, guard_bytes=guard, timed=False) for r in ragged_sizes(job.spec)
+            ]
         original = job.space.default()
         try:
-            launches, _ = self._prepare(original)
-            for problem, launch in zip(self._problems, launches, strict=True):
+            launches, _ = self._prepare(original, problems)
+            for problem, launch in zip(problems, launches, strict=True):
                 self._run_checked(problem, launch)
                 problem.keep_reference()
+                if self.checks:
+                    self._run_checked(problem, launch, POISON_2)
+                    second = problem.snapshot()
+                    rerun = partial(self._run_poisoned, problem, launch)
+                    self._guard(partial(problem.validate_reference, job.spec, second, cp, rerun))
         except _Failed as e:
             raise CutuneError(
                 f"the original configuration ({original}) cannot serve as the reference: {e.failure.value}: {e.detail}"
             ) from None
-        return info
+        return problems
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Start compiling these configurations in the background."""
@@ -142,10 +199,12 @@ class CupyBackend(Backend):
         job = self._require_job()
         compiled: CompileInfo | None = None
         try:
-            launches, compiled = self._prepare(config)
-            max_error = self._check(launches)
+            launches, compiled = self._prepare(config, self._problems)
+            max_error = self._check(launches, self._problems)
             timings = tuple(
-                self._time(problem, launch) for problem, launch in zip(self._problems, launches, strict=True)
+                self._time(problem, launch)
+                for problem, launch in zip(self._problems, launches, strict=True)
+                if problem.timed
             )
         except _Failed as e:
             return Measurement(config, compile=compiled, failure=e.failure, detail=e.detail, max_error=e.max_error)
@@ -157,6 +216,38 @@ class CupyBackend(Backend):
             detail=f"max scaled error {max_error:.3g}" if job.spec.sizes else "",
         )
 
+    def verify(self, config: Config, seed: int) -> Check:
+        """Check `config` `verify_repeats` times on inputs from `seed` against a fresh reference.
+
+        A configuration that passes some of these runs and fails others (or gives different results on
+        the same inputs) is a RACE; one that fails every run fails with its own class.
+        """
+        if self._fresh is None or self._fresh[0] != seed:
+            self._fresh = None  # free the previous seed's arrays first
+            self._fresh = (seed, self._reference(seed))
+        problems = self._fresh[1]
+        passed = 0
+        try:
+            launches, _ = self._prepare(config, problems)
+            for _ in range(max(self.verify_repeats, 1)):
+                self._check(launches, problems)
+                passed += 1
+        except _Failed as e:
+            failure, detail = e.failure, e.detail
+            if passed and failure in _CHECK_FAILURES:
+                failure, detail = (
+                    Failure.RACE,
+                    f"passed {passed} checked run(s), then failed on the same inputs: {detail}",
+                )
+            return Check(config, failure, f"on fresh inputs (seed {seed}): {detail}")
+        return Check(config, detail=f"passed {passed} checked runs on fresh inputs (seed {seed})")
+
+    def sanitize(self, config: Config) -> Check | None:
+        """Run `config` under compute-sanitizer in a fresh process (None where the tool is absent)."""
+        from cutune.gpu.sanitize import sanitize_job
+
+        return sanitize_job(self._require_job(), config, compiler=self.compiler, device=self.device)
+
     def close(self) -> None:
         """Stop the compile threads and free the device memory of this job."""
         if self._pool is not None:
@@ -164,6 +255,7 @@ class CupyBackend(Backend):
             self._pool = None
         self._modules.clear()
         self._problems = []
+        self._fresh = None
         if self._cp is not None and self._healthy:
             self._cp.get_default_memory_pool().free_all_blocks()
 
@@ -174,14 +266,14 @@ class CupyBackend(Backend):
             raise CutuneError("the cupy backend has no job; call open() first")
         return self._job
 
-    def _compile_key(self, config: Config) -> tuple[_CompileKey, list[str]]:
-        """The compile key of a configuration and the name expression each problem size launches."""
+    def _compile_key(self, config: Config, problems: Sequence[Problem] | None = None) -> tuple[_CompileKey, list[str]]:
+        """The compile key of a configuration and the name expression each problem launches."""
         job = self._require_job()
         assert self._kernel is not None
         try:
             per_size = [
-                instantiation(self._kernel, self._qualified, job.spec, job.space, config, size)
-                for size in job.spec.sizes
+                instantiation(self._kernel, self._qualified, job.spec, job.space, config, p.size)
+                for p in (self._problems if problems is None else problems)
             ]
             flags, defines = compile_options(job.space, config, job.spec)
         except CutuneError as e:
@@ -199,10 +291,23 @@ class CupyBackend(Backend):
         """Compile one key (in a worker thread); compiler errors become the module's `error`."""
         cp = self._cp
         assert cp is not None
+        if self.compiler == "nvcc" or (self.compiler == "auto" and self.nvrtc_failed):
+            return self._compile_with(self._compile_nvcc, key)
+        module = self._compile_with(self._compile_nvrtc, key)
+        if module.error and self.compiler == "auto":
+            fallback = self._compile_with(self._compile_nvcc, key)
+            if fallback.error:
+                return module  # nvcc rejects it too: the configuration is at fault, NVRTC's message says why
+            fallback.fallback = self.nvrtc_failed = f"NVRTC could not compile the unit, nvcc did: {module.error}"
+            return fallback
+        return module
+
+    def _compile_with(self, compile_key: Callable[[_CompileKey], _Module], key: _CompileKey) -> _Module:
+        """Compile with one compiler; its errors become the module's `error`."""
+        cp = self._cp
+        assert cp is not None
         try:
-            if self.compiler == "nvcc":
-                return self._compile_nvcc(key)
-            return self._compile_nvrtc(key)
+            return compile_key(key)
         except cp.cuda.compiler.CompileException as e:
             return _Module(error=_excerpt(e.get_message()))
         except Exception as e:  # extraction, loading, a missing entry: all fail this configuration's compile
@@ -247,7 +352,7 @@ class CupyBackend(Backend):
         )
         functions = {e: module.get_function(n) for e, n in zip(key.expressions, unit.name_expressions, strict=True)}
         seconds = time.perf_counter() - start
-        return _Module(functions, {e: _compile_info(f, seconds) for e, f in functions.items()})
+        return _Module(functions, {e: _compile_info(f, seconds, compiler="nvrtc") for e, f in functions.items()})
 
     def _compile_nvcc(self, key: _CompileKey) -> _Module:
         # CuPy's nvcc path cannot resolve name expressions: compile one instantiation per cubin and
@@ -273,15 +378,17 @@ class CupyBackend(Backend):
             function = cp.RawModule(path=str(path)).get_function(entry.function)
             seconds = time.perf_counter() - start
             out.functions[expression] = function
-            out.info[expression] = _compile_info(function, seconds, spill_bytes=entry.spill_store_bytes)
+            out.info[expression] = _compile_info(
+                function, seconds, spill_bytes=entry.spill_store_bytes, compiler="nvcc"
+            )
         return out
 
     # -- running ---------------------------------------------------------------------------------
 
-    def _prepare(self, config: Config) -> tuple[list[Callable[[], None]], CompileInfo]:
-        """Compiled launches for every problem size, after the resource checks."""
+    def _prepare(self, config: Config, problems: Sequence[Problem]) -> tuple[list[Callable[[], None]], CompileInfo]:
+        """Compiled launches for every problem, after the resource checks."""
         job = self._require_job()
-        key, per_size = self._compile_key(config)
+        key, per_size = self._compile_key(config, problems)
         module = self._compiled(key).result()
         if module.error:
             raise _Failed(Failure.COMPILE, module.error)
@@ -289,7 +396,7 @@ class CupyBackend(Backend):
         limits = self._limits
         numeric = {k: v for k, v in config.items() if not isinstance(v, str)}
         launches = []
-        for problem, expression in zip(self._problems, per_size, strict=True):
+        for problem, expression in zip(problems, per_size, strict=True):
             function = module.functions[expression]
             try:
                 grid, block, smem = job.spec.launch({**problem.size, **numeric, **limits.as_names()})
@@ -308,34 +415,64 @@ class CupyBackend(Backend):
             if smem > limits.max_smem_per_block:
                 self._guard(lambda f=function, s=smem: setattr(f, "max_dynamic_shared_size_bytes", s))
             launches.append(_launcher(function, grid, block, smem, problem.args))
-        return launches, module.info[per_size[0]]
+        info = module.info[per_size[0]]
+        return launches, dataclasses.replace(info, fallback=module.fallback) if module.fallback else info
 
-    def _check(self, launches: Sequence[Callable[[], None]]) -> float:
-        """Run every size once on pristine inputs and poisoned outputs; WRONG unless all outputs match."""
+    def _check(self, launches: Sequence[Callable[[], None]], problems: Sequence[Problem]) -> float:
+        """Run every problem once on pristine inputs and poisoned outputs; fail with the class of the first
+        failure (a failing run is repeated once: results that differ between the two are a RACE)."""
         job = self._require_job()
         cp = self._cp
         assert cp is not None
         worst = 0.0
-        for problem, launch in zip(self._problems, launches, strict=True):
+        for problem, launch in zip(problems, launches, strict=True):
             self._run_checked(problem, launch)
-            compared = self._guard(lambda p=problem: p.check(job.spec, cp))
-            worst = max([worst, *(c.max_scaled for _, c in compared)])
-            wrong = [c.describe(a.name) for a, c in compared if not c.ok]
-            if wrong:
-                size = ", ".join(f"{k}={v}" for k, v in problem.size.items())
-                raise _Failed(Failure.WRONG, f"at {size}: " + "; ".join(wrong), worst)
+            verdict = self._guard(partial(problem.verdict, job.spec, cp))
+            worst = max(worst, verdict.max_scaled)
+            if verdict.ok:
+                continue
+            failure, detail = verdict.failure, verdict.detail
+            if self.checks and (race := self._differs_on_rerun(problem, launch)):
+                failure, detail = Failure.RACE, f"{race}; first run: {detail}"
+            assert failure is not None
+            raise _Failed(failure, detail, worst)
         return worst
 
-    def _run_checked(self, problem: Problem, launch: Callable[[], None]) -> None:
+    def _differs_on_rerun(self, problem: Problem, launch: Callable[[], None]) -> str:
+        """Run again on the same inputs; say how the outputs differ from the first run ("" if they do not)."""
+        job = self._require_job()
+        cp = self._cp
+        assert cp is not None
+        first = problem.snapshot()
+        self._run_checked(problem, launch)
+        for a in problem.outputs:
+            same = self._guard(
+                partial(compare, problem.arrays[a.name], first[a.name], a.dtype, tolerance_for(job.spec, a), cp)
+            )
+            if not same.ok:
+                return (
+                    f"at {problem.label}: `{a.name}` differs between two runs on the same inputs in "
+                    f"{same.mismatches} of {same.total} elements (a race or nondeterminism)"
+                )
+        return ""
+
+    def _run_checked(self, problem: Problem, launch: Callable[[], None], byte: int = POISON) -> None:
         cp = self._cp
         assert cp is not None
 
         def run() -> None:
-            problem.prepare_checked_run(cp)
+            problem.prepare_checked_run(cp, byte)
             launch()
             cp.cuda.get_current_stream().synchronize()
 
         self._guard(run)
+
+    def _run_poisoned(self, problem: Problem, launch: Callable[[], None], poisons: Mapping[str, int]) -> None:
+        cp = self._cp
+        assert cp is not None
+        problem.prepare_checked_run(cp, poisons=poisons)
+        launch()
+        cp.cuda.get_current_stream().synchronize()
 
     def _time(self, problem: Problem, launch: Callable[[], None]) -> Timing:
         job = self._require_job()
@@ -372,8 +509,9 @@ def _launcher(
     return launch
 
 
-def _compile_info(function: Any, seconds: float, *, spill_bytes: int = 0) -> CompileInfo:
+def _compile_info(function: Any, seconds: float, *, spill_bytes: int = 0, compiler: str = "") -> CompileInfo:
     return CompileInfo(
+        compiler=compiler,
         registers=function.num_regs,
         spill_bytes=spill_bytes,
         shared_bytes=function.shared_size_bytes,

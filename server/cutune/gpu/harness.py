@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from cutune.gpu.backend import TimingOptions
+from cutune.errors import ReferenceInvalid
+from cutune.gpu.backend import Failure, TimingOptions
+from cutune.gpu.guards import GUARD_BYTES, GuardedArray, allocate, breaches, guard_pattern
 from cutune.template.spec import ArgSpec, Init, KernelSpec, Role, Tolerance, default_tolerance
 
 Array = Any  # a numpy.ndarray or cupy.ndarray
@@ -54,6 +56,10 @@ def fill(arg: ArgSpec, shape: tuple[int, ...], rng: Any, xp: ModuleType) -> Arra
     """A fresh array for `arg`, initialised as the spec says, in its storage dtype."""
     n = math.prod(shape)
     wide = xp.float64 if arg.dtype in ("float64", "int64") else xp.float32
+    if arg.init is Init.PERMUTATION:  # argsort of random keys: exact for any n, on numpy and CuPy alike
+        return xp.argsort(rng.random(n, dtype=xp.float64)).astype(arg.dtype).reshape(shape)
+    if arg.dtype == "bool" and arg.init in (Init.NORMAL, Init.UNIFORM):
+        return (rng.random(n, dtype=xp.float32) < 0.5).reshape(shape)  # true and false, half each
     if arg.init is Init.ARANGE:
         values = xp.arange(n, dtype=wide)
     elif arg.init is Init.RANDINT:
@@ -66,6 +72,8 @@ def fill(arg: ArgSpec, shape: tuple[int, ...], rng: Any, xp: ModuleType) -> Arra
         stored = bf16_from_float32(values.astype(xp.float32), xp)
     elif arg.dtype in _FLOATS:
         stored = values.astype(arg.dtype)
+    elif arg.dtype == "bool":
+        stored = xp.rint(values) != 0
     else:  # integer arguments take whole numbers (a normal init is rounded)
         stored = xp.rint(values).astype(arg.dtype)
     return stored.reshape(shape)
@@ -78,9 +86,35 @@ def scalar(arg: ArgSpec, value: float | int | bool) -> np.generic:
     return storage_dtype(arg.dtype).type(value)
 
 
-def poison(a: Array) -> None:
-    """Fill every byte with 0xFF: NaN for every float dtype, all-ones for integers."""
-    a.view(np.uint8).fill(0xFF)
+POISON = 0xFF  # NaN for every float dtype, all-ones for integers
+POISON_2 = 0x3C  # finite for every float dtype: the reference's second run tells unwritten from read
+
+
+def poison(a: Array, byte: int = POISON) -> None:
+    """Fill every byte with `byte` (default 0xFF: NaN for every float dtype, all-ones for integers)."""
+    a.view(np.uint8).fill(byte)
+
+
+def element_bytes(a: Array, xp: ModuleType) -> Array:
+    """A contiguous array as a (elements, itemsize) uint8 matrix."""
+    return a.reshape(-1).view(xp.uint8).reshape(a.size, a.dtype.itemsize)
+
+
+def holds_byte(a: Array, byte: int, xp: ModuleType) -> Array:
+    """Per element: whether every byte of it is `byte` (e.g. still poisoned)."""
+    return (element_bytes(a, xp) == byte).all(axis=1)
+
+
+def same_bytes(a: Array, b: Array, xp: ModuleType) -> Array:
+    """Per element: whether `a` and `b` hold the same bytes (NaN-safe, exact)."""
+    return (element_bytes(a, xp) == element_bytes(b, xp)).all(axis=1)
+
+
+def nonfinite(a: Array, dtype: str, xp: ModuleType) -> Array:
+    """Per element: NaN or infinite (never, for integer dtypes)."""
+    if dtype not in _FLOATS:
+        return xp.zeros(a.size, dtype=bool)
+    return ~xp.isfinite(comparable(a, dtype, xp).reshape(-1))
 
 
 @dataclass(frozen=True)
@@ -128,9 +162,26 @@ def compare(out: Array, ref: Array, dtype: str, tolerance: Tolerance, xp: Module
     )
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """Whether a checked run was right, and if not, the class of the failure and what was seen."""
+
+    failure: Failure | None
+    detail: str = ""
+    max_scaled: float = 0.0  # the largest tolerance-scaled error over the outputs
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
 @dataclass
 class Problem:
-    """One problem size's arguments: working arrays, pristine inputs and (once run) the reference."""
+    """One problem size's arguments: working arrays, pristine inputs and (once run) the reference.
+
+    Arrays sit inside guard regions (`guarded`); `timed` is False for the ragged sizes that are only
+    checked, never timed.
+    """
 
     size: dict[str, int]
     specs: tuple[ArgSpec, ...]
@@ -138,10 +189,18 @@ class Problem:
     arrays: dict[str, Array]
     pristine: dict[str, Array]  # copies of in/inout arrays, restored before every checked run
     reference: dict[str, Array] = field(default_factory=dict)  # out/inout arrays after the reference run
+    guarded: dict[str, GuardedArray] = field(default_factory=dict)
+    pattern: Array = None  # the guards' byte pattern
+    timed: bool = True
 
     @property
     def outputs(self) -> tuple[ArgSpec, ...]:
         return tuple(a for a in self.specs if a.is_array and a.role is not Role.IN)
+
+    @property
+    def label(self) -> str:
+        """E.g. "num_tokens=15, d=4095 (ragged)"."""
+        return ", ".join(f"{k}={v}" for k, v in self.size.items()) + ("" if self.timed else " (ragged)")
 
     def restore(self, xp: ModuleType, *, inputs: bool = True) -> None:
         """Copy pristine values back: inout arrays always, pure inputs too unless `inputs` is False."""
@@ -149,16 +208,21 @@ class Problem:
             if a.name in self.pristine and (inputs or a.role is Role.INOUT):
                 xp.copyto(self.arrays[a.name], self.pristine[a.name])
 
-    def prepare_checked_run(self, xp: ModuleType) -> None:
-        """Restore every input and poison every pure output, so unwritten elements fail the check."""
+    def prepare_checked_run(self, xp: ModuleType, byte: int = POISON, poisons: Mapping[str, int] | None = None) -> None:
+        """Restore every input and poison every pure output (with `byte`, or its byte in `poisons`), so
+        unwritten elements fail the check."""
         self.restore(xp)
         for a in self.specs:
             if a.is_array and a.role is Role.OUT:
-                poison(self.arrays[a.name])
+                poison(self.arrays[a.name], (poisons or {}).get(a.name, byte))
 
     def keep_reference(self) -> None:
         """Remember the current outputs as the reference."""
         self.reference = {a.name: self.arrays[a.name].copy() for a in self.outputs}
+
+    def snapshot(self) -> dict[str, Array]:
+        """Copies of the current outputs."""
+        return {a.name: self.arrays[a.name].copy() for a in self.outputs}
 
     def check(self, spec: KernelSpec, xp: ModuleType) -> list[tuple[ArgSpec, Comparison]]:
         """Compare every output with the reference, each with the spec's or its dtype's tolerance."""
@@ -167,31 +231,170 @@ class Problem:
             for a in self.outputs
         ]
 
+    def written_inputs(self, xp: ModuleType) -> list[tuple[str, int]]:
+        """`in` arrays whose bytes differ from their pristine copy: (name, changed elements)."""
+        names = [a.name for a in self.specs if a.is_array and a.role is Role.IN]
+        if not names:
+            return []
+        counts = xp.stack([xp.count_nonzero(~same_bytes(self.arrays[n], self.pristine[n], xp)) for n in names]).tolist()
+        return [(n, int(c)) for n, c in zip(names, counts, strict=True) if c]
+
+    def verdict(self, spec: KernelSpec, xp: ModuleType) -> Verdict:
+        """Judge the checked run that just ended: guards, inputs, then every output against the reference."""
+        where = f"at {self.label}"
+        if found := breaches(list(self.guarded.values()), self.pattern, xp):
+            return Verdict(Failure.OUT_OF_BOUNDS, f"{where}: " + "; ".join(b.describe() for b in found))
+        if written := self.written_inputs(xp):
+            listed = "; ".join(f"`{n}`: {c} elements changed" for n, c in written)
+            return Verdict(Failure.INPUT_WRITTEN, f"{where}: wrote into an input: {listed}")
+        compared = self.check(spec, xp)
+        worst = max((c.max_scaled for _, c in compared), default=0.0)
+        wrong = [(a, c) for a, c in compared if not c.ok]
+        if not wrong:
+            return Verdict(None, max_scaled=worst)
+        unwritten = [self._unwritten(a, xp) for a, _ in wrong]
+        if all(u == c.mismatches for u, (_, c) in zip(unwritten, wrong, strict=True)):
+            parts = [
+                f"`{a.name}`: {u} of {c.total} elements not written"
+                + (" back (still the input)" if a.role is Role.INOUT else " (still poisoned)")
+                for u, (a, c) in zip(unwritten, wrong, strict=True)
+            ]
+            return Verdict(Failure.UNWRITTEN, f"{where}: " + "; ".join(parts), worst)
+        return Verdict(Failure.WRONG, f"{where}: " + "; ".join(c.describe(a.name) for a, c in wrong), worst)
+
+    def _unwritten(self, arg: ArgSpec, xp: ModuleType) -> int:
+        """Elements that differ from the reference because they were never written."""
+        got, ref = self.arrays[arg.name], self.reference[arg.name]
+        if arg.role is Role.OUT:
+            left = holds_byte(got, POISON, xp)
+        else:  # an inout not written back still holds its input, where the reference changed it
+            before = self.pristine[arg.name]
+            left = same_bytes(got, before, xp) & ~same_bytes(ref, before, xp)
+        return int(xp.count_nonzero(left & ~same_bytes(got, ref, xp)))
+
+    def validate_reference(
+        self,
+        spec: KernelSpec,
+        second: dict[str, Array],
+        xp: ModuleType,
+        rerun: Callable[[Mapping[str, int]], None] | None = None,
+    ) -> None:
+        """Check the original's outputs, after two runs whose pure outputs were poisoned with POISON and
+        POISON_2 (`second` holds the latter's outputs); raise ReferenceInvalid saying what to change.
+
+        `rerun(poisons)` runs the original again with a poison byte per pure output: with several
+        outputs depending on what they held, it finds which of them the kernel actually reads.
+        """
+        where = f"at {self.label}"
+        if found := breaches(list(self.guarded.values()), self.pattern, xp):
+            b = found[0]
+            raise ReferenceInvalid(
+                f"the original kernel writes outside an array {where}: {b.describe()}: is its shape right?", b.name
+            )
+        for name, count in self.written_inputs(xp):
+            raise ReferenceInvalid(
+                f"`{name}` is written by the original kernel {where} ({count} elements changed): "
+                "declare it `inout` (or `out`)",
+                name,
+            )
+        pure = [a for a in self.outputs if a.role is Role.OUT]
+        for a in pure:
+            left = holds_byte(self.reference[a.name], POISON, xp) & holds_byte(second[a.name], POISON_2, xp)
+            if count := int(xp.count_nonzero(left)):
+                raise ReferenceInvalid(
+                    f"`{a.name}`: {count} of {left.size} elements are never written by the original kernel {where}: "
+                    "is the shape right? (if the kernel relies on a size being a multiple of something, declare "
+                    "it: multiple_of = { name = N })",
+                    a.name,
+                )
+        differs = {
+            a.name: compare(second[a.name], self.reference[a.name], a.dtype, tolerance_for(spec, a), xp)
+            for a in self.outputs
+        }
+        if any(not differs[a.name].ok for a in pure):  # a result depends on what an output held before
+            read = [a.name for a in pure if not differs[a.name].ok]
+            if rerun is not None and len(pure) > 1:
+                read = [a.name for a in pure if self._depends_on(a.name, pure, second, spec, xp, rerun)] or read
+            listed = ", ".join(f"`{n}`" for n in read)
+            one = len(read) == 1
+            raise ReferenceInvalid(
+                f"{listed} {'is' if one else 'are'} read before {'it is' if one else 'they are'} written {where}: "
+                f"the original's results depend on what {'it' if one else 'they'} held before the run: "
+                f"declare {'it' if one else 'them'} `inout`",
+                read[0],
+            )
+        inputs_finite = all(
+            not bool(xp.any(nonfinite(self.pristine[a.name], a.dtype, xp)))
+            for a in self.specs
+            if a.name in self.pristine
+        )
+        for a in self.outputs:
+            bad = int(xp.count_nonzero(nonfinite(self.reference[a.name], a.dtype, xp)))
+            if inputs_finite and bad:
+                raise ReferenceInvalid(
+                    f"`{a.name}`: the original kernel gives {bad} of {self.reference[a.name].size} non-finite values "
+                    f"from finite inputs {where}: check the inputs' init/low/high/scale",
+                    a.name,
+                )
+            if not differs[a.name].ok:
+                raise ReferenceInvalid(
+                    f"the original kernel gives different results for `{a.name}` on the same inputs {where} "
+                    f"({differs[a.name].mismatches} of {differs[a.name].total} elements): a race? It cannot serve "
+                    "as the reference",
+                    a.name,
+                )
+
+    def _depends_on(
+        self,
+        name: str,
+        pure: Sequence[ArgSpec],
+        second: dict[str, Array],
+        spec: KernelSpec,
+        xp: ModuleType,
+        rerun: Callable[[Mapping[str, int]], None],
+    ) -> bool:
+        """Whether poisoning only `name` (the others hold POISON_2, as in `second`) changes any output."""
+        rerun({a.name: POISON if a.name == name else POISON_2 for a in pure})
+        return any(
+            not compare(self.arrays[a.name], second[a.name], a.dtype, tolerance_for(spec, a), xp).ok
+            for a in self.outputs
+        )
+
 
 def tolerance_for(spec: KernelSpec, arg: ArgSpec) -> Tolerance:
     """The spec's tolerance, or the default of this output's own dtype."""
     return spec.tolerance if spec.tolerance is not None else default_tolerance([arg])
 
 
-def make_problem(spec: KernelSpec, size: Mapping[str, int], rng: Any, xp: ModuleType) -> Problem:
-    """Allocate and fill every argument of `spec` for one problem size (fresh random data from `rng`)."""
+def make_problem(
+    spec: KernelSpec,
+    size: Mapping[str, int],
+    rng: Any,
+    xp: ModuleType,
+    *,
+    guard_bytes: int = GUARD_BYTES,
+    timed: bool = True,
+) -> Problem:
+    """Allocate (inside armed guards) and fill every argument of `spec` for one problem size."""
     shapes = spec.array_shapes(size)
     values = spec.scalar_values(size)
+    pattern = guard_pattern(guard_bytes, xp)
     args: list[Any] = []
     arrays: dict[str, Array] = {}
     pristine: dict[str, Array] = {}
+    guarded: dict[str, GuardedArray] = {}
     for a in spec.args:
         if a.shape is None:
             args.append(scalar(a, values[a.name]))
             continue
-        shape = shapes[a.name]
-        if a.role is Role.OUT:
-            arrays[a.name] = xp.empty(shape, dtype=storage_dtype(a.dtype))
-        else:
-            pristine[a.name] = fill(a, shape, rng, xp)
-            arrays[a.name] = pristine[a.name].copy()
-        args.append(arrays[a.name])
-    return Problem(dict(size), spec.args, args, arrays, pristine)
+        g = guarded[a.name] = allocate(a.name, shapes[a.name], storage_dtype(a.dtype), xp, guard_bytes)
+        g.arm(pattern)
+        arrays[a.name] = g.array
+        if a.role is not Role.OUT:
+            pristine[a.name] = fill(a, shapes[a.name], rng, xp)
+            xp.copyto(g.array, pristine[a.name])
+        args.append(g.array)
+    return Problem(dict(size), spec.args, args, arrays, pristine, guarded=guarded, pattern=pattern, timed=timed)
 
 
 def summarize(samples_us: Sequence[float]) -> tuple[float, float, float]:

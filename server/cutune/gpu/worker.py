@@ -22,11 +22,12 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement
+from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement
 from cutune.template.model import Config
 
 log = logging.getLogger(__name__)
 _UNHEALTHY_EXIT = 3
+SANITIZE_TIMEOUT_S = 600.0  # compute-sanitizer runs a fresh process and slows kernels down many times
 
 
 class IsolatedBackend(Backend):
@@ -82,6 +83,37 @@ class IsolatedBackend(Backend):
         self._kill()
         return Measurement(config, failure=Failure.CRASH, detail=f"the worker failed: {reply[1]}")
 
+    def verify(self, config: Config, seed: int) -> Check | None:
+        """Re-check in the child on fresh inputs; a fault, death or timeout fails the check."""
+        job = self._require_job()
+        return self._ask_check(("verify", config, seed), config, job.timing.trial_timeout_s * 2)
+
+    def sanitize(self, config: Config) -> Check | None:
+        """Run compute-sanitizer from the child (which starts it in a fresh process of its own)."""
+        return self._ask_check(("sanitize", config), config, SANITIZE_TIMEOUT_S)
+
+    def _ask_check(self, message: tuple[Any, ...], config: Config, timeout: float) -> Check | None:
+        if self._conn is None:
+            self._start()
+        conn = self._conn
+        assert conn is not None
+        try:
+            conn.send(message)
+            if not conn.poll(timeout):
+                self._kill()
+                return Check(config, Failure.TIMEOUT, f"no answer within {timeout:g} s; the worker was replaced")
+            reply = conn.recv()
+        except (EOFError, OSError):
+            return Check(config, Failure.CRASH, self._death())
+        if reply[0] == "check":
+            _, check, healthy = reply
+            if not healthy:
+                self._reap()
+            return check  # type: ignore[no-any-return]
+        log.warning("the %s worker failed on %s:\n%s", self.backend, config, reply[2])
+        self._kill()
+        return Check(config, Failure.CRASH, f"the worker failed: {reply[1]}")
+
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Pass the hint on to the child (no answer is awaited)."""
         if self._conn is not None:
@@ -115,7 +147,14 @@ class IsolatedBackend(Backend):
             daemon=True,
             name=f"cutune-worker-{self.backend}",
         )
-        proc.start()
+        # Ctrl-C sends SIGINT to the whole process group: the child must not die of it (the parent decides,
+        # and stops after the current trial). Blocked here, the signal stays blocked in the new process until
+        # `serve` ignores it, so no moment of its start-up can be interrupted.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            proc.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         child.close()  # so that the child's death reads as end-of-file here
         self._proc, self._conn = proc, parent
         try:
@@ -173,6 +212,8 @@ class IsolatedBackend(Backend):
 
 def serve(conn: Connection, backend: str, options: Mapping[str, Any]) -> None:
     """The child's loop: build the backend, then answer messages until told to close."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C (see IsolatedBackend._start)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     from cutune.gpu.registry import resolve_backend
 
     instance = resolve_backend(backend)(**options)
@@ -193,6 +234,11 @@ def serve(conn: Connection, backend: str, options: Mapping[str, Any]) -> None:
         try:
             if kind == "open":
                 conn.send(("info", instance.open(message[1])))
+            elif kind in ("verify", "sanitize"):
+                check = instance.verify(*message[1:]) if kind == "verify" else instance.sanitize(message[1])
+                conn.send(("check", check, instance.healthy))
+                if not instance.healthy:
+                    os._exit(_UNHEALTHY_EXIT)
             else:
                 conn.send(("measurement", instance.evaluate(message[1]), instance.healthy))
                 if not instance.healthy:

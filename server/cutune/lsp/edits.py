@@ -8,7 +8,7 @@ from lsprotocol import types
 
 from cutune.lsp.analysis import Analysis
 from cutune.lsp.convert import DocumentChange, append_to, document_edit, line_edits, new_file, path_uri
-from cutune.project import KernelContext, apply_to_source
+from cutune.project import KernelContext, apply_result
 from cutune.template.spec import dump_kernel_spec
 from cutune.tune.result import TuneResult
 
@@ -56,10 +56,12 @@ def draft_spec_edit(ctx: KernelContext) -> Edit | None:
 
 def apply_edit(analysis: Analysis, ctx: KernelContext, result: TuneResult) -> Edit:
     """Write the tuned configuration into the source (templatizing the kernel too, if it is not yet)."""
-    applied = apply_to_source(ctx, result.best)
+    applied = apply_result(ctx, result)
     edits = line_edits(analysis.model.text, applied.text)
     change = document_edit(analysis.uri, analysis.version, edits)
-    title = f"Apply tuned configuration of {ctx.kernel.name} ({result.speedup:.2f}× on {result.device})"
+    what = "per-size dispatch" if result.dispatch is not None and len(result.dispatch.configs) > 1 else "configuration"
+    where = result.replayed.label() if result.replayed is not None else f"on {result.device}"
+    title = f"Apply tuned {what} of {ctx.kernel.name} ({result.speedup:.2f}× {where})"
     note = ""
     if applied.flags:  # FLAG and DEFINE parameters
         note = (

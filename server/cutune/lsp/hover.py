@@ -1,4 +1,5 @@
-"""Hover on a tunable parameter: its candidate values, the tuned value and how much it mattered."""
+"""Hover on a tunable parameter (its candidates, the tuned value per size, how much it mattered), and on a
+tuned kernel's name (its per-size result)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ def hover(analysis: Analysis, position: types.Position) -> types.Hover | None:
     word = _word_at(analysis.model.text, position)
     if view is None or word is None:
         return None
+    if word[0] == view.kernel.name and view.result is not None:  # the per-size picture
+        text = describe.result_markdown(view.result, view.stale)
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=word[1])
     try:
         param = analysis.context(view.kernel.name).space.param(word[0])
     except (CutuneError, KeyError):

@@ -11,6 +11,7 @@ from tree_sitter import Node
 
 from cutune.cuda.model import LaunchSite, SourceModel
 from cutune.errors import SourceError
+from cutune.template.dispatch import DispatchPlan, dispatch_edits
 from cutune.template.edits import EditList, TextEdit
 from cutune.template.instantiate import tuned_options
 from cutune.template.model import Binding, Config, Space, TunableParam
@@ -63,6 +64,37 @@ def apply_config(
             _dispatch(src, edits, site, call, specialized)
     flags, defines = tuned_options(space, config)
     return AppliedConfig(tuple(edits.edits), flags + tuple(f"-D{k}={v}" for k, v in defines.items()))
+
+
+def apply_dispatch(
+    model: SourceModel,
+    kernel: str,
+    plan: DispatchPlan,
+    space: Space,
+    sizes: Sequence[Mapping[str, int]],
+    *,
+    note: str,
+) -> AppliedConfig:
+    """The edits that launch each configuration of `plan` in its range of sizes (template/dispatch.py);
+    one configuration for all sizes is written as the kernel's defaults instead. `note` says where and
+    when it was tuned, for the comment above the dispatch."""
+    if len(plan.configs) == 1:
+        return apply_config(model, kernel, plan.configs[0], space, specialized_values=_specialized(space, sizes))
+    src = KernelSource(model, model.kernel(kernel))
+    edits = EditList(src.data)
+    dispatch_edits(src, edits, plan, space, sizes, note)
+    # compile flags are the same in every branch (chosen once for the file)
+    flags, defines = tuned_options(space, plan.configs[0])
+    return AppliedConfig(tuple(edits.edits), flags + tuple(f"-D{k}={v}" for k, v in defines.items()))
+
+
+def _specialized(space: Space, sizes: Sequence[Mapping[str, int]]) -> dict[str, list[int]]:
+    """The values of each specialisable size in `sizes`."""
+    return {
+        p.arg: sorted({size[p.arg] for size in sizes if p.arg in size})
+        for p in space.params
+        if p.binding is Binding.SPECIALIZE and p.arg
+    }
 
 
 def _set_member(src: KernelSource, edits: EditList, name: str, value: str) -> None:

@@ -17,9 +17,11 @@ DTYPE_SIZES: dict[str, int] = {
     "int32": 4,
     "uint32": 4,
     "int64": 8,
+    "bool": 1,
 }
 
 DTYPES: tuple[str, ...] = tuple(DTYPE_SIZES)
+INTEGER_DTYPES = frozenset({"int8", "uint8", "int32", "uint32", "int64"})
 
 
 def dtype_size(dtype: str) -> int:
@@ -55,6 +57,7 @@ C_TYPES: dict[str, str] = {
     "int8_t": "int8",
     "unsigned char": "uint8",
     "uint8_t": "uint8",
+    "bool": "bool",
 }
 
 _QUALIFIERS = frozenset({"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "signed"})

@@ -47,14 +47,35 @@ def templatize(model: SourceModel, kernel: str, *, recipes: Sequence[str] | None
 def _in_original(refusal: Refusal, seen: str, original: str) -> Refusal:
     """A refusal whose `line N` references, written against the rewritten text a recipe saw, point into
     the original file instead (where the editor shows them)."""
-    if seen == original:
+    if seen == original or not _LINE.search(refusal.reason):
         return refusal
-    lines: dict[int, int] = {}
-    matcher = difflib.SequenceMatcher(None, seen.splitlines(), original.splitlines(), autojunk=False)
-    for block in matcher.get_matching_blocks():
-        lines.update({block.a + i + 1: block.b + i + 1 for i in range(block.size)})
+    lines = _line_map(seen.splitlines(), original.splitlines())
     reason = _LINE.sub(lambda m: f"line {lines.get(int(m.group(1)), int(m.group(1)))}", refusal.reason)
     return Refusal(refusal.recipe, reason)
+
+
+_EXACT_DIFF_LINES = 2000  # above this many changed-region lines, popular lines (`}`) stop anchoring the diff
+
+
+def _line_map(seen: list[str], original: list[str]) -> dict[int, int]:
+    """1-based line numbers of `seen` → the same lines in `original`, for the lines both share.
+
+    Recipes change a few regions of a file: the lines before the first change and after the last map
+    one to one, and only the region between is diffed (on a 50,000-line file a whole-file diff took a
+    minute)."""
+    head = 0
+    while head < min(len(seen), len(original)) and seen[head] == original[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(seen), len(original)) - head and seen[-1 - tail] == original[-1 - tail]:
+        tail += 1
+    lines = {i + 1: i + 1 for i in range(head)}
+    lines.update({len(seen) - i: len(original) - i for i in range(tail)})
+    a, b = seen[head : len(seen) - tail], original[head : len(original) - tail]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=max(len(a), len(b)) > _EXACT_DIFF_LINES)
+    for block in matcher.get_matching_blocks():
+        lines.update({head + block.a + i + 1: head + block.b + i + 1 for i in range(block.size)})
+    return lines
 
 
 def _chosen(names: Sequence[str] | None) -> list[Recipe]:

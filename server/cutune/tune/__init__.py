@@ -1,7 +1,6 @@
 """cutune.tune: the Optuna search over a template's space, noise-aware selection and the result."""
 
 from cutune.tune.options import Budget, SearchOptions, SelectionOptions, TuneOptions
-from cutune.tune.report import render_result
 from cutune.tune.result import SizeResult, TuneResult, read_result, result_path, write_result
 from cutune.tune.run import stored_result_path, tune
 from cutune.tune.samplers import NAMES as SAMPLER_NAMES
@@ -30,7 +29,6 @@ __all__ = [
     "feasible_configs",
     "open_study",
     "read_result",
-    "render_result",
     "result_path",
     "run_search",
     "select",

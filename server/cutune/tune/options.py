@@ -42,13 +42,29 @@ class SelectionOptions:
     """The final re-measurement of the best configurations, interleaved with the original."""
 
     top_k: int = 5
-    rounds: int = 5
+    rounds: int = 5  # selection rounds: pick the per-size winners
+    confirm_rounds: int = 5  # separate rounds that confirm them and give the reported times
+    verify_seeds: int = 3  # fresh-input re-checks of every finalist before it can win (0: none)
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
             raise StudyError(f"top_k must be at least 1, not {self.top_k}")
         if self.rounds < 3:  # p10..p90 of fewer rounds says nothing about the spread
             raise StudyError(f"selection needs at least 3 rounds, not {self.rounds}")
+        if self.confirm_rounds < 3:
+            raise StudyError(f"confirmation needs at least 3 rounds, not {self.confirm_rounds}")
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """How workers sharing a study show they are alive: a trial not heard from for `grace_s` is retried."""
+
+    heartbeat_s: float = 5.0  # a running trial's worker beats this often
+    grace_s: float = 60.0  # silence after which its trial is failed and handed to another worker
+
+    def __post_init__(self) -> None:
+        if not 0 < self.heartbeat_s < self.grace_s:
+            raise StudyError(f"need 0 < heartbeat ({self.heartbeat_s:g} s) < grace period ({self.grace_s:g} s)")
 
 
 @dataclass(frozen=True)
@@ -61,6 +77,9 @@ class TuneOptions:
     selection: SelectionOptions = field(default_factory=SelectionOptions)
     # None: journal:<workspace>/.cutune/studies.journal; or any SQLAlchemy URL (sqlite:///...)
     storage_url: str | None = None
+    # compute-sanitizer (memcheck, racecheck) on the winners before they are reported; None: where it exists
+    sanitize: bool | None = None
+    liveness: Liveness = field(default_factory=Liveness)  # stated in the study for every worker
 
     @property
     def state_dir(self) -> Path:

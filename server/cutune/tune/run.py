@@ -4,23 +4,30 @@ from __future__ import annotations
 
 import datetime
 import threading
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import optuna
 
 from cutune.cuda.extract import kernel_hash
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Backend, DeviceInfo, Job, Timing
+from cutune.gpu.backend import Backend, Check, DeviceInfo, Job
+from cutune.gpu.finalists import first_finding, recheck, sanitizer_enabled
 from cutune.gpu.limits import DeviceLimits, limits_for
+from cutune.gpu.replay import measuring_name, replay_source
 from cutune.gpu.sol import sol_floor_us
 from cutune.template.model import Config
 from cutune.template.spec import KernelSpec
+from cutune.tune.held_out import HeldOut, check_held_out, per_file_params
 from cutune.tune.options import TuneOptions
+from cutune.tune.plan import plan_for, write_plan
 from cutune.tune.result import SizeResult, TuneResult, result_path, write_result
 from cutune.tune.search import ProgressFn, SearchOutcome, StopReason, run_search
 from cutune.tune.select import Selection, select, shortlist
 from cutune.tune.space import Feasibility, feasible_configs
-from cutune.tune.study import open_study, param_importances, study_key
+from cutune.tune.study import open_study, param_importances, read_record, study_key
 
 
 def tune(
@@ -30,18 +37,27 @@ def tune(
     *,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
+    worker: str = "",
+    opened: Callable[[str], None] | None = None,
 ) -> TuneResult:
     """Search the job's space on the backend's device, verify the best against the original, store it.
+
+    Other workers may join the study meanwhile (`cutune worker`, or `tune_on_devices`); `worker` names
+    this one in the trials it measures, and `opened` is told the study's name once it is open.
 
     A cancelled run keeps every finished trial in the study (the next run resumes it) and returns the
     original as its result, unstored: nothing unverified is ever reported as a speedup.
     """
     device = backend.open(job)
     try:
-        limits = _limits(device)
+        limits = limits_of(device)
         check = Feasibility(job.space, job.spec, limits)
-        key = study_key(job, device)
-        study = open_study(key, options.storage())
+        key = study_key(job, device, backend)
+        study = open_study(key, options.storage(), options.liveness)
+        write_plan(study, plan_for(job, device, options))
+        if opened is not None:
+            opened(study.study_name)
+        resumed = _resumed(study)
         outcome = run_search(
             study,
             backend,
@@ -51,11 +67,34 @@ def tune(
             options.search,
             progress=progress,
             cancel=cancel,
+            liveness=options.liveness,
+            worker=worker,
         )
         candidates = shortlist(outcome, options.selection.top_k)
         selection = None
+        held_out: HeldOut | None = None
+        rejected: list[Check] = []
         if outcome.stop is not StopReason.CANCELLED and candidates:
-            selection = select(backend, outcome.original.config, candidates, options.selection, cancel=cancel)
+            candidates, failed = recheck(backend, candidates, options.selection.verify_seeds, job.seed, cancel=cancel)
+            rejected += failed
+        while outcome.stop is not StopReason.CANCELLED and candidates:
+            selection = select(
+                backend,
+                outcome.original.config,
+                candidates,
+                options.selection,
+                weights=job.spec.size_weights(),
+                per_file=per_file_params(job.space),
+                cancel=cancel,
+            )
+            winners = () if selection is None else (c for c in selection.chosen if c != outcome.original.config)
+            if not sanitizer_enabled(options.sanitize) or (finding := first_finding(backend, winners)) is None:
+                break
+            rejected.append(finding)  # a sanitizer finding: select again without that configuration
+            candidates = tuple(c for c in candidates if c != finding.config)
+            selection = None
+        if selection is not None:
+            held_out = check_held_out(backend, job, selection, options.selection, cancel=cancel)
     finally:
         backend.close()
     cancelled = cancel is not None and cancel.is_set()
@@ -69,19 +108,37 @@ def tune(
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         original=outcome.original.config,
         best=selection.best.config if selection is not None and selection.best else outcome.original.config,
-        significant=selection is not None and selection.best is not None,
+        significant=selection is not None and any(c != outcome.original.config for c in selection.chosen),
         sizes=_sizes(job.spec, device, outcome, selection),
         trials=outcome.measured,
-        failures=outcome.failures(),
+        failures=_failures(outcome, rejected),
         search_seconds=outcome.seconds,
         stop=StopReason.CANCELLED.value if cancelled else outcome.stop.value,
         sampler=outcome.sampler,
         importances=param_importances(outcome.records, job.space),
         kernel_hash=_kernel_hash(job),
+        backend=measuring_name(backend),
+        replayed=replay_source(backend),
+        dispatch=held_out.plan if held_out is not None else None,
+        single=selection.single if selection is not None else None,
+        per_file=selection.per_file if selection is not None else Config.of({}),
+        per_file_cost=selection.per_file_cost if selection is not None else 1.0,
+        held_out=held_out.sizes if held_out is not None else (),
+        held_out_note=held_out.skipped if held_out is not None else "",
+        resumed_trials=resumed,
+        search_estimate=_search_estimate(outcome),
+        rounds=(options.selection.rounds, options.selection.confirm_rounds) if selection is not None else (0, 0),
     )
     if not cancelled:
         write_result(result, stored_result_path(options, job))
     return result
+
+
+def _failures(outcome: SearchOutcome, rejected: Sequence[Check]) -> dict[str, int]:
+    """Failures by reason: the search's, and the finalists' that failed a re-check or the sanitizer."""
+    counts = Counter(outcome.failures())
+    counts.update(c.failure.value for c in rejected if c.failure is not None)
+    return dict(counts)
 
 
 def stored_result_path(options: TuneOptions, job: Job) -> Path:
@@ -97,7 +154,8 @@ def _kernel_hash(job: Job) -> str:
         return ""
 
 
-def _limits(device: DeviceInfo) -> DeviceLimits:
+def limits_of(device: DeviceInfo) -> DeviceLimits:
+    """The limits of the device a backend measures on (built-in ones where it reads none)."""
     if device.limits is not None:
         return device.limits
     return limits_for(device.arch).with_overrides(
@@ -107,29 +165,41 @@ def _limits(device: DeviceInfo) -> DeviceLimits:
     )
 
 
+def _resumed(study: optuna.Study) -> int:
+    """Configurations earlier runs of the study measured."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if (r := read_record(t)) is not None and r.measured)
+
+
+def _search_estimate(outcome: SearchOutcome) -> float | None:
+    """The search's best speedup (one measurement per configuration, not yet re-measured)."""
+    ok = [r.objective for r in outcome.records if r.ok and r.objective]
+    return 1.0 / min(ok) if ok else None
+
+
 def _sizes(
     spec: KernelSpec, device: DeviceInfo, outcome: SearchOutcome, selection: Selection | None
 ) -> tuple[SizeResult, ...]:
-    original: Sequence[Timing] = outcome.original.timings
-    tuned = original
-    best_config: Config = outcome.original.config
-    if selection is not None:
-        original = tuned = selection.original_timings
-        if selection.best is not None:
-            tuned, best_config = selection.best.timings, selection.best.config
+    weights = spec.size_weights()
     sizes = []
-    for i, (o, t) in enumerate(zip(original, tuned, strict=True)):
-        here = selection.best_for_size(i) if selection is not None else None
-        floor = sol_floor_us(spec.moved_bytes(o.size, best_config), device)
+    for i, o in enumerate(outcome.original.timings):
+        config, original, tuned, single = outcome.original.config, o, o, None
+        if selection is not None:
+            config, original = selection.chosen[i], selection.original_timings[i]
+            tuned = selection.timing(config, i)
+            if selection.single is not None:
+                single = selection.timing(selection.single, i)
+        floor = sol_floor_us(spec.moved_bytes(o.size, config), device)
         sizes.append(
             SizeResult(
                 size=o.size,
-                original=o,
-                tuned=t,
-                best_config=here.config if here else outcome.original.config,
-                best_timing=here.timings[i] if here else o,
-                significant=here is not None,
+                original=original,
+                tuned=tuned,
+                best_config=config,
+                best_timing=tuned,
+                significant=config != outcome.original.config,
                 sol_floor_us=floor if floor > 0 else None,  # 0: the device's speed of light was not measured
+                weight=weights[i],
+                single=single,
             )
         )
     return tuple(sizes)

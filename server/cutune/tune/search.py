@@ -1,30 +1,50 @@
-"""The search loop: Optuna proposes, infeasible points are turned away unmeasured, the rest are timed."""
+"""The search loop: Optuna proposes, infeasible points are turned away unmeasured, the rest are timed.
+
+Several workers (one per GPU, on one host or many) can run this loop on one study at once. Each
+measures only what it has claimed, and a claim is a trial: after `ask()` has written the trial's
+parameters, the worker reads the study and gives the trial up (FAIL, `yielded_to`) when it sees
+another live claim of the same configuration, or more live claims and measured configurations than
+the budget allows. Writes and reads are ordered in every Optuna storage (the journal is one
+append-only log; RDB writes commit before they return), and each worker reads only after its own
+write, so of two workers claiming at once at least one sees the other and yields: a configuration is
+never measured twice and the budget never overrun. Both may yield; then the configuration is
+proposed again later. A claim whose worker dies is failed after the grace period and retried
+(cutune.tune.liveness); a worker that can claim nothing now (the budget or the space is all claimed)
+waits for the others' claims to finish or die, so the study's search ends complete.
+"""
 
 from __future__ import annotations
 
 import enum
+import logging
 import random
 import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.distributions import BaseDistribution
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.samplers import BaseSampler
+from optuna.trial import FrozenTrial, TrialState
 
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Failure, Measurement, Timing
 from cutune.template.model import Config
-from cutune.tune.options import Budget, SearchOptions
+from cutune.tune.liveness import fail_stale_trials, heartbeat
+from cutune.tune.options import Budget, Liveness, SearchOptions
 from cutune.tune.samplers import GRID, SAMPLERS, resolve_sampler
 from cutune.tune.space import Feasibility, distributions
-from cutune.tune.study import REPEAT_OF, SEARCH_SECONDS, TrialRecord, read_record, record_attrs
+from cutune.tune.study import REPEAT_OF, SEARCH_SECONDS, WORKER, YIELDED_TO, TrialRecord, read_record, record_attrs
 
 # consecutive proposals that measure nothing new (repeats, infeasible points) before the sampler is
 # taken to have converged; proposals cost no GPU time, so this can be generous
 _MAX_IDLE = 200
+log = logging.getLogger(__name__)
 
 
 class StopReason(enum.Enum):
@@ -86,9 +106,56 @@ def run_search(
     *,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
+    liveness: Liveness | None = None,
+    worker: str = "",
+    queue_start: float = 0.0,
 ) -> SearchOutcome:
-    """Measure the original (first), then what the sampler proposes, until budget, time or cancel."""
-    return _Search(study, backend, check, budget, progress, cancel).run(feasible, options)
+    """Measure the original (first), then what the sampler proposes, until budget, time or cancel.
+
+    Other workers may search the same study at once (see the module's docstring): `worker` names this
+    one in the trials it measures, and `queue_start` (0 ≤ x < 1) is where in the shuffled grid it
+    starts, so that workers do not all reach for the same configurations.
+    """
+    search = _Search(study, backend, check, budget, progress, cancel, liveness or Liveness(), worker)
+    return search.run(feasible, options, queue_start)
+
+
+class _Proposer(BaseSampler):
+    """The search's sampler, except when the search proposes a configuration itself (grid, original)."""
+
+    def __init__(self, inner: BaseSampler) -> None:
+        self.inner = inner
+        self.forced: Config | None = None
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        if self.forced is not None:
+            return {}
+        return self.inner.infer_relative_search_space(study, trial)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if self.forced is not None:
+            return {}
+        return self.inner.sample_relative(study, trial, search_space)
+
+    def sample_independent(
+        self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
+        if self.forced is not None:
+            return self.forced[param_name]
+        return self.inner.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.inner.before_trial(study, trial)
+
+    def after_trial(
+        self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
+    ) -> None:
+        self.inner.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.inner.reseed_rng()
 
 
 class _Search:
@@ -100,6 +167,8 @@ class _Search:
         budget: Budget,
         progress: ProgressFn | None,
         cancel: threading.Event | None,
+        liveness: Liveness,
+        worker: str,
     ) -> None:
         self.study = study
         self.backend = backend
@@ -107,19 +176,38 @@ class _Search:
         self.budget = budget
         self.progress = progress
         self.cancel = cancel
+        self.liveness = liveness
+        self.worker = worker
         self.default = check.space.default()
-        self.distributions = distributions(check.space)
+        self.distributions: dict[str, BaseDistribution] = dict(distributions(check.space))
         self.known: dict[Config, TrialRecord] = {}
-        for trial in study.get_trials(deepcopy=False):
-            record = read_record(trial)
-            if record is not None:
-                self.known.setdefault(record.config, record)
+        self.claims: dict[Config, int] = {}  # configurations other workers are on: config → trial number
+        self.waiting = 0  # trials queued for a retry, which the next ask() of any worker takes
+        self.original: TrialRecord | None = None
+        self._refresh()
+        self.prior_seconds = float(study.user_attrs.get(SEARCH_SECONDS, 0.0))
+        self.started = time.monotonic()
+
+    def _refresh(self, mine: int | None = None) -> None:
+        """Read what the study holds now: finished records, other workers' live claims, queued retries."""
+        known: dict[Config, TrialRecord] = {}
+        claims: dict[Config, int] = {}
+        waiting = 0
+        for trial in self.study.get_trials(deepcopy=False):
+            if trial.state == TrialState.WAITING:
+                waiting += 1
+            elif trial.state == TrialState.RUNNING:
+                if trial.number != mine and len(trial.params) == len(self.distributions):
+                    claims.setdefault(Config.of(trial.params), trial.number)
+            else:
+                record = read_record(trial)
+                if record is not None:
+                    known.setdefault(record.config, record)
+        self.known, self.claims, self.waiting = known, claims, waiting
         self.original = self.known.get(self.default)
         if self.original is not None and not self.original.ok:
             del self.known[self.default]  # the original is measured again until it succeeds
             self.original = None
-        self.prior_seconds = float(study.user_attrs.get(SEARCH_SECONDS, 0.0))
-        self.started = time.monotonic()
 
     @property
     def measured(self) -> int:
@@ -129,7 +217,7 @@ class _Search:
     def seconds(self) -> float:
         return self.prior_seconds + time.monotonic() - self.started
 
-    def run(self, feasible: Sequence[Config] | None, options: SearchOptions) -> SearchOutcome:
+    def run(self, feasible: Sequence[Config] | None, options: SearchOptions, queue_start: float) -> SearchOutcome:
         why = self.check.violation(self.default)
         if why is not None:
             raise StudyError(f"the original configuration ({self.default}) is infeasible: {why}")
@@ -140,11 +228,14 @@ class _Search:
             budget_left=self.budget.trials - self.measured,
         )
         # offset by the trials so far, so that a resumed run does not replay the first run's draws
-        self.study.sampler = SAMPLERS[sampler](options.seed + len(self.study.trials))
+        proposer = _Proposer(SAMPLERS[sampler](options.seed + len(self.study.trials)))
+        self.study.sampler = proposer
         queue: list[Config] = []
         if sampler == GRID and pending is not None:
             queue = pending
             random.Random(options.seed).shuffle(queue)  # a cut-short grid is then an unbiased sample
+            start = int(queue_start * len(queue)) % max(len(queue), 1)
+            queue = queue[start:] + queue[:start]
         if self.original is None:
             queue = [self.default, *(c for c in queue if c != self.default)]
         if queue:
@@ -152,10 +243,16 @@ class _Search:
         feasible_count = None if feasible is None else len(feasible)
         idle = 0
         while (stop := self._stop(queue, sampler, feasible_count, idle)) is None:
-            if queue:
-                self.study.enqueue_trial(dict(queue.pop(0)))
+            if not self._can_claim(queue, sampler, feasible_count):
+                self._wait()
+                continue
+            proposer.forced = queue[0] if queue else None
             trial = self.study.ask(self.distributions)
-            idle = 0 if self._step(trial, Config.of(trial.params)) else idle + 1
+            config = Config.of(trial.params)
+            if queue and config == queue[0]:
+                queue.pop(0)  # else ask() took a trial queued for a retry: this configuration stays next
+            with heartbeat(self.study, trial, self.liveness):
+                idle = 0 if self._step(trial, config) else idle + 1
         return SearchOutcome(
             records=tuple(sorted(self.known.values(), key=lambda r: r.number)),
             original=self._original(),
@@ -169,7 +266,12 @@ class _Search:
         return self.original
 
     def _stop(self, queue: list[Config], sampler: str, feasible_count: int | None, idle: int) -> StopReason | None:
+        self._refresh()
+        # what others measured or are measuring is not this worker's to propose; the original comes first
+        queue[:] = [c for c in queue if c not in self.known and c not in self.claims and c != self.default]
         if self.original is None:
+            if self.default not in self.claims:
+                queue.insert(0, self.default)
             return None  # nothing can be compared without the original: it is always measured
         if self.cancel is not None and self.cancel.is_set():
             return StopReason.CANCELLED
@@ -177,14 +279,34 @@ class _Search:
             return StopReason.BUDGET
         if self.budget.seconds is not None and self.seconds >= self.budget.seconds:
             return StopReason.TIME
-        if (sampler == GRID and not queue) or (feasible_count is not None and self.measured >= feasible_count):
+        busy = self.claims or self.waiting  # work of others that may yet come back to be measured
+        if sampler == GRID and not queue and not busy:
+            return StopReason.EXHAUSTED
+        if feasible_count is not None and self.measured >= feasible_count:
             return StopReason.EXHAUSTED
         if idle >= _MAX_IDLE:
             return StopReason.CONVERGED
         return None
 
+    def _can_claim(self, queue: list[Config], sampler: str, feasible_count: int | None) -> bool:
+        """Whether there is something this worker may take now (else others' claims must end first)."""
+        if self.original is None:
+            return self.default not in self.claims
+        taken = self.measured + len(self.claims)
+        if taken >= self.budget.trials or (feasible_count is not None and taken >= feasible_count):
+            return False
+        return bool(queue) or self.waiting > 0 or sampler != GRID
+
+    def _wait(self) -> None:
+        """Wait for other workers' claims to end; fail the claims of those that died, for a retry."""
+        fail_stale_trials(self.study, self.liveness)
+        time.sleep(min(1.0, self.liveness.heartbeat_s))
+
     def _step(self, trial: optuna.Trial, config: Config) -> bool:
         """Finish one proposed trial; True when it measured a new configuration."""
+        if self.worker:
+            trial.set_user_attr(WORKER, self.worker)
+        self._refresh(mine=trial.number)  # after this trial's parameters are written: see the docstring
         earlier = self.known.get(config)
         if earlier is not None:
             trial.set_user_attr(REPEAT_OF, earlier.number)
@@ -196,13 +318,26 @@ class _Search:
                 trial, TrialRecord(trial.number, config, None, failure=Failure.INFEASIBLE, detail=why, measured=False)
             )
             return False
+        rival: int | str | None = self.claims.get(config)
+        if rival is None and self.measured + len(self.claims) >= self.budget.trials:
+            rival = "budget"
+        if rival is None and self.original is None and config != self.default:
+            rival = "original"  # a retry taken before the original is known: queued again, for later
+            self.study.enqueue_trial(dict(config), skip_if_exists=False)
+        if rival is not None:
+            # another live claim, or the budget taken: give this one up unmeasured (see the docstring)
+            trial.set_user_attr(YIELDED_TO, rival)
+            self.study.tell(trial, state=TrialState.FAIL)
+            return False
         try:
             measurement = self.backend.evaluate(config)
         except BaseException:
             # Ctrl-C or a backend bug: a FAIL without a failure reason, measured again on resume
             self.study.tell(trial, state=TrialState.FAIL)
             raise
-        record = self._record(trial, self._measured(trial.number, config, measurement))
+        record = self._measured(trial.number, config, measurement)
+        if not self._record(trial, record):
+            return False
         if config == self.default:
             if record.failure is not None:
                 raise StudyError(f"the original configuration failed ({record.failure.value}): {record.detail}")
@@ -226,12 +361,17 @@ class _Search:
         original = m.timings if config == self.default else self._original().timings
         return TrialRecord(number, config, objective(m.timings, original), timings=m.timings, compile=m.compile)
 
-    def _record(self, trial: optuna.Trial, record: TrialRecord) -> TrialRecord:
-        for key, value in record_attrs(record).items():
-            trial.set_user_attr(key, value)
-        self._tell(trial, record)
+    def _record(self, trial: optuna.Trial, record: TrialRecord) -> bool:
+        """Store a record in its trial; False when another worker took this worker for dead meanwhile."""
+        try:
+            for key, value in record_attrs(record).items():
+                trial.set_user_attr(key, value)
+            self._tell(trial, record)
+        except UpdateFinishedTrialError:
+            log.warning("trial %d was retried elsewhere (this worker was silent too long); dropped", trial.number)
+            return False
         self.known[record.config] = record
-        return record
+        return True
 
     def _tell(self, trial: optuna.Trial, record: TrialRecord) -> None:
         if not record.measured:
@@ -246,13 +386,18 @@ class _Search:
             self.study.tell(trial, state=TrialState.FAIL)
 
     def _progress(self) -> Progress:
-        ok = [r for r in self.known.values() if r.ok]
-        best = min(ok, key=lambda r: r.objective or 0.0, default=None)
-        failed = sum(r.measured and not r.ok for r in self.known.values())
-        return Progress(
-            done=self.measured,
-            budget=self.budget.trials,
-            failures=failed,
-            best=None if best is None else best.objective,
-            best_config=None if best is None else best.config,
-        )
+        return progress_of(self.known.values(), self.budget)
+
+
+def progress_of(records: Iterable[TrialRecord], budget: Budget) -> Progress:
+    """Where a search stands, from the records of its study."""
+    records = list(records)
+    ok = [r for r in records if r.ok]
+    best = min(ok, key=lambda r: r.objective or 0.0, default=None)
+    return Progress(
+        done=sum(r.measured for r in records),
+        budget=budget.trials,
+        failures=sum(r.measured and not r.ok for r in records),
+        best=None if best is None else best.objective,
+        best_config=None if best is None else best.config,
+    )

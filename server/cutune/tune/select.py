@@ -1,18 +1,34 @@
-"""Noise-aware selection: re-measure the best few interleaved with the original; keep only real gains.
+"""Noise-aware selection of per-size winners: chosen in some rounds, confirmed and reported from others.
 
-Each round measures A c1 A c2 A ... ck A (A the original, the candidates rotated from round to round),
+Every round measures A c1 A c2 A ... ck A (A the original, the candidates rotated from round to round),
 so every candidate time is divided by the mean of the two original times around it: drift of clocks
-and temperature cancels out. Over the rounds that gives, per problem size, a set of ratios. A candidate
-wins at a size when its median ratio is below 1 by more than the ratios' p10–p90 width: a gain smaller
-than the run-to-run spread is not a gain. The same rule on the per-round geometric mean over sizes
-decides overall. No winner overall means the original stands, so a tuned result is never slower.
+and temperature cancels out. That gives one time ratio per round and problem size.
+
+Two phases, on separate rounds, so that the numbers reported for a winner never come from the rounds
+that picked it (the best of several noisy candidates always looks better than it is):
+
+1. **Selection rounds** (`rounds`): every shortlisted candidate. At each size the candidate with the
+   lowest median ratio is picked when its gain exceeds the ratios' p10–p90 width. Parameters that
+   cannot differ per launch (compile flags for the whole file) are chosen once: per value of them the
+   per-size picks are scored by the weighted geometric mean, the best such group is kept, and what it
+   gives up against free per-size picks is recorded (`per_file_cost`). The single best configuration
+   overall (lowest weighted geomean ratio) is kept too, to state the gain of per-size picks over it.
+2. **Confirmation rounds** (`confirm_rounds`): only the picks and the single best, again interleaved
+   with the original. A pick stands at a size when, in these rounds, it was faster than the original
+   in every round *and* its median gain exceeds the p10–p90 width; else the original is kept there.
+   Under the null (a candidate identical to the original) each round is a coin flip, so surviving
+   confirmation alone has probability 2^-confirm_rounds, on top of having been picked: the simulation
+   test (tests/tune/test_select.py) measures the false-winner rate over many seeds at ≤ 1%.
+
+Reported times (original and tuned, per size) are the confirmation rounds' pooled medians.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,54 +39,107 @@ from cutune.template.model import Config
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome
 
+_Z = 3.0  # one-sided: a null median this far below 1 happens in about 0.1% of confirmations
+
 
 @dataclass(frozen=True)
 class Verdict:
-    """A candidate against the original over the rounds: median time ratio and its p10–p90 width."""
+    """A candidate against the original over some rounds: median ratio, p10–p90 width, rounds it won."""
 
     ratio: float  # < 1 is faster
     spread: float
+    wins: int = 0  # rounds in which it was faster than the original
+    rounds: int = 0
 
     @property
     def significant(self) -> bool:
         """Faster by more than the spread."""
         return 1.0 - self.ratio > self.spread
 
+    def confirmed(self, noise: float) -> bool:
+        """Significant, faster in every round, and a gain beyond what `noise` (the sd of one
+        original-against-original log ratio) can make of the median of these rounds."""
+        # the median of n draws has about 1.25 sigma / sqrt(n) of spread; Z of those is chance ≪ 1%
+        margin = _Z * 1.2533 * noise / math.sqrt(max(self.rounds, 1))
+        return self.significant and self.wins == self.rounds and -math.log(self.ratio) > margin
+
     @classmethod
     def of(cls, ratios: Sequence[float]) -> Verdict:
         """The verdict on one ratio per round."""
         p10, p90 = np.percentile(ratios, [10, 90])
-        return cls(ratio=statistics.median(ratios), spread=float(p90 - p10))
+        return cls(
+            ratio=statistics.median(ratios),
+            spread=float(p90 - p10),
+            wins=sum(r < 1.0 for r in ratios),
+            rounds=len(ratios),
+        )
 
 
 @dataclass(frozen=True)
 class Contender:
-    """A re-measured candidate: timings per size over the rounds, and its verdicts."""
+    """A re-measured candidate: timings per size over its rounds, and its verdicts."""
 
     config: Config
     timings: tuple[Timing, ...]
     per_size: tuple[Verdict, ...]
-    overall: Verdict
+    overall: Verdict  # on the per-round weighted geometric mean over sizes
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Interleaved rounds of some candidates against the original."""
+
+    original_timings: tuple[Timing, ...]  # per size, pooled over every original run
+    contenders: tuple[Contender, ...]  # those that ran correctly in every round
+    original_series: tuple[tuple[float, ...], ...] = ()  # per size, the original's medians in run order
+
+    def of(self, config: Config) -> Contender | None:
+        """The contender measuring `config`, if it ran correctly in every round."""
+        return next((c for c in self.contenders if c.config == config), None)
 
 
 @dataclass(frozen=True)
 class Selection:
-    """The outcome of the re-measurement."""
+    """The outcome: what to launch at each size, with times from the confirmation rounds."""
 
     original: Config
-    original_timings: tuple[Timing, ...]  # per size, over every original run of the rounds
-    contenders: tuple[Contender, ...]  # those that ran correctly in every round
+    selection: Rounds  # every shortlisted candidate, the rounds that picked
+    confirmation: Rounds  # the picks and the single best, the rounds that report
+    chosen: tuple[Config, ...]  # per size: the confirmed pick, else the original
+    single: Config | None  # the single best configuration over all sizes (selection rounds)
+    per_file: Config  # the values chosen once for the file (compile flags); empty if none
+    per_file_cost: float  # free per-size picks / picks under the file-wide choice (selection rounds, ≥ 1)
+    overall_noise: float = 0.0  # the sd of one round's weighted geomean log ratio for a no-op change
+
+    @property
+    def original_timings(self) -> tuple[Timing, ...]:
+        """The original's reported times per size."""
+        return self.confirmation.original_timings
+
+    def timing(self, config: Config, index: int) -> Timing:
+        """The reported time of `config` at size `index` (the original's when it was not confirmed)."""
+        found = self.confirmation.of(config)
+        return found.timings[index] if found is not None else self.original_timings[index]
+
+    def speedup(self, config: Config, index: int) -> float:
+        """Original time / the reported time of `config` at size `index`."""
+        return self.original_timings[index].median_us / self.timing(config, index).median_us
 
     @property
     def best(self) -> Contender | None:
-        """The significantly fastest contender overall; None when the original stands."""
-        winners = [c for c in self.contenders if c.overall.significant]
-        return min(winners, key=lambda c: c.overall.ratio, default=None)
+        """The single best configuration when it is confirmed overall; None when the original stands."""
+        found = self.confirmation.of(self.single) if self.single is not None else None
+        return found if found is not None and found.overall.confirmed(self.overall_noise) else None
 
     def best_for_size(self, index: int) -> Contender | None:
-        """The significantly fastest contender at problem size `index`; None when the original stands."""
-        winners = [c for c in self.contenders if c.per_size[index].significant]
-        return min(winners, key=lambda c: c.per_size[index].ratio, default=None)
+        """The confirmed winner at size `index`; None when the original stands there."""
+        return self.confirmation.of(self.chosen[index])
+
+
+def weighted_geomean(values: Sequence[float], weights: Sequence[float] | None = None) -> float:
+    """exp(Σ w·log v / Σ w); equal weights when `weights` is None."""
+    w = [1.0] * len(values) if weights is None else list(weights)
+    return math.exp(sum(wi * math.log(v) for wi, v in zip(w, values, strict=True)) / sum(w))
 
 
 def shortlist(outcome: SearchOutcome, top_k: int) -> tuple[Config, ...]:
@@ -92,14 +161,102 @@ def select(
     candidates: Sequence[Config],
     options: SelectionOptions,
     *,
+    weights: Sequence[float] | None = None,
+    per_file: Sequence[str] = (),
     cancel: threading.Event | None = None,
 ) -> Selection | None:
-    """Re-measure `candidates` interleaved with `original` for some rounds; None if cancelled."""
+    """Pick per-size winners among `candidates` in selection rounds, confirm them in separate rounds.
+
+    `weights` weigh the sizes in every geometric mean; `per_file` names the parameters that must take
+    one value for all sizes (compile flags). None if cancelled.
+    """
+    picking = measure_rounds(backend, original, candidates, options.rounds, weights=weights, cancel=cancel)
+    if picking is None:
+        return None
+    sizes = len(picking.original_timings)
+    picks, per_file_values, cost = _pick(picking, original, sizes, weights, per_file)
+    single = min(picking.contenders, key=lambda c: c.overall.ratio, default=None)
+    confirm = list(dict.fromkeys([*(p for p in picks if p != original), *([single.config] if single else [])]))
+    checking = measure_rounds(backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel)
+    if checking is None:
+        return None
+    noise = original_noise(picking, checking)
+    chosen = []
+    for i, pick in enumerate(picks):
+        found = checking.of(pick)
+        chosen.append(pick if found is not None and found.per_size[i].confirmed(noise[i]) else original)
+    w = [1.0] * sizes if weights is None else list(weights)
+    overall_noise = math.sqrt(sum((wi * n) ** 2 for wi, n in zip(w, noise, strict=True))) / sum(w)
+    return Selection(
+        original=original,
+        selection=picking,
+        confirmation=checking,
+        chosen=tuple(chosen),
+        single=single.config if single else None,
+        per_file=per_file_values,
+        per_file_cost=cost,
+        overall_noise=overall_noise,
+    )
+
+
+def _pick(
+    rounds: Rounds, original: Config, sizes: int, weights: Sequence[float] | None, per_file: Sequence[str]
+) -> tuple[list[Config], Config, float]:
+    """Per size the significantly fastest contender, all sharing one value of the per-file parameters."""
+
+    def group_of(config: Config) -> Config:
+        return Config.of({k: v for k, v in config.items() if k in per_file})
+
+    def picks_in(allowed: Callable[[Config], bool], fallback: Config | None) -> list[Config] | None:
+        picks: list[Config] = []
+        for i in range(sizes):
+            winners = [c for c in rounds.contenders if allowed(c.config) and c.per_size[i].significant]
+            best = min(winners, key=lambda c: c.per_size[i].ratio, default=None)
+            if best is None and fallback is None:
+                return None  # a size would need the original, whose compile flags differ
+            picks.append(best.config if best is not None else original)
+        return picks
+
+    def score(picks: Sequence[Config]) -> float:
+        ratios = [_ratio(rounds, p, i) for i, p in enumerate(picks)]
+        return weighted_geomean(ratios, weights)
+
+    free = picks_in(lambda c: True, original)
+    assert free is not None
+    home = group_of(original)
+    options: dict[Config, list[Config]] = {}
+    for group in dict.fromkeys([home, *(group_of(c.config) for c in rounds.contenders)]):
+        found = picks_in(_member_of(group, group_of), original if group == home else None)
+        if found is not None:
+            options[group] = found
+    group = min(options, key=lambda g: score(options[g]))
+    return options[group], group, score(options[group]) / score(free)
+
+
+def _member_of(group: Config, group_of: Callable[[Config], Config]) -> Callable[[Config], bool]:
+    return lambda config: group_of(config) == group
+
+
+def _ratio(rounds: Rounds, config: Config, index: int) -> float:
+    found = rounds.of(config)
+    return found.per_size[index].ratio if found is not None else 1.0
+
+
+def measure_rounds(
+    backend: Backend,
+    original: Config,
+    candidates: Sequence[Config],
+    count: int,
+    *,
+    weights: Sequence[float] | None = None,
+    cancel: threading.Event | None = None,
+) -> Rounds | None:
+    """`count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled."""
     backend.prefetch([original, *candidates])
     original_runs: list[tuple[Timing, ...]] = []
     runs: dict[Config, list[tuple[Timing, ...]]] = {c: [] for c in candidates}
     ratios: dict[Config, list[list[float]]] = {c: [] for c in candidates}
-    for round_ in range(options.rounds):
+    for round_ in range(count):
         if cancel is not None and cancel.is_set():
             return None
         alive = list(runs)
@@ -126,11 +283,27 @@ def select(
             config=c,
             timings=_pooled(runs[c]),
             per_size=tuple(Verdict.of(size_ratios) for size_ratios in zip(*ratios[c], strict=True)),
-            overall=Verdict.of([statistics.geometric_mean(r) for r in ratios[c]]),
+            overall=Verdict.of([weighted_geomean(r, weights) for r in ratios[c]]),
         )
         for c in runs
     )
-    return Selection(original=original, original_timings=_pooled(original_runs), contenders=contenders)
+    series = tuple(tuple(t.median_us for t in per_size) for per_size in zip(*original_runs, strict=True))
+    return Rounds(original_timings=_pooled(original_runs), contenders=contenders, original_series=series)
+
+
+def original_noise(*phases: Rounds) -> tuple[float, ...]:
+    """Per size, the robust sd of log(A / mean of its two neighbours) over the original's runs: how far
+    a configuration identical to the original lands from it in one round."""
+    sizes = len(phases[0].original_timings)
+    noise = []
+    for i in range(sizes):
+        logs = []
+        for phase in phases:
+            a = phase.original_series[i]
+            logs += [math.log(a[j] / ((a[j - 1] + a[j + 1]) / 2)) for j in range(1, len(a) - 1)]
+        mad = statistics.median(abs(x - statistics.median(logs)) for x in logs) if logs else 0.0
+        noise.append(1.4826 * mad)
+    return tuple(noise)
 
 
 def _measure_original(backend: Backend, original: Config) -> tuple[Timing, ...]:

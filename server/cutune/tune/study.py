@@ -10,14 +10,18 @@ from dataclasses import dataclass
 
 import optuna
 import sqlalchemy.exc
+from optuna.distributions import BaseDistribution
 from optuna.storages import BaseStorage, JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from cutune.errors import StudyError
-from cutune.gpu.backend import CompileInfo, DeviceInfo, Failure, Job, Timing
+from cutune.gpu.backend import Backend, CompileInfo, DeviceInfo, Failure, Job, Timing
+from cutune.gpu.replay import replay_source
 from cutune.template.model import Config, Space
-from cutune.tune.options import JOURNAL_PREFIX
+from cutune.tune.liveness import fail_stale_trials
+from cutune.tune.options import JOURNAL_PREFIX, Liveness
+from cutune.tune.plan import PLAN
 from cutune.tune.space import distributions
 
 # user attributes of a trial
@@ -28,6 +32,10 @@ COMPILE = "compile"  # CompileInfo fields
 FAILURE = "failure"
 DETAIL = "detail"
 REPEAT_OF = "repeat_of"  # the number of the trial whose outcome this proposal repeats (not re-measured)
+# a claim given up unmeasured (FAIL): the number of another worker's trial on the same configuration,
+# "budget" when others had taken the budget, "original" when the original was not measured yet
+YIELDED_TO = "yielded_to"
+WORKER = "worker"  # which worker (GPU and host) measured the trial
 # user attribute of the study
 SEARCH_SECONDS = "search_seconds"  # search wall time spent over all runs
 
@@ -55,8 +63,9 @@ def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def study_key(job: Job, device: DeviceInfo) -> StudyKey:
-    """The key of a job's study on a device."""
+def study_key(job: Job, device: DeviceInfo, backend: Backend | None = None) -> StudyKey:
+    """The key of a job's study on a device; a replayed study is stored apart from measured ones."""
+    source = replay_source(backend) if backend is not None else None
     # where the spec sits (file, line numbers) does not change what is measured
     spec = dataclasses.replace(
         job.spec,
@@ -69,7 +78,7 @@ def study_key(job: Job, device: DeviceInfo) -> StudyKey:
         kernel=job.template.kernel,
         source_hash=_sha256(job.template.source),
         spec_hash=_sha256(repr((spec, job.space, job.timing))),
-        device=device.name,
+        device=device.name if source is None else f"{device.name} {source.label()}",
     )
 
 
@@ -83,8 +92,8 @@ def _storage(url: str) -> str | BaseStorage:
     return url
 
 
-def open_study(key: StudyKey, url: str) -> optuna.Study:
-    """Create the study of `key` in storage `url`, or load it; fails trials a dead run left RUNNING."""
+def open_study(key: StudyKey, url: str, liveness: Liveness | None = None) -> optuna.Study:
+    """Create the study of `key` in storage `url`, or load it; fails (for a retry) trials of dead workers."""
     try:
         study = optuna.create_study(
             study_name=key.name,
@@ -99,10 +108,26 @@ def open_study(key: StudyKey, url: str) -> optuna.Study:
     if not study.user_attrs:  # new: say what it is, for people browsing the storage
         for field_name, value in dataclasses.asdict(key).items():
             study.set_user_attr(field_name, value)
-    # one process runs a study at a time (one GPU), so RUNNING trials are from a run that was killed
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+    # Other workers may be running trials of this study: only those of silent (dead) workers are failed
+    fail_stale_trials(study, liveness or Liveness())
     return study
+
+
+def load_study(url: str, name: str | None = None) -> optuna.Study:
+    """An existing study of storage `url`: `name`, or the only one there that a cutune run has planned."""
+    storage = _storage(url)
+    try:
+        if name is None:
+            planned = [s.study_name for s in optuna.get_all_study_summaries(storage) if PLAN in s.user_attrs]
+            if len(planned) != 1:
+                found = ", ".join(planned) or "none"
+                raise StudyError(f"{url} holds {len(planned)} cutune studies ({found}); name one with --study")
+            name = planned[0]
+        return optuna.load_study(study_name=name, storage=storage, sampler=optuna.samplers.RandomSampler())
+    except KeyError:
+        raise StudyError(f"no study {name!r} in {url}; start it with `cutune tune … --storage {url}`") from None
+    except (ValueError, ImportError, OSError, RuntimeError, sqlalchemy.exc.SQLAlchemyError) as e:
+        raise StudyError(f"cannot open study {name} in {url}: {e}") from e
 
 
 @dataclass(frozen=True)
@@ -117,6 +142,7 @@ class TrialRecord:
     failure: Failure | None = None
     detail: str = ""
     measured: bool = True  # False: turned away as infeasible before reaching the backend
+    worker: str = ""  # which worker measured it, where several share the study
 
     @property
     def ok(self) -> bool:
@@ -139,6 +165,7 @@ def read_record(trial: FrozenTrial) -> TrialRecord | None:
         failure=Failure(attrs[FAILURE]) if FAILURE in attrs else None,
         detail=attrs.get(DETAIL, ""),
         measured=trial.state != TrialState.PRUNED,
+        worker=attrs.get(WORKER, ""),
     )
 
 
@@ -164,7 +191,7 @@ def param_importances(records: Sequence[TrialRecord], space: Space) -> dict[str,
         return {}
     # an in-memory copy holding each configuration once: repeats and infeasible proposals would skew it
     study = optuna.create_study(direction="minimize")
-    dists = distributions(space)
+    dists: dict[str, BaseDistribution] = dict(distributions(space))
     study.add_trials(
         optuna.trial.create_trial(params=dict(r.config), distributions=dists, value=r.objective) for r in ok
     )

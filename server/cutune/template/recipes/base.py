@@ -9,12 +9,14 @@ returns them unchanged, so templatizing twice changes nothing.
 from __future__ import annotations
 
 import dataclasses
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, NoReturn
 
 from tree_sitter import Node
 
+from cutune.cuda.launches import macro_trees
 from cutune.cuda.model import Kernel, LaunchSite, SourceModel
 from cutune.cuda.syntax import node_text, parse_tree
 from cutune.errors import RecipeRefused, SourceError
@@ -131,15 +133,30 @@ class KernelSource:
         return descendants(self.body, *node_types)
 
     def launches(self) -> list[tuple[LaunchSite, Node]]:
-        """The kernel's launch sites in this file, each with its call expression node."""
+        """The kernel's launch sites in this file, each with its call expression node (for a launch inside a
+        `#define`, a node of the macro body parsed on its own, at the same offsets)."""
         found = []
+        macros: dict[str, Node] | None = None
         for site in self.model.launches_of(self.kernel.name):
-            call = self.root.descendant_for_byte_range(site.span.start_byte, site.span.end_byte)
+            root: Node | None = self.root
+            if site.macro is not None:
+                macros = macros if macros is not None else {n: r for r, n in macro_trees(self.root, self.data)}
+                root = macros.get(site.macro)
+            if root is None:
+                continue
+            call = root.descendant_for_byte_range(site.span.start_byte, site.span.end_byte)
             while call is not None and call.type != "call_expression":
                 call = call.parent
             if call is not None:
                 found.append((site, call))
         return found
+
+    def macro_use(self, macro: str) -> int | None:
+        """The byte offset of the first use of a `#define` inside a function of this file, if any."""
+        for m in re.finditer(rb"\b" + re.escape(macro.encode()) + rb"\b", self.data):
+            if self.node_at(m.start(), "function_definition") is not None:
+                return m.start()
+        return None
 
     def ref(self, name: str, at: int) -> str:
         """How code at byte `at` names member `name` of the tuning struct."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -13,6 +14,8 @@ from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Rec
 from cutune.template.recipes.host import HostResolver, Origin, OriginKind, launch_config
 
 NAME = "BLOCK_THREADS"
+_CUB_BLOCK = re.compile(r"(?:::)?cub::Block\w+\s*<")
+_CUB_CALL = re.compile(r"\)\s*\.\s*(?:Reduce|Sum|InclusiveSum|ExclusiveSum)\s*\(([^;]*)\)\s*;")
 CANDIDATES = (32, 64, 128, 256, 512, 1024)
 _PLAIN = "threads per block"
 _CAPPED = "threads per block (at most: the launch takes the min with the problem size)"
@@ -39,7 +42,7 @@ class BlockThreads(Recipe):
         if len(members) == 1 and all(s.origin.kind is OriginKind.MEMBER for s in sites):
             return self._recovered(src, draft, members.pop() or NAME)
         value = self._agreed_value(src, sites)
-        self._check_body(src, value)
+        caps = self._check_body(src, value)
         tparam = self._template_param(src, sites, value)
         name = tparam or NAME
         rewrite = KernelRewrite(src, self.name)
@@ -62,7 +65,7 @@ class BlockThreads(Recipe):
         comment = _CAPPED if any(s.origin.capped for s in sites) else _PLAIN
         rewrite.member(name, value, comment, in_kernel=False)
         binding = Binding.TEMPLATE if tparam else Binding.LAUNCH
-        return self._draft(src, draft, name, value, binding, comment, text=rewrite.result())
+        return self._draft(src, draft, name, value, binding, comment, text=rewrite.result(), caps=caps)
 
     def _recovered(self, src: KernelSource, draft: Draft, name: str) -> Draft:
         """The parameter of a launch already written as `<kernel>_tuning::NAME`."""
@@ -121,11 +124,22 @@ class BlockThreads(Recipe):
                 return tp.name
         return None
 
-    def _check_body(self, src: KernelSource, value: int) -> None:
-        """Refuse when the kernel body hard-codes the block size, e.g. a shared array sized for the block."""
+    def _check_body(self, src: KernelSource, value: int) -> tuple[str, ...]:
+        """Refuse when the kernel body hard-codes the block size, e.g. a shared array sized for the block;
+        a cub block primitive sized `value` whose every use covers `blockDim.x` threads only caps it."""
+        caps: list[str] = []
         for lit in src.in_body("number_literal"):
             if int_value(src.text(lit)) != value:
                 continue
+            cub = _cub_block_type(src, lit)
+            if cub is not None and _over_block_dim(src):
+                caps.append(f"{{name}} <= {value}")  # `{cub}` handles any block of at most `value` threads
+                continue
+            if cub is not None:
+                self.refuse(
+                    f"`{cub}` (line {src.line(lit)}) works on exactly {value} threads; pass blockDim.x as its "
+                    "number of valid items (e.g. `.Reduce(v, op, blockDim.x)`) to make the block size tunable"
+                )
             decl = lit.parent
             while decl is not None and decl.type not in ("declaration", "compound_statement"):
                 decl = decl.parent
@@ -136,6 +150,7 @@ class BlockThreads(Recipe):
                     f"{value} threads; make its size a parameter first"
                 )
             self.refuse(f"the kernel body hard-codes {value} (line {line}), which looks tied to the block size")
+        return tuple(caps)
 
     def _draft(
         self,
@@ -146,9 +161,10 @@ class BlockThreads(Recipe):
         binding: Binding,
         comment: str,
         text: str | None = None,
+        caps: tuple[str, ...] = (),
     ) -> Draft:
         values = tuple(sorted(set(CANDIDATES) | {value}))
-        constraints = [f"{name} <= max_threads_per_block"]
+        constraints = [f"{name} <= max_threads_per_block", *(c.format(name=name) for c in caps)]
         if value % 32 == 0:
             constraints.append(f"{name} % warp_size == 0")
         bounds = src.kernel.launch_bounds
@@ -157,6 +173,23 @@ class BlockThreads(Recipe):
             constraints.append(f"{name} <= {cap}")  # until launch_bounds ties __launch_bounds__ to the parameter
         param = TunableParam(name, values, value, binding, description=comment)
         return draft.extend(param, constraints=tuple(constraints), text=text, block_threads=name)
+
+
+def _cub_block_type(src: KernelSource, literal: Node) -> str | None:
+    """`cub::BlockReduce<float, 1024>` when the literal is a template argument of a cub block primitive."""
+    args = literal.parent
+    owner = args.parent if args is not None and args.type == "template_argument_list" else None
+    if owner is None or owner.type != "template_type":
+        return None
+    outer = owner.parent if owner.parent is not None and owner.parent.type == "qualified_identifier" else owner
+    text = " ".join(src.text(outer).split())
+    return text if _CUB_BLOCK.match(text) else None
+
+
+def _over_block_dim(src: KernelSource) -> bool:
+    """Whether every cub block reduction or scan call in the kernel names blockDim.x as its valid items."""
+    calls = _CUB_CALL.findall(" ".join(src.text(src.body).split()))
+    return bool(calls) and all(args.replace(" ", "").endswith(",blockDim.x") for args in calls)
 
 
 def _index(src: KernelSource, tparam: str) -> int:

@@ -37,6 +37,24 @@ class Origin:
     capped: bool = False  # LITERAL as the cap of `min(run-time value, literal)`
 
 
+def _enclosing_function(node: Node) -> Node:
+    """The function definition around a node (the node itself when there is none)."""
+    current: Node | None = node
+    while current is not None and current.type != "function_definition":
+        current = current.parent
+    return current or node
+
+
+def _macro_of(call: Node) -> str | None:
+    """The macro a launch parsed from a `#define` body belongs to (its tree's one function), else None."""
+    node = _enclosing_function(call)
+    if node.type != "function_definition" or node.parent is None or node.parent.parent is not None:
+        return None
+    declarator = node.child_by_field_name("declarator")
+    name = declarator.child_by_field_name("declarator") if declarator is not None else None
+    return name.text.decode() if name is not None and name.text is not None else None
+
+
 def launch_config(call: Node) -> list[Node]:
     """The expressions of a launch's `<<<grid, block[, smem[, stream]]>>>`."""
     config = next((c for c in call.children if c.type == "kernel_call_syntax"), None)
@@ -48,8 +66,18 @@ class HostResolver:
 
     def __init__(self, src: KernelSource, call: Node) -> None:
         self.src = src
-        self.before = call.start_byte
-        self.function = src.node_at(call.start_byte, "function_definition")
+        # (function, offset): where local declarations before the launch are looked up, innermost first
+        self.scopes: list[tuple[Node, int]] = []
+        function = src.node_at(call.start_byte, "function_definition")
+        macro = _macro_of(call) if function is None else None
+        if function is not None:
+            self.scopes.append((function, call.start_byte))
+        elif macro is not None:  # a launch inside a #define: the macro's own locals, then where it is used
+            self.scopes.append((_enclosing_function(call), call.start_byte))
+            use = src.macro_use(macro)
+            outer = src.node_at(use, "function_definition") if use is not None else None
+            if use is not None and outer is not None:
+                self.scopes.append((outer, use))
 
     def resolve(self, node: Node) -> Origin:
         """The origin of the value of an expression."""
@@ -98,11 +126,16 @@ class HostResolver:
     def declaration(self, name: str) -> tuple[Node, Node, list[Node]] | None:
         """The last local declaration of `name` before the launch: (declaration, the node holding its
         initializer, the initializer's values: one expression, or constructor arguments)."""
-        if self.function is None:
-            return None
+        for function, before in self.scopes:
+            found = self._declaration_in(function, before, name)
+            if found is not None:
+                return found
+        return None
+
+    def _declaration_in(self, function: Node, before: int, name: str) -> tuple[Node, Node, list[Node]] | None:
         best: tuple[Node, Node, list[Node]] | None = None
-        for decl in descendants(self.function, "declaration"):
-            if decl.end_byte > self.before:
+        for decl in descendants(function, "declaration"):
+            if decl.end_byte > before:
                 break
             for declarator in decl.children_by_field_name("declarator"):
                 ident = declarator_name(declarator)

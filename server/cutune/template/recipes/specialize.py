@@ -11,6 +11,7 @@ import re
 
 from tree_sitter import Node
 
+from cutune.cuda.access import device_definitions
 from cutune.cuda.model import Kernel, Parameter, SourceModel
 from cutune.template.model import Binding, Refusal, TunableParam
 from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Recipe, descendants
@@ -118,10 +119,49 @@ def _param(arg: str) -> TunableParam:
 
 
 def _gains(src: KernelSource, name: str) -> bool:
-    """Whether `name`, or an integral local computed from it, divides, takes a modulus or bounds a loop."""
+    """Whether `name`, or an integral local computed from it, divides, takes a modulus or bounds a loop, in
+    the kernel or in a device function of the file it is passed to."""
+    return _gains_in(src, src.body, name, depth=0)
+
+
+_MAX_CALL_DEPTH = 4
+
+
+def _gains_in(src: KernelSource, body: Node, name: str, *, depth: int) -> bool:
+    derived = _derived(src, body, name)
+    uses = [i for i in descendants(body, "identifier") if src.text(i) in derived]
+    if any(_divides_or_bounds(i) for i in uses):
+        return True
+    if depth >= _MAX_CALL_DEPTH:
+        return False
+    for call in descendants(body, "call_expression"):
+        args = call.child_by_field_name("arguments")
+        positions = [
+            i
+            for i, a in enumerate(c for c in (args.named_children if args else []) if c.type != "comment")
+            if a.type == "identifier" and src.text(a) in derived
+        ]
+        callee = _callee(src, call) if positions else None
+        if callee is None:
+            continue
+        params, callee_body = callee
+        if any(i < len(params) and _gains_in(src, callee_body, params[i], depth=depth + 1) for i in positions):
+            return True
+    return False
+
+
+def _callee(src: KernelSource, call: Node) -> tuple[list[str], Node] | None:
+    """The parameter names and body of the device function of this file a call names, if there is one."""
+    fn = call.child_by_field_name("function")
+    name = src.text(fn).split("<")[0].split("::")[-1].strip() if fn is not None else ""
+    return next(iter(device_definitions(src.model, src.root, src.data, name)), None)
+
+
+def _derived(src: KernelSource, body: Node, name: str) -> set[str]:
+    """`name` and the integral locals computed from it, in one function body."""
     derived = {name}
     inits = []
-    for decl in src.in_body("declaration"):
+    for decl in descendants(body, "declaration"):
         type_node = decl.child_by_field_name("type")
         if type_node is None or _base_type(src.text(type_node)) not in _INTEGRAL:
             continue  # float values computed from a size gain nothing from it being constant
@@ -137,7 +177,7 @@ def _gains(src: KernelSource, name: str) -> bool:
             if any(src.text(i) in derived for i in descendants(value, "identifier")):
                 derived.add(src.text(target))
                 grew = True
-    return any(_divides_or_bounds(i) for i in src.in_body("identifier") if src.text(i) in derived)
+    return derived
 
 
 def _base_type(type_text: str) -> str:

@@ -9,42 +9,77 @@ from cutune.errors import ExpressionError
 from cutune.template.dtypes import C_TYPES, parse_c_type
 from cutune.template.expr import compile_expr
 from cutune.template.model import Space
+from cutune.template.spec.launcher import HostLaunch, shape_comment
 from cutune.template.spec.load import LIMIT_NAMES, TODO
 from cutune.template.spec.model import ArgSpec, KernelSpec, Role
 
-if TYPE_CHECKING:  # typing only: drafting a spec needs no CUDA parser loaded
-    from cutune.cuda.model import Kernel, LaunchSite
+if TYPE_CHECKING:  # typing only: drafting a spec from the signature alone needs no CUDA parser loaded
+    from cutune.cuda.model import Kernel, LaunchSite, Parameter, SourceModel
 
 INTEGER_DTYPES = frozenset({"int8", "uint8", "int32", "uint32", "int64"})
 ARRAY_ELEMENTS = 1 << 20  # example element count of a drafted array dimension
 SCALAR_SIZE = 4096  # example value of a drafted integer parameter that is no array dimension
 
 _DIM3 = re.compile(r"dim3\s*\((.*)\)\s*$", re.DOTALL)
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_SIZE_SOURCE = re.compile(r"\.\s*(?:size|numel)\s*\(")
+_SHAPE_COMMENT = re.compile(r"[\s,)]*//\s*(\[[^\]]*\])")
+_EPS = re.compile(r"(?i)^eps|epsilon")
+_EPSILON = "1e-6"
 _INTEGER_LITERAL = re.compile(r"\d+[uUlL]*")
 
 
-def draft_spec(kernel: Kernel, launch: LaunchSite | None, space: Space | None) -> KernelSpec:
-    """A spec guessed from the signature (pointers → arrays, integers → sizes) and the launch text."""
-    template_args, type_names = _template_args(kernel, launch, space)
+def draft_spec(
+    kernel: Kernel, launch: LaunchSite | None, space: Space | None, model: SourceModel | None = None
+) -> KernelSpec:
+    """A spec guessed from the signature (pointers → arrays, integers → sizes), the launch and, with the
+    file's `model`, the host launcher (tensor sizes, dim3 locals, dispatched dtype) and the kernel body
+    (which arrays it reads, writes, or both)."""
+    host, roles = HostLaunch(), {}
+    if model is not None:  # reading code needs the parser: loaded only here
+        from cutune.cuda.access import pointer_roles
+        from cutune.template.spec.launcher import read_host
+
+        roles = pointer_roles(model, kernel)
+        host = read_host(model, launch) if launch is not None else host
+    template_args, type_names = _template_args(kernel, launch, space, host)
     scalars = [p for p in kernel.params if not parse_c_type(p.type).pointer]
     integer_params = [p.name for p in scalars if _dtype(p.type, type_names) in INTEGER_DTYPES]
+    # host names the launch passes to integer parameters are those parameters in the spec
+    passed = launch.args if launch is not None and len(launch.args) == len(kernel.params) else ()
+    renames = {a.strip(): p.name for a, p in zip(passed, kernel.params, strict=False) if p.name in integer_params}
+    keep = set(renames) | {n for n, v in host.locals.items() if _SIZE_SOURCE.search(v)}
     # with one integer parameter (`n`) every array is likely n long; else each array gets its own size
     shared = integer_params[0] if len(integer_params) == 1 else None
     sizes: dict[str, int] = {}
     args = []
-    for p in kernel.params:
+    for i, p in enumerate(kernel.params):
         dtype = _dtype(p.type, type_names)
         c_type = parse_c_type(p.type)
         if c_type.pointer:
-            var = shared or f"n_{p.name}"
-            sizes[var] = ARRAY_ELEMENTS
-            role = Role.IN if c_type.const else Role.OUT
-            args.append(ArgSpec(p.name, dtype or "float32", role, shape=(var,)))
+            tensor = host.tensor(passed[i]) if passed else None
+            comment = _param_comment(model, p) if model is not None else None
+            shape = host.shape(tensor or "", comment) if tensor or comment else None
+            if shape is not None:
+                shape = tuple(_renamed(host.resolve(d, keep), renames) for d in shape)
+                sizes.update({n: SCALAR_SIZE for d in shape for n in _NAME.findall(d) if n not in sizes})
+            else:
+                var = shared or f"n_{p.name}"
+                sizes[var] = ARRAY_ELEMENTS
+                shape = (var,)
+            args.append(
+                ArgSpec(
+                    p.name,
+                    dtype or "float32",
+                    Role(roles.get(p.name) or ("in" if c_type.const else "out")),
+                    shape=shape,
+                )
+            )
         elif dtype in INTEGER_DTYPES:
             sizes.setdefault(p.name, SCALAR_SIZE)
             args.append(ArgSpec(p.name, dtype, value=p.name))
         elif dtype is not None:
-            args.append(ArgSpec(p.name, dtype, value="1.0"))
+            args.append(ArgSpec(p.name, dtype, value=_EPSILON if _EPS.search(p.name) else "1.0"))
         else:
             unknown = f"{TODO}: `{p.type}` is no known element type; pick a dtype and a value"
             args.append(ArgSpec(p.name, unknown, value=unknown))
@@ -53,8 +88,8 @@ def draft_spec(kernel: Kernel, launch: LaunchSite | None, space: Space | None) -
         kernel=kernel.name,
         args=tuple(args),
         sizes=(sizes,),
-        grid=_launch_dims(launch.grid if launch else None, known, "grid"),
-        block=_launch_dims(launch.block if launch else None, known, "block"),
+        grid=_launch_dims(_host_dims(launch.grid, host, keep, renames) if launch else None, known, "grid"),
+        block=_launch_dims(_host_dims(launch.block, host, keep, renames) if launch else None, known, "block"),
         shared_mem=_shared_mem(launch, known),
         template_args=template_args,
         space=space,
@@ -62,10 +97,29 @@ def draft_spec(kernel: Kernel, launch: LaunchSite | None, space: Space | None) -
     )
 
 
+def _renamed(text: str, renames: dict[str, str]) -> str:
+    return _NAME.sub(lambda m: renames.get(m.group(0), m.group(0)), text)
+
+
+def _host_dims(text: str, host: HostLaunch, keep: set[str], renames: dict[str, str]) -> str:
+    """A launch's grid or block over spec names: host locals such as `dim3 grid(num_tokens)` followed."""
+    resolved = _renamed(host.resolve(text.strip(), keep | {"dim3"}), renames)
+    inner = _DIM3.match(resolved) or re.fullmatch(r"\((.*)\)", resolved)
+    return f"dim3({inner.group(1)})" if inner else resolved
+
+
+def _param_comment(model: SourceModel, p: Parameter) -> tuple[str, ...] | None:
+    """The shape a `// [num_tokens, d]` comment right after a kernel parameter gives it, if any."""
+    end = model.text.find("\n", p.span.end_byte)
+    m = _SHAPE_COMMENT.match(model.text, p.span.end_byte, end if end >= 0 else len(model.text))
+    return shape_comment(m.group(1)) if m else None
+
+
 def _template_args(
-    kernel: Kernel, launch: LaunchSite | None, space: Space | None
+    kernel: Kernel, launch: LaunchSite | None, space: Space | None, host: HostLaunch
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """The fixed template arguments, and each type parameter's C type (from the launch, else float)."""
+    """The fixed template arguments, and each type parameter's C type (from the launch, else the dtype the
+    launcher's dispatch macro hands it, else float)."""
     tuned = {p.name for p in space.params} if space else set()
     written = launch.template_args if launch else ()
     args: dict[str, str] = {}
@@ -73,17 +127,26 @@ def _template_args(
     for i, t in enumerate(kernel.template_params):
         text = written[i].strip() if i < len(written) else None
         if t.kind.value == "type":
-            c_type = text if text in C_TYPES else (t.default or "float")
+            c_type = text if text in C_TYPES else (host.dispatch if text and host.dispatch else t.default or "float")
             types[t.name] = c_type
             args[t.name] = c_type
         elif t.name in tuned or (text is None and t.default is not None):
             continue
         elif text is not None and (_INTEGER_LITERAL.fullmatch(text) or text in ("true", "false")):
             args[t.name] = text.rstrip("uUlL")
+        elif text is not None and host.is_function(expanded := _substituted(host.expand(text), types, host)):
+            args[t.name] = expanded  # a device function passed as a template argument
         else:
             passed = f"the launch passes `{text}`" if text else "no launch passes it"
             args[t.name] = f"{TODO}: the value of {t.name} ({passed})"
     return args, types
+
+
+def _substituted(text: str, types: dict[str, str], host: HostLaunch) -> str:
+    """`silu<scalar_t>` with type names replaced by C types: the kernel's type parameters, and the
+    `scalar_t` of a dtype dispatch."""
+    known = {**({"scalar_t": host.dispatch} if host.dispatch else {}), **types}
+    return _NAME.sub(lambda m: known.get(m.group(0), m.group(0)), text)
 
 
 def _dtype(c_type: str, type_names: dict[str, str]) -> str | None:

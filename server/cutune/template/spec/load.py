@@ -12,17 +12,18 @@ from typing import Any
 
 from cutune.errors import ExpressionError, SpecError
 from cutune.gpu.limits import DeviceLimits
-from cutune.template.dtypes import C_TYPES, DTYPES
+from cutune.template.dtypes import C_TYPES, DTYPES, INTEGER_DTYPES
 from cutune.template.expr import CONSTANTS, FUNCTIONS, compile_expr
 from cutune.template.model import Binding, Space, TunableParam, Value
 from cutune.template.spec.locate import KeyPath, dotted, key_lines, line_of
 from cutune.template.spec.model import ArgSpec, Init, KernelSpec, Role, SpecFile, Tolerance
 
+WEIGHT = "weight"  # a size entry's weight in the overall figure, not a size variable
 TODO = "TODO"  # a string value starting with this is a placeholder left by `draft_spec`
 
 KERNEL_KEYS = (
     "grid", "block", "shared_mem", "template_args", "sizes", "tolerance", "reference", "bytes_moved",
-    "flags", "defines", "include_dirs", "constraints", "args", "params",
+    "flags", "defines", "include_dirs", "constraints", "args", "params", "multiple_of",
 )  # fmt: skip
 ARG_KEYS = ("name", "dtype", "role", "shape", "value", "init", "low", "high", "scale")
 PARAM_KEYS = ("values", "default", "binding", "flag", "arg", "description")
@@ -184,6 +185,7 @@ def _read_kernel(reader: _Reader, name: str, raw: Any) -> KernelSpec:
             raise reader.error(at, f"missing key {required!r}")
     sizes = _read_sizes(reader, table["sizes"], (*at, "sizes"))
     size_names = set(sizes[0])
+    multiple_of = _read_multiple_of(reader, table.get("multiple_of", {}), at, sizes)
     params = _read_params(reader, table.get("params", {}), (*at, "params"), size_names)
     param_names = {p.name for p in params}
     launch_names = size_names | param_names | LIMIT_NAMES
@@ -224,6 +226,8 @@ def _read_kernel(reader: _Reader, name: str, raw: Any) -> KernelSpec:
         include_dirs=reader.strings(table.get("include_dirs", []), (*at, "include_dirs")),
         path=reader.path,
         constraints=constraints,
+        multiple_of=multiple_of,
+        weights=_read_weights(reader, table["sizes"], (*at, "sizes")),
         line=line_of(reader.lines, at),
         lines={dotted(p[2:]): n for p, n in reader.lines.items() if p[:2] == at and len(p) > 2},
     )
@@ -254,7 +258,7 @@ def _read_sizes(reader: _Reader, value: Any, at: KeyPath) -> tuple[dict[str, int
         raise reader.error(at, "sizes is empty: give at least one problem size")
     sizes: list[dict[str, int]] = []
     for i, raw in enumerate(entries):
-        entry = reader.table(raw, (*at, i))
+        entry = {k: v for k, v in reader.table(raw, (*at, i)).items() if k != WEIGHT}
         for key, v in entry.items():
             _check_name(reader, key, (*at, i, key), "size variable")
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -268,6 +272,39 @@ def _read_sizes(reader: _Reader, value: Any, at: KeyPath) -> tuple[dict[str, int
             )
         sizes.append(dict(entry))
     return tuple(sizes)
+
+
+def _read_weights(reader: _Reader, entries: list[Any], at: KeyPath) -> tuple[float, ...]:
+    """Each size's `weight` in the overall figure (default 1); empty when no size gives one."""
+    if not any(WEIGHT in entry for entry in entries):
+        return ()
+    weights = []
+    for i, entry in enumerate(entries):
+        weight = reader.number(entry.get(WEIGHT, 1.0), (*at, i, WEIGHT))
+        if weight <= 0:
+            raise reader.error((*at, i, WEIGHT), f"weight must be positive, got {weight:g}")
+        weights.append(weight)
+    return tuple(weights)
+
+
+def _read_multiple_of(
+    reader: _Reader, value: Any, at: KeyPath, sizes: tuple[dict[str, int], ...]
+) -> dict[str, int]:
+    """`multiple_of = { d = 8 }`: divisors the kernel relies on; every listed size must respect them."""
+    here = (*at, "multiple_of")
+    out: dict[str, int] = {}
+    for name, m in reader.table(value, here).items():
+        if name not in sizes[0]:
+            raise reader.error((*here, name), f"{name!r} is not a size variable (sizes set: {', '.join(sizes[0])})")
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise reader.error((*here, name), f"multiple_of.{name} must be a positive integer, got {m!r}")
+        for i, size in enumerate(sizes):
+            if size[name] % m:
+                raise reader.error(
+                    (*at, "sizes", i, name), f"size {name} = {size[name]} is not a multiple of {m} (multiple_of.{name})"
+                )
+        out[name] = m
+    return out
 
 
 def _read_params(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -> tuple[TunableParam, ...]:
@@ -365,6 +402,8 @@ def _read_args(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -
             raise reader.error(
                 (*here, "high" if "high" in table else "low"), f"low ({low}) must be below high ({high})"
             )
+        if init is Init.PERMUTATION and common["dtype"] not in INTEGER_DTYPES:
+            raise reader.error((*here, "init"), f"init 'permutation' needs an integer dtype, not {common['dtype']!r}")
         scale = reader.number(table.get("scale", 1.0), (*here, "scale"))
         args.append(ArgSpec(**common, shape=shape, init=init, low=low, high=high, scale=scale))
     if not args:

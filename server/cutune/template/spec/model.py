@@ -27,6 +27,7 @@ class Init(enum.Enum):
     UNIFORM = "uniform"  # uniform in [low, high)
     RANDINT = "randint"  # integers in [low, high)
     ARANGE = "arange"  # 0, 1, 2, ... (indices; still never all zeros)
+    PERMUTATION = "permutation"  # a random permutation of 0..n-1 (e.g. a slot mapping)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,10 @@ class KernelSpec:
     include_dirs: tuple[str, ...] = ()
     path: str | None = None
     constraints: tuple[str, ...] = ()  # over sizes, parameters and limits; also in `space` when it is set
+    # size variable → the divisor every value of it keeps (the kernel relies on it; ragged checks respect it)
+    multiple_of: dict[str, int] = field(default_factory=dict)
+    # per size, how much it counts in the overall geometric mean (a size entry's `weight`); empty: all 1
+    weights: tuple[float, ...] = ()
     line: int | None = None  # the `[kernel.<name>]` header (1-based)
     lines: dict[str, int] = field(default_factory=dict, compare=False)  # "args[1].dtype" → line
 
@@ -143,6 +148,10 @@ class KernelSpec:
     def effective_tolerance(self) -> Tolerance:
         """The spec's tolerance, or the default for its output dtypes."""
         return self.tolerance if self.tolerance is not None else default_tolerance(self.args)
+
+    def size_weights(self) -> tuple[float, ...]:
+        """The weight of every size in the overall figure (1 where the spec gives none)."""
+        return self.weights if self.weights else (1.0,) * len(self.sizes)
 
     def size_names(self) -> tuple[str, ...]:
         """The problem-size variables (every entry of `sizes` defines the same ones)."""

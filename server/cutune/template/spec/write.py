@@ -33,6 +33,9 @@ def dump_kernel_spec(spec: KernelSpec) -> str:
     lines.append("sizes = [")
     lines.extend(f"  {_value(size)}," for size in spec.sizes)
     lines.append("]")
+    if spec.multiple_of:
+        lines.append("# divisibility the kernel relies on: ragged sizes derived to check tails keep it")
+        lines.append(_entry("multiple_of", spec.multiple_of))
     if spec.tolerance is not None:
         lines.append(_entry("tolerance", {"rtol": spec.tolerance.rtol, "atol": spec.tolerance.atol}))
     else:

@@ -1,5 +1,34 @@
-"""Structural variants of a kernel: the model, and the built-in transforms that produce them."""
+"""Structural variants of a kernel: the model, the built-in transforms that produce them, and the
+combined template that holds them all behind `VARIANT`."""
 
+from cutune.template.variants.combine import VARIANT, variant_launch, with_variants
+from cutune.template.variants.grid_shape import GridShape
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.packs import PacksPerThread
+from cutune.template.variants.propose import Combined, combine_all, propose_variants
+from cutune.template.variants.prune import keep_variant, winning_variant
+from cutune.template.variants.row_reduce import RowReduce
+from cutune.template.variants.vectorize import Vectorize
 
-__all__ = ["Launch", "Provenance", "Transform", "Variant"]
+# in the order they are tried (and numbered as VARIANT = 1, 2, ... when all apply)
+TRANSFORMS: dict[str, Transform] = {t.name: t for t in (Vectorize(), PacksPerThread(), GridShape(), RowReduce())}
+
+__all__ = [
+    "TRANSFORMS",
+    "VARIANT",
+    "Combined",
+    "GridShape",
+    "Launch",
+    "PacksPerThread",
+    "Provenance",
+    "RowReduce",
+    "Transform",
+    "Variant",
+    "Vectorize",
+    "combine_all",
+    "keep_variant",
+    "propose_variants",
+    "variant_launch",
+    "winning_variant",
+    "with_variants",
+]

@@ -1,0 +1,1 @@
+"""Terminal rendering of core results for the command line (rich lives here, never in the core)."""

@@ -1,0 +1,111 @@
+"""A tuning result as a rich table for the terminal: per size, the dispatch against the original."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from cutune.template.dispatch import DispatchPlan
+from cutune.template.model import Config
+from cutune.tune.result import SizeResult, TuneResult
+
+
+def size_text(size: dict[str, int]) -> str:
+    """`num_tokens=16, d=4096`."""
+    return ", ".join(f"{k}={v}" for k, v in size.items())
+
+
+def config_change(config: Config, original: Config) -> str:
+    """The parameters of `config` that differ from the original, or `original`."""
+    changed = Config.of({k: v for k, v in config.items() if original.get(k) != v})
+    return "original" if not changed else str(changed)
+
+
+def dispatch_text(plan: DispatchPlan, original: Config) -> str:
+    """`num_tokens < 256: BLOCK=64 · 256 ≤ num_tokens < 2048: original · num_tokens ≥ 2048: BLOCK=512`."""
+    parts = []
+    for i, b in enumerate(plan.branches):
+        upper = plan.branches[i + 1].lower if i + 1 < len(plan.branches) else None
+        low = f"{b.lower} ≤ " if b.lower is not None else ""
+        high = f" < {upper}" if upper is not None else ""
+        where = f"{low}{plan.variable}{high}" if low or high else f"every {plan.variable}"
+        parts.append(f"{where}: {config_change(b.config, original)}")
+    return " · ".join(parts)
+
+
+def render_result(result: TuneResult) -> Table:
+    """One row per problem size (held-out ones marked): times, speedup, % of speed of light, what runs."""
+    table = Table(title=f"{result.kernel} {result.measured_on()} ({result.arch})", title_justify="left")
+    for name, justify in (
+        ("size", "left"),
+        ("weight", "right"),
+        ("original µs", "right"),
+        ("tuned µs", "right"),
+        ("speedup", "right"),
+        ("% SOL", "right"),
+        ("launched here", "left"),
+        ("single best", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for s in (*result.sizes, *result.held_out):
+        table.add_row(*_row(s, result.original))
+    table.caption = "\n".join(_caption(result))
+    table.caption_justify = "left"
+    return table
+
+
+def _row(s: SizeResult, original: Config) -> list[str]:
+    pct = s.pct_of_sol
+    single = s.single_speedup
+    return [
+        size_text(s.size) + (" (held out)" if s.held_out else ""),
+        "–" if s.held_out else f"{s.weight:g}",
+        f"{s.original.median_us:.2f}",
+        f"{s.tuned.median_us:.2f}",
+        f"{s.speedup:.2f}×",
+        "–" if pct is None else f"{pct:.0f}%",
+        config_change(s.best_config, original),
+        "–" if single is None else f"{single:.2f}×",
+    ]
+
+
+def _caption(result: TuneResult) -> list[str]:
+    lines = []
+    weighted = "weighted geomean" if any(s.weight != 1 for s in result.sizes) else "geomean"
+    if result.significant:
+        lines.append(f"per size: {result.speedup:.2f}× ({weighted} over {len(result.sizes)} sizes)")
+    else:
+        lines.append("no significant gain over the original at any size: keeping it")
+    if result.single is not None and result.single_speedup is not None:
+        gain = result.gain_over_single or 1.0
+        lines.append(
+            f"single best configuration ({config_change(result.single, result.original)}) at every size: "
+            f"{result.single_speedup:.2f}×; per-size choice gains {gain:.2f}× over it"
+        )
+    if result.dispatch is not None and len(result.dispatch.configs) > 1:
+        lines.append(f"dispatch: {dispatch_text(result.dispatch, result.original)}")
+        lines.append(
+            f"  (a size between tuned ones takes the configuration of the nearest tuned {result.dispatch.variable} "
+            "below it; held-out sizes where that was not faster fall back to the original)"
+        )
+    if result.per_file:
+        cost = (result.per_file_cost - 1.0) * 100
+        lines.append(
+            f"compile flags apply to the whole file, so they are chosen once ({result.per_file}); "
+            f"choosing them per size would have been {cost:.1f}% faster"
+        )
+    if result.held_out_note:
+        lines.append(f"held-out sizes not measured: {result.held_out_note}")
+    if result.search_estimate is not None and result.rounds[1]:
+        lines.append(
+            f"the search's estimate was {result.search_estimate:.2f}× (one measurement per configuration); the "
+            f"figures above come from {result.rounds[1]} interleaved rounds that did not select the winners"
+        )
+    failures = ", ".join(f"{n} {reason}" for reason, n in sorted(result.failures.items())) or "none"
+    resumed = f", resuming {result.resumed_trials} measured by earlier runs" if result.resumed_trials else ""
+    lines.append(
+        f"{result.trials} configurations measured in {result.search_seconds:.0f} s{resumed} "
+        f"({result.sampler}, stopped: {result.stop}); failed: {failures}"
+    )
+    if result.importances:
+        lines.append("importance: " + ", ".join(f"{k} {v:.0%}" for k, v in result.importances.items()))
+    return lines

@@ -1,0 +1,186 @@
+"""How a kernel uses each pointer argument: read, written, or both, from its body and the device functions
+of the file it passes the pointer to (an in-place kernel reads and writes the same array)."""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from cutune.cuda.model import Access, Kernel, SourceModel
+from cutune.cuda.syntax import declarator_name, node_text, parse_tree
+
+_STORE = re.compile(r"(?i)store|write|scatter")
+_LOAD = re.compile(r"(?i)load|read|gather|__ldg")
+_ATOMIC = re.compile(r"^atomic")
+_MAX_DEPTH = 4
+_CASTS = frozenset(("reinterpret_cast", "static_cast", "const_cast"))
+_ELEMENT_WRAPPERS = frozenset(("field_expression", "parenthesized_expression", "subscript_expression"))
+
+
+def pointer_access(model: SourceModel, kernel: Kernel) -> dict[str, Access]:
+    """Each pointer parameter of `kernel` → how the kernel (and the device functions it calls) use it."""
+    data = model.text.encode("utf-8", errors="replace")
+    root = parse_tree(data).root_node
+    reader = _Reader(model, data, root)
+    node = root.descendant_for_byte_range(kernel.body_span.start_byte, kernel.body_span.end_byte)
+    if node is None:
+        return {}
+    pointers = [p.name for p in kernel.params if "*" in p.type and p.name]
+    return {name: reader.access(node, name, 0) for name in pointers}
+
+
+def pointer_roles(model: SourceModel, kernel: Kernel) -> dict[str, str]:
+    """Each pointer parameter the kernel touches → "in" (read only), "out" (written only) or "inout"."""
+    names = {Access.READ: "in", Access.WRITE: "out", Access.READ | Access.WRITE: "inout"}
+    return {p: names[a] for p, a in pointer_access(model, kernel).items() if a in names}
+
+
+class _Reader:
+    def __init__(self, model: SourceModel, data: bytes, root: Node) -> None:
+        self.model = model
+        self.data = data
+        self.root = root
+
+    def text(self, node: Node) -> str:
+        return node_text(self.data, node)
+
+    def access(self, body: Node, name: str, depth: int) -> Access:
+        names = self._aliases(body, name)
+        found = Access.NONE
+        for ident in _descendants(body, "identifier"):
+            if self.text(ident) in names:
+                found |= self._use(ident, depth)
+        return found
+
+    def _aliases(self, body: Node, name: str) -> set[str]:
+        """`name` and the pointer locals initialized from it (`T* row = x + i * d;`)."""
+        names = {name}
+        grew = True
+        while grew:
+            grew = False
+            for d in _descendants(body, "init_declarator"):
+                target, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+                if target is None or value is None or target.type != "pointer_declarator":
+                    continue
+                ident = declarator_name(target)
+                alias = self.text(ident) if ident is not None else ""
+                if alias and alias not in names and any(self.text(i) in names for i in _identifiers(value)):
+                    names.add(alias)
+                    grew = True
+        return names
+
+    def _use(self, ident: Node, depth: int) -> Access:
+        """How one occurrence of a pointer is used."""
+        node: Node = ident
+        parent = ident.parent
+        if parent is not None and parent.type.endswith("declarator"):
+            return Access.NONE  # the declaration of an alias, not a use
+        # climb through pointer arithmetic, casts and parentheses: `reinterpret_cast<uint4*>(x + i)` is still x
+        while parent is not None:
+            call = parent.parent
+            if parent.type == "argument_list" and call is not None and self._is_cast(call):
+                node = call
+            elif parent.type in ("parenthesized_expression", "cast_expression"):
+                node = parent
+            elif parent.type == "binary_expression":
+                op = parent.child_by_field_name("operator")
+                if op is not None and op.type in ("==", "!="):
+                    return Access.NONE  # `p != nullptr` touches no element
+                if op is None or op.type not in ("+", "-"):
+                    return Access.READ
+                node = parent
+            else:
+                break
+            parent = node.parent
+        if parent is None:
+            return Access.READ
+        if parent.type == "init_declarator" and parent.child_by_field_name("value") == node:
+            return Access.NONE  # an alias (`T* row = x + i;`): its own uses count
+        if parent.type in ("subscript_expression", "pointer_expression", "field_expression"):
+            return self._element_use(parent)
+        if parent.type == "argument_list" and parent.parent is not None:
+            return self._argument_use(parent.parent, node, depth)
+        return Access.READ
+
+    def _is_cast(self, call: Node | None) -> bool:
+        fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
+        return fn is not None and self.text(fn).split("<")[0].strip() in _CASTS
+
+    def _element_use(self, element: Node) -> Access:
+        """`p[i]`, `*p` or `p->f`: written when assigned to (`+=` also reads), else read."""
+        node, parent = element, element.parent
+        while parent is not None and parent.type in _ELEMENT_WRAPPERS:
+            node, parent = parent, parent.parent
+        if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == node:
+            op = parent.child_by_field_name("operator")
+            return Access.WRITE if op is not None and op.type == "=" else Access.READ | Access.WRITE
+        if parent is not None and parent.type == "update_expression":
+            return Access.READ | Access.WRITE
+        if parent is not None and parent.type == "argument_list":  # `&p[i]` or `p[i]` handed to a call
+            call = parent.parent
+            return self._named_use(call) if call is not None else Access.READ
+        return Access.READ
+
+    def _argument_use(self, call: Node, argument: Node, depth: int) -> Access:
+        """A pointer handed to a call: follow a device function of the file, else judge by the callee's name."""
+        fn = call.child_by_field_name("function")
+        if fn is None:
+            return Access.READ
+        callee = self.text(fn).split("<")[0].split("::")[-1].split(".")[-1].strip()
+        if fn.type != "field_expression" and depth < _MAX_DEPTH:
+            args = [c for c in argument.parent.named_children if c.type != "comment"] if argument.parent else []
+            index = next((i for i, a in enumerate(args) if a == argument), -1)
+            for params, body in self._definitions(callee):
+                if 0 <= index < len(params) and params[index]:
+                    return self.access(body, params[index], depth + 1)
+        return self._named_use(call)
+
+    def _named_use(self, call: Node) -> Access:
+        fn = call.child_by_field_name("function")
+        callee = self.text(fn).split("<")[0].split("::")[-1].split(".")[-1].strip() if fn is not None else ""
+        if _ATOMIC.match(callee):
+            return Access.READ | Access.WRITE
+        if _STORE.search(callee) and not _LOAD.search(callee):
+            return Access.WRITE
+        return Access.READ  # a load, or a call we cannot see into: taken as a read
+
+    def _definitions(self, name: str) -> list[tuple[list[str], Node]]:
+        return device_definitions(self.model, self.root, self.data, name)
+
+
+def device_definitions(model: SourceModel, root: Node, data: bytes, name: str) -> list[tuple[list[str], Node]]:
+    """(parameter names, body node) of each device function of the file called `name`."""
+    found = []
+    for f in model.device_functions:
+        if f.name != name:
+            continue
+        outer = root.descendant_for_byte_range(f.span.start_byte, f.span.end_byte)
+        definition = next(iter(_descendants(outer, "function_definition")), None) if outer else None
+        body = definition.child_by_field_name("body") if definition is not None else None
+        declarator = definition.child_by_field_name("declarator") if definition is not None else None
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        params = declarator.child_by_field_name("parameters") if declarator is not None else None
+        if body is None or params is None:
+            continue
+        names = []
+        for p in params.named_children:
+            ident = declarator_name(p.child_by_field_name("declarator"))
+            names.append(node_text(data, ident) if ident is not None else "")
+        found.append((names, body))
+    return found
+
+
+def _identifiers(node: Node) -> list[Node]:
+    return _descendants(node, "identifier")
+
+
+def _descendants(node: Node, node_type: str) -> list[Node]:
+    stack, found = [node], []
+    while stack:
+        current = stack.pop()
+        if current.type == node_type:
+            found.append(current)
+        stack.extend(current.children)
+    return found

@@ -1,0 +1,84 @@
+"""Project headers (`#include "..."` found beside the file or on the include path): what each declares.
+
+A stand-alone unit keeps a project header only when the kernel's code names something it declares,
+directly or through the headers it includes in turn. Real files include project headers that pull in
+host-only libraries (torch, cuBLAS, cuRAND) for their host code; the kernel rarely needs them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cutune.cuda.decls import collect_decls
+from cutune.cuda.syntax import parse_tree
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def resolve_header(target: str, search: Sequence[str]) -> Path | None:
+    """The file a quoted `#include "target"` names, looked up in `search` (the including folder first)."""
+    for folder in search:
+        candidate = Path(folder, target)
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a header declares, with the headers it includes: names, and the namespaces they live in."""
+
+    names: frozenset[str]
+    namespaces: frozenset[str]
+
+
+def declared_names(header: Path, include_dirs: Sequence[str]) -> Declared:
+    """What `header` and the project headers it includes, transitively, declare."""
+    names: set[str] = set()
+    namespaces: set[str] = set()
+    seen: set[Path] = set()
+    todo = [header]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        own, spaces, included = _read(str(path), _stamp(path))
+        names |= own
+        namespaces |= spaces
+        for target in included:
+            found = resolve_header(target, (str(path.parent), *include_dirs))
+            if found is not None:
+                todo.append(found)
+    return Declared(frozenset(names), frozenset(namespaces))
+
+
+def _stamp(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+@functools.lru_cache(maxsize=512)
+def _read(path: str, stamp: int) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
+    """A header's own declared names, their namespaces, and its quoted include targets."""
+    del stamp  # part of the cache key only: an edited header is read again
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return frozenset(), frozenset(), ()
+    names: set[str] = set()
+    namespaces: set[str] = set()
+    for d in collect_decls(parse_tree(data).root_node, data):
+        names.update(d.names)
+        namespaces.update(d.namespace)
+    return (
+        frozenset(names - {""}),
+        frozenset(namespaces - {""}),
+        tuple(_INCLUDE.findall(data.decode("utf-8", errors="replace"))),
+    )

@@ -1,0 +1,330 @@
+"""A per-size dispatch: which configuration each range of one size variable launches.
+
+The rule (stated in the report and in the written code): the dispatch keys on one size variable, the
+first one whose value differs between the tuned sizes. A size takes the configuration of the nearest
+tuned size at or below it on that variable; a size below every tuned one takes the smallest's. Where a
+held-out size between two tuned ones showed the lower one's configuration no faster than the original,
+the original takes over from that held-out size up to the next tuned size. Other size variables do not
+take part; a configuration that compiles a size in (SPECIALIZE) is guarded by that size's value too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tree_sitter import Node
+
+from cutune.cuda.model import LaunchSite
+from cutune.errors import SourceError
+from cutune.template.edits import EditList
+from cutune.template.model import Binding, Config, Space
+from cutune.template.recipes.base import KernelSource
+from cutune.template.recipes.specialize import static_param
+from cutune.template.tuning import value_text
+
+
+@dataclass(frozen=True)
+class Branch:
+    """Sizes from `lower` (inclusive; None: from the smallest) up to the next branch launch `config`."""
+
+    lower: int | None
+    config: Config
+
+
+@dataclass(frozen=True)
+class DispatchPlan:
+    """Ranges of `variable` and the configuration each launches, in increasing order."""
+
+    variable: str
+    branches: tuple[Branch, ...]
+
+    def config_for(self, size: Mapping[str, int]) -> Config:
+        """The configuration the dispatch launches at `size`."""
+        value = size[self.variable]
+        chosen = self.branches[0].config
+        for branch in self.branches:
+            if branch.lower is None or value >= branch.lower:
+                chosen = branch.config
+        return chosen
+
+    @property
+    def configs(self) -> tuple[Config, ...]:
+        """The distinct configurations launched, in branch order."""
+        return tuple(dict.fromkeys(b.config for b in self.branches))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {
+            "variable": self.variable,
+            "branches": [{"lower": b.lower, "config": dict(b.config)} for b in self.branches],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DispatchPlan:
+        """The inverse of `to_dict`."""
+        return cls(data["variable"], tuple(Branch(b["lower"], Config.of(b["config"])) for b in data["branches"]))
+
+
+def dispatch_variable(sizes: Sequence[Mapping[str, int]]) -> str:
+    """The size variable a dispatch keys on: the first whose value differs between sizes (else the first)."""
+    names = list(sizes[0])
+    return next((n for n in names if len({s[n] for s in sizes}) > 1), names[0])
+
+
+def plan_dispatch(
+    sizes: Sequence[Mapping[str, int]],
+    chosen: Sequence[Config],
+    original: Config,
+    *,
+    slower_from: Mapping[int, int] | None = None,
+) -> DispatchPlan:
+    """The dispatch over the tuned `sizes` launching `chosen[i]` at `sizes[i]`.
+
+    `slower_from` maps a tuned size's index to a held-out value above it from which its configuration
+    was no faster than the original: the original takes over there.
+    """
+    variable = dispatch_variable(sizes)
+    order = sorted(range(len(sizes)), key=lambda i: sizes[i][variable])
+    branches: list[Branch] = []
+    for rank, i in enumerate(order):
+        branches.append(Branch(None if rank == 0 else sizes[i][variable], chosen[i]))
+        cut = (slower_from or {}).get(i)
+        if cut is not None and chosen[i] != original:
+            branches.append(Branch(cut, original))
+    merged: list[Branch] = []
+    for b in branches:
+        if merged and merged[-1].config == b.config:
+            continue
+        if merged and merged[-1].lower == b.lower:  # two tuned sizes share the value: the first decides
+            continue
+        merged.append(b)
+    return DispatchPlan(variable, tuple(merged))
+
+
+def held_out_sizes(
+    sizes: Sequence[Mapping[str, int]], multiple_of: Mapping[str, int]
+) -> list[tuple[int, dict[str, int]]]:
+    """Sizes between consecutive tuned ones on the dispatch variable, to check the rule where it was not
+    tuned: the geometric middle, rounded down to a multiple both neighbours share; each with the index of
+    the tuned size below it (the one whose configuration the rule launches there)."""
+    variable = dispatch_variable(sizes)
+    order = sorted(range(len(sizes)), key=lambda i: sizes[i][variable])
+    found = []
+    for lo, hi in itertools.pairwise(order):
+        a, b = sizes[lo][variable], sizes[hi][variable]
+        if b - a < 2 or any(sizes[lo][k] != sizes[hi][k] for k in sizes[lo] if k != variable):
+            continue  # nothing in between, or the other variables differ too: the rule is not exercised
+        # a multiple both share keeps the kernel's divisibility; else the spec's declared one
+        for step in (math.gcd(a, b) or 1, multiple_of.get(variable, 1)):
+            middle = math.isqrt(a * b) // step * step
+            if a < middle < b:
+                found.append((lo, {**sizes[lo], variable: middle}))
+                break
+    return found
+
+
+MARKER = "// cutune: per-size configurations of"
+
+
+@dataclass(frozen=True)
+class _Region:
+    """Host statements to repeat per branch: from the first that reads the tuning struct to the launch."""
+
+    start: int
+    end: int
+    calls: tuple[tuple[LaunchSite, Node], ...]
+
+
+def dispatch_edits(
+    src: KernelSource,
+    edits: EditList,
+    plan: DispatchPlan,
+    space: Space,
+    sizes: Sequence[Mapping[str, int]],
+    note: str,
+) -> None:
+    """Replace each launch of the kernel by an `if` chain on the plan's variable, one branch per range."""
+    if MARKER.encode() in src.data:
+        raise SourceError(
+            "the file holds a per-size dispatch already: remove it before applying again", path=src.model.path
+        )
+    regions: dict[tuple[int, int], list[tuple[LaunchSite, Node]]] = {}
+    for site, call in src.launches():
+        start, end = _region(src, call)
+        regions.setdefault((start, end), []).append((site, call))
+    if not regions:
+        raise SourceError(f"{src.kernel.name} has no launch in this file to dispatch", path=src.model.path)
+    for (start, end), calls in regions.items():
+        region = _Region(start, end, tuple(calls))
+        edits.replace(start, end, _chain(src, region, plan, space, sizes, note))
+
+
+def _region(src: KernelSource, call: Node) -> tuple[int, int]:
+    statement = call.parent
+    while statement is not None and (statement.parent is None or statement.parent.type != "compound_statement"):
+        statement = statement.parent
+    if statement is None or statement.parent is None:
+        raise SourceError(f"the launch at line {src.line(call)} is not in a function body", path=src.model.path)
+    reference = re.compile(rf"\b{re.escape(src.struct_name)}::".encode())
+    cur: Node = statement
+    while True:
+        block = cur.parent
+        assert block is not None
+        before = [s for s in block.named_children if s.end_byte <= cur.start_byte]
+        reading = [s for s in before if reference.search(src.data[s.start_byte : s.end_byte])]
+        if reading:
+            return reading[0].start_byte, cur.end_byte
+        outer = block.parent
+        while outer is not None and (outer.parent is None or outer.parent.type != "compound_statement"):
+            if outer.type == "function_definition":
+                return cur.start_byte, cur.end_byte
+            outer = outer.parent
+        if outer is None:
+            return cur.start_byte, cur.end_byte
+        cur = outer
+
+
+def _host_name(src: KernelSource, region: _Region, variable: str) -> str:
+    """How the host code names a size variable at the launch: the launch's argument for the kernel
+    parameter of that name, else a host variable of that name declared before the launch."""
+    site, call = region.calls[0]
+    names = [p.name for p in src.kernel.params]
+    for name in (variable, f"{variable}_rt"):
+        if name in names and names.index(name) < len(site.args):
+            arg = site.args[names.index(name)]
+            return arg if arg.isidentifier() else f"({arg})"
+    function = src.node_at(call.start_byte, "function_definition")
+    if function is not None and re.search(
+        rf"\b{re.escape(variable)}\b".encode(), src.data[function.start_byte : region.start]
+    ):
+        return variable
+    raise SourceError(
+        f"the dispatch keys on {variable}, which the host code before the launch at line {src.line(call)} does not "
+        f"name: declare a variable {variable} there (e.g. `const int {variable} = ...;`)",
+        path=src.model.path,
+        line=src.line(call) - 1,
+    )
+
+
+def _chain(
+    src: KernelSource, region: _Region, plan: DispatchPlan, space: Space, sizes: Sequence[Mapping[str, int]], note: str
+) -> str:
+    """The `if` chain, starting at the region's first column (its indentation is already in the file)."""
+    data = src.data
+    indent = data[data.rfind(b"\n", 0, region.start) + 1 : region.start].decode()
+    variable = _host_name(src, region, plan.variable)
+    lines = [
+        f"{MARKER} {src.kernel.name}, {note}.",
+        f"{indent}// A {plan.variable} between tuned sizes takes the configuration of the nearest tuned one below it.",
+    ]
+    for i, branch in enumerate(plan.branches):
+        upper = plan.branches[i + 1].lower if i + 1 < len(plan.branches) else None
+        opening = ("if" if i == 0 else "} else if") + f" ({variable} < {upper}) {{" if upper is not None else "} else {"
+        changed = ", ".join(f"{k}={value_text(v)}" for k, v in branch.config.items() if space.param(k).default != v)
+        lines.append(f"{indent}{opening}  // {changed or 'the original configuration'}")
+        body = _branch_body(src, region, branch.config, space, _guard(src, region, plan, branch, space, sizes))
+        lines.append(_indented(body, indent + "  "))
+    lines.append(f"{indent}}}")
+    return "\n".join(lines)
+
+
+def _guard(
+    src: KernelSource,
+    region: _Region,
+    plan: DispatchPlan,
+    branch: Branch,
+    space: Space,
+    sizes: Sequence[Mapping[str, int]],
+) -> dict[str, tuple[str, int]]:
+    """For each size the branch's configuration compiles in (SPECIALIZE): the host condition's name and
+    the value, taken from the tuned sizes this branch serves."""
+    guard = {}
+    served = [s for s in sizes if plan.config_for(s) == branch.config]
+    for p in space.params:
+        if p.binding is Binding.SPECIALIZE and p.arg and branch.config.get(p.name):
+            values = {s[p.arg] for s in served if p.arg in s}
+            if len(values) != 1:
+                raise SourceError(
+                    f"{p.name} compiles {p.arg} in, but the sizes this branch serves have {p.arg} = "
+                    f"{sorted(values)}: tune with one value of {p.arg} per range",
+                    path=src.model.path,
+                )
+            guard[static_param(p.arg)] = (_host_name(src, region, p.arg), values.pop())
+    return guard
+
+
+def _branch_body(
+    src: KernelSource, region: _Region, config: Config, space: Space, guard: dict[str, tuple[str, int]]
+) -> str:
+    """The region with the configuration's values written in; guarded by the compiled-in sizes."""
+    original = _region_text(src, region, space, space.default(), {})
+    if config == space.default():
+        return original
+    tuned = _region_text(src, region, space, config, {name: value for name, (_, value) in guard.items()})
+    if not guard:
+        return tuned
+    condition = " && ".join(f"{host} == {value}" for host, value in guard.values())
+    return f"if ({condition}) {{\n{_indented(tuned, '  ')}\n}} else {{\n{_indented(original, '  ')}\n}}"
+
+
+def _region_text(
+    src: KernelSource, region: _Region, space: Space, config: Config, specialized: Mapping[str, int]
+) -> str:
+    """The region's statements, from column 0, with explicit template arguments at each launch and the
+    tuning struct's members replaced by the configuration's values (the original's text where nothing
+    changes)."""
+    data = src.data
+    template = {p.name for p in space.params if p.binding is Binding.TEMPLATE} if config != space.default() else set()
+    pieces: list[tuple[int, int, str]] = []
+    for site, call in region.calls:
+        fn = call.child_by_field_name("function")
+        assert fn is not None
+        tparams = src.kernel.template_params
+        explicit = [
+            i
+            for i, tp in enumerate(tparams)
+            if tp.name in specialized or (tp.name in template and i >= len(site.template_args))
+        ]
+        if not explicit:
+            continue
+        args = []
+        for i, tp in enumerate(tparams[: max(explicit) + 1]):
+            if tp.name in specialized:
+                args.append(str(specialized[tp.name]))
+            elif i < len(site.template_args):
+                args.append(site.template_args[i])
+            elif tp.name in template:
+                args.append(value_text(config[tp.name]))
+            elif tp.default is not None:
+                args.append(tp.default)
+            else:
+                raise SourceError(
+                    f"the launch at line {src.line(call)} leaves template parameter {tp.name} to be deduced; "
+                    "write it out to dispatch",
+                    path=src.model.path,
+                )
+        angle = data.find(b"<", fn.start_byte, fn.end_byte)
+        callee = data[fn.start_byte : angle if angle >= 0 else fn.end_byte].decode()
+        pieces.append((fn.start_byte, fn.end_byte, f"{callee}<{', '.join(args)}>"))
+    text = data[region.start : region.end]
+    for start, end, new in sorted(pieces, reverse=True):
+        text = text[: start - region.start] + new.encode() + text[end - region.start :]
+    member = re.compile(rf"(?:\w+::)*{re.escape(src.struct_name)}::(\w+)")
+
+    def value_of(m: re.Match[str]) -> str:
+        known = m.group(1) in config and config != space.default()  # the original keeps its names
+        return value_text(config[m.group(1)]) if known else m.group(0)
+
+    indent = data[data.rfind(b"\n", 0, region.start) + 1 : region.start].decode()
+    lines = member.sub(value_of, text.decode()).split("\n")
+    return "\n".join([lines[0], *(line.removeprefix(indent) for line in lines[1:])])
+
+
+def _indented(text: str, indent: str) -> str:
+    """Every non-empty line of `text` (written from column 0) indented by `indent`."""
+    return "\n".join(indent + line if line.strip() else "" for line in text.split("\n"))

@@ -1,0 +1,121 @@
+"""Ragged sizes: problem sizes moved off the round numbers a spec lists, to check tails (never timed).
+
+Serving sizes are round (4096, 14336, ...): a configuration whose vector path skips the tail, or is
+right only for multiples of its tile, passes every one of them. For each spec size we derive a size
+whose every variable is an odd multiple of the divisor the kernel relies on (`multiple_of`, default
+1): n → the nearest such value below n. The smallest spec size also gets a variant off by twice the
+divisor (an even but not round remainder, for kernels with several tail widths). A size that is too
+large is first shrunk by halving its largest variables, so that checking it stays cheap; a derived
+size that breaks a size-only constraint or gives an invalid shape is dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cutune.errors import ExpressionError, SpecError
+from cutune.template.dtypes import dtype_size
+from cutune.template.expr import compile_expr
+from cutune.template.spec.model import KernelSpec
+
+DEFAULT_CAP_BYTES = 64 * 1024 * 1024  # the most array memory one ragged size may take
+
+
+@dataclass(frozen=True)
+class RaggedSize:
+    """A derived size: its values, the spec size it comes from, and the variables it moved."""
+
+    size: dict[str, int]
+    base: int  # index into spec.sizes
+    moved: tuple[str, ...]
+
+    def describe(self) -> str:
+        """E.g. "num_tokens=15, d=4088 (from sizes[0])"."""
+        values = ", ".join(f"{k}={v}" for k, v in self.size.items())
+        return f"{values} (from sizes[{self.base}])"
+
+
+def ragged_sizes(spec: KernelSpec, *, cap_bytes: int = DEFAULT_CAP_BYTES) -> tuple[RaggedSize, ...]:
+    """The ragged sizes to check `spec`'s kernel at, besides its own sizes (deduplicated, in order)."""
+    if not spec.sizes:
+        return ()
+    seen = {_key(s) for s in spec.sizes}
+    out: list[RaggedSize] = []
+    smallest = min(range(len(spec.sizes)), key=lambda i: _bytes(spec, spec.sizes[i]) or 0)
+    for index, base in enumerate(spec.sizes):
+        small = _shrink(spec, base, cap_bytes)
+        if small is None:
+            continue
+        steps = (1, 2) if index == smallest else (1,)
+        for step in steps:
+            derived = {n: _off_multiples(v, spec.multiple_of.get(n, 1), step) for n, v in small.items()}
+            moved = tuple(name for name in derived if derived[name] != base[name])
+            if not moved or _key(derived) in seen or not _valid(spec, derived, cap_bytes):
+                continue
+            seen.add(_key(derived))
+            out.append(RaggedSize(derived, index, moved))
+    return tuple(out)
+
+
+def describe_checks(spec: KernelSpec, ragged: tuple[RaggedSize, ...]) -> str:
+    """One line for reports: the ragged sizes checked and the divisibility the spec declares."""
+    kept = ", ".join(f"{k} a multiple of {m}" for k, m in spec.multiple_of.items())
+    note = f"; keeping {kept} (multiple_of in the spec)" if kept else ""
+    if not ragged:
+        return f"no ragged size could be derived within the constraints and memory cap{note}"
+    return f"tails checked at {len(ragged)} ragged size(s): {'; '.join(r.describe() for r in ragged)}{note}"
+
+
+def _off_multiples(value: int, multiple: int, step: int) -> int:
+    """`value` as `multiple` × an odd count (step 1) or × 2 · odd (step 2): the nearest below, or as is."""
+    count = value // multiple
+    residue, modulus = (1, 2) if step == 1 else (2, 4)
+    if count % modulus == residue:
+        return value  # already off the round numbers
+    want = count - 1
+    want -= (want - residue) % modulus
+    return want * multiple if want > 0 else value
+
+
+def _shrink(spec: KernelSpec, base: Mapping[str, int], cap_bytes: int) -> dict[str, int] | None:
+    """`base` with its largest variables halved (keeping their divisors) until its arrays fit the cap."""
+    size = dict(base)
+    while (total := _bytes(spec, size)) is not None and total > cap_bytes:
+        candidates = [n for n in size if size[n] // 2 >= spec.multiple_of.get(n, 1) and size[n] // 2 >= 1]
+        if not candidates:
+            return None
+        name = max(candidates, key=lambda n: size[n])
+        multiple = spec.multiple_of.get(name, 1)
+        size[name] = max(multiple, size[name] // 2 // multiple * multiple)
+    return size if _bytes(spec, size) is not None else None
+
+
+def _bytes(spec: KernelSpec, size: Mapping[str, int]) -> int | None:
+    """Array memory at `size`, or None where a shape does not evaluate."""
+    try:
+        shapes = spec.array_shapes(size)
+    except SpecError:
+        return None
+    return sum(math.prod(shapes[a.name]) * dtype_size(a.dtype) for a in spec.args if a.shape is not None)
+
+
+def _valid(spec: KernelSpec, size: Mapping[str, int], cap_bytes: int) -> bool:
+    """Shapes and scalars evaluate, memory fits, and every constraint over sizes alone holds."""
+    total = _bytes(spec, size)
+    if total is None or total > cap_bytes:
+        return False
+    try:
+        spec.scalar_values(size)
+        for text in spec.constraints:
+            expr = compile_expr(text)
+            if expr.names <= set(size) and not expr.evaluate(size):
+                return False
+    except (SpecError, ExpressionError):
+        return False
+    return True
+
+
+def _key(size: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(size.items()))

@@ -1,0 +1,223 @@
+"""with_variants: the original body and every variant's body in one kernel, chosen by `VARIANT`.
+
+The kernel keeps its name and parameter list; its body becomes `if constexpr (VARIANT == 0) {original}
+else if constexpr (VARIANT == 1) {first variant} ...`, so an instantiation compiles only the branch it
+selects (a variant's shared memory, helpers and loads cost nothing elsewhere). `VARIANT` and each
+variant's TEMPLATE parameters become members of the kernel's tuning struct and template parameters that
+default to them: at the defaults the file behaves exactly as the original.
+
+The spec's launch becomes `a if VARIANT == 1 else (b if VARIANT == 2 else original)`. A variant's launch
+expressions may write `{grid}`, `{block}` and `{shared_mem}` for the spec's own (same dimension).
+
+Constraints keep the search free of duplicates: a variant's parameters are pinned to their defaults
+whenever another variant runs, and a parameter of the base template (the recipes') that a variant's code
+and launch never mention is pinned to its default while that variant runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+from cutune.cuda.model import SourceModel
+from cutune.errors import CutuneError
+from cutune.template.model import Binding, Space, Template, TunableParam
+from cutune.template.recipes.base import KernelRewrite, KernelSource
+from cutune.template.recipes.specialize import static_param
+from cutune.template.spec import KernelSpec
+from cutune.template.tuning import value_text
+from cutune.template.variants.loops import line_indent
+from cutune.template.variants.model import Variant
+
+VARIANT = "VARIANT"
+_PLACEHOLDER = re.compile(r"\{(grid|block|shared_mem)\}")
+_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
+
+
+def with_variants(
+    model: SourceModel,
+    kernel: str,
+    variants: Sequence[Variant],
+    spec: KernelSpec | None,
+    *,
+    base: Template | None = None,
+) -> tuple[Template, KernelSpec | None]:
+    """One kernel holding the original body (VARIANT = 0) and each variant's (VARIANT = k), with the space
+    and the variant-aware spec launch. `model` is the file the variant bodies were written against (the
+    recipes' template, `base`, when composing with it); `base`'s space and recipes are carried over."""
+    k = model.kernel(kernel)
+    base_space = _base_space(base, spec)
+    if not variants:
+        return base or Template(kernel, model.text, base_space), spec
+    src = KernelSource(model, k)
+    if src.taken(VARIANT):
+        raise CutuneError(f"{kernel} already has a {VARIANT} parameter: it holds variants already")
+    _check_names(variants, base_space, src)
+    rewrite = KernelRewrite(src, "variants")
+    rewrite.member(VARIANT, 0, "0 = the original body; k = the k-th structural variant", in_kernel=True)
+    for v in variants:
+        for p in v.params:
+            if p.binding is Binding.TEMPLATE:
+                rewrite.member(p.name, p.default, p.description or v.name, in_kernel=True)
+    helpers = "".join(dict.fromkeys(v.helpers.strip() + "\n\n" for v in variants if v.helpers.strip()))
+    if helpers:
+        rewrite.insert(k.span.start_byte, helpers)
+    open_brace, close_brace = k.body_span.start_byte, k.body_span.end_byte - 1
+    original = src.data[open_brace + 1 : close_brace].decode("utf-8")
+    indent = line_indent(src.data, k.span.start_byte)
+    rewrite.replace(open_brace + 1, close_brace, _branches(original, variants, indent))
+    source = rewrite.result()
+    variant_param = TunableParam(
+        VARIANT,
+        tuple(range(len(variants) + 1)),
+        0,
+        Binding.TEMPLATE,
+        description="0 = original; " + "; ".join(f"{i} = {v.name}" for i, v in enumerate(variants, 1)),
+    )
+    params = (*base_space.params, variant_param, *(p for v in variants for p in v.params))
+    constraints = (*base_space.constraints, *_pins(variants, base_space, spec))
+    constraints = tuple(dict.fromkeys(constraints))
+    template = Template(
+        kernel=kernel,
+        source=source,
+        space=Space(params, constraints),
+        applied=(*(base.applied if base else ()), *(f"variant:{v.name}" for v in variants)),
+        refused=base.refused if base else (),
+    )
+    return template, _spec_with(spec, variants, template.space) if spec is not None else None
+
+
+def _base_space(base: Template | None, spec: KernelSpec | None) -> Space:
+    """What is searched without variants: the spec's space when it lists parameters, else the template's."""
+    if spec is not None and spec.space is not None and spec.space.params:
+        return spec.space
+    return base.space if base is not None else Space(())
+
+
+def variant_launch(spec: KernelSpec, variants: Sequence[Variant]) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """The spec's grid, block and shared memory as expressions that pick each variant's launch."""
+    launches = [v.launch for v in variants]
+    grid_dims = max([len(spec.grid), *(len(x.grid) for x in launches if x is not None)])
+    block_dims = max([len(spec.block), *(len(x.block) for x in launches if x is not None)])
+    grid = tuple(
+        _choose(spec, [_dim(x.grid, i) if x else None for x in launches], _dim(spec.grid, i), i)
+        for i in range(grid_dims)
+    )
+    block = tuple(
+        _choose(spec, [_dim(x.block, i) if x else None for x in launches], _dim(spec.block, i), i)
+        for i in range(block_dims)
+    )
+    shared = _choose(spec, [x.shared_mem if x else None for x in launches], spec.shared_mem)
+    return grid, block, shared
+
+
+def _dim(exprs: tuple[str, ...], i: int) -> str:
+    return exprs[i] if i < len(exprs) else "1"
+
+
+def _choose(spec: KernelSpec, picks: Sequence[str | None], original: str, dim: int = 0) -> str:
+    """`e_k if VARIANT == k else (...)` over the variants whose launch (`picks`, None: the spec's) differs."""
+    text = original
+    for i in range(len(picks), 0, -1):
+        mine = picks[i - 1]
+        if mine is None:
+            continue
+        mine = _expand(mine, spec, dim)
+        if "".join(mine.split()) not in ("".join(original.split()), "".join(f"({original})".split())):
+            text = f"({mine}) if {VARIANT} == {i} else ({text})"
+    return text
+
+
+def _expand(expr: str, spec: KernelSpec, dim: int = 0) -> str:
+    """A variant's launch expression with `{grid}`, `{block}`, `{shared_mem}` replaced by the spec's own
+    (of dimension `dim`)."""
+    whole = {"grid": _dim(spec.grid, dim), "block": _dim(spec.block, dim), "shared_mem": spec.shared_mem}
+    return _PLACEHOLDER.sub(lambda m: f"({whole[m.group(1)]})", expr)
+
+
+def _spec_with(spec: KernelSpec, variants: Sequence[Variant], space: Space) -> KernelSpec:
+    grid, block, shared = variant_launch(spec, variants)
+    narrowed = spec.space is not None and bool(spec.space.params)
+    return dataclasses.replace(
+        spec,
+        grid=grid,
+        block=block,
+        shared_mem=shared,
+        space=space if narrowed else spec.space,
+        constraints=tuple(dict.fromkeys((*spec.constraints, *space.constraints))),
+    )
+
+
+def _pins(variants: Sequence[Variant], base: Space, spec: KernelSpec | None) -> list[str]:
+    """Constraints that pin parameters meaningless for the running variant to their defaults."""
+    pins: list[str] = []
+    for i, v in enumerate(variants, 1):
+        for p in v.params:
+            pins.append(f"{VARIANT} == {i} or {p.name} == {_literal(p)}")
+        code = " ".join((v.body, v.helpers, *_launch_texts(v, spec)))
+        for p in base.params:
+            if p.binding is Binding.FLAG or p.binding is Binding.DEFINE:
+                continue  # compile flags and defines reach every branch
+            names = {p.name} | ({static_param(p.arg)} if p.binding is Binding.SPECIALIZE and p.arg else set())
+            if not any(re.search(rf"\b{re.escape(n)}\b", code) for n in names):
+                pins.append(f"{VARIANT} != {i} or {p.name} == {_literal(p)}")
+    return pins
+
+
+def _launch_texts(v: Variant, spec: KernelSpec | None) -> tuple[str, ...]:
+    if v.launch is None:
+        return (*spec.grid, *spec.block, spec.shared_mem) if spec is not None else ()
+    texts = (*v.launch.grid, *v.launch.block, v.launch.shared_mem)
+    return tuple(_expand(t, spec) for t in texts) if spec is not None else texts
+
+
+def _literal(p: TunableParam) -> str:
+    if isinstance(p.default, bool):
+        return "True" if p.default else "False"
+    if isinstance(p.default, str):
+        raise CutuneError(f"variant parameter {p.name} has a text value; variants take integer or bool parameters")
+    return value_text(p.default)
+
+
+def _check_names(variants: Sequence[Variant], base: Space, src: KernelSource) -> None:
+    seen: dict[str, str] = {p.name: "the base template" for p in base.params}
+    names: set[str] = set()
+    for v in variants:
+        if not _IDENTIFIER.match(v.name) or v.name in names:
+            raise CutuneError(f"variant name {v.name!r} is not a unique C identifier")
+        names.add(v.name)
+        for p in v.params:
+            if p.name in seen or p.name == VARIANT or src.taken(p.name):
+                where = seen.get(p.name, src.kernel.name)
+                raise CutuneError(f"variant {v.name}: parameter {p.name} is already a parameter of {where}")
+            if p.binding not in (Binding.TEMPLATE, Binding.LAUNCH):
+                raise CutuneError(f"variant {v.name}: parameter {p.name} must be TEMPLATE or LAUNCH bound")
+            seen[p.name] = f"variant {v.name}"
+
+
+def _branches(original: str, variants: Sequence[Variant], indent: str) -> str:
+    """The new inner text of the kernel body: the if-constexpr chain over the bodies."""
+    inner = indent + "  "
+    out = [f"\n{inner}if constexpr ({VARIANT} == 0) {{  // the original body", reindent(original, inner + "  ")]
+    for i, v in enumerate(variants, 1):
+        note = f"{v.provenance.origin}" + (f": {v.provenance.note}" if v.provenance.note else "")
+        out.append(f"{inner}}} else if constexpr ({VARIANT} == {i}) {{  // variant {v.name} ({note})")
+        out.append(reindent(v.body, inner + "  "))
+    out.append(f"{inner}}}\n{indent}")
+    return "\n".join(out)
+
+
+def reindent(body: str, indent: str) -> str:
+    """`body`'s lines, blank edges dropped, its common indent replaced by `indent` (preprocessor lines stay)."""
+    lines = body.strip("\n").split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    common = min(
+        (len(ln) - len(ln.lstrip()) for ln in lines if ln.strip() and not ln.lstrip().startswith("#")), default=0
+    )
+    return "\n".join(
+        ln if ln.lstrip().startswith("#") else (indent + ln[common:] if ln.strip() else "") for ln in lines
+    )

@@ -1,0 +1,65 @@
+"""grid_shape: a grid-stride kernel launched on a persistent grid of BLOCKS_PER_SM blocks per SM (never
+more blocks than the original launch), so each block loops over many chunks instead of the grid
+covering the work once.
+
+A grid-stride loop covers its range with any grid, so the body stays as it is; the transform refuses when
+the kernel reads the block index or grid size anywhere else (the grid then carries meaning), and for
+one-block-per-item kernels, whose item count only the launch knows.
+"""
+
+from __future__ import annotations
+
+from cutune.cuda.model import SourceModel
+from cutune.errors import TransformRefused
+from cutune.template.model import Binding, TunableParam
+from cutune.template.recipes.base import KernelSource
+from cutune.template.spec import KernelSpec
+from cutune.template.variants.loops import squeezed, stride_loops
+from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+
+NAME = "persistent_grid"
+
+
+class GridShape(Transform):
+    name = "grid_shape"
+
+    def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
+        src = KernelSource(model, model.kernel(kernel))
+        loops, _ = stride_loops(src)
+        grid_loops = [lp for lp in loops if lp.grid_stride]
+        if not grid_loops:
+            uses = [n for n in src.in_body("identifier") if src.text(n) == "blockIdx"]
+            what = (
+                f"the block index is the work item (line {src.line(uses[0])}) and only the launch knows how many "
+                "items there are"
+                if uses
+                else "no grid-stride loop and no block index"
+            )
+            raise TransformRefused(self.name, f"{what}: the grid cannot change shape without changing the result")
+        headers = [(lp.node.start_byte, lp.body.start_byte) for lp in grid_loops]
+        # a local that holds a loop's start or stride (`const long stride = blockDim.x * gridDim.x;`) is header too
+        names = {squeezed(t) for lp in grid_loops for t in (lp.start, lp.step)}
+        for d in src.in_body("init_declarator"):
+            target = d.child_by_field_name("declarator")
+            if target is not None and src.text(target) in names:
+                headers.append((d.start_byte, d.end_byte))
+        for node in src.in_body("identifier"):
+            if src.text(node) in ("blockIdx", "gridDim") and not any(a <= node.start_byte < b for a, b in headers):
+                raise TransformRefused(
+                    self.name,
+                    f"{src.text(node.parent or node)} is read outside the grid-stride loop headers "
+                    f"(line {src.line(node)}): the grid carries meaning beyond the loop",
+                )
+        data = src.data
+        inner = data[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1].decode()
+        return Variant(
+            name=NAME,
+            body=inner,
+            params=(
+                TunableParam(
+                    "BLOCKS_PER_SM", (1, 2, 4, 8, 16, 32), 4, Binding.LAUNCH, description="persistent blocks per SM"
+                ),
+            ),
+            launch=Launch(grid=("max(1, min({grid}, BLOCKS_PER_SM * sm_count))",), block=("{block}",)),
+            provenance=Provenance(self.name, note="a persistent grid of BLOCKS_PER_SM × SMs blocks"),
+        )

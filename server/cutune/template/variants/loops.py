@@ -1,0 +1,221 @@
+"""Stride loops, read structurally from the syntax tree: `for (T i = START; i < BOUND; i += STEP) BODY`
+where every thread starts at its own offset and steps by the number of threads that share the work:
+
+- block-stride: START is `threadIdx.x`, STEP is `blockDim.x`;
+- grid-stride: START is `blockIdx.x * blockDim.x + threadIdx.x` (any order), STEP is
+  `blockDim.x * gridDim.x` (either order);
+
+each possibly through a local declared from such an expression. Such a loop covers [0, BOUND) exactly
+once over the threads of a block (or of the grid), whatever the launch's block (or grid) size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
+
+_BLOCK_START = {"threadIdx.x"}
+_BLOCK_STEP = {"blockDim.x"}
+_GRID_START = {
+    f"{a}+{b}" if first else f"{b}+{a}"
+    for a in ("blockIdx.x*blockDim.x", "blockDim.x*blockIdx.x")
+    for b in ("threadIdx.x",)
+    for first in (True, False)
+}
+_GRID_STEP = {"blockDim.x*gridDim.x", "gridDim.x*blockDim.x"}
+_CASTS = re.compile(r"^(?:static_cast<[^<>]*>|\((?:const\s+)?(?:unsigned\s+)?\w+\))")
+# the spec's block divided by BLOCK_DIV, never below a warp (nor above the original)
+BLOCK_DIVIDED = "max(min(warp_size, {block}), {block} / BLOCK_DIV)"
+_EXITS = ("break_statement", "return_statement", "goto_statement")
+
+
+@dataclass(frozen=True)
+class StrideLoop:
+    """A block- or grid-stride loop of a kernel, with the texts of its parts."""
+
+    node: Node  # the for_statement
+    var: str
+    var_type: str
+    start: str
+    step: str
+    bound: str
+    body: Node
+    grid_stride: bool
+
+
+def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:
+    """The kernel's stride loops (outermost first), and why each other `for` loop is not one."""
+    locals_ = _local_values(src)
+    found: list[StrideLoop] = []
+    reasons: list[str] = []
+    for loop in src.in_body("for_statement"):
+        if any(f.node.start_byte <= loop.start_byte < f.node.end_byte for f in found):
+            continue  # nested in a stride loop already found
+        result = _stride_loop(src, loop, locals_)
+        if isinstance(result, str):
+            reasons.append(f"the loop at line {src.line(loop)} {result}")
+        else:
+            found.append(result)
+    return found, reasons
+
+
+def loop_blockers(src: KernelSource, loop: StrideLoop) -> str | None:
+    """Why the loop's iterations cannot be regrouped among threads: an exit, cooperation, or a write to the
+    loop variable or its bound; None when they can."""
+    for node in descendants(loop.body, *_EXITS):
+        return f"leaves the loop early (line {src.line(node)})"
+    for node in descendants(loop.body, "identifier", "namespace_identifier", "type_qualifier"):
+        if COOPERATION.fullmatch(src.text(node)) or src.text(node) == "cub":
+            return f"has threads cooperate through {src.text(node)} (line {src.line(node)})"
+    bound_names = set(re.findall(r"[A-Za-z_]\w*", loop.bound))
+    for name in written_names(src, loop.body):
+        if name == loop.var:
+            return f"changes its index {loop.var} inside the body"
+        if name in bound_names:
+            return f"changes {name}, which its bound reads, inside the body"
+    declared = declared_names(src, loop.body)
+    if bound_names & declared:
+        return f"has a bound that reads {sorted(bound_names & declared)[0]}, declared inside the body"
+    return None
+
+
+def block_free(src: KernelSource, loops: list[StrideLoop]) -> bool:
+    """Whether no thread index or block size is read outside the given loops' headers, and threads never
+    cooperate: then any block size covers the same work."""
+    headers = [(lp.node.start_byte, lp.body.start_byte) for lp in loops]
+    for node in src.in_body("identifier", "namespace_identifier", "type_qualifier"):
+        text = src.text(node)
+        if COOPERATION.fullmatch(text) or text == "cub":
+            return False
+        if text in ("threadIdx", "blockDim") and not any(a <= node.start_byte < b for a, b in headers):
+            return False
+    return True
+
+
+def written_names(src: KernelSource, node: Node) -> set[str]:
+    """The plain variables assigned, incremented or decremented under `node`."""
+    names: set[str] = set()
+    for n in descendants(node, "assignment_expression", "update_expression"):
+        target = (
+            n.child_by_field_name("left") if n.type == "assignment_expression" else n.child_by_field_name("argument")
+        )
+        if target is not None and target.type == "identifier":
+            names.add(src.text(target))
+    return names
+
+
+def declared_names(src: KernelSource, node: Node) -> set[str]:
+    """The names declared under `node`."""
+    names: set[str] = set()
+    for d in descendants(node, "init_declarator", "declaration"):
+        target = d.child_by_field_name("declarator")
+        while target is not None and target.type not in ("identifier", "init_declarator"):
+            target = target.child_by_field_name("declarator")
+        if target is not None and target.type == "identifier":
+            names.add(src.text(target))
+    return names
+
+
+def indented(text: str, indent: str) -> str:
+    """Generated or copied code re-indented: a copied block's closing-brace indent (else none) becomes
+    `indent` on every line; preprocessor and blank lines stay as they are."""
+    lines = text.split("\n")
+    last = lines[-1]
+    common = len(last) - len(last.lstrip()) if len(lines) > 1 and last.strip() in ("}", "};") else 0
+
+    def shifted(line: str) -> str:
+        if not line.strip() or line.lstrip().startswith("#"):
+            return line
+        return indent + line[min(common, len(line) - len(line.lstrip())) :]
+
+    return "\n".join([indent + lines[0].lstrip()] + [shifted(ln) for ln in lines[1:]])
+
+
+def line_indent(data: bytes, at: int) -> str:
+    """The leading whitespace of the line holding byte `at`."""
+    start = data.rfind(b"\n", 0, at) + 1
+    end = start
+    while end < len(data) and data[end] in b" \t":
+        end += 1
+    return data[start:end].decode("utf-8")
+
+
+def squeezed(text: str) -> str:
+    """Text without whitespace, outer parentheses or leading integer casts (for comparing index forms)."""
+    text = "".join(text.split())
+    while True:
+        stripped = _CASTS.sub("", text)
+        if stripped.startswith("(") and stripped.endswith(")") and _balanced(stripped[1:-1]):
+            stripped = stripped[1:-1]
+        if stripped == text:
+            return text
+        text = stripped
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for c in text:
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _local_values(src: KernelSource) -> dict[str, str]:
+    """Locals of the kernel body declared once with a value (name → squeezed value), for START and STEP."""
+    values: dict[str, str] = {}
+    for d in src.in_body("init_declarator"):
+        name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+        if name is not None and value is not None and name.type == "identifier":
+            values[src.text(name)] = squeezed(src.text(value))
+    written = written_names(src, src.body)
+    return {k: v for k, v in values.items() if k not in written}
+
+
+def _stride_loop(src: KernelSource, loop: Node, locals_: dict[str, str]) -> StrideLoop | str:
+    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    body = loop.child_by_field_name("body")
+    if init is None or cond is None or update is None or body is None:
+        return "lacks an initializer, a condition or an update"
+    declarators = init.children_by_field_name("declarator") if init.type == "declaration" else []
+    if len(declarators) != 1 or declarators[0].type != "init_declarator":
+        return "does not declare exactly one index in its initializer"
+    name_node, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
+    if name_node is None or value is None or name_node.type != "identifier":
+        return "does not declare a plain index"
+    var = src.text(name_node)
+    var_type = src.text(init)[: name_node.start_byte - init.start_byte].strip()
+    if (
+        cond.type != "binary_expression"
+        or src.field(cond, "operator") != "<"
+        or squeezed(src.field(cond, "left")) != var
+    ):
+        return f"does not test `{var} < bound`"
+    if (
+        update.type != "assignment_expression"
+        or src.field(update, "operator") != "+="
+        or src.field(update, "left") != var
+    ):
+        return f"does not step by `{var} += stride`"
+    start, step = _resolved(src.text(value), locals_), _resolved(src.field(update, "right"), locals_)
+    if start in _BLOCK_START and step in _BLOCK_STEP:
+        grid = False
+    elif start in _GRID_START and step in _GRID_STEP:
+        grid = True
+    else:
+        stride = src.field(update, "right")
+        return f"starts at `{src.text(value)}` and steps by `{stride}`: not a block- or grid-stride loop"
+    return StrideLoop(
+        loop, var, var_type, src.text(value), src.field(update, "right"), src.field(cond, "right"), body, grid
+    )
+
+
+def _resolved(text: str, locals_: dict[str, str]) -> str:
+    """The squeezed text, or the squeezed value of the local it names."""
+    s = squeezed(text)
+    return squeezed(locals_.get(s, s))

@@ -1,0 +1,89 @@
+"""packs_per_thread: each thread takes ITEMS consecutive strides of a stride loop per iteration, unrolled,
+so the loads of several of its elements (or packs) are in flight together.
+
+Each thread still visits exactly its own indices, in the same order: index `i0 + u·STEP` for u < ITEMS,
+where the loop steps `i0` by STEP·ITEMS. When no thread index or block size is read outside the loops,
+the variant may also launch fewer threads (BLOCK_DIV), each doing more of the work.
+"""
+
+from __future__ import annotations
+
+from cutune.cuda.model import SourceModel
+from cutune.errors import TransformRefused
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.model import Binding, TunableParam
+from cutune.template.recipes.base import KernelSource
+from cutune.template.spec import KernelSpec
+from cutune.template.variants.loops import (
+    BLOCK_DIVIDED,
+    StrideLoop,
+    block_free,
+    indented,
+    line_indent,
+    loop_blockers,
+    stride_loops,
+)
+from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+
+NAME = "packs_per_thread"
+
+
+class PacksPerThread(Transform):
+    name = "packs_per_thread"
+
+    def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
+        src = KernelSource(model, model.kernel(kernel))
+        loops, reasons = stride_loops(src)
+        if not loops:
+            why = "; ".join(reasons) if reasons else "the kernel has no for loop"
+            raise TransformRefused(self.name, f"no block- or grid-stride loop ({why})")
+        edits = EditList(src.data)
+        done: list[StrideLoop] = []
+        refusals: list[str] = []
+        for index, loop in enumerate(loops):
+            blocker = loop_blockers(src, loop)
+            if blocker is not None:
+                refusals.append(f"the loop at line {src.line(loop.node)} {blocker}")
+                continue
+            new = indented(_unrolled(src, loop, index), line_indent(src.data, loop.node.start_byte))
+            edits.replace(loop.node.start_byte, loop.node.end_byte, new.lstrip())
+            done.append(loop)
+        if not done:
+            raise TransformRefused(self.name, "; ".join(refusals))
+        text = apply_edits(src.model.text, edits.edits).encode("utf-8")
+        shift = len(text) - len(src.data)
+        inner = text[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
+        params = [TunableParam("ITEMS", (2, 4, 8), 2, Binding.TEMPLATE, description="strides per thread per iteration")]
+        launch = None
+        if block_free(src, done):
+            params.append(
+                TunableParam(
+                    "ITEMS_BLOCK_DIV", (1, 2, 4, 8), 1, Binding.LAUNCH, description="threads per block divided by"
+                )
+            )
+            launch = Launch(grid=("{grid}",), block=(BLOCK_DIVIDED.replace("BLOCK_DIV", "ITEMS_BLOCK_DIV"),))
+        lines = ", ".join(str(src.line(lp.node)) for lp in done)
+        return Variant(
+            name=NAME,
+            body=inner,
+            params=tuple(params),
+            launch=launch,
+            provenance=Provenance(self.name, note=f"ITEMS strides per thread in the loop(s) at line {lines}"),
+        )
+
+
+def _unrolled(src: KernelSource, loop: StrideLoop, index: int) -> str:
+    var, vt = loop.var, loop.var_type or "long long"
+    outer, item = f"cutune_i{index}", f"cutune_item{index}"
+    body = src.text(loop.body)
+    return "\n".join(
+        [
+            f"for ({vt} {outer} = {loop.start}; {outer} < {loop.bound}; {outer} += ({loop.step}) * ITEMS) {{",
+            "#pragma unroll",
+            f"  for (int {item} = 0; {item} < ITEMS; ++{item}) {{",
+            f"    const {vt} {var} = {outer} + {item} * ({loop.step});",
+            f"    if ({var} < {loop.bound}) " + indented(body, "    ").lstrip(),
+            "  }",
+            "}",
+        ]
+    )

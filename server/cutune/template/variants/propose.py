@@ -1,0 +1,59 @@
+"""propose_variants: every registered transform tried on one kernel; variants where they apply, refusals
+(with each transform's stated reason) where they do not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.template.model import Refusal, Template
+from cutune.template.spec import KernelSpec
+from cutune.template.variants.combine import with_variants
+from cutune.template.variants.model import Transform, Variant
+
+
+@dataclass(frozen=True)
+class Combined:
+    """A template with the transforms' variants behind VARIANT, the spec that launches them, and why the
+    other transforms refused."""
+
+    template: Template
+    model: SourceModel  # the combined template, parsed
+    spec: KernelSpec | None
+    variants: tuple[Variant, ...]
+    refusals: tuple[Refusal, ...]
+
+
+def combine_all(model: SourceModel, kernel: str, base: Template, spec: KernelSpec | None) -> Combined:
+    """Every transform tried on the recipes' template `base` (parsed as `model`), the variants combined
+    with it; the template itself where no transform applies."""
+    variants, refusals = propose_variants(model, kernel, spec)
+    template, combined_spec = with_variants(model, kernel, variants, spec, base=base)
+    parsed = model if template.source == model.text else parse_source(template.source, model.path)
+    return Combined(template, parsed, combined_spec, tuple(variants), tuple(refusals))
+
+
+def propose_variants(
+    model: SourceModel, kernel: str, spec: KernelSpec | None, *, transforms: dict[str, Transform] | None = None
+) -> tuple[list[Variant], list[Refusal]]:
+    """The variants the transforms (all registered ones, or those given) make of `kernel`, and why the
+    others refused; two transforms that produce the same body keep the first."""
+    from cutune.template.variants import TRANSFORMS
+
+    model.kernel(kernel)  # raises SourceError naming the kernels when absent
+    variants: list[Variant] = []
+    refusals: list[Refusal] = []
+    for name, transform in (transforms if transforms is not None else TRANSFORMS).items():
+        try:
+            variant = transform.apply(model, kernel, spec)
+        except TransformRefused as e:
+            refusals.append(Refusal(e.transform, e.reason))
+            continue
+        twin = next((v for v in variants if v.body == variant.body and v.launch == variant.launch), None)
+        if twin is not None:
+            refusals.append(Refusal(name, f"gives the same kernel as {twin.name}"))
+            continue
+        variants.append(variant)
+    return variants, refusals

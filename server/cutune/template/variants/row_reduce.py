@@ -1,0 +1,922 @@
+"""row_reduce: a one-block-per-row reduction kernel (RMSNorm, fused add + RMSNorm, LayerNorm, softmax) rewritten
+into rows per block, threads per row, vector loads, an all-reduce by warp shuffles and shared memory, and one
+pass over a row kept in registers when its length is a compile-time constant that fits.
+
+The kernel shape is read from the syntax tree, not from names: block-stride loops
+`for (i = threadIdx.x; i < n; i += blockDim.x)` over a row (each element at `a[i]` or `a[base + i]`), between
+them block-wide reductions (cub::BlockReduce, warp shuffles or a shared-memory tree) of accumulators the loops
+update (`acc += e`, `acc = fmaxf(acc, e)`), and the values computed from the reduced totals (the
+`s_variance = rsqrtf(...)` of thread 0, broadcast through shared memory). The rewrite keeps every loop body
+as written, runs it over ROW_VEC elements of each thread's packs, and replaces each reduction by an
+all-reduce after which every thread computes the values itself, so no broadcast is needed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+from tree_sitter import Node
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.syntax import node_text
+from cutune.errors import TransformRefused
+from cutune.template.dtypes import dtype_size
+from cutune.template.model import Binding, TunableParam
+from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.specialize import static_param
+from cutune.template.spec import KernelSpec
+from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+
+THREADS = "ROW_THREADS"
+ROWS = "ROWS_PER_BLOCK"
+VEC = "ROW_VEC"
+MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
+_SPACE = re.compile(r"\s+")
+_OPS = {"sum": "cutune_rr_sum", "max": "cutune_rr_max", "min": "cutune_rr_min"}
+_MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
+_INTEGRAL = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "int64_t", "uint64_t", "long", "size_t"}
+
+HELPERS = """\
+#ifndef CUTUNE_ROW_REDUCE_HELPERS
+#define CUTUNE_ROW_REDUCE_HELPERS
+// cutune row_reduce: V consecutive elements loaded and stored as one aligned access
+template <typename E, int V>
+struct alignas(sizeof(E) * V) cutune_rr_pack {
+  E v[V];
+};
+template <typename P>
+struct cutune_rr_elem;
+template <typename E>
+struct cutune_rr_elem<E*> {
+  using type = E;
+};
+template <typename E>
+struct cutune_rr_elem<const E*> {
+  using type = E;
+};
+// elements [base, base + V) of a row of `len`: one vector access when whole and aligned, else one by one
+template <typename E, int V>
+__device__ __forceinline__ void cutune_rr_load(cutune_rr_pack<E, V>& dst, const E* src, int base, int len, bool ok) {
+  if (!ok) return;
+  if (base + V <= len && reinterpret_cast<unsigned long long>(src + base) % sizeof(dst) == 0) {
+    dst = *reinterpret_cast<const cutune_rr_pack<E, V>*>(src + base);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (base + i < len) dst.v[i] = src[base + i];
+  }
+}
+template <typename E, int V>
+__device__ __forceinline__ void cutune_rr_store(E* dst, const cutune_rr_pack<E, V>& src, int base, int len, bool ok) {
+  if (!ok) return;
+  if (base + V <= len && reinterpret_cast<unsigned long long>(dst + base) % sizeof(src) == 0) {
+    *reinterpret_cast<cutune_rr_pack<E, V>*>(dst + base) = src;
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (base + i < len) dst[base + i] = src.v[i];
+  }
+}
+struct cutune_rr_sum {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct cutune_rr_max {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a > b ? a : b; }
+};
+struct cutune_rr_min {
+  template <typename T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a < b ? a : b; }
+};
+// every thread of a row (threadIdx.x < THREADS, row threadIdx.y) gets op over the row's values:
+// butterfly shuffles within a warp, then the warps' results through shared memory
+template <int THREADS, typename T, typename Op>
+__device__ __forceinline__ T cutune_rr_allreduce(T v, Op op, T* smem) {
+  constexpr int W = THREADS < 32 ? THREADS : 32;
+#pragma unroll
+  for (int o = W / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o, W));
+  if constexpr (THREADS > 32) {
+    T* s = smem + threadIdx.y * (THREADS / 32);
+    if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = s[0];
+#pragma unroll
+    for (int w = 1; w < THREADS / 32; ++w) v = op(v, s[w]);
+  }
+  return v;
+}
+#endif  // CUTUNE_ROW_REDUCE_HELPERS
+"""
+
+
+@dataclass
+class _Stream:
+    """One row array as the loops address it: `array[base + i]` (base "" for `array[i]`)."""
+
+    index: int
+    array: Node
+    base: Node | None
+    cached: bool = False  # kept in registers from one loop to the next (one-pass form)
+
+    @property
+    def name(self) -> str:
+        return f"cutune_s{self.index}"
+
+
+@dataclass
+class _Loop:
+    """A block-stride loop over the row and what its body touches."""
+
+    node: Node
+    var: str
+    var_type: str
+    bound: Node
+    body: Node
+    accesses: list[tuple[Node, _Stream]] = field(default_factory=list)
+    reads: set[int] = field(default_factory=set)  # stream indices read
+    writes: set[int] = field(default_factory=set)
+    blind_writes: set[int] = field(default_factory=set)  # written only conditionally: load first
+    updates: dict[str, str] = field(default_factory=dict)  # accumulator → op
+
+
+@dataclass
+class _Reduction:
+    """The block-wide reduction of one accumulator, in one segment between row loops."""
+
+    acc: str
+    op: str
+    type: str
+
+
+@dataclass
+class _Value:
+    """A value a segment computes from reduced totals, e.g. `s_variance = rsqrtf(variance / n + eps)`."""
+
+    name: str
+    rhs: Node
+    declare: str  # the type to declare it with; "" to assign an existing variable
+    deps: set[str]
+
+
+@dataclass
+class _Segment:
+    reductions: list[_Reduction]
+    values: list[_Value]
+    calls: dict[int, str]  # start byte of a reduction call (cub) or shared image read → accumulator
+    ends: dict[int, int]  # and its end byte
+
+
+class RowReduce(Transform):
+    """Row reductions: rows per block, threads per row, vector loads, shuffle all-reduce, one pass in registers."""
+
+    name = "row_reduce"
+
+    def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
+        """The row-reduction variant of `kernel`, or TransformRefused saying why it cannot be rewritten."""
+        k = model.kernel(kernel)
+        if k.has_errors:
+            self.refuse("the kernel has syntax errors tree-sitter could not parse")
+        return _Rewriter(self, KernelSource(model, k), spec).variant()
+
+    def refuse(self, reason: str) -> NoReturn:
+        """Stop: this kernel cannot be rewritten, for `reason`."""
+        raise TransformRefused(self.name, reason)
+
+
+class _Rewriter:
+    """Reads one kernel's row structure and writes the new body."""
+
+    def __init__(self, transform: RowReduce, src: KernelSource, spec: KernelSpec | None) -> None:
+        self.t = transform
+        self.src = src
+        self.spec = spec
+        self.params = {p.name: p for p in src.kernel.params}
+        self.shared: dict[str, Node] = {}  # __shared__ name → its declaration
+        self.decls: dict[str, tuple[Node, str]] = {}  # prologue local → (declaration, type)
+        self.streams: dict[tuple[str, str], _Stream] = {}
+        self.replace: dict[int, tuple[int, str]] = {}  # start byte → (end byte, new text)
+        self.reduced: set[str] = set()
+
+    # --- reading ---------------------------------------------------------------------------------------------
+
+    def text(self, node: Node | None) -> str:
+        return node_text(self.src.data, node) if node is not None else ""
+
+    def compact(self, node: Node | None) -> str:
+        return _SPACE.sub("", self.text(node)) if node is not None else ""
+
+    def line(self, node: Node) -> int:
+        return self.src.line(node)
+
+    def refuse(self, reason: str, node: Node | None = None) -> NoReturn:
+        raise TransformRefused(self.t.name, f"{reason} (line {self.line(node)})" if node is not None else reason)
+
+    def variant(self) -> Variant:
+        body = self.src.body
+        self._check_whole_body(body)
+        statements = [c for c in body.named_children if c.type != "comment"]
+        loops = [(i, loop) for i, s in enumerate(statements) if (loop := self._row_loop(s)) is not None]
+        if not loops:
+            self.refuse("no block-stride loop over a row (`for (i = threadIdx.x; i < n; i += blockDim.x)`)")
+        bounds = {self.compact(loop.bound) for _, loop in loops}
+        if len(bounds) > 1:
+            self.refuse(f"the row loops run to different lengths ({', '.join(sorted(bounds))})")
+        for node in descendants(body, "for_statement"):
+            if node.parent != body and self._starts_at_thread(node):
+                self.refuse("a loop over the row sits inside another statement", node)
+        self._collect_shared(body)
+        prologue = statements[: loops[0][0]]
+        self._read_prologue(prologue)
+        for _, loop in loops:
+            self._read_loop(loop)
+        self._check_loops([loop for _, loop in loops])
+        segments: list[_Segment] = []
+        pending: dict[str, str] = {}
+        for n, (i, loop) in enumerate(loops):
+            pending.update(loop.updates)
+            end = loops[n + 1][0] if n + 1 < len(loops) else len(statements)
+            later = statements[end:]
+            segments.append(self._read_segment(statements[i + 1 : end], pending, later, last=n + 1 == len(loops)))
+        return self._emit(prologue, [loop for _, loop in loops], segments)
+
+    def _check_whole_body(self, body: Node) -> None:
+        for call in descendants(body, "call_expression"):
+            name = self.compact(call.child_by_field_name("function"))
+            if name.startswith("atomic"):
+                self.refuse(f"updates memory with {name}: atomics do not survive a change of thread layout", call)
+        for node in descendants(body, "return_statement", "goto_statement"):
+            self.refuse("leaves the kernel early; the rewrite needs every thread at each reduction", node)
+        for node in descendants(body, "field_expression"):
+            text = self.compact(node)
+            if text in ("blockIdx.y", "blockIdx.z", "threadIdx.y", "threadIdx.z") or text.startswith("gridDim."):
+                self.refuse(f"uses {text}: rows are not one block each along x", node)
+
+    def _starts_at_thread(self, loop: Node) -> bool:
+        init = loop.child_by_field_name("initializer")
+        return init is not None and "threadIdx.x" in self.compact(init)
+
+    def _row_loop(self, node: Node) -> _Loop | None:
+        """The statement as a block-stride row loop; None when it is not one; a refusal when it almost is."""
+        if node.type != "for_statement" or not self._starts_at_thread(node):
+            return None
+        init = node.child_by_field_name("initializer")
+        cond = node.child_by_field_name("condition")
+        update = node.child_by_field_name("update")
+        body = node.child_by_field_name("body")
+        var, var_type = "", "int"
+        if init is not None and init.type == "declaration":
+            decl = init.child_by_field_name("declarator")
+            if decl is not None and decl.type == "init_declarator":
+                var = self.compact(decl.child_by_field_name("declarator"))
+                var_type = self.text(init.child_by_field_name("type") or init)
+                value = self.compact(decl.child_by_field_name("value"))
+                var = var if value == "threadIdx.x" else ""
+        elif (
+            init is not None
+            and init.type == "assignment_expression"
+            and self.compact(init.child_by_field_name("right")) == "threadIdx.x"
+        ):
+            var = self.compact(init.child_by_field_name("left"))
+        if not var or cond is None or body is None or cond.type != "binary_expression":
+            self.refuse("a loop starts at threadIdx.x but does not step over the row one block at a time", node)
+        if (
+            self.compact(cond.child_by_field_name("left")) != var
+            or self.text(cond.child_by_field_name("operator")) != "<"
+        ):
+            self.refuse(f"the row loop's condition is not `{var} < length`", node)
+        step = self.compact(update)
+        if step not in (f"{var}+=blockDim.x", f"{var}={var}+blockDim.x"):
+            self.refuse(f"the row loop steps by `{step}`, not by blockDim.x", node)
+        bound = cond.child_by_field_name("right")
+        assert bound is not None
+        if "threadIdx" in self.compact(bound):
+            self.refuse("the row length depends on the thread", node)
+        return _Loop(node, var, var_type, bound, body)
+
+    def _collect_shared(self, body: Node) -> None:
+        for decl in descendants(body, "declaration"):
+            if any(self.text(c) == "__shared__" for c in decl.children if c.type == "type_qualifier"):
+                for d in decl.children_by_field_name("declarator"):
+                    ident = _declared(d)
+                    if ident is not None:
+                        self.shared[self.text(ident)] = decl
+
+    def _read_prologue(self, prologue: list[Node]) -> None:
+        for s in prologue:
+            if s.type == "declaration":
+                if s in self.shared.values():
+                    continue
+                for d in s.children_by_field_name("declarator"):
+                    ident = _declared(d)
+                    if ident is not None:
+                        self.decls[self.text(ident)] = (s, _type_of(self, s))
+            elif s.type in ("alias_declaration", "type_definition", "preproc_call") or self._is_sync(s):
+                continue
+            else:
+                self.refuse("does work before the first row loop that the rewrite cannot place", s)
+
+    def _is_sync(self, node: Node) -> bool:
+        return node.type == "expression_statement" and self.compact(node) == "__syncthreads();"
+
+    def _read_loop(self, loop: _Loop) -> None:
+        local = {self.text(i) for d in descendants(loop.body, "declaration") for i in _declared_all(d)}
+        for n in descendants(loop.body, "field_expression"):
+            if self.compact(n.child_by_field_name("argument")) in ("threadIdx", "blockDim"):
+                self.refuse(f"uses {self.compact(n)} inside the row loop", n)
+        for n in descendants(loop.body, "break_statement", "continue_statement"):
+            self.refuse("leaves the row loop early (data-dependent control flow across elements)", n)
+        for sub in descendants(loop.body, "subscript_expression"):
+            if loop.var in self._idents(sub.child_by_field_name("indices")):
+                self._access(loop, sub)
+        for node in descendants(loop.body, "assignment_expression", "update_expression"):
+            target = node.child_by_field_name("left") or node.child_by_field_name("argument")
+            if target is None or target.type != "identifier":
+                continue
+            name = self.text(target)
+            if name in local or name == loop.var:
+                continue
+            loop.updates[name] = self._accumulation(node, name)
+        for acc in loop.updates:
+            for ident in descendants(loop.body, "identifier"):
+                if self.text(ident) == acc and not self._in_update(ident, acc):
+                    self.refuse(f"reads the running value of `{acc}` inside the row loop", ident)
+
+    def _accumulation(self, node: Node, acc: str) -> str:
+        """The reduction operator of `acc += e` / `acc = fmaxf(acc, e)`; a refusal for any other update."""
+        op = self.text(node.child_by_field_name("operator") or node)
+        right = node.child_by_field_name("right")
+        if node.type == "assignment_expression" and op == "+=" and right is not None and acc not in self._idents(right):
+            return "sum"
+        if node.type == "assignment_expression" and op == "=" and right is not None:
+            if right.type == "binary_expression" and self.text(right.child_by_field_name("operator")) == "+":
+                sides = [right.child_by_field_name("left"), right.child_by_field_name("right")]
+                if [self.compact(s) == acc for s in sides].count(True) == 1 and sum(
+                    acc in self._idents(s) for s in sides
+                ) == 1:
+                    return "sum"
+            if right.type == "call_expression":
+                fn = self.compact(right.child_by_field_name("function")).removeprefix("::")
+                args = _args(right)
+                alone = [self.compact(a) == acc for a in args].count(True) == 1
+                if fn in _MAX_CALLS and len(args) == 2 and alone and sum(acc in self._idents(a) for a in args) == 1:
+                    return _MAX_CALLS[fn]
+        self.refuse(f"`{acc}` is carried from element to element in a way that is not a sum, max or min", node)
+
+    def _in_update(self, ident: Node, acc: str) -> bool:
+        node: Node | None = ident
+        while node is not None and node.type not in ("expression_statement", "compound_statement"):
+            if node.type == "assignment_expression":
+                target = node.child_by_field_name("left")
+                return target is not None and self.text(target) == acc
+            node = node.parent
+        return False
+
+    def _access(self, loop: _Loop, sub: Node) -> None:
+        array = sub.child_by_field_name("argument")
+        indices = sub.child_by_field_name("indices")
+        index = next((c for c in indices.named_children if c.type != "comment"), None) if indices else None
+        if array is None or index is None:
+            self.refuse("an element access the rewrite cannot read", sub)
+        if self.compact(array) in self.shared:
+            self.refuse(f"stages the row in shared memory ({self.compact(array)})", sub)
+        base: Node | None = None
+        if self.compact(index) != loop.var:
+            sides = [index.child_by_field_name("left"), index.child_by_field_name("right")]
+            is_sum = index.type == "binary_expression" and self.text(index.child_by_field_name("operator")) == "+"
+            hits = [s for s in sides if s is not None and self.compact(s) == loop.var]
+            others = [s for s in sides if s is not None and self.compact(s) != loop.var]
+            if not is_sum or len(hits) != 1 or len(others) != 1 or loop.var in self._idents(others[0]):
+                self.refuse(
+                    f"reads `{self.compact(sub)}`: the row is not contiguous in `{loop.var}` "
+                    f"(only `a[{loop.var}]` and `a[base + {loop.var}]` are)",
+                    sub,
+                )
+            base = others[0]
+        if loop.var in self._idents(array):
+            self.refuse(f"indexes `{self.compact(array)}` by the element", sub)
+        key = (self.compact(array), self.compact(base))
+        stream = self.streams.get(key)
+        if stream is None:
+            stream = self.streams[key] = _Stream(len(self.streams), array, base)
+        loop.accesses.append((sub, stream))
+        parent = sub.parent
+        written = parent is not None and (
+            (parent.type == "assignment_expression" and parent.child_by_field_name("left") == sub)
+            or parent.type == "update_expression"
+        )
+        operator = parent.child_by_field_name("operator") if parent is not None else None
+        if not written or self.text(operator or parent) != "=":
+            loop.reads.add(stream.index)
+        if written:
+            loop.writes.add(stream.index)
+            statement = parent.parent if parent is not None else None
+            top = (
+                statement is not None
+                and statement.type == "expression_statement"
+                and (statement.parent == loop.body or statement == loop.body)
+            )
+            if not top:
+                loop.blind_writes.add(stream.index)
+
+    def _check_loops(self, loops: list[_Loop]) -> None:
+        rows = self._row_names()
+        for loop in loops:
+            for sub, stream in loop.accesses:
+                if stream.index in loop.writes and not (
+                    self._idents(stream.array) & rows or (stream.base and self._idents(stream.base) & rows)
+                ):
+                    self.refuse(f"writes `{self.compact(sub)}` at the same place for every row (blockIdx.x)", sub)
+        if not any(
+            self._idents(s.array) & rows or (s.base and self._idents(s.base) & rows) for s in self.streams.values()
+        ):
+            self.refuse("no row loop indexes a row by blockIdx.x: not one block per row")
+        seen: set[int] = set()
+        for loop in loops:
+            touched = loop.reads | loop.writes
+            for i in touched:
+                stream = next(s for s in self.streams.values() if s.index == i)
+                if i in seen and i in loop.reads:
+                    stream.cached = True
+            seen |= touched
+
+    def _row_names(self) -> set[str]:
+        """`blockIdx` and every prologue local computed from it (the row pointers and offsets)."""
+        rows = {"blockIdx"}
+        grew = True
+        while grew:
+            grew = False
+            for name, (decl, _) in self.decls.items():
+                if name not in rows and self._idents(decl) & rows:
+                    rows.add(name)
+                    grew = True
+        return rows
+
+    def _idents(self, node: Node | None) -> set[str]:
+        return {self.text(i) for i in descendants(node, "identifier")} if node is not None else set()
+
+    # --- segments --------------------------------------------------------------------------------------------
+
+    def _read_segment(self, statements: list[Node], pending: dict[str, str], later: list[Node], last: bool) -> _Segment:
+        seg = _Segment([], [], {}, {})
+        for s in statements:
+            for node in descendants(s, "assignment_expression", "update_expression"):
+                target = node.child_by_field_name("left") or node.child_by_field_name("argument")
+                if target is not None and target.type != "identifier":
+                    root = _root_name(self, target)
+                    if root not in self.shared:
+                        self.refuse(f"writes `{self.compact(target)}` between the row loops", node)
+        if last and not statements:
+            return seg
+        self._find_reductions(statements, pending, seg)
+        if last and any(not self._is_sync(s) and s.type != "preproc_call" for s in statements) and not seg.reductions:
+            self.refuse("does work after the last row loop", next(s for s in statements if not self._is_sync(s)))
+        for r in seg.reductions:
+            pending.pop(r.acc, None)
+            self.reduced.add(r.acc)
+        seg.values = self._find_values(statements, seg)
+        assigned = {
+            self.text(t)
+            for s in statements
+            for node in descendants(s, "assignment_expression", "init_declarator")
+            if (t := node.child_by_field_name("left") or node.child_by_field_name("declarator")) is not None
+            and t.type == "identifier"
+        }
+        used_later = set().union(*(self._idents(s) for s in later)) if later else set()
+        known = {v.name for v in seg.values} | self.reduced
+        for name in sorted((assigned & used_later) - known):
+            self.refuse(f"`{name}` comes out of the reduction in a form the rewrite cannot trace")
+        stale = {a for a in pending if a in used_later and a not in self.reduced}
+        if stale and last:
+            self.refuse(f"`{sorted(stale)[0]}` is read after the row loops but never reduced over the block")
+        return seg
+
+    def _find_reductions(self, statements: list[Node], pending: dict[str, str], seg: _Segment) -> None:
+        found: dict[str, str | None] = {}
+        images: dict[str, str] = {}  # shared array → the accumulator stored into it
+        for s in statements:
+            for call in descendants(s, "call_expression"):
+                fn = call.child_by_field_name("function")
+                if fn is None:
+                    continue
+                if fn.type == "field_expression" and "BlockReduce" in self._block_reduce_text(fn):
+                    method = self.compact(fn.child_by_field_name("field"))
+                    args = _args(call)
+                    acc = self._accumulator_arg(args[0] if args else None, pending, call)
+                    op = "sum" if method == "Sum" else self._op_name(args[1] if len(args) > 1 else None, call)
+                    found[acc] = _merge(found.get(acc), op, acc, self, call)
+                    seg.calls[call.start_byte] = acc
+                    seg.ends[call.start_byte] = call.end_byte
+                elif self.compact(fn).startswith("__shfl"):
+                    args = _args(call)
+                    acc = self._accumulator_arg(args[1] if len(args) > 1 else None, pending, call)
+                    found[acc] = _merge(found.get(acc), self._combine_op(call, acc), acc, self, call)
+            for node in descendants(s, "assignment_expression"):
+                left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+                if left is None or right is None or left.type != "subscript_expression":
+                    continue
+                root = _root_name(self, left)
+                if root in self.shared and self.compact(right) in pending:
+                    acc = self.compact(right)
+                    images[root] = acc
+                    found[acc] = _merge(found.get(acc), None, acc, self, node)
+        for s in statements:  # a shared tree's combine step names its operator
+            for node in descendants(s, "assignment_expression"):
+                left = node.child_by_field_name("left")
+                root = _root_name(self, left) if left is not None and left.type == "subscript_expression" else ""
+                if root in images:
+                    step = self._combine_op(node, None)
+                    if step is not None:
+                        found[images[root]] = _merge(found[images[root]], step, images[root], self, node)
+            for sub in descendants(s, "subscript_expression"):
+                root = _root_name(self, sub)
+                if root in images and self._is_first(sub) and not _is_target(sub):
+                    seg.calls[sub.start_byte] = images[root]
+                    seg.ends[sub.start_byte] = sub.end_byte
+        for s in statements:
+            for ident in descendants(s, "identifier"):
+                name = self.text(ident)
+                if name in pending and name not in found:
+                    self.refuse(
+                        f"the block-wide reduction of `{name}` is not one the rewrite can identify "
+                        "(cub::BlockReduce, warp shuffles or a shared-memory tree)",
+                        ident,
+                    )
+        for acc, seen in found.items():
+            if seen is not None and seen != pending[acc]:
+                self.refuse(f"`{acc}` is accumulated as a {pending[acc]} but reduced as a {seen}")
+            seg.reductions.append(_Reduction(acc, pending[acc], self._type_of_name(acc)))
+
+    def _block_reduce_text(self, fn: Node) -> str:
+        """The text of `X(temp)` in `X(temp).Sum(v)`, with a local alias of cub::BlockReduce resolved."""
+        obj = fn.child_by_field_name("argument")
+        if obj is None or obj.type != "call_expression":
+            return ""
+        name = self.compact(obj.child_by_field_name("function"))
+        for alias in descendants(self.src.body, "alias_declaration", "type_definition"):
+            declared = alias.child_by_field_name("name") or alias.child_by_field_name("declarator")
+            if declared is not None and self.compact(declared) == name:
+                return self.compact(alias)
+        return name
+
+    def _accumulator_arg(self, arg: Node | None, pending: dict[str, str], call: Node) -> str:
+        name = self.compact(arg)
+        if name not in pending:
+            what = f"`{name}`" if name else "nothing"
+            self.refuse(
+                f"reduces {what}, which is not one accumulator of the row loops: the rewrite cannot keep "
+                "the reductions apart",
+                call,
+            )
+        if self._type_of_name(name) not in ("float", "double", "int", "unsigned", "unsigned int", "long long"):
+            self.refuse(f"reduces a `{self._type_of_name(name)}`: the rewrite cannot keep its parts apart", call)
+        return name
+
+    def _op_name(self, op: Node | None, call: Node) -> str:
+        text = self.compact(op).lower()
+        for key, name in (("max", "max"), ("min", "min"), ("sum", "sum"), ("plus", "sum"), ("add", "sum")):
+            if key in text:
+                return name
+        self.refuse(f"the reduction operator `{self.compact(op)}` is not one the rewrite recognises", call)
+
+    def _combine_op(self, node: Node, acc: str | None) -> str | None:
+        """The operator of the statement that combines a shuffled or shared value: `+=` or fmaxf(...)."""
+        while node.type != "assignment_expression":
+            if node.parent is None or node.type in ("expression_statement", "declaration"):
+                return None
+            node = node.parent
+        left = node.child_by_field_name("left")
+        if acc is not None and self.compact(left) != acc:
+            return None
+        op = self.text(node.child_by_field_name("operator") or node)
+        right = node.child_by_field_name("right")
+        if op == "+=":
+            return "sum"
+        if op == "=" and right is not None and right.type == "call_expression":
+            return _MAX_CALLS.get(self.compact(right.child_by_field_name("function")).removeprefix("::"))
+        if op == "=" and right is not None and right.type == "binary_expression":
+            return "sum" if self.text(right.child_by_field_name("operator")) == "+" else None
+        return None
+
+    def _is_first(self, sub: Node) -> bool:
+        indices = sub.child_by_field_name("indices")
+        return indices is not None and self.compact(indices) == "[0]"
+
+    def _find_values(self, statements: list[Node], seg: _Segment) -> list[_Value]:
+        """The assignments whose right side depends only on reduced totals and names the loops can see."""
+        values: list[_Value] = []
+        allowed = set(self.params) | set(self.decls) | self.reduced
+        for s in statements:
+            for node in descendants(s, "assignment_expression", "init_declarator"):
+                target = node.child_by_field_name("left") or node.child_by_field_name("declarator")
+                rhs = node.child_by_field_name("right") or node.child_by_field_name("value")
+                op = node.child_by_field_name("operator")
+                if target is None or rhs is None or target.type != "identifier":
+                    continue
+                if op is not None and self.text(op) != "=":
+                    continue
+                name = self.text(target)
+                if name in self.reduced and name in {r.acc for r in seg.reductions}:
+                    continue  # the reduction itself
+                deps = self._value_deps(rhs, seg)
+                if deps is None or not deps <= allowed | {v.name for v in values} | _functions(self, rhs):
+                    continue
+                if any(v.name == name for v in values):
+                    self.refuse(f"`{name}` is assigned twice from the reduction", node)
+                values.append(_Value(name, rhs, self._declared_type(name, node), deps))
+        return values
+
+    def _value_deps(self, rhs: Node, seg: _Segment) -> set[str] | None:
+        """The names a value reads, outside reduction calls; None when it reads a thread index or shared memory."""
+        names: set[str] = set()
+        for n in descendants(rhs, "identifier", "field_expression"):
+            if any(s <= n.start_byte < seg.ends[s] for s in seg.calls):
+                continue
+            if n.type == "field_expression":
+                if self.compact(n.child_by_field_name("argument")) in ("threadIdx", "blockDim"):
+                    return None
+                continue
+            name = self.text(n)
+            if name in self.shared and self.shared[name].child_by_field_name("declarator") is not None:
+                declarator = self.shared[name].child_by_field_name("declarator")
+                if declarator is not None and declarator.type == "array_declarator":
+                    return None
+            names.add(name)
+        return names
+
+    def _declared_type(self, name: str, node: Node) -> str:
+        """How to bring a value into the new body: '' to assign a prologue local or parameter, else its type."""
+        if node.type == "init_declarator" and node.parent is not None:
+            return _type_of(self, node.parent)
+        if name in self.shared:
+            return _type_of(self, self.shared[name])
+        if name in self.decls or name in self.params:
+            return ""
+        return "auto"
+
+    def _type_of_name(self, name: str) -> str:
+        if name in self.decls:
+            return self.decls[name][1]
+        return "float"
+
+    # --- writing ---------------------------------------------------------------------------------------------
+
+    def _emit(self, prologue: list[Node], loops: list[_Loop], segments: list[_Segment]) -> Variant:
+        length = self.compact(loops[0].bound)
+        # the specialize recipe's `<LENGTH>_CT` template parameter, when the length is a specialised size
+        ct = (
+            static_param(length)
+            if re.fullmatch(r"\w+", length) and self.src.template_param(static_param(length))
+            else ""
+        )
+        rows_arg = self._rows_arg()
+        rows = ROWS if rows_arg else "1"
+        self._mark("field_expression", "blockIdx.x", "cutune_row")
+        out = [
+            f"// cutune row_reduce: {THREADS} threads per row, {rows} rows per block, {VEC} elements per access;",
+            "// the row stays in registers between the loops when its length is a compile-time constant that fits",
+            f"const unsigned int cutune_row = blockIdx.x * {rows} + threadIdx.y;",
+            f"const bool cutune_row_ok = static_cast<int>(cutune_row) < {rows_arg};"
+            if rows_arg
+            else "const bool cutune_row_ok = true;",
+        ]
+        out += [self._render(s) for s in self._live_prologue(prologue, loops, segments)]
+        out += [
+            f"constexpr int cutune_len_ct = {ct or 0};",
+            f"const int cutune_len = {self._render(loops[0].bound)};",
+            f"constexpr int cutune_step = {THREADS} * {VEC};",
+            "constexpr int cutune_chunks = (cutune_len_ct + cutune_step - 1) / cutune_step;",
+            f"constexpr bool cutune_one_pass = cutune_len_ct > 0 && cutune_chunks * {VEC} <= {MAX_CACHED};",
+            "const int cutune_steps = cutune_one_pass ? cutune_chunks : (cutune_len + cutune_step - 1) / cutune_step;",
+        ]
+        for stream in sorted(self.streams.values(), key=lambda s: s.index):
+            if stream.cached:
+                pack = f"cutune_rr_pack<{self._elem(stream)}, {VEC}>"
+                out.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : 1];")
+        seen: set[int] = set()
+        for loop, seg in zip(loops, segments, strict=True):
+            out += self._emit_loop(loop, seen)
+            seen |= loop.reads | loop.writes
+            out += self._emit_segment(seg, segments.index(seg))
+        body = "\n".join(out)
+        return Variant(
+            name="row_reduce",
+            body=body,
+            params=self._params(bool(rows_arg)),
+            constraints=(
+                (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128")
+                if rows_arg
+                else (f"{THREADS} <= max_threads_per_block",)
+            ),
+            launch=self._launch(bool(rows_arg)),
+            helpers=HELPERS,
+            provenance=Provenance(
+                self.t.name,
+                note=f"{len(loops)} row loop(s), {sum(len(s.reductions) for s in segments)} reduction(s) "
+                f"({', '.join(r.op + ' of ' + r.acc for s in segments for r in s.reductions)}), "
+                f"{'one pass over registers when ' + length + ' is specialised' if ct else 'two vectorised passes'}",
+            ),
+        )
+
+    def _rows_arg(self) -> str:
+        """The kernel argument that holds the number of rows (the spec launches that many blocks), if any."""
+        spec = self.spec
+        if spec is None or len(spec.grid) != 1:
+            return ""
+        grid = _SPACE.sub("", spec.grid[0])
+        for i, arg in enumerate(spec.args):
+            if arg.value is not None and _SPACE.sub("", arg.value) == grid and i < len(self.src.kernel.params):
+                param = self.src.kernel.params[i]
+                if _base_type(param.type) in _INTEGRAL:
+                    return param.name
+        return ""
+
+    def _mark(self, node_type: str, text: str, new: str) -> None:
+        for n in descendants(self.src.body, node_type):
+            if self.compact(n) == text:
+                self.replace[n.start_byte] = (n.end_byte, new)
+
+    def _render(self, node: Node, extra: dict[int, tuple[int, str]] | None = None) -> str:
+        edits = {**self.replace, **(extra or {})}
+        data = self.src.data
+        pieces: list[bytes] = []
+        pos = node.start_byte
+        for start in sorted(s for s in edits if node.start_byte <= s < node.end_byte):
+            end, new = edits[start]
+            if start < pos or end > node.end_byte:
+                continue  # inside a replacement already made
+            pieces += [data[pos:start], new.encode()]
+            pos = end
+        pieces.append(data[pos : node.end_byte])
+        return b"".join(pieces).decode("utf-8", errors="replace")
+
+    def _live_prologue(self, prologue: list[Node], loops: list[_Loop], segments: list[_Segment]) -> list[Node]:
+        """The prologue declarations the new body still reads (the reduction's shared storage goes)."""
+        used: set[str] = set()
+        for loop in loops:
+            used |= self._idents(loop.body) | self._idents(loop.bound)
+            used |= {n for _, s in loop.accesses for n in self._idents(s.array) | self._idents(s.base)}
+        for seg in segments:
+            used |= {r.acc for r in seg.reductions}
+            for v in seg.values:
+                used |= v.deps | {v.name}
+        kept: list[Node] = []
+        for s in reversed(prologue):
+            if s.type != "declaration" or s in self.shared.values():
+                continue
+            names = {self.text(i) for i in _declared_all(s)}
+            if names & used:
+                if {"threadIdx", "blockDim"} & self._idents(s) or "threadIdx" in self.compact(s):
+                    self.refuse("derives a value the loops read from the thread index", s)
+                kept.append(s)
+                used |= self._idents(s)
+        return list(reversed(kept))
+
+    def _elem(self, stream: _Stream) -> str:
+        return f"typename cutune_rr_elem<decltype(&({self._render(stream.array)})[0])>::type"
+
+    def _pointer(self, stream: _Stream) -> str:
+        array = self._render(stream.array)
+        return f"({array}) + ({self._render(stream.base)})" if stream.base is not None else array
+
+    def _emit_loop(self, loop: _Loop, seen: set[int]) -> list[str]:
+        touched = sorted(loop.reads | loop.writes)
+        streams = {s.index: s for s in self.streams.values()}
+        lines = [
+            f"// {self.text(loop.node).splitlines()[0].strip()}",
+            "#pragma unroll",
+            "for (int cutune_c = 0; cutune_c < cutune_steps; ++cutune_c) {",
+            f"  const int cutune_base = (cutune_c * {THREADS} + static_cast<int>(threadIdx.x)) * {VEC};",
+        ]
+        for i in touched:
+            s = streams[i]
+            if s.cached:
+                lines.append(f"  auto& {s.name} = {s.name}_cache[cutune_one_pass ? cutune_c : 0];")
+            else:
+                lines.append(f"  cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name};")
+            if i in loop.reads or i in loop.blind_writes:
+                load = f"cutune_rr_load({s.name}, {self._pointer(s)}, cutune_base, cutune_len, cutune_row_ok);"
+                lines.append(f"  if constexpr (!cutune_one_pass) {load}" if s.cached and i in seen else f"  {load}")
+        extra = {sub.start_byte: (sub.end_byte, f"{s.name}.v[cutune_v]") for sub, s in loop.accesses}
+        body = self._render(loop.body, extra)
+        if loop.body.type != "compound_statement":
+            body = "{ " + body + " }"
+        lines += [
+            "#pragma unroll",
+            f"  for (int cutune_v = 0; cutune_v < {VEC}; ++cutune_v) {{",
+            f"    const {_base_type(loop.var_type) or 'int'} {loop.var} = cutune_base + cutune_v;",
+            f"    if (cutune_row_ok && {loop.var} < cutune_len) " + _indent(body, "    ").lstrip(),
+            "  }",
+        ]
+        for i in touched:
+            if i in loop.writes:
+                s = streams[i]
+                lines.append(
+                    f"  cutune_rr_store({self._pointer(s)}, {s.name}, cutune_base, cutune_len, cutune_row_ok);"
+                )
+        lines.append("}")
+        return lines
+
+    def _emit_segment(self, seg: _Segment, k: int) -> list[str]:
+        lines: list[str] = []
+        for j, r in enumerate(seg.reductions):
+            smem = f"cutune_red{k}_{j}"
+            lines += [
+                f"__shared__ {r.type} {smem}[{self._rows()} * ({THREADS} > 32 ? {THREADS} / 32 : 1)];",
+                f"{r.acc} = cutune_rr_allreduce<{THREADS}>({r.acc}, {_OPS[r.op]}{{}}, {smem});",
+            ]
+        calls = {start: (seg.ends[start], acc) for start, acc in seg.calls.items()}
+        extra = {start: (end, acc) for start, (end, acc) in calls.items()}
+        for v in seg.values:
+            rhs = self._render(v.rhs, extra)
+            lines.append(f"{v.declare} {v.name} = {rhs};" if v.declare else f"{v.name} = {rhs};")
+        return lines
+
+    def _rows(self) -> str:
+        return ROWS if self._rows_arg() else "1"
+
+    def _params(self, rows: bool) -> tuple[TunableParam, ...]:
+        params = [
+            TunableParam(THREADS, (32, 64, 128, 256, 512, 1024), 256, Binding.TEMPLATE, description="threads per row"),
+        ]
+        if rows:
+            params.append(TunableParam(ROWS, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="rows per block"))
+        size = max((dtype_size(a.dtype) for a in self.spec.args if a.is_array), default=2) if self.spec else 2
+        vec = tuple(dict.fromkeys(max(1, b // size) for b in (8, 16)))  # 8- and 16-byte accesses
+        params.append(
+            TunableParam(VEC, vec, vec[-1], Binding.TEMPLATE, description="consecutive elements per load and store")
+        )
+        return tuple(params)
+
+    def _launch(self, rows: bool) -> Launch:
+        grid = self.spec.grid if self.spec is not None else ("num_rows",)
+        first = f"ceil_div({grid[0]}, {ROWS})" if rows else grid[0]
+        return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"))
+
+
+def _merge(old: str | None, new: str | None, acc: str, w: _Rewriter, node: Node) -> str | None:
+    """Two sightings of one reduction's operator: they must agree."""
+    if old is not None and new is not None and old != new:
+        w.refuse(f"`{acc}` is combined both as a {old} and as a {new}", node)
+    return new if new is not None else old
+
+
+def _args(call: Node) -> list[Node]:
+    args = call.child_by_field_name("arguments")
+    return [a for a in args.named_children if a.type != "comment"] if args is not None else []
+
+
+def _declared(declarator: Node) -> Node | None:
+    """The identifier a declarator (possibly `x = v`, `*p`, `a[n]`) declares."""
+    node: Node | None = declarator
+    while node is not None and node.type != "identifier":
+        node = node.child_by_field_name("declarator")
+    return node
+
+
+def _declared_all(decl: Node) -> list[Node]:
+    return [i for d in decl.children_by_field_name("declarator") if (i := _declared(d)) is not None]
+
+
+def _type_of(w: _Rewriter, decl: Node) -> str:
+    """A declaration's type without storage and sharing qualifiers, e.g. `float` for `__shared__ float s;`."""
+    type_node = decl.child_by_field_name("type")
+    text = w.text(type_node) if type_node is not None else "auto"
+    qualifiers = [w.text(c) for c in decl.children if c.type == "type_qualifier" and w.text(c) == "const"]
+    return " ".join([*qualifiers, text])
+
+
+def _base_type(type_text: str) -> str:
+    return " ".join(re.sub(r"\b(const|volatile|__restrict__|__restrict|static)\b", " ", type_text).split())
+
+
+def _root_name(w: _Rewriter, node: Node) -> str:
+    """The variable at the root of `a[i]`, `a[i][j]`, `*p`, `s.f`."""
+    while node.type in ("subscript_expression", "pointer_expression", "field_expression", "parenthesized_expression"):
+        inner = node.child_by_field_name("argument")
+        if inner is None:
+            inner = next((c for c in node.named_children), None)
+        if inner is None:
+            break
+        node = inner
+    return w.text(node)
+
+
+def _is_target(sub: Node) -> bool:
+    parent = sub.parent
+    return parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == sub
+
+
+def _functions(w: _Rewriter, node: Node) -> set[str]:
+    """Names called as functions in an expression (rsqrtf, expf, ...): not data."""
+    return {
+        w.text(f)
+        for call in descendants(node, "call_expression")
+        if (f := call.child_by_field_name("function")) is not None and f.type == "identifier"
+    }
+
+
+def _indent(text: str, pad: str) -> str:
+    return "\n".join(pad + line if line.strip() else line for line in text.splitlines())

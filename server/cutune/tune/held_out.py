@@ -1,0 +1,86 @@
+"""Checking the dispatch where it was not tuned: sizes between tuned ones, measured against the original.
+
+The rule (template/dispatch.py) gives a size between two tuned ones the configuration of the lower one.
+Each such held-out size is measured, interleaved with the original in the confirmation manner; where
+the launched configuration is not faster than the original there, the dispatch hands that range (from
+the held-out size up to the next tuned one) back to the original. So at every tuned and held-out size
+the dispatch is the original or was measured faster than it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+
+from cutune.errors import CutuneError
+from cutune.gpu.backend import Backend, Job
+from cutune.template.dispatch import DispatchPlan, held_out_sizes, plan_dispatch
+from cutune.template.model import Binding, Space
+from cutune.tune.options import SelectionOptions
+from cutune.tune.result import SizeResult
+from cutune.tune.select import Selection, measure_rounds
+
+_PER_FILE = (Binding.FLAG, Binding.DEFINE)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The dispatch after the held-out check, and what was measured there."""
+
+    plan: DispatchPlan
+    sizes: tuple[SizeResult, ...]
+    skipped: str = ""  # why the held-out sizes were not measured, when they were not
+
+
+def per_file_params(space: Space) -> tuple[str, ...]:
+    """Parameters that cannot differ per launch: compile flags and defines apply to the whole file."""
+    return tuple(p.name for p in space.params if p.binding in _PER_FILE)
+
+
+def check_held_out(
+    backend: Backend,
+    job: Job,
+    selection: Selection,
+    options: SelectionOptions,
+    *,
+    cancel: threading.Event | None = None,
+) -> HeldOut:
+    """Measure the dispatch at held-out sizes (reopening `backend` on them) and fall back where it loses."""
+    spec, original, chosen = job.spec, selection.original, selection.chosen
+    plan = plan_dispatch(spec.sizes, chosen, original)
+    held = held_out_sizes(spec.sizes, spec.multiple_of)
+    configs = list(dict.fromkeys(chosen[lo] for lo, _ in held if chosen[lo] != original))
+    if not configs:
+        return HeldOut(plan, ())
+    backend.close()
+    try:
+        held_spec = dataclasses.replace(spec, sizes=tuple(s for _, s in held), weights=())
+        backend.open(dataclasses.replace(job, spec=held_spec))
+        rounds = measure_rounds(backend, original, configs, options.confirm_rounds, cancel=cancel)
+    except CutuneError as e:  # e.g. a replayed recording without these sizes: the tuned sizes still stand
+        return HeldOut(plan, (), skipped=str(e))
+    if rounds is None:
+        return HeldOut(plan, (), skipped="cancelled")
+    slower_from: dict[int, int] = {}
+    results = []
+    for j, (lo, size) in enumerate(held):
+        base = rounds.original_timings[j]
+        measured = rounds.of(chosen[lo])
+        wins = measured is not None and measured.per_size[j].ratio < 1.0
+        if chosen[lo] != original and not wins:
+            slower_from[lo] = size[plan.variable]
+        launched = chosen[lo] if wins else original
+        tuned = measured.timings[j] if wins and measured is not None else base
+        results.append(
+            SizeResult(
+                size=size,
+                original=base,
+                tuned=tuned,
+                best_config=launched,
+                best_timing=tuned,
+                significant=launched != original,
+                held_out=True,
+            )
+        )
+    return HeldOut(plan_dispatch(spec.sizes, chosen, original, slower_from=slower_from), tuple(results))

@@ -1,0 +1,43 @@
+"""A stand-in for the GPU, for CPU tests of the measured agent loop (this machine has none): times each
+configuration from a per-variant factor, and fails the variants it is told to (wrong, faulting, hanging)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.template.model import Config
+
+ORIGINAL_US = 400.0  # every size of the original takes this long: far from the floor
+
+
+@dataclass
+class MockGpuBackend(Backend):
+    """Variant name → time factor (default 1.0) or failure; records every configuration it evaluated."""
+
+    speed: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, tuple[Failure, str]] = field(default_factory=dict)
+    evaluated: list[tuple[str, Config]] = field(default_factory=list)
+    name = "mock-gpu"
+
+    def open(self, job: Job) -> DeviceInfo:
+        self._job = job
+        return DeviceInfo("Mock GPU", "sm_90", 132, 60 << 20, copy_bandwidth_gbs=4260.0, empty_launch_us=2.9)
+
+    def evaluate(self, config: Config) -> Measurement:
+        variant = self._variant(config)
+        self.evaluated.append((variant, config))
+        if variant in self.failures:
+            failure, detail = self.failures[variant]
+            return Measurement(config, failure=failure, detail=detail)
+        us = ORIGINAL_US * self.speed.get(variant, 1.0)
+        timings = tuple(Timing(dict(size), us, us * 0.995, us * 1.005, 30) for size in self._job.spec.sizes)
+        return Measurement(config, timings=timings, max_error=0.1)
+
+    def _variant(self, config: Config) -> str:
+        """The name of the configuration's variant, from the VARIANT parameter's description."""
+        k = config.get("VARIANT", 0)
+        if k == 0:
+            return "original"
+        description = next(p.description for p in self._job.space.params if p.name == "VARIANT")
+        return dict(part.split(" = ") for part in description.split("; "))[str(k)]

@@ -1,0 +1,162 @@
+"""The flashinfer corpus: its norm, activation, rope, cascade and paged-KV kernels run through cutune
+(parse, extract, nvcc compile, templatize), shared by tests/corpus and benchmarks/corpus_report.py.
+
+flashinfer-python is installed without its dependencies (scripts/test.sh); its wheel ships the CUDA
+headers under `flashinfer/data/include`. Nothing of it is copied here: the files are read where pip put them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cutune.cuda.extract import extract_kernel
+from cutune.cuda.model import Kernel, SourceModel, TemplateParamKind
+from cutune.cuda.parse import parse_source
+from cutune.errors import CutuneError
+from cutune.gpu.nvcc import CompileJob, compile_many
+from cutune.template.templatize import templatize
+
+FILES = (
+    "flashinfer/norm.cuh",
+    "flashinfer/activation.cuh",
+    "flashinfer/pos_enc.cuh",
+    "flashinfer/attention/cascade.cuh",
+    "flashinfer/page.cuh",
+)
+# a definition: `__global__`, attributes such as `__launch_bounds__(256)`, the return type, then `name(`
+_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^()]*\)\s*)?[\w:<>, ]*?\b(\w+)\s*\(", re.S)
+
+
+def include_root() -> Path | None:
+    """flashinfer's `data/include` folder, or None when flashinfer-python is not installed."""
+    spec = importlib.util.find_spec("flashinfer")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        root = Path(location) / "data" / "include"
+        if (root / FILES[0]).is_file():
+            return root
+    return None
+
+
+@dataclass
+class KernelOutcome:
+    """What cutune made of one kernel of the corpus."""
+
+    file: str
+    kernel: str
+    instantiation: str
+    extracted: bool = False
+    compiled: bool = False
+    compile_error: str = ""
+    registers: int | None = None
+    applied: tuple[str, ...] = ()
+    refusals: tuple[tuple[str, str], ...] = ()  # (recipe, reason)
+    error: str = ""  # an unexpected exception: a crash
+
+    @property
+    def templatized(self) -> bool:
+        return bool(self.applied)
+
+
+@dataclass
+class CorpusReport:
+    """Counts over the corpus."""
+
+    declared: dict[str, list[str]] = field(default_factory=dict)  # `__global__` definitions by regex, per file
+    kernels: list[KernelOutcome] = field(default_factory=list)
+
+    def found(self) -> int:
+        return len(self.kernels)
+
+    def count(self, what: str) -> int:
+        return sum(bool(getattr(k, what)) for k in self.kernels)
+
+    def refusal_classes(self) -> Counter[str]:
+        """How often each (recipe, kind of reason) refused, the reason's specifics (names, lines) dropped."""
+        return Counter(f"{recipe}: {refusal_class(reason)}" for k in self.kernels for recipe, reason in k.refusals)
+
+
+def refusal_class(reason: str) -> str:
+    """A refusal reason without what varies between kernels: quoted code, names, numbers."""
+    text = re.sub(r"`[^`]*`", "`…`", reason)
+    text = re.sub(r"\([^()]*\)", "", text)
+    text = re.sub(r"\b\w+: ", "", text, count=1) if ":" in text.split(" ")[0] else text
+    text = re.sub(r"\b\d+\b", "N", text)
+    return " ".join(text.split())[:90]
+
+
+def instantiation(kernel: Kernel, model: SourceModel) -> str:
+    """A name expression instantiating the kernel with plausible arguments: float for types, the first
+    device function of a matching name for function pointers, small powers of two for integers."""
+    if not kernel.template_params:
+        return kernel.name
+    args = []
+    for tp in kernel.template_params:
+        if tp.kind is TemplateParamKind.TYPE:
+            args.append(_TYPE_ARGS.get(tp.name, "float"))
+        elif "(*" in tp.type or "(*" in tp.name:
+            args.append(next((f.name for f in model.device_functions if "silu" in f.name), "nullptr"))
+        elif tp.type.strip() == "bool":
+            args.append("false")
+        else:
+            args.append(str(_VALUE_ARGS.get(tp.name, 8)))
+    return f"{kernel.name}<{', '.join(args)}>"
+
+
+_TYPE_ARGS = {
+    "IdType": "int32_t",
+    "RoPEIdType": "int32_t",
+    "PagedKVIdType": "int32_t",
+    "DTypeKV": "half",
+    "DTypeQ": "half",
+    "QuantT": "int8_t",
+    "QuantType": "__nv_fp8_e4m3",
+    "O": "half",
+    "CacheT": "flashinfer::paged_kv_t<__nv_fp8_e4m3, int32_t>",
+}
+_VALUE_ARGS = {"head_dim": 128, "HEAD_DIM": 128, "bdx": 16, "bdy": 4, "num_threads": 128}
+
+
+def run_corpus(root: Path, cache_dir: Path | None = None, *, arch: str = "sm_90") -> CorpusReport:
+    """Parse, extract, compile (in parallel, cached) and templatize every kernel of the corpus files."""
+    report = CorpusReport()
+    jobs: list[CompileJob] = []
+    job_of: list[tuple[KernelOutcome, int]] = []
+    for rel in FILES:
+        path = root / rel
+        text = path.read_text(encoding="utf-8")
+        report.declared[rel] = _GLOBAL.findall(_strip_comments(text))
+        model = parse_source(text, str(path))
+        for k in model.kernels:
+            outcome = KernelOutcome(rel, k.name, instantiation(k, model))
+            report.kernels.append(outcome)
+            try:
+                unit = extract_kernel(model, k.name, instantiations=(outcome.instantiation,), include_dirs=(str(root),))
+                outcome.extracted = True
+                job_of.append((outcome, len(jobs)))
+                jobs.append(CompileJob(unit.source, arch, include_dirs=unit.include_dirs, kernel=k.name))
+                tpl = templatize(model, k.name)
+                outcome.applied = tpl.applied
+                outcome.refusals = tuple((r.recipe, r.reason) for r in tpl.refused)
+            except CutuneError as e:
+                outcome.error = f"{type(e).__name__}: {e}"
+    results = compile_many(jobs, cache_dir=cache_dir)
+    for outcome, j in job_of:
+        res = results[j]
+        if isinstance(res, CutuneError):
+            outcome.compile_error = _first_error(str(res) + "\n" + getattr(res, "log", ""))
+        else:
+            outcome.compiled, outcome.registers = True, res.registers
+    return report
+
+
+def _strip_comments(text: str) -> str:
+    return re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
+
+
+def _first_error(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if "error" in ln]
+    return (lines[1] if len(lines) > 1 else lines[0] if lines else text)[:200]

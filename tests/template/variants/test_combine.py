@@ -1,0 +1,120 @@
+"""with_variants: the combined kernel compiles at several configurations, is the original at VARIANT = 0,
+and its space and spec launch choose each variant's own parameters and launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.errors import CutuneError
+from cutune.template.expr import compile_expr
+from cutune.template.model import Binding, TunableParam
+from cutune.template.spec import load_spec
+from cutune.template.templatize import templatize
+from cutune.template.variants import VARIANT, Launch, Provenance, Variant, propose_variants, with_variants
+from tests.cuda.test_extract import needs_nvrtc
+
+from .compile import compile_both, name_expressions
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+
+
+def _gated() -> tuple:
+    path = SAMPLES / "gated_activation.cu"
+    model = parse_source(path.read_text(), str(path))
+    base = templatize(model, "act_and_mul_kernel")
+    base_model = parse_source(base.source, str(path))
+    spec = load_spec(SAMPLES / "gated_activation.tune.toml").kernel("act_and_mul_kernel")
+    variants, _ = propose_variants(base_model, "act_and_mul_kernel", spec)
+    template, combined = with_variants(base_model, "act_and_mul_kernel", variants, spec, base=base)
+    return model, base, variants, template, combined, spec
+
+
+def test_the_original_body_is_branch_zero_and_the_defaults_keep_it() -> None:
+    _, base, variants, template, _, _ = _gated()
+    assert [v.name for v in variants] == ["vectorized", "packs_per_thread"]
+    body = base.source[base.source.index("const int64_t token_idx") :]
+    original_loop = body[: body.index("\n}")]
+    branch = template.source[template.source.index("if constexpr (VARIANT == 0)") :]
+    zero = branch[: branch.index("} else if constexpr (VARIANT == 1)")]
+    # the same statements, one level deeper
+    assert [ln.strip() for ln in original_loop.splitlines()] == [
+        ln.strip() for ln in zero.splitlines()[3:] if ln.strip()
+    ]
+    assert "static constexpr int VARIANT = 0;" in template.source
+    assert template.space.default()[VARIANT] == 0
+    assert template.space.param(VARIANT).values == (0, 1, 2)
+
+
+def test_variant_parameters_are_pinned_when_another_variant_runs() -> None:
+    *_, combined, _ = _gated()
+    names = {"max_threads_per_block": 1024, "warp_size": 32, "d": 4096, "num_tokens": 16, "BLOCK_THREADS": 1024}
+    rules = [compile_expr(c) for c in combined.constraints]
+
+    def feasible(**config: int) -> bool:
+        return all(r.evaluate({**names, **config}) for r in rules)
+
+    base = {"VARIANT": 0, "VEC_BYTES": 16, "PACKS": 1, "BLOCK_DIV": 1, "ITEMS": 2, "ITEMS_BLOCK_DIV": 1}
+    assert feasible(**base)
+    assert not feasible(**{**base, "PACKS": 4})  # a vectorized parameter, off while the original runs
+    assert feasible(**{**base, "VARIANT": 1, "PACKS": 4})
+    assert not feasible(**{**base, "VARIANT": 2, "PACKS": 4})
+
+
+def test_the_spec_launch_follows_the_variant() -> None:
+    *_, combined, spec = _gated()
+    names = {"d": 4096, "num_tokens": 16, "BLOCK_THREADS": 1024, "warp_size": 32, "ITEMS_BLOCK_DIV": 1}
+    block = compile_expr(combined.block[0])
+    assert block.evaluate({**names, "VARIANT": 0, "BLOCK_DIV": 4}) == 1024  # the original ignores BLOCK_DIV
+    assert block.evaluate({**names, "VARIANT": 1, "BLOCK_DIV": 4}) == 256
+    assert block.evaluate({**names, "VARIANT": 1, "BLOCK_DIV": 8, "d": 128}) == 32  # never below a warp
+    assert combined.grid == spec.grid  # no variant changes the grid: the expression stays as written
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_the_combined_kernel_compiles_with_nvcc_and_nvrtc_at_several_configurations(tmp_path: Path) -> None:
+    *_, template, combined, _ = _gated()
+    configs = [
+        {},
+        {"VARIANT": 1},
+        {"VARIANT": 1, "VEC_BYTES": 8, "PACKS": 4},
+        {"VARIANT": 1, "VEC_BYTES": 8},
+        {"VARIANT": 2, "ITEMS": 8},
+    ]
+    expressions = name_expressions(template, combined, configs)
+    assert expressions[1].endswith("<__nv_bfloat16, 0, 1, 16, 1, 2>")
+    entries, lowered = compile_both(template, expressions, tmp_path)
+    assert len(set(entries)) == len(configs) and set(lowered) == set(expressions)
+
+
+def test_composes_with_a_spec_that_lists_no_parameters_and_with_no_spec() -> None:
+    path = SAMPLES / "gated_activation.cu"
+    model = parse_source(path.read_text(), str(path))
+    variants, _ = propose_variants(model, "act_and_mul_kernel", None)
+    template, spec = with_variants(model, "act_and_mul_kernel", variants, None)
+    assert spec is None and template.space.params[0].name == VARIANT
+    assert "template <typename scalar_t, int VARIANT = act_and_mul_kernel_tuning::VARIANT" in template.source
+
+
+def test_launch_placeholders_and_clashing_names() -> None:
+    source = (
+        "__global__ void k(float* o, int n) {\n  for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = 1.f;\n}\n"
+    )
+    model = parse_source(source)
+    spec = load_spec(SAMPLES / "gated_activation.tune.toml").kernel("act_and_mul_kernel")
+    wide = Variant(
+        "wide",
+        "  o[threadIdx.x] = 2.f;",
+        (TunableParam("W", (1, 2), 1, Binding.LAUNCH),),
+        launch=Launch(grid=("{grid} * W", "2"), block=("{block}",)),
+        provenance=Provenance("test"),
+    )
+    _, combined = with_variants(model, "k", [wide], spec)
+    assert combined is not None
+    assert combined.grid == ("((num_tokens) * W) if VARIANT == 1 else (num_tokens)", "(2) if VARIANT == 1 else (1)")
+    assert combined.block == spec.block
+    with pytest.raises(CutuneError, match="parameter W is already a parameter of variant wide"):
+        with_variants(model, "k", [wide, Variant("again", "", wide.params)], None)

@@ -1,0 +1,120 @@
+"""The built-in transforms: what they rewrite (checked textually and by compiling), and where they refuse,
+with the reason they state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.template.spec import load_spec
+from cutune.template.variants import TRANSFORMS, GridShape, PacksPerThread, Vectorize, propose_variants, with_variants
+from tests.cuda.test_extract import needs_nvrtc
+
+from .compile import compile_both, name_expressions
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+
+
+def _refusal(transform: object, source: str, kernel: str = "k") -> str:
+    with pytest.raises(TransformRefused) as caught:
+        transform.apply(parse_source(source), kernel, None)  # type: ignore[attr-defined]
+    return caught.value.reason
+
+
+GRID_STRIDE = """
+template <typename T>
+__global__ void k(T* __restrict__ y, const T* __restrict__ x, float a, long n) {
+  const long stride = (long)blockDim.x * gridDim.x;
+  for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    y[i] = static_cast<T>(a * static_cast<float>(x[i]) + static_cast<float>(y[i]));
+  }
+}
+"""
+
+
+def test_vectorize_packs_contiguous_subscripts_with_a_runtime_alignment_check_and_a_tail() -> None:
+    variant = Vectorize().apply(parse_source(GRID_STRIDE), "k", None)
+    body = variant.body
+    assert "cutune_vec_load<cutune_vec_w0>(&x[(0) + cutune_vec_p0 * cutune_vec_w0])" in body
+    assert "cutune_vec_load<cutune_vec_w0>(&y[(0) + cutune_vec_p0 * cutune_vec_w0])" in body  # in place: read too
+    assert "cutune_vec_store<cutune_vec_w0>(&y[(0) + cutune_vec_p0 * cutune_vec_w0]" in body
+    assert "reinterpret_cast<unsigned long long>(&x[0]) % (sizeof(x[0]) * cutune_vec_w0) == 0" in body
+    assert (
+        "for (long i = static_cast<long>(cutune_vec_done0 + ((long)blockIdx.x * blockDim.x + threadIdx.x)); i < n"
+        in body
+    )
+    assert {p.name for p in variant.params} == {"VEC_BYTES", "PACKS"}  # blockDim is read outside the loop header
+
+
+def test_vectorize_refusals_state_the_reason() -> None:
+    loop = (
+        "__global__ void k(float* o, const float* x, int n) {{\n"
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) {{ {} }}\n}}"
+    )
+    assert "steps by `2`: not a block- or grid-stride loop" in _refusal(
+        Vectorize(), "__global__ void k(float* o, int n) { for (int i = 0; i < n; i += 2) o[i] = 0; }"
+    )
+    assert "has threads cooperate through __syncthreads" in _refusal(
+        Vectorize(), loop.format("o[i] = x[i]; __syncthreads();")
+    )
+    assert "leaves the loop early" in _refusal(Vectorize(), loop.format("if (x[i] < 0) break; o[i] = x[i];"))
+    assert "changes its index i" in _refusal(Vectorize(), loop.format("o[i] = x[i]; i += 1;"))
+    assert "writes o as a pack and also accesses it otherwise" in _refusal(Vectorize(), loop.format("o[i] = o[i + 1];"))
+    assert "has no contiguous subscript `a[base + i]`" in _refusal(Vectorize(), loop.format("o[2 * i] = x[i / 2];"))
+    assert "takes the address of o[i]" in _refusal(Vectorize(), loop.format("float* p = &o[i]; *p = x[i];"))
+    assert "changes n, which its bound reads" in _refusal(Vectorize(), loop.format("o[i] = x[i]; n -= 1;"))
+
+
+def test_packs_per_thread_unrolls_stride_loops_and_refuses_cooperation() -> None:
+    variant = PacksPerThread().apply(parse_source(GRID_STRIDE), "k", None)
+    assert (
+        "for (long cutune_i0 = (long)blockIdx.x * blockDim.x + threadIdx.x; cutune_i0 < n; "
+        "cutune_i0 += (stride) * ITEMS)" in variant.body
+    )
+    assert "const long i = cutune_i0 + cutune_item0 * (stride);" in variant.body
+    shared = (
+        "__global__ void k(float* o, int n) {\n  __shared__ float s[32];\n"
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) { s[0] = o[i]; __syncwarp(); }\n}"
+    )
+    assert "cooperate through __syncwarp (line 3)" in _refusal(PacksPerThread(), shared)
+
+
+def test_grid_shape_makes_a_grid_stride_kernel_persistent_and_refuses_when_the_grid_means_something() -> None:
+    variant = GridShape().apply(parse_source(GRID_STRIDE), "k", None)
+    assert variant.launch is not None and "sm_count" in variant.launch.grid[0]
+    per_row = (
+        "__global__ void k(float* o, int d) {\n"
+        "  for (int i = threadIdx.x; i < d; i += blockDim.x) o[blockIdx.x * d + i] = 0;\n}"
+    )
+    assert "the block index is the work item" in _refusal(GridShape(), per_row)
+    mixed = GRID_STRIDE.replace("y[i] = ", "if (blockIdx.x == 0) y[0] = 0; y[i] = ")
+    assert "blockIdx.x is read outside the grid-stride loop headers" in _refusal(GridShape(), mixed)
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_a_grid_stride_kernel_with_all_its_variants_compiles(tmp_path: Path) -> None:
+    model = parse_source(GRID_STRIDE)
+    spec = load_spec(SAMPLES / "gated_activation.tune.toml").kernel("act_and_mul_kernel")
+    spec = type(spec)(**{**spec.__dict__, "kernel": "k", "template_args": {"T": "float"}, "space": None})
+    variants, refusals = propose_variants(model, "k", spec)
+    assert [v.name for v in variants] == ["vectorized", "packs_per_thread", "persistent_grid"] and not refusals
+    template, combined = with_variants(model, "k", variants, spec)
+    assert combined is not None
+    configs = [{"VARIANT": 0}, {"VARIANT": 1, "PACKS": 2}, {"VARIANT": 2, "ITEMS": 4}, {"VARIANT": 3}]
+    expressions = name_expressions(template, combined, configs)
+    entries, lowered = compile_both(template, expressions, tmp_path)
+    assert len(set(entries)) == 4 and set(lowered) == set(expressions)
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.cu")), ids=lambda p: p.name)
+def test_every_transform_applies_or_refuses_on_every_sample_kernel(path: Path) -> None:
+    model = parse_source(path.read_text(), str(path))
+    for kernel in model.kernels:
+        variants, refusals = propose_variants(model, kernel.name, None)
+        assert len(variants) + len(refusals) == len(TRANSFORMS) or any("same kernel" in r.reason for r in refusals)
+        assert all(r.reason for r in refusals)
+        with_variants(model, kernel.name, variants, None)  # the combination is always well-formed
