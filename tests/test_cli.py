@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 from cutune.cli import app
@@ -104,6 +110,7 @@ def test_tune_replays_a_recorded_h200_search_and_resumes(tmp_path: Path) -> None
         "replay",
         "--replay",
         str(RECORDING),
+        "--no-variants",  # recorded before variants existed: the recording must match the space
         "--trials",
         "20",
         "--output",
@@ -111,7 +118,8 @@ def test_tune_replays_a_recorded_h200_search_and_resumes(tmp_path: Path) -> None
     ]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
-    assert "NVIDIA H200" in res.output and "% SOL" in res.output and (tmp_path / "r.json").exists()
+    assert "replayed from silu_and_mul.tune.NVIDIA-H200.2026-11-21.jsonl (NVIDIA H200, 2026-11-21)" in res.output
+    assert "% SOL" in res.output and (tmp_path / "r.json").exists()
     assert "20 configurations measured" in res.output
     again = runner.invoke(app, [*args[:-4], "--trials", "30"])  # same study: only 10 more are measured
     assert again.exit_code == 0 and "30 configurations measured" in again.output
@@ -151,3 +159,203 @@ def test_agent_with_an_unreachable_llm_falls_back_to_the_builtin_rules(
     )
     assert res.exit_code == 0, res.output
     assert "the LLM's plan was not used" in res.output and "127.0.0.1:9" in res.output
+
+
+# every bad input and every interruption gets a clear message (issue 14)
+
+SCALE = ROOT / "tests" / "data" / "lsp" / "autotune"  # a small kernel with a spec; recordings made per test
+
+
+def scale_workspace(tmp_path: Path) -> Path:
+    """The scale kernel, its spec and a synthetic (TEST-ONLY) recording of its whole space, in a workspace."""
+    from tests.lsp.synthetic import write_recording
+
+    for name in ("scale.cu", "scale.tune.toml"):
+        shutil.copy(SCALE / name, tmp_path)
+    (tmp_path / "pyproject.toml").write_text("")  # the workspace root: .cutune/ goes here
+    write_recording(tmp_path / "scale.cu", "scale_kernel", tmp_path / "scale.jsonl")
+    return tmp_path / "scale.cu"
+
+
+def replay_args(src: Path, *extra: str) -> list[str]:
+    return ["tune", str(src), "-k", "scale_kernel", "--backend", "replay", "--replay", str(src.parent / "scale.jsonl"),
+            "--no-variants", *extra]  # fmt: skip
+
+
+def test_an_invalid_spec_fails_check_and_gpu_less_tune_instead_of_drafting_one(tmp_path: Path) -> None:
+    src = copy_sample(tmp_path, "silu_and_mul")
+    spec = tmp_path / "silu_and_mul.tune.toml"
+    spec.write_text(spec.read_text().replace('dtype = "int32"', 'dtype = "int33"'))
+    commands = [["check", str(src), "-k", "silu_and_mul_kernel"]]
+    if not gpu_available():
+        commands.append(["tune", str(src), "-k", "silu_and_mul_kernel"])
+    for command in commands:
+        res = runner.invoke(app, command)
+        assert res.exit_code == 2, res.output
+        # the key is in brackets: printed as written, not eaten as rich markup
+        assert "silu_and_mul.tune.toml:" in res.stderr and "[kernel.silu_and_mul_kernel.args[2].dtype]" in res.stderr
+        assert "TODO" not in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["tune", "--trials", "0"],
+        ["tune", "--trials", "-5"],
+        ["tune", "--seconds", "0"],
+        ["check", "--limit", "0"],
+        ["check", "--limit", "-1"],
+        ["check", "--jobs", "0"],
+    ],
+)
+def test_counts_below_one_are_rejected(tmp_path: Path, args: list[str]) -> None:
+    src = copy_sample(tmp_path, "silu_and_mul")
+    res = runner.invoke(app, [args[0], str(src), "-k", "silu_and_mul_kernel", *args[1:]])
+    assert res.exit_code == 2 and f"Invalid value for '{args[1]}'" in res.output
+
+
+def test_check_exits_non_zero_when_every_configuration_fails(tmp_path: Path) -> None:
+    src = copy_sample(tmp_path, "silu_and_mul", spec=False)  # a drafted spec: its grid is still a TODO
+    res = runner.invoke(app, ["check", str(src), "-k", "silu_and_mul_kernel", "--limit", "2"])
+    assert res.exit_code == 1, res.output
+    assert "every configuration failed" in res.stderr and "cutune templatize --write" in res.stderr
+
+
+@pytest.mark.nvcc
+def test_check_without_a_gpu_names_the_target_not_a_device_and_writes_json(tmp_path: Path) -> None:
+    import json
+
+    src = copy_sample(tmp_path, "merge_attn_states")
+    res = runner.invoke(app, ["check", str(src), "-k", "merge_attn_states_kernel", "--limit", "2"])
+    assert res.exit_code == 0, res.output
+    assert "compiled for sm_90 (compile-only)" in res.stdout and "H100" not in res.stdout
+    res = runner.invoke(app, ["check", str(src), "-k", "merge_attn_states_kernel", "--limit", "2", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)  # stdout holds the JSON alone
+    assert report["compile_only"] and report["configurations"][0]["original"]
+    assert report["configurations"][0]["feasible"] and report["configurations"][0]["registers"] > 0
+
+
+def test_kernels_and_tune_write_json_for_scripts(tmp_path: Path) -> None:
+    import json
+
+    src = scale_workspace(tmp_path)
+    res = runner.invoke(app, ["kernels", str(src), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    listed = json.loads(res.stdout)
+    assert [k["name"] for k in listed["kernels"]][0] == "scale_kernel" and listed["kernels"][0]["launch_lines"]
+    res = runner.invoke(app, replay_args(src, "--trials", "5", "--format", "json"))
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.stdout)
+    assert result["kernel"] == "scale_kernel" and result["device"] == "Synthetic GPU (test-only)"
+
+
+def test_piped_tables_are_plain_and_unwrapped(tmp_path: Path) -> None:
+    name = "k_" + "x" * 200  # wider than any terminal
+    src = tmp_path / "wide.cu"
+    src.write_text(f"__global__ void {name}(float* x) {{ x[threadIdx.x] = 1; }}\n")
+    res = runner.invoke(app, ["kernels", str(src)])
+    assert res.exit_code == 0, res.output
+    row = next(line for line in res.stdout.splitlines() if name in line)  # the whole name on one line
+    assert row.split()[:2] == [name, "1"] and not any(c in res.stdout for c in "│┃━─")
+
+
+def test_an_unknown_kernel_in_a_big_file_names_the_closest_few(tmp_path: Path) -> None:
+    from benchmarks.big_file import big_source
+
+    text, count = big_source(3000)
+    src = tmp_path / "big.cu"
+    src.write_text(text)
+    res = runner.invoke(app, ["templatize", str(src), "-k", "scale_12_kernal"])
+    assert res.exit_code == 2
+    assert "did you mean scale_12_kernel" in res.stderr and f"{count} kernels here" in res.stderr
+    assert "scale_200_kernel" not in res.stderr and len(res.stderr) < 1000
+
+
+def test_a_workspace_cutune_cannot_write_is_a_clear_error(tmp_path: Path) -> None:
+    src = scale_workspace(tmp_path)
+    (tmp_path / ".cutune").write_text("a file where cutune's state folder belongs")
+    res = runner.invoke(app, replay_args(src, "--trials", "3"))
+    assert res.exit_code == 2, res.output
+    assert ".cutune" in res.stderr and "Traceback" not in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+@pytest.mark.nvcc
+def test_check_and_agent_compile_without_the_cache_where_cutune_cannot_write(tmp_path: Path) -> None:
+    src = copy_sample(tmp_path, "merge_attn_states")
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / ".cutune").write_text("a file where cutune's state folder belongs")
+    res = runner.invoke(app, ["check", str(src), "-k", "merge_attn_states_kernel", "--limit", "2"])
+    assert res.exit_code == 0, res.output
+    assert "compiling without the compile cache" in res.stderr and "yes (original)" in res.stdout
+    if not gpu_available():
+        res = runner.invoke(app, ["agent", str(src), "-k", "merge_attn_states_kernel", "--iterations", "1"])
+        assert res.exit_code == 0, res.output
+        assert "compiling without the compile cache" in res.stderr and "stopped:" in res.stdout
+
+
+@pytest.mark.parametrize("address", ["banana", ":99999", "host:", "127.0.0.1:0"])
+def test_serve_rejects_a_bad_tcp_address(address: str) -> None:
+    res = runner.invoke(app, ["serve", "--tcp", address])
+    assert res.exit_code == 2 and "expected HOST:PORT with a port from 1 to 65535" in res.stderr
+
+
+def test_serve_says_when_it_cannot_listen() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = runner.invoke(app, ["serve", "--tcp", f"127.0.0.1:{port}"])
+    assert res.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in res.stderr
+
+
+def _finished_trials(journal: Path) -> int:
+    """Completed trials in a study journal (0 before it exists)."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    if not journal.exists():
+        return 0
+    storage = JournalStorage(JournalFileBackend(str(journal)))
+    return sum(
+        len(optuna.load_study(study_name=s.study_name, storage=storage).get_trials(states=(TrialState.COMPLETE,)))
+        for s in storage.get_all_studies()
+    )
+
+
+@pytest.mark.timeout(180)
+def test_ctrl_c_stops_after_the_current_trial_and_keeps_every_finished_one(tmp_path: Path) -> None:
+    src = scale_workspace(tmp_path)
+    # isolated: the worker process is in the terminal's process group too, and must not die of the SIGINT
+    args = replay_args(src, "--trials", "200", "--replay-pace", "0.25", "--isolate")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cutune", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job has
+    )
+    journal = tmp_path / ".cutune" / "studies.journal"
+    deadline = time.monotonic() + 90
+    try:
+        while _finished_trials(journal) < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no trial finished in 90 s"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the CLI and its worker get it
+        _, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stderr
+    assert "stopped (Ctrl-C)" in stderr and "run the same command to resume" in stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr and "KeyError" not in stderr
+    kept = _finished_trials(journal)
+    assert 3 <= kept < 200
+    resumed = runner.invoke(app, replay_args(src, "--trials", str(kept + 2)))  # the study goes on from there
+    assert resumed.exit_code == 0, resumed.output

@@ -268,4 +268,32 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
       await workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE }).waitFor({ timeout: UI_TIMEOUT_MS });
     });
   });
+
+  it("runs the agent on Autotune and shows the results view: bars against the floor, trials, steps", { timeout: STEP_TIMEOUT_MS }, async (t) => {
+    await step(t, async () => {
+      await workbench.openFile(SAMPLE);
+      await workbench.runCommand("File: Revert File"); // the recording is of the templatized kernel, not the applied one
+      await workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE }).waitFor({ state: "detached" });
+      await workbench.changeSettings({
+        "cutune.agent.autotune": true,
+        "cutune.agent.maxIterations": 2,
+        "cutune.agent.stepTrials": 8,
+      });
+      await workbench.codeLens("Autotune").first().click();
+      const view = workbench.page.locator("iframe.webview").first().contentFrame().frameLocator("iframe");
+      // the agent's steps are drawn once its job is done: the built-in transform's variant, rejected with the
+      // reason (the H200 recording holds no measurement of it)
+      const steps = view.locator("svg.steps g.step");
+      await steps.first().waitFor({ timeout: UI_TIMEOUT_MS });
+      assert.match(await steps.first().textContent() ?? "", /builtin · packs_per_thread · rejected/);
+      const bars = view.locator("svg.sizes rect.bar.best");
+      assert.equal(await bars.count(), 4, "one best-time bar per problem size of the spec");
+      for (const bar of await bars.all()) {
+        assert.ok(Number(await bar.getAttribute("width")) > 0, "each size's bar has a length");
+      }
+      assert.ok((await view.locator("svg.trials circle.dot").count()) > 0, "the trial history is drawn");
+      await view.locator("p", { hasText: "Stopped:" }).waitFor();
+      await workbench.screenshot("9-agent-results-view");
+    });
+  });
 });

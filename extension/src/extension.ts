@@ -3,7 +3,7 @@
 
 import type { ExtensionContext } from "vscode";
 
-import { COMMANDS, onCommandResult, registerCommands } from "./common/commands";
+import { COMMANDS, SERVER_COMMANDS, onCommandResult, registerCommands } from "./common/commands";
 import { logInfo, setLogSink, showLog } from "./common/log";
 import { onDidChangeActiveEnvironment } from "./common/pythonExtension";
 import { CutuneServer } from "./common/server";
@@ -75,6 +75,10 @@ export async function deactivate(): Promise<void> {
 }
 
 function reportFinishedJob(job: JobStatus): void {
+  if (job.state === "done") {
+    // the results view beside the editor: bars against the floor, the trials, the agent's steps
+    void vscodeapi.executeCommand(SERVER_COMMANDS.resultsView, { uri: job.uri, kernel: job.kernel });
+  }
   if (job.state === "failed") {
     void vscodeapi.showError(`cutune: tuning ${job.kernel} failed. ${job.message}`, "Open Log").then((choice) => {
       if (choice === "Open Log") {

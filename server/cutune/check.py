@@ -165,4 +165,3 @@ def _dynamic_smem(spec: KernelSpec, config: Config, size: dict[str, int], limits
 def _first_line(text: str) -> str:
     lines = [ln for ln in text.splitlines() if "error" in ln] or text.splitlines() or [""]
     return lines[0][:160]
-

@@ -214,7 +214,12 @@ def _run_check(
     from cutune.cli_render.check import check_json, failure_summary, render_check
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not err.is_terminal,  # a log file gets the outcome, not a bar's last frame
     ) as bar:
         task = bar.add_task(f"compiling configurations of {ctx.kernel.name} for {arch} with nvcc", total=None)
         report = check_kernel(
@@ -252,7 +257,8 @@ def _cache_dir(ctx: KernelContext) -> Path | None:
         probe.touch()
         probe.unlink()
     except OSError as e:
-        err.print(f"[yellow]cannot write {user_text(cache)} ({user_text(e.strerror or e)}): compiling without the cache[/]")
+        reason = user_text(e.strerror or e)
+        err.print(f"[yellow]cannot write {user_text(cache)} ({reason}): compiling without the compile cache[/]")
         return None
     return cache
 
@@ -261,14 +267,22 @@ def _cache_dir(ctx: KernelContext) -> Path | None:
 def tune(
     file: FileArg,
     kernel: KernelOpt,
-    trials: Annotated[int, typer.Option(help="Trial budget.")] = 200,
-    seconds: Annotated[float, typer.Option(help="Time budget for the search, in seconds.")] = 600.0,
+    trials: Annotated[int, typer.Option(min=1, help="Trial budget.")] = 200,
+    seconds: Annotated[float, typer.Option(min=0.1, help="Time budget for the search, in seconds.")] = 600.0,
     sampler: Annotated[str, typer.Option(help="auto, grid, tpe or random.")] = "auto",
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: a journal in .cutune/).")] = None,
     backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
     replay: Annotated[Path | None, typer.Option(help="Recording for --backend replay.")] = None,
     record: Annotated[Path | None, typer.Option(help="Append every measurement to this recording.")] = None,
-    replay_pace: Annotated[float, typer.Option(help="Seconds each replayed measurement takes.")] = 0.0,
+    replay_pace: Annotated[float, typer.Option(min=0.0, help="Seconds each replayed measurement takes.")] = 0.0,
+    isolate: Annotated[
+        bool | None,
+        typer.Option(
+            "--isolate/--no-isolate",
+            help="Measure in a worker process (default: where the backend can fault or hang, i.e. cupy).",
+            show_default=False,
+        ),
+    ] = None,
     devices: Annotated[
         str | None, typer.Option(help="GPUs to tune on at once (0,1 or all): one worker each, one study.")
     ] = None,
@@ -276,6 +290,9 @@ def tune(
         float, typer.Option(help="Seconds without a heartbeat after which a worker's trial is retried.")
     ] = 60.0,
     warm_l2: Annotated[bool, typer.Option("--warm-l2", help="Keep the L2 cache warm between reps.")] = False,
+    compiler: Annotated[
+        str, typer.Option(help="auto (NVRTC, nvcc where NVRTC cannot compile, with the reason), nvrtc or nvcc.")
+    ] = "auto",
     arch: Annotated[str, typer.Option(help="Target for the compile-only fallback without a GPU.")] = "sm_90",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")] = None,
     variants: Annotated[
@@ -293,8 +310,11 @@ def tune(
             show_default=False,
         ),
     ] = None,
+    output_format: FormatOpt = OutputFormat.TABLE,
 ) -> None:
-    """Templatize, measure the original, search the space on the GPU, and report the speedup."""
+    """Templatize, measure the original, search the space on the GPU, and report the speedup.
+
+    Ctrl-C stops after the current trial and keeps every finished one (exit code 130)."""
     import optuna
 
     from cutune.gpu.backend import TimingOptions
@@ -306,25 +326,28 @@ def tune(
     from cutune.tune.parallel import parse_devices, tune_on_devices
     from cutune.tune.run import tune as run_tune
 
-    try:
+    with _user_errors(), _human_output(output_format):
         ctx = base = open_kernel(file, kernel)
+        if ctx.spec_error is not None:  # before anything is printed or drafted: the spec is the user's to fix
+            raise ctx.spec_error
         combined = _variants_summary(ctx) if variants else None
         if combined is not None and combined.variants:
             ctx = dataclasses.replace(
                 ctx, template=combined.template, template_model=combined.model, spec=combined.spec
             )
         if backend == "cupy" and not gpu_available():
+            ctx.require_spec()  # the check below would otherwise draft one and fail every configuration
             err.print(
                 "[bold yellow]No CUDA GPU (or CuPy) here: measured tuning needs a CUDA GPU.[/] Doing the "
                 "useful part that needs none: templatize and a compile-only check."
             )
             _templatize_summary(ctx.template, ctx.space)
-            _run_check(ctx, arch, limit=32, jobs=None)
+            _run_check(ctx, arch, limit=32, jobs=None, output_format=output_format)
             raise typer.Exit(0)
         job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
         options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
         options = dataclasses.replace(options, sanitize=sanitize, liveness=_liveness(grace))
-        ref = _backend_ref(backend, replay, replay_pace, record)
+        ref = dataclasses.replace(_backend_ref(backend, replay, replay_pace, record, compiler), isolate=isolate)
         if devices is None:
             meter = ref.build()
             result = _tune_with_progress(
@@ -339,22 +362,37 @@ def tune(
                 trials,
             )
             err.print(f"{len(gpus)} workers; the finalists were re-measured on GPU {gpus[0]} ({result.device})")
-    except CutuneError as e:
-        _fail(e)
-    out.print(render_result(result))
-    if combined is not None and combined.variants:
-        try:
+        if output_format is OutputFormat.JSON:
+            print_json(result.to_dict())
+        else:
+            print_table(out, render_result(result))
+        if combined is not None and combined.variants:
             _variant_winners(base, combined, result, apply_variant)
-        except CutuneError as e:
-            _fail(e)
-    if output is not None:
-        from cutune.tune.result import write_result
+        if output is not None:
+            from cutune.tune.result import write_result
 
-        write_result(result, output)
-        out.print(f"wrote {output}")
+            write_result(result, output)
+            out.print(f"wrote {user_text(output)}")
     if result.stop == "cancelled":
-        err.print("stopped: every finished trial is kept in the study; run the same command to resume")
+        err.print(
+            f"stopped (Ctrl-C) after {result.trials} measured configurations: every finished trial is kept in the "
+            "study; nothing was verified or stored as a result; run the same command to resume"
+        )
         raise typer.Exit(130)
+
+
+@contextlib.contextmanager
+def _human_output(output_format: OutputFormat) -> Iterator[None]:
+    """With `--format json`, what is written for people goes to stderr: stdout holds only the JSON."""
+    global out
+    if output_format is not OutputFormat.JSON:
+        yield
+        return
+    kept, out = out, err
+    try:
+        yield
+    finally:
+        out = kept
 
 
 @app.command()
@@ -399,11 +437,15 @@ def _liveness(grace: float) -> Liveness:
     return Liveness(heartbeat_s=min(5.0, grace / 4), grace_s=grace)
 
 
-def _backend_ref(backend: str, replay: Path | None, pace: float, record: Path | None) -> BackendRef:
+def _backend_ref(
+    backend: str, replay: Path | None, pace: float, record: Path | None, compiler: str = "auto"
+) -> BackendRef:
     """How to build the measuring backend, here or in a worker process."""
     from cutune.tune.parallel import BackendRef
 
     recording = str(record) if record is not None else None
+    if backend == "cupy":
+        return BackendRef(backend, {"compiler": compiler}, recording)
     if backend != "replay":
         return BackendRef(backend, record=recording)
     if replay is None:
@@ -424,34 +466,86 @@ def _tune_with_progress(run: Callable[[Callable[[SearchProgress], None], threadi
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     cancel = threading.Event()
-    box: dict[str, object] = {}
+    outcome: list[T | BaseException] = []
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not err.is_terminal,  # a log file gets the outcome, not a bar's last frame
     ) as bar:
         task = bar.add_task("measuring the original…", total=budget)
 
         def on_progress(p: SearchProgress) -> None:
+            if cancel.is_set():
+                return  # the description says it is stopping
             # one measurement each: the final figures come from separate interleaved re-measurement
             best = f"search best {1 / p.best:.2f}×, unconfirmed ({p.best_config})" if p.best else "best: original"
             bar.update(task, completed=p.done, total=p.budget, description=f"trials · {p.failures} failed · {best}")
 
         def work() -> None:
             try:
-                box["result"] = run(on_progress, cancel)
+                outcome.append(run(on_progress, cancel))
             except BaseException as e:  # handed to the main thread
-                box["error"] = e
+                outcome.append(e)
+            finally:
+                done.set()
 
-        thread = threading.Thread(target=work, name="cutune-tune", daemon=True)
-        thread.start()
-        while thread.is_alive():
-            try:
-                thread.join(0.2)
-            except KeyboardInterrupt:
-                cancel.set()
-                bar.update(task, description="stopping after the current trial (Ctrl-C)…")
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box["result"]  # type: ignore[return-value]
+        def interrupted() -> None:
+            cancel.set()
+            bar.update(task, description="stopping after the current trial (Ctrl-C)…")
+
+        done = threading.Event()
+        threading.Thread(target=work, name="cutune-tune", daemon=True).start()
+        _wait(done, interrupted)
+    if not outcome:
+        raise CutuneError("the search ended without a result or an error; this is a bug in cutune")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _wait(done: threading.Event, interrupted: Callable[[], None]) -> None:
+    """Wait until `done` is set; each Ctrl-C (a KeyboardInterrupt here, wherever it lands) calls `interrupted`.
+
+    Not `Thread.join`: on Python 3.11 a KeyboardInterrupt inside it can mark a running thread as stopped,
+    and the search's result was then looked for before it existed (`KeyError: 'result'`)."""
+    while True:
+        try:
+            while not done.wait(0.2):
+                pass
+            return
+        except KeyboardInterrupt:
+            interrupted()
+
+
+@app.command()
+def apply(
+    file: FileArg,
+    kernel: KernelOpt,
+    write: Annotated[bool, typer.Option("--write", "-w", help="Rewrite the file.")] = False,
+) -> None:
+    """Write the stored tuning result into the source: a per-size dispatch at the launch, or the tuned values."""
+    import difflib
+
+    from cutune.project import apply_result, open_kernel, stored_result
+
+    with _user_errors():
+        ctx = open_kernel(file, kernel)
+        result = stored_result(ctx)
+        if result is None:
+            _fail(f"{kernel} in {file} has no stored result: run `cutune tune {file} -k {kernel}` first")
+        applied = apply_result(ctx, result)
+        if write:
+            ctx.path.write_text(applied.text, encoding="utf-8")
+    if not write:
+        before, after = ctx.model.text.splitlines(keepends=True), applied.text.splitlines(keepends=True)
+        diff = difflib.unified_diff(before, after, f"a/{ctx.path.name}", f"b/{ctx.path.name}")
+        out.print(Syntax("".join(diff), "diff", theme="ansi_dark", word_wrap=True))
+    out.print(f"{'wrote' if write else 'would write'} {ctx.path} ({result.speedup:.2f}× {result.measured_on()})")
+    if applied.flags:
+        out.print(f"build it with {' '.join(applied.flags)} too: compile flags cannot be written into the source")
 
 
 @app.command()
@@ -462,7 +556,7 @@ def agent(
         str | None, typer.Option(help="An OpenAI-compatible endpoint (key from OPENAI_API_KEY / CUTUNE_LLM_API_KEY).")
     ] = None,
     model: Annotated[str, typer.Option(help="The LLM's model name (with --base-url).")] = "",
-    iterations: Annotated[int, typer.Option(help="At most this many steps.")] = 6,
+    iterations: Annotated[int, typer.Option(min=1, help="At most this many steps.")] = 6,
     arch: Annotated[
         str, typer.Option(help="Target for nvcc checks (and the compile-only steps without a GPU).")
     ] = "sm_90",
@@ -480,7 +574,7 @@ def agent(
     from cutune.project import open_kernel
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
+    with _user_errors():
         ctx = open_kernel(file, kernel)
         settings = AgentSettings(
             kind="openai" if base_url else "builtin",
@@ -494,8 +588,6 @@ def agent(
             _compile_only_agent(ctx, settings)
             return
         _measured_agent(ctx, settings, target, trials, seconds, storage, profile)
-    except CutuneError as e:
-        _fail(e)
 
 
 def _measured_agent(
@@ -536,9 +628,8 @@ def _measured_agent(
 
 def _compile_only_agent(ctx: KernelContext, settings: AgentSettings) -> None:
     from cutune.agent import compile_only_test, run_agent
-    from cutune.project import workspace_dir
 
-    test = compile_only_test(ctx, arch=settings.arch, cache_dir=workspace_dir(ctx.path) / ".cutune" / "cache")
+    test = compile_only_test(ctx, arch=settings.arch, cache_dir=_cache_dir(ctx))
     with out.status("templatize → compile-only test → analyze → plan…"):
         run = run_agent(ctx, settings, test)
     for step in run.steps:
@@ -548,9 +639,9 @@ def _compile_only_agent(ctx: KernelContext, settings: AgentSettings) -> None:
             f"recipes {', '.join(step.plan.recipes)}; parameters {params}",
             highlight=False,
         )
-        out.print(f"  {step.plan.reason or '-'}; test: {step.outcome.summary}", highlight=False)
+        out.print(f"  {user_text(step.plan.reason or '-')}; test: {user_text(step.outcome.summary)}")
         if step.fallback:
-            out.print(f"  [yellow]the LLM's plan was not used:[/] {step.fallback}", highlight=False)
+            out.print(f"  [yellow]the LLM's plan was not used:[/] {user_text(step.fallback)}")
     out.print(f"stopped: {run.stop.value} — {run.message}", highlight=False)
     _templatize_summary(run.template)
     out.print("Compile-only: nothing was measured; on a GPU `cutune agent` measures, tunes and profiles each step.")
@@ -561,9 +652,10 @@ def serve(
     tcp: Annotated[str | None, typer.Option(help="HOST:PORT to listen on instead of stdio (debugging).")] = None,
 ) -> None:
     """Start the language server (stdio by default)."""
-    from cutune.lsp.server import start
+    from cutune.lsp.server import start, tcp_address
 
-    start(tcp)
+    with _user_errors():
+        start(tcp_address(tcp) if tcp is not None else None)
 
 
 def main() -> None:

@@ -258,7 +258,7 @@ def apply_result(ctx: KernelContext, result: TuneResult) -> AppliedResult:
     launched = result.launched()
     if result.dispatch is None or len(result.dispatch.configs) < 2:
         return apply_to_source(ctx, launched[0] if len(launched) == 1 else result.best)
-    note = f"tuned {result.measured_on()}"
+    note = f"tuned on timings {result.replayed.label()}" if result.replayed else f"tuned {result.measured_on()}"
     sizes = [s.size for s in result.sizes]
     applied = apply_dispatch(ctx.template_model, ctx.kernel.name, result.dispatch, ctx.space, sizes, note=note)
     return AppliedResult(apply_edits(ctx.template.source, applied.edits), applied.flags)

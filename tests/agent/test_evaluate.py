@@ -11,7 +11,7 @@ from cutune.agent.analysis import FindingKind, analyze
 from cutune.agent.builtin import BuiltinPlanner
 from cutune.agent.evaluate import compile_only_test, context_with
 from cutune.agent.history import Step
-from cutune.agent.loop import StopReason, run_agent
+from cutune.agent.loop import PlanLoopStop, run_agent
 from cutune.agent.plan import Plan, apply_plan
 from cutune.agent.settings import AgentSettings
 from cutune.gpu.limits import limits_for
@@ -62,7 +62,7 @@ def test_the_builtin_loop_on_silu_with_nvcc(silu: KernelContext, tmp_path: Path)
     ctx = with_launch(silu, "BLOCK_THREADS")
     run = run_agent(ctx, AgentSettings(), compile_only_test(ctx, limit=3, cache_dir=tmp_path))
     # nothing spills and the refused recipes were already idle: the rules have no change to propose
-    assert len(run.steps) == 1 and run.stop is StopReason.DONE and run.best is run.steps[0]
+    assert len(run.steps) == 1 and run.stop is PlanLoopStop.DONE and run.best is run.steps[0]
     report = run.steps[0].outcome.check
     assert report is not None and len(report.rows) == 3
     original = report.rows[0]

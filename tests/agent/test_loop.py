@@ -11,7 +11,7 @@ from cutune.agent.builtin import BuiltinPlanner
 from cutune.agent.errors import AgentError
 from cutune.agent.history import Step, TestOutcome
 from cutune.agent.llm import LLMPlanner
-from cutune.agent.loop import StopReason, run_agent
+from cutune.agent.loop import PlanLoopStop, run_agent
 from cutune.agent.registry import PLANNERS, make_planner
 from cutune.agent.settings import AgentSettings, PlannerKind
 from cutune.errors import CompileError
@@ -56,7 +56,7 @@ def test_builtin_loop_follows_the_measurements_and_keeps_the_best(merge: KernelC
     assert first.plan.recipes == tuple(RECIPES) and first.planner == "builtin" and first.fallback is None
     assert "launch_bounds" not in second.plan.recipes
     assert second.template.space.param("ITEMS_PER_THREAD").values == (1, 2, 4, 8, 16)
-    assert run.stop is StopReason.DONE and "builtin planner is done" in run.message
+    assert run.stop is PlanLoopStop.DONE and "builtin planner is done" in run.message
     assert run.best is second and run.template is second.template
     assert "step 1 (builtin): recipes [" in second.render() and "score 0.8" in second.render()
 
@@ -74,7 +74,7 @@ def test_good_llm_plans_are_applied_until_one_repeats(silu: KernelContext, llm: 
     assert [s.planner for s in run.steps] == ["openai", "openai"]
     assert all(s.fallback is None for s in run.steps)
     assert run.steps[1].template.space.param("BLOCK_THREADS").values == (256, 512, 1024)
-    assert run.stop is StopReason.REPEAT and "repeats step 1" in run.message
+    assert run.stop is PlanLoopStop.REPEAT and "repeats step 1" in run.message
     assert run.best is run.steps[1]  # the smaller space scores lower
     assert len(llm.requests) == 3
     history = llm.requests[2].body["messages"][1]["content"]
@@ -103,7 +103,7 @@ def test_a_failing_llm_falls_back_to_the_builtin_planner(
         assert step.fallback is not None and f"LLM planner at {llm.url}" in step.fallback and why in step.fallback
         assert "fallback to the built-in planner" in step.render()
     assert run.steps[0].plan.recipes == tuple(RECIPES)  # the built-in first step, not an invented one
-    assert run.stop is StopReason.DONE
+    assert run.stop is PlanLoopStop.DONE
 
 
 def test_an_llm_plan_breaking_limits_falls_back(silu: KernelContext, llm: FakeLLM, api_key: str) -> None:
@@ -113,13 +113,13 @@ def test_an_llm_plan_breaking_limits_falls_back(silu: KernelContext, llm: FakeLL
     assert step.planner == "builtin" and step.fallback is not None
     assert step.fallback.startswith("the openai planner's plan (recipes [block_threads], values BLOCK_THREADS=")
     assert "2048 break the constraint 'BLOCK_THREADS <= max_threads_per_block'" in step.fallback
-    assert run.stop is StopReason.MAX_ITERATIONS
+    assert run.stop is PlanLoopStop.MAX_ITERATIONS
 
 
 def test_the_llm_saying_done_stops(silu: KernelContext, llm: FakeLLM, api_key: str) -> None:
     llm.queue(plan_answer(list(RECIPES)), plan_answer(["block_threads"], done=True, reason="nothing left to try"))
     run = run_agent(silu, openai(llm), by_space_size)
-    assert len(run.steps) == 1 and run.stop is StopReason.DONE
+    assert len(run.steps) == 1 and run.stop is PlanLoopStop.DONE
     assert run.message == "the openai planner is done: nothing left to try"
 
 
@@ -130,7 +130,7 @@ def test_iterations_are_capped_and_the_lowest_score_wins(silu: KernelContext, ll
         plan_answer(["block_threads"], {"BLOCK_THREADS": [512, 1024]}),
     )
     run = run_agent(silu, openai(llm), by_space_size, max_iterations=2)
-    assert len(run.steps) == 2 and run.stop is StopReason.MAX_ITERATIONS
+    assert len(run.steps) == 2 and run.stop is PlanLoopStop.MAX_ITERATIONS
     assert run.best is run.steps[1] and run.best.outcome.score == 1.0
 
 

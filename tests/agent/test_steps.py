@@ -3,6 +3,7 @@ real Optuna storage; the GPU is a mock (this machine has none), so each test's n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from cutune.agent.record import Outcome, StepLog
 from cutune.agent.settings import AgentSettings
 from cutune.agent.sources import LLMVariants
-from cutune.agent.steps import LoopOptions, StopReason, run_loop
+from cutune.agent.steps import LoopOptions, MeasuredLoopStop, run_loop
 from cutune.gpu.backend import Failure
 from cutune.project import KernelContext, tune_options
 from tests.agent.llm_server import FakeLLM, Reply, completion
@@ -45,6 +46,7 @@ def loop(
 ) -> tuple[object, AgentSettings]:
     settings = AgentSettings(kind="openai", base_url=url, model="tuner-7b", timeout=timeout)
     options = tune_options(ctx, trials=8, seconds=None, storage_url=f"sqlite:///{tmp_path / 'studies.db'}")
+    options = dataclasses.replace(options, workspace=tmp_path)  # results stored under tmp_path/.cutune
     run = run_loop(
         ctx,
         LLMVariants(settings),
@@ -71,7 +73,7 @@ def test_scripted_llm_variant_that_wins_is_kept_on_a_mock_gpu(
         "num_tokens=1024 d=4096",
         "num_tokens=4096 d=14336",
     }
-    assert [v.name for v in run.kept] == ["scalar_rows"] and run.stop is StopReason.DONE
+    assert [v.name for v in run.kept] == ["scalar_rows"] and run.stop is MeasuredLoopStop.DONE
     # only the extracted device code went out: the host entry point and torch includes stayed home
     user = llm.requests[0].body["messages"][1]["content"]
     assert "silu_and_mul_kernel" in user and "__device__" in user
@@ -156,7 +158,7 @@ def test_scripted_malformed_and_truncated_answers_fall_back_to_the_builtin_trans
     run, _ = loop(silu, llm.url, tmp_path, MockGpuBackend(), steps=1)
     for record in run.records:
         assert record.source == "builtin" and why in record.reason and "openai failed" in record.reason
-    assert run.records or run.stop is StopReason.DONE
+    assert run.records or run.stop is MeasuredLoopStop.DONE
 
 
 @pytest.mark.nvcc
@@ -165,7 +167,7 @@ def test_scripted_timeout_falls_back_to_the_builtin_transforms(
 ) -> None:
     llm.queue(Reply(variant_reply("late").body, delay=2.0))
     run, _ = loop(silu, llm.url, tmp_path, MockGpuBackend(), steps=1, timeout=0.5)
-    assert run.stop in (StopReason.DONE, StopReason.BUDGET)
+    assert run.stop in (MeasuredLoopStop.DONE, MeasuredLoopStop.BUDGET)
     for record in run.records:
         assert record.source == "builtin" and "no answer within 0.5 s" in record.reason
 

@@ -52,13 +52,15 @@ class KernelOutcome:
     compiled: bool = False
     compile_error: str = ""
     registers: int | None = None
+    notes: tuple[str, ...] = ()  # what extraction changed (dropped headers, mapped types)
     applied: tuple[str, ...] = ()
     refusals: tuple[tuple[str, str], ...] = ()  # (recipe, reason)
     error: str = ""  # an unexpected exception: a crash
 
     @property
     def templatized(self) -> bool:
-        return bool(self.applied)
+        """Whether a recipe made one of the kernel's own choices a parameter (compile flags alone do not count)."""
+        return any(r != "compile_flags" for r in self.applied)
 
 
 @dataclass
@@ -76,16 +78,32 @@ class CorpusReport:
 
     def refusal_classes(self) -> Counter[str]:
         """How often each (recipe, kind of reason) refused, the reason's specifics (names, lines) dropped."""
-        return Counter(f"{recipe}: {refusal_class(reason)}" for k in self.kernels for recipe, reason in k.refusals)
+        return Counter(
+            f"{recipe}: {c}"
+            for k in self.kernels
+            for recipe, reason in k.refusals
+            for c in refusal_class(reason, k.kernel)
+        )
+
+    def compile_failures(self) -> Counter[str]:
+        """The nvcc failures, by their first error line without paths."""
+        return Counter(
+            re.sub(r"^.*?(?=(?:fatal )?error)", "", k.compile_error) for k in self.kernels if k.compile_error
+        )
 
 
-def refusal_class(reason: str) -> str:
-    """A refusal reason without what varies between kernels: quoted code, names, numbers."""
-    text = re.sub(r"`[^`]*`", "`…`", reason)
-    text = re.sub(r"\([^()]*\)", "", text)
-    text = re.sub(r"\b\w+: ", "", text, count=1) if ":" in text.split(" ")[0] else text
-    text = re.sub(r"\b\d+\b", "N", text)
-    return " ".join(text.split())[:90]
+def refusal_class(reason: str, kernel: str) -> list[str]:
+    """A refusal reason's classes (one per `;`-separated part), without what varies between kernels:
+    the kernel's and arguments' names, quoted code, parentheses, numbers."""
+    classes = []
+    for part in reason.split("; "):
+        text = part.replace(kernel, "KERNEL")
+        text = re.sub(r"^\w+: ", "", text)  # `arg: reason` of specialize
+        text = re.sub(r"`[^`]*`", "`…`", text)
+        text = re.sub(r"\([^()]*\)", "", text)
+        text = re.sub(r"\b(?:a|an) [\w:<>, ]+, not an integral size", "not an integral size", text)
+        classes.append(" ".join(re.sub(r"\b\d+\b", "N", text).split()))
+    return classes
 
 
 def instantiation(kernel: Kernel, model: SourceModel) -> str:
@@ -135,7 +153,7 @@ def run_corpus(root: Path, cache_dir: Path | None = None, *, arch: str = "sm_90"
             report.kernels.append(outcome)
             try:
                 unit = extract_kernel(model, k.name, instantiations=(outcome.instantiation,), include_dirs=(str(root),))
-                outcome.extracted = True
+                outcome.extracted, outcome.notes = True, unit.notes
                 job_of.append((outcome, len(jobs)))
                 jobs.append(CompileJob(unit.source, arch, include_dirs=unit.include_dirs, kernel=k.name))
                 tpl = templatize(model, k.name)

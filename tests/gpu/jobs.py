@@ -13,10 +13,11 @@ def tiny_job(
     source: str = "// k\n",
     seed: int = 0,
     timing: TimingOptions | None = None,
+    sizes: tuple[dict[str, int], ...] = ({"n": 1},),
 ) -> Job:
     """A job over `params` (first value is the default) whose spec has no arguments."""
     space = Space(tuple(TunableParam(name, values, values[0]) for name, values in params.items()))
-    spec = KernelSpec(kernel="k", args=(), sizes=({"n": 1},), grid=("1",), block=("1",))
+    spec = KernelSpec(kernel="k", args=(), sizes=sizes, grid=("1",), block=("1",))
     return Job(
         source_path=None,
         template=Template(kernel="k", source=source, space=space),

@@ -9,10 +9,10 @@ import time
 from collections.abc import Sequence
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement, Timing
 from cutune.template.model import Config
 
-MODES = ("ok", "hang", "crash", "fault", "raise")
+MODES = ("ok", "hang", "crash", "fault", "raise", "flaky")  # flaky: passes evaluate, fails every verify
 
 
 class ScriptedBackend(Backend):
@@ -56,4 +56,20 @@ class ScriptedBackend(Backend):
             config,
             timings=(timing,),
             extra={"pid": os.getpid(), "seed": self.seed, "prefetched": self.prefetched},
+        )
+
+    def verify(self, config: Config, seed: int) -> Check:
+        """Re-checks: a flaky configuration fails them; other modes behave as in `evaluate`."""
+        if config["mode"] == "flaky":
+            return Check(config, Failure.RACE, f"planted race, seed {seed}")
+        measured = self.evaluate(config)
+        return Check(config, measured.failure, f"seed {seed} in pid {os.getpid()}")
+
+    def sanitize(self, configs: Sequence[Config]) -> tuple[Check, ...]:
+        """A planted finding for flaky configurations."""
+        return tuple(
+            Check(c, Failure.OUT_OF_BOUNDS, "compute-sanitizer memcheck: planted finding")
+            if c["mode"] == "flaky"
+            else Check(c, detail="no error")
+            for c in configs
         )

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import logging
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import CompileInfo, DeviceInfo, Failure, Measurement, Timing
+from cutune.gpu.backend import CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
 from cutune.gpu.limits import limits_for
-from cutune.gpu.replay import RecordingBackend, ReplayBackend, header_for, read_recording
-from cutune.template.model import Config
+from cutune.gpu.replay import (
+    RecordingBackend,
+    ReplayBackend,
+    ReplaySource,
+    header_for,
+    read_recording,
+    replay_source,
+)
+from cutune.template.model import Config, Value
 from tests.gpu.jobs import tiny_job
+from tests.tune.fake_backend import FakeBackend
 
-JOB = tiny_job({"threads": (128, 256, 512), "fast_math": (False, True)})
+PARAMS: dict[str, tuple[Value, ...]] = {"threads": (128, 256, 512), "fast_math": (False, True)}
+JOB = tiny_job(PARAMS, sizes=({"n": 4096}, {"n": 1 << 20}))
 DEVICE = DeviceInfo(
     name="NVIDIA H100 80GB HBM3",
     arch="sm_90",
@@ -148,14 +158,58 @@ def test_a_file_without_header_is_refused(tmp_path: Path) -> None:
         ReplayBackend(path).open(JOB)
 
 
-def test_a_changed_source_warns_or_is_refused_when_strict(recording: Path, caplog: pytest.LogCaptureFixture) -> None:
-    changed = tiny_job({"threads": (128, 256, 512), "fast_math": (False, True)}, source="// edited\n")
-    with caplog.at_level(logging.WARNING):
-        ReplayBackend(recording).open(changed)
-    assert "source_sha256 differs" in caplog.text
-    with pytest.raises(CutuneError, match="source_sha256 differs"):
-        ReplayBackend(recording, strict=True).open(changed)
-    ReplayBackend(recording, strict=True).open(JOB)
+@pytest.mark.parametrize(
+    ("job", "reason"),
+    [
+        (tiny_job(PARAMS, sizes=JOB.spec.sizes, source="// edited\n"), "the kernel's source changed since it was"),
+        (tiny_job({"threads": (128, 256)}, sizes=JOB.spec.sizes), "the tuning space differs (parameters fast_math"),
+        (tiny_job(PARAMS, sizes=({"n": 4096}, {"n": 8192})), "size n=8192 was not recorded"),
+        (dataclasses.replace(JOB, spec=dataclasses.replace(JOB.spec, grid=("2",))), "the tuning spec changed"),
+    ],
+    ids=["source", "space", "sizes", "spec"],
+)
+def test_a_recording_that_does_not_match_is_an_error_with_the_reason(recording: Path, job: Job, reason: str) -> None:
+    with pytest.raises(CutuneError, match=re.escape(f"this recording does not match k: {reason}")):
+        ReplayBackend(recording).open(job)
+    ReplayBackend(recording).open(JOB)
+
+
+def test_a_replay_says_where_its_timings_come_from(recording: Path) -> None:
+    replay = ReplayBackend(recording)
+    replay.open(JOB)
+    date = read_recording(recording).header["date"][:10]
+    assert replay_source(replay) == ReplaySource(str(recording), DEVICE.name, read_recording(recording).header["date"])
+    assert replay_source(RecordingBackend(replay, recording.with_suffix(".copy"))) == replay.source
+    assert replay.source is not None
+    assert replay.source.label() == f"replayed from k.h100.jsonl (NVIDIA H100 80GB HBM3, {date})"
+    assert replay_source(FakeBackend()) is None
+
+
+def test_a_subset_of_the_recorded_sizes_is_served_its_own_timings(recording: Path, tmp_path: Path) -> None:
+    """A run measures held-out sizes as a second job: the recorder continues its file, and the replay
+    serves each job the measurements made at its sizes."""
+    out = tmp_path / "two-jobs.jsonl"
+    recorder = RecordingBackend(ReplayBackend(recording), out)
+    recorder.open(JOB)
+    recorder.evaluate(config(128))
+    recorder.close()
+    held = tiny_job(PARAMS, sizes=({"n": 1 << 20},))
+    with out.open("a") as f:  # what the GPU run would have measured at the held-out size
+        f.write(
+            json.dumps({"type": "measurement", **Measurement(config(128), timings=(timing(77.0, 1 << 20),)).to_dict()})
+            + "\n"
+        )
+    replay = ReplayBackend(out)
+    replay.open(JOB)
+    assert [t.median_us for t in replay.evaluate(config(128)).timings] == [10.0, 80.0]
+    replay.open(held)
+    assert [t.median_us for t in replay.evaluate(config(128)).timings] == [77.0]
+    recorder = RecordingBackend(ReplayBackend(recording), out)
+    recorder.open(JOB)
+    recorder.close()
+    recorder.open(held)  # a second job of the same run continues the file
+    recorder.close()
+    assert len([line for line in out.read_text().splitlines() if '"header"' in line]) == 2
 
 
 RECORDINGS = sorted((Path(__file__).parents[1] / "data/gpu/recordings").glob("*.jsonl"))
@@ -170,7 +224,7 @@ def test_the_recorded_gpu_sweeps_replay(path: Path) -> None:
     assert all(m.ok and (m.max_error or 0) <= 1 for m in recorded.measurements)
     names = set(recorded.header["params"])
     job = tiny_job({name: tuple(values) for name, values in recorded.header["params"].items()})
-    replay = ReplayBackend(path)
-    replay.open(job)  # another job's source: only a warning
+    replay = ReplayBackend(path, strict=False)
+    replay.open(job)  # a timing sweep onto another job: not strict, only a warning
     assert set(default.config) == names
     assert replay.evaluate(default.config) == default

@@ -110,3 +110,23 @@ def test_replay_backend_runs_isolated_like_in_process(tmp_path: Path) -> None:
             assert isolated.evaluate(config) == direct.evaluate(config)
     finally:
         isolated.close()
+
+
+def test_verify_and_sanitize_run_in_the_child_mock_backend(worker: IsolatedBackend) -> None:
+    check = worker.verify(mode("ok"), 17)
+    assert check is not None and check.ok and check.detail.startswith("seed 17 in pid ")
+    assert str(os.getpid()) not in check.detail
+    flaky = worker.verify(mode("flaky"), 3)
+    assert flaky is not None and flaky.failure is Failure.RACE and "seed 3" in flaky.detail
+    found = worker.sanitize([mode("ok"), mode("flaky")])
+    assert found is not None and [c.failure for c in found] == [None, Failure.OUT_OF_BOUNDS]
+
+
+def test_a_crash_or_fault_while_verifying_fails_the_check_mock_backend(worker: IsolatedBackend) -> None:
+    crashed = worker.verify(mode("crash"), 1)
+    assert crashed is not None and crashed.failure is Failure.CRASH and "SIGSEGV" in crashed.detail
+    faulted = worker.verify(mode("fault"), 1)
+    assert faulted is not None and faulted.failure is Failure.FAULT
+    after = worker.verify(mode("ok"), 1)
+    assert after is not None and after.ok
+    assert worker.restarts == 2

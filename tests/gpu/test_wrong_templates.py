@@ -89,15 +89,15 @@ def test_the_right_template_is_still_tuned(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(sanitizer_path() is None, reason="compute-sanitizer is not on PATH")
 def test_compute_sanitizer_sees_the_overrun_and_the_missing_barrier() -> None:
-    overrun = sanitize_job(wrong_job("bounds_kernel"), PLANTED, tools=("memcheck",))
+    [overrun, right] = sanitize_job(wrong_job("bounds_kernel"), [PLANTED, RIGHT], tools=("memcheck",)) or ()
     print(f"\nbounds_kernel under memcheck: {overrun}")
-    assert overrun is not None and overrun.failure is Failure.OUT_OF_BOUNDS
-    assert "Invalid __global__ write" in overrun.detail
-    hazard = sanitize_job(wrong_job("barrier_kernel"), PLANTED, tools=("racecheck",))
+    assert overrun.failure is Failure.OUT_OF_BOUNDS and "Invalid __global__ write" in overrun.detail
+    assert right.ok and "no error" in right.detail, right
+    [hazard] = sanitize_job(wrong_job("barrier_kernel"), [PLANTED], tools=("racecheck",)) or ()
     print(f"barrier_kernel under racecheck: {hazard}")
-    assert hazard is not None and hazard.failure is Failure.RACE
-    clean = sanitize_job(wrong_job("right_kernel"), Config.of({"VEC": 4, "THREADS": 128}))
-    assert clean is not None and clean.ok and "no error" in clean.detail, clean
+    assert hazard.failure is Failure.RACE
+    [clean] = sanitize_job(wrong_job("right_kernel"), [Config.of({"VEC": 4, "THREADS": 128})]) or ()
+    assert clean.ok and "no error" in clean.detail, clean
 
 
 NVRTC_REFUSES = r"""

@@ -20,6 +20,8 @@ DEVICE = DeviceInfo(
     copy_bandwidth_gbs=4000.0,
     empty_launch_us=3.0,
 )
+# how results replayed from the fixtures' recording are labelled (the date is the recording's)
+REPLAYED = r"replayed from scale\.recording\.jsonl \(Synthetic GPU \(test-only\), \d{4}-\d\d-\d\d\)"
 NOTE = "TEST-ONLY synthetic timings from a formula in tests/lsp/synthetic.py; not measured on any GPU"
 
 

@@ -11,6 +11,7 @@ from lsprotocol import types
 
 from tests.lsp.conftest import REPLAY
 from tests.lsp.editor import ROOT, Editor
+from tests.lsp.synthetic import REPLAYED
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -34,6 +35,9 @@ async def test_autotune_reports_progress_and_shows_the_result(editor: Editor, re
     assert running is not None and (running.title, running.command) == ("⏳ autotuning… · Cancel", "cutune.cancel")
     await editor.wait(lambda: editor.finished("scale_kernel") is not None)
     status = editor.finished("scale_kernel")
+    assert status is not None
+    message = status.pop("message")
+    assert re.fullmatch(rf"1\.35× faster · 45% of speed-of-light · {REPLAYED}", message)
     assert status == {
         "uri": uri,
         "kernel": "scale_kernel",
@@ -41,7 +45,6 @@ async def test_autotune_reports_progress_and_shows_the_result(editor: Editor, re
         "done": 12,
         "budget": 30,
         "best": 1.35,
-        "message": "1.35× faster · 45% of speed-of-light · Synthetic GPU (test-only)",
     }
     assert [s["state"] for s in editor.statuses][:2] == ["queued", "running"]
     begin, *reports, end = editor.client.progress_reports[token]
@@ -51,7 +54,7 @@ async def test_autotune_reports_progress_and_shows_the_result(editor: Editor, re
     assert reports and all(isinstance(r, types.WorkDoneProgressReport) for r in reports)
     assert reports[0].message == "preparing…"
     assert all(re.fullmatch(r"\d+/30 trials( · best \d\.\d\d×)?", r.message or "") for r in reports[1:])
-    assert isinstance(end, types.WorkDoneProgressEnd) and end.message == status["message"]
+    assert isinstance(end, types.WorkDoneProgressEnd) and end.message == message
     await editor.wait(lambda: any(d.code == "tuned" for d in editor.published[uri][-1]))
     lens = (await editor.lenses(uri))[0].command
     assert lens is not None and lens.title.startswith("⚡ 1.35× faster") and lens.command == "cutune.apply"
@@ -127,11 +130,22 @@ async def test_a_real_h200_recording_replays_to_its_measured_speedup(editor: Edi
     await editor.wait(lambda: editor.finished("silu_and_mul_kernel") is not None)
     status = editor.finished("silu_and_mul_kernel")
     assert status is not None and status["state"] == "done", status
-    assert re.fullmatch(r"1\.06× faster · \d\d% of speed-of-light · H200", status["message"])
+    assert re.fullmatch(
+        r"1\.\d\d× faster( \(per size\))? · \d\d% of speed-of-light · "
+        r"replayed from h200\.jsonl \(NVIDIA H200, 2026-11-21\)",
+        status["message"],
+    )
     await editor.wait(lambda: any(d.code == "tuned" for d in editor.published[uri][-1]))
-    assert await editor.command("cutune.apply", uri, "silu_and_mul_kernel") == {"applied": True}
-    assert "BLOCK_THREADS = 512;" in editor.text(uri)
-    assert editor.messages[-1].message == (
-        "cutune: build silu_and_mul_kernel with --use_fast_math -maxrregcount=64 "
-        "too: compile flags cannot be written into the source"
+    applied = await editor.command("cutune.apply", uri, "silu_and_mul_kernel")
+    assert applied == {"applied": True}, editor.messages[-1].message
+    # the recorded sizes want different launches: a dispatch at the launch, one set of compile flags
+    text = editor.text(uri)
+    assert (
+        "// cutune: per-size configurations of silu_and_mul_kernel, tuned on timings replayed from h200.jsonl" in text
+    )
+    assert "if (num_tokens < 1024) {" in text and "dim3 block(std::min(d, 512));" in text
+    assert re.fullmatch(
+        r"cutune: build silu_and_mul_kernel with --use_fast_math -maxrregcount=\d+ "
+        r"too: compile flags cannot be written into the source",
+        editor.messages[-1].message,
     )

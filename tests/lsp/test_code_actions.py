@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,8 @@ async def test_a_result_offers_to_apply_it(editor: Editor, tuned: Path) -> None:
     info = next(d for d in await editor.diagnostics(uri) if d.code == "tuned")
     fixes = await editor.actions(uri, 10, diagnostics=[info], only=["quickfix"])
     assert [f.title for f in fixes] == [
-        "Apply tuned configuration of scale_kernel (1.35× on Synthetic GPU (test-only))"
+        "Apply tuned configuration of scale_kernel (1.35× replayed from scale.recording.jsonl "
+        f"(Synthetic GPU (test-only), {date.today().isoformat()}))"
     ]
     (change,) = _document_edits(fixes[0])
     assert isinstance(change, types.TextDocumentEdit)

@@ -19,21 +19,21 @@ ROOT = Path(__file__).parents[2]
 SAMPLE = ROOT / "samples" / "kv_cache_write.cu"
 STUB = ROOT / "tests" / "data" / "template" / "torch_stub"
 SIZES = [{"t": 16, "h": 8}, {"t": 64, "h": 8}, {"t": 256, "h": 8}, {"t": 2048, "h": 8}]
-O, A, B = Config.of({"X": 0}), Config.of({"X": 1}), Config.of({"X": 2})
+ORIG, A, B = Config.of({"X": 0}), Config.of({"X": 1}), Config.of({"X": 2})
 
 
 def test_a_size_takes_the_configuration_of_the_nearest_tuned_size_below() -> None:
-    plan = plan_dispatch(SIZES, [A, A, O, B], O)
+    plan = plan_dispatch(SIZES, [A, A, ORIG, B], ORIG)
     assert plan.variable == "t"  # the first variable that differs between sizes
-    assert plan.branches == (Branch(None, A), Branch(256, O), Branch(2048, B))  # equal neighbours merge
+    assert plan.branches == (Branch(None, A), Branch(256, ORIG), Branch(2048, B))  # equal neighbours merge
     got = {t: plan.config_for({"t": t, "h": 8}) for t in (1, 16, 100, 255, 256, 2047, 2048, 10**6)}
-    assert got == {1: A, 16: A, 100: A, 255: A, 256: O, 2047: O, 2048: B, 10**6: B}
+    assert got == {1: A, 16: A, 100: A, 255: A, 256: ORIG, 2047: ORIG, 2048: B, 10**6: B}
 
 
 def test_a_held_out_loss_hands_the_range_back_to_the_original() -> None:
-    plan = plan_dispatch(SIZES, [A, A, O, B], O, slower_from={1: 128})
-    assert plan.branches == (Branch(None, A), Branch(128, O), Branch(2048, B))
-    assert plan.config_for({"t": 127}) == A and plan.config_for({"t": 128}) == O
+    plan = plan_dispatch(SIZES, [A, A, ORIG, B], ORIG, slower_from={1: 128})
+    assert plan.branches == (Branch(None, A), Branch(128, ORIG), Branch(2048, B))
+    assert plan.config_for({"t": 127}) == A and plan.config_for({"t": 128}) == ORIG
     assert DispatchPlan.from_dict(plan.to_dict()) == plan
 
 

@@ -212,3 +212,16 @@ def test_check_against_kernel() -> None:
             check_against_kernel(spec, _kernel(params, templates))
         assert caught.value.key == f"kernel.scale.{key}" and message in str(caught.value)
         assert caught.value.line == spec.line_of(key) and caught.value.path == str(DATA / "good.tune.toml")
+
+
+def test_a_size_weight_counts_in_the_overall_figure_and_is_not_a_size_variable() -> None:
+    text = (DATA / "good.tune.toml").read_text()
+    first = re.search(r"sizes = \[\s*\{([^}]*)\}", text)
+    assert first is not None
+    weighted = text.replace(first.group(0), first.group(0)[:-1] + ", weight = 8 }", 1)
+    spec = parse_spec(weighted, "weighted.tune.toml").kernel("scale")
+    assert "weight" not in spec.size_names() and spec.size_weights()[0] == 8.0
+    assert spec.size_weights()[1:] == (1.0,) * (len(spec.sizes) - 1)
+    assert load_spec(DATA / "good.tune.toml").kernel("scale").size_weights() == (1.0,) * len(spec.sizes)
+    with pytest.raises(SpecError, match=r"sizes\[0\]\.weight\] weight must be positive, got -1"):
+        parse_spec(weighted.replace("weight = 8", "weight = -1"), "bad.tune.toml")

@@ -180,7 +180,7 @@ def test_draft_without_launch_or_known_types() -> None:
     )
     draft = draft_spec(generic, None, None)
     assert draft.template_args == {"T": "float"} and draft.args[0].dtype == "float32"
-    assert draft.args[0].shape == ("n",) and draft.args[2].value == "1.0" and draft.args[3].dtype == "int64"
+    assert draft.args[0].shape == ("n",) and draft.args[2].value == "1e-6" and draft.args[3].dtype == "int64"
     assert draft.args[1].dtype.startswith("TODO") and draft.grid[0].startswith("TODO: no launch site")
     with pytest.raises(SpecError, match=r"kernel.k.grid, kernel.k.block, kernel.k.args\[1\].dtype"):
         parse_spec(dump_kernel_spec(draft))

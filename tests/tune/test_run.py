@@ -111,3 +111,14 @@ def test_tune_runs_on_a_replayed_recording(options: TuneOptions, tmp_path) -> No
     assert replayed.device == recorded.device and replayed.trials == recorded.trials == 55
     assert replayed.significant and replayed.best == recorded.best
     assert replayed.speedup == pytest.approx(recorded.speedup, rel=0.03)
+    # labelled: what measured, and for a replay which recording (device and date of the recording)
+    assert (recorded.backend, recorded.replayed) == ("fake", None)
+    assert replayed.backend == "replay" and replayed.replayed is not None
+    assert replayed.replayed.label().startswith("replayed from scale.fake.jsonl (Fake H200 (table), ")
+    assert replayed.measured_on() == replayed.replayed.label()
+    # the held-out size was recorded too (the recorder continued its file), so it replays
+    assert [s.size for s in replayed.held_out] == [s.size for s in recorded.held_out] == [{"N": 1 << 22}]
+    # stored apart: the same storage holds a measured and a replayed study of the same job
+    again = tune(make_job(), ReplayBackend(recording, noise=0.005), options)
+    assert again.study != recorded.study and "replayed-from-scale-fake-jsonl" in again.study
+    assert again.resumed_trials == 0 and again.trials == 55

@@ -6,6 +6,7 @@ import type { Disposable, QuickPickItem } from "vscode";
 
 import { showLog } from "./log";
 import { kernelAtLine, kernelsFromLenses, type KernelTarget, type WireCodeLens } from "./kernels";
+import { parseResultsView, resultsHtml } from "./resultsView";
 import type { CutuneServer } from "./server";
 import type { JobStatus, ServerState } from "./status";
 import * as vscodeapi from "./vscodeapi";
@@ -17,6 +18,7 @@ export const SERVER_COMMANDS = {
   apply: "cutune.apply",
   cancel: "cutune.cancel",
   showResults: "cutune.showResults",
+  resultsView: "cutune.resultsView",
 } as const;
 
 /** Commands the extension contributes (package.json). */
@@ -25,6 +27,7 @@ export const COMMANDS = {
   autotune: "cutune.autotuneKernel",
   apply: "cutune.applyConfiguration",
   showResults: "cutune.showTuningResults",
+  resultsView: "cutune.showResultsView",
   restart: "cutune.restartServer",
   openLog: "cutune.openLog",
   showStatus: "cutune.showStatus",
@@ -47,6 +50,7 @@ export function registerCommands(server: CutuneServer, status: StatusSource): Di
     vscodeapi.registerCommand(COMMANDS.autotune, onKernel(SERVER_COMMANDS.autotune)),
     vscodeapi.registerCommand(COMMANDS.apply, onKernel(SERVER_COMMANDS.apply)),
     vscodeapi.registerCommand(COMMANDS.showResults, onKernel(SERVER_COMMANDS.showResults, true)),
+    vscodeapi.registerCommand(COMMANDS.resultsView, onKernel(SERVER_COMMANDS.resultsView)),
     vscodeapi.registerCommand(COMMANDS.restart, () => server.restart()),
     vscodeapi.registerCommand(COMMANDS.openLog, () => {
       showLog();
@@ -82,6 +86,13 @@ export async function onCommandResult(command: string, args: unknown[], result: 
         void vscodeapi.showInfo(`cutune: no tuning job runs for ${kernel}.`);
       }
       return;
+    case SERVER_COMMANDS.resultsView: {
+      const view = parseResultsView(result);
+      if (view !== undefined) {
+        vscodeapi.showPage(`results:${view.kernel}`, `cutune: ${view.kernel}`, (csp) => resultsHtml(view, csp));
+      }
+      return;
+    }
     case SERVER_COMMANDS.showResults:
       if (typeof r["markdown"] === "string") {
         await vscodeapi.showMarkdown(`cutune results${kernel === "" ? "" : ` ${kernel}`}`, r["markdown"]);

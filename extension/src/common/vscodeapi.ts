@@ -109,6 +109,25 @@ export async function showMarkdown(name: string, markdown: string): Promise<void
   }
 }
 
+const panels = new Map<string, vscode.WebviewPanel>();
+
+/** Shows a static page (no scripts) in a webview beside the editor, one panel per `key`, reused when open. */
+export function showPage(key: string, title: string, render: (cspSource: string) => string): void {
+  let panel = panels.get(key);
+  if (panel === undefined) {
+    panel = vscode.window.createWebviewPanel("cutune.results", title, {
+      viewColumn: vscode.ViewColumn.Beside,
+      preserveFocus: true,
+    });
+    panels.set(key, panel);
+    panel.onDidDispose(() => panels.delete(key));
+  } else {
+    panel.reveal(vscode.ViewColumn.Beside, true);
+  }
+  panel.title = title;
+  panel.webview.html = render(panel.webview.cspSource);
+}
+
 export function copyToClipboard(text: string): Thenable<void> {
   return vscode.env.clipboard.writeText(text);
 }

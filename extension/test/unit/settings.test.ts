@@ -50,7 +50,7 @@ function protocolSettings(): Map<string, { default: unknown; values: string[] | 
 describe("settings", () => {
   it("sends every server setting, nested, with its default when unset", () => {
     assert.deepEqual(readServerSettings(() => undefined), {
-      agent: { kind: "builtin", baseUrl: "", model: "" },
+      agent: { kind: "builtin", baseUrl: "", model: "", autotune: false, maxIterations: 3, targetPct: 85, stepTrials: 32 },
       budget: { trials: 200, seconds: 600 },
       arch: "sm_90",
       storageUrl: "",
@@ -64,7 +64,7 @@ describe("settings", () => {
   it("forwards values as set, invalid ones too (the server names them in a warning)", () => {
     const set: Record<string, Json> = { "agent.kind": "openai", "budget.trials": 12, backend: "nonsense" };
     const wire = readServerSettings((key) => set[key]);
-    assert.deepEqual(wire["agent"], { kind: "openai", baseUrl: "", model: "" });
+    assert.deepEqual(wire["agent"], { kind: "openai", baseUrl: "", model: "", autotune: false, maxIterations: 3, targetPct: 85, stepTrials: 32 });
     assert.deepEqual(wire["budget"], { trials: 12, seconds: 600 });
     assert.equal(wire["backend"], "nonsense");
     assert.equal("interpreter" in wire, false);

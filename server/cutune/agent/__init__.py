@@ -6,7 +6,7 @@ from cutune.agent.errors import AgentError
 from cutune.agent.evaluate import compile_only_test, context_with, tuning_test
 from cutune.agent.history import Step, TestOutcome, render_history
 from cutune.agent.llm import LLMPlanner, parse_answer
-from cutune.agent.loop import AgentRun, StopReason, run_agent
+from cutune.agent.loop import AgentRun, PlanLoopStop, run_agent
 from cutune.agent.plan import Plan, apply_plan, param_owners
 from cutune.agent.planner import Planner
 from cutune.agent.registry import PLANNERS, make_planner
@@ -24,9 +24,9 @@ __all__ = [
     "LLMPlanner",
     "ParamInfo",
     "Plan",
+    "PlanLoopStop",
     "Planner",
     "Step",
-    "StopReason",
     "TestOutcome",
     "analyze",
     "api_key_from_env",

@@ -31,7 +31,7 @@ TestFn = Callable[[Template], TestOutcome]
 StepFn = Callable[[Step], None]
 
 
-class StopReason(enum.Enum):
+class PlanLoopStop(enum.Enum):
     """Why the loop ended."""
 
     DONE = "done"  # the planner proposed no further change
@@ -46,7 +46,7 @@ class AgentRun:
 
     steps: tuple[Step, ...]
     best: Step  # the lowest score; the first step when no step could be scored
-    stop: StopReason
+    stop: PlanLoopStop
     message: str  # the stop, in words
 
     @property
@@ -79,12 +79,12 @@ def run_agent(
     planner = make_planner(settings, ctx)
     analysis = analyze(ctx, ctx.template)
     steps: list[Step] = []
-    stop, message = StopReason.MAX_ITERATIONS, f"stopped after {iterations} iteration(s)"
+    stop, message = PlanLoopStop.MAX_ITERATIONS, f"stopped after {iterations} iteration(s)"
     for i in range(iterations):
         try:
             proposal = _propose(planner, ctx, analysis, steps, limits)
         except AgentError as e:
-            stop, message = StopReason.PLAN_FAILED, str(e)
+            stop, message = PlanLoopStop.PLAN_FAILED, str(e)
             break
         seen = next((s for s in steps if _same(s.template, proposal.template)), None)
         if steps and (proposal.plan.done or seen is not None):
@@ -139,14 +139,14 @@ def _run_test(test: TestFn, template: Template) -> TestOutcome:
         return TestOutcome(None, f"the test failed: {e}")
 
 
-def _why_stop(proposal: _Proposal, seen: Step | None) -> tuple[StopReason, str]:
+def _why_stop(proposal: _Proposal, seen: Step | None) -> tuple[PlanLoopStop, str]:
     if proposal.plan.done:
         return (
-            StopReason.DONE,
+            PlanLoopStop.DONE,
             f"the {proposal.planner} planner is done: {proposal.plan.reason or 'no reason given'}",
         )
     assert seen is not None  # only a done plan or a repeat stops the loop early
-    return StopReason.REPEAT, f"the next template repeats step {seen.iteration} ({proposal.plan.describe()})"
+    return PlanLoopStop.REPEAT, f"the next template repeats step {seen.iteration} ({proposal.plan.describe()})"
 
 
 def _same(a: Template, b: Template) -> bool:

@@ -18,6 +18,7 @@ from cutune.template.variants.model import Launch, Provenance, Variant
 from cutune.tune.study import StudyKey, open_study
 
 STEPS_ATTR = "agent_steps"
+STOP_ATTR = "agent_stop"  # how the last run ended: {"stop": MeasuredLoopStop value, "message": words}
 
 
 class Outcome(enum.Enum):
@@ -116,6 +117,15 @@ class StepLog:
     def records(self) -> list[StepRecord]:
         """The steps recorded so far, oldest first."""
         return [StepRecord.from_dict(d) for d in self.study.user_attrs.get(STEPS_ATTR, [])]
+
+    def stop(self) -> dict[str, str] | None:
+        """How the last run ended, if one did."""
+        found = self.study.user_attrs.get(STOP_ATTR)
+        return dict(found) if found else None
+
+    def finish(self, stop: str, message: str) -> None:
+        """Record how this run ended."""
+        self.study.set_user_attr(STOP_ATTR, {"stop": stop, "message": message})
 
     def append(self, record: StepRecord) -> None:
         """Add one step (written to the storage at once)."""

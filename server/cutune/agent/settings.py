@@ -22,8 +22,11 @@ class AgentSettings:
     base_url: str = ""  # "" for the OpenAI client's default endpoint
     model: str = ""
     timeout: float = 60.0  # seconds per LLM request
-    max_iterations: int = 3
+    max_iterations: int = 3  # recipe-planner iterations; on a GPU, the measured loop's steps
     arch: str = "sm_90"  # the target whose limits a plan's values must respect
+    autotune: bool = False  # the editor's Autotune runs the measured agent loop instead of one search
+    target_pct: float = 85.0  # the loop stops once the large sizes reach this % of the floor
+    step_trials: int = 32  # the brief tune of each step
 
     def __post_init__(self) -> None:
         if self.kind not in get_args(PlannerKind):
@@ -32,6 +35,10 @@ class AgentSettings:
             raise AgentError(f"the agent timeout must be positive, not {self.timeout}")
         if self.max_iterations < 1:
             raise AgentError(f"the agent needs at least one iteration, not {self.max_iterations}")
+        if not 0 < self.target_pct <= 100:
+            raise AgentError(f"the agent's target must be a % of the floor in (0, 100], not {self.target_pct}")
+        if self.step_trials < 1:
+            raise AgentError(f"each agent step needs at least one trial, not {self.step_trials}")
 
 
 def api_key_from_env(environ: Mapping[str, str] | None = None) -> str | None:

@@ -37,8 +37,9 @@ from cutune.template.model import Config, Space
 from cutune.template.spec import KernelSpec
 from cutune.template.variants.combine import VARIANT, with_variants
 from cutune.template.variants.model import Variant
-from cutune.tune import TuneOptions, TuneResult, tune
+from cutune.tune import ProgressFn, TuneOptions, TuneResult, tune
 from cutune.tune.options import Budget
+from cutune.tune.result import result_path, write_result
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ LARGE_BYTES = 64 * 2**20  # sizes moving at least this much are where the floor 
 MIN_GAIN = 1.01  # a step must make the tuned kernel this much faster (geomean) to count as a gain
 
 
-class StopReason(enum.Enum):
+class MeasuredLoopStop(enum.Enum):
     """Why the measured loop ended."""
 
     TARGET = "target"  # the large sizes reached the target % of the floor
@@ -81,7 +82,7 @@ class LoopRun:
     records: tuple[StepRecord, ...]
     kept: tuple[Variant, ...]
     result: TuneResult | None  # the tuned combined kernel after the last kept variant
-    stop: StopReason
+    stop: MeasuredLoopStop
     message: str
 
 
@@ -99,6 +100,35 @@ class _State:
     profile_note: str = "not profiled yet"
 
 
+@dataclass(frozen=True)
+class _Runner:
+    """How each step measures: a fresh backend per use, the brief tune's options, timing, progress and cancel."""
+
+    backend: BackendFactory
+    brief: TuneOptions
+    timing: TimingOptions
+    progress: ProgressFn | None
+    cancel: threading.Event | None
+
+    def tune(self, ctx: KernelContext, variants: Sequence[Variant], *, only_newest: bool = False) -> TuneResult:
+        """The brief tune of the original with `variants` (only the original and the newest, if asked)."""
+        combined = combined_context(ctx, variants) if variants else ctx
+        if only_newest and len(variants) > 1:
+            combined = _only(combined, (0, len(variants)))
+        job = build_job(combined, timing=self.timing)
+        return tune(job, self.backend(), self.brief, progress=self.progress, cancel=self.cancel)
+
+    def check(self, ctx: KernelContext, config: Config) -> Measurement:
+        """`config` checked against the original on every size (and timed a little) in a fresh backend."""
+        quick = dataclasses.replace(self.timing, warmup=1, reps=3, min_time_ms=0.0, max_reps=3)
+        b = self.backend()
+        try:
+            b.open(build_job(ctx, timing=quick))
+            return b.evaluate(config)
+        finally:
+            b.close()
+
+
 def run_loop(
     ctx: KernelContext,
     source: VariantSource,
@@ -108,54 +138,54 @@ def run_loop(
     *,
     timing: TimingOptions | None = None,
     on_step: StepFn | None = None,
+    progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
 ) -> LoopRun:
-    """Run (or resume) the measured loop on `ctx`'s kernel; `backend()` builds a fresh backend per use."""
+    """Run (or resume) the measured loop on `ctx`'s kernel; `backend()` builds a fresh backend per use.
+
+    The best tuned result is stored where `tune` stores the kernel's result, so the editor shows it.
+    """
     spec = ctx.require_spec()
     started = time.monotonic()
-    timing = timing or TimingOptions()
     brief = dataclasses.replace(tune_options, budget=Budget(trials=options.trials))
-    first = _tune(ctx, [], backend, brief, timing, cancel)  # the original's measurement names the device
+    runner = _Runner(backend, brief, timing or TimingOptions(), progress, cancel)
+    first = runner.tune(ctx, [])  # the original's measurement names the device
     steps = StepLog(tune_options.storage(), kernel=ctx.kernel.name, kernel_hash=_hash(ctx), device=first.device)
     records = steps.records()
     kept = [variant_from_dict(r.variant_data) for r in records if r.outcome is Outcome.KEPT and r.variant_data]
-    state = _State(kept, records, first if not kept else _tune(ctx, kept, backend, brief, timing, cancel))
-    stop, message = StopReason.BUDGET, f"spent {options.max_steps} step(s)"
+    state = _State(kept, records, first if not kept else runner.tune(ctx, kept))
+    stop, message = MeasuredLoopStop.BUDGET, f"spent {options.max_steps} step(s)"
     for _ in range(options.max_steps):
         if (reached := _target(state.result, spec, options)) is not None:
-            stop, message = StopReason.TARGET, reached
+            stop, message = MeasuredLoopStop.TARGET, reached
             break
         if cancel is not None and cancel.is_set():
-            stop, message = StopReason.CANCELLED, "cancelled: the steps so far are kept, run again to resume"
+            stop, message = MeasuredLoopStop.CANCELLED, "cancelled: the steps so far are kept, run again to resume"
             break
         if options.seconds is not None and time.monotonic() - started > options.seconds:
-            stop, message = StopReason.BUDGET, f"spent {options.seconds:g} s"
+            stop, message = MeasuredLoopStop.BUDGET, f"spent {options.seconds:g} s"
             break
         if _stalled(state.records, options.patience):
-            stop, message = StopReason.NO_GAIN, f"{options.patience} step(s) in a row without a gain"
+            stop, message = MeasuredLoopStop.NO_GAIN, f"{options.patience} step(s) in a row without a gain"
             break
-        record = _step(ctx, source, backend, brief, options, timing, state, cancel)
-        if record is None:
-            stop, message = StopReason.DONE, "no source has another variant"
+        record = _step(ctx, source, runner, options, state)
+        if isinstance(record, str):
+            stop, message = MeasuredLoopStop.DONE, record
             break
         steps.append(record)
         state.records.append(record)
         if on_step is not None:
             on_step(record)
+    if state.result is not None and not (cancel is not None and cancel.is_set()):
+        write_result(state.result, result_path(tune_options.state_dir, str(ctx.path), ctx.kernel.name))
+    steps.finish(stop.value, message)
     return LoopRun(tuple(state.records), tuple(state.kept), state.result, stop, message)
 
 
 def _step(
-    ctx: KernelContext,
-    source: VariantSource,
-    backend: BackendFactory,
-    brief: TuneOptions,
-    options: LoopOptions,
-    timing: TimingOptions,
-    state: _State,
-    cancel: threading.Event | None,
-) -> StepRecord | None:
-    """One proposal, check, tune and analysis; None when no source proposes anything."""
+    ctx: KernelContext, source: VariantSource, runner: _Runner, options: LoopOptions, state: _State
+) -> StepRecord | str:
+    """One proposal, check, tune and analysis; why not, when no source proposes anything."""
     index = len(state.records)
     context = StepContext(ctx, tuple(state.kept), tuple(state.records), _analysis(state), state.profile_note, index)
     used, fallback = source, ""
@@ -166,7 +196,7 @@ def _step(
         used, fallback = BuiltinVariants(), f"{source.name} failed, built-in transforms used: {e}"
         answer = used.propose(context)
     if answer.variant is None:
-        return None
+        return _join(f"the {used.name} source has no further variant: {answer.reason or 'no reason given'}", fallback)
     variant = answer.variant
     change = variant.provenance.note or f"variant {variant.name}"
     head = StepRecord(
@@ -186,11 +216,14 @@ def _step(
         problem = compile_check(combined, config, options.arch)
         if problem:
             return rejected(problem)
-    checked = _check(combined, config, backend, timing)
-    if not checked.ok:
-        reason = f"{checked.failure.value if checked.failure else 'no timing'}: {checked.detail or 'no detail'}"
-        return rejected(f"its default configuration {dict(config)} failed the check: {reason}")
-    result = _tune(ctx, [*state.kept, variant], backend, brief, timing, cancel, only_newest=True)
+    try:
+        checked = runner.check(combined, config)
+        if not checked.ok:
+            reason = f"{checked.failure.value if checked.failure else 'no timing'}: {checked.detail or 'no detail'}"
+            return rejected(f"its default configuration {dict(config)} failed the check: {reason}")
+        result = runner.tune(ctx, [*state.kept, variant], only_newest=True)
+    except CutuneError as e:  # the backend refused the job (e.g. a recording of another kernel)
+        return rejected(f"it could not be measured: {e}")
     gain = state.result is None or _time(result) * MIN_GAIN < _time(state.result)
     profile, note = _profile(combined, result.best, options)
     record = dataclasses.replace(
@@ -249,34 +282,6 @@ def pct_of_floor(result: TuneResult) -> dict[str, float]:
         for s in result.sizes
         if s.sol_floor_us
     }
-
-
-def _check(ctx: KernelContext, config: Config, backend: BackendFactory, timing: TimingOptions) -> Measurement:
-    """The variant's default configuration checked against the original on every size (and timed once)."""
-    quick = dataclasses.replace(timing, warmup=1, reps=3, min_time_ms=0.0, max_reps=3)
-    b = backend()
-    try:
-        b.open(build_job(ctx, timing=quick))
-        return b.evaluate(config)
-    finally:
-        b.close()
-
-
-def _tune(
-    ctx: KernelContext,
-    variants: Sequence[Variant],
-    backend: BackendFactory,
-    brief: TuneOptions,
-    timing: TimingOptions,
-    cancel: threading.Event | None,
-    *,
-    only_newest: bool = False,
-) -> TuneResult:
-    """The brief tune of the original with `variants` (only the original and the newest, if asked)."""
-    combined = combined_context(ctx, variants) if variants else ctx
-    if only_newest and len(variants) > 1:
-        combined = _only(combined, (0, len(variants)))
-    return tune(build_job(combined, timing=timing), backend(), brief, cancel=cancel)
 
 
 def _only(ctx: KernelContext, values: tuple[int, ...]) -> KernelContext:

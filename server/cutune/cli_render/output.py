@@ -37,11 +37,17 @@ def print_table(target: Console, table: Table) -> None:
         target.print(table)
         return
     columns = table.columns
-    rows = [[_plain(c.header) for c in columns], *zip(*([_plain(cell) for cell in c.cells] for c in columns))]
+    rows = [
+        [_plain(c.header) for c in columns],
+        *zip(*([_plain(cell) for cell in c.cells] for c in columns), strict=True),
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     lines = [] if table.title is None else [_plain(table.title)]
     for row in rows:
-        cells = [cell.rjust(w) if col.justify == "right" else cell.ljust(w) for cell, w, col in zip(row, widths, columns)]
+        cells = [
+            cell.rjust(w) if col.justify == "right" else cell.ljust(w)
+            for cell, w, col in zip(row, widths, columns, strict=True)
+        ]
         lines.append(PLAIN_GAP.join(cells).rstrip())
     target.out("\n".join(lines), highlight=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import enum
 from dataclasses import dataclass, field
 
@@ -156,6 +157,9 @@ class ParseIssue:
     span: Span
 
 
+_LISTED_KERNELS = 10  # an unknown kernel's error lists every kernel of a file with at most this many
+
+
 @dataclass(frozen=True)
 class SourceModel:
     """Everything cutune knows about one `.cu`/`.cuh` text."""
@@ -178,8 +182,14 @@ class SourceModel:
         for k in self.kernels:
             if k.name == name:
                 return k
-        known = ", ".join(k.name for k in self.kernels) or "none"
-        raise SourceError(f"no __global__ kernel named {name!r} (kernels here: {known})", path=self.path)
+        names = [k.name for k in self.kernels]
+        if len(names) <= _LISTED_KERNELS:
+            hint = f"kernels here: {', '.join(names) or 'none'}"
+        else:  # a file of thousands of kernels: the few closest names, not all
+            close = difflib.get_close_matches(name, names, n=5, cutoff=0.6)
+            guess = f"did you mean {' or '.join(close)}? " if close else ""
+            hint = f"{guess}{len(names)} kernels here; `cutune kernels FILE` lists them"
+        raise SourceError(f"no __global__ kernel named {name!r} ({hint})", path=self.path)
 
     def launches_of(self, name: str) -> tuple[LaunchSite, ...]:
         """The launch sites of one kernel."""

@@ -202,10 +202,10 @@ class Backend(ABC):
         del config, seed
         return None
 
-    def sanitize(self, config: Config) -> Check | None:
-        """Run `config` under compute-sanitizer (memcheck, racecheck) at one size; None where this backend
-        runs no kernels or the tool is absent."""
-        del config
+    def sanitize(self, configs: Sequence[Config]) -> tuple[Check, ...] | None:
+        """Run each configuration under compute-sanitizer (memcheck, racecheck) at one size: a check per
+        configuration; None where this backend runs no kernels or the tool is absent."""
+        del configs
         return None
 
     @property

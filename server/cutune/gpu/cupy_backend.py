@@ -14,7 +14,7 @@ import hashlib
 import io
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -133,15 +133,26 @@ class CupyBackend(Backend):
         self._problems = self._reference(job.seed)
         return info
 
-    def run_once(self, job: Job, config: Config, size: dict[str, int]) -> None:
-        """Run `config` once at `size` on exactly-sized arrays (no guards): what compute-sanitizer watches."""
+    def run_each(
+        self, job: Job, configs: Sequence[Config], size: dict[str, int], before: Callable[[int], None]
+    ) -> Iterator[bool]:
+        """Run each configuration once at `size` on exactly-sized arrays (no guards), calling `before(i)`
+        first; yields whether each ran. This is what compute-sanitizer watches."""
         self._start(job)
         cp = self._cp
         assert cp is not None
         problem = make_problem(job.spec, size, cp.random.default_rng(job.seed), cp, guard_bytes=0)
-        self._problems = [problem]
-        launches, _ = self._prepare(config, self._problems)
-        self._run_checked(problem, launches[0])
+        for i, config in enumerate(configs):
+            before(i)
+            try:
+                launches, _ = self._prepare(config, [problem])
+                self._run_checked(problem, launches[0])
+            except _Failed:
+                yield False
+                if not self._healthy:
+                    return
+                continue
+            yield True
 
     def _start(self, job: Job) -> None:
         cp = self._cp = _import_cupy()
@@ -242,11 +253,11 @@ class CupyBackend(Backend):
             return Check(config, failure, f"on fresh inputs (seed {seed}): {detail}")
         return Check(config, detail=f"passed {passed} checked runs on fresh inputs (seed {seed})")
 
-    def sanitize(self, config: Config) -> Check | None:
-        """Run `config` under compute-sanitizer in a fresh process (None where the tool is absent)."""
+    def sanitize(self, configs: Sequence[Config]) -> tuple[Check, ...] | None:
+        """Run the configurations under compute-sanitizer in a fresh process (None where the tool is absent)."""
         from cutune.gpu.sanitize import sanitize_job
 
-        return sanitize_job(self._require_job(), config, compiler=self.compiler, device=self.device)
+        return sanitize_job(self._require_job(), configs, compiler=self.compiler, device=self.device)
 
     def close(self) -> None:
         """Stop the compile threads and free the device memory of this job."""

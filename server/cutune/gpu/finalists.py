@@ -61,13 +61,12 @@ def sanitizer_enabled(option: bool | None) -> bool:
 
 
 def first_finding(backend: Backend, configs: Iterable[Config]) -> Check | None:
-    """Run each configuration under compute-sanitizer; the first failed check, or None if all are clean."""
-    for config in dict.fromkeys(configs):
-        check = backend.sanitize(config)
-        if check is None:
-            return None  # no tool, or a backend that runs no kernels
+    """Run the configurations under compute-sanitizer; the first failed check, or None if all are clean."""
+    unique = tuple(dict.fromkeys(configs))
+    checks = backend.sanitize(unique) if unique else None
+    for check in checks or ():  # None: no tool, or a backend that runs no kernels
         if not check.ok:
-            log.warning("winner %s rejected: %s", config, check.detail)
+            log.warning("winner %s rejected: %s", check.config, check.detail)
             return check
-        log.info("%s: %s", config, check.detail)
+        log.info("%s: %s", check.config, check.detail)
     return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,10 @@ from cutune.template.spec.ragged import ragged_sizes
 
 TOOLS = ("memcheck", "racecheck")
 _FOUND = 86  # the exit code asked of the tool when it reports an error
+_START, _DONE = "cutune-sanitize: start ", "cutune-sanitize: done "
 _TOOL_FAILURE = {"memcheck": Failure.OUT_OF_BOUNDS, "racecheck": Failure.RACE}
+_KERNEL_ERROR = re.compile(r"Invalid|Misaligned|Race|[Hh]azard|out of bounds|Barrier error|Uninitialized")
+_NOISE = ("COMPUTE-SANITIZER", "Saved host backtrace", "Host Frame", "ERROR SUMMARY", "RACECHECK SUMMARY")
 
 
 def sanitizer_path() -> str | None:
@@ -47,64 +51,106 @@ def sanitize_size(spec: KernelSpec) -> dict[str, int]:
 
 def sanitize_job(
     job: Job,
-    config: Config,
+    configs: Sequence[Config],
     *,
     compiler: str = "auto",
     device: int = 0,
     tools: Sequence[str] = TOOLS,
     timeout_s: float = 300.0,
-) -> Check | None:
-    """Run `config` once under each tool; a reported error fails the check with the tool's message.
+) -> tuple[Check, ...] | None:
+    """Run each configuration once under each tool (one process per tool, another after a fault); a check
+    per configuration.
 
-    None where compute-sanitizer is absent. A tool that cannot run at all (no finding) passes, saying so.
+    A reported error fails that configuration with the tool's message. None where compute-sanitizer is
+    absent; a configuration the tool could not run (no finding) passes, saying it was not sanitized.
     """
     exe = sanitizer_path()
     if exe is None:
         return None
     size = sanitize_size(job.spec)
     where = ", ".join(f"{k}={v}" for k, v in size.items())
+    failed: dict[int, Check] = {}
+    missed: dict[int, str] = {}
     with tempfile.TemporaryDirectory(prefix="cutune-sanitize-") as tmp:
-        payload = Path(tmp) / "job.pickle"
-        payload.write_bytes(pickle.dumps((job, config, size, compiler, device)))
         for tool in tools:
-            command = [exe, "--tool", tool, "--error-exitcode", str(_FOUND), "--print-limit", "20"]
-            command += [sys.executable, "-m", "cutune.gpu.sanitize", str(payload)]
-            try:
-                done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
-            except subprocess.TimeoutExpired:
-                return Check(config, detail=f"not sanitized: compute-sanitizer {tool} ran past {timeout_s:g} s")
-            if done.returncode == _FOUND:
-                message = findings(done.stdout + done.stderr)
-                return Check(config, _TOOL_FAILURE[tool], f"compute-sanitizer {tool} at {where}: {message}")
-            if done.returncode != 0:
-                tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-                return Check(config, detail=f"not sanitized: the {tool} run failed: {' | '.join(tail)}")
-    return Check(config, detail=f"compute-sanitizer {', '.join(tools)}: no error at {where}")
+            todo = [i for i in range(len(configs)) if i not in failed]
+            while todo:  # a fault ends the process: the configurations after it run in a new one
+                payload = Path(tmp) / "job.pickle"
+                payload.write_bytes(pickle.dumps((job, tuple(configs[i] for i in todo), size, compiler, device)))
+                output = _run_tool(exe, tool, payload, timeout_s)
+                left = []
+                for i, (report, started, finished) in zip(todo, _segments(output, len(todo)), strict=True):
+                    if found := findings(report):
+                        failed[i] = Check(
+                            configs[i], _TOOL_FAILURE[tool], f"compute-sanitizer {tool} at {where}: {found}"
+                        )
+                    elif started and not finished:
+                        missed.setdefault(i, f"not sanitized: the {tool} run did not finish it")
+                    elif not started:
+                        left.append(i)
+                if len(left) == len(todo):  # nothing ran: the tool or the child cannot run at all
+                    why = " | ".join(output.strip().splitlines()[-3:])
+                    for i in left:
+                        missed.setdefault(i, f"not sanitized: the {tool} run failed: {why}")
+                    break
+                todo = left
+    return tuple(
+        failed.get(i)
+        or Check(config, detail=missed.get(i, f"compute-sanitizer {', '.join(tools)}: no error at {where}"))
+        for i, config in enumerate(configs)
+    )
+
+
+def _run_tool(exe: str, tool: str, payload: Path, timeout_s: float) -> str:
+    """The output of one child run under `tool` (what it printed before a timeout, if it ran past it)."""
+    command = [exe, "--tool", tool, "--error-exitcode", str(_FOUND), "--print-limit", "20"]
+    command += [sys.executable, "-m", "cutune.gpu.sanitize", str(payload)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as e:
+        return e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    return done.stdout if done.returncode in (0, _FOUND) else done.stdout + "\n" + done.stderr
+
+
+def _segments(output: str, count: int) -> list[tuple[str, bool, bool]]:
+    """Per configuration: the output printed while it ran, whether it started, and whether it finished."""
+    parts: list[list[str]] = [[] for _ in range(count)]
+    started, finished = [False] * count, [False] * count
+    current = -1
+    for line in output.splitlines():
+        if line.startswith(_START):
+            current = int(line.removeprefix(_START))
+            started[current] = True
+        elif line.startswith(_DONE):
+            finished[int(line.removeprefix(_DONE))] = True
+        elif 0 <= current < count:
+            parts[current].append(line)
+    return [("\n".join(p), s, f) for p, s, f in zip(parts, started, finished, strict=True)]
 
 
 def findings(output: str, limit: int = 6) -> str:
-    """The tool's report lines (without its `=========` prefix), the first few joined."""
-    lines = []
-    for line in output.splitlines():
-        if not line.startswith("========="):
-            continue
-        text = line.removeprefix("=========").strip()
-        if text and not text.startswith(("COMPUTE-SANITIZER", "Saved host backtrace", "Host Frame")):
-            lines.append(text)
-    return " | ".join(lines[:limit]) or "an error (no report lines)"
+    """The tool's reports on the kernel (not on host API calls), without its `=========` prefix, joined."""
+    lines = [line.removeprefix("=========").strip() for line in output.splitlines() if line.startswith("=========")]
+    if not any(_KERNEL_ERROR.search(line) and "CUDA API call" not in line for line in lines):
+        return ""
+    kept = [line for line in lines if line and not line.startswith(_NOISE) and "CUDA API call" not in line]
+    return " | ".join(kept[:limit])
 
 
 def main(argv: Sequence[str]) -> int:
-    """The child under the tool: run the configuration once on pool-free, guard-free arrays."""
+    """The child under the tool: run each configuration once on pool-free, guard-free arrays, between
+    markers that tell the parent which configuration a report belongs to."""
     import cupy
 
     from cutune.gpu.cupy_backend import CupyBackend
 
     cupy.cuda.set_allocator(None)  # every array its own cudaMalloc of its exact size
-    job, config, size, compiler, device = pickle.loads(Path(argv[0]).read_bytes())
+    job, configs, size, compiler, device = pickle.loads(Path(argv[0]).read_bytes())
     backend = CupyBackend(compiler=compiler, device=device, compile_workers=1)
     try:
-        backend.run_once(job, config, size)
+        for i, ran in enumerate(backend.run_each(job, configs, size, lambda i: print(f"{_START}{i}", flush=True))):
+            if ran:
+                print(f"{_DONE}{i}", flush=True)
     finally:
         backend.close()
     return 0

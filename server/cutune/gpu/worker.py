@@ -88,11 +88,16 @@ class IsolatedBackend(Backend):
         job = self._require_job()
         return self._ask_check(("verify", config, seed), config, job.timing.trial_timeout_s * 2)
 
-    def sanitize(self, config: Config) -> Check | None:
+    def sanitize(self, configs: Sequence[Config]) -> tuple[Check, ...] | None:
         """Run compute-sanitizer from the child (which starts it in a fresh process of its own)."""
-        return self._ask_check(("sanitize", config), config, SANITIZE_TIMEOUT_S)
+        return self._ask(("sanitize", tuple(configs)), configs, SANITIZE_TIMEOUT_S)
 
     def _ask_check(self, message: tuple[Any, ...], config: Config, timeout: float) -> Check | None:
+        checks = self._ask(message, (config,), timeout)
+        return checks if checks is None or isinstance(checks, Check) else checks[0]
+
+    def _ask(self, message: tuple[Any, ...], configs: Sequence[Config], timeout: float) -> Any:
+        """Send a check request; a fault, death or timeout fails every configuration it names."""
         if self._conn is None:
             self._start()
         conn = self._conn
@@ -101,18 +106,20 @@ class IsolatedBackend(Backend):
             conn.send(message)
             if not conn.poll(timeout):
                 self._kill()
-                return Check(config, Failure.TIMEOUT, f"no answer within {timeout:g} s; the worker was replaced")
+                why = f"no answer within {timeout:g} s; the worker was replaced"
+                return tuple(Check(c, Failure.TIMEOUT, why) for c in configs)
             reply = conn.recv()
         except (EOFError, OSError):
-            return Check(config, Failure.CRASH, self._death())
+            death = self._death()
+            return tuple(Check(c, Failure.CRASH, death) for c in configs)
         if reply[0] == "check":
             _, check, healthy = reply
             if not healthy:
                 self._reap()
-            return check  # type: ignore[no-any-return]
-        log.warning("the %s worker failed on %s:\n%s", self.backend, config, reply[2])
+            return check
+        log.warning("the %s worker failed on %s:\n%s", self.backend, list(configs), reply[2])
         self._kill()
-        return Check(config, Failure.CRASH, f"the worker failed: {reply[1]}")
+        return tuple(Check(c, Failure.CRASH, f"the worker failed: {reply[1]}") for c in configs)
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Pass the hint on to the child (no answer is awaited)."""

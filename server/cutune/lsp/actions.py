@@ -8,13 +8,13 @@ from lsprotocol import types
 
 from cutune.errors import CutuneError
 from cutune.lsp import diagnostics
-from cutune.lsp.analysis import Analysis, KernelView
+from cutune.lsp.analysis import DocumentAnalysis, KernelView
 from cutune.lsp.edits import Edit, apply_edit, draft_spec_edit, templatize_edit
 
 KINDS = [types.CodeActionKind.RefactorRewrite, types.CodeActionKind.QuickFix]
 
 
-def code_actions(analysis: Analysis, params: types.CodeActionParams) -> list[types.CodeAction]:
+def code_actions(analysis: DocumentAnalysis, params: types.CodeActionParams) -> list[types.CodeAction]:
     """The actions for the kernel under the range: each offered as a rewrite, and as a fix of its diagnostic."""
     view = analysis.view_at(params.range.start.line)
     if view is None:
@@ -45,7 +45,7 @@ def code_actions(analysis: Analysis, params: types.CodeActionParams) -> list[typ
     return [a for a in found if not only or any(_kind(a.kind).startswith(k) for k in only)]
 
 
-def _apply(analysis: Analysis, view: KernelView) -> Edit | None:
+def _apply(analysis: DocumentAnalysis, view: KernelView) -> Edit | None:
     if view.result is None or view.stale or not view.result.significant:
         return None
     try:

@@ -9,7 +9,7 @@ from lsprotocol import types
 from cutune.cuda.model import LiteralKind, SourceModel, TunableLiteral
 from cutune.errors import SpecError
 from cutune.lsp import describe
-from cutune.lsp.analysis import Analysis, KernelView
+from cutune.lsp.analysis import DocumentAnalysis, KernelView
 from cutune.lsp.convert import line_range, lsp_range, path_uri
 
 SOURCE = "cutune"
@@ -23,7 +23,7 @@ PARSE_ERROR = "parse-error"
 MAX_PARSE_ISSUES = 10  # a badly broken file needs a few pointers, not hundreds
 
 
-def document_diagnostics(analysis: Analysis) -> list[types.Diagnostic]:
+def document_diagnostics(analysis: DocumentAnalysis) -> list[types.Diagnostic]:
     """The diagnostics of the `.cu` document itself."""
     found = [
         types.Diagnostic(
@@ -40,7 +40,7 @@ def document_diagnostics(analysis: Analysis) -> list[types.Diagnostic]:
     return found
 
 
-def spec_diagnostics(analysis: Analysis) -> list[types.Diagnostic]:
+def spec_diagnostics(analysis: DocumentAnalysis) -> list[types.Diagnostic]:
     """The diagnostics of the document's spec file: its errors, at their lines."""
     return [
         _diagnostic(_spec_range(v.error), v.error.detail, types.DiagnosticSeverity.Warning, SPEC_INVALID, v.kernel.name)
@@ -49,7 +49,7 @@ def spec_diagnostics(analysis: Analysis) -> list[types.Diagnostic]:
     ]
 
 
-def _kernel_diagnostics(analysis: Analysis, view: KernelView) -> list[types.Diagnostic]:
+def _kernel_diagnostics(analysis: DocumentAnalysis, view: KernelView) -> list[types.Diagnostic]:
     name = view.kernel.name
     at = lsp_range(view.kernel.name_span)
     found = []
@@ -92,7 +92,7 @@ def _launch_slot(model: SourceModel, literal: TunableLiteral) -> int | None:
     return None  # in a `dim3 block(...)` declared before the launch
 
 
-def _spec_problem(analysis: Analysis, error: SpecError, at: types.Range, kernel: str) -> types.Diagnostic:
+def _spec_problem(analysis: DocumentAnalysis, error: SpecError, at: types.Range, kernel: str) -> types.Diagnostic:
     """The warning on the kernel, pointing at the spec's line when the spec is the problem."""
     diagnostic = _diagnostic(at, f"tuning spec: {error}", types.DiagnosticSeverity.Warning, SPEC_INVALID, kernel)
     if error.path is not None and Path(error.path).exists():

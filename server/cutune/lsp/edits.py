@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from cutune.lsp.analysis import Analysis
+from cutune.lsp.analysis import DocumentAnalysis
 from cutune.lsp.convert import DocumentChange, append_to, document_edit, line_edits, new_file, path_uri
 from cutune.project import KernelContext, apply_result
 from cutune.template.spec import dump_kernel_spec
@@ -33,7 +33,7 @@ def spec_changes(ctx: KernelContext) -> list[DocumentChange]:
     return new_file(uri, text)
 
 
-def templatize_edit(analysis: Analysis, ctx: KernelContext) -> Edit | None:
+def templatize_edit(analysis: DocumentAnalysis, ctx: KernelContext) -> Edit | None:
     """The rewrite as minimal line edits, with the drafted spec; None when there is nothing to do."""
     changes: list[DocumentChange] = []
     source = line_edits(analysis.model.text, ctx.template.source)
@@ -54,7 +54,7 @@ def draft_spec_edit(ctx: KernelContext) -> Edit | None:
     return Edit(f"Draft a tuning spec for {ctx.kernel.name}", types.WorkspaceEdit(document_changes=changes))
 
 
-def apply_edit(analysis: Analysis, ctx: KernelContext, result: TuneResult) -> Edit:
+def apply_edit(analysis: DocumentAnalysis, ctx: KernelContext, result: TuneResult) -> Edit:
     """Write the tuned configuration into the source (templatizing the kernel too, if it is not yet)."""
     applied = apply_result(ctx, result)
     edits = line_edits(analysis.model.text, applied.text)

@@ -10,13 +10,13 @@ from lsprotocol import types
 from cutune.cuda.text import LineIndex, Position
 from cutune.errors import CutuneError
 from cutune.lsp import describe
-from cutune.lsp.analysis import Analysis
+from cutune.lsp.analysis import DocumentAnalysis
 from cutune.lsp.convert import lsp_range
 
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 
 
-def hover(analysis: Analysis, position: types.Position) -> types.Hover | None:
+def hover(analysis: DocumentAnalysis, position: types.Position) -> types.Hover | None:
     """The parameter under the cursor, inside its kernel or its kernel's tuning struct."""
     view = analysis.view_at(position.line)
     word = _word_at(analysis.model.text, position)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from cutune.agent.sources import make_source
+from cutune.agent.steps import LoopOptions, run_loop
 from cutune.errors import CutuneError, NoGpuError
 from cutune.gpu.backend import Backend
 from cutune.gpu.device import gpu_available
@@ -69,7 +71,7 @@ class JobStatus:
 
 
 @dataclass
-class Job:
+class TuneJob:
     """One autotune job; `status` is replaced (never mutated) so that other threads read whole snapshots."""
 
     id: str
@@ -84,29 +86,29 @@ class JobRefused(CutuneError):
 class Jobs:
     """Runs jobs one after another in a worker thread; `notify` gets every status change, from that thread."""
 
-    def __init__(self, notify: Callable[[Job], None]) -> None:
+    def __init__(self, notify: Callable[[TuneJob], None]) -> None:
         self._notify = notify
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cutune-tune")
-        self._active: dict[tuple[str, str], Job] = {}
+        self._active: dict[tuple[str, str], TuneJob] = {}
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
 
-    def active(self, uri: str, kernel: str) -> Job | None:
+    def active(self, uri: str, kernel: str) -> TuneJob | None:
         """The queued or running job of a kernel."""
         with self._lock:
             return self._active.get((uri, kernel))
 
-    def reserve(self, uri: str, kernel: str, budget: int) -> Job:
+    def reserve(self, uri: str, kernel: str, budget: int) -> TuneJob:
         """A queued job for a kernel; raises JobRefused when it has one already."""
         with self._lock:
             if (uri, kernel) in self._active:
                 raise JobRefused(f"{kernel} is already being tuned; cancel that job first")
-            job = Job(f"cutune-job-{next(self._ids)}", JobStatus(uri, kernel, JobState.QUEUED, budget=budget))
+            job = TuneJob(f"cutune-job-{next(self._ids)}", JobStatus(uri, kernel, JobState.QUEUED, budget=budget))
             self._active[(uri, kernel)] = job
         self._notify(job)
         return job
 
-    def start(self, job: Job, prepare: Callable[[], Work]) -> None:
+    def start(self, job: TuneJob, prepare: Callable[[], Work]) -> None:
         """Prepare and run the job in the worker thread (`prepare` may be slow: it opens backends)."""
         self._executor.submit(self._run, job, prepare)
 
@@ -125,7 +127,7 @@ class Jobs:
             job.cancel.set()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def _run(self, job: Job, prepare: Callable[[], Work]) -> None:
+    def _run(self, job: TuneJob, prepare: Callable[[], Work]) -> None:
         self._update(job, state=JobState.RUNNING, message="preparing…")
         last = 0.0
 
@@ -149,11 +151,11 @@ class Jobs:
         else:
             self._finish(job, **_outcome(result, cancelled=job.cancel.is_set()))
 
-    def _update(self, job: Job, **changes: Any) -> None:
+    def _update(self, job: TuneJob, **changes: Any) -> None:
         job.status = replace(job.status, **changes)
         self._notify(job)
 
-    def _finish(self, job: Job, **changes: Any) -> None:
+    def _finish(self, job: TuneJob, **changes: Any) -> None:
         with self._lock:
             self._active.pop((job.status.uri, job.status.kernel), None)
         self._update(job, **changes)
@@ -175,7 +177,9 @@ def _progress_message(p: Progress, best: float | None) -> str:
 
 
 def tuning_work(ctx: KernelContext, settings: Settings) -> Work:
-    """What an autotune job runs: the core's `tune` with the backend the settings name."""
+    """What an autotune job runs: the core's `tune` with the backend the settings name (or the agent loop)."""
+    if settings.agent.autotune:
+        return agent_work(ctx, settings)
     job = build_job(ctx)
     options = tune_options(
         ctx, trials=settings.budget.trials, seconds=settings.budget.seconds, storage_url=settings.storage_url or None
@@ -184,6 +188,33 @@ def tuning_work(ctx: KernelContext, settings: Settings) -> Work:
 
     def work(progress: ProgressFn, cancel: threading.Event) -> TuneResult:
         return tune(job, backend, options, progress=progress, cancel=cancel)
+
+    return work
+
+
+def agent_work(ctx: KernelContext, settings: Settings) -> Work:
+    """The measured agent loop (`agent.autotune`): variants proposed, checked, tuned briefly; its best result."""
+    workspace = workspace_dir(ctx.path)
+    _backend(settings, workspace).close()  # refuse at once (no GPU, no recording), not at the first step
+    agent = settings.agent
+    options = tune_options(ctx, trials=agent.step_trials, seconds=None, storage_url=settings.storage_url or None)
+    loop = LoopOptions(
+        max_steps=agent.max_iterations,
+        seconds=settings.budget.seconds,
+        target_pct=agent.target_pct,
+        trials=agent.step_trials,
+        profile=settings.backend != "replay",  # replayed timings have no kernel to profile
+        arch=settings.arch,
+    )
+    source = make_source(agent)
+
+    def work(progress: ProgressFn, cancel: threading.Event) -> TuneResult:
+        run = run_loop(
+            ctx, source, lambda: _backend(settings, workspace), options, loop, progress=progress, cancel=cancel
+        )
+        if run.result is None:
+            raise CutuneError(f"the agent measured nothing of {ctx.kernel.name}: {run.message}")
+        return run.result
 
     return work
 

@@ -5,18 +5,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 import attrs
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from cutune import __version__
+from cutune.agent.view import results_view
 from cutune.errors import CutuneError
 from cutune.lsp import describe, lenses
 from cutune.lsp.actions import KINDS, code_actions
 from cutune.lsp.edits import Edit, apply_edit, templatize_edit
 from cutune.lsp.hover import hover
 from cutune.lsp.session import Session
+from cutune.project import stored_result, tune_options
+
+if TYPE_CHECKING:
+    from pygls.server import ServerErrors
+
+log = logging.getLogger(__name__)
+
+RESULTS_VIEW = "cutune.resultsView"  # the data of the editor's results view
 
 
 @attrs.define
@@ -33,6 +43,11 @@ class CutuneServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("cutune", __version__)
         self.session = Session(self)
+
+    def report_server_error(self, error: Exception, source: ServerErrors) -> None:
+        """Log what the client sent wrong (bad JSON, bad params, a change to an unopened document): the
+        user did nothing wrong, so no pop-up; and keep serving (pygls's default would stop the server)."""
+        log.warning("ignored a message the server could not handle (%s): %s", source.__name__, error)
 
     async def apply(self, edit: Edit) -> bool:
         """Ask the editor to apply a workspace edit (one undoable step); True when it did."""
@@ -186,11 +201,33 @@ async def show_results(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
     return {"markdown": "\n\n".join(parts) or f"no stored results for {args.kernel or args.uri}"}
 
 
-def start(tcp: str | None) -> None:
-    """Serve LSP on stdio, or on `HOST:PORT` with `tcp`."""
+@server.command(RESULTS_VIEW)
+async def results_view_data(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+    """The results view's data: per-size times against the floor, the trial history and the agent's steps."""
+    try:
+        _, ctx = await ls.session.context(args.uri, args.kernel)
+    except CutuneError as e:
+        return {"kernel": args.kernel, "message": str(e), "sizes": [], "trials": [], "steps": []}
+    url = tune_options(ctx, trials=1, seconds=None, storage_url=ls.session.settings.storage_url or None).storage()
+    # the stored result as it is now on disk: the analysis may not have caught up with a job that just ended
+    return await asyncio.to_thread(lambda: results_view(ctx, stored_result(ctx), url))
+
+
+def tcp_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `:PORT`, on 127.0.0.1) as a host and a port; raises CutuneError when it is not one."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CutuneError(f"--tcp {text!r}: expected HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:2087")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def start(tcp: tuple[str, int] | None) -> None:
+    """Serve LSP on stdio, or on TCP at (host, port)."""
     logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if tcp is None:
         server.start_io()
         return
-    host, _, port = tcp.rpartition(":")
-    server.start_tcp(host or "127.0.0.1", int(port))
+    try:
+        server.start_tcp(*tcp)
+    except OSError as e:  # the port is taken, the host unknown
+        raise CutuneError(f"cannot listen on {tcp[0]}:{tcp[1]}: {e.strerror or e}") from None

@@ -13,10 +13,10 @@ from pygls.uris import to_fs_path
 
 from cutune.agent.settings import api_key_from_env
 from cutune.errors import CutuneError
-from cutune.lsp.analysis import Analysis, analyze
+from cutune.lsp.analysis import DocumentAnalysis, analyze
 from cutune.lsp.convert import path_uri
 from cutune.lsp.diagnostics import document_diagnostics, spec_diagnostics
-from cutune.lsp.jobs import JOB_STATUS, Job, Jobs, JobState, JobStatus, tuning_work
+from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
 from cutune.lsp.lenses import KernelLensState
 from cutune.lsp.results import ResultStore
 from cutune.lsp.scan import scan_kernels
@@ -47,8 +47,8 @@ class Session:
         self.results = ResultStore()
         self.jobs = Jobs(self._job_changed_in_thread)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._analyses: dict[str, Analysis] = {}
-        self._pending: dict[str, asyncio.Task[Analysis | None]] = {}
+        self._analyses: dict[str, DocumentAnalysis] = {}
+        self._pending: dict[str, asyncio.Task[DocumentAnalysis | None]] = {}
         self._spec_uris: dict[str, str] = {}  # document → the spec file it published diagnostics to
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -136,7 +136,7 @@ class Session:
             if target is not None:
                 self._publish(target, [])
 
-    async def analysis(self, uri: str) -> Analysis | None:
+    async def analysis(self, uri: str) -> DocumentAnalysis | None:
         """The analysis of the document's current version (waiting for it if need be)."""
         current = self._current(uri)
         if current is not None:
@@ -154,14 +154,14 @@ class Session:
                 raise  # the request itself was cancelled
             return await self.analysis(uri)  # a newer change replaced that analysis: wait for the new one
 
-    async def context(self, uri: str, kernel: str) -> tuple[Analysis, KernelContext]:
+    async def context(self, uri: str, kernel: str) -> tuple[DocumentAnalysis, KernelContext]:
         """A document's analysis and one kernel's context; raises CutuneError when there is none."""
         analysis = await self.analysis(uri)
         if analysis is None:
             raise CutuneError(f"{uri} is not an open CUDA document")
         return analysis, await asyncio.to_thread(analysis.context, kernel)
 
-    def current_result(self, analysis: Analysis, kernel: str) -> TuneResult:
+    def current_result(self, analysis: DocumentAnalysis, kernel: str) -> TuneResult:
         """The kernel's stored result when it can be applied; raises CutuneError saying why not."""
         view = analysis.view(kernel)
         if view is None or view.result is None:
@@ -202,14 +202,14 @@ class Session:
                 self.jobs.active(uri, header.name) is not None,
             )
 
-    def _current(self, uri: str) -> Analysis | None:
+    def _current(self, uri: str) -> DocumentAnalysis | None:
         analysis = self._analyses.get(uri)
         document = self.server.workspace.text_documents.get(uri)
         if analysis is None or (document is not None and document.version != analysis.version):
             return None
         return analysis
 
-    async def _analyse(self, uri: str, delay: float) -> Analysis | None:
+    async def _analyse(self, uri: str, delay: float) -> DocumentAnalysis | None:
         if delay:
             await asyncio.sleep(delay)
         path = _path(uri)
@@ -241,7 +241,7 @@ class Session:
 
     # jobs
 
-    async def start_job(self, uri: str, kernel: str) -> Job:
+    async def start_job(self, uri: str, kernel: str) -> TuneJob:
         """Queue an autotune job; raises CutuneError when the kernel cannot be tuned now."""
         _, ctx = await self.context(uri, kernel)
         job = self.jobs.reserve(uri, kernel, self.settings.budget.trials)
@@ -251,7 +251,7 @@ class Session:
         self.refresh_lenses()
         return job
 
-    async def _begin_progress(self, job: Job) -> None:
+    async def _begin_progress(self, job: TuneJob) -> None:
         window = self.server.client_capabilities.window
         if window is None or not window.work_done_progress:
             return
@@ -267,7 +267,7 @@ class Session:
             job.id, types.WorkDoneProgressBegin(title=title, cancellable=True, message="queued", percentage=0)
         )
 
-    def _job_changed_in_thread(self, job: Job) -> None:
+    def _job_changed_in_thread(self, job: TuneJob) -> None:
         if self._loop is None:
             return
         try:
@@ -275,7 +275,7 @@ class Session:
         except RuntimeError:  # the loop closed: the server is exiting and nobody is listening
             job.cancel.set()
 
-    def _job_changed(self, job: Job, status: JobStatus) -> None:
+    def _job_changed(self, job: TuneJob, status: JobStatus) -> None:
         self._report_progress(job, status)
         self.server.protocol.notify(JOB_STATUS, status.to_json())
         if status.finished:
@@ -284,7 +284,7 @@ class Session:
             if status.state is JobState.FAILED:
                 self.message(f"autotune of {status.kernel} failed: {status.message}", types.MessageType.Warning)
 
-    def _report_progress(self, job: Job, status: JobStatus) -> None:
+    def _report_progress(self, job: TuneJob, status: JobStatus) -> None:
         progress = self.server.work_done_progress
         if job.id not in progress.tokens:
             return  # the client has no progress UI, or the job was reserved before its token existed

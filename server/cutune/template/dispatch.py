@@ -43,14 +43,18 @@ class DispatchPlan:
     variable: str
     branches: tuple[Branch, ...]
 
-    def config_for(self, size: Mapping[str, int]) -> Config:
-        """The configuration the dispatch launches at `size`."""
+    def branch_for(self, size: Mapping[str, int]) -> Branch:
+        """The branch that serves `size`."""
         value = size[self.variable]
-        chosen = self.branches[0].config
+        chosen = self.branches[0]
         for branch in self.branches:
             if branch.lower is None or value >= branch.lower:
-                chosen = branch.config
+                chosen = branch
         return chosen
+
+    def config_for(self, size: Mapping[str, int]) -> Config:
+        """The configuration the dispatch launches at `size`."""
+        return self.branch_for(size).config
 
     @property
     def configs(self) -> tuple[Config, ...]:
@@ -227,49 +231,51 @@ def _chain(
         opening = ("if" if i == 0 else "} else if") + f" ({variable} < {upper}) {{" if upper is not None else "} else {"
         changed = ", ".join(f"{k}={value_text(v)}" for k, v in branch.config.items() if space.param(k).default != v)
         lines.append(f"{indent}{opening}  // {changed or 'the original configuration'}")
-        body = _branch_body(src, region, branch.config, space, _guard(src, region, plan, branch, space, sizes))
+        body = _branch_body(src, region, branch.config, space, _guards(src, region, plan, branch, space, sizes))
         lines.append(_indented(body, indent + "  "))
     lines.append(f"{indent}}}")
     return "\n".join(lines)
 
 
-def _guard(
+def _guards(
     src: KernelSource,
     region: _Region,
     plan: DispatchPlan,
     branch: Branch,
     space: Space,
     sizes: Sequence[Mapping[str, int]],
-) -> dict[str, tuple[str, int]]:
-    """For each size the branch's configuration compiles in (SPECIALIZE): the host condition's name and
-    the value, taken from the tuned sizes this branch serves."""
-    guard = {}
-    served = [s for s in sizes if plan.config_for(s) == branch.config]
-    for p in space.params:
-        if p.binding is Binding.SPECIALIZE and p.arg and branch.config.get(p.name):
-            values = {s[p.arg] for s in served if p.arg in s}
-            if len(values) != 1:
-                raise SourceError(
-                    f"{p.name} compiles {p.arg} in, but the sizes this branch serves have {p.arg} = "
-                    f"{sorted(values)}: tune with one value of {p.arg} per range",
-                    path=src.model.path,
-                )
-            guard[static_param(p.arg)] = (_host_name(src, region, p.arg), values.pop())
-    return guard
+) -> list[dict[str, tuple[str, int]]]:
+    """The sizes the branch's configuration compiles in (SPECIALIZE), one alternative per combination
+    the tuned sizes it serves have: template parameter → (the host's name of the size, its value)."""
+    specialized = [p for p in space.params if p.binding is Binding.SPECIALIZE and p.arg and branch.config.get(p.name)]
+    if not specialized:
+        return []
+    served = [s for s in sizes if plan.branch_for(s) == branch]
+    hosts = {p.arg: _host_name(src, region, p.arg) for p in specialized if p.arg}
+    alternatives: list[dict[str, tuple[str, int]]] = []
+    for s in served:
+        guard = {static_param(p.arg): (hosts[p.arg], s[p.arg]) for p in specialized if p.arg and p.arg in s}
+        if guard not in alternatives:
+            alternatives.append(guard)
+    return alternatives
 
 
 def _branch_body(
-    src: KernelSource, region: _Region, config: Config, space: Space, guard: dict[str, tuple[str, int]]
+    src: KernelSource, region: _Region, config: Config, space: Space, guards: list[dict[str, tuple[str, int]]]
 ) -> str:
-    """The region with the configuration's values written in; guarded by the compiled-in sizes."""
+    """The region with the configuration's values written in; where it compiles sizes in, one launch per
+    compiled-in value, guarded by the host's value, and the original for any other value."""
     original = _region_text(src, region, space, space.default(), {})
     if config == space.default():
         return original
-    tuned = _region_text(src, region, space, config, {name: value for name, (_, value) in guard.items()})
-    if not guard:
-        return tuned
-    condition = " && ".join(f"{host} == {value}" for host, value in guard.values())
-    return f"if ({condition}) {{\n{_indented(tuned, '  ')}\n}} else {{\n{_indented(original, '  ')}\n}}"
+    if not guards:
+        return _region_text(src, region, space, config, {})
+    parts = []
+    for i, guard in enumerate(guards):
+        condition = " && ".join(f"{host} == {value}" for host, value in guard.values())
+        tuned = _region_text(src, region, space, config, {name: value for name, (_, value) in guard.items()})
+        parts.append(f"{'if' if i == 0 else '} else if'} ({condition}) {{\n{_indented(tuned, '  ')}")
+    return "\n".join(parts) + f"\n}} else {{\n{_indented(original, '  ')}\n}}"
 
 
 def _region_text(

@@ -16,11 +16,12 @@ import queue
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
-from multiprocessing.synchronize import Event
+from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 
 from cutune.errors import CutuneError, StudyError
@@ -34,6 +35,7 @@ from cutune.tune.space import Feasibility, feasible_configs
 from cutune.tune.study import load_study
 
 _JOIN_S = 60.0  # how long a finished run waits for its workers to exit before stopping them
+_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class BackendRef:
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
     record: str | None = None  # a recording of every measurement this worker makes
+    isolate: bool | None = None  # measure in a worker process; None: where the backend needs one
 
     def build(self, device: int | None = None) -> Backend:
         """The backend; with several workers, each records to its own file (`name.gpuN.jsonl`)."""
@@ -52,7 +55,7 @@ class BackendRef:
         if record is not None and device is not None:
             stem, dot, ext = record.rpartition(".")
             record = f"{stem}.gpu{device}.{ext}" if dot else f"{record}.gpu{device}"
-        return create_backend(self.name, record=record, **self.options)
+        return create_backend(self.name, isolate=self.isolate, record=record, **self.options)
 
 
 def worker_name(device: int | None) -> str:
@@ -117,7 +120,8 @@ def tune_on_devices(
     ctx = multiprocessing.get_context("spawn")
     messages: Queue[tuple[Any, ...]] = ctx.Queue()
     inboxes: list[Queue[str]] = [ctx.Queue() for _ in devices]
-    stop = ctx.Event()
+    # a lock-free shared flag: an Event's set() waits for every waiter to wake, and hangs on a dead one
+    stop = _Flag(ctx.Value("b", 0, lock=False))
     procs = [
         ctx.Process(
             target=_device_worker,
@@ -142,7 +146,7 @@ def _collect(
     devices: Sequence[int],
     messages: Queue[tuple[Any, ...]],
     inboxes: list[Queue[str]],
-    stop: Event,
+    stop: _Flag,
     progress: ProgressFn | None,
     cancel: threading.Event | None,
     notice: Callable[[str], None],
@@ -153,7 +157,7 @@ def _collect(
         if cancel is not None and cancel.is_set():
             stop.set()
         try:
-            message = messages.get(timeout=0.2)
+            message = messages.get(timeout=_POLL_S)
         except queue.Empty:
             if not procs[0].is_alive() and messages.empty():
                 raise StudyError(
@@ -176,7 +180,7 @@ def _collect(
             notice(f"the worker of GPU {devices[index]} stopped: {message[2]}")
 
 
-def _finish(procs: Sequence[BaseProcess], stop: Event) -> None:
+def _finish(procs: Sequence[BaseProcess], stop: _Flag) -> None:
     """Let the workers finish their search (it ends with the lead's); stop any that do not."""
     for proc in procs:
         proc.join(_JOIN_S)
@@ -197,7 +201,7 @@ def _device_worker(
     options: TuneOptions,
     messages: Queue[tuple[Any, ...]],
     inbox: Queue[str],
-    stop: Event,
+    stop: _Flag,
 ) -> None:
     """One GPU's worker process: the lead tunes, the others join the study the lead names."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which sets `stop`
@@ -205,7 +209,8 @@ def _device_worker(
     cancel = threading.Event()
 
     def relay_stop() -> None:
-        stop.wait()
+        while not stop.is_set():
+            time.sleep(_POLL_S)
         cancel.set()
 
     threading.Thread(target=relay_stop, daemon=True).start()
@@ -245,12 +250,25 @@ def _device_worker(
         messages.put(("error", index, f"{type(e).__name__}: {e}"))
 
 
-def _study_name(inbox: Queue[str], stop: Event) -> str | None:
+def _study_name(inbox: Queue[str], stop: _Flag) -> str | None:
     """The lead's study, once it is open (None when the run stops first)."""
     while not stop.is_set():
         with contextlib.suppress(queue.Empty):
-            return inbox.get(timeout=0.2)
+            return inbox.get(timeout=_POLL_S)
     return None
+
+
+@dataclass(frozen=True)
+class _Flag:
+    """A stop flag shared with the worker processes."""
+
+    value: Synchronized[int]
+
+    def set(self) -> None:
+        self.value.value = 1
+
+    def is_set(self) -> bool:
+        return bool(self.value.value)
 
 
 def see_only(device: int) -> None:

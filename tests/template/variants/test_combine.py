@@ -10,15 +10,27 @@ import pytest
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.template.expr import compile_expr
-from cutune.template.model import Binding, TunableParam
+from cutune.template.model import Binding, Space, Template, TunableParam
 from cutune.template.spec import load_spec
 from cutune.template.templatize import templatize
-from cutune.template.variants import VARIANT, Launch, Provenance, Variant, propose_variants, with_variants
+from cutune.template.variants import (
+    TRANSFORMS,
+    VARIANT,
+    Launch,
+    Provenance,
+    Variant,
+    keep_variant,
+    propose_variants,
+    winning_variant,
+    with_variants,
+)
 from tests.cuda.test_extract import needs_nvrtc
 
 from .compile import compile_both, name_expressions
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+# the elementwise transforms (the row reductions have their own tests)
+ELEMENTWISE = {name: TRANSFORMS[name] for name in ("vectorize", "packs_per_thread", "grid_shape")}
 
 
 def _gated() -> tuple:
@@ -27,7 +39,7 @@ def _gated() -> tuple:
     base = templatize(model, "act_and_mul_kernel")
     base_model = parse_source(base.source, str(path))
     spec = load_spec(SAMPLES / "gated_activation.tune.toml").kernel("act_and_mul_kernel")
-    variants, _ = propose_variants(base_model, "act_and_mul_kernel", spec)
+    variants, _ = propose_variants(base_model, "act_and_mul_kernel", spec, transforms=ELEMENTWISE)
     template, combined = with_variants(base_model, "act_and_mul_kernel", variants, spec, base=base)
     return model, base, variants, template, combined, spec
 
@@ -93,7 +105,7 @@ def test_the_combined_kernel_compiles_with_nvcc_and_nvrtc_at_several_configurati
 def test_composes_with_a_spec_that_lists_no_parameters_and_with_no_spec() -> None:
     path = SAMPLES / "gated_activation.cu"
     model = parse_source(path.read_text(), str(path))
-    variants, _ = propose_variants(model, "act_and_mul_kernel", None)
+    variants, _ = propose_variants(model, "act_and_mul_kernel", None, transforms=ELEMENTWISE)
     template, spec = with_variants(model, "act_and_mul_kernel", variants, None)
     assert spec is None and template.space.params[0].name == VARIANT
     assert "template <typename scalar_t, int VARIANT = act_and_mul_kernel_tuning::VARIANT" in template.source
@@ -118,3 +130,20 @@ def test_launch_placeholders_and_clashing_names() -> None:
     assert combined.block == spec.block
     with pytest.raises(CutuneError, match="parameter W is already a parameter of variant wide"):
         with_variants(model, "k", [wide, Variant("again", "", wide.params)], None)
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_keeping_the_winning_variant_leaves_only_its_body_and_compiles(tmp_path: Path) -> None:
+    _, base, variants, *_ = _gated()
+    base_model = parse_source(base.source)
+    kept = keep_variant(base_model, "act_and_mul_kernel", variants[0], {"PACKS": 2, "BLOCK_DIV": 4})
+    assert VARIANT not in kept and "if constexpr" not in kept
+    assert "static constexpr int PACKS = 2;" in kept and "static constexpr int BLOCK_DIV = 4;" in kept
+    assert "// cutune: variant vectorized (vectorize: " in kept and "cutune_vec_store<" in kept
+    assert "// cutune: tuned with the launch grid = {grid}; block = max(min(warp_size, {block})" in kept
+    template = Template("act_and_mul_kernel", kept, Space(()))
+    entries, lowered = compile_both(template, ["serving::act_and_mul_kernel<__nv_bfloat16>"], tmp_path)
+    assert len(entries) == 1 and len(lowered) == 1
+    assert winning_variant([{"VARIANT": 1, "PACKS": 2}, {"VARIANT": 1}]) == 1
+    assert winning_variant([{"VARIANT": 1}, {"VARIANT": 0}]) is None

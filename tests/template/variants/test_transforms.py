@@ -14,6 +14,7 @@ from cutune.template.variants import TRANSFORMS, GridShape, PacksPerThread, Vect
 from tests.cuda.test_extract import needs_nvrtc
 
 from .compile import compile_both, name_expressions
+from .test_combine import ELEMENTWISE
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 
@@ -100,7 +101,7 @@ def test_a_grid_stride_kernel_with_all_its_variants_compiles(tmp_path: Path) -> 
     model = parse_source(GRID_STRIDE)
     spec = load_spec(SAMPLES / "gated_activation.tune.toml").kernel("act_and_mul_kernel")
     spec = type(spec)(**{**spec.__dict__, "kernel": "k", "template_args": {"T": "float"}, "space": None})
-    variants, refusals = propose_variants(model, "k", spec)
+    variants, refusals = propose_variants(model, "k", spec, transforms=ELEMENTWISE)
     assert [v.name for v in variants] == ["vectorized", "packs_per_thread", "persistent_grid"] and not refusals
     template, combined = with_variants(model, "k", variants, spec)
     assert combined is not None

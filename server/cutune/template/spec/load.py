@@ -223,7 +223,7 @@ def _read_kernel(reader: _Reader, name: str, raw: Any) -> KernelSpec:
         bytes_moved=bytes_moved,
         flags=reader.strings(table.get("flags", []), (*at, "flags")),
         defines=reader.text_table(table.get("defines", {}), (*at, "defines")),
-        include_dirs=reader.strings(table.get("include_dirs", []), (*at, "include_dirs")),
+        include_dirs=_beside(reader.path, reader.strings(table.get("include_dirs", []), (*at, "include_dirs"))),
         path=reader.path,
         constraints=constraints,
         multiple_of=multiple_of,
@@ -423,3 +423,11 @@ def _read_tolerance(reader: _Reader, value: Any, at: KeyPath) -> Tolerance | Non
         if reader.number(table[key], (*at, key)) < 0:
             raise reader.error((*at, key), f"{key} must not be negative")
     return Tolerance(rtol=float(table["rtol"]), atol=float(table["atol"]))
+
+
+def _beside(spec_path: str | None, dirs: tuple[str, ...]) -> tuple[str, ...]:
+    """Relative include folders resolved against the spec file's folder, not the current directory."""
+    if spec_path is None:
+        return dirs
+    base = os.path.dirname(os.path.abspath(spec_path))
+    return tuple(d if os.path.isabs(d) else os.path.normpath(os.path.join(base, d)) for d in dirs)

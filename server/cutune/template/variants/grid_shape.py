@@ -12,9 +12,8 @@ from __future__ import annotations
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
 from cutune.template.model import Binding, TunableParam
-from cutune.template.recipes.base import KernelSource
 from cutune.template.spec import KernelSpec
-from cutune.template.variants.loops import squeezed, stride_loops
+from cutune.template.variants.loops import kernel_source, squeezed, stride_loops
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 NAME = "persistent_grid"
@@ -24,7 +23,7 @@ class GridShape(Transform):
     name = "grid_shape"
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
-        src = KernelSource(model, model.kernel(kernel))
+        src = kernel_source(self.name, model, kernel)
         loops, _ = stride_loops(src)
         grid_loops = [lp for lp in loops if lp.grid_stride]
         if not grid_loops:

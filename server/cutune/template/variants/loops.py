@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from cutune.cuda.model import SourceModel
+from cutune.errors import SourceError, TransformRefused
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
 
@@ -46,6 +48,17 @@ class StrideLoop:
     bound: str
     body: Node
     grid_stride: bool
+
+
+def kernel_source(transform: str, model: SourceModel, kernel: str) -> KernelSource:
+    """The kernel to rewrite; TransformRefused when tree-sitter could not read its definition."""
+    k = model.kernel(kernel)
+    if k.has_errors:
+        raise TransformRefused(transform, "the kernel has syntax errors tree-sitter could not parse")
+    try:
+        return KernelSource(model, k)
+    except SourceError:
+        raise TransformRefused(transform, "the kernel's definition could not be read") from None
 
 
 def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:

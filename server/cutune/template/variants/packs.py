@@ -19,6 +19,7 @@ from cutune.template.variants.loops import (
     StrideLoop,
     block_free,
     indented,
+    kernel_source,
     line_indent,
     loop_blockers,
     stride_loops,
@@ -32,7 +33,7 @@ class PacksPerThread(Transform):
     name = "packs_per_thread"
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
-        src = KernelSource(model, model.kernel(kernel))
+        src = kernel_source(self.name, model, kernel)
         loops, reasons = stride_loops(src)
         if not loops:
             why = "; ".join(reasons) if reasons else "the kernel has no for loop"

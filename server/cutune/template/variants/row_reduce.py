@@ -199,6 +199,13 @@ class _Rewriter:
         self.streams: dict[tuple[str, str], _Stream] = {}
         self.replace: dict[int, tuple[int, str]] = {}  # start byte → (end byte, new text)
         self.reduced: set[str] = set()
+        self.thread_names = {"threadIdx.x"} | {  # with the locals that only rename it (`int tid = threadIdx.x;`)
+            self.text(_declared(d))
+            for decl in src.body.named_children
+            if decl.type == "declaration"
+            for d in decl.children_by_field_name("declarator")
+            if d.type == "init_declarator" and self.compact(d.child_by_field_name("value")) == "threadIdx.x"
+        }
 
     # --- reading ---------------------------------------------------------------------------------------------
 
@@ -227,6 +234,10 @@ class _Rewriter:
         for node in descendants(body, "for_statement"):
             if node.parent != body and self._starts_at_thread(node):
                 self.refuse("a loop over the row sits inside another statement", node)
+        for s in statements:
+            init = s.child_by_field_name("initializer") if s.type == "for_statement" else None
+            if init is not None and "threadIdx" in self.compact(init) and self._row_loop(s) is None:
+                self.refuse("a loop over the row starts elsewhere than at threadIdx.x (a tail or offset loop)", s)
         self._collect_shared(body)
         prologue = statements[: loops[0][0]]
         self._read_prologue(prologue)
@@ -240,6 +251,8 @@ class _Rewriter:
             end = loops[n + 1][0] if n + 1 < len(loops) else len(statements)
             later = statements[end:]
             segments.append(self._read_segment(statements[i + 1 : end], pending, later, last=n + 1 == len(loops)))
+        if not any(seg.reductions for seg in segments):
+            self.refuse("no block-wide reduction between the row loops: not a row reduction")
         return self._emit(prologue, [loop for _, loop in loops], segments)
 
     def _check_whole_body(self, body: Node) -> None:
@@ -256,7 +269,11 @@ class _Rewriter:
 
     def _starts_at_thread(self, loop: Node) -> bool:
         init = loop.child_by_field_name("initializer")
-        return init is not None and "threadIdx.x" in self.compact(init)
+        value = init.child_by_field_name("right") if init is not None else None
+        if init is not None and init.type == "declaration":
+            decl = init.child_by_field_name("declarator")
+            value = decl.child_by_field_name("value") if decl is not None else None
+        return value is not None and self.compact(value) in self.thread_names
 
     def _row_loop(self, node: Node) -> _Loop | None:
         """The statement as a block-stride row loop; None when it is not one; a refusal when it almost is."""
@@ -273,11 +290,11 @@ class _Rewriter:
                 var = self.compact(decl.child_by_field_name("declarator"))
                 var_type = self.text(init.child_by_field_name("type") or init)
                 value = self.compact(decl.child_by_field_name("value"))
-                var = var if value == "threadIdx.x" else ""
+                var = var if value in self.thread_names else ""
         elif (
             init is not None
             and init.type == "assignment_expression"
-            and self.compact(init.child_by_field_name("right")) == "threadIdx.x"
+            and self.compact(init.child_by_field_name("right")) in self.thread_names
         ):
             var = self.compact(init.child_by_field_name("left"))
         if not var or cond is None or body is None or cond.type != "binary_expression":
@@ -333,11 +350,17 @@ class _Rewriter:
                 self._access(loop, sub)
         for node in descendants(loop.body, "assignment_expression", "update_expression"):
             target = node.child_by_field_name("left") or node.child_by_field_name("argument")
-            if target is None or target.type != "identifier":
-                continue
-            name = self.text(target)
+            if target is None or (target.type == "subscript_expression" and loop.var in self._idents(target)):
+                continue  # an element of the row
+            name = _root_name(self, target)
             if name in local or name == loop.var:
                 continue
+            if target.type != "identifier":
+                self.refuse(
+                    f"accumulates into `{self.compact(target)}`, a part of a compound value or one fixed element: "
+                    "the rewrite cannot keep the reductions apart",
+                    node,
+                )
             loop.updates[name] = self._accumulation(node, name)
         for acc in loop.updates:
             for ident in descendants(loop.body, "identifier"):
@@ -476,7 +499,8 @@ class _Rewriter:
         for r in seg.reductions:
             pending.pop(r.acc, None)
             self.reduced.add(r.acc)
-        seg.values = self._find_values(statements, seg)
+        used_later = set().union(*(self._idents(s) for s in later)) if later else set()
+        seg.values = self._find_values(statements, seg, used_later)
         assigned = {
             self.text(t)
             for s in statements
@@ -484,7 +508,14 @@ class _Rewriter:
             if (t := node.child_by_field_name("left") or node.child_by_field_name("declarator")) is not None
             and t.type == "identifier"
         }
-        used_later = set().union(*(self._idents(s) for s in later)) if later else set()
+        scoped = {  # declared in a nested scope of the segment (a loop counter): gone after it
+            self.text(i)
+            for st in statements
+            for d in descendants(st, "declaration")
+            if d not in statements
+            for i in _declared_all(d)
+        }
+        assigned -= scoped
         known = {v.name for v in seg.values} | self.reduced
         for name in sorted((assigned & used_later) - known):
             self.refuse(f"`{name}` comes out of the reduction in a form the rewrite cannot trace")
@@ -604,8 +635,9 @@ class _Rewriter:
         indices = sub.child_by_field_name("indices")
         return indices is not None and self.compact(indices) == "[0]"
 
-    def _find_values(self, statements: list[Node], seg: _Segment) -> list[_Value]:
-        """The assignments whose right side depends only on reduced totals and names the loops can see."""
+    def _find_values(self, statements: list[Node], seg: _Segment, used_later: set[str]) -> list[_Value]:
+        """The assignments read after the segment whose right side depends only on reduced totals and names
+        the loops can see (and the ones those read)."""
         values: list[_Value] = []
         allowed = set(self.params) | set(self.decls) | self.reduced
         for s in statements:
@@ -623,10 +655,16 @@ class _Rewriter:
                 deps = self._value_deps(rhs, seg)
                 if deps is None or not deps <= allowed | {v.name for v in values} | _functions(self, rhs):
                     continue
-                if any(v.name == name for v in values):
-                    self.refuse(f"`{name}` is assigned twice from the reduction", node)
                 values.append(_Value(name, rhs, self._declared_type(name, node), deps))
-        return values
+        needed = set(used_later)
+        for v in reversed(values):
+            if v.name in needed:
+                needed |= v.deps
+        kept = [v for v in values if v.name in needed]
+        for v in kept:
+            if sum(w.name == v.name for w in kept) > 1:
+                self.refuse(f"`{v.name}` is assigned twice from the reduction", v.rhs)
+        return kept
 
     def _value_deps(self, rhs: Node, seg: _Segment) -> set[str] | None:
         """The names a value reads, outside reduction calls; None when it reads a thread index or shared memory."""

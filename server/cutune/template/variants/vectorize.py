@@ -32,6 +32,7 @@ from cutune.template.variants.loops import (
     block_free,
     declared_names,
     indented,
+    kernel_source,
     line_indent,
     loop_blockers,
     squeezed,
@@ -75,7 +76,7 @@ class Vectorize(Transform):
     name = "vectorize"
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
-        src = KernelSource(model, model.kernel(kernel))
+        src = kernel_source(self.name, model, kernel)
         loops, reasons = stride_loops(src)
         if not loops:
             why = "; ".join(reasons) if reasons else "the kernel has no for loop"

@@ -1,0 +1,83 @@
+// Row kernels the row_reduce transform must refuse, one reason each.
+
+// rows not contiguous: a column of a row-major matrix
+__global__ void strided_kernel(float* out, const float* in, int n, int stride) {
+  __shared__ float total;
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x + j * stride];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = total;
+}
+
+// atomics: the sum goes to global memory
+__global__ void atomic_kernel(float* out, const float* in, int n) {
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  atomicAdd(&out[blockIdx.x], sum);
+}
+
+// data-dependent control flow across elements: stops at the first negative element
+__global__ void early_exit_kernel(float* out, const float* in, int n) {
+  __shared__ float total;
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    if (in[blockIdx.x * n + j] < 0.f) break;
+    sum += in[blockIdx.x * n + j];
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
+}
+
+// a reduction it cannot identify: only thread 0 sums what the others left in a global scratch row
+__global__ void unknown_reduce_kernel(float* out, float* scratch, const float* in, int n) {
+  __shared__ float total;
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  if (threadIdx.x == 0) total = sum * 2.f;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
+}
+
+// two sums reduced together as one pair by a custom operator: the parts cannot be kept apart
+struct Pair {
+  float s, q;
+};
+struct PairSum {
+  __device__ Pair operator()(Pair a, Pair b) const { return {a.s + b.s, a.q + b.q}; }
+};
+__global__ void paired_kernel(float* out, const float* in, int n) {
+  typedef cub::BlockReduce<Pair, 256> R;
+  __shared__ typename R::TempStorage tmp;
+  __shared__ Pair total;
+  Pair acc = {0.f, 0.f};
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float v = in[blockIdx.x * n + j];
+    acc.s += v;
+    acc.q += v * v;
+  }
+  const Pair t = R(tmp).Reduce(acc, PairSum());
+  if (threadIdx.x == 0) total = t;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = total.s / total.q;
+}
+
+// running max read inside the loop (online softmax): carried from element to element
+__global__ void online_kernel(float* out, const float* in, int n) {
+  __shared__ float total;
+  float m = -1e30f;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float v = in[blockIdx.x * n + j];
+    const float next = fmaxf(m, v);
+    s = s * __expf(m - next) + __expf(v - next);
+    m = next;
+  }
+  s += __shfl_xor_sync(0xffffffffu, s, 16);
+  if (threadIdx.x == 0) total = s;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = total;
+}

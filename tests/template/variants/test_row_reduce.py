@@ -1,0 +1,178 @@
+"""row_reduce: the row-reduction rewrite read from real tree-sitter trees, checked textually, compiled with nvcc and
+NVRTC through the combined template, refused with its reason where it cannot rewrite, and equal on the GPU."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.gpu.backend import Job, TimingOptions
+from cutune.gpu.registry import create_backend
+from cutune.project import open_kernel, tune_options
+from cutune.template.model import Space, Template
+from cutune.template.spec import KernelSpec, load_spec
+from cutune.template.templatize import templatize
+from cutune.template.variants import TRANSFORMS, with_variants
+from cutune.template.variants.row_reduce import RowReduce
+from cutune.tune.run import tune
+from tests.cuda.test_extract import needs_nvrtc
+
+from .compile import compile_both
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "tests" / "data" / "template" / "variants"
+SAMPLES = ROOT / "samples"
+
+
+def _sample(stem: str, kernel: str) -> tuple[Template, KernelSpec]:
+    path = SAMPLES / f"{stem}.cu"
+    model = parse_source(path.read_text(), str(path))
+    base = templatize(model, kernel)
+    base_model = parse_source(base.source, str(path))
+    spec = load_spec(SAMPLES / f"{stem}.tune.toml").kernel(kernel)
+    variant = RowReduce().apply(base_model, kernel, spec)
+    template, combined = with_variants(base_model, kernel, [variant], spec, base=base)
+    assert combined is not None
+    return template, combined
+
+
+def _data(file: str, kernel: str) -> tuple[Template, str]:
+    path = DATA / file
+    model = parse_source(path.read_text(), str(path))
+    variant = RowReduce().apply(model, kernel, None)
+    template, _ = with_variants(model, kernel, [variant], None)
+    return template, variant.body
+
+
+def test_registered_with_the_other_transforms() -> None:
+    assert isinstance(TRANSFORMS["row_reduce"], RowReduce)
+
+
+def test_rms_norm_sample_becomes_one_pass_over_registers_with_a_shuffle_all_reduce() -> None:
+    template, spec = _sample("rms_norm", "rms_norm_kernel")
+    source = template.source
+    assert "constexpr int cutune_len_ct = HIDDEN_SIZE_CT;" in source  # the specialize recipe's constant
+    assert "cutune_s0_cache[cutune_one_pass ? cutune_chunks : 1]" in source  # the row kept between loops
+    assert "variance = cutune_rr_allreduce<ROW_THREADS>(variance, cutune_rr_sum{}, cutune_red0_0);" in source
+    assert "float s_variance = rsqrtf(variance / hidden_size + epsilon);" in source  # every thread, no broadcast
+    branch = source[source.index("VARIANT == 1") :]
+    assert "BlockReduce" not in branch and "__syncthreads" not in branch.split("#endif")[-1]
+    assert spec.grid == ("(ceil_div(num_tokens, ROWS_PER_BLOCK)) if VARIANT == 1 else (num_tokens)",)
+    names = {p.name for p in template.space.params}
+    assert {"ROW_THREADS", "ROWS_PER_BLOCK", "ROW_VEC", "SPECIALIZE_HIDDEN_SIZE"} <= names
+    assert template.space.param("ROW_VEC").values == (4, 8)  # 8- and 16-byte bf16 accesses
+
+
+def test_fused_add_writes_the_residual_once_and_reads_it_back_from_registers() -> None:
+    template, _ = _sample("fused_add_rms_norm", "fused_add_rms_norm_kernel")
+    branch = template.source[template.source.index("VARIANT == 1") :]
+    # loop 1 loads input and residual and stores the residual; loop 2 re-reads it only in the two-pass form
+    assert branch.count("cutune_rr_store(residual_row, cutune_s1") == 1
+    assert "if constexpr (!cutune_one_pass) cutune_rr_load(cutune_s1, residual_row" in branch
+    assert "cutune_rr_store(input_row, cutune_s0" in branch
+    assert "const float total = sum_sq;" in branch  # the cub result's alias is the all-reduced total
+
+
+def test_layer_norm_keeps_its_two_reductions_apart() -> None:
+    _, body = _data("layer_norm.cu", "layer_norm_kernel")
+    assert "local = cutune_rr_allreduce<ROW_THREADS>(local, cutune_rr_sum{}" in body
+    assert "float s_mean = local / n;" in body  # buf[0] after the tree is the total of `local`
+    assert "sq = cutune_rr_allreduce<ROW_THREADS>(sq, cutune_rr_sum{}" in body
+    assert "float s_rstd = rsqrtf(sq / n + eps);" in body
+    assert "buf[" not in body and "const int tid" not in body
+
+
+def test_softmax_reduces_a_max_then_a_sum() -> None:
+    _, body = _data("softmax.cu", "softmax_kernel")
+    assert "m = cutune_rr_allreduce<ROW_THREADS>(m, cutune_rr_max{}" in body
+    assert "s = cutune_rr_allreduce<ROW_THREADS>(s, cutune_rr_sum{}" in body
+    assert "const float block_max = m;" in body and "float row_sum = block_sum;" in body
+
+
+def test_shuffle_rms_norm_drops_its_warp_sums() -> None:
+    _, body = _data("rms_norm_shfl.cu", "rms_norm_shfl_kernel")
+    assert "float inv_rms = rsqrtf(sum / hidden + eps);" in body
+    assert "warp_sums" not in body and "__shfl" not in body and "lane" not in body
+
+
+@pytest.mark.parametrize(
+    ("kernel", "reason"),
+    [
+        ("strided_kernel", "the row is not contiguous in `j`"),
+        ("atomic_kernel", "updates memory with atomicAdd"),
+        ("early_exit_kernel", "leaves the row loop early (data-dependent control flow across elements)"),
+        ("unknown_reduce_kernel", "the block-wide reduction of `sum` is not one the rewrite can identify"),
+        ("paired_kernel", "accumulates into `acc.s`, a part of a compound value"),
+        ("online_kernel", "`s` is carried from element to element"),
+    ],
+)
+def test_refuses_with_its_reason(kernel: str, reason: str) -> None:
+    path = DATA / "refused.cu"
+    model = parse_source(path.read_text(), str(path))
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(model, kernel, None)
+    assert reason in refused.value.reason
+
+
+def test_refuses_an_elementwise_kernel() -> None:
+    path = SAMPLES / "silu_and_mul.cu"
+    with pytest.raises(TransformRefused, match=r"starts elsewhere than at threadIdx\.x"):
+        RowReduce().apply(parse_source(path.read_text(), str(path)), "silu_and_mul_kernel", None)
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+@pytest.mark.parametrize(
+    ("stem", "kernel"), [("rms_norm", "rms_norm_kernel"), ("fused_add_rms_norm", "fused_add_rms_norm_kernel")]
+)
+def test_samples_compile_at_several_configurations(stem: str, kernel: str, tmp_path: Path) -> None:
+    template, _ = _sample(stem, kernel)
+    qualified = f"serving::{kernel}"
+    # <scalar_t, HIDDEN_SIZE_CT, VARIANT, ROW_THREADS, ROWS_PER_BLOCK, ROW_VEC>: one pass, two passes, rows per block
+    expressions = [
+        f"{qualified}<__nv_bfloat16, 0, 0, 256, 1, 8>",
+        f"{qualified}<__nv_bfloat16, 4096, 1, 256, 1, 8>",
+        f"{qualified}<__nv_bfloat16, 8192, 1, 128, 1, 8>",
+        f"{qualified}<__nv_bfloat16, 0, 1, 1024, 1, 4>",
+        f"{qualified}<__nv_bfloat16, 0, 1, 32, 4, 8>",
+    ]
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path)
+    assert set(nvrtc_names) == set(expressions)
+    assert set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+@pytest.mark.parametrize(
+    ("file", "kernel", "expressions"),
+    [
+        ("layer_norm.cu", "layer_norm_kernel", ["layer_norm_kernel<1, 256, 4>", "layer_norm_kernel<1, 32, 8>"]),
+        ("softmax.cu", "softmax_kernel", ["softmax_kernel<256, 1, 128, 8>", "softmax_kernel<256, 1, 1024, 4>"]),
+        ("rms_norm_shfl.cu", "rms_norm_shfl_kernel", ["rms_norm_shfl_kernel<float, 1, 64, 4>"]),
+    ],
+)
+def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
+    template, _ = _data(file, kernel)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path)
+    assert len(nvrtc_names) == len(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("stem", "kernel"), [("rms_norm", "rms_norm_kernel"), ("fused_add_rms_norm", "fused_add_rms_norm_kernel")]
+)
+def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:
+    ctx = open_kernel(SAMPLES / f"{stem}.cu", kernel)
+    spec = ctx.require_spec()
+    variant = RowReduce().apply(ctx.template_model, kernel, spec)
+    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
+    assert combined is not None
+    pinned = Space(template.space.params, (*template.space.constraints, "VARIANT == 1"))  # only the variant
+    job = Job(str(ctx.path), template, combined, pinned, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))
+    options = replace(tune_options(ctx, trials=8, seconds=60), workspace=tmp_path)
+    result = tune(job, create_backend("cupy"), options)
+    assert result.trials >= 2 and not result.failures.get("wrong") and not result.failures.get("unwritten")
