@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from cutune.agent.sources import BuiltinVariants
-from cutune.agent.steps import LoopOptions, LoopRun, pct_of_floor, run_loop
+from cutune.agent.steps import LoopOptions, LoopRun, combined_context, pct_of_floor, run_loop
 from cutune.gpu.backend import TimingOptions
+from cutune.gpu.profile import ProfileError, profile_config
 from cutune.gpu.registry import create_backend
-from cutune.project import open_kernel, tune_options
+from cutune.project import build_job, open_kernel, tune_options
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = {
@@ -41,8 +42,9 @@ def run_sample(path: Path, kernel: str, storage: str, args: argparse.Namespace) 
     """One sample's loop and its verdict."""
     ctx = open_kernel(path, kernel)
     spec = ctx.require_spec()
+    # the built-in transforms do not read the profile: ncu runs once, on the final best configuration
     options = LoopOptions(
-        max_steps=args.steps, seconds=args.seconds, target_pct=TARGET, trials=args.trials, profile=not args.no_profile
+        max_steps=args.steps, seconds=args.seconds, target_pct=TARGET, trials=args.trials, profile=False
     )
     started = time.monotonic()
     run: LoopRun = run_loop(
@@ -51,7 +53,7 @@ def run_sample(path: Path, kernel: str, storage: str, args: argparse.Namespace) 
         lambda: create_backend("cupy"),
         tune_options(ctx, trials=args.trials, seconds=None, storage_url=storage),
         options,
-        timing=TimingOptions(reps=20, max_reps=500),
+        timing=TimingOptions(reps=10, min_time_ms=5.0, max_reps=200),
         on_step=lambda r: print(r.render(), flush=True),
     )
     final = pct_of_floor(run.result) if run.result is not None else {}
@@ -61,6 +63,13 @@ def run_sample(path: Path, kernel: str, storage: str, args: argparse.Namespace) 
         if spec.moved_bytes(s.size) >= LARGE
     }
     worst = min((final[label] for label in large if label in final), default=None)
+    profile: dict[str, Any] | str = "not profiled (--no-profile)"
+    if run.result is not None and not args.no_profile:
+        combined = combined_context(ctx, run.kept) if run.kept else ctx
+        try:
+            profile = profile_config(build_job(combined), run.result.best).to_dict()
+        except ProfileError as e:
+            profile = str(e)
     return {
         "sample": path.name,
         "kernel": kernel,
@@ -73,6 +82,7 @@ def run_sample(path: Path, kernel: str, storage: str, args: argparse.Namespace) 
         "worst_large_pct": worst,
         "reached": worst is not None and worst >= TARGET,
         "seconds": time.monotonic() - started,
+        "profile": profile,
         "steps": [r.to_dict() for r in run.records],
     }
 
@@ -97,14 +107,25 @@ def markdown(rows: list[dict[str, Any]], device: str, date: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write(rows: list[dict[str, Any]], out: Path) -> tuple[str, str]:
+    """Write the JSON and Markdown records (device and date in their names); the device and date."""
+    device = next((r["device"] for r in rows if r.get("device")), "unknown-device")
+    date = datetime.date.today().isoformat()
+    stem = f"agent_steps.{re.sub(r'[^A-Za-z0-9]+', '-', device).strip('-')}.{date}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps({"device": device, "date": date, "samples": rows}, indent=2))
+    (out / f"{stem}.md").write_text(markdown(rows, device, date))
+    return device, date
+
+
 def main() -> int:
     """Run every present sample; write the JSON and Markdown records."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--trials", type=int, default=24)
-    parser.add_argument("--seconds", type=float, default=60.0, help="per sample, checked between steps")
-    parser.add_argument("--no-profile", action="store_true", help="skip ncu (faster)")
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=40.0, help="per sample, checked between steps")
+    parser.add_argument("--no-profile", action="store_true", help="skip the final ncu profile of each sample")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,13 +142,8 @@ def main() -> int:
             except Exception as e:  # one sample's failure must not lose the others' records
                 print(f"{name}: {type(e).__name__}: {e}", flush=True)
                 rows.append({"sample": name, "kernel": kernel, "error": f"{type(e).__name__}: {e}"})
-    device = next((r["device"] for r in rows if r.get("device")), "unknown-device")
-    date = datetime.date.today().isoformat()
-    stem = f"agent_steps.{re.sub(r'[^A-Za-z0-9]+', '-', device).strip('-')}.{date}"
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{stem}.json").write_text(json.dumps({"device": device, "date": date, "samples": rows}, indent=2))
-    (args.out / f"{stem}.md").write_text(markdown(rows, device, date))
-    print(markdown(rows, device, date))
+            write(rows, args.out)  # after every sample: a run cut short keeps what it measured
+    print(markdown(rows, *write(rows, args.out)))
     return 0 if rows and all(r.get("reached") for r in rows) else 1
 
 

@@ -4,7 +4,7 @@
 # .venv-lowest, and runs the CPU tests that exercise those dependencies (CLI, tuning, spec, language server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv-lowest
+python3 -m venv --clear .venv-lowest
 .venv-lowest/bin/pip install -q --upgrade pip uv >/dev/null
 .venv-lowest/bin/uv pip install -q --python .venv-lowest/bin/python --resolution lowest-direct -e '.[test]'
 echo "lowest direct dependencies:"

@@ -11,6 +11,11 @@ python3 -m venv .venv
 .venv/bin/pip install -q --no-deps 'flashinfer-python==0.6.0'
 .venv/bin/ruff check server tests benchmarks
 .venv/bin/ruff format --check server tests benchmarks
+# a throwaway PostgreSQL (loopback only) for the tests of workers sharing one study over an RDB URL
+pg_dir=$(mktemp -d /tmp/cutune-pg.XXXXXX)
+trap 'bash scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
+CUTUNE_TEST_POSTGRES_URL=$(bash scripts/postgres.sh start "$pg_dir")
+export CUTUNE_TEST_POSTGRES_URL
 .venv/bin/pytest -q -ra
 if [ "${CUTUNE_SKIP_EXTENSION:-0}" != "1" ]; then
   CUTUNE_E2E_PYTHON="$PWD/.venv/bin/python" bash .ci/extension-e2e.sh

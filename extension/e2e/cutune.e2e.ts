@@ -275,6 +275,9 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
       await workbench.runCommand("File: Revert File"); // the recording is of the templatized kernel, not the applied one
       await workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE }).waitFor({ state: "detached" });
       await workbench.changeSettings({
+        "cutune.interpreter": python,
+        "cutune.backend": "replay",
+        "cutune.replayFile": path.basename(replayFile),
         "cutune.agent.autotune": true,
         "cutune.agent.maxIterations": 2,
         "cutune.agent.stepTrials": 8,

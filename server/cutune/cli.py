@@ -42,6 +42,10 @@ err = console(stderr=True)
 
 FileArg = Annotated[Path, typer.Argument(help="A .cu/.cuh file.", show_default=False)]
 KernelOpt = Annotated[str, typer.Option("--kernel", "-k", help="The __global__ kernel's name.")]
+CompilerOpt = Annotated[
+    str,
+    typer.Option(help="auto (NVRTC, nvcc where NVRTC cannot compile, with the reason), nvrtc or nvcc."),
+]
 FormatOpt = Annotated[
     OutputFormat, typer.Option("--format", help="table (for people) or json (for scripts, on stdout).")
 ]
@@ -193,19 +197,27 @@ def check(
     arch: Annotated[str, typer.Option(help="Target GPU architecture.")] = "sm_90",
     limit: Annotated[int, typer.Option(min=1, help="Compile at most this many configurations (a sample).")] = 64,
     jobs: Annotated[int | None, typer.Option(min=1, help="Parallel compiles (default: CPU count).")] = None,
+    compiler: CompilerOpt = "auto",
     output_format: FormatOpt = OutputFormat.TABLE,
 ) -> None:
-    """Compile every configuration (or a sample) with nvcc for a target: registers, spills, occupancy.
+    """Compile every configuration (or a sample) for a target, with tune's compiler: registers, spills, occupancy.
 
     Exits with 1 when every configuration fails."""
     from cutune.project import open_kernel
 
     with _user_errors():
-        _run_check(open_kernel(file, kernel), arch, limit=limit, jobs=jobs, output_format=output_format)
+        ctx = open_kernel(file, kernel)
+        _run_check(ctx, arch, limit=limit, jobs=jobs, output_format=output_format, compiler=compiler)
 
 
 def _run_check(
-    ctx: KernelContext, arch: str, *, limit: int, jobs: int | None, output_format: OutputFormat = OutputFormat.TABLE
+    ctx: KernelContext,
+    arch: str,
+    *,
+    limit: int,
+    jobs: int | None,
+    output_format: OutputFormat = OutputFormat.TABLE,
+    compiler: str = "auto",
 ) -> None:
     """Compile with a progress bar, print the report; exit 1 when no configuration compiles and fits."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -221,7 +233,8 @@ def _run_check(
         console=err,
         disable=not err.is_terminal,  # a log file gets the outcome, not a bar's last frame
     ) as bar:
-        task = bar.add_task(f"compiling configurations of {ctx.kernel.name} for {arch} with nvcc", total=None)
+        via = {"auto": "NVRTC (nvcc where it cannot)", "nvrtc": "NVRTC"}.get(compiler, compiler)
+        task = bar.add_task(f"compiling configurations of {ctx.kernel.name} for {arch} with {via}", total=None)
         report = check_kernel(
             ctx,
             arch=arch,
@@ -229,7 +242,10 @@ def _run_check(
             jobs=jobs,
             cache_dir=_cache_dir(ctx),
             on_done=lambda done, total: bar.update(task, completed=done, total=total),
+            compiler=compiler,
         )
+    if report.fallback:  # on stderr: JSON on stdout stays parseable
+        err.print(f"[yellow]compiled with nvcc where NVRTC could not:[/] {user_text(report.fallback)}")
     failed = failure_summary(report)
     if output_format is OutputFormat.JSON:
         print_json(check_json(report))
@@ -290,14 +306,17 @@ def tune(
         float, typer.Option(help="Seconds without a heartbeat after which a worker's trial is retried.")
     ] = 60.0,
     warm_l2: Annotated[bool, typer.Option("--warm-l2", help="Keep the L2 cache warm between reps.")] = False,
-    compiler: Annotated[
-        str, typer.Option(help="auto (NVRTC, nvcc where NVRTC cannot compile, with the reason), nvrtc or nvcc.")
-    ] = "auto",
+    compiler: CompilerOpt = "auto",
     arch: Annotated[str, typer.Option(help="Target for the compile-only fallback without a GPU.")] = "sm_90",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")] = None,
     variants: Annotated[
-        bool, typer.Option("--variants/--no-variants", help="Search the structural variants too (VARIANT).")
-    ] = True,
+        bool | None,
+        typer.Option(
+            "--variants/--no-variants",
+            help="Search the structural variants too (VARIANT); default: on, except when replaying a recording.",
+            show_default=False,
+        ),
+    ] = None,
     apply_variant: Annotated[
         bool, typer.Option("--apply-variant", help="Write the winning variant into the file when it wins everywhere.")
     ] = False,
@@ -330,7 +349,8 @@ def tune(
         ctx = base = open_kernel(file, kernel)
         if ctx.spec_error is not None:  # before anything is printed or drafted: the spec is the user's to fix
             raise ctx.spec_error
-        combined = _variants_summary(ctx) if variants else None
+        # a recording holds the configurations it measured: replay searches the space it was made with
+        combined = _variants_summary(ctx) if (backend != "replay" if variants is None else variants) else None
         if combined is not None and combined.variants:
             ctx = dataclasses.replace(
                 ctx, template=combined.template, template_model=combined.model, spec=combined.spec
@@ -342,7 +362,7 @@ def tune(
                 "useful part that needs none: templatize and a compile-only check."
             )
             _templatize_summary(ctx.template, ctx.space)
-            _run_check(ctx, arch, limit=32, jobs=None, output_format=output_format)
+            _run_check(ctx, arch, limit=32, jobs=None, output_format=output_format, compiler=compiler)
             raise typer.Exit(0)
         job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
         options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
@@ -408,7 +428,8 @@ def worker(
     """Join a study that `cutune tune` started (from this host or another) and search it on one GPU."""
     import optuna
 
-    from cutune.tune.parallel import join, see_only, worker_name
+    from cutune.tune.liveness import worker_name
+    from cutune.tune.parallel import join, see_only
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     see_only(device)  # before CUDA starts: this process and its workers see that GPU only

@@ -4,16 +4,20 @@ types, in-place arrays, and host launchers a spec is drafted from. Real tree-sit
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from cutune.check import check_kernel
 from cutune.cuda import SourceModel, parse_source
 from cutune.cuda.access import pointer_roles
 from cutune.cuda.extract import extract_kernel
+from cutune.errors import SpecError
 from cutune.gpu.nvcc import compile_resources
 from cutune.project import open_kernel
-from cutune.template.spec.model import Role
+from cutune.template.spec import dump_kernel_spec, parse_spec
+from cutune.template.spec.model import IncludeRules, Role
 from cutune.template.templatize import templatize
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,3 +150,47 @@ def test_draft_roles_and_host_sizes_for_in_place_kernels() -> None:
     rope = open_kernel(DATA / "rotary_inplace.cu", "rotary_embedding_kernel").drafted_spec()
     assert rope.template_args == {"scalar_t": "__nv_bfloat16"}  # AT_DISPATCH_..._AND2(Half, BFloat16)
     assert {a.name: a.role for a in rope.args if a.shape}["query"] is Role.INOUT
+
+
+INCLUDES = DATA / "includes"
+
+
+@pytest.mark.nvcc
+def test_a_spec_substitutes_a_header_that_pulls_in_torch(tmp_path: Path) -> None:
+    """`includes = { substitute = { "torch_utils.h" = "device_utils.h" } }`: the device helper without torch."""
+    for name in ("row_sum.cu", "row_sum.tune.toml", "torch_utils.h", "device_utils.h"):
+        shutil.copy(INCLUDES / name, tmp_path)
+    ctx = open_kernel(tmp_path / "row_sum.cu", "row_sum_kernel")
+    assert ctx.spec is not None and ctx.spec.includes == IncludeRules((), {"torch_utils.h": "device_utils.h"})
+    (row,) = check_kernel(ctx, limit=1, compiler="nvcc").rows
+    assert row.feasible and row.usage is not None and row.usage.registers > 0, row.problem
+    spec_file = tmp_path / "row_sum.tune.toml"
+    spec_file.write_text(spec_file.read_text().replace("includes = ", "# includes = "))
+    (row,) = check_kernel(open_kernel(tmp_path / "row_sum.cu", "row_sum_kernel"), limit=1, compiler="nvcc").rows
+    assert row.problem is not None and "torch/all.h" in row.problem
+
+
+def test_a_dropped_include_leaves_the_unit_with_a_note() -> None:
+    model = load(INCLUDES / "row_sum.cu")
+    kept = extract_kernel(model, "row_sum_kernel")
+    assert '#include "torch_utils.h"' in kept.source and not kept.notes  # it declares warp_sum: kept
+    unit = extract_kernel(model, "row_sum_kernel", drop_includes=["torch_utils.h"])
+    assert "torch_utils.h" not in unit.source
+    assert unit.notes == ('dropped #include "torch_utils.h": the spec\'s includes.drop',)
+
+
+def test_includes_round_trip_through_the_spec_file_and_errors_name_the_key() -> None:
+    text = (
+        (INCLUDES / "row_sum.tune.toml")
+        .read_text()
+        .replace("includes = { substitute", 'includes = { drop = ["host_logging.h"], substitute')
+    )
+    spec = parse_spec(text, "row_sum.tune.toml").kernel("row_sum_kernel")
+    assert spec.includes == IncludeRules(("host_logging.h",), {"torch_utils.h": "device_utils.h"})
+    again = parse_spec(dump_kernel_spec(spec)).kernel("row_sum_kernel")
+    assert again.includes == spec.includes
+    with pytest.raises(SpecError, match="unknown key 'keep'") as caught:
+        parse_spec(text.replace("drop =", "keep ="), "row_sum.tune.toml")
+    assert caught.value.key == "kernel.row_sum_kernel.includes.keep"
+    with pytest.raises(SpecError, match=r"torch_utils\.h is both dropped and substituted"):
+        parse_spec(text.replace('"host_logging.h"', '"torch_utils.h"'), "row_sum.tune.toml")

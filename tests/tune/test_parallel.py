@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,12 +47,12 @@ from tests.tune.parallel_workers import (
 
 
 @pytest.fixture(scope="module")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_url() -> Iterator[str]:
     """The URL of a throwaway PostgreSQL: scripts/test.sh's, else one this module starts and stops."""
     if os.environ.get("CUTUNE_TEST_POSTGRES_URL"):
         yield os.environ["CUTUNE_TEST_POSTGRES_URL"]
         return
-    folder = tmp_path_factory.mktemp("postgres")
+    folder = tempfile.mkdtemp(prefix="cutune-pg-")  # not under pytest's 0700 tree: the server's user must reach it
     script = ROOT / "scripts" / "postgres.sh"
     started = subprocess.run(["bash", script, "start", folder], capture_output=True, text=True, check=False)
     if started.returncode != 0:
@@ -61,6 +63,7 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield started.stdout.strip()
     finally:
         subprocess.run(["bash", script, "stop", folder], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(params=["journal", "postgres"])

@@ -16,7 +16,7 @@ from rich.text import Text
 PLAIN_GAP = "  "  # between the columns of a plain table
 
 
-class OutputFormat(enum.Enum):
+class OutputFormat(enum.StrEnum):
     """How a command writes its result to standard output."""
 
     TABLE = "table"

@@ -14,6 +14,7 @@ _STORE = re.compile(r"(?i)store|write|scatter")
 _LOAD = re.compile(r"(?i)load|read|gather|__ldg")
 _ATOMIC = re.compile(r"^atomic")
 _MAX_DEPTH = 4
+_INTEGER = re.compile(r"\b(?:u?int(?:8|16|32|64)?_t|int|long|short|unsigned|size_t|uint)\b")
 _CASTS = frozenset(("reinterpret_cast", "static_cast", "const_cast"))
 _ELEMENT_WRAPPERS = frozenset(("field_expression", "parenthesized_expression", "subscript_expression"))
 
@@ -34,6 +35,72 @@ def pointer_roles(model: SourceModel, kernel: Kernel) -> dict[str, str]:
     """Each pointer parameter the kernel touches → "in" (read only), "out" (written only) or "inout"."""
     names = {Access.READ: "in", Access.WRITE: "out", Access.READ | Access.WRITE: "inout"}
     return {p: names[a] for p, a in pointer_access(model, kernel).items() if a in names}
+
+
+def index_arrays(model: SourceModel, kernel: Kernel) -> dict[str, frozenset[str]]:
+    """Integer pointer parameters whose elements index other pointer parameters → those arrays: a slot
+    mapping (`cache[slot_mapping[t] * n + i]`, also through a local `const int64_t slot = slot_mapping[t];`)
+    or a gather index. Such an array wants distinct, in-range values (a permutation), and an array written
+    through it keeps the rows no index names (so it is read too)."""
+    data = model.text.encode("utf-8", errors="replace")
+    root = parse_tree(data).root_node
+    reader = _Reader(model, data, root)
+    body = root.descendant_for_byte_range(kernel.body_span.start_byte, kernel.body_span.end_byte)
+    if body is None:
+        return {}
+    pointers = {p.name: reader._aliases(body, p.name) for p in kernel.params if "*" in p.type and p.name}
+    owner = {alias: name for name, aliases in pointers.items() for alias in aliases}
+    found: dict[str, frozenset[str]] = {}
+    for p in kernel.params:
+        if p.name not in pointers or not _INTEGER.search(p.type.split("*")[0]):
+            continue
+        elements = [
+            s
+            for s in _descendants(body, "subscript_expression")
+            if (a := s.child_by_field_name("argument")) is not None and reader.text(a) in pointers[p.name]
+        ]
+        carriers = _carriers(body, elements, reader)
+        uses = elements + [i for i in _descendants(body, "identifier") if reader.text(i) in carriers]
+        targets = {t for use in uses if (t := _indexed_by(use, reader, owner)) is not None and t != p.name}
+        if targets:
+            found[p.name] = frozenset(targets)
+    return found
+
+
+def _carriers(body: Node, elements: list[Node], reader: _Reader) -> set[str]:
+    """The locals computed from the elements, transitively (`slot = p[t]; row = slot / block_size;`)."""
+    starts = {e.start_byte for e in elements}
+    names: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for d in _descendants(body, "init_declarator"):
+            value, ident = d.child_by_field_name("value"), declarator_name(d.child_by_field_name("declarator"))
+            if value is None or ident is None or reader.text(ident) in names:
+                continue
+            inner = _descendants(value, "subscript_expression") + _identifiers(value)
+            if any(n.start_byte in starts and n.type == "subscript_expression" for n in inner) or any(
+                n.type == "identifier" and reader.text(n) in names for n in inner
+            ):
+                names.add(reader.text(ident))
+                grew = True
+    return names
+
+
+def _indexed_by(use: Node, reader: _Reader, owner: dict[str, str]) -> str | None:
+    """The pointer parameter a value indexes: inside the subscript of `q[...]`, or added to `q`."""
+    node, parent = use, use.parent
+    while parent is not None and parent.type not in ("expression_statement", "declaration", "compound_statement"):
+        if parent.type == "subscript_argument_list" and parent.parent is not None:
+            target = parent.parent.child_by_field_name("argument")
+            return owner.get(reader.text(target)) if target is not None else None
+        if parent.type == "binary_expression" and parent.child_by_field_name("operator") is not None:
+            other = [c for c in parent.named_children if c != node]
+            named = [owner[reader.text(o)] for o in other if o.type == "identifier" and reader.text(o) in owner]
+            if named and parent.child_by_field_name("operator").type == "+":  # type: ignore[union-attr]
+                return named[0]
+        node, parent = parent, parent.parent
+    return None
 
 
 class _Reader:
@@ -114,7 +181,9 @@ class _Reader:
             node, parent = parent, parent.parent
         if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == node:
             op = parent.child_by_field_name("operator")
-            return Access.WRITE if op is not None and op.type == "=" else Access.READ | Access.WRITE
+            if op is None or op.type != "=" or _data_dependent(parent):
+                return Access.READ | Access.WRITE  # elements left unwritten keep their values
+            return Access.WRITE
         if parent is not None and parent.type == "update_expression":
             return Access.READ | Access.WRITE
         if parent is not None and parent.type == "argument_list":  # `&p[i]` or `p[i]` handed to a call
@@ -170,6 +239,17 @@ def device_definitions(model: SourceModel, root: Node, data: bytes, name: str) -
             names.append(node_text(data, ident) if ident is not None else "")
         found.append((names, body))
     return found
+
+
+def _data_dependent(node: Node) -> bool:
+    """Whether a statement runs only where an `if` tests an array element (`if (!mask[i]) x[i] = ...;`)."""
+    current = node.parent
+    while current is not None and current.type != "function_definition":
+        condition = current.child_by_field_name("condition") if current.type == "if_statement" else None
+        if condition is not None and _descendants(condition, "subscript_expression"):
+            return True
+        current = current.parent
+    return False
 
 
 def _identifiers(node: Node) -> list[Node]:

@@ -13,7 +13,7 @@ import bisect
 import hashlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from cutune.cuda.decls import Decl, DeclKind, collect_decls
@@ -131,12 +131,16 @@ def extract_kernel(
     include_dirs: Sequence[str] = (),
     defines: Mapping[str, str] | None = None,
     for_nvrtc: bool = False,
+    drop_includes: Collection[str] = (),
+    substitute_includes: Mapping[str, str] | None = None,
 ) -> CompileUnit:
     """A compile unit holding `kernel` and the device code it needs; raises SourceError if absent.
 
     `instantiations` are name expressions such as `k<float, 128>` (the namespace is added when left
     out). For nvcc they are forced by taking their address in the unit; for NVRTC they are only
-    returned as `name_expressions`, which NVRTC instantiates itself.
+    returned as `name_expressions`, which NVRTC instantiates itself. `drop_includes` and
+    `substitute_includes` name `#include` targets as written (a spec's `includes`): those go, these are
+    replaced by their value.
     """
     qualified = qualified_name(model, kernel)
     data = model.text.encode("utf-8", errors="replace")
@@ -149,7 +153,7 @@ def extract_kernel(
         dirs.insert(0, os.path.dirname(os.path.abspath(model.path)))  # for the file's own `"..."` includes
     code_names = {n for d in needed if d.kind is not DeclKind.USING for n in _used_names(d, data)}
     code_names |= {w for e in expressions for w in _WORD.findall(e)}
-    headers = _ProjectHeaders(dirs, code_names)
+    headers = _ProjectHeaders(dirs, code_names, drop_includes, substitute_includes or {})
     own = {n for d in decls if d.kind is not DeclKind.INCLUDE for n in (*d.names, *d.namespace)}
     quoted = [t for d in decls if (t := _quoted_target(d, data))]
     # a using-directive for a namespace only dropped headers declare goes with them
@@ -195,11 +199,29 @@ def extract_kernel(
 class _ProjectHeaders:
     """Decides which quoted includes the unit keeps: those that declare a name the kernel's code uses."""
 
-    def __init__(self, search: list[str], names: set[str]) -> None:
+    def __init__(
+        self, search: list[str], names: set[str], drop: Collection[str], substitute: Mapping[str, str]
+    ) -> None:
         self._search = search
         self._names = names
+        self._drop = drop
+        self._substitute = substitute
         self._declared: dict[str, Declared | None] = {}
         self.notes: list[str] = []
+
+    def chosen(self, target: str) -> str | None:
+        """What the spec makes of an include: None to drop it, another target, or `target` unchanged."""
+        if target in self._drop:
+            self._note(f'dropped #include "{target}": the spec\'s includes.drop')
+            return None
+        if target in self._substitute:
+            self._note(f'#include "{target}" replaced by "{self._substitute[target]}": the spec\'s includes.substitute')
+            return self._substitute[target]
+        return target
+
+    def _note(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
 
     def declared(self, target: str) -> Declared | None:
         """What a quoted include declares; None when it is not found (then it is kept as written)."""
@@ -212,8 +234,7 @@ class _ProjectHeaders:
         declared = self.declared(target)
         if declared is None or declared.names & self._names:
             return True
-        if target not in " ".join(self.notes):
-            self.notes.append(f'dropped #include "{target}": the kernel uses nothing it declares')
+        self._note(f'dropped #include "{target}": the kernel uses nothing it declares')
         return False
 
 
@@ -336,10 +357,18 @@ class _Writer:
         if path is None:
             return
         raw = node_text(data, path).strip()
-        if not raw.startswith("<") and not headers.needed(raw.strip('"')):
+        written = raw.strip('<>"')
+        target = headers.chosen(written)
+        if target is None:
             return
-        targets = device_includes(raw.strip('<>"'), raw.startswith("<"), for_nvrtc=for_nvrtc, names=names)
-        original = [t for t in targets if t == raw.strip('<>"')]
+        if target != written:  # the spec's substitute is kept as the user wrote it
+            self._enter(d.namespace)
+            self._guarded(d, [(f"#include <{target}>" if raw.startswith("<") else f'#include "{target}"', -1)])
+            return
+        if not raw.startswith("<") and not headers.needed(written):
+            return
+        targets = device_includes(written, raw.startswith("<"), for_nvrtc=for_nvrtc, names=names)
+        original = [t for t in targets if t == written]
         self._enter(d.namespace)
         self._guarded(
             d,

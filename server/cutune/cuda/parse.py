@@ -38,9 +38,7 @@ def parse_source(text: str, path: str | None = None) -> SourceModel:
     errors = _error_nodes(root)
     issues = tuple(ParseIssue(message, index.span(n.start_byte, n.end_byte)) for n, message in errors)
     error_ranges = [(n.start_byte, max(n.end_byte, n.start_byte + 1)) for n, _ in errors]
-    parts = [p for d in decls if d.kind is DeclKind.KERNEL and (p := _definition_parts(d))]
-    parts += [p for n, _ in errors if n.is_error for p in _recovered_parts(n)]
-    kernels = tuple(k for p in sorted(parts, key=lambda p: p.start) if (k := _kernel(p, data, index, error_ranges)))
+    kernels = tuple(k for p in _kernel_parts(decls, errors) if (k := _kernel(p, data, index, error_ranges)))
     functions = FunctionIndex(decls)
     launches = find_launches(root, data, index, functions)
     return SourceModel(
@@ -63,6 +61,38 @@ def parse_source(text: str, path: str | None = None) -> SourceModel:
         includes=tuple(i for d in decls if d.kind is DeclKind.INCLUDE and (i := _include(d, data, index))),
         issues=issues,
     )
+
+
+@dataclass(frozen=True)
+class Outline:
+    """Where a text's kernels start and which types it declares: the source model's first lines, cheaply."""
+
+    kernels: tuple[tuple[str, int], ...]  # (name, zero-based line of the definition's first line)
+    types: frozenset[str]  # the types declared at file or namespace scope
+
+
+def outline(text: str, path: str | None = None) -> Outline:
+    """The kernels and type names `parse_source` would find, without the rest of its model (a first look at a
+    large file). Parsed under `path`: a `parse_source` of the same text then re-uses the tree, and an
+    edited text is re-parsed incrementally."""
+    data = text.encode("utf-8", errors="replace")
+    root = parse_tree(data, key=path).root_node
+    decls = collect_decls(root, data)
+    kernels, line, counted = [], 0, 0
+    for p in _kernel_parts(decls, _error_nodes(root)):
+        name = declarator_name(p.declarator.child_by_field_name("declarator"))
+        if name is not None:
+            line += data.count(b"\n", counted, p.start)
+            counted = p.start
+            kernels.append((node_text(data, name), line))
+    return Outline(tuple(kernels), frozenset(d.name for d in decls if d.kind is DeclKind.TYPE and d.name))
+
+
+def _kernel_parts(decls: list[Decl], errors: list[tuple[Node, str]]) -> list[_KernelParts]:
+    """The kernels' pieces, in source order: clean definitions, and those recovered from error regions."""
+    parts = [p for d in decls if d.kind is DeclKind.KERNEL and (p := _definition_parts(d))]
+    parts += [p for n, _ in errors if n.is_error for p in _recovered_parts(n)]
+    return sorted(parts, key=lambda p: p.start)
 
 
 def _error_nodes(root: Node) -> list[tuple[Node, str]]:

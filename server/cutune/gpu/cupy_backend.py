@@ -349,6 +349,8 @@ class CupyBackend(Backend):
             include_dirs=dirs,
             defines=dict(key.defines),
             for_nvrtc=for_nvrtc,
+            drop_includes=job.spec.includes.drop,
+            substitute_includes=job.spec.includes.substitute,
         )
 
     def _compile_nvrtc(self, key: _CompileKey) -> _Module:

@@ -1,4 +1,4 @@
-"""Compile-only resource checks with nvcc: one kernel's registers, spills and shared memory, cached."""
+"""Compile-only resource checks with nvcc (or NVRTC): one kernel's registers, spills and shared memory, cached."""
 
 from __future__ import annotations
 
@@ -18,18 +18,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cutune.errors import CompileError, CutuneError
+from cutune.gpu import nvrtc
 from cutune.gpu.compile_cache import CachedCompile, CompileCache
 from cutune.gpu.resources import ResourceUsage, parse_ptxas, pick_entry
 
 DEFAULT_FLAGS = ("-std=c++17", "--expt-relaxed-constexpr")
+NVRTC_FLAGS = ("-std=c++17",)  # what tune's CuPy backend passes NVRTC
+COMPILERS = ("auto", "nvrtc", "nvcc")
 UNIT_NAME = "unit.cu"  # the compile unit's file name, as compiler messages show it
 _LOG_LINES = 40
+_LOWERED = "\n// cutune: lowered names\n"  # after NVRTC's log in a cached output: name expression=mangled
 _WARNING = re.compile(r"(?:^|[\s:)])warning\b(?: #[\w-]+)?\s*:")
 
 
 @dataclass(frozen=True, slots=True)
 class CompileJob:
-    """One compile unit and how to compile it; `kernel` names the entry to report."""
+    """One compile unit and how to compile it; `kernel` names the entry to report.
+
+    With `compiler` "nvrtc", `name_expressions` are instantiated by NVRTC and `kernel`, when it is one of
+    them, is reported by its lowered (mangled) name.
+    """
 
     source: str
     arch: str = "sm_90"
@@ -37,6 +45,8 @@ class CompileJob:
     include_dirs: tuple[str, ...] = ()
     defines: tuple[tuple[str, str], ...] = ()
     kernel: str | None = None
+    compiler: str = "nvcc"  # "nvcc" or "nvrtc"
+    name_expressions: tuple[str, ...] = ()
 
 
 def have_nvcc() -> bool:
@@ -109,6 +119,8 @@ def compile_many(
 
 
 def _compile(job: CompileJob, timeout: float, cache: CompileCache | None) -> ResourceUsage:
+    if job.compiler == "nvrtc":
+        return _compile_nvrtc(job, cache)
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise CompileError("nvcc is not on PATH; compile-only checks need the CUDA toolkit")
@@ -124,6 +136,44 @@ def _compile(job: CompileJob, timeout: float, cache: CompileCache | None) -> Res
     entries = parse_ptxas(output)
     entry = pick_entry(entries, job.kernel, _demangle([e.function for e in entries]))
     return replace(entry, compile_seconds=seconds, cached=hit is not None, log=output)
+
+
+def _compile_nvrtc(job: CompileJob, cache: CompileCache | None) -> ResourceUsage:
+    """NVRTC to a cubin with ptxas' report; NVRTC runs in this process, so no timeout applies."""
+    options = _nvrtc_options(job)
+    key = hashlib.sha256(
+        json.dumps(["nvrtc", job.source, options, job.name_expressions, nvrtc.nvrtc_version()]).encode()
+    ).hexdigest()
+    hit = cache.get(key) if cache else None
+    if hit is None:
+        start = time.perf_counter()
+        out = nvrtc.compile_program(job.source, options, job.name_expressions)
+        # the lowered names ride along in the cached output, after ptxas' report
+        output = out.log + _LOWERED + "".join(f"{e}={n}\n" for e, n in out.lowered.items())
+        seconds = time.perf_counter() - start
+        if cache:
+            cache.put(key, CachedCompile(output, seconds))
+    else:
+        output, seconds = hit.output, hit.seconds
+    log, _, names = output.partition(_LOWERED)
+    lowered = dict(line.split("=", 1) for line in names.splitlines() if "=" in line)
+    entries = parse_ptxas(log)
+    entry = pick_entry(entries, lowered.get(job.kernel or "", job.kernel), _demangle([e.function for e in entries]))
+    return replace(entry, compile_seconds=seconds, cached=hit is not None, log=log)
+
+
+def _nvrtc_options(job: CompileJob) -> list[str]:
+    """NVRTC's options: tune's defaults, the toolkit's headers, -I/-D, flags, and ptxas' report."""
+    user_std = any(f.startswith(("-std", "--std")) for f in job.flags)
+    return [
+        f"-arch={job.arch}",
+        *(f for f in NVRTC_FLAGS if not (user_std and f.startswith("-std"))),
+        *(f"-I{d}" for d in nvrtc.cuda_include_dirs()),
+        *(f"-I{Path(d).resolve()}" for d in job.include_dirs),
+        *(f"-D{name}={value}" for name, value in job.defines),
+        *job.flags,
+        "-Xptxas=-v",
+    ]
 
 
 def _arguments(job: CompileJob) -> list[str]:

@@ -37,8 +37,8 @@ class Session:
     """Everything one server knows between requests."""
 
     CHANGE_DELAY_S = 0.15  # analyse once typing pauses this long
-    # tree-sitter holds the GIL while it parses (~80 ms for 5,000 lines): start after the editor's first
-    # requests, which the quick scan answers at once
+    # tree-sitter holds the GIL while it parses (~40 ms for 5,000 lines): start after the editor's first
+    # requests; the first look that answers them (lsp/scan.py) leaves its tree for the analysis to re-use
     OPEN_DELAY_S = 0.25
 
     def __init__(self, server: CutuneServer) -> None:
@@ -191,7 +191,7 @@ class Session:
         if path is None or not uri.endswith(SOURCE_SUFFIXES):
             return
         document = self.server.workspace.get_text_document(uri)
-        for header in scan_kernels(document.source):
+        for header in scan_kernels(document.source, str(path)):  # the analysis re-uses this parse
             yield KernelLensState(
                 header.name,
                 header.line,

@@ -74,7 +74,7 @@ def _positive(kind: type) -> Any:
 
 def _converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=False)
-    for kind in (str, int, float):
+    for kind in (str, int, float, bool):
         conv.register_structure_hook(kind, _exact(kind))
     conv.register_structure_hook(PositiveInt, _positive(int))
     conv.register_structure_hook(PositiveFloat, _positive(float))

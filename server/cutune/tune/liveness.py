@@ -62,6 +62,12 @@ def heartbeat(study: optuna.Study, trial: optuna.Trial, liveness: Liveness) -> I
         beat_once.join()
 
 
+def worker_name(device: int | None = None) -> str:
+    """How a worker is named in the trials it measures: host, GPU and process."""
+    gpu = "" if device is None else f"/gpu{device}"
+    return f"{HOST}{gpu}/pid{os.getpid()}"
+
+
 def _beat(trial: FrozenTrial) -> list[Any] | None:
     alive = trial.system_attrs.get(ALIVE)
     # a retried trial inherits its predecessor's attributes: only a beat of this very trial counts

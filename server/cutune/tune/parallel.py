@@ -14,7 +14,6 @@ import multiprocessing
 import os
 import queue
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Any
 
 from cutune.errors import CutuneError, StudyError
 from cutune.gpu.backend import Backend, Job
+from cutune.tune.liveness import worker_name
 from cutune.tune.options import TuneOptions
 from cutune.tune.plan import read_plan
 from cutune.tune.result import TuneResult
@@ -56,12 +56,6 @@ class BackendRef:
             stem, dot, ext = record.rpartition(".")
             record = f"{stem}.gpu{device}.{ext}" if dot else f"{record}.gpu{device}"
         return create_backend(self.name, isolate=self.isolate, record=record, **self.options)
-
-
-def worker_name(device: int | None) -> str:
-    """How a worker is named in the trials it measures: host, GPU and process."""
-    gpu = "" if device is None else f"/gpu{device}"
-    return f"{socket.gethostname()}{gpu}/pid{os.getpid()}"
 
 
 def join(

@@ -35,11 +35,20 @@ from optuna.trial import FrozenTrial, TrialState
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Failure, Measurement, Timing
 from cutune.template.model import Config
-from cutune.tune.liveness import fail_stale_trials, heartbeat
+from cutune.tune.liveness import fail_stale_trials, heartbeat, worker_name
 from cutune.tune.options import Budget, Liveness, SearchOptions
 from cutune.tune.samplers import GRID, SAMPLERS, resolve_sampler
 from cutune.tune.space import Feasibility, distributions
-from cutune.tune.study import REPEAT_OF, SEARCH_SECONDS, WORKER, YIELDED_TO, TrialRecord, read_record, record_attrs
+from cutune.tune.study import (
+    QUEUED,
+    REPEAT_OF,
+    SEARCH_SECONDS,
+    WORKER,
+    YIELDED_TO,
+    TrialRecord,
+    read_record,
+    record_attrs,
+)
 
 # consecutive proposals that measure nothing new (repeats, infeasible points) before the sampler is
 # taken to have converged; proposals cost no GPU time, so this can be generous
@@ -177,27 +186,37 @@ class _Search:
         self.progress = progress
         self.cancel = cancel
         self.liveness = liveness
-        self.worker = worker
+        self.worker = worker or worker_name()
         self.default = check.space.default()
         self.distributions: dict[str, BaseDistribution] = dict(distributions(check.space))
         self.known: dict[Config, TrialRecord] = {}
         self.claims: dict[Config, int] = {}  # configurations other workers are on: config → trial number
         self.waiting = 0  # trials queued for a retry, which the next ask() of any worker takes
         self.original: TrialRecord | None = None
+        self.stale_checked = 0.0
         self._refresh()
         self.prior_seconds = float(study.user_attrs.get(SEARCH_SECONDS, 0.0))
         self.started = time.monotonic()
 
-    def _refresh(self, mine: int | None = None) -> None:
-        """Read what the study holds now: finished records, other workers' live claims, queued retries."""
+    def _refresh(self, mine: int | None = None) -> bool:
+        """Read what the study holds now: finished records, other workers' live claims, queued retries.
+
+        Returns whether trial `mine` was queued (a retry, taken from the WAITING trials) rather than new.
+        """
+        if time.monotonic() - self.stale_checked > self.liveness.heartbeat_s:
+            fail_stale_trials(self.study, self.liveness)  # dead workers' claims go back to the queue
+            self.stale_checked = time.monotonic()
         known: dict[Config, TrialRecord] = {}
         claims: dict[Config, int] = {}
         waiting = 0
+        queued = False
         for trial in self.study.get_trials(deepcopy=False):
-            if trial.state == TrialState.WAITING:
+            if trial.number == mine:
+                queued = QUEUED in trial.system_attrs
+            elif trial.state == TrialState.WAITING:
                 waiting += 1
             elif trial.state == TrialState.RUNNING:
-                if trial.number != mine and len(trial.params) == len(self.distributions):
+                if len(trial.params) == len(self.distributions):
                     claims.setdefault(Config.of(trial.params), trial.number)
             else:
                 record = read_record(trial)
@@ -208,6 +227,7 @@ class _Search:
         if self.original is not None and not self.original.ok:
             del self.known[self.default]  # the original is measured again until it succeeds
             self.original = None
+        return queued
 
     @property
     def measured(self) -> int:
@@ -292,10 +312,14 @@ class _Search:
         """Whether there is something this worker may take now (else others' claims must end first)."""
         if self.original is None:
             return self.default not in self.claims
+        # queued retries come before new proposals: they hold their share of the budget
         taken = self.measured + len(self.claims)
+        if self.waiting and taken < self.budget.trials:
+            return True
+        taken += self.waiting
         if taken >= self.budget.trials or (feasible_count is not None and taken >= feasible_count):
             return False
-        return bool(queue) or self.waiting > 0 or sampler != GRID
+        return bool(queue) or sampler != GRID
 
     def _wait(self) -> None:
         """Wait for other workers' claims to end; fail the claims of those that died, for a retry."""
@@ -304,9 +328,8 @@ class _Search:
 
     def _step(self, trial: optuna.Trial, config: Config) -> bool:
         """Finish one proposed trial; True when it measured a new configuration."""
-        if self.worker:
-            trial.set_user_attr(WORKER, self.worker)
-        self._refresh(mine=trial.number)  # after this trial's parameters are written: see the docstring
+        trial.set_user_attr(WORKER, self.worker)  # a retry inherits the dead worker's: overwritten
+        queued = self._refresh(mine=trial.number)  # after this trial's parameters are written: the docstring
         earlier = self.known.get(config)
         if earlier is not None:
             trial.set_user_attr(REPEAT_OF, earlier.number)
@@ -319,11 +342,12 @@ class _Search:
             )
             return False
         rival: int | str | None = self.claims.get(config)
-        if rival is None and self.measured + len(self.claims) >= self.budget.trials:
+        if rival is None and self.measured + len(self.claims) + (0 if queued else self.waiting) >= self.budget.trials:
             rival = "budget"
         if rival is None and self.original is None and config != self.default:
-            rival = "original"  # a retry taken before the original is known: queued again, for later
-            self.study.enqueue_trial(dict(config), skip_if_exists=False)
+            rival = "original"
+        if queued and rival in ("budget", "original"):
+            self.study.enqueue_trial(dict(config), skip_if_exists=False)  # a retry keeps its place, for later
         if rival is not None:
             # another live claim, or the budget taken: give this one up unmeasured (see the docstring)
             trial.set_user_attr(YIELDED_TO, rival)

@@ -36,6 +36,7 @@ REPEAT_OF = "repeat_of"  # the number of the trial whose outcome this proposal r
 # "budget" when others had taken the budget, "original" when the original was not measured yet
 YIELDED_TO = "yielded_to"
 WORKER = "worker"  # which worker (GPU and host) measured the trial
+QUEUED = "fixed_params"  # Optuna's system attribute of an enqueued trial (retries are enqueued)
 # user attribute of the study
 SEARCH_SECONDS = "search_seconds"  # search wall time spent over all runs
 

@@ -11,6 +11,7 @@ import pytest
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.gpu.backend import Job, TimingOptions
+from cutune.gpu.limits import limits_for
 from cutune.gpu.registry import create_backend
 from cutune.project import open_kernel, tune_options
 from cutune.template.model import Space, Template
@@ -19,6 +20,7 @@ from cutune.template.templatize import templatize
 from cutune.template.variants import TRANSFORMS, with_variants
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.tune.run import tune
+from cutune.tune.space import Feasibility, feasible_configs
 from tests.cuda.test_extract import needs_nvrtc
 
 from .compile import compile_both
@@ -28,12 +30,14 @@ DATA = ROOT / "tests" / "data" / "template" / "variants"
 SAMPLES = ROOT / "samples"
 
 
-def _sample(stem: str, kernel: str) -> tuple[Template, KernelSpec]:
+def _sample(stem: str, kernel: str, sizes: tuple[dict[str, int], ...] = ()) -> tuple[Template, KernelSpec]:
+    """The sample's recipes template with its row_reduce variant (at the spec's sizes, or at `sizes`)."""
     path = SAMPLES / f"{stem}.cu"
     model = parse_source(path.read_text(), str(path))
     base = templatize(model, kernel)
     base_model = parse_source(base.source, str(path))
     spec = load_spec(SAMPLES / f"{stem}.tune.toml").kernel(kernel)
+    spec = replace(spec, sizes=sizes) if sizes else spec
     variant = RowReduce().apply(base_model, kernel, spec)
     template, combined = with_variants(base_model, kernel, [variant], spec, base=base)
     assert combined is not None
@@ -61,10 +65,27 @@ def test_rms_norm_sample_becomes_one_pass_over_registers_with_a_shuffle_all_redu
     assert "float s_variance = rsqrtf(variance / hidden_size + epsilon);" in source  # every thread, no broadcast
     branch = source[source.index("VARIANT == 1") :]
     assert "BlockReduce" not in branch and "__syncthreads" not in branch.split("#endif")[-1]
-    assert spec.grid == ("(ceil_div(num_tokens, ROWS_PER_BLOCK)) if VARIANT == 1 else (num_tokens)",)
+    # rows of 4096 and 8192 elements fill a block each: one row per block, the spec's grid
+    assert spec.grid == ("num_tokens",)
+    assert spec.block == ("(ROW_THREADS) if VARIANT == 1 else (min(hidden_size, 1024))", "1")
+    assert "const unsigned int cutune_row = blockIdx.x;" in branch
     names = {p.name for p in template.space.params}
-    assert {"ROW_THREADS", "ROWS_PER_BLOCK", "ROW_VEC", "SPECIALIZE_HIDDEN_SIZE"} <= names
+    assert {"ROW_THREADS", "ROW_VEC", "SPECIALIZE_HIDDEN_SIZE"} <= names and "ROWS_PER_BLOCK" not in names
     assert template.space.param("ROW_VEC").values == (4, 8)  # 8- and 16-byte bf16 accesses
+    assert template.space.param("ROW_THREADS").values == (32, 64, 128, 256, 512, 1024)
+
+
+def test_short_rows_share_a_block_and_threads_stop_at_the_row_length() -> None:
+    sizes = ({"num_tokens": 7, "hidden_size": 128}, {"num_tokens": 4096, "hidden_size": 256})
+    template, spec = _sample("rms_norm", "rms_norm_kernel", sizes)
+    assert spec.grid == ("(ceil_div(num_tokens, ROWS_PER_BLOCK)) if VARIANT == 1 else (num_tokens)",)
+    assert spec.block == (
+        "(ROW_THREADS) if VARIANT == 1 else (min(hidden_size, 1024))",
+        "(ROWS_PER_BLOCK) if VARIANT == 1 else (1)",
+    )
+    assert "const bool cutune_row_ok = static_cast<int>(cutune_row) < num_tokens;" in template.source
+    assert template.space.param("ROWS_PER_BLOCK").values == (1, 2, 4, 8)
+    assert template.space.param("ROW_THREADS").values == (32, 64)  # 64 threads × 4 elements cover 256
 
 
 def test_fused_add_writes_the_residual_once_and_reads_it_back_from_registers() -> None:
@@ -132,17 +153,21 @@ def test_refuses_an_elementwise_kernel() -> None:
 def test_samples_compile_at_several_configurations(stem: str, kernel: str, tmp_path: Path) -> None:
     template, _ = _sample(stem, kernel)
     qualified = f"serving::{kernel}"
-    # <scalar_t, HIDDEN_SIZE_CT, VARIANT, ROW_THREADS, ROWS_PER_BLOCK, ROW_VEC>: one pass, two passes, rows per block
+    # <scalar_t, HIDDEN_SIZE_CT, VARIANT, ROW_THREADS, ROW_VEC>: the original, one pass, two passes
     expressions = [
-        f"{qualified}<__nv_bfloat16, 0, 0, 256, 1, 8>",
-        f"{qualified}<__nv_bfloat16, 4096, 1, 256, 1, 8>",
-        f"{qualified}<__nv_bfloat16, 8192, 1, 128, 1, 8>",
-        f"{qualified}<__nv_bfloat16, 0, 1, 1024, 1, 4>",
-        f"{qualified}<__nv_bfloat16, 0, 1, 32, 4, 8>",
+        f"{qualified}<__nv_bfloat16, 0, 0, 256, 8>",
+        f"{qualified}<__nv_bfloat16, 4096, 1, 512, 8>",
+        f"{qualified}<__nv_bfloat16, 8192, 1, 128, 8>",
+        f"{qualified}<__nv_bfloat16, 0, 1, 1024, 4>",
     ]
     nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path)
     assert set(nvrtc_names) == set(expressions)
     assert set(nvrtc_names.values()) <= set(nvcc_names)
+    # short rows: <..., ROW_THREADS, ROWS_PER_BLOCK, ROW_VEC>, several rows per block
+    short, _ = _sample(stem, kernel, ({"num_tokens": 33, "hidden_size": 256},))
+    rows = [f"{qualified}<__nv_bfloat16, 256, 1, 32, 4, 8>", f"{qualified}<__nv_bfloat16, 0, 1, 64, 2, 4>"]
+    nvcc_names, nvrtc_names = compile_both(short, rows, tmp_path)
+    assert set(nvrtc_names) == set(rows) and set(nvrtc_names.values()) <= set(nvcc_names)
 
 
 @pytest.mark.nvcc
@@ -171,8 +196,26 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
     variant = RowReduce().apply(ctx.template_model, kernel, spec)
     template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
     assert combined is not None
-    pinned = Space(template.space.params, (*template.space.constraints, "VARIANT == 1"))  # only the variant
-    job = Job(str(ctx.path), template, combined, pinned, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))
-    options = replace(tune_options(ctx, trials=8, seconds=60), workspace=tmp_path)
+    space = only_the_variant(template.space)
+    job = Job(str(ctx.path), template, combined, space, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))
+    options = replace(tune_options(ctx, trials=8, seconds=60), workspace=tmp_path, sanitize=False)
     result = tune(job, create_backend("cupy"), options)
-    assert result.trials >= 2 and not result.failures.get("wrong") and not result.failures.get("unwritten")
+    assert result.original == template.space.default()  # measured first, as the reference
+    # variant configurations measured, each equal to the original (proposals outside the space are turned away)
+    assert result.trials >= 3 and set(result.failures) <= {"infeasible"}
+
+
+def only_the_variant(space: Space) -> Space:
+    """`space` searching VARIANT = 1 only; the original (VARIANT = 0 at every default) stays the reference."""
+    defaults = " and ".join(f"{p.name} == {p.default!r}" for p in space.params if p.name != "VARIANT")
+    return Space(space.params, (*space.constraints, f"VARIANT == 1 or ({defaults})"))
+
+
+def test_only_the_variant_keeps_the_original_as_reference() -> None:
+    template, spec = _sample("rms_norm", "rms_norm_kernel")
+    space = only_the_variant(template.space)
+    check = Feasibility(space, spec, limits_for("sm_90"))
+    assert check.violation(space.default()) is None  # tune measures it first
+    configs = feasible_configs(space, spec, limits_for("sm_90")) or ()
+    assert {c["VARIANT"] for c in configs if c != space.default()} == {1}
+    assert len(configs) == 1 + 2 * 2 * 6 * 2  # specialise × fast math × threads × vector width, + the original

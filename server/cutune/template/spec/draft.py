@@ -11,7 +11,7 @@ from cutune.template.expr import compile_expr
 from cutune.template.model import Space
 from cutune.template.spec.launcher import HostLaunch, shape_comment
 from cutune.template.spec.load import LIMIT_NAMES, TODO
-from cutune.template.spec.model import ArgSpec, KernelSpec, Role
+from cutune.template.spec.model import ArgSpec, Init, KernelSpec, Role
 
 if TYPE_CHECKING:  # typing only: drafting a spec from the signature alone needs no CUDA parser loaded
     from cutune.cuda.model import Kernel, LaunchSite, Parameter, SourceModel
@@ -27,6 +27,7 @@ _SHAPE_COMMENT = re.compile(r"[\s,)]*//\s*(\[[^\]]*\])")
 _EPS = re.compile(r"(?i)^eps|epsilon")
 _EPSILON = "1e-6"
 _INTEGER_LITERAL = re.compile(r"\d+[uUlL]*")
+_TENSOR_SIZE = re.compile(r"\b(\w+)\s*\.\s*size\s*\(\s*(-?\d+)\s*\)")
 
 
 def draft_spec(
@@ -35,12 +36,15 @@ def draft_spec(
     """A spec guessed from the signature (pointers → arrays, integers → sizes), the launch and, with the
     file's `model`, the host launcher (tensor sizes, dim3 locals, dispatched dtype) and the kernel body
     (which arrays it reads, writes, or both)."""
-    host, roles = HostLaunch(), {}
+    host, roles, indices = HostLaunch(), {}, {}
     if model is not None:  # reading code needs the parser: loaded only here
-        from cutune.cuda.access import pointer_roles
+        from cutune.cuda.access import index_arrays, pointer_roles
         from cutune.template.spec.launcher import read_host
 
         roles = pointer_roles(model, kernel)
+        indices = index_arrays(model, kernel)
+        # an array written through an index keeps the rows no index names: it is read, too
+        roles.update({t: "inout" for ts in indices.values() for t in ts if roles.get(t) == "out"})
         host = read_host(model, launch) if launch is not None else host
     template_args, type_names = _template_args(kernel, launch, space, host)
     scalars = [p for p in kernel.params if not parse_c_type(p.type).pointer]
@@ -52,6 +56,7 @@ def draft_spec(
     # with one integer parameter (`n`) every array is likely n long; else each array gets its own size
     shared = integer_params[0] if len(integer_params) == 1 else None
     sizes: dict[str, int] = {}
+    shapes: dict[str, tuple[str, ...]] = {}  # host tensor → its drafted shape, for `t.size(i)` at the launch
     args = []
     for i, p in enumerate(kernel.params):
         dtype = _dtype(p.type, type_names)
@@ -63,21 +68,20 @@ def draft_spec(
             if shape is not None:
                 shape = tuple(_renamed(host.resolve(d, keep), renames) for d in shape)
                 sizes.update({n: SCALAR_SIZE for d in shape for n in _NAME.findall(d) if n not in sizes})
+                shapes.setdefault(tensor or "", shape)
             else:
                 var = shared or f"n_{p.name}"
                 sizes[var] = ARRAY_ELEMENTS
                 shape = (var,)
-            args.append(
-                ArgSpec(
-                    p.name,
-                    dtype or "float32",
-                    Role(roles.get(p.name) or ("in" if c_type.const else "out")),
-                    shape=shape,
-                )
-            )
+            # an integer array that indexes another array's rows: distinct in-range values, as a slot mapping
+            init = Init.PERMUTATION if p.name in indices and dtype in INTEGER_DTYPES else Init.NORMAL
+            role = Role(roles.get(p.name) or ("in" if c_type.const else "out"))
+            args.append(ArgSpec(p.name, dtype or "float32", role, shape=shape, init=init))
         elif dtype in INTEGER_DTYPES:
             sizes.setdefault(p.name, SCALAR_SIZE)
             args.append(ArgSpec(p.name, dtype, value=p.name))
+        elif dtype == "bool":
+            args.append(ArgSpec(p.name, dtype, value="true"))
         elif dtype is not None:
             args.append(ArgSpec(p.name, dtype, value=_EPSILON if _EPS.search(p.name) else "1.0"))
         else:
@@ -88,8 +92,8 @@ def draft_spec(
         kernel=kernel.name,
         args=tuple(args),
         sizes=(sizes,),
-        grid=_launch_dims(_host_dims(launch.grid, host, keep, renames) if launch else None, known, "grid"),
-        block=_launch_dims(_host_dims(launch.block, host, keep, renames) if launch else None, known, "block"),
+        grid=_launch_dims(_host_dims(launch.grid, host, keep, renames, shapes) if launch else None, known, "grid"),
+        block=_launch_dims(_host_dims(launch.block, host, keep, renames, shapes) if launch else None, known, "block"),
         shared_mem=_shared_mem(launch, known),
         template_args=template_args,
         space=space,
@@ -101,11 +105,25 @@ def _renamed(text: str, renames: dict[str, str]) -> str:
     return _NAME.sub(lambda m: renames.get(m.group(0), m.group(0)), text)
 
 
-def _host_dims(text: str, host: HostLaunch, keep: set[str], renames: dict[str, str]) -> str:
-    """A launch's grid or block over spec names: host locals such as `dim3 grid(num_tokens)` followed."""
+def _host_dims(
+    text: str, host: HostLaunch, keep: set[str], renames: dict[str, str], shapes: dict[str, tuple[str, ...]]
+) -> str:
+    """A launch's grid or block over spec names: host locals such as `dim3 grid(num_tokens)` followed, and
+    `t.size(i)` written at the launch read from the drafted shape of the array `t` passes."""
     resolved = _renamed(host.resolve(text.strip(), keep | {"dim3"}), renames)
+    resolved = _TENSOR_SIZE.sub(
+        lambda m: _dimension(shapes.get(m.group(1), ()), int(m.group(2))) or m.group(0), resolved
+    )
     inner = _DIM3.match(resolved) or re.fullmatch(r"\((.*)\)", resolved)
     return f"dim3({inner.group(1)})" if inner else resolved
+
+
+def _dimension(shape: tuple[str, ...], index: int) -> str | None:
+    """Dimension `index` (negative from the end) of a drafted shape, parenthesized unless a plain name."""
+    if not -len(shape) <= index < len(shape):
+        return None
+    dim = shape[index]
+    return dim if _NAME.fullmatch(dim) or dim.isdigit() else f"({dim})"
 
 
 def _param_comment(model: SourceModel, p: Parameter) -> tuple[str, ...] | None:

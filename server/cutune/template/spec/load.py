@@ -16,15 +16,16 @@ from cutune.template.dtypes import C_TYPES, DTYPES, INTEGER_DTYPES
 from cutune.template.expr import CONSTANTS, FUNCTIONS, compile_expr
 from cutune.template.model import Binding, Space, TunableParam, Value
 from cutune.template.spec.locate import KeyPath, dotted, key_lines, line_of
-from cutune.template.spec.model import ArgSpec, Init, KernelSpec, Role, SpecFile, Tolerance
+from cutune.template.spec.model import ArgSpec, IncludeRules, Init, KernelSpec, Role, SpecFile, Tolerance
 
 WEIGHT = "weight"  # a size entry's weight in the overall figure, not a size variable
 TODO = "TODO"  # a string value starting with this is a placeholder left by `draft_spec`
 
 KERNEL_KEYS = (
     "grid", "block", "shared_mem", "template_args", "sizes", "tolerance", "reference", "bytes_moved",
-    "flags", "defines", "include_dirs", "constraints", "args", "params", "multiple_of",
+    "flags", "defines", "include_dirs", "includes", "constraints", "args", "params", "multiple_of",
 )  # fmt: skip
+INCLUDES_KEYS = ("drop", "substitute")
 ARG_KEYS = ("name", "dtype", "role", "shape", "value", "init", "low", "high", "scale")
 PARAM_KEYS = ("values", "default", "binding", "flag", "arg", "description")
 TOLERANCE_KEYS = ("rtol", "atol")
@@ -224,6 +225,7 @@ def _read_kernel(reader: _Reader, name: str, raw: Any) -> KernelSpec:
         flags=reader.strings(table.get("flags", []), (*at, "flags")),
         defines=reader.text_table(table.get("defines", {}), (*at, "defines")),
         include_dirs=_beside(reader.path, reader.strings(table.get("include_dirs", []), (*at, "include_dirs"))),
+        includes=_read_includes(reader, table.get("includes", {}), (*at, "includes")),
         path=reader.path,
         constraints=constraints,
         multiple_of=multiple_of,
@@ -423,6 +425,18 @@ def _read_tolerance(reader: _Reader, value: Any, at: KeyPath) -> Tolerance | Non
         if reader.number(table[key], (*at, key)) < 0:
             raise reader.error((*at, key), f"{key} must not be negative")
     return Tolerance(rtol=float(table["rtol"]), atol=float(table["atol"]))
+
+
+def _read_includes(reader: _Reader, value: object, at: KeyPath) -> IncludeRules:
+    """`includes = { drop = ["a.h"], substitute = { "b.h" = "c.h" } }`."""
+    table = reader.table(value, at, INCLUDES_KEYS)
+    drop = reader.strings(table.get("drop", []), (*at, "drop"))
+    written = reader.table(table.get("substitute", {}), (*at, "substitute"))
+    substitute = {k: reader.string(v, (*at, "substitute", k)) for k, v in written.items()}
+    both = sorted(set(drop) & set(substitute))
+    if both:
+        raise reader.error(at, f"{', '.join(both)} is both dropped and substituted; keep one")
+    return IncludeRules(drop, substitute)
 
 
 def _beside(spec_path: str | None, dirs: tuple[str, ...]) -> tuple[str, ...]:

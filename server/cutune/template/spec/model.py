@@ -11,7 +11,17 @@ from cutune.template.dtypes import DTYPES, dtype_size
 from cutune.template.expr import Number, compile_expr
 from cutune.template.model import Space, Value
 
-__all__ = ["DTYPES", "ArgSpec", "Init", "KernelSpec", "Role", "SpecFile", "Tolerance", "default_tolerance"]
+__all__ = [
+    "DTYPES",
+    "ArgSpec",
+    "IncludeRules",
+    "Init",
+    "KernelSpec",
+    "Role",
+    "SpecFile",
+    "Tolerance",
+    "default_tolerance",
+]
 
 Dim3 = tuple[int, int, int]
 
@@ -48,6 +58,17 @@ class ArgSpec:
     @property
     def is_array(self) -> bool:
         return self.shape is not None
+
+
+@dataclass(frozen=True)
+class IncludeRules:
+    """The spec's `includes`: `#include` targets (as written) the compile unit drops, or replaces by others."""
+
+    drop: tuple[str, ...] = ()
+    substitute: dict[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.drop or self.substitute)
 
 
 @dataclass(frozen=True)
@@ -97,6 +118,7 @@ class KernelSpec:
     flags: tuple[str, ...] = ()
     defines: dict[str, str] = field(default_factory=dict)
     include_dirs: tuple[str, ...] = ()
+    includes: IncludeRules = field(default_factory=IncludeRules)  # includes to drop or substitute
     path: str | None = None
     constraints: tuple[str, ...] = ()  # over sizes, parameters and limits; also in `space` when it is set
     # size variable → the divisor every value of it keeps (the kernel relies on it; ragged checks respect it)

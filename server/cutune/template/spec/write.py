@@ -48,6 +48,9 @@ def dump_kernel_spec(spec: KernelSpec) -> str:
     for key, value in (("flags", spec.flags), ("defines", spec.defines), ("include_dirs", spec.include_dirs)):
         if value:
             lines.append(_entry(key, value if isinstance(value, dict) else list(value)))
+    if spec.includes:
+        rules: dict[str, TomlValue] = {"drop": list(spec.includes.drop), "substitute": spec.includes.substitute}
+        lines.append(_entry("includes", {k: v for k, v in rules.items() if v}))
     lines.append("")
     lines.append("# the kernel's parameters, in order: arrays have a shape, scalars a value")
     for arg in spec.args:

@@ -21,8 +21,9 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.syntax import node_text
-from cutune.errors import TransformRefused
+from cutune.errors import CutuneError, TransformRefused
 from cutune.template.dtypes import dtype_size
+from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.specialize import static_param
@@ -33,6 +34,8 @@ THREADS = "ROW_THREADS"
 ROWS = "ROWS_PER_BLOCK"
 VEC = "ROW_VEC"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
+# a row this long fills 128 threads with 16-byte accesses: sharing a block with other rows gains it nothing
+SHORT_ROW_BYTES = 128 * 16
 _SPACE = re.compile(r"\s+")
 _OPS = {"sum": "cutune_rr_sum", "max": "cutune_rr_max", "min": "cutune_rr_min"}
 _MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
@@ -199,6 +202,8 @@ class _Rewriter:
         self.streams: dict[tuple[str, str], _Stream] = {}
         self.replace: dict[int, tuple[int, str]] = {}  # start byte → (end byte, new text)
         self.reduced: set[str] = set()
+        self.lengths: list[int] = []  # the row length at each spec size, when the spec tells
+        self.rows_arg = ""  # the argument counting rows, when rows may share a block
         self.thread_names = {"threadIdx.x"} | {  # with the locals that only rename it (`int tid = threadIdx.x;`)
             self.text(_declared(d))
             for decl in src.body.named_children
@@ -709,13 +714,16 @@ class _Rewriter:
             if re.fullmatch(r"\w+", length) and self.src.template_param(static_param(length))
             else ""
         )
-        rows_arg = self._rows_arg()
+        self.lengths = self._row_lengths(loops[0].bound)
+        rows_arg = self.rows_arg = self._rows_arg()
         rows = ROWS if rows_arg else "1"
         self._mark("field_expression", "blockIdx.x", "cutune_row")
         out = [
             f"// cutune row_reduce: {THREADS} threads per row, {rows} rows per block, {VEC} elements per access;",
             "// the row stays in registers between the loops when its length is a compile-time constant that fits",
-            f"const unsigned int cutune_row = blockIdx.x * {rows} + threadIdx.y;",
+            f"const unsigned int cutune_row = blockIdx.x * {rows} + threadIdx.y;"
+            if rows_arg
+            else "const unsigned int cutune_row = blockIdx.x;",
             f"const bool cutune_row_ok = static_cast<int>(cutune_row) < {rows_arg};"
             if rows_arg
             else "const bool cutune_row_ok = true;",
@@ -759,9 +767,12 @@ class _Rewriter:
         )
 
     def _rows_arg(self) -> str:
-        """The kernel argument that holds the number of rows (the spec launches that many blocks), if any."""
+        """The kernel argument that holds the number of rows (the spec launches that many blocks), when
+        several rows per block can help: some row is short, or the spec does not tell how long rows are."""
         spec = self.spec
         if spec is None or len(spec.grid) != 1:
+            return ""
+        if self.lengths and min(self.lengths) * self._elem_bytes() >= SHORT_ROW_BYTES:
             return ""
         grid = _SPACE.sub("", spec.grid[0])
         for i, arg in enumerate(spec.args):
@@ -770,6 +781,27 @@ class _Rewriter:
                 if _base_type(param.type) in _INTEGRAL:
                     return param.name
         return ""
+
+    def _row_lengths(self, bound: Node) -> list[int]:
+        """The row length at every size of the spec; empty when the spec cannot tell."""
+        spec = self.spec
+        if spec is None:
+            return []
+        by_position = {p.name: a.name for p, a in zip(self.src.kernel.params, spec.args, strict=False)}
+        try:
+            expr = compile_expr(self.compact(bound))
+            lengths = []
+            for size in spec.sizes:
+                values = spec.scalar_values(size)
+                names = {**size, **values, **{p: values[a] for p, a in by_position.items() if a in values}}
+                lengths.append(int(expr.evaluate(names)))
+        except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+            return []  # a length over names the spec does not give
+        return lengths
+
+    def _elem_bytes(self) -> int:
+        """Bytes of the widest array element the spec declares (2, bf16, without a spec)."""
+        return max((dtype_size(a.dtype) for a in self.spec.args if a.is_array), default=2) if self.spec else 2
 
     def _mark(self, node_type: str, text: str, new: str) -> None:
         for n in descendants(self.src.body, node_type):
@@ -873,16 +905,19 @@ class _Rewriter:
         return lines
 
     def _rows(self) -> str:
-        return ROWS if self._rows_arg() else "1"
+        return ROWS if self.rows_arg else "1"
 
     def _params(self, rows: bool) -> tuple[TunableParam, ...]:
+        vec = tuple(dict.fromkeys(max(1, b // self._elem_bytes()) for b in (8, 16)))  # 8- and 16-byte accesses
+        # more threads than the longest row has packs would only idle
+        threads = tuple(
+            t for t in (32, 64, 128, 256, 512, 1024) if t == 32 or not self.lengths or t * vec[0] <= max(self.lengths)
+        )
         params = [
-            TunableParam(THREADS, (32, 64, 128, 256, 512, 1024), 256, Binding.TEMPLATE, description="threads per row"),
+            TunableParam(THREADS, threads, min(256, threads[-1]), Binding.TEMPLATE, description="threads per row"),
         ]
         if rows:
             params.append(TunableParam(ROWS, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="rows per block"))
-        size = max((dtype_size(a.dtype) for a in self.spec.args if a.is_array), default=2) if self.spec else 2
-        vec = tuple(dict.fromkeys(max(1, b // size) for b in (8, 16)))  # 8- and 16-byte accesses
         params.append(
             TunableParam(VEC, vec, vec[-1], Binding.TEMPLATE, description="consecutive elements per load and store")
         )
