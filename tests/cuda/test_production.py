@@ -4,6 +4,7 @@ types, in-place arrays, and host launchers a spec is drafted from. Real tree-sit
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -11,13 +12,14 @@ import pytest
 
 from cutune.check import check_kernel
 from cutune.cuda import SourceModel, parse_source
-from cutune.cuda.access import pointer_roles
+from cutune.cuda.access import index_arrays, pointer_roles
 from cutune.cuda.extract import extract_kernel
 from cutune.errors import SpecError
 from cutune.gpu.nvcc import compile_resources
 from cutune.project import open_kernel
+from cutune.template.model import Binding
 from cutune.template.spec import dump_kernel_spec, parse_spec
-from cutune.template.spec.model import IncludeRules, Role
+from cutune.template.spec.model import IncludeRules, Init, Role
 from cutune.template.templatize import templatize
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -194,3 +196,58 @@ def test_includes_round_trip_through_the_spec_file_and_errors_name_the_key() -> 
     assert caught.value.key == "kernel.row_sum_kernel.includes.keep"
     with pytest.raises(SpecError, match=r"torch_utils\.h is both dropped and substituted"):
         parse_spec(text.replace('"host_logging.h"', '"torch_utils.h"'), "row_sum.tune.toml")
+
+
+@pytest.mark.nvcc
+def test_an_overridable_macro_block_size_is_a_define_parameter(tmp_path: Path) -> None:
+    """`#ifndef ROW_THREADS / #define ROW_THREADS 128`: tuned with -DROW_THREADS=, the source unchanged; the
+    shared array it sizes follows (ptxas reports 4 bytes per thread)."""
+    shutil.copy(DATA / "macro_block.cu", tmp_path)
+    ctx = open_kernel(tmp_path / "macro_block.cu", "row_max_kernel")
+    assert "block_threads" in ctx.template.applied, ctx.template.refused
+    param = next(p for p in ctx.space.params if p.name == "ROW_THREADS")
+    assert (param.binding, param.default) == (Binding.DEFINE, 128)
+    assert ctx.template.source.count("ROW_THREADS") == ctx.model.text.count("ROW_THREADS")  # no rewrite
+    spec = ctx.drafted_spec()
+    assert spec.block == ("ROW_THREADS",)
+    spec = dataclasses.replace(spec, grid=("64",))  # the host function's `rows` is no kernel argument
+    rows = check_kernel(dataclasses.replace(ctx, spec=spec), limit=64, compiler="nvcc").rows
+    smem = {r.config["ROW_THREADS"]: r.usage.shared_bytes for r in rows if r.usage is not None}
+    assert smem[128] == 512 and smem[256] == 1024 and smem[32] == 128, smem
+
+
+def test_a_macro_block_size_without_ifndef_is_refused_with_the_reason() -> None:
+    tpl = templatize(load(DATA / "macro_block.cu"), "fill_kernel")
+    reason = next(r.reason for r in tpl.refused if r.recipe == "block_threads")
+    assert "macro FIXED_THREADS (line 5), which is not inside `#ifndef FIXED_THREADS`" in reason
+
+
+def test_index_arrays_follow_locals_computed_from_the_index() -> None:
+    """`slot = slot_mapping[t]; block_idx = slot / block_size; dst = (...) * n; cache[dst + i] = ...`."""
+    model = load(ROOT / "samples" / "kv_cache_write.cu")
+    found = index_arrays(model, model.kernel("kv_cache_write_kernel"))
+    assert found == {"slot_mapping": frozenset({"key_cache", "value_cache"})}
+    model = load(DATA / "macro_block.cu")
+    assert index_arrays(model, model.kernel("row_max_kernel")) == {}
+
+
+def test_draft_of_a_slot_mapping_kernel_with_the_grid_written_as_a_tensor_size() -> None:
+    spec = open_kernel(VLLM / "cache_kernels.cu", "reshape_and_cache_kernel").drafted_spec()
+    args = {a.name: a for a in spec.args}
+    assert args["slot_mapping"].init is Init.PERMUTATION and args["slot_mapping"].dtype == "int64"
+    assert args["key"].init is Init.NORMAL
+    # the caches keep the slots no token writes: read and written
+    assert args["key_cache"].role is Role.INOUT and args["value_cache"].role is Role.INOUT
+    assert spec.grid == ("num_tokens",)  # `<<<slot_mapping.size(0), ...>>>`, slot_mapping being [num_tokens]
+    assert spec.template_args == {"scalar_t": "__nv_bfloat16"}
+
+
+def test_draft_of_bool_arrays_and_scalars() -> None:
+    spec = open_kernel(VLLM / "cache_kernels.cu", "apply_token_mask_kernel").drafted_spec()
+    args = {a.name: a for a in spec.args}
+    assert args["mask"].dtype == "bool" and args["mask"].role is Role.IN
+    assert args["logits"].role is Role.INOUT  # written only where the mask says: the rest keeps its values
+    assert (spec.grid, spec.block) == (("num_seqs",), ("CACHE_BLOCK_THREADS",))
+    fill = open_kernel(DATA / "macro_block.cu", "fill_kernel").drafted_spec()
+    negate = next(a for a in fill.args if a.name == "negate")
+    assert (negate.dtype, negate.value) == ("bool", "true")

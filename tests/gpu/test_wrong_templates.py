@@ -116,8 +116,9 @@ __global__ void k(float* out, const float* x, int n) {
 def test_auto_falls_back_to_nvcc_and_says_why(tmp_path: Path) -> None:
     source = tmp_path / "traits.cu"
     source.write_text(NVRTC_REFUSES)
-    spec = (WRONG.with_suffix(".tune.toml")).read_text().split("[kernel.inplace_kernel]")[0]
-    (tmp_path / "traits.tune.toml").write_text(spec.replace("tail_kernel", "k"))
+    text = WRONG.with_suffix(".tune.toml").read_text()  # one thread per element, as accumulate_kernel
+    spec = text[text.index("[kernel.accumulate_kernel]") : text.index("[kernel.bounds_kernel]")]
+    (tmp_path / "traits.tune.toml").write_text(spec.replace("accumulate_kernel", "k"))
     backend = CupyBackend(compiler="auto")
     backend.open(job_as_written(source, "k"))
     try:

@@ -35,8 +35,8 @@ def render_check(report: CheckReport) -> Table:
         t.add_column(col, justify="right")
     t.add_column("feasible", overflow="fold")
     for i, r in enumerate(report.rows):
-        u, o = r.usage, r.occupancy
-        ok = o is not None and o.feasible
+        u = r.usage
+        o = r.occupancy if r.occupancy is not None and r.occupancy.feasible else None
         t.add_row(
             "original" if i == 0 else str(i),
             *(Text(str(r.config[n]), style="bold" if i == 0 else "") for n in params),
@@ -44,9 +44,9 @@ def render_check(report: CheckReport) -> Table:
             str(u.registers) if u else "-",
             str(u.spill_store_bytes + u.spill_load_bytes) if u else "-",
             str(u.shared_bytes) if u else "-",
-            f"{o.occupancy:.0%}" if ok else "-",
-            str(o.blocks_per_sm) if ok else "-",
-            o.limiter.value if ok else "-",
+            f"{o.occupancy:.0%}" if o else "-",
+            str(o.blocks_per_sm) if o else "-",
+            o.limiter.value if o else "-",
             _verdict(r, original=i == 0),
         )
     return t
@@ -80,8 +80,8 @@ def _verdict(row: CheckRow, *, original: bool) -> Text:
 
 
 def _row_json(row: CheckRow, *, original: bool) -> dict[str, Any]:
-    u, o = row.usage, row.occupancy
-    ok = o is not None and o.feasible
+    u = row.usage
+    o = row.occupancy if row.occupancy is not None and row.occupancy.feasible else None
     return {
         "original": original,
         "config": dict(row.config.items()),
@@ -91,7 +91,7 @@ def _row_json(row: CheckRow, *, original: bool) -> dict[str, Any]:
         "registers": u.registers if u else None,
         "spill_bytes": u.spill_store_bytes + u.spill_load_bytes if u else None,
         "shared_bytes": u.shared_bytes if u else None,
-        "occupancy": o.occupancy if ok and o else None,
-        "blocks_per_sm": o.blocks_per_sm if ok and o else None,
-        "limiter": o.limiter.value if ok and o else None,
+        "occupancy": o.occupancy if o else None,
+        "blocks_per_sm": o.blocks_per_sm if o else None,
+        "limiter": o.limiter.value if o else None,
     }

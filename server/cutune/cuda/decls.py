@@ -133,8 +133,8 @@ def _branch_condition(branch: Node, items: list[Node], data: bytes) -> str:
         first = next((c for c in items if c.is_named and c.type != "comment"), None)
         if negate and first is not None and first.type == "preproc_def":
             guard = first.child_by_field_name("name")
-            if guard is not None and node_text(data, guard) == name:
-                return ""  # `#ifndef X` + `#define X`: an include guard
+            if guard is not None and node_text(data, guard) == name and first.child_by_field_name("value") is None:
+                return ""  # `#ifndef X` + `#define X`: an include guard (`#define X 128` is a default, -DX= wins)
         return f"!defined({name})" if negate else f"defined({name})"
     return ""
 

@@ -78,6 +78,13 @@ using cuda::std::is_same;
 """
 _TRAIT_NAMES = frozenset(("conditional", "enable_if", "integral_constant", "is_same"))
 _UINT = "typedef unsigned int uint;\n"
+# <math.h>'s INFINITY and NAN, which nvcc's host headers define and NVRTC lacks
+_MATH_MACROS = """\
+#if defined(__CUDACC_RTC__) && !defined(INFINITY)
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+#endif
+"""
 # what torch's headers brought along for device code: CUDA's half and bfloat16 types
 _CUDA_TYPES = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
 
@@ -168,6 +175,8 @@ def extract_kernel(
         writer.generated(_PRELUDE)
         if names & _TRAIT_NAMES:
             writer.generated(_TRAITS)
+    if names & {"INFINITY", "NAN"}:
+        writer.generated(_MATH_MACROS)
     if not any(d.kind is DeclKind.TYPE and "uint" in d.names for d in decls):
         writer.generated(_UINT)
     if any(d.kind is DeclKind.INCLUDE and _torch_include(d, data) for d in decls) or scalars.prelude:

@@ -426,7 +426,7 @@ class CupyBackend(Backend):
             if fits.blocks_per_sm == 0:
                 raise _Failed(Failure.RESOURCES, fits.message or "no block fits on one SM")
             if smem > limits.max_smem_per_block:
-                self._guard(lambda f=function, s=smem: setattr(f, "max_dynamic_shared_size_bytes", s))
+                self._guard(partial(setattr, function, "max_dynamic_shared_size_bytes", smem))
             launches.append(_launcher(function, grid, block, smem, problem.args))
         info = module.info[per_size[0]]
         return launches, dataclasses.replace(info, fallback=module.fallback) if module.fallback else info

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from cutune.cuda.model import Kernel, SourceModel, TemplateParamKind
+from cutune.cuda.model import Kernel, Macro, SourceModel, TemplateParamKind
 from cutune.cuda.syntax import int_value
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Recipe, descendants
@@ -41,6 +41,9 @@ class BlockThreads(Recipe):
         members = {s.origin.name for s in sites if s.origin.kind is OriginKind.MEMBER}
         if len(members) == 1 and all(s.origin.kind is OriginKind.MEMBER for s in sites):
             return self._recovered(src, draft, members.pop() or NAME)
+        macros = {s.origin.name for s in sites if s.origin.kind is OriginKind.MACRO}
+        if macros:
+            return self._macro(src, draft, sites, macros)
         value = self._agreed_value(src, sites)
         caps = self._check_body(src, value)
         tparam = self._template_param(src, sites, value)
@@ -74,6 +77,27 @@ class BlockThreads(Recipe):
             self.refuse(f"the launch uses {src.struct_name}::{name}, which is not an integer member of the struct")
         return self._draft(src, draft, name, value, src.binding_of(name), src.member_comment(name, _PLAIN))
 
+    def _macro(self, src: KernelSource, draft: Draft, sites: list[_Site], macros: set[str | None]) -> Draft:
+        """A block size from `#ifndef X / #define X 128`: X itself, set with -DX= (the source stays)."""
+        name = next(iter(macros))
+        if len(macros) > 1 or name is None or any(s.origin.kind is not OriginKind.MACRO for s in sites):
+            found = ", ".join(f"`{src.text(s.origin.node)}` at line {s.line}" for s in sites)
+            self.refuse(f"launch sites disagree on the block size: {found}")
+        macro = next(m for m in src.model.macros if m.name == name)
+        value = int_value(macro.value.strip().strip("()"))
+        line = macro.span.start.line + 1
+        if value is None or value < 1:
+            self.refuse(
+                f"the block size comes from the macro {name} (line {line}), whose value `{macro.value}` is no integer"
+            )
+        if not _overridable(src.model.text, macro):
+            self.refuse(
+                f"the block size comes from the macro {name} (line {line}), which is not inside `#ifndef {name}`, "
+                f"so -D{name}= cannot override it; wrap it to make it tunable"
+            )
+        caps = self._check_body(src, value)
+        return self._draft(src, draft, name, value, Binding.DEFINE, _PLAIN, caps=caps)
+
     def _sites(self, src: KernelSource) -> list[_Site]:
         launches = src.launches()
         if not launches:
@@ -88,10 +112,6 @@ class BlockThreads(Recipe):
             where = f"line {src.line(origin.node)}"
             if origin.kind is OriginKind.MULTI_DIM:
                 self.refuse(f"multi-dimensional blocks not supported yet (`{src.text(origin.node)}` at {where})")
-            if origin.kind is OriginKind.MACRO:
-                self.refuse(
-                    f"the block size comes from the macro {origin.name} ({where}); macros are not rewritten yet"
-                )
             if origin.kind is OriginKind.RUNTIME:
                 self.refuse(
                     f"the block size `{src.text(origin.node)}` ({where}) is computed at run time, "
@@ -173,6 +193,15 @@ class BlockThreads(Recipe):
             constraints.append(f"{name} <= {cap}")  # until launch_bounds ties __launch_bounds__ to the parameter
         param = TunableParam(name, values, value, binding, description=comment)
         return draft.extend(param, constraints=tuple(constraints), text=text, block_threads=name)
+
+
+def _overridable(text: str, macro: Macro) -> bool:
+    """Whether `#define NAME` sits right inside `#ifndef NAME` (or `#if !defined(NAME)`): -DNAME= wins."""
+    before = text[: macro.span.start_byte].rstrip().rsplit("\n", 1)[-1]
+    return (
+        re.fullmatch(rf"\s*#\s*(?:ifndef\s+{macro.name}|if\s+!\s*defined\s*\(?\s*{macro.name}\s*\)?)\s*", before)
+        is not None
+    )
 
 
 def _cub_block_type(src: KernelSource, literal: Node) -> str | None:
