@@ -283,7 +283,7 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
         "cutune.agent.stepTrials": 8,
       });
       await workbench.codeLens("Autotune").first().click();
-      const view = workbench.page.locator("iframe.webview").first().contentFrame().frameLocator("iframe");
+      const view = workbench.page.locator("iframe.webview").first().contentFrame().frameLocator("iframe#active-frame");
       // the agent's steps are drawn once its job is done: the built-in transform's variant, rejected with the
       // reason (the H200 recording holds no measurement of it)
       const steps = view.locator("svg.steps g.step");
