@@ -360,3 +360,20 @@ def test_ctrl_c_stops_after_the_current_trial_and_keeps_every_finished_one(tmp_p
     assert 3 <= kept < 200
     resumed = runner.invoke(app, replay_args(src, "--trials", str(kept + 2)))  # the study goes on from there
     assert resumed.exit_code == 0, resumed.output
+
+
+@pytest.mark.nvcc
+def test_check_shows_its_progress_on_a_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    import cutune.cli
+
+    terminal = io.StringIO()
+    monkeypatch.setattr(cutune.cli, "err", Console(file=terminal, force_terminal=True, width=120))
+    src = copy_sample(tmp_path, "merge_attn_states")
+    res = runner.invoke(app, ["check", str(src), "-k", "merge_attn_states_kernel", "--limit", "3"])
+    assert res.exit_code == 0, res.output
+    shown = terminal.getvalue()
+    assert "compiling configurations of merge_attn_states_kernel for sm_90" in shown and "3/3" in shown

@@ -142,9 +142,9 @@ def _variants_summary(ctx: KernelContext) -> Combined:
         params = "; ".join(f"{p.name} ∈ {{{', '.join(map(str, p.values))}}}" for p in v.params) or "none"
         launch = f"; launch grid {', '.join(v.launch.grid)}, block {', '.join(v.launch.block)}" if v.launch else ""
         note = f": {v.provenance.note}" if v.provenance.note else ""
-        out.print(f"[bold]variant {i}[/] {v.name} ({v.provenance.origin}{note}); {params}{launch}", highlight=False)
+        out.print(f"[bold]variant {i}[/] {user_text(f'{v.name} ({v.provenance.origin}{note}); {params}{launch}')}")
     for r in combined.refusals:
-        out.print(f"[dim]transform {r.recipe} refused: {r.reason}[/]", highlight=False)
+        out.print(f"[dim]transform {r.recipe} refused: {user_text(r.reason)}[/]")
     return combined
 
 

@@ -58,6 +58,7 @@ class _RecentTrees:
             elif previous is not None:
                 old_data, old_tree = previous
                 start, old_end, new_end = _changed_range(old_data, data)
+                old_tree = old_tree.copy()  # edited in place otherwise, under a thread still reading it
                 old_tree.edit(
                     start_byte=start,
                     old_end_byte=old_end,

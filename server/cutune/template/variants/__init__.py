@@ -8,10 +8,13 @@ from cutune.template.variants.packs import PacksPerThread
 from cutune.template.variants.propose import Combined, combine_all, propose_variants
 from cutune.template.variants.prune import keep_variant, winning_variant
 from cutune.template.variants.row_reduce import RowReduce
+from cutune.template.variants.split import SplitItems
 from cutune.template.variants.vectorize import Vectorize
 
 # in the order they are tried (and numbered as VARIANT = 1, 2, ... when all apply)
-TRANSFORMS: dict[str, Transform] = {t.name: t for t in (Vectorize(), PacksPerThread(), GridShape(), RowReduce())}
+TRANSFORMS: dict[str, Transform] = {
+    t.name: t for t in (Vectorize(), PacksPerThread(), GridShape(), RowReduce(), SplitItems())
+}
 
 __all__ = [
     "TRANSFORMS",
@@ -22,6 +25,7 @@ __all__ = [
     "PacksPerThread",
     "Provenance",
     "RowReduce",
+    "SplitItems",
     "Transform",
     "Variant",
     "Vectorize",

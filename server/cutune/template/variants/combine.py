@@ -10,7 +10,8 @@ The spec's launch becomes `a if VARIANT == 1 else (b if VARIANT == 2 else origin
 expressions may write `{grid}`, `{block}` and `{shared_mem}` for the spec's own (same dimension).
 
 Constraints keep the search free of duplicates: a variant's parameters are pinned to their defaults
-whenever another variant runs, and a parameter of the base template (the recipes') that a variant's code
+whenever another variant runs (a parameter several variants share, as a chained variant shares its
+parent's, is free while any of them runs), and a parameter of the base template (the recipes') that a variant's code
 and launch never mention is pinned to its default while that variant runs.
 """
 
@@ -27,11 +28,11 @@ from cutune.template.recipes.base import KernelRewrite, KernelSource
 from cutune.template.recipes.specialize import static_param
 from cutune.template.spec import KernelSpec
 from cutune.template.tuning import value_text
-from cutune.template.variants.loops import line_indent
+from cutune.template.variants.loops import balanced, line_indent
 from cutune.template.variants.model import Variant
 
 VARIANT = "VARIANT"
-_PLACEHOLDER = re.compile(r"\{(grid|block|shared_mem)\}")
+PLACEHOLDER = re.compile(r"\{(grid|block|shared_mem)\}")
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 
 
@@ -56,10 +57,10 @@ def with_variants(
     _check_names(variants, base_space, src)
     rewrite = KernelRewrite(src, "variants")
     rewrite.member(VARIANT, 0, "0 = the original body; k = the k-th structural variant", in_kernel=True)
-    for v in variants:
-        for p in v.params:
-            if p.binding is Binding.TEMPLATE:
-                rewrite.member(p.name, p.default, p.description or v.name, in_kernel=True)
+    own = _own_params(variants)
+    for p in own:
+        if p.binding is Binding.TEMPLATE:
+            rewrite.member(p.name, p.default, p.description or p.name, in_kernel=True)
     helpers = "".join(dict.fromkeys(v.helpers.strip() + "\n\n" for v in variants if v.helpers.strip()))
     if helpers:
         rewrite.insert(k.span.start_byte, helpers)
@@ -75,7 +76,7 @@ def with_variants(
         Binding.TEMPLATE,
         description="0 = original; " + "; ".join(f"{i} = {v.name}" for i, v in enumerate(variants, 1)),
     )
-    params = (*base_space.params, variant_param, *(p for v in variants for p in v.params))
+    params = (*base_space.params, variant_param, *own)
     constraints = (*base_space.constraints, *_pins(variants, base_space, spec))
     constraints = tuple(dict.fromkeys(constraints))
     template = Template(
@@ -124,8 +125,16 @@ def _choose(spec: KernelSpec, picks: Sequence[str | None], original: str, dim: i
         if mine is None:
             continue
         mine = _expand(mine, spec, dim)
-        if "".join(mine.split()) not in ("".join(original.split()), "".join(f"({original})".split())):
+        if _bare(mine) != _bare(original):
             text = f"({mine}) if {VARIANT} == {i} else ({text})"
+    return text
+
+
+def _bare(expr: str) -> str:
+    """An expression without whitespace or redundant outer parentheses (for comparing launches)."""
+    text = "".join(expr.split())
+    while text.startswith("(") and text.endswith(")") and balanced(text[1:-1]):
+        text = text[1:-1]
     return text
 
 
@@ -133,7 +142,7 @@ def _expand(expr: str, spec: KernelSpec, dim: int = 0) -> str:
     """A variant's launch expression with `{grid}`, `{block}`, `{shared_mem}` replaced by the spec's own
     (of dimension `dim`)."""
     whole = {"grid": _dim(spec.grid, dim), "block": _dim(spec.block, dim), "shared_mem": spec.shared_mem}
-    return _PLACEHOLDER.sub(lambda m: f"({whole[m.group(1)]})", expr)
+    return PLACEHOLDER.sub(lambda m: f"({whole[m.group(1)]})", expr)
 
 
 def _spec_with(spec: KernelSpec, variants: Sequence[Variant], space: Space) -> KernelSpec:
@@ -152,9 +161,10 @@ def _spec_with(spec: KernelSpec, variants: Sequence[Variant], space: Space) -> K
 def _pins(variants: Sequence[Variant], base: Space, spec: KernelSpec | None) -> list[str]:
     """Constraints that pin parameters meaningless for the running variant to their defaults."""
     pins: list[str] = []
+    for p in _own_params(variants):
+        owners = [i for i, v in enumerate(variants, 1) if p in v.params]
+        pins.append(" or ".join([*(f"{VARIANT} == {i}" for i in owners), f"{p.name} == {_literal(p)}"]))
     for i, v in enumerate(variants, 1):
-        for p in v.params:
-            pins.append(f"{VARIANT} == {i} or {p.name} == {_literal(p)}")
         code = " ".join((v.body, v.helpers, *_launch_texts(v, spec)))
         for p in base.params:
             if p.binding is Binding.FLAG or p.binding is Binding.DEFINE:
@@ -172,6 +182,11 @@ def _launch_texts(v: Variant, spec: KernelSpec | None) -> tuple[str, ...]:
     return tuple(_expand(t, spec) for t in texts) if spec is not None else texts
 
 
+def _own_params(variants: Sequence[Variant]) -> list[TunableParam]:
+    """The variants' parameters, each once (in order of first use)."""
+    return list(dict.fromkeys(p for v in variants for p in v.params))
+
+
 def _literal(p: TunableParam) -> str:
     if isinstance(p.default, bool):
         return "True" if p.default else "False"
@@ -182,12 +197,16 @@ def _literal(p: TunableParam) -> str:
 
 def _check_names(variants: Sequence[Variant], base: Space, src: KernelSource) -> None:
     seen: dict[str, str] = {p.name: "the base template" for p in base.params}
+    shared: dict[str, TunableParam] = {}
     names: set[str] = set()
     for v in variants:
         if not _IDENTIFIER.match(v.name) or v.name in names:
             raise CutuneError(f"variant name {v.name!r} is not a unique C identifier")
         names.add(v.name)
         for p in v.params:
+            if shared.get(p.name) == p:
+                continue  # the same parameter in another variant (a chained variant keeps its parent's)
+            shared[p.name] = p
             if p.name in seen or p.name == VARIANT or src.taken(p.name):
                 where = seen.get(p.name, src.kernel.name)
                 raise CutuneError(f"variant {v.name}: parameter {p.name} is already a parameter of {where}")

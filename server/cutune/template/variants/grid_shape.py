@@ -25,7 +25,7 @@ class GridShape(Transform):
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         src = kernel_source(self.name, model, kernel)
         loops, _ = stride_loops(src)
-        grid_loops = [lp for lp in loops if lp.grid_stride]
+        grid_loops = [lp for lp in loops if lp.grid_stride and lp.axis == "x"]
         if not grid_loops:
             uses = [n for n in src.in_body("identifier") if src.text(n) == "blockIdx"]
             what = (

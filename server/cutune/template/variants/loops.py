@@ -3,7 +3,8 @@ where every thread starts at its own offset and steps by the number of threads t
 
 - block-stride: START is `threadIdx.x`, STEP is `blockDim.x`;
 - grid-stride: START is `blockIdx.x * blockDim.x + threadIdx.x` (any order), STEP is
-  `blockDim.x * gridDim.x` (either order);
+  `blockDim.x * gridDim.x` (either order); or the same over the grid's y axis (`blockIdx.y`, `gridDim.y`),
+  as a one-block-per-item kernel split over SPLIT blocks per item (split.py) writes it;
 
 each possibly through a local declared from such an expression. Such a loop covers [0, BOUND) exactly
 once over the threads of a block (or of the grid), whatever the launch's block (or grid) size.
@@ -24,12 +25,14 @@ from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
 _BLOCK_START = {"threadIdx.x"}
 _BLOCK_STEP = {"blockDim.x"}
 _GRID_START = {
-    f"{a}+{b}" if first else f"{b}+{a}"
-    for a in ("blockIdx.x*blockDim.x", "blockDim.x*blockIdx.x")
-    for b in ("threadIdx.x",)
-    for first in (True, False)
+    axis: {
+        f"{a}+threadIdx.x" if first else f"threadIdx.x+{a}"
+        for a in (f"blockIdx.{axis}*blockDim.x", f"blockDim.x*blockIdx.{axis}")
+        for first in (True, False)
+    }
+    for axis in ("x", "y")
 }
-_GRID_STEP = {"blockDim.x*gridDim.x", "gridDim.x*blockDim.x"}
+_GRID_STEP = {axis: {f"blockDim.x*gridDim.{axis}", f"gridDim.{axis}*blockDim.x"} for axis in ("x", "y")}
 _CASTS = re.compile(r"^(?:static_cast<[^<>]*>|\((?:const\s+)?(?:unsigned\s+)?\w+\))")
 # the spec's block divided by BLOCK_DIV, never below a warp (nor above the original)
 BLOCK_DIVIDED = "max(min(warp_size, {block}), {block} / BLOCK_DIV)"
@@ -48,6 +51,7 @@ class StrideLoop:
     bound: str
     body: Node
     grid_stride: bool
+    axis: str = "x"  # the grid axis a grid-stride loop strides over
 
 
 def kernel_source(transform: str, model: SourceModel, kernel: str) -> KernelSource:
@@ -163,14 +167,14 @@ def squeezed(text: str) -> str:
     text = "".join(text.split())
     while True:
         stripped = _CASTS.sub("", text)
-        if stripped.startswith("(") and stripped.endswith(")") and _balanced(stripped[1:-1]):
+        if stripped.startswith("(") and stripped.endswith(")") and balanced(stripped[1:-1]):
             stripped = stripped[1:-1]
         if stripped == text:
             return text
         text = stripped
 
 
-def _balanced(text: str) -> bool:
+def balanced(text: str) -> bool:
     depth = 0
     for c in text:
         depth += {"(": 1, ")": -1}.get(c, 0)
@@ -216,15 +220,20 @@ def _stride_loop(src: KernelSource, loop: Node, locals_: dict[str, str]) -> Stri
     ):
         return f"does not step by `{var} += stride`"
     start, step = _resolved(src.text(value), locals_), _resolved(src.field(update, "right"), locals_)
-    if start in _BLOCK_START and step in _BLOCK_STEP:
-        grid = False
-    elif start in _GRID_START and step in _GRID_STEP:
-        grid = True
-    else:
+    axes = [a for a in _GRID_START if start in _GRID_START[a] and step in _GRID_STEP[a]]
+    if not axes and not (start in _BLOCK_START and step in _BLOCK_STEP):
         stride = src.field(update, "right")
         return f"starts at `{src.text(value)}` and steps by `{stride}`: not a block- or grid-stride loop"
     return StrideLoop(
-        loop, var, var_type, src.text(value), src.field(update, "right"), src.field(cond, "right"), body, grid
+        loop,
+        var,
+        var_type,
+        src.text(value),
+        src.field(update, "right"),
+        src.field(cond, "right"),
+        body,
+        grid_stride=bool(axes),
+        axis=axes[0] if axes else "x",
     )
 
 

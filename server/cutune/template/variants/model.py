@@ -56,6 +56,9 @@ class Transform(ABC):
     """A built-in structural rewrite: returns a Variant, or raises TransformRefused saying why not."""
 
     name: ClassVar[str]
+    # its variant keeps the kernel's loops and is the original at its parameters' defaults: the other
+    # transforms also apply to its body, and such a chained variant stands in for their plain one
+    chainable: ClassVar[bool] = False
 
     @abstractmethod
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:

@@ -1,5 +1,7 @@
 """propose_variants: every registered transform tried on one kernel; variants where they apply, refusals
-(with each transform's stated reason) where they do not."""
+(with each transform's stated reason) where they do not; and the other transforms chained onto the
+variants of chainable ones (split over blocks, then vectorised), each chained variant standing in for the
+plain one it extends (at the parent's defaults it is that one)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.template.model import Refusal, Template
 from cutune.template.spec import KernelSpec
+from cutune.template.variants.chain import chain
 from cutune.template.variants.combine import with_variants
 from cutune.template.variants.model import Transform, Variant
 
@@ -45,7 +48,8 @@ def propose_variants(
     model.kernel(kernel)  # raises SourceError naming the kernels when absent
     variants: list[Variant] = []
     refusals: list[Refusal] = []
-    for name, transform in (transforms if transforms is not None else TRANSFORMS).items():
+    chosen = transforms if transforms is not None else TRANSFORMS
+    for name, transform in chosen.items():
         try:
             variant = transform.apply(model, kernel, spec)
         except TransformRefused as e:
@@ -56,4 +60,16 @@ def propose_variants(
             refusals.append(Refusal(name, f"gives the same kernel as {twin.name}"))
             continue
         variants.append(variant)
+    for parent in [v for v in variants if getattr(chosen.get(v.provenance.origin), "chainable", False)]:
+        for transform in (t for t in chosen.values() if not t.chainable):
+            try:
+                chained = chain(parent, transform, model, kernel, spec)
+            except TransformRefused as e:
+                refusals.append(Refusal(e.transform, f"on {parent.name}: {e.reason}"))
+                continue
+            plain = [i for i, v in enumerate(variants) if v.provenance.origin == transform.name and not v.provenance.parent]
+            if plain:  # at the parent's defaults the chained variant is the plain one: keep one of them
+                variants[plain[0]] = chained
+            else:
+                variants.insert(variants.index(parent), chained)
     return variants, refusals

@@ -1,5 +1,6 @@
 """keep_variant: the file with one variant written in as the kernel's only body — what apply writes when
-one variant wins at every size (the other branches, and `VARIANT`, are code nobody would keep)."""
+one variant wins at every size (the other branches, and `VARIANT`, are code nobody would keep) — and, when
+its launch differs from the original's, the host launches rewritten to launch it as it was measured."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from cutune.cuda.model import SourceModel
 from cutune.template.model import Binding, Value
 from cutune.template.recipes.base import KernelRewrite, KernelSource
 from cutune.template.variants.combine import VARIANT, reindent
+from cutune.template.variants.host_launch import HostLaunchError, host_config
 from cutune.template.variants.loops import line_indent
 from cutune.template.variants.model import Variant
 
@@ -28,13 +30,40 @@ def keep_variant(model: SourceModel, kernel: str, variant: Variant, values: Mapp
     lines = [f"{indent}// cutune: variant {variant.name} ({origin}), tuned"]
     if variant.launch is not None:
         launch = f"grid = {', '.join(variant.launch.grid)}; block = {', '.join(variant.launch.block)}"
-        lines.append(f"{indent}// cutune: tuned with the launch {launch} ({{grid}}/{{block}}: the original's)")
+        try:
+            _rewrite_launches(src, rewrite, variant)
+            lines.append(f"{indent}// cutune: its launches below use {launch} ({{grid}}/{{block}}: the original's)")
+        except HostLaunchError as e:
+            lines.append(
+                f"{indent}// cutune: tuned with the launch {launch} ({{grid}}/{{block}}: the original's); "
+                f"write it at the launch by hand: {e}"
+            )
     if variant.helpers.strip():
         rewrite.insert(k.span.start_byte, variant.helpers.strip() + "\n\n" + indent)
     rewrite.insert(k.span.start_byte, "\n".join(lines).lstrip() + "\n" + indent)
     open_brace, close_brace = k.body_span.start_byte, k.body_span.end_byte - 1
     rewrite.replace(open_brace + 1, close_brace, "\n" + reindent(variant.body, indent + "  ") + "\n" + indent)
     return rewrite.result()
+
+
+def _rewrite_launches(src: KernelSource, rewrite: KernelRewrite, variant: Variant) -> None:
+    """Every launch of the kernel in this file with the variant's grid, block and shared memory, in the host's
+    own terms (HostLaunchError when one cannot be written, and then none is)."""
+    assert variant.launch is not None
+    params = [p.name for p in variant.params]
+    edits: list[tuple[int, int, str]] = []
+    for site, call in src.launches():
+        if site.macro is not None:
+            raise HostLaunchError(f"the launch at line {src.line(call)} is inside the macro {site.macro}")
+        config = host_config(variant.launch, site, params, lambda name: src.ref(name, call.start_byte))
+        spans = site.config_spans
+        edits += [(spans[i].start_byte, spans[i].end_byte, text) for i, text in enumerate(config[:2])]
+        if len(config) == 3 and len(spans) >= 3:
+            edits.append((spans[2].start_byte, spans[2].end_byte, config[2]))
+        elif len(config) == 3:
+            edits.append((spans[1].end_byte, spans[1].end_byte, f", {config[2]}"))
+    for start, end, text in edits:
+        rewrite.replace(start, end, text)
 
 
 def winning_variant(configs: Sequence[Mapping[str, Value]]) -> int | None:

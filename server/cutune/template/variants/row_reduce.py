@@ -852,41 +852,70 @@ class _Rewriter:
         return f"({array}) + ({self._render(stream.base)})" if stream.base is not None else array
 
     def _emit_loop(self, loop: _Loop, seen: set[int]) -> list[str]:
+        """One row loop over ROW_VEC-element packs. In the one-pass form every pack it reads is loaded up front,
+        so that all of a thread's loads are in flight before the first is used (their latency is paid once)."""
         touched = sorted(loop.reads | loop.writes)
         streams = {s.index: s for s in self.streams.values()}
-        lines = [
-            f"// {self.text(loop.node).splitlines()[0].strip()}",
+        loaded = [i for i in touched if i in loop.reads or i in loop.blind_writes]
+        early = [streams[i] for i in loaded if not (streams[i].cached and i in seen)]  # not in registers yet
+
+        def pack(s: _Stream) -> str:
+            return f"{s.name}_cache[cutune_one_pass ? cutune_c : 0]" if s.cached else f"{s.name}_buf[cutune_c]"
+
+        def load(s: _Stream, into: str) -> str:
+            return f"cutune_rr_load({into}, {self._pointer(s)}, cutune_base, cutune_len, cutune_row_ok);"
+
+        base = f"const int cutune_base = (cutune_c * {THREADS} + static_cast<int>(threadIdx.x)) * {VEC};"
+        lines = [f"// {self.text(loop.node).splitlines()[0].strip()}", "{"]
+        for i in loaded:
+            s = streams[i]
+            if not s.cached:
+                lines.append(
+                    f"  cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name}_buf[cutune_one_pass ? cutune_chunks : 1];"
+                )
+        if early:
+            lines += [
+                "  if constexpr (cutune_one_pass) {  // every pack first: all loads in flight at once",
+                "#pragma unroll",
+                "    for (int cutune_c = 0; cutune_c < cutune_chunks; ++cutune_c) {",
+                f"      {base}",
+                *(f"      {load(s, pack(s))}" for s in early),
+                "    }",
+                "  }",
+            ]
+        lines += [
             "#pragma unroll",
-            "for (int cutune_c = 0; cutune_c < cutune_steps; ++cutune_c) {",
-            f"  const int cutune_base = (cutune_c * {THREADS} + static_cast<int>(threadIdx.x)) * {VEC};",
+            "  for (int cutune_c = 0; cutune_c < cutune_steps; ++cutune_c) {",
+            f"    {base}",
         ]
         for i in touched:
             s = streams[i]
             if s.cached:
-                lines.append(f"  auto& {s.name} = {s.name}_cache[cutune_one_pass ? cutune_c : 0];")
+                lines.append(f"    auto& {s.name} = {pack(s)};")
+            elif i in loaded:
+                lines.append(f"    auto& {s.name} = {s.name}_buf[cutune_one_pass ? cutune_c : 0];")
             else:
-                lines.append(f"  cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name};")
-            if i in loop.reads or i in loop.blind_writes:
-                load = f"cutune_rr_load({s.name}, {self._pointer(s)}, cutune_base, cutune_len, cutune_row_ok);"
-                lines.append(f"  if constexpr (!cutune_one_pass) {load}" if s.cached and i in seen else f"  {load}")
+                lines.append(f"    cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name};")
+            if i in loaded:
+                lines.append(f"    if constexpr (!cutune_one_pass) {load(s, s.name)}")
         extra = {sub.start_byte: (sub.end_byte, f"{s.name}.v[cutune_v]") for sub, s in loop.accesses}
         body = self._render(loop.body, extra)
         if loop.body.type != "compound_statement":
             body = "{ " + body + " }"
         lines += [
             "#pragma unroll",
-            f"  for (int cutune_v = 0; cutune_v < {VEC}; ++cutune_v) {{",
-            f"    const {_base_type(loop.var_type) or 'int'} {loop.var} = cutune_base + cutune_v;",
-            f"    if (cutune_row_ok && {loop.var} < cutune_len) " + _indent(body, "    ").lstrip(),
-            "  }",
+            f"    for (int cutune_v = 0; cutune_v < {VEC}; ++cutune_v) {{",
+            f"      const {_base_type(loop.var_type) or 'int'} {loop.var} = cutune_base + cutune_v;",
+            f"      if (cutune_row_ok && {loop.var} < cutune_len) " + _indent(body, "      ").lstrip(),
+            "    }",
         ]
         for i in touched:
             if i in loop.writes:
                 s = streams[i]
                 lines.append(
-                    f"  cutune_rr_store({self._pointer(s)}, {s.name}, cutune_base, cutune_len, cutune_row_ok);"
+                    f"    cutune_rr_store({self._pointer(s)}, {s.name}, cutune_base, cutune_len, cutune_row_ok);"
                 )
-        lines.append("}")
+        lines += ["  }", "}"]
         return lines
 
     def _emit_segment(self, seg: _Segment, k: int) -> list[str]:

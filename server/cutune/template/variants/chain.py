@@ -1,0 +1,68 @@
+"""chain: a transform applied to a variant's body, so one kernel can have several structural changes at once
+(split over SPLIT blocks per item, and vectorised): a variant whose parent is another variant.
+
+The parent's body (and helpers) are written into the kernel, the file is parsed again and the transform
+runs on it as on any kernel; the result keeps both sets of parameters, and its launch is the child's
+with `{grid}`, `{block}` and `{shared_mem}` standing for the parent's launch.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.spec import KernelSpec
+from cutune.template.variants.combine import PLACEHOLDER
+from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+
+
+def chain(parent: Variant, transform: Transform, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
+    """`transform` applied to `parent`'s body of `kernel` (in `model`, the file the parent was written
+    against); TransformRefused when it refuses there, or when the two name a parameter alike."""
+    k = model.kernel(kernel)
+    data = model.text.encode("utf-8")
+    edits = EditList(data)
+    if parent.helpers.strip():
+        edits.insert(k.span.start_byte, parent.helpers.strip() + "\n\n")
+    edits.replace(k.body_span.start_byte + 1, k.body_span.end_byte - 1, "\n" + parent.body + "\n")
+    child = transform.apply(parse_source(apply_edits(model.text, edits.edits), model.path), kernel, spec)
+    clash = {p.name for p in parent.params} & {p.name for p in child.params}
+    if clash:
+        raise TransformRefused(transform.name, f"on {parent.name}: both name a parameter {sorted(clash)[0]}")
+    helpers = "\n\n".join(dict.fromkeys(h.strip() for h in (parent.helpers, child.helpers) if h.strip()))
+    return Variant(
+        name=f"{parent.name}_{child.name}",
+        body=child.body,
+        params=(*parent.params, *child.params),
+        constraints=(*parent.constraints, *child.constraints),
+        launch=composed(parent.launch, child.launch),
+        helpers=helpers,
+        provenance=Provenance(transform.name, parent=parent.name, note=child.provenance.note),
+    )
+
+
+def composed(parent: Launch | None, child: Launch | None) -> Launch | None:
+    """The child's launch with its placeholders standing for the parent's launch (same dimension); a
+    dimension only the parent sets stays the parent's; either alone when the other keeps the spec's."""
+    if parent is None or child is None:
+        return child or parent
+    outer = {"grid": parent.grid, "block": parent.block}
+
+    def sub(expr: str, dim: int) -> str:
+        def one(m: re.Match[str]) -> str:
+            if m.group(1) == "shared_mem":
+                return f"({parent.shared_mem})"
+            mine = outer[m.group(1)]
+            return f"({mine[dim]})" if dim < len(mine) else m.group(0)
+
+        return PLACEHOLDER.sub(one, expr)
+
+    def over(mine: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sub(mine[i], i) if i < len(mine) else theirs[i] for i in range(max(len(mine), len(theirs))))
+
+    return Launch(
+        grid=over(child.grid, parent.grid), block=over(child.block, parent.block), shared_mem=sub(child.shared_mem, 0)
+    )

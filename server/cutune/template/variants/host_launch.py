@@ -1,0 +1,78 @@
+"""host_launch: a variant's launch (spec expressions) written as C++ at a host launch site, in the host's own
+terms: `{grid}` and `{block}` become the site's own grid and block (`dim3(grid).x`), the variant's
+parameters the tuning struct's members, `warp_size` 32; `min`, `max` and `ceil_div` are spelled out.
+Anything else (a problem size, a device limit such as `sm_count`) has no host spelling cutune can know:
+HostLaunchError says which name."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Sequence
+
+from cutune.cuda.model import LaunchSite
+from cutune.errors import CutuneError
+from cutune.template.variants.combine import PLACEHOLDER
+from cutune.template.variants.model import Launch
+
+_AXES = ("x", "y", "z")
+_OPERATORS: dict[type[ast.operator], str] = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "/",  # launch sizes are never negative: C's division floors them too
+    ast.Mod: "%",
+}
+_WARP_SIZE = "32"
+
+
+class HostLaunchError(CutuneError):
+    """A variant's launch cannot be written at a host launch site; says why."""
+
+
+def host_config(launch: Launch, site: LaunchSite, params: Sequence[str], ref: Callable[[str], str]) -> list[str]:
+    """The new grid, block and (when the site passes one, or the variant needs one) shared-memory texts of
+    the launch `site` for `launch`; `ref` names a tuning-struct member where the launch is."""
+    shared = site.shared_mem if site.shared_mem is not None else "0"
+    names = {"cutune_shared": f"({shared})", "warp_size": _WARP_SIZE, **{p: ref(p) for p in params}}
+
+    def dims(exprs: tuple[str, ...], outer: str, what: str) -> str:
+        texts = []
+        for i, e in enumerate(exprs):
+            axis = _AXES[i]
+            spelled = PLACEHOLDER.sub(lambda m: f"cutune_{m.group(1).replace('shared_mem', 'shared')}", e)
+            texts.append(_cxx(spelled, {**names, f"cutune_{what}": f"dim3({outer}).{axis}"}))
+        return texts[0] if len(texts) == 1 else f"dim3({', '.join(texts)})"
+
+    config = [dims(launch.grid, site.grid, "grid"), dims(launch.block, site.block, "block")]
+    if site.shared_mem is not None or launch.shared_mem.strip() != "0":
+        config.append(_cxx(PLACEHOLDER.sub("cutune_shared", launch.shared_mem), names))
+    return config
+
+
+def _cxx(expr: str, names: dict[str, str]) -> str:
+    try:
+        tree = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError:
+        raise HostLaunchError(f"cannot read the launch expression {expr!r}") from None
+    return _node(tree, names)
+
+
+def _node(node: ast.expr, names: dict[str, str]) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return str(node.value)
+    if isinstance(node, ast.Name):
+        if node.id not in names:
+            raise HostLaunchError(f"the launch reads {node.id}, which the host code has no name for")
+        return names[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        return f"({_node(node.left, names)} {_OPERATORS[type(node.op)]} {_node(node.right, names)})"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2 and not node.keywords:
+        a, b = (_node(x, names) for x in node.args)
+        if node.func.id == "min":
+            return f"({a} < {b} ? {a} : {b})"
+        if node.func.id == "max":
+            return f"({a} > {b} ? {a} : {b})"
+        if node.func.id in ("ceil_div", "cdiv"):
+            return f"(({a} + {b} - 1) / {b})"
+    raise HostLaunchError(f"the launch expression {ast.unparse(node)!r} has no C++ spelling here")
