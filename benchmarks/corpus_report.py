@@ -42,6 +42,8 @@ def main() -> int:
         params = ", ".join(r for r in k.applied if r != "compile_flags") or "-"
         regs = f"{k.registers} regs" if k.registers is not None else ""
         print(f"  {k.file}:{k.kernel} <- {k.instantiation}: {status} {regs}; recipes: {params}")
+        if k.instantiation_note:
+            print(f"      ({k.instantiation_note})")
     print("compile failures:")
     for line, n in report.compile_failures().most_common():
         print(f"  {n:3d}  {line}")

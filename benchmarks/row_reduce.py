@@ -1,6 +1,7 @@
 """The row_reduce transform on the RMSNorm samples, measured on the GPU through the real tune pipeline.
 
-    python benchmarks/row_reduce.py OUT_DIR [--seconds 100] [--trials 150] [--min-time-ms 5] [--only rms_norm]
+    python benchmarks/row_reduce.py OUT_DIR [--seconds 100] [--trials 150] [--min-time-ms 5] [--compile-workers 12]
+        [--only rms_norm]
 
 For each sample: templatize, add the row_reduce variant (no hand edit: the transform writes it), search
 (variant, configuration) pairs with Optuna in the isolated worker (inputs fresh and random, outputs
@@ -24,6 +25,7 @@ from pathlib import Path
 from cutune.gpu.backend import Job, TimingOptions
 from cutune.gpu.registry import create_backend
 from cutune.project import open_kernel, tune_options
+from cutune.template.model import Space
 from cutune.template.spec import KernelSpec
 from cutune.template.variants import with_variants
 from cutune.template.variants.row_reduce import RowReduce
@@ -42,6 +44,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=100.0, help="search time per sample")
     ap.add_argument("--trials", type=int, default=150)
     ap.add_argument("--min-time-ms", type=float, default=5.0, help="kernel time measured per size and trial")
+    ap.add_argument("--compile-workers", type=int, default=12, help="threads compiling configurations ahead")
     ap.add_argument("--only", choices=sorted(SAMPLES), action="append", help="these samples (default: both)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -53,12 +56,17 @@ def main() -> None:
         variant = RowReduce().apply(ctx.template_model, kernel, spec)
         template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
         assert combined is not None
+        # the transform's own constraints, while VARIANT = 1 runs (with_variants does not carry them yet)
+        space = Space(
+            template.space.params,
+            (*template.space.constraints, *(f"VARIANT != 1 or ({c})" for c in variant.constraints)),
+        )
         timing = TimingOptions(min_time_ms=args.min_time_ms)
-        job = Job(str(ctx.path), template, combined, template.space, timing=timing)
+        job = Job(str(ctx.path), template, combined, space, timing=timing)
         options = replace(
             tune_options(ctx, trials=args.trials, seconds=args.seconds), workspace=args.out / "work" / stem
         )
-        result = tune(job, create_backend("cupy"), options)
+        result = tune(job, create_backend("cupy", compile_workers=args.compile_workers), options)
         write_result(result, args.out / f"{stem}.row_reduce.result.json")
         tables.append(_table(f"{stem}.cu", result))
         print(tables[-1], flush=True)

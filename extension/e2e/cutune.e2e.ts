@@ -297,6 +297,8 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
       assert.ok((await view.locator("svg.trials circle.dot").count()) > 0, "the trial history is drawn");
       await view.locator("p", { hasText: "Stopped:" }).waitFor();
       await workbench.screenshot("9-agent-results-view");
+      await steps.first().scrollIntoViewIfNeeded();
+      await workbench.screenshot("10-agent-steps");
     });
   });
 });

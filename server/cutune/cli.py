@@ -64,8 +64,11 @@ def _user_errors() -> Iterator[None]:
     except CutuneError as e:
         _fail(e)
     except OSError as e:  # a read-only workspace, a full disk: name the file and the reason
+        from cutune.project import STATE_DIR
+
         where = f" {e.filename}" if e.filename else ""
-        _fail(f"cannot write or read{where}: {e.strerror or e}")
+        hint = f" (cutune keeps studies and results in the workspace's {STATE_DIR}/, which must be writable)"
+        _fail(f"cannot use{where}: {e.strerror or e}{hint if STATE_DIR in str(e.filename) else ''}")
 
 
 @app.command()
@@ -73,7 +76,7 @@ def kernels(file: FileArg, output_format: FormatOpt = OutputFormat.TABLE) -> Non
     """List the kernels of a file, their launch sites and their hard-coded tunable choices."""
     from cutune.cli_render.kernels import kernels_json, render_kernels
     from cutune.cuda.parse import parse_source
-    from cutune.project import read_source
+    from cutune.source_file import read_source  # not cutune.project: it imports Optuna (a second)
 
     with _user_errors():
         path, text = read_source(file)
@@ -146,6 +149,22 @@ def _variants_summary(ctx: KernelContext) -> Combined:
     for r in combined.refusals:
         out.print(f"[dim]transform {r.recipe} refused: {user_text(r.reason)}[/]")
     return combined
+
+
+def _store_variants(storage: str, study_name: str, combined: Combined) -> None:
+    """The variants searched, stored with the study (source, parameters, launch, provenance); a resumed
+    run says that the study holds them already."""
+    from cutune.template.variants.store import ATTR, variants_from_json, variants_json
+    from cutune.tune.study import load_study
+
+    study = load_study(storage, study_name)
+    if ATTR in study.user_attrs:
+        stored = variants_from_json(study.user_attrs[ATTR])
+        names = ", ".join(f"{i} = {v.name}" for i, v in enumerate(stored, 1))
+        out.print(f"variants stored with study {study_name} by an earlier run: {names}", highlight=False)
+        return
+    study.set_user_attr(ATTR, variants_json(combined.variants))
+    out.print(f"stored {len(combined.variants)} variants with study {study_name}", highlight=False)
 
 
 def _variant_winners(ctx: KernelContext, combined: Combined, result: TuneResult, write: bool) -> None:
@@ -387,6 +406,7 @@ def tune(
         else:
             print_table(out, render_result(result))
         if combined is not None and combined.variants:
+            _store_variants(options.storage(), result.study, combined)
             _variant_winners(base, combined, result, apply_variant)
         if output is not None:
             from cutune.tune.result import write_result

@@ -11,8 +11,9 @@ from pathlib import Path
 from cutune.cuda.extract import kernel_hash
 from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.errors import CutuneError, SourceError, SpecError
+from cutune.errors import CutuneError, SpecError
 from cutune.gpu.backend import Job, TimingOptions
+from cutune.source_file import read_source
 from cutune.template.apply import apply_config, apply_dispatch
 from cutune.template.edits import apply_edits
 from cutune.template.model import Binding, Config, Space, Template
@@ -102,17 +103,6 @@ def _renamed(spec: KernelSpec, names: dict[str, str]) -> KernelSpec:
         block=tuple(map(sub, spec.block)),
         shared_mem=sub(spec.shared_mem),
     )
-
-
-def read_source(path: str | Path) -> tuple[Path, str]:
-    """The path and text of a source file, with a clear error when unreadable."""
-    p = Path(path)
-    try:
-        return p, p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SourceError("file not found", path=str(p)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SourceError(f"cannot read: {e}", path=str(p)) from None
 
 
 def open_kernel(

@@ -18,7 +18,9 @@ from cutune.project import KernelContext, tune_options
 from tests.agent.llm_server import FakeLLM, Reply, completion
 from tests.agent.mock_gpu import MockGpuBackend
 
+# over the templatized kernel's parameters, as the prompt shows them (`d` is specialised: `d_rt`, `D_CT`)
 SCALAR_BODY = """\
+  const int d = D_CT > 0 ? D_CT : d_rt;
   const int64_t token = blockIdx.x;
   const T* x = input + token * 2 * d;
   const T* y = x + d;
@@ -200,4 +202,4 @@ def test_the_step_log_lives_in_the_study_storage_and_a_new_run_resumes_on_a_mock
 def _hash(ctx: KernelContext) -> str:
     from cutune.cuda.extract import kernel_hash
 
-    return kernel_hash(ctx.model, ctx.kernel.name)
+    return kernel_hash(ctx.template_model, ctx.kernel.name)

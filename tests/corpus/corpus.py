@@ -48,6 +48,7 @@ class KernelOutcome:
     file: str
     kernel: str
     instantiation: str
+    instantiation_note: str = ""  # a template argument that could not be chosen well, and why
     extracted: bool = False
     compiled: bool = False
     compile_error: str = ""
@@ -106,22 +107,75 @@ def refusal_class(reason: str, kernel: str) -> list[str]:
     return classes
 
 
-def instantiation(kernel: Kernel, model: SourceModel) -> str:
-    """A name expression instantiating the kernel with plausible arguments: float for types, the first
-    device function of a matching name for function pointers, small powers of two for integers."""
+def instantiation(kernel: Kernel, model: SourceModel) -> tuple[str, str]:
+    """A name expression instantiating the kernel with plausible arguments (float for types, a device function
+    of the file with the pointer's exact type for function pointers, small powers of two for integers), and
+    what could not be chosen well ('' when nothing)."""
     if not kernel.template_params:
-        return kernel.name
-    args = []
+        return kernel.name, ""
+    args: list[str] = []
+    types: dict[str, str] = {}
+    why = ""
     for tp in kernel.template_params:
         if tp.kind is TemplateParamKind.TYPE:
-            args.append(_TYPE_ARGS.get(tp.name, "float"))
-        elif "(*" in tp.type or "(*" in tp.name:
-            args.append(next((f.name for f in model.device_functions if "silu" in f.name), "nullptr"))
+            types[tp.name] = _TYPE_ARGS.get(tp.name, "float")
+            args.append(types[tp.name])
+        elif "(*" in tp.type:
+            pointer = _substituted(tp.type, types)
+            function = _function_of_type(model, pointer)
+            if function is None:
+                why = f"{tp.name}: no device function of type `{pointer}` in the file; instantiated with nullptr"
+            args.append(function or "nullptr")
         elif tp.type.strip() == "bool":
             args.append("false")
         else:
             args.append(str(_VALUE_ARGS.get(tp.name, 8)))
-    return f"{kernel.name}<{', '.join(args)}>"
+    return f"{kernel.name}<{', '.join(args)}>", why
+
+
+def _function_of_type(model: SourceModel, pointer: str) -> str | None:
+    """The first device function of the file whose type is the function pointer type `R (*)(A, ...)`, by its
+    qualified name (a function template with one type parameter is instantiated to match)."""
+    wanted = _POINTER.fullmatch(" ".join(pointer.split()))
+    if wanted is None:
+        return None
+    result, params = _normal(wanted.group(1)), [_normal(p) for p in wanted.group(2).split(",") if p.strip()]
+    for f in model.device_functions:
+        head = model.text[f.span.start_byte : model.text.find("{", f.span.start_byte)]
+        m = _SIGNATURE.search(" ".join(head.split()))
+        if m is None or m.group("name") != f.name:
+            continue
+        tparams = _TEMPLATE_TYPES.findall(m.group("template") or "")
+        ret = m.group("ret").split()[-1] if m.group("ret").split() else ""
+        binding = {tparams[0]: result} if len(tparams) == 1 else {}
+        own_ret = _normal(_substituted(ret, binding))
+        own = [_normal(_substituted(_drop_name(p), binding)) for p in m.group("params").split(",") if p.strip()]
+        if (own_ret, own) == (result, params) and len(tparams) <= 1:
+            name = f"{f.namespace}::{f.name}" if f.namespace else f.name
+            return f"{name}<{result}>" if tparams else name
+    return None
+
+
+def _substituted(text: str, names: dict[str, str]) -> str:
+    return _WORD.sub(lambda w: names.get(w.group(0), w.group(0)), text)
+
+
+def _normal(c_type: str) -> str:
+    return re.sub(r"\s*([&*])", r"\1", " ".join(c_type.split()))
+
+
+def _drop_name(param: str) -> str:
+    """`const T& x` → `const T&`; an unnamed `const T&` stays."""
+    rest = re.sub(r"(?<=[\s&*])[A-Za-z_]\w*\s*$", "", param.strip())
+    return rest if re.search(r"\b(?!const\b|volatile\b)[A-Za-z_]\w*", rest) else param.strip()
+
+
+_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+_POINTER = re.compile(r"(.+?)\s*\(\s*\*\s*\)\s*\((.*)\)")
+_SIGNATURE = re.compile(
+    r"^(?:template\s*<(?P<template>[^>]*)>\s*)?(?P<ret>(?:[\w:]+\s*[&*]?\s+)+?)(?P<name>\w+)\s*\((?P<params>[^)]*)\)"
+)
+_TEMPLATE_TYPES = re.compile(r"(?:typename|class)\s+(\w+)")
 
 
 _TYPE_ARGS = {
@@ -149,7 +203,7 @@ def run_corpus(root: Path, cache_dir: Path | None = None, *, arch: str = "sm_90"
         report.declared[rel] = _GLOBAL.findall(_strip_comments(text))
         model = parse_source(text, str(path))
         for k in model.kernels:
-            outcome = KernelOutcome(rel, k.name, instantiation(k, model))
+            outcome = KernelOutcome(rel, k.name, *instantiation(k, model))
             report.kernels.append(outcome)
             try:
                 unit = extract_kernel(model, k.name, instantiations=(outcome.instantiation,), include_dirs=(str(root),))

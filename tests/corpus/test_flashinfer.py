@@ -71,6 +71,16 @@ def test_refusal_reasons(report: CorpusReport) -> None:
     )
 
 
+def test_a_function_template_argument_without_a_function_of_its_type_says_why(report: CorpusReport) -> None:
+    """activation.cuh defines no `float (const float&)` function: flashinfer's JIT writes silu/gelu into the
+    unit it generates (flashinfer/jit/activation.py), so the corpus passes nullptr and says so."""
+    act = next(k for k in report.kernels if k.kernel == "act_and_mul_kernel")
+    assert act.instantiation == "act_and_mul_kernel<float, nullptr>" and act.compiled
+    assert act.instantiation_note == (
+        "Activation: no device function of type `float (*)(const float&)` in the file; instantiated with nullptr"
+    )
+
+
 def test_unneeded_project_headers_are_dropped(report: CorpusReport) -> None:
     """norm.cuh includes TensorRT-LLM helpers that need cuBLAS/cuRAND headers; RMSNorm uses none of them."""
     rms = next(k for k in report.kernels if k.kernel == "RMSNormKernel")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from cutune.cuda.extract import extract_kernel
 from cutune.errors import SpecError
 from cutune.gpu.nvcc import compile_resources
 from cutune.project import open_kernel
-from cutune.template.model import Binding
+from cutune.template.expr import compile_expr
+from cutune.template.model import Binding, Space
 from cutune.template.spec import dump_kernel_spec, parse_spec
 from cutune.template.spec.model import IncludeRules, Init, Role
 from cutune.template.templatize import templatize
@@ -251,3 +253,167 @@ def test_draft_of_bool_arrays_and_scalars() -> None:
     fill = open_kernel(DATA / "macro_block.cu", "fill_kernel").drafted_spec()
     negate = next(a for a in fill.args if a.name == "negate")
     assert (negate.dtype, negate.value) == ("bool", "true")
+
+
+# -- a kernel's own template parameter as its block size ------------------------------------------------
+
+BLOCKS = DATA / "template_block.cu"
+
+
+def _nvcc_shared_bytes(tmp_path: Path, kernel: str, values: tuple[int, ...]) -> dict[object, int]:
+    """Shared bytes per NUM_THREADS value, each compiled by nvcc from the templatized file (grid: 64 rows)."""
+    shutil.copy(BLOCKS, tmp_path)
+    ctx = open_kernel(tmp_path / BLOCKS.name, kernel)
+    param = dataclasses.replace(ctx.space.param("NUM_THREADS"), values=values)
+    spec = dataclasses.replace(ctx.drafted_spec(), grid=("64",), space=Space((param,)), constraints=())
+    rows = check_kernel(dataclasses.replace(ctx, spec=spec), limit=len(values) + 1, compiler="nvcc").rows
+    assert all(r.feasible for r in rows), [r.problem for r in rows]
+    return {r.config["NUM_THREADS"]: r.usage.shared_bytes for r in rows if r.usage is not None}
+
+
+def test_a_template_parameter_block_size_through_a_host_function_template() -> None:
+    """`row_sum_kernel<T, NUM_THREADS><<<rows, NUM_THREADS>>>` in `launch_row_sum<T, NUM_THREADS>`, called as
+    `launch_row_sum<float, 256>(...)`: the kernel's parameter is tuned, the call's literal becomes the struct's."""
+    tpl = templatize(load(BLOCKS), "row_sum_kernel")
+    assert {"block_threads", "launch_bounds"} <= set(tpl.applied), tpl.refused
+    param = tpl.space.param("NUM_THREADS")
+    assert (param.binding, param.default, param.values) == (Binding.TEMPLATE, 256, (32, 64, 128, 256, 512, 1024))
+    assert "NUM_THREADS % 32 == 0" in tpl.space.constraints  # the kernel's static_assert
+    assert "launch_row_sum<float, row_sum_kernel_tuning::NUM_THREADS>(out, in, rows, d, stream);" in tpl.source
+    assert "__launch_bounds__(NUM_THREADS, MIN_BLOCKS) row_sum_kernel(" in tpl.source
+    again = templatize(parse_source(tpl.source, str(BLOCKS)), "row_sum_kernel")
+    assert again.source == tpl.source and again.space == tpl.space  # templatizing twice changes nothing
+
+
+@pytest.mark.nvcc
+def test_the_template_parameter_reaches_the_compile(tmp_path: Path) -> None:
+    """cub's BlockReduce<float, NUM_THREADS> keeps one float per warp: nvcc reports more shared memory for
+    more threads, so each configuration really instantiates the kernel with its block size."""
+    smem = _nvcc_shared_bytes(tmp_path, "row_sum_kernel", (64, 1024))
+    assert smem[1024] > smem[64] > 0, smem
+
+
+def test_a_switch_over_literal_block_sizes_is_searched_among_its_cases() -> None:
+    tpl = templatize(load(BLOCKS), "row_max_kernel")
+    param = tpl.space.param("NUM_THREADS")
+    assert (param.binding, param.values, param.default) == (Binding.TEMPLATE, (128, 512, 1024), 128)
+    assert "dispatches 128, 512, 1024" in param.description
+    assert tpl.source.count("row_max_kernel<float, 512><<<rows, 512, 0, stream>>>") == 1  # the dispatch stays
+    assert "__launch_bounds__(NUM_THREADS, MIN_BLOCKS) row_max_kernel(" in tpl.source
+    spec = open_kernel(BLOCKS, "row_max_kernel").drafted_spec()
+    assert spec.block == ("NUM_THREADS",) and "NUM_THREADS" not in spec.template_args
+
+
+@pytest.mark.nvcc
+def test_every_dispatched_case_compiles(tmp_path: Path) -> None:
+    smem = _nvcc_shared_bytes(tmp_path, "row_max_kernel", (128, 512, 1024))
+    assert set(smem) == {128, 512, 1024} and smem[1024] > smem[128], smem
+
+
+def test_a_dispatch_macro_instantiated_with_a_literal() -> None:
+    """`#define LAUNCH_ROW_SCALE(THREADS) row_scale_kernel<float, THREADS><<<rows, THREADS, ...>>>(...)` used
+    as `LAUNCH_ROW_SCALE(256);`: the use's argument becomes the struct's member."""
+    tpl = templatize(load(BLOCKS), "row_scale_kernel")
+    param = tpl.space.param("NUM_THREADS")
+    assert (param.binding, param.default) == (Binding.TEMPLATE, 256)
+    assert "LAUNCH_ROW_SCALE(row_scale_kernel_tuning::NUM_THREADS);" in tpl.source
+    assert open_kernel(BLOCKS, "row_scale_kernel").drafted_spec().block == ("NUM_THREADS",)
+    copy = templatize(load(BLOCKS), "row_copy_kernel").space.param("NUM_THREADS")  # LAUNCH_ROW_COPY(512 or 128)
+    assert (copy.values, copy.default) == ((128, 512), 512)
+
+
+def test_a_host_template_nothing_instantiates_with_a_literal_is_refused_with_the_reason() -> None:
+    text = (
+        "template <int N> __global__ void k(float* x) { x[threadIdx.x] = N; }\n"
+        "template <int N> void launch(float* x) { k<N><<<1, N>>>(x); }\n"
+        "template <int M> void outer(float* x) { launch<M>(x); }\n"
+    )
+    tpl = templatize(parse_source(text), "k", recipes=("block_threads",))
+    (reason,) = [r.reason for r in tpl.refused if r.recipe == "block_threads"]
+    assert reason == (
+        "the block size `M` (line 3) is computed at run time: a parameter of the host function template outer "
+        "that nothing here sets, with no literal to tune"
+    )
+
+
+# -- grids computed by host code ---------------------------------------------------------------------------
+
+GRIDS = DATA / "grid_helpers.cu"
+
+
+def _grid(kernel: str, **names: int) -> int:
+    """The drafted spec's grid for `kernel`, evaluated at `names`."""
+    (grid,) = open_kernel(GRIDS, kernel).drafted_spec().grid
+    return int(compile_expr(grid).evaluate({"ITEMS_PER_THREAD": 1, **names}))
+
+
+def test_a_capped_local_grid_is_a_launch_parameter() -> None:
+    tpl = templatize(load(GRIDS), "scale_tokens_kernel")
+    param = tpl.space.param("MAX_BLOCKS")
+    assert (param.binding, param.default) == (Binding.LAUNCH, 256) and 4096 in param.values
+    assert "const int blocks = std::min(num_tokens, scale_tokens_kernel_tuning::MAX_BLOCKS);" in tpl.source
+    assert _grid("scale_tokens_kernel", num_tokens=1000, MAX_BLOCKS=256) == 256
+    assert _grid("scale_tokens_kernel", num_tokens=100, MAX_BLOCKS=256) == 100
+    again = templatize(parse_source(tpl.source, str(GRIDS)), "scale_tokens_kernel")
+    assert again.source == tpl.source and again.space == tpl.space
+
+
+def test_a_capped_ceil_div_follows_the_block_size_and_the_cap() -> None:
+    tpl = templatize(load(GRIDS), "axpy_kernel")
+    assert "std::min(ceil_div(n, axpy_kernel_tuning::BLOCK_THREADS), axpy_kernel_tuning::MAX_BLOCKS);" in tpl.source
+    assert _grid("axpy_kernel", n=1 << 20, BLOCK_THREADS=256, MAX_BLOCKS=2048) == 2048
+    assert _grid("axpy_kernel", n=1 << 20, BLOCK_THREADS=512, MAX_BLOCKS=4096) == 2048
+
+
+def test_a_helper_function_grid_is_written_out_at_the_launch() -> None:
+    """`static int num_blocks(int n) { return std::min((n + 255) / 256, 1024); }`: the launch gets the
+    expression, its 255/256 following BLOCK_THREADS and its 1024 being MAX_BLOCKS; the helper stays."""
+    tpl = templatize(load(GRIDS), "relu_kernel", recipes=("block_threads", "grid_size"))
+    assert tpl.applied == ("block_threads", "grid_size") and tpl.space.param("MAX_BLOCKS").default == 1024
+    ref = "relu_kernel_tuning::"
+    assert (
+        f"relu_kernel<<<std::min((n + ({ref}BLOCK_THREADS - 1)) / {ref}BLOCK_THREADS, {ref}MAX_BLOCKS), "
+        f"{ref}BLOCK_THREADS, 0, stream>>>(y, x, n);"
+    ) in tpl.source
+    assert "static int num_blocks(int n) { return std::min((n + 255) / 256, 1024); }" in tpl.source
+    assert _grid("relu_kernel", n=1 << 20, BLOCK_THREADS=128, MAX_BLOCKS=1024) == 1024
+    assert _grid("relu_kernel", n=5000, BLOCK_THREADS=128, MAX_BLOCKS=1024) == 40
+
+
+@pytest.mark.nvcc
+def test_the_rewritten_host_code_compiles(tmp_path: Path) -> None:
+    """Kernels and host launchers of the whole templatized file, through nvcc -c."""
+    source = load(GRIDS).text
+    for kernel in ("scale_tokens_kernel", "axpy_kernel", "relu_kernel"):
+        source = templatize(parse_source(source, str(GRIDS)), kernel).source
+    unit = tmp_path / "grid_helpers.cu"
+    unit.write_text(source)
+    run = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-std=c++17", "-c", str(unit), "-o", str(tmp_path / "grid_helpers.o")],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert source.count("_tuning::MAX_BLOCKS") == 3 and source.count("static constexpr int MAX_BLOCKS") == 3
+
+
+@pytest.mark.parametrize(
+    ("kernel", "reason"),
+    [
+        (
+            "clamp_kernel",
+            "the grid comes from the helper pick_blocks (line 15), which is more than one `return` expression: "
+            "cutune cannot read its cap",
+        ),
+        (
+            "fill_kernel",
+            "the grid is capped at 65535 blocks, but the kernel does not read gridDim.x: it does not stride over "
+            "the grid, so another cap would leave work undone or idle",
+        ),
+        ("row_sum_kernel", "no launch caps its grid (`std::min(blocks, 1024)` in host code or a helper)"),
+    ],
+)
+def test_grid_size_refusals(kernel: str, reason: str) -> None:
+    path = BLOCKS if kernel == "row_sum_kernel" else GRIDS
+    tpl = templatize(load(path), kernel, recipes=("block_threads", "grid_size"))
+    assert [r.reason for r in tpl.refused if r.recipe == "grid_size"] == [reason]

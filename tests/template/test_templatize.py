@@ -43,6 +43,7 @@ BOUNDS_ADDED = ("merge_attn_states",)
 def test_registry_lists_every_recipe_in_order_with_a_description() -> None:
     assert list(RECIPES) == [
         "block_threads",
+        "grid_size",
         "launch_bounds",
         "unroll",
         "items_per_thread",

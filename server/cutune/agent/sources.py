@@ -21,6 +21,7 @@ from cutune.cuda.extract import extract_kernel
 from cutune.errors import CutuneError
 from cutune.project import KernelContext
 from cutune.template.variants.model import Variant
+from cutune.template.variants.propose import propose_variants
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
@@ -70,11 +71,9 @@ class BuiltinVariants(VariantSource):
 
     def propose(self, state: StepContext) -> VariantAnswer:
         """The first transform's variant not tried yet; `done` when every one was tried or refused."""
-        from cutune.template.variants.propose import propose_variants
-
         ctx = state.ctx
         try:
-            variants, refusals = propose_variants(ctx.model, ctx.kernel.name, ctx.spec)
+            variants, refusals = propose_variants(ctx.template_model, ctx.kernel.name, ctx.spec)
         except CutuneError as e:
             return VariantAnswer(None, f"the built-in transforms cannot run: {e}", done=True)
         tried = {r.variant for r in state.history} | {v.name for v in state.kept}
@@ -153,7 +152,7 @@ class LLMVariants(VariantSource):
 def device_code(ctx: KernelContext) -> str:
     """The kernel and the device code it needs, extracted from its file (host code and other kernels left out)."""
     try:
-        code = extract_kernel(ctx.model, ctx.kernel.name).source
+        code = extract_kernel(ctx.template_model, ctx.kernel.name).source
     except CutuneError as e:
         raise AgentError(f"cannot extract the device code of {ctx.kernel.name}: {e}") from None
     return code if len(code) <= 2 * MAX_CODE_CHARS else code[: 2 * MAX_CODE_CHARS] + "\n// ... (truncated)"

@@ -246,7 +246,7 @@ def _step(
 
 def combined_context(ctx: KernelContext, variants: Sequence[Variant]) -> KernelContext:
     """`ctx` around the kernel holding the original body and `variants`, with the variant-aware spec."""
-    template, spec = with_variants(ctx.model, ctx.kernel.name, variants, ctx.spec)
+    template, spec = with_variants(ctx.template_model, ctx.kernel.name, variants, ctx.spec, base=ctx.template)
     if spec is not None and spec.space is not None:
         spec = dataclasses.replace(spec, space=None)  # the template's space replaces the spec's own
     model = parse_source(template.source, str(ctx.path))
@@ -345,6 +345,6 @@ def _join(*parts: str) -> str:
 
 def _hash(ctx: KernelContext) -> str:
     try:
-        return kernel_hash(ctx.model, ctx.kernel.name)
+        return kernel_hash(ctx.template_model, ctx.kernel.name)
     except CutuneError:
         return "unhashed"

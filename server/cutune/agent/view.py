@@ -83,7 +83,10 @@ def _steps(ctx: KernelContext, storage_url: str, device: str) -> tuple[list[dict
     """The agent's recorded steps for this kernel on this device, and how its last run ended (if it ran)."""
     try:
         log = StepLog(
-            storage_url, kernel=ctx.kernel.name, kernel_hash=kernel_hash(ctx.model, ctx.kernel.name), device=device
+            storage_url,
+            kernel=ctx.kernel.name,
+            kernel_hash=kernel_hash(ctx.template_model, ctx.kernel.name),
+            device=device,
         )
         return [r.to_dict() for r in log.records()], log.stop()
     except CutuneError:

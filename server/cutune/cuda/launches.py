@@ -62,14 +62,15 @@ def macro_trees(root: Node, data: bytes) -> list[tuple[Node, str]]:
 
 def _as_function(data: bytes, body: Node, name: str) -> bytes:
     """The file's bytes with a macro body as a function body: `void NAME(){` over `#define NAME(...)`,
-    line continuations blanked, `}` after the body, everything else spaces (newlines kept)."""
+    line continuations blanked, `;}` after the body (a macro used as `LAUNCH(256);` often ends without one),
+    everything else spaces (newlines kept but the one the `;}` covers)."""
     blank = bytearray(b if b == 0x0A else 0x20 for b in data)
     header = f"void {name}(){{".encode()
     start = data.rfind(b"#", 0, body.start_byte)
     blank[start : start + len(header)] = header
     code = data[body.start_byte : body.end_byte].replace(b"\\\n", b" \n").replace(b"\\\r\n", b"  \n")
     blank[body.start_byte : body.end_byte] = code
-    blank[body.end_byte : body.end_byte + 1] = b"}"
+    blank[body.end_byte : body.end_byte + 2] = b";}"
     return bytes(blank)
 
 

@@ -128,8 +128,11 @@ def test_launch_placeholders_and_clashing_names() -> None:
     assert combined is not None
     assert combined.grid == ("((num_tokens) * W) if VARIANT == 1 else (num_tokens)", "(2) if VARIANT == 1 else (1)")
     assert combined.block == spec.block
+    other_w = (TunableParam("W", (1, 4), 1, Binding.LAUNCH),)  # the same name, another parameter
     with pytest.raises(CutuneError, match="parameter W is already a parameter of variant wide"):
-        with_variants(model, "k", [wide, Variant("again", "", wide.params)], None)
+        with_variants(model, "k", [wide, Variant("again", "", other_w)], None)
+    shared, _ = with_variants(model, "k", [wide, Variant("again", "  o[0] = 3.f;", wide.params)], spec)
+    assert "VARIANT == 1 or VARIANT == 2 or W == 1" in shared.space.constraints  # one W, free in both
 
 
 @pytest.mark.nvcc
@@ -141,7 +144,8 @@ def test_keeping_the_winning_variant_leaves_only_its_body_and_compiles(tmp_path:
     assert VARIANT not in kept and "if constexpr" not in kept
     assert "static constexpr int PACKS = 2;" in kept and "static constexpr int BLOCK_DIV = 4;" in kept
     assert "// cutune: variant vectorized (vectorize: " in kept and "cutune_vec_store<" in kept
-    assert "// cutune: tuned with the launch grid = {grid}; block = max(min(warp_size, {block})" in kept
+    assert "// cutune: its launches below use grid = {grid}; block = max(min(warp_size, {block})" in kept
+    assert "dim3(block).x / serving::act_and_mul_kernel_tuning::BLOCK_DIV" in kept  # the host launch too
     template = Template("act_and_mul_kernel", kept, Space(()))
     entries, lowered = compile_both(template, ["serving::act_and_mul_kernel<__nv_bfloat16>"], tmp_path)
     assert len(entries) == 1 and len(lowered) == 1

@@ -72,7 +72,23 @@ def test_rms_norm_sample_becomes_one_pass_over_registers_with_a_shuffle_all_redu
     names = {p.name for p in template.space.params}
     assert {"ROW_THREADS", "ROW_VEC", "SPECIALIZE_HIDDEN_SIZE"} <= names and "ROWS_PER_BLOCK" not in names
     assert template.space.param("ROW_VEC").values == (4, 8)  # 8- and 16-byte bf16 accesses
-    assert template.space.param("ROW_THREADS").values == (32, 64, 128, 256, 512, 1024)
+    # 128 threads hold a row of 8192 in registers (64 elements each); fewer would stream it through small blocks
+    assert template.space.param("ROW_THREADS").values == (128, 256, 512, 1024)
+
+
+def test_one_pass_can_load_the_weight_before_the_reduction() -> None:
+    template, _ = _sample("rms_norm", "rms_norm_kernel")
+    branch = template.source[template.source.index("VARIANT == 1") :]
+    first, second = branch.split("cutune_rr_allreduce")[:2]
+    # ROW_PREFETCH = 1: the const weight rides with the input's loads; 0: loop 2 loads it, all packs at once
+    assert (
+        "if constexpr (ROW_PREFETCH) cutune_rr_load(cutune_s2_cache[cutune_one_pass ? cutune_c : 0], weight," in first
+    )
+    assert (
+        "if constexpr (!ROW_PREFETCH) cutune_rr_load(cutune_s2_cache[cutune_one_pass ? cutune_c : 0], weight," in second
+    )
+    assert "if constexpr (!cutune_one_pass) cutune_rr_load(cutune_s2, weight," in second  # two passes: as before
+    assert template.space.param("ROW_PREFETCH").values == (0, 1)
 
 
 def test_short_rows_share_a_block_and_threads_stop_at_the_row_length() -> None:
@@ -93,7 +109,15 @@ def test_fused_add_writes_the_residual_once_and_reads_it_back_from_registers() -
     branch = template.source[template.source.index("VARIANT == 1") :]
     # loop 1 loads input and residual and stores the residual; loop 2 re-reads it only in the two-pass form
     assert branch.count("cutune_rr_store(residual_row, cutune_s1") == 1
-    assert "if constexpr (!cutune_one_pass) cutune_rr_load(cutune_s1, residual_row" in branch
+    assert branch.count("if constexpr (!cutune_one_pass) cutune_rr_load(cutune_s1, residual_row") == 2
+    # one pass: every pack a loop reads is loaded before the first is used; loop 2 loads only the weight
+    first, second = branch.split("cutune_rr_allreduce")[0], branch.split("cutune_rr_allreduce")[1]
+    assert "cutune_rr_load(cutune_s0_packs[cutune_c], input_row," in first
+    assert "cutune_rr_load(cutune_s1_cache[cutune_one_pass ? cutune_c : 0], residual_row," in first
+    assert (
+        "if constexpr (!ROW_PREFETCH) cutune_rr_load(cutune_s2_cache[cutune_one_pass ? cutune_c : 0], weight," in second
+    )
+    assert "residual_row, cutune_base" not in second.split("for (int cutune_c = 0; cutune_c < cutune_steps")[0]
     assert "cutune_rr_store(input_row, cutune_s0" in branch
     assert "const float total = sum_sq;" in branch  # the cub result's alias is the all-reduced total
 
@@ -153,19 +177,21 @@ def test_refuses_an_elementwise_kernel() -> None:
 def test_samples_compile_at_several_configurations(stem: str, kernel: str, tmp_path: Path) -> None:
     template, _ = _sample(stem, kernel)
     qualified = f"serving::{kernel}"
-    # <scalar_t, HIDDEN_SIZE_CT, VARIANT, ROW_THREADS, ROW_VEC>: the original, one pass, two passes
+    # <scalar_t, HIDDEN_SIZE_CT, VARIANT, ROW_THREADS, ROW_VEC, ROW_PREFETCH>: the original, one pass (with and
+    # without the weight prefetched), two passes
     expressions = [
-        f"{qualified}<__nv_bfloat16, 0, 0, 256, 8>",
-        f"{qualified}<__nv_bfloat16, 4096, 1, 512, 8>",
-        f"{qualified}<__nv_bfloat16, 8192, 1, 128, 8>",
-        f"{qualified}<__nv_bfloat16, 0, 1, 1024, 4>",
+        f"{qualified}<__nv_bfloat16, 0, 0, 256, 8, 0>",
+        f"{qualified}<__nv_bfloat16, 4096, 1, 512, 8, 0>",
+        f"{qualified}<__nv_bfloat16, 8192, 1, 128, 8, 1>",
+        f"{qualified}<__nv_bfloat16, 8192, 1, 1024, 4, 1>",
+        f"{qualified}<__nv_bfloat16, 0, 1, 1024, 4, 0>",
     ]
     nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path)
     assert set(nvrtc_names) == set(expressions)
     assert set(nvrtc_names.values()) <= set(nvcc_names)
-    # short rows: <..., ROW_THREADS, ROWS_PER_BLOCK, ROW_VEC>, several rows per block
+    # short rows: <..., ROW_THREADS, ROWS_PER_BLOCK, ROW_VEC, ROW_PREFETCH>, several rows per block
     short, _ = _sample(stem, kernel, ({"num_tokens": 33, "hidden_size": 256},))
-    rows = [f"{qualified}<__nv_bfloat16, 256, 1, 32, 4, 8>", f"{qualified}<__nv_bfloat16, 0, 1, 64, 2, 4>"]
+    rows = [f"{qualified}<__nv_bfloat16, 256, 1, 32, 4, 8, 1>", f"{qualified}<__nv_bfloat16, 0, 1, 64, 2, 4, 0>"]
     nvcc_names, nvrtc_names = compile_both(short, rows, tmp_path)
     assert set(nvrtc_names) == set(rows) and set(nvrtc_names.values()) <= set(nvcc_names)
 
@@ -218,4 +244,4 @@ def test_only_the_variant_keeps_the_original_as_reference() -> None:
     assert check.violation(space.default()) is None  # tune measures it first
     configs = feasible_configs(space, spec, limits_for("sm_90")) or ()
     assert {c["VARIANT"] for c in configs if c != space.default()} == {1}
-    assert len(configs) == 1 + 2 * 2 * 6 * 2  # specialise × fast math × threads × vector width, + the original
+    assert len(configs) == 1 + 2 * 2 * 4 * 2 * 2  # specialise × fast math × threads × vector × prefetch, + original

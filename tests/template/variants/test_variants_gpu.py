@@ -19,6 +19,9 @@ CONFIGS = {
     "vectorized": [{"VEC_BYTES": 16}, {"VEC_BYTES": 8, "PACKS": 4, "BLOCK_DIV": 8}],
     "packs_per_thread": [{"ITEMS": 4}, {"ITEMS": 8, "ITEMS_BLOCK_DIV": 4}],
     "persistent_grid": [{"BLOCKS_PER_SM": 1}],
+    "split": [{"SPLIT": 4}],
+    "split_vectorized": [{"SPLIT": 8, "PACKS": 2}, {"SPLIT": 1, "VEC_BYTES": 8, "BLOCK_DIV": 4}],
+    "split_packs_per_thread": [{"SPLIT": 16, "ITEMS": 4, "ITEMS_BLOCK_DIV": 2}],
 }
 
 

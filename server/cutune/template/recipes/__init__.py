@@ -5,6 +5,7 @@ from __future__ import annotations
 from cutune.template.recipes.base import Draft, Recipe
 from cutune.template.recipes.block_threads import BlockThreads
 from cutune.template.recipes.compile_flags import CompileFlags
+from cutune.template.recipes.grid_size import GridSize
 from cutune.template.recipes.items_per_thread import ItemsPerThread
 from cutune.template.recipes.launch_bounds import LaunchBounds
 from cutune.template.recipes.specialize import Specialize
@@ -15,6 +16,7 @@ RECIPES: dict[str, Recipe] = {
     r.name: r
     for r in (
         BlockThreads(),
+        GridSize(),
         LaunchBounds(),
         Unroll(),
         ItemsPerThread(),

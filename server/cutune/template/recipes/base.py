@@ -9,6 +9,7 @@ returns them unchanged, so templatizing twice changes nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -150,6 +151,12 @@ class KernelSource:
             if call is not None:
                 found.append((site, call))
         return found
+
+    @functools.cached_property
+    def all_calls(self) -> tuple[Node, ...]:
+        """Every call expression of the file, those in the bodies of `#define`s that launch kernels included."""
+        roots = [self.root, *(r for r, _ in macro_trees(self.root, self.data))]
+        return tuple(c for root in roots for c in descendants(root, "call_expression"))
 
     def macro_use(self, macro: str) -> int | None:
         """The byte offset of the first use of a `#define` inside a function of this file, if any."""

@@ -9,12 +9,15 @@ from tree_sitter import Node
 
 from cutune.cuda.model import Kernel, Macro, SourceModel, TemplateParamKind
 from cutune.cuda.syntax import int_value
+from cutune.errors import ExpressionError
+from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Recipe, descendants
 from cutune.template.recipes.host import HostResolver, Origin, OriginKind, launch_config
 
 NAME = "BLOCK_THREADS"
 _CUB_BLOCK = re.compile(r"(?:::)?cub::Block\w+\s*<")
+_STATIC_ASSERT = re.compile(r"\bstatic_assert\s*\(\s*([^,;]+?)\s*(?:,[^;]*)?\)\s*;")
 _CUB_CALL = re.compile(r"\)\s*\.\s*(?:Reduce|Sum|InclusiveSum|ExclusiveSum)\s*\(([^;]*)\)\s*;")
 CANDIDATES = (32, 64, 128, 256, 512, 1024)
 _PLAIN = "threads per block"
@@ -27,8 +30,9 @@ class _Site:
 
     line: int
     origin: Origin
-    resolver: HostResolver
+    resolver: HostResolver  # at the launch
     call: Node
+    instantiated: bool = False  # the origin is where a host template or macro around the launch is instantiated
 
 
 class BlockThreads(Recipe):
@@ -44,22 +48,22 @@ class BlockThreads(Recipe):
         macros = {s.origin.name for s in sites if s.origin.kind is OriginKind.MACRO}
         if macros:
             return self._macro(src, draft, sites, macros)
+        tparam, targs = self._template_param(src, sites)
+        if tparam is not None and len({s.origin.value for s in sites}) > 1:
+            return self._dispatched(src, draft, sites, tparam)
         value = self._agreed_value(src, sites)
         caps = self._check_body(src, value)
-        tparam = self._template_param(src, sites, value)
         name = tparam or NAME
         rewrite = KernelRewrite(src, self.name)
         done: set[int] = set()
         for site in sites:
             literals = [site.origin.node]
-            if tparam is not None:
-                literals.append(site.resolver.resolve(_template_arguments(site.call)[_index(src, tparam)]).node)
-            for expr in site.resolver.closure(launch_config(site.call)[0]):
+            for expr in site.resolver.closure(launch_config(site.call)[0]) if not site.instantiated else []:
                 literals += [
                     lit for lit in descendants(expr, "number_literal") if int_value(src.text(lit)) == value - 1
                 ]
                 literals += [lit for lit in descendants(expr, "number_literal") if int_value(src.text(lit)) == value]
-            for lit in literals:
+            for lit in literals + targs:
                 if lit.type != "number_literal" or lit.start_byte in done:
                     continue
                 done.add(lit.start_byte)
@@ -69,6 +73,17 @@ class BlockThreads(Recipe):
         rewrite.member(name, value, comment, in_kernel=False)
         binding = Binding.TEMPLATE if tparam else Binding.LAUNCH
         return self._draft(src, draft, name, value, binding, comment, text=rewrite.result(), caps=caps)
+
+    def _dispatched(self, src: KernelSource, draft: Draft, sites: list[_Site], tparam: str) -> Draft:
+        """A launcher that picks among instantiations `k<T, 128><<<g, 128>>>`, `k<T, 512><<<g, 512>>>` at run
+        time: the kernel's template parameter, searched among the values the launcher can reach (any other
+        would need a new case); the source stays, the first case being the default."""
+        values = [s.origin.value for s in sites if s.origin.value is not None]
+        cases = ", ".join(str(v) for v in dict.fromkeys(values))
+        comment = f"threads per block (the launcher dispatches {cases} at run time: searched among them)"
+        param = TunableParam(tparam, tuple(sorted(set(values))), values[0], Binding.TEMPLATE, description=comment)
+        constraints = (f"{tparam} <= max_threads_per_block", *_asserted(src, tparam))
+        return draft.extend(param, constraints=constraints, block_threads=tparam)
 
     def _recovered(self, src: KernelSource, draft: Draft, name: str) -> Draft:
         """The parameter of a launch already written as `<kernel>_tuning::NAME`."""
@@ -108,23 +123,26 @@ class BlockThreads(Recipe):
             if len(config) < 2:
                 self.refuse(f"the launch at line {src.line(call)} has no block size")
             resolver = HostResolver(src, call)
-            origin = resolver.resolve(config[1])
-            where = f"line {src.line(origin.node)}"
-            if origin.kind is OriginKind.MULTI_DIM:
-                self.refuse(f"multi-dimensional blocks not supported yet (`{src.text(origin.node)}` at {where})")
-            if origin.kind is OriginKind.RUNTIME:
-                self.refuse(
-                    f"the block size `{src.text(origin.node)}` ({where}) is computed at run time, "
-                    "with no literal to tune"
-                )
-            sites.append(_Site(src.line(call), origin, resolver, call))
+            found = resolver.resolve_all(config[1])
+            for origin, at in found:
+                where = f"line {src.line(origin.node)}"
+                if origin.kind is OriginKind.MULTI_DIM:
+                    self.refuse(f"multi-dimensional blocks not supported yet (`{src.text(origin.node)}` at {where})")
+                if origin.kind is OriginKind.RUNTIME:
+                    note = f": {origin.note}" if origin.note else ""
+                    self.refuse(
+                        f"the block size `{src.text(origin.node)}` ({where}) is computed at run time{note}, "
+                        "with no literal to tune"
+                    )
+                sites.append(_Site(src.line(call), origin, resolver, call, instantiated=at is not resolver))
         return sites
 
     def _agreed_value(self, src: KernelSource, sites: list[_Site]) -> int:
         values = {s.origin.value for s in sites}
         if len(values) > 1 or any(s.origin.kind is OriginKind.MEMBER for s in sites):
             found = ", ".join(
-                f"{s.origin.value if s.origin.kind is OriginKind.LITERAL else src.text(s.origin.node)} at line {s.line}"
+                f"{s.origin.value if s.origin.kind is OriginKind.LITERAL else src.text(s.origin.node)} at line "
+                f"{src.line(s.origin.node) if s.instantiated else s.line}"
                 for s in sites
             )
             self.refuse(f"launch sites disagree on the block size: {found}")
@@ -133,16 +151,24 @@ class BlockThreads(Recipe):
             self.refuse("the block size literal could not be read")
         return value
 
-    def _template_param(self, src: KernelSource, sites: list[_Site], value: int) -> str | None:
-        """The kernel's own integer template parameter that receives the block size at every launch."""
+    def _template_param(self, src: KernelSource, sites: list[_Site]) -> tuple[str | None, list[Node]]:
+        """The kernel's own integer template parameter that receives the block size at every launch (and
+        every instantiation of the host template or macro around it), with the literals passing it."""
+        calls = {s.call.start_byte: s for s in sites}  # one resolver per launch; its sites in order
         for i, tp in enumerate(src.kernel.template_params):
             if tp.kind is not TemplateParamKind.VALUE:
                 continue
-            targs = [_template_arguments(site.call) for site in sites]
-            origins = [site.resolver.resolve(args[i]) for site, args in zip(sites, targs, strict=True) if i < len(args)]
-            if len(origins) == len(sites) and all(o.kind is OriginKind.LITERAL and o.value == value for o in origins):
-                return tp.name
-        return None
+            literals: list[Node] = []
+            for start, first in calls.items():
+                args = _template_arguments(first.call)
+                found = first.resolver.resolve_all(args[i]) if i < len(args) else []
+                blocks = [s.origin.value for s in sites if s.call.start_byte == start]
+                if [o.value if o.kind is OriginKind.LITERAL else None for o, _ in found] != blocks:
+                    break
+                literals += [o.node for o, _ in found]
+            else:
+                return tp.name, literals
+        return None, []
 
     def _check_body(self, src: KernelSource, value: int) -> tuple[str, ...]:
         """Refuse when the kernel body hard-codes the block size, e.g. a shared array sized for the block;
@@ -185,6 +211,7 @@ class BlockThreads(Recipe):
     ) -> Draft:
         values = tuple(sorted(set(CANDIDATES) | {value}))
         constraints = [f"{name} <= max_threads_per_block", *(c.format(name=name) for c in caps)]
+        constraints += _asserted(src, name) if binding is Binding.TEMPLATE else []
         if value % 32 == 0:
             constraints.append(f"{name} % warp_size == 0")
         bounds = src.kernel.launch_bounds
@@ -221,8 +248,20 @@ def _over_block_dim(src: KernelSource) -> bool:
     return bool(calls) and all(args.replace(" ", "").endswith(",blockDim.x") for args in calls)
 
 
-def _index(src: KernelSource, tparam: str) -> int:
-    return next(i for i, tp in enumerate(src.kernel.template_params) if tp.name == tparam)
+def _asserted(src: KernelSource, name: str) -> list[str]:
+    """The kernel's `static_assert`s on `name` that read as spec constraints (`NUM_THREADS % 32 == 0`)."""
+    found = []
+    for m in _STATIC_ASSERT.finditer(src.text(src.body)):
+        condition = " ".join(m.group(1).replace("&&", " and ").replace("||", " or ").split())
+        if re.search(rf"\b{name}\b", condition) is None:
+            continue
+        try:
+            expr = compile_expr(condition)
+        except ExpressionError:
+            continue
+        if expr.names <= {name}:
+            found.append(condition)
+    return found
 
 
 def _template_arguments(call: Node) -> list[Node]:

@@ -1,6 +1,7 @@
 """Where a launch's block or grid size comes from in host code: a literal, a tuning-struct member, or
 a value only known at run time. Follows local variables (`dim3 block(256)`, `constexpr uint N = 128;`,
-`const int threads = 512;`) back to their initializers."""
+`const int threads = 512;`) back to their initializers, and the parameters of a host function template
+(`launch<T, 256>(...)`) or of a function-like macro (`LAUNCH(256)`) to each place that instantiates them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from tree_sitter import Node
 from cutune.cuda.syntax import declarator_name, int_value
 from cutune.template.recipes.base import KernelSource, descendants
 
+_MAX_DEPTH = 4  # instantiations followed through at most this many host templates and macros
+
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _QUALIFIED = re.compile(r"(?:[A-Za-z_]\w*::)+[A-Za-z_]\w*")
 _MIN_CALLS = frozenset(("min", "umin", "llmin", "ullmin"))
@@ -24,6 +27,7 @@ class OriginKind(enum.Enum):
     RUNTIME = "runtime"  # computed at run time, with no literal to tune
     MULTI_DIM = "multi_dim"  # a dim3 with more than one dimension above 1
     MACRO = "macro"  # a #define, which templatize does not rewrite
+    PARAM = "param"  # a parameter of the host function template or #define around the launch
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Origin:
     value: int | None = None
     name: str | None = None  # MEMBER: the member; MACRO: the macro
     capped: bool = False  # LITERAL as the cap of `min(run-time value, literal)`
+    note: str = ""  # RUNTIME: why nothing compile-time was found, when more can be said
 
 
 def _enclosing_function(node: Node) -> Node:
@@ -55,6 +60,27 @@ def _macro_of(call: Node) -> str | None:
     return name.text.decode() if name is not None and name.text is not None else None
 
 
+def _template_params(src: KernelSource, function: Node) -> list[str]:
+    """The template parameter names of a function template (none for a plain function)."""
+    owner = function.parent
+    params = (
+        owner.child_by_field_name("parameters") if owner is not None and owner.type == "template_declaration" else None
+    )
+    names = []
+    for p in params.named_children if params is not None else []:
+        ident = declarator_name(p.child_by_field_name("declarator")) or p.child_by_field_name("name")
+        if ident is None:  # `typename T`: the name is the last type identifier
+            ident = next((c for c in reversed(p.named_children) if c.type == "type_identifier"), None)
+        names.append(src.text(ident) if ident is not None else "")
+    return names
+
+
+def _function_name(src: KernelSource, function: Node) -> str:
+    declarator = function.child_by_field_name("declarator")
+    name = declarator.child_by_field_name("declarator") if declarator is not None else None
+    return src.text(name).split("::")[-1] if name is not None else ""
+
+
 def launch_config(call: Node) -> list[Node]:
     """The expressions of a launch's `<<<grid, block[, smem[, stream]]>>>`."""
     config = next((c for c in call.children if c.type == "kernel_call_syntax"), None)
@@ -70,6 +96,7 @@ class HostResolver:
         self.scopes: list[tuple[Node, int]] = []
         function = src.node_at(call.start_byte, "function_definition")
         macro = _macro_of(call) if function is None else None
+        self.macro = macro
         if function is not None:
             self.scopes.append((function, call.start_byte))
         elif macro is not None:  # a launch inside a #define: the macro's own locals, then where it is used
@@ -99,6 +126,56 @@ class HostResolver:
         if t in ("initializer_list", "compound_literal_expression"):
             return self.resolve_dims(node, self.arguments(node))
         return Origin(OriginKind.RUNTIME, node)
+
+    def resolve_all(self, node: Node, depth: int = 0) -> list[tuple[Origin, HostResolver]]:
+        """The origins of an expression at every instantiation of the host template or macro it is written
+        in (one for plain host code), each with the resolver of the place it was found."""
+        origin = self.resolve(node)
+        if origin.kind is not OriginKind.PARAM or origin.name is None:
+            return [(origin, self)]
+        where = self._param_owner(origin.name)
+        found = [
+            pair
+            for arg, resolver in (self.instances(origin.name) if depth < _MAX_DEPTH else [])
+            for pair in resolver.resolve_all(arg, depth + 1)
+        ]
+        return found or [
+            (Origin(OriginKind.RUNTIME, node, note=f"a parameter of {where} that nothing here sets"), self)
+        ]
+
+    def instances(self, name: str) -> list[tuple[Node, HostResolver]]:
+        """What each use of the macro, or each call of the host function template, passes for its parameter
+        `name`, with a resolver at that use (calls that deduce their template arguments are skipped)."""
+        if self.macro is not None and name in self._macro_params():
+            index = self._macro_params().index(name)
+            uses = [c for c in self.src.all_calls if self._callee(c) == self.macro and self._in_function(c)]
+            return [
+                (args[index], HostResolver(self.src, use)) for use in uses if len(args := self.arguments(use)) > index
+            ]
+        for function, _ in self.scopes:
+            params = _template_params(self.src, function)
+            if name not in params:
+                continue
+            fname, index = _function_name(self.src, function), params.index(name)
+            found = []
+            for call in self.src.all_calls:
+                fn = call.child_by_field_name("function")
+                while fn is not None and fn.type == "qualified_identifier":
+                    fn = fn.child_by_field_name("name")
+                targs = (
+                    fn.child_by_field_name("arguments") if fn is not None and fn.type == "template_function" else None
+                )
+                if (
+                    targs is None
+                    or self._callee(call) != fname
+                    or any(c.type == "kernel_call_syntax" for c in call.children)
+                ):
+                    continue
+                args = self.arguments(targs)
+                if len(args) > index:
+                    found.append((args[index], HostResolver(self.src, call)))
+            return found
+        return []
 
     def resolve_dims(self, at: Node, dims: list[Node]) -> Origin:
         """The origin of the x dimension of a dim3, or MULTI_DIM when y or z is not 1."""
@@ -187,9 +264,32 @@ class HostResolver:
             if self._is_dim3(decl):
                 return self.resolve_dims(holder, values)
             return self.resolve(values[0]) if len(values) == 1 else Origin(OriginKind.RUNTIME, node)
+        if self._param_owner(name):
+            return Origin(OriginKind.PARAM, node, name=name)
         if any(m.name == name for m in self.src.model.macros):
             return Origin(OriginKind.MACRO, node, name=name)
         return Origin(OriginKind.RUNTIME, node)
+
+    def _param_owner(self, name: str) -> str:
+        """`the macro X` or `the host function template f` whose parameter `name` is, else ''."""
+        if self.macro is not None and name in self._macro_params():
+            return f"the macro {self.macro}"
+        for function, _ in self.scopes:
+            if name in _template_params(self.src, function):
+                return f"the host function template {_function_name(self.src, function)}"
+        return ""
+
+    def _macro_params(self) -> list[str]:
+        """The parameters of the function-like macro the launch is written in."""
+        macro = next((m for m in self.src.model.macros if m.name == self.macro), None)
+        node = self.src.root.descendant_for_byte_range(macro.span.start_byte, macro.span.start_byte) if macro else None
+        while node is not None and node.type != "preproc_function_def":
+            node = node.parent
+        params = node.child_by_field_name("parameters") if node is not None else None
+        return [self.src.text(p) for p in params.named_children] if params is not None else []
+
+    def _in_function(self, node: Node) -> bool:
+        return self.src.node_at(node.start_byte, "function_definition") is not None
 
     def _resolve_call(self, node: Node) -> Origin:
         callee = self._callee(node)

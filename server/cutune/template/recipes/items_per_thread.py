@@ -119,7 +119,7 @@ class ItemsPerThread(Recipe):
         ]
         if others:
             self.refuse(
-                f"{src.text(others[0].parent)} is used beyond the index (line {src.line(others[0])}), so "
+                f"{src.text(others[0].parent or others[0])} is used beyond the index (line {src.line(others[0])}), so "
                 "block-chunks are not independent"
             )
         rest = statements[i + 1 :]

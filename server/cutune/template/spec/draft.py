@@ -88,16 +88,32 @@ def draft_spec(
             unknown = f"{TODO}: `{p.type}` is no known element type; pick a dtype and a value"
             args.append(ArgSpec(p.name, unknown, value=unknown))
     known = set(sizes) | LIMIT_NAMES | ({p.name for p in space.params} if space else set())
+    block = _host_dims(launch.block, host, keep, renames, shapes) if launch else None
     return KernelSpec(
         kernel=kernel.name,
         args=tuple(args),
         sizes=(sizes,),
         grid=_launch_dims(_host_dims(launch.grid, host, keep, renames, shapes) if launch else None, known, "grid"),
-        block=_launch_dims(_host_dims(launch.block, host, keep, renames, shapes) if launch else None, known, "block"),
+        block=_launch_dims(_tuned_block(kernel, launch, space) or block, known, "block"),
         shared_mem=_shared_mem(launch, known),
         template_args=template_args,
         space=space,
         constraints=space.constraints if space else (),
+    )
+
+
+def _tuned_block(kernel: Kernel, launch: LaunchSite | None, space: Space | None) -> str | None:
+    """The tuned template parameter a launch passes its block size to (`k<T, 128><<<g, 128>>>`), if any."""
+    tuned = {p.name for p in space.params} if space else set()
+    written = launch.template_args if launch else ()
+    block = "".join(launch.block.split()) if launch else ""
+    return next(
+        (
+            t.name
+            for t, text in zip(kernel.template_params, written, strict=False)
+            if t.name in tuned and "".join(text.split()) == block
+        ),
+        None,
     )
 
 

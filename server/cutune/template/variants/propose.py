@@ -67,7 +67,9 @@ def propose_variants(
             except TransformRefused as e:
                 refusals.append(Refusal(e.transform, f"on {parent.name}: {e.reason}"))
                 continue
-            plain = [i for i, v in enumerate(variants) if v.provenance.origin == transform.name and not v.provenance.parent]
+            plain = [
+                i for i, v in enumerate(variants) if v.provenance.origin == transform.name and not v.provenance.parent
+            ]
             if plain:  # at the parent's defaults the chained variant is the plain one: keep one of them
                 variants[plain[0]] = chained
             else:

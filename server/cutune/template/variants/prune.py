@@ -4,6 +4,7 @@ its launch differs from the original's, the host launches rewritten to launch it
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 from cutune.cuda.model import SourceModel
@@ -55,7 +56,7 @@ def _rewrite_launches(src: KernelSource, rewrite: KernelRewrite, variant: Varian
     for site, call in src.launches():
         if site.macro is not None:
             raise HostLaunchError(f"the launch at line {src.line(call)} is inside the macro {site.macro}")
-        config = host_config(variant.launch, site, params, lambda name: src.ref(name, call.start_byte))
+        config = host_config(variant.launch, site, params, functools.partial(src.ref, at=call.start_byte))
         spans = site.config_spans
         edits += [(spans[i].start_byte, spans[i].end_byte, text) for i, text in enumerate(config[:2])]
         if len(config) == 3 and len(spans) >= 3:

@@ -26,13 +26,14 @@ from cutune.template.dtypes import dtype_size
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.recipes.specialize import static_param
+from cutune.template.recipes.specialize import param_name, static_param
 from cutune.template.spec import KernelSpec
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 THREADS = "ROW_THREADS"
 ROWS = "ROWS_PER_BLOCK"
 VEC = "ROW_VEC"
+PREFETCH = "ROW_PREFETCH"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
 # a row this long fills 128 threads with 16-byte accesses: sharing a block with other rows gains it nothing
 SHORT_ROW_BYTES = 128 * 16
@@ -123,6 +124,7 @@ class _Stream:
     array: Node
     base: Node | None
     cached: bool = False  # kept in registers from one loop to the next (one-pass form)
+    early: bool = False  # read-only, first read by a later loop: loaded with the first loop's packs (one pass)
 
     @property
     def name(self) -> str:
@@ -469,6 +471,19 @@ class _Rewriter:
                 if i in seen and i in loop.reads:
                     stream.cached = True
             seen |= touched
+        written = set().union(*(loop.writes for loop in loops))
+        for stream in self.streams.values():
+            if stream.index not in written and stream.index not in loops[0].reads and self._read_only(stream):
+                stream.cached = stream.early = True
+
+    def _read_only(self, stream: _Stream) -> bool:
+        """Whether the stream reads a `const` pointer argument at an offset known before the loops, so that
+        loading it before the first reduction reads what the original reads after it."""
+        param = next((p for p in self.src.kernel.params if p.name == self.compact(stream.array)), None)
+        if param is None or "*" not in param.type or "const" not in param.type.rsplit("*", 1)[0]:
+            return False
+        known = set(self.params) | set(self.decls) | {"blockIdx"}
+        return self._idents(stream.base) <= known
 
     def _row_names(self) -> set[str]:
         """`blockIdx` and every prologue local computed from it (the row pointers and offsets)."""
@@ -741,20 +756,31 @@ class _Rewriter:
             if stream.cached:
                 pack = f"cutune_rr_pack<{self._elem(stream)}, {VEC}>"
                 out.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : 1];")
+        for stream in self.streams.values():
+            stream.early = stream.early and bool(ct)  # only a compile-time length gives the one pass it serves
+        early = [s for s in sorted(self.streams.values(), key=lambda s: s.index) if s.early]
+        prefetch = bool(early)
         seen: set[int] = set()
         for loop, seg in zip(loops, segments, strict=True):
-            out += self._emit_loop(loop, seen)
-            seen |= loop.reads | loop.writes
+            out += self._emit_loop(loop, seen, early if loop is loops[0] else [])
+            seen |= loop.reads | loop.writes | {s.index for s in early}
             out += self._emit_segment(seg, segments.index(seg))
         body = "\n".join(out)
         return Variant(
             name="row_reduce",
             body=body,
-            params=self._params(bool(rows_arg)),
+            params=self._params(bool(rows_arg), prefetch),
             constraints=(
-                (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128")
-                if rows_arg
-                else (f"{THREADS} <= max_threads_per_block",)
+                *(
+                    (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128")
+                    if rows_arg
+                    else (f"{THREADS} <= max_threads_per_block",)
+                ),
+                *(
+                    (f"{PREFETCH} == 0 or {param_name(length)}",)
+                    if prefetch and self._searched(param_name(length))
+                    else ()
+                ),
             ),
             launch=self._launch(bool(rows_arg)),
             helpers=HELPERS,
@@ -798,6 +824,11 @@ class _Rewriter:
         except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
             return []  # a length over names the spec does not give
         return lengths
+
+    def _searched(self, name: str) -> bool:
+        """Whether the spec leaves parameter `name` (of the recipes' template) in the searched space."""
+        space = self.spec.space if self.spec is not None else None
+        return space is None or not space.params or any(p.name == name for p in space.params)
 
     def _elem_bytes(self) -> int:
         """Bytes of the widest array element the spec declares (2, bf16, without a spec)."""
@@ -851,16 +882,20 @@ class _Rewriter:
         array = self._render(stream.array)
         return f"({array}) + ({self._render(stream.base)})" if stream.base is not None else array
 
-    def _emit_loop(self, loop: _Loop, seen: set[int]) -> list[str]:
-        """One row loop over ROW_VEC-element packs. In the one-pass form every pack it reads is loaded up front,
-        so that all of a thread's loads are in flight before the first is used (their latency is paid once)."""
+    def _emit_loop(self, loop: _Loop, seen: set[int], prefetch: list[_Stream]) -> list[str]:
+        """One row loop over ROW_VEC-element packs. In the one-pass form every pack it reads (and those of
+        `prefetch`, which later loops read) is loaded up front, so that all of a thread's loads are in flight
+        before the first is used: their latency is paid once, and not again after the reduction."""
         touched = sorted(loop.reads | loop.writes)
         streams = {s.index: s for s in self.streams.values()}
         loaded = [i for i in touched if i in loop.reads or i in loop.blind_writes]
-        early = [streams[i] for i in loaded if not (streams[i].cached and i in seen)]  # not in registers yet
+        # (stream, guard): not in registers yet; the prefetched ones with the first loop when ROW_PREFETCH is on
+        early = [(streams[i], "") for i in loaded if not (streams[i].cached and i in seen)]
+        early += [(s, f"if constexpr ({PREFETCH}) ") for s in prefetch]
+        early += [(streams[i], f"if constexpr (!{PREFETCH}) ") for i in loaded if streams[i].early]
 
         def pack(s: _Stream) -> str:
-            return f"{s.name}_cache[cutune_one_pass ? cutune_c : 0]" if s.cached else f"{s.name}_buf[cutune_c]"
+            return f"{s.name}_cache[cutune_one_pass ? cutune_c : 0]" if s.cached else f"{s.name}_packs[cutune_c]"
 
         def load(s: _Stream, into: str) -> str:
             return f"cutune_rr_load({into}, {self._pointer(s)}, cutune_base, cutune_len, cutune_row_ok);"
@@ -871,7 +906,7 @@ class _Rewriter:
             s = streams[i]
             if not s.cached:
                 lines.append(
-                    f"  cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name}_buf[cutune_one_pass ? cutune_chunks : 1];"
+                    f"  cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name}_packs[cutune_one_pass ? cutune_chunks : 1];"
                 )
         if early:
             lines += [
@@ -879,7 +914,7 @@ class _Rewriter:
                 "#pragma unroll",
                 "    for (int cutune_c = 0; cutune_c < cutune_chunks; ++cutune_c) {",
                 f"      {base}",
-                *(f"      {load(s, pack(s))}" for s in early),
+                *(f"      {guard}{load(s, pack(s))}" for s, guard in early),
                 "    }",
                 "  }",
             ]
@@ -893,7 +928,7 @@ class _Rewriter:
             if s.cached:
                 lines.append(f"    auto& {s.name} = {pack(s)};")
             elif i in loaded:
-                lines.append(f"    auto& {s.name} = {s.name}_buf[cutune_one_pass ? cutune_c : 0];")
+                lines.append(f"    auto& {s.name} = {s.name}_packs[cutune_one_pass ? cutune_c : 0];")
             else:
                 lines.append(f"    cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name};")
             if i in loaded:
@@ -936,11 +971,15 @@ class _Rewriter:
     def _rows(self) -> str:
         return ROWS if self.rows_arg else "1"
 
-    def _params(self, rows: bool) -> tuple[TunableParam, ...]:
+    def _params(self, rows: bool, prefetch: bool) -> tuple[TunableParam, ...]:
         vec = tuple(dict.fromkeys(max(1, b // self._elem_bytes()) for b in (8, 16)))  # 8- and 16-byte accesses
-        # more threads than the longest row has packs would only idle
+        # more threads than the longest row has packs would only idle; so few that the longest row cannot stay
+        # in registers (MAX_CACHED elements a thread) would stream it through small blocks
+        longest = max(self.lengths, default=0)
         threads = tuple(
-            t for t in (32, 64, 128, 256, 512, 1024) if t == 32 or not self.lengths or t * vec[0] <= max(self.lengths)
+            t
+            for t in (32, 64, 128, 256, 512, 1024)
+            if not longest or ((t == 32 or t * vec[0] <= longest) and (t == 1024 or t * MAX_CACHED >= longest))
         )
         params = [
             TunableParam(THREADS, threads, min(256, threads[-1]), Binding.TEMPLATE, description="threads per row"),
@@ -950,6 +989,9 @@ class _Rewriter:
         params.append(
             TunableParam(VEC, vec, vec[-1], Binding.TEMPLATE, description="consecutive elements per load and store")
         )
+        if prefetch:  # hides a later loop's loads behind the reduction, for registers that may cost occupancy
+            description = "1: one pass loads the read-only arrays later loops read along with the first loop's"
+            params.append(TunableParam(PREFETCH, (0, 1), 0, Binding.TEMPLATE, description=description))
         return tuple(params)
 
     def _launch(self, rows: bool) -> Launch:

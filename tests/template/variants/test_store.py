@@ -1,0 +1,30 @@
+"""Variants stored with a study: written as JSON into a real Optuna journal study and read back equal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from cutune.errors import StudyError
+from cutune.project import open_kernel
+from cutune.template.variants import combine_all
+from cutune.template.variants.store import ATTR, variants_from_json, variants_json
+from cutune.tune.study import load_study
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+
+
+def test_variants_survive_a_journal_study_and_read_back_equal(tmp_path: Path) -> None:
+    ctx = open_kernel(SAMPLES / "gated_activation.cu", "act_and_mul_kernel")
+    variants = combine_all(ctx.template_model, ctx.kernel.name, ctx.template, ctx.spec).variants
+    url = f"journal:{tmp_path / 'studies.journal'}"
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "studies.journal"))
+    )
+    optuna.create_study(study_name="s", storage=storage).set_user_attr(ATTR, variants_json(variants))
+    stored = variants_from_json(load_study(url, "s").user_attrs[ATTR])  # a new process would read this
+    assert stored == variants and stored[0].provenance.parent == "split"
+    with pytest.raises(StudyError, match="cannot be read"):
+        variants_from_json([{"name": "x"}])
