@@ -1,0 +1,327 @@
+"""inline: calls of small `__device__` helpers inside a kernel's stride loops written out in place, so the
+loop transforms see the helper's memory accesses as the loop's own.
+
+A call that is a statement (`h<T>(args);`), a declaration's initialiser (`float v = h(args);`) or an
+assignment's right side (`x = h(args);`) becomes a block that declares each parameter as a local bound to
+its argument (by value, or by reference where the parameter is one: what the call did), then runs the
+helper's statements. The helper's template parameters become the call's explicit template arguments, and
+its parameters and locals are renamed `cutune_inl<k>_<name>`, so nothing shadows the caller's names. A
+value-returning helper's single `return e;` (its last statement) hands `e` to the caller.
+
+A call stays a call, with the reason returned, when inlining could change what it does: a recursive or
+overloaded helper, template arguments left to deduction, default or variadic parameters, an early return,
+static or shared locals, a name the helper reads from file scope that the kernel declares too, a helper
+from another namespace, or a call nested inside a larger expression. Helpers that call helpers are
+inlined a few levels deep.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.cuda.syntax import declarator_name
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.variants.loops import line_indent, stride_loops
+
+PREFIX = "cutune_inl"
+_DEPTH = 4  # helpers calling helpers: inlined this many levels deep
+_FRESH = re.compile(rf"\b{PREFIX}(\d+)_")
+
+
+@dataclass(frozen=True)
+class Inlined:
+    """A kernel's file with the helper calls of its stride loops inlined, and why other calls were not."""
+
+    model: SourceModel  # the original model when no call was inlined
+    calls: int
+    refusals: tuple[str, ...]  # "helper: reason", each once
+
+
+@dataclass(frozen=True)
+class _Helper:
+    name: str
+    definition: Node  # the function_definition
+    template: Node | None  # the enclosing template_declaration
+    namespace: str
+
+
+def inline_helpers(model: SourceModel, kernel: str) -> Inlined:
+    """`kernel`'s stride loops with the calls of the file's simple `__device__` helpers written out in place."""
+    calls = 0
+    refusals: list[str] = []
+    for depth in range(_DEPTH + 1):
+        src = KernelSource(model, model.kernel(kernel))
+        helpers = _helpers(src)
+        loops, _ = stride_loops(src)
+        edits = EditList(src.data)
+        edited: list[tuple[int, int]] = []
+        fresh = max((int(m.group(1)) + 1 for m in _FRESH.finditer(model.text)), default=0)
+        for call in (c for lp in loops for c in descendants(lp.body, "call_expression")):
+            name, scope = _callee(src, call)
+            found = helpers.get(name, [])
+            if not found or (scope and scope != found[0].namespace.split("::")[-1]):
+                continue  # not a helper of this file (a builtin, or another namespace's function)
+            if any(a <= call.start_byte < b for a, b in edited):
+                continue  # inside a call inlined in this pass: the next pass sees it
+            result = _inline(src, call, found, f"{PREFIX}{fresh + len(edited)}_")
+            if isinstance(result, str):
+                refusals.append(f"{name}: {result}")
+                continue
+            start, end, text = result
+            edits.replace(start, end, text)
+            edited.append((start, end))
+        if not edited:
+            break
+        if depth == _DEPTH:
+            refusals.append(f"helpers nested deeper than {_DEPTH} calls are not inlined")
+            break
+        model = parse_source(apply_edits(model.text, edits.edits), model.path)
+        calls += len(edited)
+    return Inlined(model, calls, tuple(dict.fromkeys(refusals)))
+
+
+def _helpers(src: KernelSource) -> dict[str, list[_Helper]]:
+    """The file's `__device__` function definitions by name (several: overloads)."""
+    found: dict[str, list[_Helper]] = {}
+    for f in src.model.device_functions:
+        node: Node | None = src.root.descendant_for_byte_range(f.span.start_byte, max(f.span.end_byte - 1, 0))
+        while node is not None and node.type not in ("function_definition", "template_declaration"):
+            node = node.parent
+        template = node if node is not None and node.type == "template_declaration" else None
+        if template is not None:
+            node = next((c for c in template.named_children if c.type == "function_definition"), None)
+        if node is not None and node.child_by_field_name("body") is not None:
+            found.setdefault(f.name, []).append(_Helper(f.name, node, template, f.namespace))
+    return found
+
+
+def _callee(src: KernelSource, call: Node) -> tuple[str, str]:
+    """The called function's name and the scope it is qualified with ('' when none)."""
+    function = call.child_by_field_name("function")
+    scope = ""
+    while function is not None and function.type == "qualified_identifier":
+        scope = src.field(function, "scope")
+        function = function.child_by_field_name("name")
+    if function is not None and function.type == "template_function":
+        function = function.child_by_field_name("name")
+    return (src.text(function) if function is not None and function.type == "identifier" else ""), scope
+
+
+def _template_args(call: Node) -> list[Node]:
+    function = call.child_by_field_name("function")
+    while function is not None and function.type == "qualified_identifier":
+        function = function.child_by_field_name("name")
+    if function is None or function.type != "template_function":
+        return []
+    args = function.child_by_field_name("arguments")
+    return [a for a in args.named_children if a.type != "comment"] if args is not None else []
+
+
+def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) -> tuple[int, int, str] | str:
+    """The edit that writes `call` out in place (start, end, text), or why it cannot be."""
+    if len(found) > 1:
+        return "is overloaded: which definition a call means needs overload resolution"
+    helper = found[0]
+    if helper.namespace != src.kernel.namespace:
+        return f"is defined in namespace '{helper.namespace}', the kernel in '{src.kernel.namespace}'"
+    fn, body = helper.definition, helper.definition.child_by_field_name("body")
+    declarator = fn.child_by_field_name("declarator")
+    pointers = 0
+    while declarator is not None and declarator.type != "function_declarator":
+        if declarator.type != "pointer_declarator":
+            return "returns a reference or a function pointer"
+        pointers += 1
+        declarator = declarator.child_by_field_name("declarator")
+    parameters = declarator.child_by_field_name("parameters") if declarator is not None else None
+    if body is None or parameters is None:
+        return "has no body to inline"
+    if any(_callee(src, c)[0] == helper.name for c in descendants(body, "call_expression")):
+        return "is recursive"
+    params = [p for p in parameters.named_children if p.type != "comment"]
+    if any(p.type != "parameter_declaration" for p in params):
+        return "has default or variadic parameters"
+    names = [declarator_name(p.child_by_field_name("declarator")) for p in params]
+    if any(n is None or n.type != "identifier" for n in names) and src.text(parameters) != "(void)":
+        return "has an unnamed parameter"
+    if any(descendants(p, "array_declarator") for p in params):
+        return "takes an array parameter"
+    arg_list = call.child_by_field_name("arguments")
+    args = [a for a in arg_list.named_children if a.type != "comment"] if arg_list is not None else []
+    params = [] if src.text(parameters) == "(void)" else params
+    if len(args) != len(params):
+        return f"is called with {len(args)} arguments for {len(params)} parameters"
+    tsubst = _template_substitution(src, helper, call)
+    if isinstance(tsubst, str):
+        return tsubst
+    blocker = _body_blocker(src, body)
+    if blocker is not None:
+        return blocker
+    statements = [s for s in body.named_children if s.type != "comment"]
+    returns = descendants(body, "return_statement")
+    void = src.field(fn, "type") == "void" and pointers == 0
+    last = statements[-1] if statements else None
+    if returns and (len(returns) > 1 or returns[0] != last):
+        return "returns before its last statement"
+    value = last.named_children[0] if returns and last is not None and last.named_children else None
+    if not void and value is None:
+        return "returns a value without a single `return` as its last statement"
+    rename = {src.text(n): prefix + src.text(n) for n in names if n is not None}
+    rename |= {n: prefix + n for n in _declared(src, body)}
+    captured = _captured(src, body, set(rename) | set(tsubst))
+    if captured is not None:
+        return captured
+    indent = line_indent(src.data, call.start_byte)
+    head = [f"// cutune: inlined {helper.name}"]
+    head += [
+        _rewritten(src, p, rename, tsubst) + " = " + src.text(a) + ";" for p, a in zip(params, args, strict=True)
+    ]
+    head += [_rewritten(src, s, rename, tsubst) for s in statements if s is not last or not returns]
+    result = _rewritten(src, value, rename, tsubst) if value is not None else ""
+    return _placed(src, call, helper.name, head, result, void, _return_type(src, fn, pointers, tsubst), prefix, indent)
+
+
+def _placed(
+    src: KernelSource,
+    call: Node,
+    name: str,
+    head: list[str],
+    result: str,
+    void: bool,
+    return_type: str,
+    prefix: str,
+    indent: str,
+) -> tuple[int, int, str] | str:
+    """The inlined block put where the call was: as its statement, before its declaration, or assigning."""
+
+    def block(last: str) -> str:
+        lines = [*head, last] if last else head
+        return "{\n" + "\n".join(indent + "  " + ln.replace("\n", "\n" + indent + "  ") for ln in lines) + "\n" + indent + "}"
+
+    parent = call.parent
+    if parent is not None and parent.type == "expression_statement":
+        return parent.start_byte, parent.end_byte, block(f"(void)({result});" if result else "")
+    if void:
+        return f"returns void but its call's value is used (line {src.line(call)})"
+    if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("right") == call:
+        statement = parent.parent
+        if statement is not None and statement.type == "expression_statement":
+            lhs, op = src.field(parent, "left"), src.field(parent, "operator")
+            return statement.start_byte, statement.end_byte, block(f"{lhs} {op} {result};")
+    if parent is not None and parent.type == "init_declarator" and parent.child_by_field_name("value") == call:
+        declaration = parent.parent
+        if (
+            declaration is not None
+            and declaration.type == "declaration"
+            and len(declaration.children_by_field_name("declarator")) == 1
+            and declaration.parent is not None
+            and declaration.parent.type == "compound_statement"
+        ):
+            ret = f"{prefix}ret"
+            before = src.data[declaration.start_byte : call.start_byte].decode()
+            after = src.data[call.end_byte : declaration.end_byte].decode()
+            text = f"{return_type} {ret};\n{indent}{block(f'{ret} = {result};')}\n{indent}{before}{ret}{after}"
+            return declaration.start_byte, declaration.end_byte, text
+    return (
+        f"is called inside a larger expression (line {src.line(call)}): only a call that is a statement, "
+        "a declaration's initialiser or an assignment's right side is inlined"
+    )
+
+
+def _template_substitution(src: KernelSource, helper: _Helper, call: Node) -> dict[str, str] | str:
+    """The helper's template parameters → the call's explicit template arguments, or why there are none."""
+    if helper.template is None:
+        return {}
+    plist = helper.template.child_by_field_name("parameters")
+    tparams = [p for p in plist.named_children if p.type != "comment"] if plist is not None else []
+    targs = _template_args(call)
+    if len(targs) != len(tparams) or any(
+        p.type not in ("type_parameter_declaration", "parameter_declaration") for p in tparams
+    ):
+        return "leaves template arguments to deduction: the call names fewer than the helper's template parameters"
+    subst: dict[str, str] = {}
+    for p, a in zip(tparams, targs, strict=True):
+        name = (
+            next((c for c in p.named_children if c.type == "type_identifier"), None)
+            if p.type == "type_parameter_declaration"
+            else declarator_name(p.child_by_field_name("declarator"))
+        )
+        if name is None:
+            return "has an unnamed template parameter"
+        subst[src.text(name)] = src.text(a) if p.type == "type_parameter_declaration" else f"({src.text(a)})"
+    return subst
+
+
+def _body_blocker(src: KernelSource, body: Node) -> str | None:
+    """Why the helper's statements cannot run in the caller's scope as they are, or None."""
+    for node in descendants(body, "storage_class_specifier", "goto_statement", "labeled_statement", "identifier"):
+        text = src.text(node)
+        if node.type == "storage_class_specifier" and text == "static":
+            return f"has a static local (line {src.line(node)})"
+        if node.type in ("goto_statement", "labeled_statement"):
+            return f"jumps with goto (line {src.line(node)})"
+        if text == "__shared__":
+            return f"declares shared memory (line {src.line(node)})"
+    for node in descendants(body, "type_qualifier", "attribute_specifier"):
+        if src.text(node) == "__shared__":
+            return f"declares shared memory (line {src.line(node)})"
+    return None
+
+
+def _declared(src: KernelSource, node: Node) -> set[str]:
+    """Every name a declaration under `node` declares (each declarator of `float a, b;` too)."""
+    names: set[str] = set()
+    for d in descendants(node, "declaration"):
+        for declarator in d.children_by_field_name("declarator"):
+            name = declarator_name(declarator)
+            if name is not None and name.type == "identifier":
+                names.add(src.text(name))
+    return names
+
+
+def _captured(src: KernelSource, body: Node, own: set[str]) -> str | None:
+    """A name the helper reads from outside itself that the kernel declares too (it would read the kernel's)."""
+    kernel_names = {p.name for p in src.kernel.params} | _declared(src, src.body)
+    for node in descendants(body, "identifier"):
+        name = src.text(node)
+        parent = node.parent
+        if parent is not None and parent.type == "qualified_identifier":
+            continue
+        if name not in own and name in kernel_names:
+            return f"reads {name} from outside itself (line {src.line(node)}), a name the kernel declares too"
+    return None
+
+
+def _rewritten(src: KernelSource, node: Node, rename: dict[str, str], tsubst: dict[str, str]) -> str:
+    """The node's text with the helper's names renamed and its template parameters substituted."""
+    edits = []
+    for n in descendants(node, "identifier", "type_identifier"):
+        text = src.text(n)
+        if n.parent is not None and n.parent.type == "qualified_identifier":
+            continue
+        if n.type == "identifier" and text in rename:
+            edits.append((n, rename[text]))
+        elif text in tsubst:
+            edits.append((n, tsubst[text]))
+    pieces, pos = [], node.start_byte
+    for n, new in edits:
+        pieces += [src.data[pos : n.start_byte].decode(), new]
+        pos = n.end_byte
+    pieces.append(src.data[pos : node.end_byte].decode())
+    return "".join(pieces)
+
+
+def _return_type(src: KernelSource, fn: Node, pointers: int, tsubst: dict[str, str]) -> str:
+    """The helper's return type (a pointer keeps the const of what it points to; a value drops its const)."""
+    type_node = fn.child_by_field_name("type")
+    base = _rewritten(src, type_node, {}, tsubst) if type_node is not None else "int"
+    if not pointers:
+        return base
+    before = type_node.start_byte if type_node is not None else fn.end_byte
+    qualifiers = [src.text(c) for c in fn.children if c.type == "type_qualifier" and c.start_byte < before]
+    return " ".join([*qualifiers, base]) + "*" * pointers
