@@ -61,6 +61,11 @@ function makeDirs(): SessionDirs {
   for (const file of readdirSync(samples).filter((f) => f.endsWith(".cu") || f.endsWith(".tune.toml"))) {
     copyFileSync(path.join(samples, file), path.join(dirs.workspace, file));
   }
+  // Replay checks a recording against the spec it was measured with: the H200 recording predates the
+  // sample spec's ragged-size keys, so the workspace gets the spec as it was then.
+  if (!process.env["CUTUNE_E2E_REPLAY"]) {
+    copyFileSync(path.join(repo, "tests", "data", "gpu", "recorded_specs", SPEC), path.join(dirs.workspace, SPEC));
+  }
   return dirs;
 }
 

@@ -215,13 +215,13 @@ def _classify(item: Node, data: bytes) -> tuple[DeclKind | None, tuple[str, ...]
         )
         return DeclKind.TYPE, names, True, ""
     if t in ("alias_declaration", "namespace_alias_definition"):
-        name = item.child_by_field_name("name")
-        return DeclKind.TYPE, ((node_text(data, name),) if name is not None else ()), True, ""
+        alias = item.child_by_field_name("name")
+        return DeclKind.TYPE, ((node_text(data, alias),) if alias is not None else ()), True, ""
     if t == "using_declaration":
         return DeclKind.USING, (), True, ""
     if t in ("preproc_def", "preproc_function_def"):
-        name = item.child_by_field_name("name")
-        return DeclKind.MACRO, ((node_text(data, name),) if name is not None else ()), True, ""
+        macro = item.child_by_field_name("name")
+        return DeclKind.MACRO, ((node_text(data, macro),) if macro is not None else ()), True, ""
     if t == "preproc_include":
         return DeclKind.INCLUDE, (), True, ""
     return DeclKind.OTHER, (), False, ""

@@ -123,7 +123,8 @@ def matches(source: str, node: Node) -> list[dict[str, list[Node]]]:
 def anchored(root: Node, data: bytes, pattern: re.Pattern[bytes], start: int = 0, end: int | None = None) -> list[Node]:
     """The smallest node around each match of a text pattern (a cheap pre-filter before a tree walk)."""
     stop = len(data) if end is None else end
-    return [root.descendant_for_byte_range(m.start(), m.end()) for m in pattern.finditer(data, start, stop)]
+    found = (root.descendant_for_byte_range(m.start(), m.end()) for m in pattern.finditer(data, start, stop))
+    return [n for n in found if n is not None]
 
 
 def node_text(data: bytes, node: Node) -> str:

@@ -72,6 +72,11 @@ def _positive(kind: type) -> Any:
     return structure
 
 
+def _renames(cls: type) -> dict[str, Any]:
+    """cattrs overrides that read each field of a settings dataclass from its camelCase key."""
+    return {f.name: override(rename=camel(f.name)) for f in dataclasses.fields(cls)}
+
+
 def _converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=False)
     for kind in (str, int, float, bool):
@@ -80,9 +85,7 @@ def _converter() -> cattrs.Converter:
     conv.register_structure_hook(PositiveFloat, _positive(float))
     conv.register_structure_hook_factory(
         dataclasses.is_dataclass,
-        lambda cls: make_dict_structure_fn(
-            cls, conv, **{f.name: override(rename=camel(f.name)) for f in dataclasses.fields(cls)}
-        ),
+        lambda cls: make_dict_structure_fn(cls, conv, **_renames(cls)),
     )
     return conv
 

@@ -49,21 +49,23 @@ def _c_div(a: int, b: int) -> int:
     return -q if (a < 0) != (b < 0) else q
 
 
-def _need_ints(name: str, args: tuple[Number, ...]) -> None:
+def _ints(name: str, *args: Number) -> tuple[int, ...]:
+    """The arguments of `name`, which must all be integers."""
     for a in args:
         if not isinstance(a, int):
             raise ValueError(f"{name}() takes integers, got {a!r}")
+    return tuple(int(a) for a in args)
 
 
-def _ceil_div(a: Number, b: Number) -> int:
-    _need_ints("ceil_div", (a, b))
+def _ceil_div(x: Number, y: Number) -> int:
+    a, b = _ints("ceil_div", x, y)
     if b == 0:
         raise ZeroDivisionError("ceil_div() by zero")
     return -(-a // b)
 
 
-def _round_up(a: Number, b: Number) -> int:
-    _need_ints("round_up", (a, b))
+def _round_up(x: Number, y: Number) -> int:
+    a, b = _ints("round_up", x, y)
     if b == 0:
         raise ZeroDivisionError("round_up() to a multiple of zero")
     return -(-a // b) * b
@@ -77,8 +79,8 @@ def _log2(x: Number) -> Number:
     return math.log2(x)
 
 
-def _is_pow2(x: Number) -> bool:
-    _need_ints("is_pow2", (x,))
+def _is_pow2(value: Number) -> bool:
+    (x,) = _ints("is_pow2", value)
     return x > 0 and x & (x - 1) == 0
 
 
@@ -218,9 +220,10 @@ class _Compiler:
 
     def _Constant(self, node: ast.Constant) -> _Fn:
         value = node.value
-        if type(value) not in (int, float, bool):
+        if not isinstance(value, int | float):  # bool is an int
             raise self.error(node, f"{type(value).__name__} literal {value!r} is not allowed (numbers only)")
-        return lambda env: value
+        number: Number = value
+        return lambda env: number
 
     def _Name(self, node: ast.Name) -> _Fn:
         name = node.id
@@ -280,10 +283,9 @@ class _Compiler:
                 raise _error(text, column, "division by zero")
             if op is ast.FloorDiv:
                 return a // b
-            ints = isinstance(a, int) and isinstance(b, int)
-            if op is ast.Div:
-                return _c_div(a, b) if ints else a / b
-            return a - b * _c_div(a, b) if ints else math.fmod(a, b)
+            if not (isinstance(a, int) and isinstance(b, int)):
+                return a / b if op is ast.Div else math.fmod(a, b)
+            return _c_div(a, b) if op is ast.Div else a - b * _c_div(a, b)
 
         return divide
 

@@ -289,9 +289,7 @@ def _read_weights(reader: _Reader, entries: list[Any], at: KeyPath) -> tuple[flo
     return tuple(weights)
 
 
-def _read_multiple_of(
-    reader: _Reader, value: Any, at: KeyPath, sizes: tuple[dict[str, int], ...]
-) -> dict[str, int]:
+def _read_multiple_of(reader: _Reader, value: Any, at: KeyPath, sizes: tuple[dict[str, int], ...]) -> dict[str, int]:
     """`multiple_of = { d = 8 }`: divisors the kernel relies on; every listed size must respect them."""
     here = (*at, "multiple_of")
     out: dict[str, int] = {}
@@ -379,7 +377,7 @@ def _read_args(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -
         if ("shape" in table) == ("value" in table):
             raise reader.error(here, f"arg {name!r} needs either `shape` (an array) or `value` (a scalar)")
         role = Role(reader.choice(table.get("role", "in"), (*here, "role"), [r.value for r in Role]))
-        common = {
+        common: dict[str, Any] = {
             "name": name,
             "dtype": reader.choice(table["dtype"], (*here, "dtype"), DTYPES, C_TYPES),
             "role": role,

@@ -178,9 +178,7 @@ def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) ->
         return captured
     indent = line_indent(src.data, call.start_byte)
     head = [f"// cutune: inlined {helper.name}"]
-    head += [
-        _rewritten(src, p, rename, tsubst) + " = " + src.text(a) + ";" for p, a in zip(params, args, strict=True)
-    ]
+    head += [_rewritten(src, p, rename, tsubst) + " = " + src.text(a) + ";" for p, a in zip(params, args, strict=True)]
     head += [_rewritten(src, s, rename, tsubst) for s in statements if s is not last or not returns]
     result = _rewritten(src, value, rename, tsubst) if value is not None else ""
     return _placed(src, call, helper.name, head, result, void, _return_type(src, fn, pointers, tsubst), prefix, indent)
@@ -201,7 +199,13 @@ def _placed(
 
     def block(last: str) -> str:
         lines = [*head, last] if last else head
-        return "{\n" + "\n".join(indent + "  " + ln.replace("\n", "\n" + indent + "  ") for ln in lines) + "\n" + indent + "}"
+        return (
+            "{\n"
+            + "\n".join(indent + "  " + ln.replace("\n", "\n" + indent + "  ") for ln in lines)
+            + "\n"
+            + indent
+            + "}"
+        )
 
     parent = call.parent
     if parent is not None and parent.type == "expression_statement":

@@ -26,14 +26,13 @@ from cutune.template.dtypes import dtype_size
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.recipes.specialize import param_name, static_param
+from cutune.template.recipes.specialize import static_param
 from cutune.template.spec import KernelSpec
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 THREADS = "ROW_THREADS"
 ROWS = "ROWS_PER_BLOCK"
 VEC = "ROW_VEC"
-PREFETCH = "ROW_PREFETCH"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
 # a row this long fills 128 threads with 16-byte accesses: sharing a block with other rows gains it nothing
 SHORT_ROW_BYTES = 128 * 16
@@ -124,7 +123,6 @@ class _Stream:
     array: Node
     base: Node | None
     cached: bool = False  # kept in registers from one loop to the next (one-pass form)
-    early: bool = False  # read-only, first read by a later loop: loaded with the first loop's packs (one pass)
 
     @property
     def name(self) -> str:
@@ -471,19 +469,6 @@ class _Rewriter:
                 if i in seen and i in loop.reads:
                     stream.cached = True
             seen |= touched
-        written = set().union(*(loop.writes for loop in loops))
-        for stream in self.streams.values():
-            if stream.index not in written and stream.index not in loops[0].reads and self._read_only(stream):
-                stream.cached = stream.early = True
-
-    def _read_only(self, stream: _Stream) -> bool:
-        """Whether the stream reads a `const` pointer argument at an offset known before the loops, so that
-        loading it before the first reduction reads what the original reads after it."""
-        param = next((p for p in self.src.kernel.params if p.name == self.compact(stream.array)), None)
-        if param is None or "*" not in param.type or "const" not in param.type.rsplit("*", 1)[0]:
-            return False
-        known = set(self.params) | set(self.decls) | {"blockIdx"}
-        return self._idents(stream.base) <= known
 
     def _row_names(self) -> set[str]:
         """`blockIdx` and every prologue local computed from it (the row pointers and offsets)."""
@@ -756,31 +741,20 @@ class _Rewriter:
             if stream.cached:
                 pack = f"cutune_rr_pack<{self._elem(stream)}, {VEC}>"
                 out.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : 1];")
-        for stream in self.streams.values():
-            stream.early = stream.early and bool(ct)  # only a compile-time length gives the one pass it serves
-        early = [s for s in sorted(self.streams.values(), key=lambda s: s.index) if s.early]
-        prefetch = bool(early)
         seen: set[int] = set()
         for loop, seg in zip(loops, segments, strict=True):
-            out += self._emit_loop(loop, seen, early if loop is loops[0] else [])
-            seen |= loop.reads | loop.writes | {s.index for s in early}
+            out += self._emit_loop(loop, seen)
+            seen |= loop.reads | loop.writes
             out += self._emit_segment(seg, segments.index(seg))
         body = "\n".join(out)
         return Variant(
             name="row_reduce",
             body=body,
-            params=self._params(bool(rows_arg), prefetch),
+            params=self._params(bool(rows_arg)),
             constraints=(
-                *(
-                    (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128")
-                    if rows_arg
-                    else (f"{THREADS} <= max_threads_per_block",)
-                ),
-                *(
-                    (f"{PREFETCH} == 0 or {param_name(length)}",)
-                    if prefetch and self._searched(param_name(length))
-                    else ()
-                ),
+                (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128")
+                if rows_arg
+                else (f"{THREADS} <= max_threads_per_block",)
             ),
             launch=self._launch(bool(rows_arg)),
             helpers=HELPERS,
@@ -824,11 +798,6 @@ class _Rewriter:
         except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
             return []  # a length over names the spec does not give
         return lengths
-
-    def _searched(self, name: str) -> bool:
-        """Whether the spec leaves parameter `name` (of the recipes' template) in the searched space."""
-        space = self.spec.space if self.spec is not None else None
-        return space is None or not space.params or any(p.name == name for p in space.params)
 
     def _elem_bytes(self) -> int:
         """Bytes of the widest array element the spec declares (2, bf16, without a spec)."""
@@ -882,75 +851,45 @@ class _Rewriter:
         array = self._render(stream.array)
         return f"({array}) + ({self._render(stream.base)})" if stream.base is not None else array
 
-    def _emit_loop(self, loop: _Loop, seen: set[int], prefetch: list[_Stream]) -> list[str]:
-        """One row loop over ROW_VEC-element packs. In the one-pass form every pack it reads (and those of
-        `prefetch`, which later loops read) is loaded up front, so that all of a thread's loads are in flight
-        before the first is used: their latency is paid once, and not again after the reduction."""
+    def _emit_loop(self, loop: _Loop, seen: set[int]) -> list[str]:
+        """One row loop over ROW_VEC-element packs, each loaded and used in turn. (Loading every pack of the
+        one-pass form up front, and the weight before the reduction, was measured on an H100: more registers,
+        equal or slower at every size; the fast configurations hold one pack per thread anyway.)"""
         touched = sorted(loop.reads | loop.writes)
         streams = {s.index: s for s in self.streams.values()}
-        loaded = [i for i in touched if i in loop.reads or i in loop.blind_writes]
-        # (stream, guard): not in registers yet; the prefetched ones with the first loop when ROW_PREFETCH is on
-        early = [(streams[i], "") for i in loaded if not (streams[i].cached and i in seen)]
-        early += [(s, f"if constexpr ({PREFETCH}) ") for s in prefetch]
-        early += [(streams[i], f"if constexpr (!{PREFETCH}) ") for i in loaded if streams[i].early]
-
-        def pack(s: _Stream) -> str:
-            return f"{s.name}_cache[cutune_one_pass ? cutune_c : 0]" if s.cached else f"{s.name}_packs[cutune_c]"
-
-        def load(s: _Stream, into: str) -> str:
-            return f"cutune_rr_load({into}, {self._pointer(s)}, cutune_base, cutune_len, cutune_row_ok);"
-
-        base = f"const int cutune_base = (cutune_c * {THREADS} + static_cast<int>(threadIdx.x)) * {VEC};"
-        lines = [f"// {self.text(loop.node).splitlines()[0].strip()}", "{"]
-        for i in loaded:
-            s = streams[i]
-            if not s.cached:
-                lines.append(
-                    f"  cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name}_packs[cutune_one_pass ? cutune_chunks : 1];"
-                )
-        if early:
-            lines += [
-                "  if constexpr (cutune_one_pass) {  // every pack first: all loads in flight at once",
-                "#pragma unroll",
-                "    for (int cutune_c = 0; cutune_c < cutune_chunks; ++cutune_c) {",
-                f"      {base}",
-                *(f"      {guard}{load(s, pack(s))}" for s, guard in early),
-                "    }",
-                "  }",
-            ]
-        lines += [
+        lines = [
+            f"// {self.text(loop.node).splitlines()[0].strip()}",
             "#pragma unroll",
-            "  for (int cutune_c = 0; cutune_c < cutune_steps; ++cutune_c) {",
-            f"    {base}",
+            "for (int cutune_c = 0; cutune_c < cutune_steps; ++cutune_c) {",
+            f"  const int cutune_base = (cutune_c * {THREADS} + static_cast<int>(threadIdx.x)) * {VEC};",
         ]
         for i in touched:
             s = streams[i]
             if s.cached:
-                lines.append(f"    auto& {s.name} = {pack(s)};")
-            elif i in loaded:
-                lines.append(f"    auto& {s.name} = {s.name}_packs[cutune_one_pass ? cutune_c : 0];")
+                lines.append(f"  auto& {s.name} = {s.name}_cache[cutune_one_pass ? cutune_c : 0];")
             else:
-                lines.append(f"    cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name};")
-            if i in loaded:
-                lines.append(f"    if constexpr (!cutune_one_pass) {load(s, s.name)}")
+                lines.append(f"  cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name};")
+            if i in loop.reads or i in loop.blind_writes:
+                load = f"cutune_rr_load({s.name}, {self._pointer(s)}, cutune_base, cutune_len, cutune_row_ok);"
+                lines.append(f"  if constexpr (!cutune_one_pass) {load}" if s.cached and i in seen else f"  {load}")
         extra = {sub.start_byte: (sub.end_byte, f"{s.name}.v[cutune_v]") for sub, s in loop.accesses}
         body = self._render(loop.body, extra)
         if loop.body.type != "compound_statement":
             body = "{ " + body + " }"
         lines += [
             "#pragma unroll",
-            f"    for (int cutune_v = 0; cutune_v < {VEC}; ++cutune_v) {{",
-            f"      const {_base_type(loop.var_type) or 'int'} {loop.var} = cutune_base + cutune_v;",
-            f"      if (cutune_row_ok && {loop.var} < cutune_len) " + _indent(body, "      ").lstrip(),
-            "    }",
+            f"  for (int cutune_v = 0; cutune_v < {VEC}; ++cutune_v) {{",
+            f"    const {_base_type(loop.var_type) or 'int'} {loop.var} = cutune_base + cutune_v;",
+            f"    if (cutune_row_ok && {loop.var} < cutune_len) " + _indent(body, "    ").lstrip(),
+            "  }",
         ]
         for i in touched:
             if i in loop.writes:
                 s = streams[i]
                 lines.append(
-                    f"    cutune_rr_store({self._pointer(s)}, {s.name}, cutune_base, cutune_len, cutune_row_ok);"
+                    f"  cutune_rr_store({self._pointer(s)}, {s.name}, cutune_base, cutune_len, cutune_row_ok);"
                 )
-        lines += ["  }", "}"]
+        lines.append("}")
         return lines
 
     def _emit_segment(self, seg: _Segment, k: int) -> list[str]:
@@ -971,7 +910,7 @@ class _Rewriter:
     def _rows(self) -> str:
         return ROWS if self.rows_arg else "1"
 
-    def _params(self, rows: bool, prefetch: bool) -> tuple[TunableParam, ...]:
+    def _params(self, rows: bool) -> tuple[TunableParam, ...]:
         vec = tuple(dict.fromkeys(max(1, b // self._elem_bytes()) for b in (8, 16)))  # 8- and 16-byte accesses
         # more threads than the longest row has packs would only idle; so few that the longest row cannot stay
         # in registers (MAX_CACHED elements a thread) would stream it through small blocks
@@ -989,9 +928,6 @@ class _Rewriter:
         params.append(
             TunableParam(VEC, vec, vec[-1], Binding.TEMPLATE, description="consecutive elements per load and store")
         )
-        if prefetch:  # hides a later loop's loads behind the reduction, for registers that may cost occupancy
-            description = "1: one pass loads the read-only arrays later loops read along with the first loop's"
-            params.append(TunableParam(PREFETCH, (0, 1), 0, Binding.TEMPLATE, description=description))
         return tuple(params)
 
     def _launch(self, rows: bool) -> Launch:

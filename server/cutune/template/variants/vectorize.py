@@ -1,7 +1,11 @@
 """vectorize: stride loops over contiguous elements read and write VEC_BYTES-wide packs.
 
 A subscript `a[base + i]` of a stride loop over `i` (base invariant in the loop, `a` a pointer the loop
-does not change) is contiguous: thread-wise pack `p` covers `i` in [p·V, p·V + V). The loop becomes a
+does not change) is contiguous: thread-wise pack `p` covers `i` in [p·V, p·V + V). So is an access whose
+address, read through the body's plain locals, is a flattened 2-D index `a[f(i / n) + i % n]` (address.py),
+when `n % V == 0` at run time (else the scalar loop does all the work); of one array, both halves
+`a[f(q) + r]` and `a[f(q) + r + n]` of a row may be written. Calls of small `__device__` helpers in the loop
+are inlined first (inline.py), so their accesses count as the loop's. The loop becomes a
 loop over packs (PACKS of them per iteration, all loaded before any is computed), in which the original
 body runs once per element with each contiguous subscript replaced by its pack's element; a scalar loop
 finishes the tail. Whether every pack start is aligned is checked at run time: when one is not, the
@@ -26,6 +30,8 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.spec import KernelSpec
+from cutune.template.variants.address import Address, LoopIndex
+from cutune.template.variants.inline import inline_helpers
 from cutune.template.variants.loops import (
     BLOCK_DIVIDED,
     StrideLoop,
@@ -43,6 +49,7 @@ from cutune.template.variants.model import Launch, Provenance, Transform, Varian
 
 NAME = "vectorized"
 _PREFIX = "cutune_vec"
+_LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
 HELPERS = f"""\
 // cutune: a pack of N elements, loaded and stored as one aligned access (used by variant {NAME})
 template <int N, typename E>
@@ -70,31 +77,64 @@ class _Pack:
     read: bool = False
     written: bool = False
     conditional_write: bool = False
+    address: Address | None = None  # a 2-D (or local-resolved) access; None: `array[base + i]`
+
+    def at(self, index: LoopIndex, p: str, vec: str, var_type: str) -> str:
+        """The pointer to the pack's first element at pack index `p`."""
+        if self.address is None:
+            return f"&{self.array}[({self.base}) + {p} * {vec}]"
+        return index.at(self.address, f"static_cast<{var_type}>({p} * {vec})")
+
+    def checks(self, index: LoopIndex, vec: str, var_type: str) -> list[str]:
+        """Run-time conditions under which every pack start is aligned (and packs never cross a row)."""
+        size = f"sizeof({self.array}[0]) * {vec}"
+        if self.address is None:
+            return [f"reinterpret_cast<unsigned long long>(&{self.array}[{self.base}]) % ({size}) == 0"]
+        starts = ["0"]
+        checks = []
+        if self.address.modulus is not None:
+            n = self.address.modulus_text
+            checks = [f"({n}) > 0", f"({n}) % {vec} == 0"]
+            if self.address.rows:  # linear in the row: aligned in rows 0 and 1, aligned in all
+                starts.append(n)
+        for start in starts:
+            pointer = index.at(self.address, f"static_cast<{var_type}>({start})")
+            checks.append(f"reinterpret_cast<unsigned long long>({pointer}) % ({size}) == 0")
+        return checks
 
 
 class Vectorize(Transform):
     name = "vectorize"
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
-        src = kernel_source(self.name, model, kernel)
-        loops, reasons = stride_loops(src)
-        if not loops:
+        original = kernel_source(self.name, model, kernel)
+        first_loops, reasons = stride_loops(original)
+        if not first_loops:
             why = "; ".join(reasons) if reasons else "the kernel has no for loop"
             raise TransformRefused(self.name, f"no block- or grid-stride loop ({why})")
+        inlined = inline_helpers(model, kernel)
+        src = kernel_source(self.name, inlined.model, kernel) if inlined.calls else original
+        # inlining edits only inside the loops: the same loops, in the same order, at the original's lines
+        loops = stride_loops(src)[0] if inlined.calls else first_loops
+        lines_of = {lp.node.start_byte: original.line(old.node) for lp, old in zip(loops, first_loops, strict=True)}
         edits = EditList(src.data)
         done: list[StrideLoop] = []
         refusals: list[str] = []
         for loop in loops:
             blocker = loop_blockers(src, loop)
-            packs = self._packs(src, loop) if blocker is None else blocker
+            index = LoopIndex(src, loop)
+            packs = self._packs(src, loop, index) if blocker is None else blocker
             if isinstance(packs, str):
-                refusals.append(f"the loop at line {src.line(loop.node)} {packs}")
+                refusals.append(f"the loop at line {lines_of[loop.node.start_byte]} {packs}")
                 continue
-            new = indented(self._rewrite(src, loop, packs, len(done)), line_indent(src.data, loop.node.start_byte))
+            new = indented(
+                self._rewrite(src, loop, packs, index, len(done)), line_indent(src.data, loop.node.start_byte)
+            )
             edits.replace(loop.node.start_byte, loop.node.end_byte, new.lstrip())
             done.append(loop)
         if not done:
-            raise TransformRefused(self.name, "; ".join(refusals))
+            kept = f" (helper calls kept: {'; '.join(inlined.refusals)})" if inlined.refusals else ""
+            raise TransformRefused(self.name, "; ".join(refusals) + kept)
         body = apply_edits(src.model.text, edits.edits).encode("utf-8")
         shift = len(body) - len(src.data)
         inner = body[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
@@ -116,36 +156,33 @@ class Vectorize(Transform):
                 )
             )
             launch = Launch(grid=("{grid}",), block=(BLOCK_DIVIDED,))
-        lines = ", ".join(str(src.line(lp.node)) for lp in done)
+        lines = ", ".join(str(lines_of[lp.node.start_byte]) for lp in done)
+        inlined_note = f"; {inlined.calls} helper call(s) inlined" if inlined.calls else ""
         return Variant(
             name=NAME,
             body=inner,
             params=tuple(params),
             launch=launch,
             helpers=HELPERS,
-            provenance=Provenance(self.name, note=f"packed loads and stores in the loop(s) at line {lines}"),
+            provenance=Provenance(
+                self.name, note=f"packed loads and stores in the loop(s) at line {lines}{inlined_note}"
+            ),
         )
 
-    def _packs(self, src: KernelSource, loop: StrideLoop) -> list[_Pack] | str:
+    def _packs(self, src: KernelSource, loop: StrideLoop, index: LoopIndex) -> list[_Pack] | str:
         """The loop's contiguous access streams, or why it has none it can pack safely."""
         declared = declared_names(src, loop.body)
         written = written_names(src, loop.body)
-        unconditional = {
-            (s.start_byte, s.end_byte)
-            for s in (loop.body.named_children if loop.body.type == "compound_statement" else [loop.body])
-            if s.type == "expression_statement"
-        }
         has_continue = bool(descendants(loop.body, "continue_statement"))
         packs: dict[tuple[str, str], _Pack] = {}
         scalar: dict[str, Node] = {}
-        for sub in descendants(loop.body, "subscript_expression"):
-            array_node, indices = sub.child_by_field_name("argument"), sub.child_by_field_name("indices")
-            if array_node is None or indices is None or len(indices.named_children) != 1:
+        for access, parts in _accesses(src, loop.body):
+            if not index.depends(access):
                 continue
-            if loop.var not in _identifiers(src, indices):
-                continue
+            array_node = parts[0]
             array = src.text(array_node)
-            base = _base(src, indices.named_children[0], loop.var)
+            base = _base(src, parts[1], loop.var) if len(parts) == 2 else None
+            address: Address | None = None
             if (
                 array_node.type != "identifier"
                 or base is None
@@ -153,32 +190,34 @@ class Vectorize(Transform):
                 or array in written
                 or (set(_words(base)) & (declared | written))
             ):
-                scalar.setdefault(array, sub)
-                continue
-            key = (array, squeezed(base))
-            pack = packs.setdefault(key, _Pack(array, base, f"{_PREFIX}_{len(packs)}", []))
-            node, role = _use(src, sub)
+                found = index.address(parts)
+                if isinstance(found, str):
+                    scalar.setdefault(array, access)
+                    continue
+                address, array, base = found, found.root, ""
+            key = (array, address.key if address is not None else squeezed(base))
+            pack = packs.setdefault(key, _Pack(array, base, f"{_PREFIX}_{len(packs)}", [], address=address))
+            node, role = _use(src, access)
             if role == "address":
-                return f"takes the address of {src.text(sub)} (line {src.line(sub)}) other than to load it"
+                return f"takes the address of {src.text(access)} (line {src.line(access)}) other than to load it"
             pack.nodes.append(node)
             if role in ("read", "update"):
                 pack.read = True
             if role in ("write", "update"):
                 pack.written = True
-                statement = _statement(node)
-                if has_continue or statement is None or (statement.start_byte, statement.end_byte) not in unconditional:
+                if has_continue or not _unconditional(node, loop.body):
                     pack.conditional_write = True
         if not packs:
-            return f"has no contiguous subscript `a[base + {loop.var}]`"
+            return f"has no contiguous subscript `a[base + {loop.var}]` (nor `a[f({loop.var} / n) + {loop.var} % n]`)"
         for (array, _), pack in packs.items():
             if not pack.written:
                 continue
             others = [p for (a, _), p in packs.items() if a == array and p is not pack]
-            if others or array in scalar:
+            if any(not _disjoint(pack, other) for other in others) or array in scalar:
                 return f"writes {array} as a pack and also accesses it otherwise: packs could overlap"
         return list(packs.values())
 
-    def _rewrite(self, src: KernelSource, loop: StrideLoop, packs: list[_Pack], index: int) -> str:
+    def _rewrite(self, src: KernelSource, loop: StrideLoop, packs: list[_Pack], where: LoopIndex, index: int) -> str:
         """The vectorized loop, its alignment check and its scalar tail, as one block statement."""
         var, vt = loop.var, loop.var_type or "long long"
         n, vec, done = f"{_PREFIX}_n{index}", f"{_PREFIX}_w{index}", f"{_PREFIX}_done{index}"
@@ -187,10 +226,7 @@ class Vectorize(Transform):
         elem = f"{first.array}[0]"
         body = _replaced(src, loop.body, packs, u, j)
         aligned = f"{_PREFIX}_aligned{index}"
-        checks = [
-            f"reinterpret_cast<unsigned long long>(&{k.array}[{k.base}]) % (sizeof({k.array}[0]) * {vec}) == 0"
-            for k in packs
-        ]
+        checks = list(dict.fromkeys(c for k in packs for c in k.checks(where, vec, vt)))
         tail = f"{vt} {var} = static_cast<{vt}>({done} + ({loop.start}))"
         out = [
             "{  // cutune: vectorized loop, VEC_BYTES per access, PACKS packs per iteration, scalar tail",
@@ -211,10 +247,7 @@ class Vectorize(Transform):
                 f"      for (int {u} = 0; {u} < PACKS; ++{u}) {{",
                 f"        const long long {p} = {p0} + {u} * (long long)({loop.step});",
                 f"        if ({p} < {count}) {{",
-                *(
-                    f"          {k.name}[{u}] = {_PREFIX}_load<{vec}>(&{k.array}[({k.base}) + {p} * {vec}]);"
-                    for k in loads
-                ),
+                *(f"          {k.name}[{u}] = {_PREFIX}_load<{vec}>({k.at(where, p, vec, vt)});" for k in loads),
                 "        }",
                 "      }",
             ]
@@ -229,7 +262,7 @@ class Vectorize(Transform):
             indented(body, "            "),
             "          }",
             *(
-                f"          {_PREFIX}_store<{vec}>(&{k.array}[({k.base}) + {p} * {vec}], {k.name}[{u}]);"
+                f"          {_PREFIX}_store<{vec}>({k.at(where, p, vec, vt)}, {k.name}[{u}]);"
                 for k in packs
                 if k.written
             ),
@@ -253,7 +286,7 @@ def _use(src: KernelSource, sub: Node) -> tuple[Node, str]:
         if (
             call is not None
             and call.type == "call_expression"
-            and src.field(call, "function") in ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
+            and src.field(call, "function") in _LOADS
             and parent.parent is not None
             and len(parent.parent.named_children) == 1
         ):
@@ -266,12 +299,43 @@ def _use(src: KernelSource, sub: Node) -> tuple[Node, str]:
     return sub, "read"
 
 
-def _statement(node: Node) -> Node | None:
-    """The expression statement holding `node`, if any."""
-    current: Node | None = node
-    while current is not None and current.type != "expression_statement":
+def _unconditional(node: Node, body: Node) -> bool:
+    """Whether `node` is in an expression statement that runs on every iteration of the loop `body`: the
+    statement is the body, or only plain `{ }` blocks enclose it up to the body."""
+    statement: Node | None = node
+    while statement is not None and statement.type != "expression_statement":
+        statement = statement.parent
+    if statement is None or statement == body:
+        return statement is not None
+    current = statement.parent
+    while current is not None and current.type == "compound_statement" and current != body:
         current = current.parent
-    return current
+    return current == body
+
+
+def _disjoint(a: _Pack, b: _Pack) -> bool:
+    """Whether two packs of one array never share an element: the two halves of a 2-D row."""
+    return a.address is not None and b.address is not None and a.address.overlaps_nothing_of(b.address)
+
+
+def _accesses(src: KernelSource, body: Node) -> list[tuple[Node, tuple[Node, ...]]]:
+    """The memory accesses under `body`: each subscript `a[x]` as (node, (a, x)), each load intrinsic or
+    dereference of a pointer expression `__ldg(p + x)`, `*(p + x)` as (node, (pointer,))."""
+    found: list[tuple[Node, tuple[Node, ...]]] = []
+    for node in descendants(body, "subscript_expression", "call_expression", "pointer_expression"):
+        if node.type == "subscript_expression":
+            array, indices = node.child_by_field_name("argument"), node.child_by_field_name("indices")
+            if array is not None and indices is not None and len(indices.named_children) == 1:
+                found.append((node, (array, indices.named_children[0])))
+        elif node.type == "call_expression":
+            args = node.child_by_field_name("arguments")
+            if src.field(node, "function") in _LOADS and args is not None and len(args.named_children) == 1:
+                pointer = args.named_children[0]
+                if not (pointer.type == "pointer_expression" and src.text(pointer).startswith("&")):
+                    found.append((node, (pointer,)))
+        elif src.text(node).startswith("*") and node.child_by_field_name("argument") is not None:
+            found.append((node, (node.child_by_field_name("argument"),)))  # type: ignore[arg-type]
+    return found
 
 
 def _base(src: KernelSource, index: Node, var: str) -> str | None:
