@@ -32,7 +32,8 @@ def console(*, stderr: bool = False) -> Console:
 
 
 def print_table(target: Console, table: Table) -> None:
-    """A rich table on a terminal; elsewhere a plain one: title, header and rows, columns aligned by spaces."""
+    """A rich table on a terminal; elsewhere a plain one: title, header, rows (columns aligned by spaces) and
+    caption."""
     if target.is_terminal:
         target.print(table)
         return
@@ -49,6 +50,8 @@ def print_table(target: Console, table: Table) -> None:
             for cell, w, col in zip(row, widths, columns, strict=True)
         ]
         lines.append(PLAIN_GAP.join(cells).rstrip())
+    if table.caption is not None:
+        lines.append(_plain(table.caption))
     target.out("\n".join(lines), highlight=False)
 
 

@@ -143,21 +143,20 @@ def test_refuses_an_elementwise_kernel() -> None:
 def test_samples_compile_at_several_configurations(stem: str, kernel: str, tmp_path: Path) -> None:
     template, _ = _sample(stem, kernel)
     qualified = f"serving::{kernel}"
-    # <scalar_t, HIDDEN_SIZE_CT, VARIANT, ROW_THREADS, ROW_VEC, ROW_PREFETCH>: the original, one pass (with and
-    # without the weight prefetched), two passes
+    # <scalar_t, HIDDEN_SIZE_CT, VARIANT, ROW_THREADS, ROW_VEC>: the original, one pass, two passes
     expressions = [
-        f"{qualified}<__nv_bfloat16, 0, 0, 256, 8, 0>",
-        f"{qualified}<__nv_bfloat16, 4096, 1, 512, 8, 0>",
-        f"{qualified}<__nv_bfloat16, 8192, 1, 128, 8, 1>",
-        f"{qualified}<__nv_bfloat16, 8192, 1, 1024, 4, 1>",
-        f"{qualified}<__nv_bfloat16, 0, 1, 1024, 4, 0>",
+        f"{qualified}<__nv_bfloat16, 0, 0, 256, 8>",
+        f"{qualified}<__nv_bfloat16, 4096, 1, 512, 8>",
+        f"{qualified}<__nv_bfloat16, 8192, 1, 128, 8>",
+        f"{qualified}<__nv_bfloat16, 8192, 1, 1024, 4>",
+        f"{qualified}<__nv_bfloat16, 0, 1, 1024, 4>",
     ]
     nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path)
     assert set(nvrtc_names) == set(expressions)
     assert set(nvrtc_names.values()) <= set(nvcc_names)
-    # short rows: <..., ROW_THREADS, ROWS_PER_BLOCK, ROW_VEC, ROW_PREFETCH>, several rows per block
+    # short rows: <..., ROW_THREADS, ROWS_PER_BLOCK, ROW_VEC>, several rows per block
     short, _ = _sample(stem, kernel, ({"num_tokens": 33, "hidden_size": 256},))
-    rows = [f"{qualified}<__nv_bfloat16, 256, 1, 32, 4, 8, 1>", f"{qualified}<__nv_bfloat16, 0, 1, 64, 2, 4, 0>"]
+    rows = [f"{qualified}<__nv_bfloat16, 256, 1, 32, 4, 8>", f"{qualified}<__nv_bfloat16, 0, 1, 64, 2, 4>"]
     nvcc_names, nvrtc_names = compile_both(short, rows, tmp_path)
     assert set(nvrtc_names) == set(rows) and set(nvrtc_names.values()) <= set(nvcc_names)
 
@@ -210,4 +209,4 @@ def test_only_the_variant_keeps_the_original_as_reference() -> None:
     assert check.violation(space.default()) is None  # tune measures it first
     configs = feasible_configs(space, spec, limits_for("sm_90")) or ()
     assert {c["VARIANT"] for c in configs if c != space.default()} == {1}
-    assert len(configs) == 1 + 2 * 2 * 4 * 2 * 2  # specialise × fast math × threads × vector × prefetch, + original
+    assert len(configs) == 1 + 2 * 2 * 4 * 2  # specialise × fast math × threads × vector width, + the original

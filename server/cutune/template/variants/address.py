@@ -204,16 +204,20 @@ class LoopIndex:
         return node.type == "identifier" and self.src.text(node) == self.var
 
     def _linear(self, node: Node) -> bool:
-        """Whether the term is `i / n`, or `i / n` times an invariant factor."""
+        """Whether the term is a product of one `i / n` and invariant factors."""
+        factors = self._factors(node)
+        return (
+            sum(self._split(f, "/") is not None for f in factors) == 1
+            and sum(bool(self._uses(f)) for f in factors) == 1
+        )
+
+    def _factors(self, node: Node) -> list[Node]:
         node = self._resolved(node)
-        if self._split(node, "/") is not None:
-            return True
-        if node.type != "binary_expression" or self.src.field(node, "operator") != "*":
-            return False
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if left is None or right is None:
-            return False
-        return any(self._split(a, "/") is not None and not self._uses(b) for a, b in ((left, right), (right, left)))
+        if node.type == "binary_expression" and self.src.field(node, "operator") == "*":
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if left is not None and right is not None:
+                return self._factors(left) + self._factors(right)
+        return [node]
 
 
 def _cast_call(src: KernelSource, call: Node) -> bool:

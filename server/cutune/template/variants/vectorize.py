@@ -176,6 +176,7 @@ class Vectorize(Transform):
         has_continue = bool(descendants(loop.body, "continue_statement"))
         packs: dict[tuple[str, str], _Pack] = {}
         scalar: dict[str, Node] = {}
+        why: list[str] = []  # why each access left scalar is not contiguous
         for access, parts in _accesses(src, loop.body):
             if not index.depends(access):
                 continue
@@ -193,6 +194,7 @@ class Vectorize(Transform):
                 found = index.address(parts)
                 if isinstance(found, str):
                     scalar.setdefault(array, access)
+                    why.append(f"{src.text(access)}: {found}")
                     continue
                 address, array, base = found, found.root, ""
             key = (array, address.key if address is not None else squeezed(base))
@@ -208,7 +210,8 @@ class Vectorize(Transform):
                 if has_continue or not _unconditional(node, loop.body):
                     pack.conditional_write = True
         if not packs:
-            return f"has no contiguous subscript `a[base + {loop.var}]` (nor `a[f({loop.var} / n) + {loop.var} % n]`)"
+            flat = f"a[base + {loop.var}]` (nor `a[f({loop.var} / n) + {loop.var} % n]`)"
+            return f"has no contiguous subscript `{flat}" + (f" ({why[0]})" if why else "")
         for (array, _), pack in packs.items():
             if not pack.written:
                 continue

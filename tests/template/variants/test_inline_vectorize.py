@@ -1,0 +1,204 @@
+"""Helper inlining and 2-D (flattened row/column) vectorisation: checked textually, by compiling with nvcc
+and NVRTC (registers, stack frame, vector instructions in the PTX), and by the reasons they refuse."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.extract import extract_kernel
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.project import open_kernel
+from cutune.template.variants import VARIANT, Vectorize, combine_all
+from cutune.template.variants.inline import inline_helpers
+from tests.cuda.test_extract import needs_nvrtc
+
+from .compile import compile_both, name_expressions
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+
+# a per-row kernel over `rows * n` elements whose accesses go through a helper: pairs (x, x + n) of each row
+HALVES = """
+template <typename T>
+__device__ void turn(T* __restrict__ row, const T* __restrict__ w, int col, int n) {
+  const float a = static_cast<float>(row[col]);
+  const float b = static_cast<float>(row[n + col]);
+  const float s = static_cast<float>(__ldg(w + col));
+  row[col] = static_cast<T>(a * s - b);
+  row[n + col] = static_cast<T>(b * s + a);
+}
+
+template <typename T>
+__global__ void k(T* __restrict__ x, const T* __restrict__ w, int rows, int n, long ld) {
+  const long base = blockIdx.x * ld;
+  for (int i = threadIdx.x; i < rows * n; i += blockDim.x) {
+    const int q = i / n;
+    const int r = i % n;
+    turn<T>(x + base + q * 2 * n, w, r, n);
+  }
+}
+"""
+
+
+def _inlined_body(source: str, kernel: str = "k") -> tuple[str, tuple[str, ...]]:
+    result = inline_helpers(parse_source(source), kernel)
+    k = result.model.kernel(kernel)
+    return result.model.text[k.body_span.start_byte : k.body_span.end_byte], result.refusals
+
+
+def _vectorize_refusal(source: str) -> str:
+    with pytest.raises(TransformRefused) as caught:
+        Vectorize().apply(parse_source(source), "k", None)
+    return caught.value.reason
+
+
+def test_a_void_helper_is_inlined_with_its_parameters_bound_and_its_names_renamed() -> None:
+    body, refusals = _inlined_body(HALVES)
+    assert not refusals
+    assert "turn<T>(" not in body
+    assert "T* __restrict__ cutune_inl0_row = x + base + q * 2 * n;" in body
+    assert "int cutune_inl0_n = n;" in body  # a parameter named like the caller's variable cannot shadow it
+    assert "cutune_inl0_row[cutune_inl0_n + cutune_inl0_col] = static_cast<T>(" in body
+
+
+def test_value_helpers_are_inlined_into_declarations_and_assignments_and_nested_helpers_too() -> None:
+    source = """
+__device__ float twice(float v) { return 2.f * v; }
+__device__ float scaled(const float* p, int j) { const float v = p[j]; return twice(v); }
+__global__ void k(float* o, const float* x, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float y = scaled(x, i);
+    o[i] = scaled(x, i);
+  }
+}
+"""
+    body, refusals = _inlined_body(source)
+    assert not refusals and "scaled(" not in body and "twice(" not in body
+    assert "float cutune_inl0_ret;" in body and "const float y = cutune_inl0_ret;" in body
+    # the nested calls (an assignment's right side inside each inlined block) were inlined in turn
+    assert re.search(r"cutune_inl\d+_ret = 2\.f \* cutune_inl\d+_v;", body)
+    assert re.search(r"o\[i\] = 2\.f \* cutune_inl\d+_v;", body)
+
+
+@pytest.mark.parametrize(
+    ("helper", "call", "reason"),
+    [
+        ("__device__ float f(float v) { return v > 0 ? f(v - 1) : v; }", "o[i] = f(x[i]);", "f: is recursive"),
+        (
+            "__device__ float f(float v) { if (v < 0) return 0.f; return v; }",
+            "o[i] = f(x[i]);",
+            "f: returns before its last statement",
+        ),
+        (
+            "template <typename T> __device__ T f(T v) { return v; }",
+            "o[i] = f(x[i]);",
+            "f: leaves template arguments to deduction",
+        ),
+        (
+            "__device__ float f(float v) { static int calls = 0; return v; }",
+            "o[i] = f(x[i]);",
+            "f: has a static local",
+        ),
+        ("__device__ float f(float v) { return v * n; }", "o[i] = f(x[i]);", "f: reads n from outside itself"),
+        ("__device__ float f(float v) { return v; }", "o[i] = 1.f + f(x[i]);", "f: is called inside a larger expr"),
+        (
+            "__device__ float f(float v) { return v; }\n__device__ float f(int v) { return v; }",
+            "o[i] = f(x[i]);",
+            "f: is overloaded",
+        ),
+        ("__device__ float f(float v, int k = 1) { return v; }", "o[i] = f(x[i]);", "f: has default or variadic"),
+        (
+            "__device__ void f(float* p) { __shared__ float s[32]; s[0] = *p; }",
+            "f(o + i);",
+            "f: declares shared memory",
+        ),
+    ],
+)
+def test_helpers_that_cannot_be_inlined_safely_stay_calls_with_the_reason(helper: str, call: str, reason: str) -> None:
+    source = (
+        f"float n;\n{helper}\n__global__ void k(float* o, const float* x, int n) {{\n"
+        f"  for (int i = threadIdx.x; i < n; i += blockDim.x) {{ {call} }}\n}}"
+    )
+    body, refusals = _inlined_body(source)
+    assert any(r.startswith(reason) for r in refusals), refusals
+    assert "cutune_inl" not in body
+
+
+def test_vectorize_packs_flattened_row_column_accesses_with_a_runtime_column_check() -> None:
+    variant = Vectorize().apply(parse_source(HALVES), "k", None)
+    body = variant.body
+    assert "1 helper call(s) inlined" in variant.provenance.note
+    # the run-time conditions: a pack never crosses a row, and every pack start is aligned (rows 0 and 1)
+    assert "cutune_vec_aligned0 = (n) > 0 && (n) % cutune_vec_w0 == 0 && " in body
+    assert body.count("reinterpret_cast<unsigned long long>(") == 5  # w (row-free), x and x + n at rows 0 and 1
+    assert "&((x + base + static_cast<int>((static_cast<int>(n)) / n) * 2 * n))[" in body  # row 1's start
+    loads = re.findall(r"cutune_vec_\d+\[cutune_vec_u0\] = cutune_vec_load<cutune_vec_w0>\((.*)\);", body)
+    stores = re.findall(r"cutune_vec_store<cutune_vec_w0>\((.*), cutune_vec_\d+\[cutune_vec_u0\]\);", body)
+    assert len(loads) == 3 and len(stores) == 2  # w read; both halves of x read and written
+    assert all("cutune_vec_p0 * cutune_vec_w0" in a for a in loads + stores)
+    assert "for (int i = static_cast<int>(cutune_vec_done0 + (threadIdx.x)); i < rows * n;" in body  # scalar tail
+
+
+def test_vectorize_refuses_row_column_forms_it_cannot_prove_contiguous() -> None:
+    kernel = (
+        "__global__ void k(float* o, const float* x, const int* idx, int n, int m, long ld) {{\n"
+        "  for (int i = threadIdx.x; i < 4 * n; i += blockDim.x) {{\n"
+        "    const int q = i / n;\n    const int r = i % n;\n    {}\n  }}\n}}"
+    )
+    assert "its offset `2 * r` is not contiguous in i" in _vectorize_refusal(kernel.format("o[2 * r] = 0.f;"))
+    assert "not contiguous in i" in _vectorize_refusal(kernel.format("o[idx[q] * ld + r] = 0.f;"))
+    assert "mixes i / n with a column other than i % n" in _vectorize_refusal(
+        kernel.format("o[(i / m) * ld + r] = 0.f;")
+    )
+    # two halves of one written row must be exactly n apart, or packs could overlap
+    assert "writes o as a pack and also accesses it otherwise" in _vectorize_refusal(
+        kernel.format("o[q * ld + r] = x[q * ld + r]; o[q * ld + r + 1] = 0.f;")
+    )
+
+
+def _rotary():  # type: ignore[no-untyped-def]
+    ctx = open_kernel(SAMPLES / "rotary_embedding.cu", "rotary_embedding_kernel")
+    return combine_all(ctx.template_model, "rotary_embedding_kernel", ctx.template, ctx.spec)
+
+
+def test_on_rotary_embedding_vectorize_chains_onto_the_split() -> None:
+    rotary = _rotary()
+    assert [v.name for v in rotary.variants] == ["split_vectorized", "split_packs_per_thread", "split"]
+    vectorized = rotary.variants[0]
+    assert [p.name for p in vectorized.params] == ["SPLIT", "VEC_BYTES", "PACKS", "BLOCK_DIV"]
+    assert vectorized.body.count("cutune_vec_store<") == 4  # x and y halves of query and of key
+    assert "apply_token_rotary_embedding<" not in vectorized.body.split("cutune_vec_done0 =")[0]
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_the_rotary_vectorized_variant_compiles_to_vector_accesses_without_local_memory(tmp_path: Path) -> None:
+    rotary = _rotary()
+    assert rotary.spec is not None
+    configs = [
+        {VARIANT: 1, "SPLIT": 4, "PACKS": 2, "VEC_BYTES": 16},
+        {VARIANT: 1, "SPLIT": 1, "PACKS": 4, "VEC_BYTES": 16, "BLOCK_DIV": 4},
+        {VARIANT: 1, "SPLIT": 16, "PACKS": 1, "VEC_BYTES": 8},
+    ]
+    expressions = name_expressions(rotary.template, rotary.spec, configs)
+    entries, lowered = compile_both(rotary.template, expressions, tmp_path)
+    assert len(set(entries)) == 3 and set(lowered) == set(expressions)
+    unit = extract_kernel(parse_source(rotary.template.source), "rotary_embedding_kernel", instantiations=expressions)
+    source = tmp_path / "rotary.cu"
+    source.write_text(unit.source)
+    flags = ["nvcc", "-arch=sm_90", "--expt-relaxed-constexpr", *unit.options(), str(source)]
+    cubin = subprocess.run(
+        [*flags, "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "r.cubin")], capture_output=True, text=True
+    )
+    assert cubin.returncode == 0, cubin.stderr
+    frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores", cubin.stderr)
+    assert len(frames) == 3 and all(f == ("0", "0") for f in frames)  # pack arrays live in registers
+    subprocess.run([*flags, "-ptx", "-o", str(tmp_path / "r.ptx")], check=True, capture_output=True)
+    ptx = (tmp_path / "r.ptx").read_text()
+    assert "st.global.v4.u32" in ptx and "st.global.v4.u16" in ptx  # 16- and 8-byte stores of bf16 packs
+    assert "ld.global.nc.v4.u32" in ptx  # the cos/sin cache: read-only 16-byte loads
+    assert ".local" not in ptx
