@@ -6,12 +6,13 @@ import dataclasses
 import json
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.gpu.backend import Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
 from cutune.gpu.limits import limits_for
 from cutune.gpu.replay import (
     RecordingBackend,
@@ -140,6 +141,36 @@ def test_appending_keeps_earlier_trials(recording: Path, tmp_path: Path) -> None
         recorder.evaluate(config(threads))
         recorder.close()
     assert [m.config for m in read_recording(out).measurements] == [config(128), config(256)]
+
+
+class FakeCheckingInner(ReplayBackend):
+    """A fake inner backend (a replay that answers re-checks and the sanitizer as a GPU backend would)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.asked: list[tuple[str, object]] = []
+
+    def verify(self, config: Config, seed: int) -> Check | None:
+        self.asked.append(("verify", (config, seed)))
+        return Check(config, Failure.WRONG, "differs on fresh inputs")
+
+    def sanitize(self, configs: Sequence[Config]) -> tuple[Check, ...] | None:
+        self.asked.append(("sanitize", tuple(configs)))
+        return tuple(Check(c, Failure.OUT_OF_BOUNDS, "invalid read") for c in configs)
+
+
+def test_recorder_passes_re_checks_and_the_sanitizer_to_a_fake_inner_backend(recording: Path, tmp_path: Path) -> None:
+    inner = FakeCheckingInner(recording)
+    recorder = RecordingBackend(inner, tmp_path / "again.jsonl")
+    recorder.open(JOB)
+    assert recorder.verify(config(256), 7) == Check(config(256), Failure.WRONG, "differs on fresh inputs")
+    assert recorder.sanitize([config(128), config(256)]) == (
+        Check(config(128), Failure.OUT_OF_BOUNDS, "invalid read"),
+        Check(config(256), Failure.OUT_OF_BOUNDS, "invalid read"),
+    )
+    recorder.close()
+    assert inner.asked == [("verify", (config(256), 7)), ("sanitize", (config(128), config(256)))]
+    assert RecordingBackend(ReplayBackend(recording), tmp_path / "b.jsonl").verify(config(128), 1) is None
 
 
 def test_an_unfinished_last_line_is_skipped(recording: Path) -> None:

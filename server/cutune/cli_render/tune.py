@@ -100,6 +100,7 @@ def _caption(result: TuneResult) -> list[str]:
             f"the search's estimate was {result.search_estimate:.2f}× (one measurement per configuration); the "
             f"figures above come from {result.rounds[1]} interleaved rounds that did not select the winners"
         )
+    lines.extend(_check_lines(result))
     failures = ", ".join(f"{n} {reason}" for reason, n in sorted(result.failures.items())) or "none"
     resumed = f", resuming {result.resumed_trials} measured by earlier runs" if result.resumed_trials else ""
     lines.append(
@@ -108,4 +109,18 @@ def _caption(result: TuneResult) -> list[str]:
     )
     if result.importances:
         lines.append("importance: " + ", ".join(f"{k} {v:.0%}" for k, v in result.importances.items()))
+    return lines
+
+
+def _check_lines(result: TuneResult) -> list[str]:
+    """What was checked besides the spec sizes, and the finalists the last checks dropped, by class."""
+    lines = []
+    if result.checks:
+        when = " (when recorded)" if result.replayed is not None else ""
+        lines.append(f"correctness{when}: every configuration against the original at every spec size; {result.checks}")
+    for stage, classes in result.rejected.items():
+        counts = ", ".join(f"{n} {failure}" for failure, n in sorted(classes.items()))
+        lines.append(f"finalists rejected by the {stage}: {counts}")
+    if not result.rejected and result.rounds != (0, 0):
+        lines.append("no finalist was rejected by the re-checks on fresh inputs or the sanitizer")
     return lines

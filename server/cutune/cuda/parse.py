@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -30,7 +32,29 @@ _TRAILING_COMMENT = re.compile(r"\s*(?://.*|/\*.*?\*/\s*)$", re.S)
 
 
 def parse_source(text: str, path: str | None = None) -> SourceModel:
-    """The source model of a CUDA text: kernels, device functions, types, launches, tunable literals."""
+    """The source model of a CUDA text: kernels, device functions, types, launches, tunable literals.
+
+    A text modelled recently under the same path gives the same (immutable) model again: templatize, the
+    spec drafter and the variant proposals each ask for the model of the same rewritten text."""
+    with _MODELS_LOCK:
+        cached = _MODELS.get((path, text))
+        if cached is not None:
+            _MODELS.move_to_end((path, text))
+            return cached
+    model = _model(text, path)
+    with _MODELS_LOCK:
+        _MODELS[(path, text)] = model
+        while len(_MODELS) > _CACHED_MODELS:
+            _MODELS.popitem(last=False)
+    return model
+
+
+_CACHED_MODELS = 4
+_MODELS: OrderedDict[tuple[str | None, str], SourceModel] = OrderedDict()
+_MODELS_LOCK = threading.Lock()
+
+
+def _model(text: str, path: str | None) -> SourceModel:
     data = text.encode("utf-8", errors="replace")
     index = LineIndex(data)
     root = parse_tree(data, key=path).root_node

@@ -32,48 +32,60 @@ def _blank(match: re.Match[bytes]) -> bytes:
 def parse_tree(data: bytes, key: str | None = None) -> Tree:
     """Parse UTF-8 CUDA source with the attributes tree-sitter-cuda cannot read blanked out.
 
-    With a `key` (a file path), the last tree parsed under that key is edited and re-parsed
-    incrementally: an edit in a 5,000-line file re-parses in about 1 ms instead of 40.
+    A text parsed recently is not parsed again: its tree is shared (trees are never edited in place).
+    A new text is parsed incrementally from the last tree parsed under `key` (a file path), or without a
+    key from the last tree parsed at all: a recipe's rewrite of a 50,000-line file re-parses in
+    milliseconds instead of 300.
     """
     for pattern in _UNPARSED_ATTRIBUTES:
         data = pattern.sub(_blank, data)
-    if key is None:
-        return Parser(LANGUAGE).parse(data)
     return _RECENT.parse(data, key)
 
 
 class _RecentTrees:
-    """The last text and tree of a few recently parsed files, for incremental re-parsing."""
+    """The trees of a few recently parsed texts, and the last text parsed under each key."""
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._trees: OrderedDict[str, tuple[bytes, Tree]] = OrderedDict()
+        self._trees: OrderedDict[bytes, Tree] = OrderedDict()  # text → tree, least recent first
+        self._last: dict[str, bytes] = {}  # key → the text last parsed under it
         self._lock = threading.Lock()  # an edited tree must not be shared between threads
 
-    def parse(self, data: bytes, key: str) -> Tree:
+    def parse(self, data: bytes, key: str | None) -> Tree:
         with self._lock:
-            previous = self._trees.pop(key, None)
-            if previous is not None and previous[0] == data:
-                tree = previous[1]
-            elif previous is not None:
-                old_data, old_tree = previous
-                start, old_end, new_end = _changed_range(old_data, data)
-                old_tree = old_tree.copy()  # edited in place otherwise, under a thread still reading it
-                old_tree.edit(
-                    start_byte=start,
-                    old_end_byte=old_end,
-                    new_end_byte=new_end,
-                    start_point=_point(data, start),
-                    old_end_point=_point(old_data, old_end),
-                    new_end_point=_point(data, new_end),
-                )
-                tree = Parser(LANGUAGE).parse(data, old_tree)
-            else:
-                tree = Parser(LANGUAGE).parse(data)
-            self._trees[key] = (data, tree)
-            while len(self._trees) > self._size:
-                self._trees.popitem(last=False)
+            tree = self._trees.get(data)
+            if tree is None:
+                tree = self._parsed(data, self._base(key))
+                self._trees[data] = tree
+                while len(self._trees) > self._size:
+                    self._trees.popitem(last=False)
+            self._trees.move_to_end(data)
+            if key is not None:
+                self._last[key] = data
+                self._last = {k: v for k, v in self._last.items() if v in self._trees}
             return tree
+
+    def _base(self, key: str | None) -> bytes | None:
+        """The text to re-parse from: the key's last text, else the most recently parsed one."""
+        last = self._last.get(key) if key is not None else None
+        if last is not None and last in self._trees:
+            return last
+        return next(reversed(self._trees), None)
+
+    def _parsed(self, data: bytes, base: bytes | None) -> Tree:
+        if base is None:
+            return Parser(LANGUAGE).parse(data)
+        start, old_end, new_end = _changed_range(base, data)
+        old_tree = self._trees[base].copy()  # edited in place otherwise, under a thread still reading it
+        old_tree.edit(
+            start_byte=start,
+            old_end_byte=old_end,
+            new_end_byte=new_end,
+            start_point=_point(data, start),
+            old_end_point=_point(base, old_end),
+            new_end_point=_point(data, new_end),
+        )
+        return Parser(LANGUAGE).parse(data, old_tree)
 
 
 _RECENT = _RecentTrees(16)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement
+from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement
 from cutune.template.model import Config
 
 FORMAT = 1
@@ -169,6 +169,14 @@ class RecordingBackend(Backend):
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         self.inner.prefetch(configs)
+
+    def verify(self, config: Config, seed: int) -> Check | None:
+        """The inner backend's re-check (a recorder must not skip it: it times nothing new)."""
+        return self.inner.verify(config, seed)
+
+    def sanitize(self, configs: Sequence[Config]) -> tuple[Check, ...] | None:
+        """The inner backend's compute-sanitizer run."""
+        return self.inner.sanitize(configs)
 
     @property
     def healthy(self) -> bool:

@@ -10,6 +10,7 @@ take part; a configuration that compiles a size in (SPECIALIZE) is guarded by th
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -26,6 +27,9 @@ from cutune.template.model import Binding, Config, Space
 from cutune.template.recipes.base import KernelSource
 from cutune.template.recipes.specialize import static_param
 from cutune.template.tuning import value_text
+from cutune.template.variants.combine import VARIANT
+from cutune.template.variants.host_launch import HostLaunchError, config_edits, host_config, host_size_name
+from cutune.template.variants.model import Variant
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,7 @@ class _Region:
     start: int
     end: int
     calls: tuple[tuple[LaunchSite, Node], ...]
+    variants: tuple[Variant, ...] = ()  # the combined template's structural variants (VARIANT = 1, 2, ...)
 
 
 def dispatch_edits(
@@ -151,8 +156,10 @@ def dispatch_edits(
     space: Space,
     sizes: Sequence[Mapping[str, int]],
     note: str,
+    variants: Sequence[Variant] = (),
 ) -> None:
-    """Replace each launch of the kernel by an `if` chain on the plan's variable, one branch per range."""
+    """Replace each launch of the kernel by an `if` chain on the plan's variable, one branch per range;
+    a branch that runs a structural variant (VARIANT = k, `variants[k - 1]`) launches with its grid and block."""
     if MARKER.encode() in src.data:
         raise SourceError(
             "the file holds a per-size dispatch already: remove it before applying again", path=src.model.path
@@ -164,7 +171,7 @@ def dispatch_edits(
     if not regions:
         raise SourceError(f"{src.kernel.name} has no launch in this file to dispatch", path=src.model.path)
     for (start, end), calls in regions.items():
-        region = _Region(start, end, tuple(calls))
+        region = _Region(start, end, tuple(calls), tuple(variants))
         edits.replace(start, end, _chain(src, region, plan, space, sizes, note))
 
 
@@ -194,24 +201,37 @@ def _region(src: KernelSource, call: Node) -> tuple[int, int]:
 
 
 def _host_name(src: KernelSource, region: _Region, variable: str) -> str:
-    """How the host code names a size variable at the launch: the launch's argument for the kernel
-    parameter of that name, else a host variable of that name declared before the launch."""
+    """How the host code names a size variable at the launch (host_launch.host_size_name), or SourceError."""
     site, call = region.calls[0]
-    names = [p.name for p in src.kernel.params]
-    for name in (variable, f"{variable}_rt"):
-        if name in names and names.index(name) < len(site.args):
-            arg = site.args[names.index(name)]
-            return arg if arg.isidentifier() else f"({arg})"
-    function = src.node_at(call.start_byte, "function_definition")
-    if function is not None and re.search(
-        rf"\b{re.escape(variable)}\b".encode(), src.data[function.start_byte : region.start]
-    ):
-        return variable
+    name = host_size_name(src, site, call, variable)
+    if name is not None:
+        return name
     raise SourceError(
         f"the dispatch keys on {variable}, which the host code before the launch at line {src.line(call)} does not "
         f"name: declare a variable {variable} there (e.g. `const int {variable} = ...;`)",
         path=src.model.path,
         line=src.line(call) - 1,
+    )
+
+
+def variant_launch_config(
+    src: KernelSource, site: LaunchSite, call: Node, config: Config, variants: Sequence[Variant]
+) -> list[str] | None:
+    """The grid, block (and shared memory) texts that launch `config`'s variant as it was measured, values
+    written in; None when it launches as the original does. HostLaunchError when the host cannot spell it."""
+    k = int(config.get(VARIANT, 0))  # type: ignore[arg-type]
+    launch = variants[k - 1].launch if 0 < k <= len(variants) else None
+    if launch is None:
+        return None
+    if site.macro is not None:
+        raise HostLaunchError(f"the launch at line {src.line(call)} is inside the macro {site.macro}")
+    params = [p.name for v in variants for p in v.params]
+    return host_config(
+        launch,
+        site,
+        params,
+        lambda name: value_text(config[name]),
+        functools.partial(host_size_name, src, site, call),
     )
 
 
@@ -296,6 +316,9 @@ def _region_text(
             for i, tp in enumerate(tparams)
             if tp.name in specialized or (tp.name in template and i >= len(site.template_args))
         ]
+        launch = variant_launch_config(src, site, call, config, region.variants)
+        if launch is not None:
+            pieces += [(a, b, text) for a, b, text in config_edits(site, launch)]
         if not explicit:
             continue
         args = []

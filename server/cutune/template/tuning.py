@@ -7,17 +7,17 @@ kernel and its launches together.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tree_sitter import Node
 
 from cutune.cuda.model import Kernel
-from cutune.cuda.syntax import matches, node_text
+from cutune.cuda.syntax import anchored, node_text
 from cutune.template.model import Value
 
 HEADER = "// cutune: tunable parameters of {kernel} (defaults are the original choices; `cutune tune` searches them)"
-_STRUCT_QUERY = "(struct_specifier name: (type_identifier) @name body: (field_declaration_list) @body) @struct"
 
 
 def tuning_name(kernel: str) -> str:
@@ -59,9 +59,19 @@ class TuningStruct:
 def find_struct(root: Node, data: bytes, kernel: Kernel) -> TuningStruct | None:
     """The tuning struct of `kernel` (in the kernel's namespace), if the file has one."""
     wanted = tuning_name(kernel.name)
-    for match in matches(_STRUCT_QUERY, root):
-        struct, name, body = match["struct"][0], match["name"][0], match["body"][0]
-        if node_text(data, name) == wanted and "::".join(namespaces_at(struct)) == kernel.namespace:
+    # the struct's name anchors the search: a query over a 50,000-line file's whole tree takes 100 ms
+    for name in anchored(root, data, re.compile(rb"\b" + re.escape(wanted.encode()) + rb"\b")):
+        struct = name.parent
+        body = struct.child_by_field_name("body") if struct is not None else None
+        if (
+            struct is not None
+            and struct.type == "struct_specifier"
+            and name.type == "type_identifier"
+            and struct.child_by_field_name("name") == name
+            and body is not None
+            and body.type == "field_declaration_list"
+            and "::".join(namespaces_at(struct)) == kernel.namespace
+        ):
             return _read(kernel.name, struct, body, data)
     return None
 

@@ -107,6 +107,9 @@ class TuneResult:
     resumed_trials: int = 0  # configurations an earlier run of the study had measured already
     search_estimate: float | None = None  # the search's best speedup, from one measurement per configuration
     rounds: tuple[int, int] = (0, 0)  # selection and confirmation rounds
+    checks: str = ""  # the correctness checks beyond the spec sizes (ragged sizes, multiple_of), in words
+    # finalists dropped before selection, by stage ("re-check", "sanitizer") → failure class → configurations
+    rejected: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:

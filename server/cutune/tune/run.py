@@ -20,6 +20,7 @@ from cutune.gpu.replay import measuring_name, replay_source
 from cutune.gpu.sol import sol_floor_us
 from cutune.template.model import Config
 from cutune.template.spec import KernelSpec
+from cutune.template.spec.ragged import describe_checks, ragged_sizes
 from cutune.tune.held_out import HeldOut, check_held_out, per_file_params
 from cutune.tune.options import TuneOptions
 from cutune.tune.plan import plan_for, write_plan
@@ -74,6 +75,7 @@ def tune(
         selection = None
         held_out: HeldOut | None = None
         rejected: list[Check] = []
+        sanitized: list[Check] = []
         if outcome.stop is not StopReason.CANCELLED and candidates:
             candidates, failed = recheck(backend, candidates, options.selection.verify_seeds, job.seed, cancel=cancel)
             rejected += failed
@@ -90,7 +92,7 @@ def tune(
             winners = () if selection is None else (c for c in selection.chosen if c != outcome.original.config)
             if not sanitizer_enabled(options.sanitize) or (finding := first_finding(backend, winners)) is None:
                 break
-            rejected.append(finding)  # a sanitizer finding: select again without that configuration
+            sanitized.append(finding)  # a sanitizer finding: select again without that configuration
             candidates = tuple(c for c in candidates if c != finding.config)
             selection = None
         if selection is not None:
@@ -111,7 +113,7 @@ def tune(
         significant=selection is not None and any(c != outcome.original.config for c in selection.chosen),
         sizes=_sizes(job.spec, device, outcome, selection),
         trials=outcome.measured,
-        failures=_failures(outcome, rejected),
+        failures=_failures(outcome, [*rejected, *sanitized]),
         search_seconds=outcome.seconds,
         stop=StopReason.CANCELLED.value if cancelled else outcome.stop.value,
         sampler=outcome.sampler,
@@ -128,6 +130,12 @@ def tune(
         resumed_trials=resumed,
         search_estimate=_search_estimate(outcome),
         rounds=(options.selection.rounds, options.selection.confirm_rounds) if selection is not None else (0, 0),
+        checks=describe_checks(job.spec, ragged_sizes(job.spec)),
+        rejected={
+            stage: dict(Counter(c.failure.value for c in checks if c.failure is not None))
+            for stage, checks in (("re-check", rejected), ("sanitizer", sanitized))
+            if checks
+        },
     )
     if not cancelled:
         write_result(result, stored_result_path(options, job))

@@ -87,7 +87,7 @@ def test_on_the_elementwise_samples_the_loop_transforms_chain_onto_the_split() -
     assert gated.spec.grid[0] == "num_tokens"  # the item axis is the original's
     assert gated.spec.grid[1].startswith("(SPLIT) if VARIANT == 1 else")
     rotary = _combined("rotary_embedding.cu", "rotary_embedding_kernel")
-    assert [v.name for v in rotary.variants] == ["split_packs_per_thread", "split"]
+    assert [v.name for v in rotary.variants] == ["split_vectorized", "split_packs_per_thread", "split"]
 
 
 @pytest.mark.nvcc

@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING
 
 from cutune.errors import ExpressionError
-from cutune.template.dtypes import C_TYPES, parse_c_type
+from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, parse_c_type
 from cutune.template.expr import compile_expr
 from cutune.template.model import Space
 from cutune.template.spec.launcher import HostLaunch, shape_comment
@@ -16,7 +16,6 @@ from cutune.template.spec.model import ArgSpec, Init, KernelSpec, Role
 if TYPE_CHECKING:  # typing only: drafting a spec from the signature alone needs no CUDA parser loaded
     from cutune.cuda.model import Kernel, LaunchSite, Parameter, SourceModel
 
-INTEGER_DTYPES = frozenset({"int8", "uint8", "int32", "uint32", "int64"})
 ARRAY_ELEMENTS = 1 << 20  # example element count of a drafted array dimension
 SCALAR_SIZE = 4096  # example value of a drafted integer parameter that is no array dimension
 

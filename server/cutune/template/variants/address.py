@@ -154,13 +154,17 @@ class LoopIndex:
         return "".join(pieces)
 
     def _resolved(self, node: Node) -> Node:
-        """The node without parentheses or casts, a plain local followed to its value."""
+        """The node without parentheses or integer casts, a plain local followed to its value."""
         while True:
             if node.type == "parenthesized_expression" and node.named_child_count == 1:
                 node = node.named_children[0]
-            elif node.type == "cast_expression" and node.child_by_field_name("value") is not None:
+            elif (
+                node.type == "cast_expression"
+                and node.child_by_field_name("value") is not None
+                and "*" not in self.src.field(node, "type")  # a pointer cast changes the element type
+            ):
                 node = node.child_by_field_name("value")  # type: ignore[assignment]
-            elif node.type == "call_expression" and _cast_call(self.src, node):
+            elif node.type == "call_expression" and _cast_call(self.src, node) and "*" not in self.src.text(node):
                 node = node.child_by_field_name("arguments").named_children[0]  # type: ignore[union-attr]
             elif node.type == "identifier" and self.src.text(node) in self.values:
                 node = self.values[self.src.text(node)][0]

@@ -1,16 +1,21 @@
 """host_launch: a variant's launch (spec expressions) written as C++ at a host launch site, in the host's own
 terms: `{grid}` and `{block}` become the site's own grid and block (`dim3(grid).x`), the variant's
-parameters the tuning struct's members, `warp_size` 32; `min`, `max` and `ceil_div` are spelled out.
-Anything else (a problem size, a device limit such as `sm_count`) has no host spelling cutune can know:
-HostLaunchError says which name."""
+parameters the tuning struct's members (or values), `warp_size` 32, a problem size the host's own name for it
+(the launch's argument for the kernel parameter of that name, or a host variable of that name declared before
+the launch); `min`, `max` and `ceil_div` are spelled out. Anything else (a device limit such as `sm_count`)
+has no host spelling cutune can know: HostLaunchError says which name."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Sequence
+
+from tree_sitter import Node
 
 from cutune.cuda.model import LaunchSite
 from cutune.errors import CutuneError
+from cutune.template.recipes.base import KernelSource
 from cutune.template.variants.combine import PLACEHOLDER
 from cutune.template.variants.model import Launch
 
@@ -30,11 +35,22 @@ class HostLaunchError(CutuneError):
     """A variant's launch cannot be written at a host launch site; says why."""
 
 
-def host_config(launch: Launch, site: LaunchSite, params: Sequence[str], ref: Callable[[str], str]) -> list[str]:
+def host_config(
+    launch: Launch,
+    site: LaunchSite,
+    params: Sequence[str],
+    ref: Callable[[str], str],
+    sizes: Callable[[str], str | None] = lambda name: None,
+) -> list[str]:
     """The new grid, block and (when the site passes one, or the variant needs one) shared-memory texts of
-    the launch `site` for `launch`; `ref` names a tuning-struct member where the launch is."""
+    the launch `site` for `launch`; `ref` names a variant parameter where the launch is (a tuning-struct
+    member, or its value), `sizes` a problem size (None: the host has no name for it)."""
     shared = site.shared_mem if site.shared_mem is not None else "0"
     names = {"cutune_shared": f"({shared})", "warp_size": _WARP_SIZE, **{p: ref(p) for p in params}}
+    for expr in (*launch.grid, *launch.block, launch.shared_mem):
+        for name in _free_names(PLACEHOLDER.sub("cutune_placeholder", expr)):
+            if name not in names and (spelled := sizes(name)) is not None:
+                names[name] = spelled
 
     def dims(exprs: tuple[str, ...], outer: str, what: str) -> str:
         texts = []
@@ -48,6 +64,41 @@ def host_config(launch: Launch, site: LaunchSite, params: Sequence[str], ref: Ca
     if site.shared_mem is not None or launch.shared_mem.strip() != "0":
         config.append(_cxx(PLACEHOLDER.sub("cutune_shared", launch.shared_mem), names))
     return config
+
+
+def config_edits(site: LaunchSite, config: Sequence[str]) -> list[tuple[int, int, str]]:
+    """(start, end, text) byte edits that make `site` launch with `config` (host_config's texts)."""
+    spans = site.config_spans
+    edits = [(spans[i].start_byte, spans[i].end_byte, text) for i, text in enumerate(config[:2])]
+    if len(config) == 3 and len(spans) >= 3:
+        edits.append((spans[2].start_byte, spans[2].end_byte, config[2]))
+    elif len(config) == 3:
+        edits.append((spans[1].end_byte, spans[1].end_byte, f", {config[2]}"))
+    return edits
+
+
+def host_size_name(src: KernelSource, site: LaunchSite, call: Node, variable: str) -> str | None:
+    """How the host code names a size variable at a launch: the launch's argument for the kernel parameter of
+    that name, else a host variable of that name written before the launch in its function; None if neither."""
+    names = [p.name for p in src.kernel.params]
+    for name in (variable, f"{variable}_rt"):  # a specialised size's run-time parameter is renamed
+        if name in names and names.index(name) < len(site.args):
+            arg = site.args[names.index(name)]
+            return arg if arg.isidentifier() else f"({arg})"
+    function = src.node_at(call.start_byte, "function_definition")
+    if function is not None and re.search(
+        rf"\b{re.escape(variable)}\b".encode(), src.data[function.start_byte : call.start_byte]
+    ):
+        return variable
+    return None
+
+
+def _free_names(expr: str) -> list[str]:
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError:
+        return []
+    return [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)]
 
 
 def _cxx(expr: str, names: dict[str, str]) -> str:

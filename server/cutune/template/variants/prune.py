@@ -11,7 +11,7 @@ from cutune.cuda.model import SourceModel
 from cutune.template.model import Binding, Value
 from cutune.template.recipes.base import KernelRewrite, KernelSource
 from cutune.template.variants.combine import VARIANT, reindent
-from cutune.template.variants.host_launch import HostLaunchError, host_config
+from cutune.template.variants.host_launch import HostLaunchError, config_edits, host_config, host_size_name
 from cutune.template.variants.loops import line_indent
 from cutune.template.variants.model import Variant
 
@@ -19,7 +19,9 @@ from cutune.template.variants.model import Variant
 def keep_variant(model: SourceModel, kernel: str, variant: Variant, values: Mapping[str, Value]) -> str:
     """`model`'s text with `kernel`'s body replaced by `variant`'s, its helpers before the kernel, and its
     parameters as tuning-struct members at `values` (else their defaults). `model` is the file the
-    variant was written against (the recipes' template, without `VARIANT`)."""
+    variant was written against (the recipes' template, without `VARIANT`). HostLaunchError when the
+    variant has a launch of its own that a launch site cannot be made to launch (the file would then run
+    the variant with the wrong grid or block)."""
     k = model.kernel(kernel)
     src = KernelSource(model, k)
     rewrite = KernelRewrite(src, "variants")
@@ -31,14 +33,8 @@ def keep_variant(model: SourceModel, kernel: str, variant: Variant, values: Mapp
     lines = [f"{indent}// cutune: variant {variant.name} ({origin}), tuned"]
     if variant.launch is not None:
         launch = f"grid = {', '.join(variant.launch.grid)}; block = {', '.join(variant.launch.block)}"
-        try:
-            _rewrite_launches(src, rewrite, variant)
-            lines.append(f"{indent}// cutune: its launches below use {launch} ({{grid}}/{{block}}: the original's)")
-        except HostLaunchError as e:
-            lines.append(
-                f"{indent}// cutune: tuned with the launch {launch} ({{grid}}/{{block}}: the original's); "
-                f"write it at the launch by hand: {e}"
-            )
+        _rewrite_launches(src, rewrite, variant)
+        lines.append(f"{indent}// cutune: its launches below use {launch} ({{grid}}/{{block}}: the original's)")
     if variant.helpers.strip():
         rewrite.insert(k.span.start_byte, variant.helpers.strip() + "\n\n" + indent)
     rewrite.insert(k.span.start_byte, "\n".join(lines).lstrip() + "\n" + indent)
@@ -56,13 +52,14 @@ def _rewrite_launches(src: KernelSource, rewrite: KernelRewrite, variant: Varian
     for site, call in src.launches():
         if site.macro is not None:
             raise HostLaunchError(f"the launch at line {src.line(call)} is inside the macro {site.macro}")
-        config = host_config(variant.launch, site, params, functools.partial(src.ref, at=call.start_byte))
-        spans = site.config_spans
-        edits += [(spans[i].start_byte, spans[i].end_byte, text) for i, text in enumerate(config[:2])]
-        if len(config) == 3 and len(spans) >= 3:
-            edits.append((spans[2].start_byte, spans[2].end_byte, config[2]))
-        elif len(config) == 3:
-            edits.append((spans[1].end_byte, spans[1].end_byte, f", {config[2]}"))
+        config = host_config(
+            variant.launch,
+            site,
+            params,
+            functools.partial(src.ref, at=call.start_byte),
+            functools.partial(host_size_name, src, site, call),
+        )
+        edits += config_edits(site, config)
     for start, end, text in edits:
         rewrite.replace(start, end, text)
 

@@ -49,6 +49,14 @@ from cutune.template.variants.model import Launch, Provenance, Transform, Varian
 
 NAME = "vectorized"
 _PREFIX = "cutune_vec"
+_BRANCHES = (
+    "if_statement",
+    "conditional_expression",
+    "for_statement",
+    "while_statement",
+    "do_statement",
+    "case_statement",
+)
 _LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
 HELPERS = f"""\
 // cutune: a pack of N elements, loaded and stored as one aligned access (used by variant {NAME})
@@ -184,6 +192,11 @@ class Vectorize(Transform):
             array = src.text(array_node)
             base = _base(src, parts[1], loop.var) if len(parts) == 2 else None
             address: Address | None = None
+            # read ahead only what the loop always reads (plain `a[base + i]` keeps its earlier rule)
+            if not _always_runs(access, loop.body) and (array_node.type != "identifier" or base is None):
+                scalar.setdefault(array, access)
+                why.append(f"{src.text(access)}: is accessed only under a condition")
+                continue
             if (
                 array_node.type != "identifier"
                 or base is None
@@ -314,6 +327,20 @@ def _unconditional(node: Node, body: Node) -> bool:
     while current is not None and current.type == "compound_statement" and current != body:
         current = current.parent
     return current == body
+
+
+def _always_runs(node: Node, body: Node) -> bool:
+    """Whether `node` is evaluated on every iteration of the loop `body` (no branch, loop or short circuit
+    between them)."""
+    current = node.parent
+    while current is not None and current != body:
+        if current.type in _BRANCHES:
+            return False
+        operator = current.child_by_field_name("operator") if current.type == "binary_expression" else None
+        if operator is not None and operator.type in ("&&", "||"):
+            return False
+        current = current.parent
+    return True
 
 
 def _disjoint(a: _Pack, b: _Pack) -> bool:
