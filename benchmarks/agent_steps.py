@@ -126,11 +126,14 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=40.0, help="per sample, checked between steps")
     parser.add_argument("--no-profile", action="store_true", help="skip the final ncu profile of each sample")
+    parser.add_argument("--only", action="append", choices=sorted(SAMPLES), help="these samples (default: all)")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         storage = f"sqlite:///{Path(tmp) / 'agent.db'}"  # fresh: every sample starts from its original
         for name, kernel in SAMPLES.items():
+            if args.only and name not in args.only:
+                continue
             path = ROOT / "samples" / name
             if not path.is_file():
                 print(f"{name}: not in samples/ yet, skipped", flush=True)

@@ -36,14 +36,14 @@ SAMPLES = ("merge_attn_states.cu", "silu_and_mul.cu")
 LANGUAGE = "cuda-cpp"
 
 
-def large_source(lines: int) -> str:
-    """The samples, repeated with their kernels renamed, up to about `lines` lines."""
+def large_source(lines: int, tag: str = "") -> str:
+    """The samples, repeated with their kernels renamed (with `tag` in each name), up to about `lines` lines."""
     texts = [(ROOT / "samples" / name).read_text(encoding="utf-8") for name in SAMPLES]
     parts: list[str] = []
     copy = 0
     while sum(p.count("\n") for p in parts) < lines:
         text = texts[copy % len(texts)]
-        parts.append(re.sub(r"\b(\w+_kernel|silu_and_mul|merge_attn_states)\b", rf"\1_{copy}", text))
+        parts.append(re.sub(r"\b(\w+_kernel|silu_and_mul|merge_attn_states)\b", rf"\1{tag}_{copy}", text))
         copy += 1
     return "".join(parts)
 
@@ -131,6 +131,8 @@ async def measure(lines: int, reps: int) -> dict[str, Any]:
     client, published = await start_server()
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(reps):
+            # a text of its own (every kernel renamed): the server's caches of parsed texts cannot help
+            text = large_source(lines, f"_r{rep}")
             path = Path(tmp) / f"large_{rep}.cu"
             path.write_text(text, encoding="utf-8")
             uri = path.as_uri()
@@ -160,16 +162,19 @@ async def measure(lines: int, reps: int) -> dict[str, Any]:
         "lenses_after_did_open": summary(after_open),
         "lenses_after_did_change": summary(after_change),
         "diagnostics_after_did_open": summary(analysed),
-        "in_process_scan": summary(_timed(lambda: scan_kernels(text), reps)),
-        "in_process_parse_source": summary(_timed(lambda: parse_source(text), reps)),
+        "in_process_scan": summary(_timed(scan_kernels, [large_source(lines, f"_s{rep}") for rep in range(reps)])),
+        "in_process_parse_source": summary(
+            _timed(parse_source, [large_source(lines, f"_p{rep}") for rep in range(reps)])
+        ),
     }
 
 
-def _timed(fn: Any, reps: int) -> list[float]:
+def _timed(fn: Any, texts: list[str]) -> list[float]:
+    """Milliseconds of `fn(text)` for each text (each one new: no cache of parsed texts helps)."""
     times = []
-    for _ in range(reps):
+    for text in texts:
         start = time.perf_counter()
-        fn()
+        fn(text)
         times.append((time.perf_counter() - start) * 1e3)
     return times
 

@@ -30,6 +30,7 @@ from cutune.project import build_job, open_kernel, tune_options
 from cutune.tune.parallel import BackendRef, parse_devices, tune_on_devices
 from cutune.tune.result import TuneResult
 from cutune.tune.run import tune
+from cutune.tune.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "scale_add"
@@ -97,7 +98,7 @@ def _run(devices: tuple[int, ...]) -> dict[str, Any]:
         else:
             result = tune_on_devices(job, BackendRef("cupy"), devices, options)
         wall = time.monotonic() - started
-        study = optuna.load_study(study_name=result.study, storage=options.storage())
+        study = load_study(options.storage(), result.study)
         return {
             "devices": list(devices),
             "device": result.device,

@@ -138,9 +138,9 @@ def _templatize_summary(tpl: Template, space: Space | None = None) -> None:
 def _variants_summary(ctx: KernelContext) -> Combined:
     """Try every structural transform on the kernel; print the variants (name, provenance, parameters,
     launch) and why the other transforms refused."""
-    from cutune.template.variants import combine_all
+    from cutune.project import variants_of
 
-    combined = combine_all(ctx.template_model, ctx.kernel.name, ctx.template, ctx.spec)
+    combined = variants_of(ctx)
     for i, v in enumerate(combined.variants, 1):
         params = "; ".join(f"{p.name} ∈ {{{', '.join(map(str, p.values))}}}" for p in v.params) or "none"
         launch = f"; launch grid {', '.join(v.launch.grid)}, block {', '.join(v.launch.block)}" if v.launch else ""
@@ -151,62 +151,36 @@ def _variants_summary(ctx: KernelContext) -> Combined:
     return combined
 
 
-def _store_variants(storage: str, study_name: str, combined: Combined) -> None:
-    """The variants searched, stored with the study (source, parameters, launch, provenance); a resumed
-    run says that the study holds them already."""
-    from cutune.template.variants.store import ATTR, variants_from_json, variants_json
-    from cutune.tune.study import load_study
-
-    study = load_study(storage, study_name)
-    if ATTR in study.user_attrs:
-        stored = variants_from_json(study.user_attrs[ATTR])
-        names = ", ".join(f"{i} = {v.name}" for i, v in enumerate(stored, 1))
-        out.print(f"variants stored with study {study_name} by an earlier run: {names}", highlight=False)
-        return
-    study.set_user_attr(ATTR, variants_json(combined.variants))
-    out.print(f"stored {len(combined.variants)} variants with study {study_name}", highlight=False)
-
-
 def _variant_winners(ctx: KernelContext, combined: Combined, result: TuneResult, write: bool) -> None:
-    """Which variant won at each size; when one wins everywhere, the file with only its body (written with
-    `write`)."""
+    """Which variant won at each size, and the file as `cutune apply` writes it (written with `write`)."""
     import difflib
 
-    from cutune.cuda.parse import parse_source
-    from cutune.project import apply_to_source
-    from cutune.template.variants import VARIANT, keep_variant, winning_variant
+    from cutune.project import apply_result, variant_names
 
-    names = ["original", *(v.name for v in combined.variants)]
-    for s in result.sizes:
-        k = int(s.best_config.get(VARIANT, 0))
+    for s, name in zip(result.sizes, variant_names(result, combined.variants), strict=True):
         sol = f", {s.pct_of_sol:.0f}% of the floor" if s.pct_of_sol is not None else ""
         size = ", ".join(f"{n}={v}" for n, v in s.size.items())
-        out.print(f"{size}: variant {names[k]} {s.speedup:.2f}×{sol}", highlight=False)
-    winner = winning_variant([s.best_config for s in result.sizes])
-    if not winner:
+        out.print(f"{size}: variant {name} {s.speedup:.2f}×{sol}", highlight=False)
+    if not result.significant:
         return
-    variant = combined.variants[winner - 1]
-    kept = keep_variant(ctx.template_model, ctx.kernel.name, variant, result.sizes[0].best_config)
-    base = {p.name for p in ctx.space.params}
-    template = dataclasses.replace(ctx.template, source=kept)
-    tuned = dataclasses.replace(ctx, template=template, template_model=parse_source(kept, str(ctx.path)))
-    config = type(result.best).of({n: v for n, v in result.sizes[0].best_config.items() if n in base})
-    text = apply_to_source(tuned, config).text
+    applied = apply_result(ctx, result, combined=combined)
+    for note in applied.notes:
+        out.print(f"[yellow]apply:[/] {user_text(note)}")
     diff = "".join(
         difflib.unified_diff(
             ctx.model.text.splitlines(keepends=True),
-            text.splitlines(keepends=True),
+            applied.text.splitlines(keepends=True),
             fromfile=f"a/{ctx.path.name}",
             tofile=f"b/{ctx.path.name}",
         )
     )
-    out.print(f"variant {variant.name} wins at every size: the kernel with only its body, for review:")
+    out.print("what `cutune apply` writes, for review:")
     out.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
     if write:
-        ctx.path.write_text(text, encoding="utf-8")
+        ctx.path.write_text(applied.text, encoding="utf-8")
         out.print(f"wrote {ctx.path}")
     else:
-        out.print("`--apply-variant` writes it into the file.")
+        out.print("`--apply-variant` (or `cutune apply --write`) writes it into the file.")
 
 
 @app.command()
@@ -332,12 +306,16 @@ def tune(
         bool | None,
         typer.Option(
             "--variants/--no-variants",
-            help="Search the structural variants too (VARIANT); default: on, except when replaying a recording.",
+            help="Search the structural variants too (VARIANT); default: on, and when replaying, on where the "
+            "recording's space has VARIANT.",
             show_default=False,
         ),
     ] = None,
     apply_variant: Annotated[
-        bool, typer.Option("--apply-variant", help="Write the winning variant into the file when it wins everywhere.")
+        bool,
+        typer.Option(
+            "--apply-variant", help="Write the result into the file as `cutune apply --write` does (variants included)."
+        ),
     ] = False,
     sanitize: Annotated[
         bool | None,
@@ -360,7 +338,7 @@ def tune(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress bar says what matters
     from cutune.cli_render.tune import render_result
-    from cutune.project import build_job, open_kernel, tune_options
+    from cutune.project import build_job, open_kernel, searches_variants, store_variants, tune_options, with_combined
     from cutune.tune.parallel import parse_devices, tune_on_devices
     from cutune.tune.run import tune as run_tune
 
@@ -369,11 +347,10 @@ def tune(
         if ctx.spec_error is not None:  # before anything is printed or drafted: the spec is the user's to fix
             raise ctx.spec_error
         # a recording holds the configurations it measured: replay searches the space it was made with
-        combined = _variants_summary(ctx) if (backend != "replay" if variants is None else variants) else None
-        if combined is not None and combined.variants:
-            ctx = dataclasses.replace(
-                ctx, template=combined.template, template_model=combined.model, spec=combined.spec
-            )
+        searched = searches_variants(variants, replay if backend == "replay" else None)
+        combined = _variants_summary(ctx) if searched else None
+        if combined is not None:
+            ctx = with_combined(ctx, combined)
         if backend == "cupy" and not gpu_available():
             ctx.require_spec()  # the check below would otherwise draft one and fail every configuration
             err.print(
@@ -406,7 +383,10 @@ def tune(
         else:
             print_table(out, render_result(result))
         if combined is not None and combined.variants:
-            _store_variants(options.storage(), result.study, combined)
+            earlier = store_variants(options.storage(), result.study, combined.variants)
+            names = ", ".join(f"{i} = {v.name}" for i, v in enumerate(earlier or combined.variants, 1))
+            stored = "stored with study" if earlier is None else "stored by an earlier run of study"
+            out.print(f"variants {stored} {result.study}: {names}", highlight=False)
             _variant_winners(base, combined, result, apply_variant)
         if output is not None:
             from cutune.tune.result import write_result
@@ -584,6 +564,8 @@ def apply(
         before, after = ctx.model.text.splitlines(keepends=True), applied.text.splitlines(keepends=True)
         diff = difflib.unified_diff(before, after, f"a/{ctx.path.name}", f"b/{ctx.path.name}")
         out.print(Syntax("".join(diff), "diff", theme="ansi_dark", word_wrap=True))
+    for note in applied.notes:
+        out.print(f"[yellow]note:[/] {user_text(note)}")
     out.print(f"{'wrote' if write else 'would write'} {ctx.path} ({result.speedup:.2f}× {result.measured_on()})")
     if applied.flags:
         out.print(f"build it with {' '.join(applied.flags)} too: compile flags cannot be written into the source")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from cutune.template.dispatch import DispatchPlan
+from cutune.template.dispatch import DispatchPlan, range_text
 from cutune.template.model import Config
 from cutune.tune.result import SizeResult, TuneResult
 
@@ -25,10 +25,7 @@ def dispatch_text(plan: DispatchPlan, original: Config) -> str:
     parts = []
     for i, b in enumerate(plan.branches):
         upper = plan.branches[i + 1].lower if i + 1 < len(plan.branches) else None
-        low = f"{b.lower} ≤ " if b.lower is not None else ""
-        high = f" < {upper}" if upper is not None else ""
-        where = f"{low}{plan.variable}{high}" if low or high else f"every {plan.variable}"
-        parts.append(f"{where}: {config_change(b.config, original)}")
+        parts.append(f"{range_text(plan.variable, b.lower, upper)}: {config_change(b.config, original)}")
     return " · ".join(parts)
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -41,7 +44,8 @@ def parse_source(text: str, path: str | None = None) -> SourceModel:
         if cached is not None:
             _MODELS.move_to_end((path, text))
             return cached
-    model = _model(text, path)
+    with _collector_paused():
+        model = _model(text, path)
     with _MODELS_LOCK:
         _MODELS[(path, text)] = model
         while len(_MODELS) > _CACHED_MODELS:
@@ -52,6 +56,19 @@ def parse_source(text: str, path: str | None = None) -> SourceModel:
 _CACHED_MODELS = 4
 _MODELS: OrderedDict[tuple[str | None, str], SourceModel] = OrderedDict()
 _MODELS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a model is built: the build allocates hundreds of thousands of
+    small acyclic objects, and the collections they trigger took a third of a 50,000-line file's build."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _model(text: str, path: str | None) -> SourceModel:

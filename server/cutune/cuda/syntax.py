@@ -49,20 +49,24 @@ class _RecentTrees:
         self._size = size
         self._trees: OrderedDict[bytes, Tree] = OrderedDict()  # text → tree, least recent first
         self._last: dict[str, bytes] = {}  # key → the text last parsed under it
-        self._lock = threading.Lock()  # an edited tree must not be shared between threads
+        self._lock = threading.Lock()  # guards the two maps; parsing runs outside it
 
     def parse(self, data: bytes, key: str | None) -> Tree:
         with self._lock:
             tree = self._trees.get(data)
             if tree is None:
-                tree = self._parsed(data, self._base(key))
-                self._trees[data] = tree
-                while len(self._trees) > self._size:
-                    self._trees.popitem(last=False)
+                base = self._base(key)
+                old = self._edited(data, base, self._trees[base]) if base is not None else None
+        if tree is None:
+            tree = Parser(LANGUAGE).parse(data, old) if old is not None else Parser(LANGUAGE).parse(data)
+        with self._lock:
+            tree = self._trees.setdefault(data, tree)  # a text another thread parsed meanwhile keeps its tree
             self._trees.move_to_end(data)
+            while len(self._trees) > self._size:
+                self._trees.popitem(last=False)
             if key is not None:
                 self._last[key] = data
-                self._last = {k: v for k, v in self._last.items() if v in self._trees}
+            self._last = {k: v for k, v in self._last.items() if v in self._trees}
             return tree
 
     def _base(self, key: str | None) -> bytes | None:
@@ -72,12 +76,14 @@ class _RecentTrees:
             return last
         return next(reversed(self._trees), None)
 
-    def _parsed(self, data: bytes, base: bytes | None) -> Tree:
-        if base is None:
-            return Parser(LANGUAGE).parse(data)
+    @staticmethod
+    def _edited(data: bytes, base: bytes, tree: Tree) -> Tree | None:
+        """A copy of `base`'s tree edited into `data`'s shape, None when the texts share too little to gain."""
         start, old_end, new_end = _changed_range(base, data)
-        old_tree = self._trees[base].copy()  # edited in place otherwise, under a thread still reading it
-        old_tree.edit(
+        if 2 * (new_end - start) > len(data):  # mostly new text: nothing worth re-using
+            return None
+        edited = tree.copy()  # the cached tree is shared: never edit it in place
+        edited.edit(
             start_byte=start,
             old_end_byte=old_end,
             new_end_byte=new_end,
@@ -85,7 +91,7 @@ class _RecentTrees:
             old_end_point=_point(base, old_end),
             new_end_point=_point(data, new_end),
         )
-        return Parser(LANGUAGE).parse(data, old_tree)
+        return edited
 
 
 _RECENT = _RecentTrees(16)

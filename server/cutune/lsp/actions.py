@@ -1,4 +1,5 @@
-"""Code actions: templatize (a rewrite), and quick fixes for cutune's own diagnostics."""
+"""Code actions: templatize (a rewrite), each structural variant of the kernel (a rewrite), and quick fixes for
+cutune's own diagnostics."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from lsprotocol import types
 from cutune.errors import CutuneError
 from cutune.lsp import diagnostics
 from cutune.lsp.analysis import DocumentAnalysis, KernelView
+from cutune.lsp.convert import document_edit, line_edits
 from cutune.lsp.edits import Edit, apply_edit, draft_spec_edit, templatize_edit
+from cutune.project import KernelContext, variants_of
+from cutune.template.variants import keep_variant
 
 KINDS = [types.CodeActionKind.RefactorRewrite, types.CodeActionKind.QuickFix]
 
@@ -41,6 +45,7 @@ def code_actions(analysis: DocumentAnalysis, params: types.CodeActionParams) -> 
         found.append(_action(edit, types.CodeActionKind.RefactorRewrite, []))
         if fixes:
             found.append(_action(edit, types.CodeActionKind.QuickFix, fixes))
+    found += [_action(edit, types.CodeActionKind.RefactorRewrite, []) for edit in variant_edits(analysis, ctx)]
     only = [_kind(k) for k in params.context.only or ()]
     return [a for a in found if not only or any(_kind(a.kind).startswith(k) for k in only)]
 
@@ -52,6 +57,28 @@ def _apply(analysis: DocumentAnalysis, view: KernelView) -> Edit | None:
         return apply_edit(analysis, analysis.context(view.kernel.name), view.result)
     except CutuneError:
         return None
+
+
+def variant_edits(analysis: DocumentAnalysis, ctx: KernelContext) -> list[Edit]:
+    """One rewrite per structural variant of the kernel: the file with the variant as the kernel's body and,
+    where its launch differs, the launches rewritten (a variant whose launch the host cannot spell is not
+    offered: the file would launch it wrong)."""
+    try:
+        combined = variants_of(ctx)
+    except CutuneError:  # e.g. the kernel holds variants already
+        return []
+    edits = []
+    for v in combined.variants:
+        try:
+            kept = keep_variant(ctx.template_model, ctx.kernel.name, v, {})
+        except CutuneError:
+            continue
+        change = document_edit(analysis.uri, analysis.version, line_edits(analysis.model.text, kept))
+        note = f": {v.provenance.note}" if v.provenance.note else ""
+        params = ", ".join(p.name for p in v.params) or "no parameters"
+        title = f"Rewrite {ctx.kernel.name} as variant {v.name} ({v.provenance.origin}{note}; {params})"
+        edits.append(Edit(title, types.WorkspaceEdit(document_changes=[change])))
+    return edits
 
 
 def _kind(kind: types.CodeActionKind | str | None) -> str:

@@ -21,7 +21,16 @@ from cutune.gpu.device import gpu_available
 from cutune.gpu.registry import create_backend
 from cutune.lsp import describe
 from cutune.lsp.settings import Settings
-from cutune.project import KernelContext, build_job, tune_options, workspace_dir
+from cutune.project import (
+    KernelContext,
+    build_job,
+    searches_variants,
+    store_variants,
+    tune_options,
+    variants_of,
+    with_combined,
+    workspace_dir,
+)
 from cutune.tune import Progress, ProgressFn, TuneResult, tune
 
 log = logging.getLogger(__name__)
@@ -180,14 +189,23 @@ def tuning_work(ctx: KernelContext, settings: Settings) -> Work:
     """What an autotune job runs: the core's `tune` with the backend the settings name (or the agent loop)."""
     if settings.agent.autotune:
         return agent_work(ctx, settings)
-    job = build_job(ctx)
+    ctx.require_spec()  # before anything else: the spec is the user's to fix
+    workspace = workspace_dir(ctx.path)
+    recording = workspace / settings.replay_file if settings.backend == "replay" else None
+    known = recording if recording is not None and recording.is_file() else None  # else _backend says it is missing
+    combined = variants_of(ctx) if searches_variants(None if settings.variants else False, known) else None
+    searched = with_combined(ctx, combined) if combined is not None else ctx
+    job = build_job(searched)
     options = tune_options(
         ctx, trials=settings.budget.trials, seconds=settings.budget.seconds, storage_url=settings.storage_url or None
     )
-    backend = _backend(settings, workspace_dir(ctx.path))
+    backend = _backend(settings, workspace)
 
     def work(progress: ProgressFn, cancel: threading.Event) -> TuneResult:
-        return tune(job, backend, options, progress=progress, cancel=cancel)
+        result = tune(job, backend, options, progress=progress, cancel=cancel)
+        if combined is not None and combined.variants:  # a cancelled run keeps its trials: theirs too
+            store_variants(options.storage(), result.study, combined.variants)
+        return result
 
     return work
 

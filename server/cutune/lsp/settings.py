@@ -39,6 +39,8 @@ class Settings:
     backend: BackendName = "auto"
     replay_file: str = ""
     replay_pace: float = 0.0  # seconds each replayed measurement takes (demos, tests); 0: at once
+    # autotune searches the structural variants too (replaying: where the recording's space has VARIANT)
+    variants: bool = True
     log_level: LogLevel = "info"
 
 

@@ -11,13 +11,16 @@ from tree_sitter import Node
 
 from cutune.cuda.model import LaunchSite, SourceModel
 from cutune.errors import SourceError
-from cutune.template.dispatch import DispatchPlan, dispatch_edits
+from cutune.template.dispatch import Branch, DispatchPlan, dispatch_edits, range_text, variant_launch_config
 from cutune.template.edits import EditList, TextEdit
 from cutune.template.instantiate import tuned_options
 from cutune.template.model import Binding, Config, Space, TunableParam
 from cutune.template.recipes.base import KernelSource
 from cutune.template.recipes.specialize import runtime_param, static_param
 from cutune.template.tuning import value_text
+from cutune.template.variants.combine import VARIANT
+from cutune.template.variants.host_launch import HostLaunchError
+from cutune.template.variants.model import Variant
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class AppliedConfig:
 
     edits: tuple[TextEdit, ...]
     flags: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # what was written otherwise than tuned, and why (for the report)
 
 
 def apply_config(
@@ -74,18 +78,46 @@ def apply_dispatch(
     sizes: Sequence[Mapping[str, int]],
     *,
     note: str,
+    variants: Sequence[Variant] = (),
 ) -> AppliedConfig:
     """The edits that launch each configuration of `plan` in its range of sizes (template/dispatch.py);
     one configuration for all sizes is written as the kernel's defaults instead. `note` says where and
-    when it was tuned, for the comment above the dispatch."""
+    when it was tuned, for the comment above the dispatch. `model` holds the structural `variants` behind
+    VARIANT when the plan launches them (each range launches its variant's grid and block: see
+    `launchable` for ranges whose variant's launch the host cannot spell)."""
     if len(plan.configs) == 1:
         return apply_config(model, kernel, plan.configs[0], space, specialized_values=_specialized(space, sizes))
     src = KernelSource(model, model.kernel(kernel))
     edits = EditList(src.data)
-    dispatch_edits(src, edits, plan, space, sizes, note)
+    dispatch_edits(src, edits, plan, space, sizes, note, variants)
     # compile flags are the same in every branch (chosen once for the file)
     flags, defines = tuned_options(space, plan.configs[0])
     return AppliedConfig(tuple(edits.edits), flags + tuple(f"-D{k}={v}" for k, v in defines.items()))
+
+
+def launchable(
+    model: SourceModel, kernel: str, plan: DispatchPlan, original: Config, variants: Sequence[Variant]
+) -> tuple[DispatchPlan, tuple[str, ...]]:
+    """`plan` with each range whose variant's launch cannot be written at every launch site of `kernel` in
+    `model` given to the original configuration (ranges that then launch the same merged), and a note per
+    such range."""
+    src = KernelSource(model, model.kernel(kernel))
+    branches: list[Branch] = []
+    notes: list[str] = []
+    for i, branch in enumerate(plan.branches):
+        try:
+            for site, call in src.launches():
+                variant_launch_config(src, site, call, branch.config, variants)
+        except HostLaunchError as e:
+            upper = plan.branches[i + 1].lower if i + 1 < len(plan.branches) else None
+            where = range_text(plan.variable, branch.lower, upper)
+            name = variants[int(branch.config.get(VARIANT, 0)) - 1].name  # type: ignore[arg-type]
+            notes.append(f"{where} launches the original: variant {name}'s launch cannot be written there ({e})")
+            branch = Branch(branch.lower, original)
+        if branches and branches[-1].config == branch.config:
+            continue  # the original on both sides: one range
+        branches.append(branch)
+    return DispatchPlan(plan.variable, tuple(branches)), tuple(notes)
 
 
 def _specialized(space: Space, sizes: Sequence[Mapping[str, int]]) -> dict[str, list[int]]:

@@ -6,6 +6,8 @@ tuned size at or below it on that variable; a size below every tuned one takes t
 held-out size between two tuned ones showed the lower one's configuration no faster than the original,
 the original takes over from that held-out size up to the next tuned size. Other size variables do not
 take part; a configuration that compiles a size in (SPECIALIZE) is guarded by that size's value too.
+A branch that runs a structural variant (VARIANT = k) launches it with the variant's own grid and block,
+spelled at the launch by `variants.host_launch` with the branch's values written in.
 """
 
 from __future__ import annotations
@@ -76,6 +78,13 @@ class DispatchPlan:
     def from_dict(cls, data: Mapping[str, Any]) -> DispatchPlan:
         """The inverse of `to_dict`."""
         return cls(data["variable"], tuple(Branch(b["lower"], Config.of(b["config"])) for b in data["branches"]))
+
+
+def range_text(variable: str, lower: int | None, upper: int | None) -> str:
+    """`256 ≤ num_tokens < 2048`, `num_tokens < 256`, `every num_tokens`."""
+    low = f"{lower} ≤ " if lower is not None else ""
+    high = f" < {upper}" if upper is not None else ""
+    return f"{low}{variable}{high}" if low or high else f"every {variable}"
 
 
 def dispatch_variable(sizes: Sequence[Mapping[str, int]]) -> str:
@@ -220,12 +229,12 @@ def variant_launch_config(
     """The grid, block (and shared memory) texts that launch `config`'s variant as it was measured, values
     written in; None when it launches as the original does. HostLaunchError when the host cannot spell it."""
     k = int(config.get(VARIANT, 0))  # type: ignore[arg-type]
-    launch = variants[k - 1].launch if 0 < k <= len(variants) else None
-    if launch is None:
+    variant = variants[k - 1] if 0 < k <= len(variants) else None
+    if variant is None or variant.launch is None:
         return None
     if site.macro is not None:
         raise HostLaunchError(f"the launch at line {src.line(call)} is inside the macro {site.macro}")
-    params = [p.name for v in variants for p in v.params]
+    launch, params = variant.launch, [p.name for p in variant.params]
     return host_config(
         launch,
         site,

@@ -53,6 +53,8 @@ def host_config(
                 names[name] = spelled
 
     def dims(exprs: tuple[str, ...], outer: str, what: str) -> str:
+        if len(exprs) == 1 and exprs[0].strip().strip("()") == f"{{{what}}}":
+            return outer  # the site's own grid or block, as the host writes it
         texts = []
         for i, e in enumerate(exprs):
             axis = _AXES[i]

@@ -1,6 +1,7 @@
 """keep_variant: the file with one variant written in as the kernel's only body — what apply writes when
 one variant wins at every size (the other branches, and `VARIANT`, are code nobody would keep) — and, when
-its launch differs from the original's, the host launches rewritten to launch it as it was measured."""
+its launch differs from the original's, the host launches rewritten to launch it as it was measured (or
+HostLaunchError, never a file that launches it with the original's grid and block)."""
 
 from __future__ import annotations
 

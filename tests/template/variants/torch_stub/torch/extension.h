@@ -16,6 +16,7 @@ struct Tensor {
   int64_t stride(int) const { return 0; }
   int64_t numel() const { return 0; }
   at::ScalarType scalar_type() const { return at::ScalarType::Float; }
+  void* data_ptr() const { return nullptr; }
   template <typename T>
   T* data_ptr() const { return nullptr; }
 };
