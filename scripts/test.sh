@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs cutune with its test dependencies into .venv and runs every check that needs no GPU:
-# ruff (lint + format), the Python test suite (GPU tests skip with a reason), and the VS Code
+# ruff (lint + format), mypy, the Python test suite (GPU tests skip with a reason), and the VS Code
 # extension's unit and end-to-end tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,7 @@ python3 -m venv .venv
 .venv/bin/pip install -q --no-deps 'flashinfer-python==0.6.0'
 .venv/bin/ruff check server tests benchmarks
 .venv/bin/ruff format --check server tests benchmarks
+.venv/bin/mypy server/cutune
 # a throwaway PostgreSQL (loopback only) for the tests of workers sharing one study over an RDB URL
 pg_dir=$(mktemp -d /tmp/cutune-pg.XXXXXX)
 trap 'bash scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import threading
     from collections.abc import Callable
 
+    from rich.progress import Progress
+
     from cutune.agent import AgentSettings
     from cutune.project import KernelContext
     from cutune.template.model import Space, Template
@@ -54,6 +56,20 @@ FormatOpt = Annotated[
 def _fail(e: Exception | str) -> NoReturn:
     err.print(f"[bold red]error:[/] {user_text(e)}")
     raise typer.Exit(2)
+
+
+def _progress_bar() -> Progress:
+    """A progress bar on stderr, shown only on a terminal (a log file gets the outcome, not a bar's last frame)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not err.is_terminal,
+    )
 
 
 @contextlib.contextmanager
@@ -213,19 +229,10 @@ def _run_check(
     compiler: str = "auto",
 ) -> None:
     """Compile with a progress bar, print the report; exit 1 when no configuration compiles and fits."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from cutune.check import check_kernel
     from cutune.cli_render.check import check_json, failure_summary, render_check
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=not err.is_terminal,  # a log file gets the outcome, not a bar's last frame
-    ) as bar:
+    with _progress_bar() as bar:
         via = {"auto": "NVRTC (nvcc where it cannot)", "nvrtc": "NVRTC"}.get(compiler, compiler)
         task = bar.add_task(f"compiling configurations of {ctx.kernel.name} for {arch} with {via}", total=None)
         report = check_kernel(
@@ -484,18 +491,9 @@ def _tune_with_progress(run: Callable[[Callable[[SearchProgress], None], threadi
     """Run the search in a thread with a live progress bar; Ctrl-C cancels after the current trial."""
     import threading
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     cancel = threading.Event()
     outcome: list[T | BaseException] = []
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=not err.is_terminal,  # a log file gets the outcome, not a bar's last frame
-    ) as bar:
+    with _progress_bar() as bar:
         task = bar.add_task("measuring the original…", total=budget)
 
         def on_progress(p: SearchProgress) -> None:

@@ -30,6 +30,7 @@ export const SERVER_SETTINGS = {
   "budget.trials": setting({ default: 200 }),
   "budget.seconds": setting({ default: 600 }),
   arch: setting({ default: "sm_90" }),
+  variants: setting({ default: true }),
   storageUrl: setting({ default: "" }),
   backend: setting({ default: "auto", values: ["auto", "cupy", "replay"] }),
   replayFile: setting({ default: "" }),

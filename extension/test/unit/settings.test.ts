@@ -53,6 +53,7 @@ describe("settings", () => {
       agent: { kind: "builtin", baseUrl: "", model: "", autotune: false, maxIterations: 3, targetPct: 85, stepTrials: 32 },
       budget: { trials: 200, seconds: 600 },
       arch: "sm_90",
+      variants: true,
       storageUrl: "",
       backend: "auto",
       replayFile: "",

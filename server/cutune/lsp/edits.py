@@ -62,10 +62,10 @@ def apply_edit(analysis: DocumentAnalysis, ctx: KernelContext, result: TuneResul
     what = "per-size dispatch" if result.dispatch is not None and len(result.dispatch.configs) > 1 else "configuration"
     where = result.replayed.label() if result.replayed is not None else f"on {result.device}"
     title = f"Apply tuned {what} of {ctx.kernel.name} ({result.speedup:.2f}× {where})"
-    note = ""
+    notes = list(applied.notes)  # e.g. a size range left to the original where a variant's launch has no host spelling
     if applied.flags:  # FLAG and DEFINE parameters
-        note = (
+        notes.append(
             f"build {ctx.kernel.name} with {' '.join(applied.flags)} too: compile flags cannot be written into "
             "the source"
         )
-    return Edit(title, types.WorkspaceEdit(document_changes=[change]), note)
+    return Edit(title, types.WorkspaceEdit(document_changes=[change]), "; ".join(notes))

@@ -65,6 +65,15 @@ def kernel_source(transform: str, model: SourceModel, kernel: str) -> KernelSour
         raise TransformRefused(transform, "the kernel's definition could not be read") from None
 
 
+def required_stride_loops(transform: str, src: KernelSource) -> list[StrideLoop]:
+    """The kernel's stride loops; TransformRefused (saying why each `for` is not one) when it has none."""
+    loops, reasons = stride_loops(src)
+    if not loops:
+        why = "; ".join(reasons) if reasons else "the kernel has no for loop"
+        raise TransformRefused(transform, f"no block- or grid-stride loop ({why})")
+    return loops
+
+
 def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:
     """The kernel's stride loops (outermost first), and why each other `for` loop is not one."""
     locals_ = _local_values(src)

@@ -22,7 +22,7 @@ from cutune.template.variants.loops import (
     kernel_source,
     line_indent,
     loop_blockers,
-    stride_loops,
+    required_stride_loops,
 )
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
@@ -34,10 +34,7 @@ class PacksPerThread(Transform):
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         src = kernel_source(self.name, model, kernel)
-        loops, reasons = stride_loops(src)
-        if not loops:
-            why = "; ".join(reasons) if reasons else "the kernel has no for loop"
-            raise TransformRefused(self.name, f"no block- or grid-stride loop ({why})")
+        loops = required_stride_loops(self.name, src)
         edits = EditList(src.data)
         done: list[StrideLoop] = []
         refusals: list[str] = []

@@ -41,6 +41,7 @@ from cutune.template.variants.loops import (
     kernel_source,
     line_indent,
     loop_blockers,
+    required_stride_loops,
     squeezed,
     stride_loops,
     written_names,
@@ -116,10 +117,7 @@ class Vectorize(Transform):
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         original = kernel_source(self.name, model, kernel)
-        first_loops, reasons = stride_loops(original)
-        if not first_loops:
-            why = "; ".join(reasons) if reasons else "the kernel has no for loop"
-            raise TransformRefused(self.name, f"no block- or grid-stride loop ({why})")
+        first_loops = required_stride_loops(self.name, original)
         inlined = inline_helpers(model, kernel)
         src = kernel_source(self.name, inlined.model, kernel) if inlined.calls else original
         # inlining edits only inside the loops: the same loops, in the same order, at the original's lines
