@@ -187,7 +187,7 @@ def test_an_invalid_spec_fails_check_and_gpu_less_tune_instead_of_drafting_one(t
     src = copy_sample(tmp_path, "silu_and_mul")
     spec = tmp_path / "silu_and_mul.tune.toml"
     spec.write_text(spec.read_text().replace('dtype = "int32"', 'dtype = "int33"'))
-    commands = [["check", str(src), "-k", "silu_and_mul_kernel"]]
+    commands = [["check", str(src), "-k", "silu_and_mul_kernel"], ["agent", str(src), "-k", "silu_and_mul_kernel"]]
     if not gpu_available():
         commands.append(["tune", str(src), "-k", "silu_and_mul_kernel"])
     for command in commands:
@@ -196,6 +196,22 @@ def test_an_invalid_spec_fails_check_and_gpu_less_tune_instead_of_drafting_one(t
         # the key is in brackets: printed as written, not eaten as rich markup
         assert "silu_and_mul.tune.toml:" in res.output and "[kernel.silu_and_mul_kernel.args[2].dtype]" in res.output
         assert "TODO" not in res.output and "Traceback" not in res.output
+
+
+def test_an_unknown_backend_fails_before_any_work(tmp_path: Path) -> None:
+    src = scale_workspace(tmp_path)
+    res = runner.invoke(app, ["tune", str(src), "-k", "scale_kernel", "--backend", "bogus"])
+    assert res.exit_code == 2, res.output
+    assert "unknown backend 'bogus'" in res.output
+    assert "refused" not in res.output and "variant" not in res.output  # nothing templatized or printed first
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the message where no CUDA device is")
+def test_devices_all_without_a_gpu_is_a_clear_error(tmp_path: Path) -> None:
+    src = scale_workspace(tmp_path)
+    res = runner.invoke(app, replay_args(src, "--devices", "all"))
+    assert res.exit_code == 2, res.output
+    assert "--devices all" in res.output and "Traceback" not in res.output
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from cutune.cli_render.output import OutputFormat, console, print_json, print_table, user_text
-from cutune.errors import CutuneError
+from cutune.errors import CutuneError, NoGpuError
 
 if TYPE_CHECKING:
     import threading
@@ -56,6 +56,16 @@ FormatOpt = Annotated[
 def _fail(e: Exception | str) -> NoReturn:
     err.print(f"[bold red]error:[/] {user_text(e)}")
     raise typer.Exit(2)
+
+
+def _open_checked(file: Path, kernel: str) -> KernelContext:
+    """The kernel, templatized; its spec's error raised (a command must not run on a drafted spec instead)."""
+    from cutune.project import open_kernel
+
+    ctx = open_kernel(file, kernel)
+    if ctx.spec_error is not None:
+        raise ctx.spec_error
+    return ctx
 
 
 def _progress_bar() -> Progress:
@@ -345,14 +355,13 @@ def tune(
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress bar says what matters
     from cutune.cli_render.tune import render_result
-    from cutune.project import build_job, open_kernel, searches_variants, store_variants, tune_options, with_combined
+    from cutune.project import build_job, searches_variants, store_variants, tune_options, with_combined
     from cutune.tune.parallel import parse_devices, tune_on_devices
     from cutune.tune.run import tune as run_tune
 
     with _user_errors(), _human_output(output_format):
-        ctx = base = open_kernel(file, kernel)
-        if ctx.spec_error is not None:  # before anything is printed or drafted: the spec is the user's to fix
-            raise ctx.spec_error
+        ctx = base = _open_checked(file, kernel)  # before anything is printed or drafted
+        ref = dataclasses.replace(_backend_ref(backend, replay, replay_pace, record, compiler), isolate=isolate)
         # a recording holds the configurations it measured: replay searches the space it was made with
         searched = searches_variants(variants, replay if backend == "replay" else None)
         combined = _variants_summary(ctx) if searched else None
@@ -370,7 +379,6 @@ def tune(
         job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
         options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
         options = dataclasses.replace(options, sanitize=sanitize, liveness=_liveness(grace))
-        ref = dataclasses.replace(_backend_ref(backend, replay, replay_pace, record, compiler), isolate=isolate)
         if devices is None:
             meter = ref.build()
             result = _tune_with_progress(
@@ -389,7 +397,7 @@ def tune(
             print_json(result.to_dict())
         else:
             print_table(out, render_result(result))
-        if combined is not None and combined.variants:
+        if combined is not None and combined.variants and result.stop != "cancelled":
             earlier = store_variants(options.storage(), result.study, combined.variants)
             names = ", ".join(f"{i} = {v.name}" for i, v in enumerate(earlier or combined.variants, 1))
             stored = "stored with study" if earlier is None else "stored by an earlier run of study"
@@ -469,8 +477,10 @@ def _backend_ref(
     backend: str, replay: Path | None, pace: float, record: Path | None, compiler: str = "auto"
 ) -> BackendRef:
     """How to build the measuring backend, here or in a worker process."""
+    from cutune.gpu.registry import resolve_backend
     from cutune.tune.parallel import BackendRef
 
+    resolve_backend(backend)  # an unknown name fails here, before any work
     recording = str(record) if record is not None else None
     if backend == "cupy":
         return BackendRef(backend, {"compiler": compiler}, recording)
@@ -482,9 +492,18 @@ def _backend_ref(
 
 
 def _device_count() -> int:
-    import cupy
+    """CUDA devices for `--devices all` (NoGpuError without one: replaying, name the ordinals)."""
+    from cutune.gpu.device import device_count
 
-    return int(cupy.cuda.runtime.getDeviceCount())
+    try:
+        count = device_count()
+    except NoGpuError as e:
+        count, why = 0, f" ({e})"
+    else:
+        why = ""
+    if count == 0:
+        raise NoGpuError(f"--devices all found no CUDA device{why}; when replaying, name the workers' ordinals (0,1)")
+    return count
 
 
 def _tune_with_progress(run: Callable[[Callable[[SearchProgress], None], threading.Event], T], budget: int) -> T:
@@ -548,10 +567,10 @@ def apply(
     """Write the stored tuning result into the source: a per-size dispatch at the launch, or the tuned values."""
     import difflib
 
-    from cutune.project import apply_result, open_kernel, stored_result
+    from cutune.project import apply_result, stored_result
 
     with _user_errors():
-        ctx = open_kernel(file, kernel)
+        ctx = _open_checked(file, kernel)
         result = stored_result(ctx)
         if result is None:
             _fail(f"{kernel} in {file} has no stored result: run `cutune tune {file} -k {kernel}` first")
@@ -592,11 +611,10 @@ def agent(
 
     from cutune.agent import AgentSettings
     from cutune.gpu.device import gpu_available
-    from cutune.project import open_kernel
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with _user_errors():
-        ctx = open_kernel(file, kernel)
+        ctx = _open_checked(file, kernel)
         settings = AgentSettings(
             kind="openai" if base_url else "builtin",
             base_url=base_url or "",

@@ -25,11 +25,20 @@ class Launch:
     function: Decl | None  # the enclosing function definition
 
 
-def find_launches(root: Node, data: bytes, index: LineIndex, functions: FunctionIndex) -> list[Launch]:
-    """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s, in source order."""
-    found = [_launch(call, data, index, functions) for call in launch_calls(root, data)]
+def find_launches(
+    root: Node, data: bytes, index: LineIndex, functions: FunctionIndex, kernel: str | None = None
+) -> list[Launch]:
+    """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s (of `kernel` alone, when given),
+    in source order."""
+
+    def wanted(calls: list[Node]) -> list[Node]:
+        if kernel is None:
+            return calls
+        return [c for c in calls if _callee(c.child_by_field_name("function"), data)[0] == kernel]
+
+    found = [_launch(call, data, index, functions) for call in wanted(launch_calls(root, data))]
     for macro_root, name in macro_trees(root, data):
-        found += [_launch(call, data, index, functions, name) for call in launch_calls(macro_root, data)]
+        found += [_launch(call, data, index, functions, name) for call in wanted(launch_calls(macro_root, data))]
     return sorted(found, key=lambda lc: lc.site.span.start_byte)
 
 

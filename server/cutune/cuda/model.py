@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import difflib
 import enum
+import functools
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from cutune.cuda.text import Span
 
@@ -160,28 +162,82 @@ class ParseIssue:
 _LISTED_KERNELS = 10  # an unknown kernel's error lists every kernel of a file with at most this many
 
 
+class SourceFacts(Protocol):
+    """What a parser finds in one text, each part built when first asked for (see `SourceModel`)."""
+
+    def kernels(self) -> tuple[Kernel, ...]: ...
+    def kernel(self, name: str) -> Kernel | None: ...
+    def device_functions(self) -> tuple[DeviceFunction, ...]: ...
+    def launches(self, kernel: str | None = None) -> tuple[LaunchSite, ...]: ...
+    def literals(self) -> tuple[TunableLiteral, ...]: ...
+    def macros(self) -> tuple[Macro, ...]: ...
+    def types(self) -> tuple[TypeDecl, ...]: ...
+    def includes(self) -> tuple[Include, ...]: ...
+    def issues(self) -> tuple[ParseIssue, ...]: ...
+
+
 @dataclass(frozen=True)
 class SourceModel:
-    """Everything cutune knows about one `.cu`/`.cuh` text."""
+    """Everything cutune knows about one `.cu`/`.cuh` text.
+
+    Each part is built the first time it is read, then kept: on a file of thousands of kernels, looking at
+    one kernel (its definition, launches) costs that kernel, not the file."""
 
     path: str | None
     text: str
-    kernels: tuple[Kernel, ...]
-    device_functions: tuple[DeviceFunction, ...]
-    launches: tuple[LaunchSite, ...]
-    literals: tuple[TunableLiteral, ...]
-    macros: tuple[Macro, ...]
-    types: tuple[TypeDecl, ...]
-    includes: tuple[Include, ...]
-    issues: tuple[ParseIssue, ...] = field(default=())
+    facts: SourceFacts = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def kernels(self) -> tuple[Kernel, ...]:
+        """The `__global__` definitions, in source order."""
+        return self.facts.kernels()
+
+    @functools.cached_property
+    def device_functions(self) -> tuple[DeviceFunction, ...]:
+        """The `__device__` functions, in source order."""
+        return self.facts.device_functions()
+
+    @functools.cached_property
+    def launches(self) -> tuple[LaunchSite, ...]:
+        """Every launch site, in source order."""
+        return self.facts.launches()
+
+    @functools.cached_property
+    def literals(self) -> tuple[TunableLiteral, ...]:
+        """Every tunable literal, one per source position, in source order."""
+        return self.facts.literals()
+
+    @functools.cached_property
+    def macros(self) -> tuple[Macro, ...]:
+        """The `#define`s at file scope."""
+        return self.facts.macros()
+
+    @functools.cached_property
+    def types(self) -> tuple[TypeDecl, ...]:
+        """The types declared at file or namespace scope."""
+        return self.facts.types()
+
+    @functools.cached_property
+    def includes(self) -> tuple[Include, ...]:
+        """The `#include` lines."""
+        return self.facts.includes()
+
+    @functools.cached_property
+    def issues(self) -> tuple[ParseIssue, ...]:
+        """The regions tree-sitter could not parse."""
+        return self.facts.issues()
 
     def kernel(self, name: str) -> Kernel:
         """The kernel called `name`; raises SourceError listing the kernels when absent."""
         from cutune.errors import SourceError
 
-        for k in self.kernels:
-            if k.name == name:
-                return k
+        found = (
+            next((k for k in self.kernels if k.name == name), None)
+            if "kernels" in self.__dict__
+            else self.facts.kernel(name)
+        )
+        if found is not None:
+            return found
         names = [k.name for k in self.kernels]
         if len(names) <= _LISTED_KERNELS:
             hint = f"kernels here: {', '.join(names) or 'none'}"
@@ -193,7 +249,9 @@ class SourceModel:
 
     def launches_of(self, name: str) -> tuple[LaunchSite, ...]:
         """The launch sites of one kernel."""
-        return tuple(s for s in self.launches if s.kernel == name)
+        if "launches" in self.__dict__:
+            return tuple(s for s in self.launches if s.kernel == name)
+        return self.facts.launches(name)
 
     def literals_of(self, name: str) -> tuple[TunableLiteral, ...]:
         """The tunable literals that belong to or feed one kernel."""

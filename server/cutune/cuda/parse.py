@@ -3,35 +3,40 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
-from tree_sitter import Node
+from tree_sitter import Node, Tree
 
 from cutune.cuda.decls import Decl, DeclKind, FunctionIndex, collect_decls
-from cutune.cuda.launches import find_launches
+from cutune.cuda.launches import Launch, find_launches
 from cutune.cuda.literals import find_literals
 from cutune.cuda.model import (
     DeviceFunction,
     Include,
     Kernel,
     LaunchBounds,
+    LaunchSite,
     Macro,
     Parameter,
     ParseIssue,
     SourceModel,
     TemplateParam,
     TemplateParamKind,
+    TunableLiteral,
     TypeDecl,
 )
 from cutune.cuda.syntax import declarator_name, node_text, parse_tree, split_arguments, trim
 from cutune.cuda.text import LineIndex
 
 _TRAILING_COMMENT = re.compile(r"\s*(?://.*|/\*.*?\*/\s*)$", re.S)
+_T = TypeVar("_T")
 
 
 def parse_source(text: str, path: str | None = None) -> SourceModel:
@@ -44,8 +49,7 @@ def parse_source(text: str, path: str | None = None) -> SourceModel:
         if cached is not None:
             _MODELS.move_to_end((path, text))
             return cached
-    with _collector_paused():
-        model = _model(text, path)
+    model = _model(text, path)
     with _MODELS_LOCK:
         _MODELS[(path, text)] = model
         while len(_MODELS) > _CACHED_MODELS:
@@ -73,35 +77,111 @@ def _collector_paused() -> Iterator[None]:
 
 def _model(text: str, path: str | None) -> SourceModel:
     data = text.encode("utf-8", errors="replace")
-    index = LineIndex(data)
-    root = parse_tree(data, key=path).root_node
-    decls = collect_decls(root, data)
-    errors = _error_nodes(root)
-    issues = tuple(ParseIssue(message, index.span(n.start_byte, n.end_byte)) for n, message in errors)
-    error_ranges = [(n.start_byte, max(n.end_byte, n.start_byte + 1)) for n, _ in errors]
-    kernels = tuple(k for p in _kernel_parts(decls, errors) if (k := _kernel(p, data, index, error_ranges)))
-    functions = FunctionIndex(decls)
-    launches = find_launches(root, data, index, functions)
-    return SourceModel(
-        path=path,
-        text=text,
-        kernels=kernels,
-        device_functions=tuple(
-            DeviceFunction(d.name, index.span(d.start, d.end), "::".join(d.namespace))
-            for d in decls
+    return SourceModel(path=path, text=text, facts=_Facts(data, parse_tree(data, key=path)))
+
+
+def _paused(build: Callable[[_Facts], _T]) -> Callable[[_Facts], _T]:
+    """A build step run with the cycle collector paused (see `_collector_paused`)."""
+
+    @functools.wraps(build)
+    def run(self: _Facts) -> _T:
+        with _collector_paused():
+            return build(self)
+
+    return run
+
+
+class _Facts:
+    """The source model's parts for one parsed text, each built on first use and kept."""
+
+    def __init__(self, data: bytes, tree: Tree) -> None:
+        self._data = data
+        self._tree = tree  # keeps the nodes below valid
+        self._root = tree.root_node
+
+    @functools.cached_property
+    def _index(self) -> LineIndex:
+        return LineIndex(self._data)
+
+    @functools.cached_property
+    @_paused
+    def _decls(self) -> list[Decl]:
+        return collect_decls(self._root, self._data)
+
+    @functools.cached_property
+    def _errors(self) -> list[tuple[Node, str]]:
+        return _error_nodes(self._root)
+
+    @functools.cached_property
+    def _error_ranges(self) -> list[tuple[int, int]]:
+        return [(n.start_byte, max(n.end_byte, n.start_byte + 1)) for n, _ in self._errors]
+
+    @functools.cached_property
+    def _parts(self) -> list[_KernelParts]:
+        return _kernel_parts(self._decls, self._errors)
+
+    @functools.cached_property
+    def _functions(self) -> FunctionIndex:
+        return FunctionIndex(self._decls)
+
+    @functools.cached_property
+    @_paused
+    def _kernels(self) -> tuple[Kernel, ...]:
+        return tuple(k for p in self._parts if (k := _kernel(p, self._data, self._index, self._error_ranges)))
+
+    @functools.cached_property
+    @_paused
+    def _launches(self) -> list[Launch]:
+        return find_launches(self._root, self._data, self._index, self._functions)
+
+    def kernels(self) -> tuple[Kernel, ...]:
+        return self._kernels
+
+    def kernel(self, name: str) -> Kernel | None:
+        """The first kernel called `name`, built alone (the others are not)."""
+        encoded = name.encode()
+        for p in self._parts:
+            found = declarator_name(p.declarator.child_by_field_name("declarator"))
+            if found is not None and self._data[found.start_byte : found.end_byte] == encoded:
+                return _kernel(p, self._data, self._index, self._error_ranges)
+        return None
+
+    def launches(self, kernel: str | None = None) -> tuple[LaunchSite, ...]:
+        if kernel is None or "_launches" in self.__dict__:
+            return tuple(lc.site for lc in self._launches if kernel is None or lc.site.kernel == kernel)
+        return tuple(lc.site for lc in find_launches(self._root, self._data, self._index, self._functions, kernel))
+
+    @_paused
+    def literals(self) -> tuple[TunableLiteral, ...]:
+        data, index = self._data, self._index
+        return tuple(
+            find_literals(self._root, data, index, self._decls, self._kernels, self._launches, self._functions)
+        )
+
+    @_paused
+    def device_functions(self) -> tuple[DeviceFunction, ...]:
+        return tuple(
+            DeviceFunction(d.name, self._index.span(d.start, d.end), "::".join(d.namespace))
+            for d in self._decls
             if d.kind is DeclKind.DEVICE_FUNCTION and d.name
-        ),
-        launches=tuple(lc.site for lc in launches),
-        literals=tuple(find_literals(root, data, index, decls, kernels, launches, functions)),
-        macros=tuple(_macro(d, data, index) for d in decls if d.kind is DeclKind.MACRO and d.name),
-        types=tuple(
-            TypeDecl(d.name, index.span(d.start, d.end), "::".join(d.namespace))
-            for d in decls
+        )
+
+    def macros(self) -> tuple[Macro, ...]:
+        return tuple(_macro(d, self._data, self._index) for d in self._decls if d.kind is DeclKind.MACRO and d.name)
+
+    def types(self) -> tuple[TypeDecl, ...]:
+        return tuple(
+            TypeDecl(d.name, self._index.span(d.start, d.end), "::".join(d.namespace))
+            for d in self._decls
             if d.kind is DeclKind.TYPE and d.name
-        ),
-        includes=tuple(i for d in decls if d.kind is DeclKind.INCLUDE and (i := _include(d, data, index))),
-        issues=issues,
-    )
+        )
+
+    def includes(self) -> tuple[Include, ...]:
+        data, index = self._data, self._index
+        return tuple(i for d in self._decls if d.kind is DeclKind.INCLUDE and (i := _include(d, data, index)))
+
+    def issues(self) -> tuple[ParseIssue, ...]:
+        return tuple(ParseIssue(message, self._index.span(n.start_byte, n.end_byte)) for n, message in self._errors)
 
 
 @dataclass(frozen=True)

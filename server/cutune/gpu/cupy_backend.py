@@ -27,7 +27,7 @@ from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, NoGpuError
 from cutune.gpu.backend import Backend, Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
-from cutune.gpu.device import device_limits
+from cutune.gpu.device import device_count, device_limits
 from cutune.gpu.guards import GUARD_BYTES
 from cutune.gpu.harness import POISON, POISON_2, Problem, Timer, compare, make_problem, summarize, tolerance_for
 from cutune.gpu.limits import DeviceLimits
@@ -535,13 +535,8 @@ def _compile_info(function: Any, seconds: float, *, spill_bytes: int = 0, compil
 
 
 def _import_cupy() -> ModuleType:
-    try:
-        import cupy
-    except ImportError:
-        raise NoGpuError("CuPy is not installed: pip install 'cutune[gpu]'") from None
-    try:
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            raise NoGpuError("CuPy sees no CUDA device")
-    except cupy.cuda.runtime.CUDARuntimeError as e:
-        raise NoGpuError(f"CUDA is not usable here: {e}") from None
+    if device_count() == 0:
+        raise NoGpuError("CuPy sees no CUDA device")
+    import cupy
+
     return cupy

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cutune.errors import NoGpuError
 from cutune.gpu.limits import BUILTIN, DeviceLimits
 
 # cudaDeviceProp field → DeviceLimits field
@@ -49,11 +50,21 @@ def driver_version() -> str:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
+def device_count() -> int:
+    """How many CUDA devices CuPy sees; NoGpuError saying why when it cannot look."""
+    try:
+        import cupy
+    except ImportError:
+        raise NoGpuError("CuPy is not installed: pip install 'cutune[gpu]'") from None
+    try:
+        return int(cupy.cuda.runtime.getDeviceCount())
+    except cupy.cuda.runtime.CUDARuntimeError as e:
+        raise NoGpuError(f"CUDA is not usable here: {e}") from None
+
+
 def gpu_available() -> bool:
     """Whether CuPy imports and sees at least one CUDA device."""
     try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
+        return device_count() > 0
     except Exception:  # no CuPy, no driver or no device: all mean "not here"
         return False

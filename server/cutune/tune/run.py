@@ -100,6 +100,8 @@ def tune(
     finally:
         backend.close()
     cancelled = cancel is not None and cancel.is_set()
+    if cancelled:  # a selection or held-out check cut short verified nothing: the original stands
+        selection, held_out = None, None
     result = TuneResult(
         kernel=key.kernel,
         source_path=job.source_path,
