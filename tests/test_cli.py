@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -123,6 +125,44 @@ def test_tune_replays_a_recorded_h200_search_and_resumes(tmp_path: Path) -> None
     assert "20 configurations measured" in res.output
     again = runner.invoke(app, [*args[:-4], "--trials", "30"])  # same study: only 10 more are measured
     assert again.exit_code == 0 and "30 configurations measured" in again.output
+
+
+def readme_replay_command() -> list[str]:
+    """The arguments of the README's replay example, as written there (after `.venv/bin/cutune`)."""
+    text = (ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```sh\n(.*?)```", text, re.S) if "--backend replay" in b)
+    words = shlex.split(block.replace("\\\n", " "))
+    return words[words.index(".venv/bin/cutune") + 1 :]
+
+
+def test_the_readme_replay_command_runs_as_written_on_the_edited_sample_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sample spec gained comments and multiple_of after the recording: in a checkout whose git history
+    holds the recorded text, the README's command replays it and says so."""
+    args = readme_replay_command()
+    for name in ("silu_and_mul.cu", "silu_and_mul.tune.toml"):
+        (tmp_path / "samples").mkdir(exist_ok=True)
+        shutil.copy(RECORDED_SPECS / name if name.endswith(".toml") else SAMPLES / name, tmp_path / "samples")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "samples"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "the spec as recorded"], cwd=tmp_path, check=True)
+    shutil.copy(SAMPLES / "silu_and_mul.tune.toml", tmp_path / "samples")  # as shipped now
+    (tmp_path / RECORDING.relative_to(ROOT)).parent.mkdir(parents=True)
+    shutil.copy(RECORDING, tmp_path / RECORDING.relative_to(ROOT))
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "replayed from silu_and_mul.tune.NVIDIA-H200.2026-11-21.jsonl (NVIDIA H200, 2026-11-21)" in res.output
+    assert "recorded with an earlier text of this spec (commit " in res.output
+    assert "only comments/check-only keys differ" in res.output
+    (tmp_path / "samples" / "silu_and_mul.tune.toml").write_text(  # a change that decides measurements
+        (SAMPLES / "silu_and_mul.tune.toml").read_text().replace("scale = 2.0", "scale = 3.0")
+    )
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "the tuning spec changed since it was recorded" in res.output
+    assert "args[1].scale" in res.output
 
 
 @pytest.mark.nvcc

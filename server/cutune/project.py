@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from cutune.gpu.backend import Job, TimingOptions
 from cutune.gpu.replay import read_recording
 from cutune.source_file import read_source
 from cutune.template.apply import apply_config, apply_dispatch, launchable
+from cutune.template.diff import unified_diff
 from cutune.template.dispatch import Branch, DispatchPlan
 from cutune.template.edits import apply_edits
 from cutune.template.model import Binding, Config, Space, Template
@@ -154,14 +154,7 @@ def templatize_file(
 ) -> TemplatizeOutcome:
     """Templatize one kernel; with `write`, rewrite the file and create its spec when it has none."""
     ctx = open_kernel(path, kernel, recipes=recipes)
-    diff = "".join(
-        difflib.unified_diff(
-            ctx.model.text.splitlines(keepends=True),
-            ctx.template.source.splitlines(keepends=True),
-            fromfile=f"a/{ctx.path.name}",
-            tofile=f"b/{ctx.path.name}",
-        )
-    )
+    diff = unified_diff(ctx.model.text, ctx.template.source, ctx.path.name)
     spec_text = dump_kernel_spec(ctx.drafted_spec())
     wrote_source = wrote_spec = False
     if write:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import re
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +24,10 @@ from cutune.gpu.replay import (
     read_recording,
     replay_source,
 )
+from cutune.project import build_job, open_kernel
 from cutune.template.model import Config, Value
+from cutune.template.spec import load_spec
+from cutune.tune.study import study_key
 from tests.gpu.jobs import tiny_job
 from tests.tune.fake_backend import FakeBackend
 
@@ -195,7 +200,10 @@ def test_a_file_without_header_is_refused(tmp_path: Path) -> None:
         (tiny_job(PARAMS, sizes=JOB.spec.sizes, source="// edited\n"), "the kernel's source changed since it was"),
         (tiny_job({"threads": (128, 256)}, sizes=JOB.spec.sizes), "the tuning space differs (parameters fast_math"),
         (tiny_job(PARAMS, sizes=({"n": 4096}, {"n": 8192})), "size n=8192 was not recorded"),
-        (dataclasses.replace(JOB, spec=dataclasses.replace(JOB.spec, grid=("2",))), "the tuning spec changed"),
+        (
+            dataclasses.replace(JOB, spec=dataclasses.replace(JOB.spec, grid=("2",))),
+            "the tuning spec changed since it was recorded: grid[0]",
+        ),
     ],
     ids=["source", "space", "sizes", "spec"],
 )
@@ -259,3 +267,144 @@ def test_the_recorded_gpu_sweeps_replay(path: Path) -> None:
     replay.open(job)  # a timing sweep onto another job: not strict, only a warning
     assert set(default.config) == names
     assert replay.evaluate(default.config) == default
+
+
+# a spec file whose changes replay must tell apart: comments and check-only keys, or what is measured
+SPEC_TEXT = """\
+# the kernel k of the tests
+[kernel.k]
+grid = "1"
+block = "1"
+sizes = [{ n = 4096 }, { n = 1048576 }]
+
+[[kernel.k.args]]
+name = "x"
+dtype = "float32"
+role = "out"
+shape = ["n"]
+"""
+# the same measurements: comments added and moved, a check-only key (multiple_of), size weights
+COMMENTED = (
+    SPEC_TEXT.replace("# the kernel k of the tests\n", "")
+    .replace('block = "1"', 'block = "1"  # one thread\n# tails keep n even\nmultiple_of = { n = 2 }')
+    .replace("sizes = [{ n = 4096 }, { n = 1048576 }]", "sizes = [{ n = 4096, weight = 2 }, { n = 1048576 }]")
+)
+RESCALED = SPEC_TEXT.replace('shape = ["n"]', 'shape = ["n"]\nscale = 2.0')  # other inputs: other timings
+
+
+def spec_job(path: Path, text: str) -> Job:
+    """JOB with its spec read from `text`, written at `path`."""
+    path.write_text(text)
+    return dataclasses.replace(JOB, spec=load_spec(path).kernel("k"))
+
+
+def write_recording(path: Path, header: dict[str, object]) -> Path:
+    lines = [header, *({"type": "measurement", **m.to_dict()} for m in MEASURED)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def format_1(job: Job, text: str) -> dict[str, object]:
+    """A header as format 1 wrote it: the hash of the spec file's text, no canonical form."""
+    header = {k: v for k, v in header_for(job, DEVICE).items() if k != "spec"}
+    return {**header, "format": 1, "spec_sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def git(folder: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_comments_and_check_only_keys_do_not_change_the_spec(tmp_path: Path) -> None:
+    recorded = spec_job(tmp_path / "k.tune.toml", SPEC_TEXT)
+    path = write_recording(tmp_path / "k.jsonl", header_for(recorded, DEVICE))
+    replay = ReplayBackend(path)
+    assert replay.open(spec_job(tmp_path / "k.tune.toml", COMMENTED)) == DEVICE
+    assert replay.source is not None and replay.source.matched == "spec" and replay.source.note == ""
+    rescaled = spec_job(tmp_path / "k.tune.toml", RESCALED)
+    reason = "this recording does not match k: the tuning spec changed since it was recorded: args[0].scale; record"
+    with pytest.raises(CutuneError, match=re.escape(reason)):
+        ReplayBackend(path).open(rescaled)
+
+
+def test_a_size_that_was_not_recorded_is_refused_with_that_reason(tmp_path: Path) -> None:
+    recorded = spec_job(tmp_path / "k.tune.toml", SPEC_TEXT)
+    path = write_recording(tmp_path / "k.jsonl", header_for(recorded, DEVICE))
+    resized = spec_job(tmp_path / "k.tune.toml", SPEC_TEXT.replace("1048576", "2097152"))
+    with pytest.raises(CutuneError, match=re.escape("does not match k: size n=2097152 was not recorded")):
+        ReplayBackend(path).open(resized)
+    # fewer sizes than recorded (e.g. the held-out ones) are served what was measured at them
+    ReplayBackend(path).open(spec_job(tmp_path / "k.tune.toml", SPEC_TEXT.replace(", { n = 1048576 }", "")))
+
+
+def test_a_format_1_recording_of_this_very_text_is_accepted(tmp_path: Path) -> None:
+    job = spec_job(tmp_path / "k.tune.toml", SPEC_TEXT)
+    path = write_recording(tmp_path / "k.jsonl", format_1(job, SPEC_TEXT))
+    replay = ReplayBackend(path)
+    replay.open(job)
+    assert replay.source is not None and replay.source.matched == "text"
+    assert replay.source.label() == f"replayed from k.jsonl (NVIDIA H100 80GB HBM3, {replay.source.date[:10]})"
+    # outside git, an edited text cannot be compared with the one recorded: refused, saying why
+    with pytest.raises(CutuneError, match="a format 1 recording keeps only a hash of the spec file's text"):
+        ReplayBackend(path).open(spec_job(tmp_path / "k.tune.toml", COMMENTED))
+
+
+def test_a_format_1_recording_of_an_earlier_text_in_git_is_compared_by_what_changed(tmp_path: Path) -> None:
+    spec = tmp_path / "k.tune.toml"
+    job = spec_job(spec, SPEC_TEXT)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "k.tune.toml")
+    git(tmp_path, "commit", "-q", "-m", "the spec as recorded")
+    path = write_recording(tmp_path / "k.jsonl", format_1(job, SPEC_TEXT))
+    replay = ReplayBackend(path)
+    replay.open(spec_job(spec, COMMENTED))  # edited since, uncommitted: only comments and check-only keys
+    assert replay.source is not None and replay.source.matched == "earlier text"
+    assert re.fullmatch(
+        r"replayed from k\.jsonl \(NVIDIA H100 80GB HBM3, \d{4}-\d\d-\d\d\); recorded with an earlier text of "
+        r"this spec \(commit [0-9a-f]{12}\); only comments/check-only keys differ",
+        replay.source.label(),
+    )
+    git(tmp_path, "commit", "-q", "-am", "comments")  # the recorded text is now two commits back
+    ReplayBackend(path).open(spec_job(spec, COMMENTED))
+    with pytest.raises(CutuneError, match=r"the tuning spec changed since it was recorded \(its text of commit "):
+        ReplayBackend(path).open(spec_job(spec, RESCALED))
+    with pytest.raises(CutuneError, match=re.escape("args[0].scale; record it again")):
+        ReplayBackend(path).open(spec_job(spec, RESCALED))
+
+
+def test_replayed_studies_are_apart_from_measured_ones_and_named_briefly(recording: Path) -> None:
+    replay = ReplayBackend(recording)
+    replay.open(JOB)
+    measured, replayed = study_key(JOB, DEVICE), study_key(JOB, DEVICE, replay)
+    assert replayed.name != measured.name and replayed.device.startswith("NVIDIA H100 80GB HBM3 replay ")
+    assert replayed.name.count("H100") == 1 and len(replayed.name) < 80, replayed.name
+    assert study_key(JOB, DEVICE, ReplayBackend(recording.rename(recording.with_name("other.jsonl")))) != replayed
+
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = {
+    "silu_and_mul": ("silu_and_mul_kernel", "silu_and_mul.tune.NVIDIA-H200.2026-11-21.jsonl"),
+    "merge_attn_states": ("merge_attn_states_kernel", "merge_attn_states.tune.NVIDIA-H200.2026-11-21.jsonl"),
+}
+
+
+def has_git_history(path: Path) -> bool:
+    done = subprocess.run(["git", "log", "-1", "--format=%H", "--", path.name], cwd=path.parent, capture_output=True)
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
+@pytest.mark.parametrize("stem", SHIPPED)
+def test_the_shipped_h200_recordings_replay_onto_the_samples_as_they_are(stem: str) -> None:
+    """The README's replay commands: the samples' specs gained comments and multiple_of since."""
+    if not has_git_history(ROOT / "samples" / f"{stem}.tune.toml"):
+        pytest.skip("needs the git history of samples/ (the recorded text of the spec is an earlier commit)")
+    kernel, recording = SHIPPED[stem]
+    ctx = open_kernel(ROOT / "samples" / f"{stem}.cu", kernel)
+    replay = ReplayBackend(ROOT / "benchmarks" / "results" / "recordings" / recording)
+    replay.open(dataclasses.replace(build_job(ctx), space=ctx.space))
+    assert replay.source is not None and replay.source.device == "NVIDIA H200"
+    assert replay.source.matched in ("text", "earlier text")

@@ -11,7 +11,14 @@ import pytest
 from cutune.errors import SourceError
 from cutune.project import open_kernel
 from cutune.template.apply import apply_dispatch
-from cutune.template.dispatch import MARKER, Branch, DispatchPlan, held_out_sizes, plan_dispatch
+from cutune.template.dispatch import (
+    MARKER,
+    Branch,
+    DispatchPlan,
+    held_out_sizes,
+    plan_dispatch,
+    unchecked_ranges,
+)
 from cutune.template.edits import apply_edits
 from cutune.template.model import Config
 
@@ -42,7 +49,65 @@ def test_held_out_sizes_lie_between_tuned_ones_and_keep_their_divisibility() -> 
     assert held == [(0, {"t": 32, "h": 8}), (1, {"t": 128, "h": 8}), (2, {"t": 512, "h": 8})]
     # no shared multiple strictly between: the spec's declared one is used
     assert held_out_sizes([{"t": 16}, {"t": 32}], {"t": 4}) == [(0, {"t": 20})]
-    assert held_out_sizes([{"t": 16, "h": 8}, {"t": 64, "h": 16}], {}) == []  # two variables move: no rule there
+    # the other variables differ between neighbours: the lower one's, whose configuration the rule launches
+    assert held_out_sizes([{"t": 16, "h": 8}, {"t": 64, "h": 16}], {}) == [(0, {"t": 32, "h": 8})]
+
+
+def test_every_tuned_size_launches_its_own_pick_when_sizes_share_the_first_variable() -> None:
+    """The review's reproduction: two tuned sizes share n; the second's pick used to take over the first."""
+    sizes = [{"n": 16, "d": 4096}, {"n": 16, "d": 14336}, {"n": 256, "d": 4096}]
+    plan = plan_dispatch(sizes, [A, B, ORIG], ORIG)
+    assert [plan.config_for(s) for s in sizes] == [A, B, ORIG]
+    assert (plan.variable, plan.inner_variable) == ("n", "d")
+    assert plan.branches == (Branch(None, ORIG, (Branch(None, A), Branch(14336, B))), Branch(256, ORIG))
+    # between and beyond tuned values: the nearest tuned value below on each variable
+    assert plan.config_for({"n": 255, "d": 8192}) == A and plan.config_for({"n": 1, "d": 10**6}) == B
+    assert plan.config_for({"n": 10**6, "d": 14336}) == ORIG
+    assert plan.ranges() == [("n < 256, d < 14336", A), ("n < 256, 14336 ≤ d", B), ("256 ≤ n", ORIG)]
+    assert plan.configs == (A, B, ORIG)
+    assert DispatchPlan.from_dict(plan.to_dict()) == plan
+    # a single variable that tells every size apart is keyed on alone
+    assert plan_dispatch([{"n": 16, "d": 1}, {"n": 16, "d": 2}], [A, B], ORIG).variable == "d"
+
+
+def test_sizes_the_key_cannot_tell_apart_share_the_original_unless_one_configuration_won_at_all() -> None:
+    # three variables move; no pair tells the four sizes apart (x, y) decides and z is left out
+    sizes = [{"x": 1, "y": 1, "z": 1}, {"x": 1, "y": 1, "z": 2}, {"x": 2, "y": 1, "z": 1}, {"x": 2, "y": 1, "z": 2}]
+    sizes = [*sizes, {"x": 1, "y": 2, "z": 1}, {"x": 2, "y": 2, "z": 2}]
+    plan = plan_dispatch(sizes, [A, A, A, B, B, B], ORIG)
+    assert (plan.variable, plan.inner_variable) == ("x", "y")
+    assert [plan.config_for(s) for s in sizes] == [A, A, ORIG, ORIG, B, B]
+    # what each size launches is its own pick or the original: never a configuration measured elsewhere
+    assert all(plan.config_for(s) in (c, ORIG) for s, c in zip(sizes, [A, A, A, B, B, B], strict=True))
+
+
+def test_a_held_out_loss_inside_a_split_range_hands_back_only_that_part() -> None:
+    sizes = [{"t": 16, "h": 32}, {"t": 16, "h": 64}, {"t": 256, "h": 32}, {"t": 256, "h": 64}]
+    held = held_out_sizes(sizes, {})
+    assert held == [(0, {"t": 64, "h": 32}), (1, {"t": 64, "h": 64})]  # each part of the split is checked
+    plan = plan_dispatch(sizes, [A, B, ORIG, ORIG], ORIG, slower_from={1: 64})
+    assert plan.branches == (
+        Branch(None, ORIG, (Branch(None, A), Branch(64, B))),
+        Branch(64, ORIG, (Branch(None, A), Branch(64, ORIG))),  # from the held-out value: h ≥ 64 is handed back
+        Branch(256, ORIG),
+    )
+    assert [plan.config_for(s) for s in sizes] == [A, B, ORIG, ORIG]
+    assert plan.config_for({"t": 63, "h": 64}) == B and plan.config_for({"t": 64, "h": 64}) == ORIG
+    assert plan.config_for({"t": 64, "h": 32}) == A
+    assert unchecked_ranges(plan, sizes, {}) == ("32 < h < 64 where t < 64", "32 < h < 64 where 64 ≤ t < 256")
+
+
+def test_rotary_like_sizes_alternating_another_variable_are_checked_between_every_neighbour() -> None:
+    heads = [32, 64, 32, 64]
+    sizes = [{"t": t, "h": h} for t, h in zip([1, 16, 77, 1000], heads, strict=True)]
+    held = held_out_sizes(sizes, {})
+    assert held == [(0, {"t": 4, "h": 32}), (1, {"t": 35, "h": 64}), (2, {"t": 277, "h": 32})]
+    plan = plan_dispatch(sizes, [A, A, B, B], ORIG)
+    assert plan.inner_variable is None and unchecked_ranges(plan, sizes, {}) == ()
+    # no multiple of 8 fits between 16 and 20 (nor one both share): that range is named as unchecked
+    assert unchecked_ranges(plan_dispatch([{"t": 16}, {"t": 20}], [A, B], ORIG), [{"t": 16}, {"t": 20}], {"t": 8}) == (
+        "16 < t < 20",
+    )
 
 
 def _kv_dispatch() -> tuple[str, str]:
@@ -85,6 +150,46 @@ def test_the_dispatch_compiles_with_nvcc_against_a_torch_stub(tmp_path: Path) ->
     _, after = _kv_dispatch()
     source = tmp_path / "kv_cache_write.cu"
     source.write_text(after)
+    done = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", "-I", str(STUB), "-c", str(source), "-o", str(tmp_path / "k.o")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def _kv_two_variable_dispatch() -> str:
+    """Two decode sizes share num_tokens and differ in num_heads: a split on num_heads inside the first range."""
+    ctx = open_kernel(SAMPLE, "kv_cache_write_kernel")
+    original = ctx.space.default()
+    few_heads = Config.of({**original, "BLOCK_THREADS": 1024, "SPECIALIZE_BLOCK_SIZE": True})
+    many_heads = Config.of({**original, "BLOCK_THREADS": 128})
+    sizes = [
+        {"num_tokens": t, "num_heads": h, "head_size": 128, "block_size": 16} for t, h in ((16, 8), (16, 32), (2048, 8))
+    ]
+    plan = plan_dispatch(sizes, [few_heads, many_heads, original], original)
+    applied = apply_dispatch(ctx.template_model, ctx.kernel.name, plan, ctx.space, sizes, note="x")
+    return apply_edits(ctx.template.source, applied.edits)
+
+
+def test_a_dispatch_on_two_variables_nests_one_chain_in_the_other() -> None:
+    after = _kv_two_variable_dispatch()
+    host = after[after.index("void kv_cache_write(") :]
+    assert (
+        "  // A size between tuned ones takes the configuration of the nearest tuned num_tokens and num_heads" in host
+    )
+    assert "  if (num_tokens < 2048) {  // by num_heads\n    if (num_heads < 32) {  // BLOCK_THREADS=1024" in host
+    assert "      if (block_size == 16) {" in host  # the compiled-in size, guarded inside the split
+    assert "    } else {  // BLOCK_THREADS=128\n" in host
+    assert "  } else {  // the original configuration\n" in host
+    assert after.count("kv_cache_write_kernel<") == 4  # few heads (guarded, and its fallback), many heads, original
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_the_two_variable_dispatch_compiles_with_nvcc(tmp_path: Path) -> None:
+    source = tmp_path / "kv_cache_write.cu"
+    source.write_text(_kv_two_variable_dispatch())
     done = subprocess.run(
         ["nvcc", "-std=c++17", "-arch=sm_90", "-I", str(STUB), "-c", str(source), "-o", str(tmp_path / "k.o")],
         capture_output=True,

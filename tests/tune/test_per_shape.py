@@ -10,18 +10,23 @@ made by benchmarks/per_shape.py --record, are checked the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from cutune.cli_render.tune import render_result
 from cutune.gpu.backend import DeviceInfo, Measurement, Timing
+from cutune.gpu.registry import create_backend
 from cutune.gpu.replay import header_for
-from cutune.project import build_job, open_kernel
+from cutune.project import build_job, open_kernel, tune_options
 from cutune.template.dispatch import DispatchPlan, held_out_sizes
 from cutune.template.model import Config
+from cutune.tune.run import tune
 
 ROOT = Path(__file__).parents[2]
 SAMPLE = ROOT / "samples" / "kv_cache_write.cu"
@@ -117,3 +122,54 @@ RECORDINGS = sorted((ROOT / "benchmarks" / "results" / "recordings").glob("kv_ca
 def test_the_guarantee_holds_on_gpu_recordings(recording: Path, tmp_path: Path) -> None:
     report = _load_benchmark().run(tmp_path, replay=recording, record=False, trials=60, seconds=60)
     assert report["guarantee_holds"], [r for r in report["sizes"] if not r["at_least_original_within_noise"]]
+
+
+def test_sizes_sharing_num_tokens_each_report_what_the_dispatch_launches_there(tmp_path: Path) -> None:
+    """Two decode sizes share num_tokens and want different configurations (few heads: the most threads;
+    many heads: few). Each launches its own pick, the report shows what apply writes, and the held-out
+    sizes check both parts of the split. TEST-ONLY synthetic timings, replayed."""
+    ctx = open_kernel(SAMPLE, "kv_cache_write_kernel")
+    base = build_job(ctx)
+    shape = {"head_size": 128, "block_size": 16}
+    sizes = tuple({"num_tokens": t, "num_heads": h, **shape} for t, h in ((16, 8), (16, 32), (2048, 8)))
+    job = dataclasses.replace(base, spec=dataclasses.replace(base.spec, sizes=sizes, weights=()))
+    held = [size for _, size in held_out_sizes(sizes, job.spec.multiple_of)]
+    assert held == [{"num_tokens": 176, "num_heads": 8, **shape}, {"num_tokens": 176, "num_heads": 32, **shape}]
+
+    def us(config: Config, size: dict[str, int]) -> float:
+        few, many = (
+            {64: 1.25, 128: 1.12, 256: 1.05, 512: 1.0, 1024: 0.80},
+            {64: 1.1, 128: 0.80, 256: 0.9, 512: 1.0, 1024: 0.95},
+        )
+        table = (few if size["num_heads"] == 8 else many) if size["num_tokens"] < 2048 else BETWEEN
+        return (2.9 + size["num_tokens"] * size["num_heads"] / 400) * table[int(config["BLOCK_THREADS"])]
+
+    names = [p.name for p in job.space.params]
+    lines = [{**header_for(job, DEVICE), "note": "TEST-ONLY synthetic timings (tests/tune/test_per_shape.py)"}]
+    for group in (sizes, held):
+        for values in itertools.product(*(p.values for p in job.space.params)):
+            config = Config.of(dict(zip(names, values, strict=True)))
+            timings = tuple(
+                Timing(dict(s), us(config, s), us(config, s) * 0.995, us(config, s) * 1.005, 100) for s in group
+            )
+            lines.append({"type": "measurement", **Measurement(config, timings=timings).to_dict()})
+    recording = tmp_path / "shared_tokens.synthetic.jsonl"
+    recording.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    options = dataclasses.replace(tune_options(ctx, trials=60, seconds=60), workspace=tmp_path / "workspace")
+    result = tune(job, create_backend("replay", path=recording), options)
+
+    plan = result.dispatch
+    assert plan is not None and (plan.variable, plan.inner_variable) == ("num_tokens", "num_heads")
+    threads = {(s.size["num_tokens"], s.size["num_heads"]): s.best_config["BLOCK_THREADS"] for s in result.sizes}
+    assert threads == {(16, 8): 1024, (16, 32): 128, (2048, 8): 512}
+    for s in result.sizes:  # the reported configuration and time are what apply writes there, as measured
+        assert s.best_config == plan.config_for(s.size)
+        assert s.tuned.median_us == pytest.approx(us(s.best_config, s.size))
+    assert {(s.size["num_heads"], s.best_config["BLOCK_THREADS"]) for s in result.held_out} == {(8, 1024), (32, 128)}
+    assert all(s.speedup > 1.0 for s in result.held_out)
+    assert result.unchecked == ("8 < num_heads < 32 where num_tokens < 2048",)
+    console = Console(width=240, record=True)
+    console.print(render_result(result))
+    text = console.export_text()
+    assert "not checked by a held-out size: 8 < num_heads < 32 where num_tokens < 2048" in text
+    assert "num_tokens < 2048, num_heads < 32: BLOCK_THREADS=1024" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from cutune.template.dispatch import DispatchPlan, range_text
+from cutune.template.dispatch import DispatchPlan
 from cutune.template.model import Config
 from cutune.tune.result import SizeResult, TuneResult
 
@@ -21,12 +21,8 @@ def config_change(config: Config, original: Config) -> str:
 
 
 def dispatch_text(plan: DispatchPlan, original: Config) -> str:
-    """`num_tokens < 256: BLOCK=64 · 256 ≤ num_tokens < 2048: original · num_tokens ≥ 2048: BLOCK=512`."""
-    parts = []
-    for i, b in enumerate(plan.branches):
-        upper = plan.branches[i + 1].lower if i + 1 < len(plan.branches) else None
-        parts.append(f"{range_text(plan.variable, b.lower, upper)}: {config_change(b.config, original)}")
-    return " · ".join(parts)
+    """`num_tokens < 256: BLOCK=64 · 256 ≤ num_tokens < 2048: original · 2048 ≤ num_tokens: BLOCK=512`."""
+    return " · ".join(f"{where}: {config_change(config, original)}" for where, config in plan.ranges())
 
 
 def render_result(result: TuneResult) -> Table:
@@ -80,10 +76,13 @@ def _caption(result: TuneResult) -> list[str]:
         )
     if result.dispatch is not None and len(result.dispatch.configs) > 1:
         lines.append(f"dispatch: {dispatch_text(result.dispatch, result.original)}")
+        keys = " and ".join(k for k in (result.dispatch.variable, result.dispatch.inner_variable) if k is not None)
         lines.append(
-            f"  (a size between tuned ones takes the configuration of the nearest tuned {result.dispatch.variable} "
-            "below it; held-out sizes where that was not faster fall back to the original)"
+            f"  (a size between tuned ones takes the configuration of the nearest tuned {keys} below it; "
+            "held-out sizes where that was not faster fall back to the original)"
         )
+        if result.unchecked:
+            lines.append(f"  not checked by a held-out size: {'; '.join(result.unchecked)}")
     if result.per_file:
         cost = (result.per_file_cost - 1.0) * 100
         lines.append(

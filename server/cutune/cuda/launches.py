@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
@@ -15,31 +16,49 @@ from cutune.cuda.text import LineIndex
 _CHEVRONS = re.compile(rb"<<<")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Launch:
-    """A launch site with the syntax nodes the literal finder needs."""
+    """A launch's syntax nodes, which the literal finder reads, and its LaunchSite, built when first asked for
+    (on a file of thousands of launches most are never shown)."""
 
-    site: LaunchSite
+    call: Node  # the call expression
+    kernel: str  # the unqualified kernel name
     config: tuple[Node, ...]  # grid, block[, smem[, stream]] expressions
     template_args: tuple[Node, ...]
     function: Decl | None  # the enclosing function definition
+    macro: str | None  # the `#define` whose body holds the launch
+    data: bytes = field(repr=False)
+    index: LineIndex = field(repr=False)
+
+    @functools.cached_property
+    def site(self) -> LaunchSite:
+        """The launch site as the source model holds it."""
+        data, index = self.data, self.index
+        arg_list = self.call.child_by_field_name("arguments")
+        config_ranges = [trim(data, c.start_byte, c.end_byte) for c in self.config]
+        config_texts = [data[s:e].decode("utf-8", errors="replace") for s, e in config_ranges]
+        return LaunchSite(
+            kernel=self.kernel,
+            template_args=tuple(node_text(data, a).strip() for a in self.template_args),
+            grid=config_texts[0] if config_texts else "",
+            block=config_texts[1] if len(config_texts) > 1 else "",
+            shared_mem=config_texts[2] if len(config_texts) > 2 else None,
+            stream=config_texts[3] if len(config_texts) > 3 else None,
+            args=tuple(node_text(data, a).strip() for a in _expressions(arg_list)) if arg_list else (),
+            span=index.span(self.call.start_byte, self.call.end_byte),
+            config_spans=tuple(index.span(s, e) for s, e in config_ranges),
+            template_arg_spans=tuple(index.span(a.start_byte, a.end_byte) for a in self.template_args),
+            host_function=self.function.name if self.function is not None else self.macro,
+            macro=self.macro,
+        )
 
 
-def find_launches(
-    root: Node, data: bytes, index: LineIndex, functions: FunctionIndex, kernel: str | None = None
-) -> list[Launch]:
-    """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s (of `kernel` alone, when given),
-    in source order."""
-
-    def wanted(calls: list[Node]) -> list[Node]:
-        if kernel is None:
-            return calls
-        return [c for c in calls if _callee(c.child_by_field_name("function"), data)[0] == kernel]
-
-    found = [_launch(call, data, index, functions) for call in wanted(launch_calls(root, data))]
+def find_launches(root: Node, data: bytes, index: LineIndex, functions: FunctionIndex) -> list[Launch]:
+    """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s, in source order."""
+    found = [_launch(call, data, index, functions) for call in launch_calls(root, data)]
     for macro_root, name in macro_trees(root, data):
-        found += [_launch(call, data, index, functions, name) for call in wanted(launch_calls(macro_root, data))]
-    return sorted(found, key=lambda lc: lc.site.span.start_byte)
+        found += [_launch(call, data, index, functions, name) for call in launch_calls(macro_root, data)]
+    return sorted(found, key=lambda lc: lc.call.start_byte)
 
 
 def launch_calls(root: Node, data: bytes) -> list[Node]:
@@ -86,27 +105,8 @@ def _as_function(data: bytes, body: Node, name: str) -> bytes:
 def _launch(call: Node, data: bytes, index: LineIndex, functions: FunctionIndex, macro: str | None = None) -> Launch:
     kernel, targs = _callee(call.child_by_field_name("function"), data)
     config_node = next(c for c in call.children if c.type == "kernel_call_syntax")
-    config = tuple(_expressions(config_node))
-    arg_list = call.child_by_field_name("arguments")
-    args = tuple(node_text(data, a).strip() for a in _expressions(arg_list)) if arg_list else ()
-    config_ranges = [trim(data, c.start_byte, c.end_byte) for c in config]
-    config_texts = [data[s:e].decode("utf-8", errors="replace") for s, e in config_ranges]
     function = functions.at(call.start_byte) if macro is None else None
-    site = LaunchSite(
-        kernel=kernel,
-        template_args=tuple(node_text(data, a).strip() for a in targs),
-        grid=config_texts[0] if config_texts else "",
-        block=config_texts[1] if len(config_texts) > 1 else "",
-        shared_mem=config_texts[2] if len(config_texts) > 2 else None,
-        stream=config_texts[3] if len(config_texts) > 3 else None,
-        args=args,
-        span=index.span(call.start_byte, call.end_byte),
-        config_spans=tuple(index.span(s, e) for s, e in config_ranges),
-        template_arg_spans=tuple(index.span(a.start_byte, a.end_byte) for a in targs),
-        host_function=function.name if function is not None else macro,
-        macro=macro,
-    )
-    return Launch(site, config, tuple(targs), function)
+    return Launch(call, kernel, tuple(_expressions(config_node)), tuple(targs), function, macro, data, index)
 
 
 def _callee(fn: Node | None, data: bytes) -> tuple[str, list[Node]]:

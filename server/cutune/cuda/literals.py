@@ -41,6 +41,10 @@ _PRIORITY = (
     LiteralKind.TEMPLATE_ARG,
     LiteralKind.LAUNCH_DIM,
 )
+_RANK = {kind: i for i, kind in enumerate(_PRIORITY)}
+
+# a literal found: start byte, rank of its kind, end byte, kind, name, value, kernel
+_Found = tuple[int, int, int, LiteralKind, str | None, int, str | None]
 
 
 class _Users:
@@ -49,8 +53,8 @@ class _Users:
     def __init__(self, data: bytes, functions: FunctionIndex, launches: Sequence[Launch]) -> None:
         self._data = data
         self._functions = functions
-        self._launches = sorted(launches, key=lambda lc: lc.site.span.start_byte)
-        self._launch_starts = [lc.site.span.start_byte for lc in self._launches]
+        self._launches = sorted(launches, key=lambda lc: lc.call.start_byte)
+        self._launch_starts = [lc.call.start_byte for lc in self._launches]
         self._occurrences: dict[str, list[int]] = {}
 
     def find(self, names: set[str]) -> None:
@@ -78,8 +82,8 @@ class _Users:
         if fn is not None and fn.kind is DeclKind.KERNEL:
             return fn.name
         i = bisect.bisect_right(self._launch_starts, offset) - 1
-        if i >= 0 and offset < self._launches[i].site.span.end_byte:
-            return self._launches[i].site.kernel
+        if i >= 0 and offset < self._launches[i].call.end_byte:
+            return self._launches[i].kernel
         return None
 
 
@@ -91,10 +95,13 @@ def find_literals(
     kernels: Sequence[Kernel],
     launches: Sequence[Launch],
     functions: FunctionIndex,
+    only: str | None = None,
 ) -> list[TunableLiteral]:
-    """Every tunable literal, one per source position, in source order."""
+    """Every tunable literal, one per source position, in source order; with `only`, those of that kernel
+    (then `kernels` may hold that kernel alone: which kernel a literal feeds still depends on the whole file,
+    but spans are built for that kernel's literals only)."""
     users = _Users(data, functions, launches)
-    found: list[TunableLiteral] = []
+    found: list[_Found] = []
 
     def add(kind: LiteralKind, name: str | None, node_or_range: Node | tuple[int, int], kernel: str | None) -> None:
         if isinstance(node_or_range, tuple):
@@ -103,14 +110,14 @@ def find_literals(
             start, end = node_or_range.start_byte, node_or_range.end_byte
         value = int_value(data[start:end].decode("utf-8", errors="replace"))
         if value is not None:
-            found.append(TunableLiteral(kind, name, value, index.span(start, end), kernel))
+            found.append((start, _RANK[kind], end, kind, name, value, kernel))
 
     def kernel_of(offset: int) -> str | None:
         fn = functions.at(offset)
         return fn.name if fn is not None and fn.kind is DeclKind.KERNEL else None
 
     for k in kernels:
-        if k.launch_bounds is not None:
+        if k.launch_bounds is not None and only in (None, k.name):
             lb = k.launch_bounds.span
             for r in split_arguments(data, lb.start_byte, lb.end_byte):
                 add(LiteralKind.LAUNCH_BOUNDS, None, r, k.name)
@@ -155,7 +162,9 @@ def find_literals(
 
     by_name = {k.name: k for k in reversed(kernels)}
     for lc in launches:
-        kernel = by_name.get(lc.site.kernel)
+        if only not in (None, lc.kernel):
+            continue
+        kernel = by_name.get(lc.kernel)
         for i, targ in enumerate(lc.template_args):
             if targ.type == "number_literal":
                 tparams = kernel.template_params if kernel is not None else ()
@@ -163,17 +172,21 @@ def find_literals(
                     LiteralKind.TEMPLATE_ARG,
                     tparams[i].name if i < len(tparams) else None,
                     targ,
-                    lc.site.kernel,
+                    lc.kernel,
                 )
-    found.extend(_launch_dims(root, data, index, launches))
+    for (start, end), name, user in _launch_dims(root, data, launches):
+        add(LiteralKind.LAUNCH_DIM, name, (start, end), user)
 
-    rank = {kind: i for i, kind in enumerate(_PRIORITY)}
-    found.sort(key=lambda lit: (lit.span.start_byte, rank[lit.kind]))
-    unique: list[TunableLiteral] = []
-    for lit in found:
-        if not unique or unique[-1].span.start_byte != lit.span.start_byte:
-            unique.append(lit)
-    return unique
+    found.sort(key=lambda f: f[:2])  # by position, then the kind that names a literal matched by several rules
+    unique: list[_Found] = []
+    for f in found:
+        if not unique or unique[-1][0] != f[0]:
+            unique.append(f)
+    return [
+        TunableLiteral(kind, name, value, index.span(start, end), kernel)
+        for start, _, end, kind, name, value, kernel in unique
+        if only in (None, kernel)
+    ]
 
 
 def _scoped_owner(users: _Users, name: str, fn: Decl | None) -> str | None:
@@ -199,8 +212,11 @@ def _declared_name(expr: Node, data: bytes) -> str | None:
     return None
 
 
-def _launch_dims(root: Node, data: bytes, index: LineIndex, launches: Sequence[Launch]) -> list[TunableLiteral]:
-    """Literal grid/block sizes: in `<<<...>>>` itself or in the initializer of the variable used there."""
+def _launch_dims(
+    root: Node, data: bytes, launches: Sequence[Launch]
+) -> list[tuple[tuple[int, int], str | None, str | None]]:
+    """Literal grid/block sizes, in `<<<...>>>` itself or in the initializer of the variable used there: each
+    literal's byte range, variable name and kernel (None when it feeds several)."""
     kernels_of: dict[tuple[int, int], set[str]] = {}
     names: dict[tuple[int, int], str | None] = {}
     for lc in launches:
@@ -209,19 +225,16 @@ def _launch_dims(root: Node, data: bytes, index: LineIndex, launches: Sequence[L
             source: Node | None = expr
             if expr.type == "identifier" and lc.function is not None:
                 name = node_text(data, expr)
-                source = _initializer(root, data, name, lc.function.start, lc.site.span.start_byte)
+                source = _initializer(root, data, name, lc.function.start, lc.call.start_byte)
             for lit in _dim_literals(source, data) if source is not None else ():
                 key = (lit.start_byte, lit.end_byte)
-                kernels_of.setdefault(key, set()).add(lc.site.kernel)
+                kernels_of.setdefault(key, set()).add(lc.kernel)
                 names[key] = name
-    out: list[TunableLiteral] = []
+    out: list[tuple[tuple[int, int], str | None, str | None]] = []
     for (start, end), kernels in kernels_of.items():
         value = int_value(data[start:end].decode("utf-8", errors="replace"))
         if value is not None and value > 1:  # 0/1 dimensions are structure, not a choice
-            kernel = next(iter(kernels)) if len(kernels) == 1 else None
-            out.append(
-                TunableLiteral(LiteralKind.LAUNCH_DIM, names[(start, end)], value, index.span(start, end), kernel)
-            )
+            out.append(((start, end), names[(start, end)], next(iter(kernels)) if len(kernels) == 1 else None))
     return out
 
 

@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ParamSpec, TypeVar
 
 from tree_sitter import Node, Tree
 
@@ -37,6 +37,7 @@ from cutune.cuda.text import LineIndex
 
 _TRAILING_COMMENT = re.compile(r"\s*(?://.*|/\*.*?\*/\s*)$", re.S)
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 def parse_source(text: str, path: str | None = None) -> SourceModel:
@@ -80,13 +81,13 @@ def _model(text: str, path: str | None) -> SourceModel:
     return SourceModel(path=path, text=text, facts=_Facts(data, parse_tree(data, key=path)))
 
 
-def _paused(build: Callable[[_Facts], _T]) -> Callable[[_Facts], _T]:
+def _paused(build: Callable[_P, _T]) -> Callable[_P, _T]:
     """A build step run with the cycle collector paused (see `_collector_paused`)."""
 
     @functools.wraps(build)
-    def run(self: _Facts) -> _T:
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
         with _collector_paused():
-            return build(self)
+            return build(*args, **kwargs)
 
     return run
 
@@ -139,24 +140,33 @@ class _Facts:
 
     def kernel(self, name: str) -> Kernel | None:
         """The first kernel called `name`, built alone (the others are not)."""
+        return next(self._named(name), None)
+
+    def _named(self, name: str) -> Iterator[Kernel]:
+        """The kernels called `name`, in source order."""
+        if "_kernels" in self.__dict__:
+            yield from (k for k in self._kernels if k.name == name)
+            return
+        # only the definitions that declare `name` (a definition's declared name is its kernel's name), and
+        # those recovered from error regions
         encoded = name.encode()
-        for p in self._parts:
+        for p in _kernel_parts([d for d in self._decls if d.name == name], self._errors):
             found = declarator_name(p.declarator.child_by_field_name("declarator"))
             if found is not None and self._data[found.start_byte : found.end_byte] == encoded:
-                return _kernel(p, self._data, self._index, self._error_ranges)
-        return None
+                kernel = _kernel(p, self._data, self._index, self._error_ranges)
+                if kernel is not None:
+                    yield kernel
 
     def launches(self, kernel: str | None = None) -> tuple[LaunchSite, ...]:
-        if kernel is None or "_launches" in self.__dict__:
-            return tuple(lc.site for lc in self._launches if kernel is None or lc.site.kernel == kernel)
-        return tuple(lc.site for lc in find_launches(self._root, self._data, self._index, self._functions, kernel))
+        return tuple(lc.site for lc in self._launches if kernel is None or lc.kernel == kernel)
 
     @_paused
-    def literals(self) -> tuple[TunableLiteral, ...]:
-        data, index = self._data, self._index
-        return tuple(
-            find_literals(self._root, data, index, self._decls, self._kernels, self._launches, self._functions)
+    def literals(self, kernel: str | None = None) -> tuple[TunableLiteral, ...]:
+        kernels = self._kernels if kernel is None else tuple(self._named(kernel))
+        found = find_literals(
+            self._root, self._data, self._index, self._decls, kernels, self._launches, self._functions, kernel
         )
+        return tuple(found)
 
     @_paused
     def device_functions(self) -> tuple[DeviceFunction, ...]:

@@ -3,6 +3,10 @@
 A recording is one header line (device, speed of light, date, hashes of the source and spec) followed
 by one line per measurement, each flushed as it is written so that a killed process keeps every
 finished trial. Replaying needs no GPU: tests of the search and the editor run on recordings.
+
+The spec is compared in a canonical form: what decides the measurements (arguments, launch, template
+arguments, tolerance, compile options, space), never comments, layout or check-only keys (`multiple_of`,
+size weights). Format 1 recordings stored a hash of the spec file's text instead; they are still read.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 import math
 import os
 import random
+import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -22,9 +27,11 @@ from typing import IO, Any
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement
-from cutune.template.model import Config
+from cutune.template.model import Config, Space
+from cutune.template.spec import KernelSpec, parse_spec
 
-FORMAT = 1
+FORMAT = 2  # 1: `spec_sha256` hashed the spec file's text; 2: its canonical form, kept in `spec` too
+_HISTORY_COMMITS = 200  # how far back a format 1 recording's spec text is looked for in git
 log = logging.getLogger(__name__)
 
 
@@ -47,10 +54,15 @@ class ReplaySource:
     recording: str
     device: str
     date: str
+    # how the recording was matched to the spec: "spec" (canonical form), "text" (a format 1 recording of
+    # this very text) or "earlier text" (of this spec in git, differing in comments/check-only keys only)
+    matched: str = "spec"
+    note: str = ""  # for "earlier text": which commit, and that only comments/check-only keys differ
 
     def label(self) -> str:
-        """`replayed from silu.tune.jsonl (NVIDIA H200, 2026-11-21)`."""
-        return f"replayed from {Path(self.recording).name} ({self.device}, {self.date[:10]})"
+        """`replayed from silu.tune.jsonl (NVIDIA H200, 2026-11-21)`, and the note where there is one."""
+        label = f"replayed from {Path(self.recording).name} ({self.device}, {self.date[:10]})"
+        return f"{label}; {self.note}" if self.note else label
 
 
 def replay_source(backend: Backend) -> ReplaySource | None:
@@ -65,37 +77,178 @@ def measuring_name(backend: Backend) -> str:
     return getattr(inner, "backend", inner.name) if inner.name == "isolated" else inner.name
 
 
+@dataclass(frozen=True)
+class Agreement:
+    """Whether a recording stands for a job: `why` not (None when it does), and how its spec matched."""
+
+    why: str | None
+    matched: str = "spec"
+    note: str = ""
+
+
 def mismatch(recording: Recording, job: Job) -> str | None:
     """Why a recording cannot stand for `job`'s measurements, or None when it can."""
+    return agreement(recording, job).why
+
+
+def agreement(recording: Recording, job: Job) -> Agreement:
+    """Whether a recording stands for `job` (kernel, space, source, sizes, spec), and how its spec matched."""
     header = recording.header
     if header.get("kernel") != job.template.kernel:
-        return f"it records kernel {header.get('kernel')!r}, not {job.template.kernel!r}"
+        return Agreement(f"it records kernel {header.get('kernel')!r}, not {job.template.kernel!r}")
     recorded_params = header.get("params", {})
     params = {p.name: list(p.values) for p in job.space.params}
     if recorded_params != params:
         changed = sorted(set(recorded_params) ^ set(params)) or sorted(
             k for k in params if recorded_params.get(k) != params[k]
         )
-        return f"the tuning space differs (parameters {', '.join(changed)})"
-    hashes = job_hashes(job)
-    if header.get("source_sha256") != hashes["source_sha256"]:
+        return Agreement(f"the tuning space differs (parameters {', '.join(changed)})")
+    if header.get("source_sha256") != _sha256(job.template.source):
         where = header.get("source_path") or "the recorded file"
-        return f"the kernel's source changed since it was recorded from {where}"
+        return Agreement(f"the kernel's source changed since it was recorded from {where}")
     recorded_sizes = {_sizes_key([t.size]) for m in recording.measurements for t in m.timings}
     missing = [s for s in job.spec.sizes if _sizes_key([s]) not in recorded_sizes]
     if missing:
-        return f"size {', '.join(f'{k}={v}' for k, v in missing[0].items())} was not recorded"
-    if header.get("spec_sha256") != hashes["spec_sha256"]:
-        return "the tuning spec changed since it was recorded (arguments, launch, tolerance or sizes)"
+        return Agreement(f"size {', '.join(f'{k}={v}' for k, v in missing[0].items())} was not recorded")
+    return _spec_agreement(header, job.spec)
+
+
+def _spec_agreement(header: Mapping[str, Any], spec: KernelSpec) -> Agreement:
+    stored = str(header.get("spec_sha256", ""))
+    form = canonical_spec(spec)
+    if stored == _digest(form):
+        return Agreement(None)
+    changed = "the tuning spec changed since it was recorded"
+    if header.get("format", 1) >= 2:
+        return Agreement(f"{changed}: {_differences(header.get('spec', {}), form)}")
+    # format 1 stored the hash of the spec file's text: this text, or an earlier one kept in git
+    text = _read(spec.path)
+    if text is not None and _sha256(text) == stored:
+        return Agreement(None, matched="text")
+    earlier = _earlier_text(spec.path, stored) if spec.path else None
+    if earlier is None:
+        return Agreement(
+            f"{changed} (a format 1 recording keeps only a hash of the spec file's text, and neither this text "
+            "nor an earlier one in its git history matches it)"
+        )
+    commit, old_text = earlier
+    try:
+        old_form = canonical_spec(parse_spec(old_text, spec.path).kernel(spec.kernel))
+    except CutuneError as e:
+        return Agreement(f"{changed}; its text of commit {commit} no longer reads: {e}")
+    if old_form != form:
+        return Agreement(f"{changed} (its text of commit {commit}): {_differences(old_form, form)}")
+    note = f"recorded with an earlier text of this spec (commit {commit}); only comments/check-only keys differ"
+    return Agreement(None, matched="earlier text", note=note)
+
+
+def canonical_spec(spec: KernelSpec) -> dict[str, Any]:
+    """What of a kernel's spec decides its measurements, as JSON data.
+
+    Left out: comments and layout (never parsed), line numbers, the spec's path, and what only the checks
+    or the report use (`multiple_of`, size weights, `bytes_moved`). The sizes are left out too: a
+    recording is checked size by size, so one recording serves the tuned and the held-out sizes.
+    """
+    base = Path(spec.path).resolve().parent if spec.path else None
+    tolerance = spec.effective_tolerance()  # a tolerance written as its default measures the same
+    return {
+        "kernel": spec.kernel,
+        "args": [
+            {
+                "name": a.name,
+                "dtype": a.dtype,
+                "role": a.role.value,
+                "shape": list(a.shape) if a.shape is not None else None,
+                "value": a.value,
+                "init": a.init.value,
+                "low": a.low,
+                "high": a.high,
+                "scale": a.scale,
+            }
+            for a in spec.args
+        ],
+        "grid": list(spec.grid),
+        "block": list(spec.block),
+        "shared_mem": spec.shared_mem,
+        "template_args": dict(sorted(spec.template_args.items())),
+        "tolerance": {"rtol": tolerance.rtol, "atol": tolerance.atol},
+        "reference": spec.reference,
+        "flags": list(spec.flags),
+        "defines": dict(sorted(spec.defines.items())),
+        # relative to the spec: the same checkout measures the same wherever it sits
+        "include_dirs": [os.path.relpath(d, base) if base else d for d in spec.include_dirs],
+        "includes": {"drop": list(spec.includes.drop), "substitute": dict(sorted(spec.includes.substitute.items()))},
+        "constraints": list(spec.constraints),
+        "space": _canonical_space(spec.space),
+    }
+
+
+def _canonical_space(space: Space | None) -> dict[str, Any] | None:
+    if space is None:
+        return None
+    params = {
+        p.name: {
+            "values": list(p.values),
+            "default": p.default,
+            "binding": p.binding.value,
+            "flag": p.flag,
+            "arg": p.arg,
+        }
+        for p in space.params  # descriptions are documentation
+    }
+    return {"params": params, "constraints": list(space.constraints)}
+
+
+def _differences(old: Any, new: Any) -> str:
+    """The keys whose values differ, e.g. `args[1].scale, tolerance.rtol`."""
+    found: list[str] = []
+
+    def walk(a: Any, b: Any, at: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in [*a, *(k for k in b if k not in a)]:
+                walk(a.get(k), b.get(k), f"{at}.{k}" if at else str(k))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                walk(x, y, f"{at}[{i}]")
+        elif a != b:
+            found.append(at or "the whole spec")
+
+    walk(old, new, "")
+    return ", ".join(found) if found else "nothing that decides measurements (its hash differs)"
+
+
+def _earlier_text(path: str, sha256: str) -> tuple[str, str] | None:
+    """The short commit and text of an earlier version of `path` in git whose text has this hash."""
+    folder, name = os.path.split(os.path.abspath(path))
+    log_ = _git(folder, "log", f"--max-count={_HISTORY_COMMITS}", "--format=%H", "--", name)
+    for commit in (log_ or "").split():
+        text = _git(folder, "show", f"{commit}:./{name}")
+        if text is not None and _sha256(text) == sha256:
+            return commit[:12], text
     return None
 
 
-def job_hashes(job: Job) -> dict[str, str]:
-    """SHA-256 of the template source and of the spec (its file's text where it has one)."""
-    spec_text = repr(replace(job.spec, sizes=(), weights=()))  # sizes are checked one by one
-    if job.spec.path and Path(job.spec.path).is_file():
-        spec_text = Path(job.spec.path).read_text(encoding="utf-8")
-    return {"source_sha256": _sha256(job.template.source), "spec_sha256": _sha256(spec_text)}
+def _git(folder: str, *args: str) -> str | None:
+    """Git's output (newlines as Python reads text files), or None where git or the repository is absent."""
+    try:
+        done = subprocess.run(["git", *args], cwd=folder, capture_output=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        return done.stdout.decode("utf-8").replace("\r\n", "\n")
+    except UnicodeDecodeError:
+        return None
+
+
+def _read(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def header_for(job: Job, info: DeviceInfo) -> dict[str, Any]:
@@ -109,7 +262,9 @@ def header_for(job: Job, info: DeviceInfo) -> dict[str, Any]:
         "device": info.to_dict(),
         "timing": asdict(job.timing),
         "params": {p.name: list(p.values) for p in job.space.params},
-        **job_hashes(job),
+        "source_sha256": _sha256(job.template.source),
+        "spec_sha256": _digest(canonical_spec(job.spec)),
+        "spec": canonical_spec(job.spec),  # to say what changed, should the spec change
     }
 
 
@@ -231,12 +386,14 @@ class ReplayBackend(Backend):
     def open(self, job: Job) -> DeviceInfo:
         """Load the recording, check that it stands for this job, and describe the device it was made on."""
         recording = read_recording(self.path)
-        why = mismatch(recording, job)
-        if why is not None:
-            message = f"{self.path}: this recording does not match {job.template.kernel}: {why}; record it again"
+        agreed = agreement(recording, job)
+        if agreed.why is not None:
+            message = f"{self.path}: this recording does not match {job.template.kernel}: {agreed.why}; record it again"
             if self.strict:
                 raise CutuneError(message)
             log.warning(message)
+        elif agreed.matched != "spec":
+            log.info("%s: %s", self.path, agreed.note or "a format 1 recording of this spec's text")
         self._records = {}
         self._served = {}
         self._sizes = _sizes_key(job.spec.sizes)
@@ -244,7 +401,8 @@ class ReplayBackend(Backend):
             sizes = _sizes_key([t.size for t in m.timings]) if m.timings else None
             self._records.setdefault((m.config.key(), sizes), []).append(m)
         device = recording.device
-        self.source = ReplaySource(str(self.path), device.name, str(recording.header.get("date", "")))
+        date = str(recording.header.get("date", ""))
+        self.source = ReplaySource(str(self.path), device.name, date, agreed.matched, agreed.note)
         return device
 
     def evaluate(self, config: Config) -> Measurement:
@@ -282,3 +440,7 @@ def _sizes_key(sizes: Sequence[Mapping[str, int]]) -> SizesKey:
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _digest(form: Mapping[str, Any]) -> str:
+    return _sha256(json.dumps(form, sort_keys=True, separators=(",", ":")))

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, RecipeRefused
+from cutune.template.diff import common_ends
 from cutune.template.model import Refusal, Space, Template
 from cutune.template.recipes import RECIPES, Recipe
 from cutune.template.recipes.base import Draft
@@ -63,12 +64,7 @@ def _line_map(seen: list[str], original: list[str]) -> dict[int, int]:
     Recipes change a few regions of a file: the lines before the first change and after the last map
     one to one, and only the region between is diffed (on a 50,000-line file a whole-file diff took a
     minute)."""
-    head = 0
-    while head < min(len(seen), len(original)) and seen[head] == original[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(seen), len(original)) - head and seen[-1 - tail] == original[-1 - tail]:
-        tail += 1
+    head, tail = common_ends(seen, original)
     lines = {i + 1: i + 1 for i in range(head)}
     lines.update({len(seen) - i: len(original) - i for i in range(tail)})
     a, b = seen[head : len(seen) - tail], original[head : len(original) - tail]

@@ -1,10 +1,12 @@
 """Checking the dispatch where it was not tuned: sizes between tuned ones, measured against the original.
 
 The rule (template/dispatch.py) gives a size between two tuned ones the configuration of the lower one.
-Each such held-out size is measured, interleaved with the original in the confirmation manner; where
-the launched configuration is not faster than the original there, the dispatch hands that range (from
-the held-out size up to the next tuned one) back to the original. So at every tuned and held-out size
-the dispatch is the original or was measured faster than it.
+A held-out size sits between each two consecutive tuned values of the dispatch variable, once for each
+tuned size at the lower value, with that size's other variables. Each is measured, interleaved with the
+original in the confirmation manner; where the launched configuration is not faster than the original
+there, the dispatch hands that range (from the held-out size up to the next tuned one) back to the
+original. So at every tuned and held-out size the dispatch is the original or was measured faster than
+it. Ranges no held-out size checks are named in the result (`HeldOut.unchecked`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Job
-from cutune.template.dispatch import DispatchPlan, held_out_sizes, plan_dispatch
+from cutune.template.dispatch import DispatchPlan, held_out_sizes, plan_dispatch, unchecked_ranges
 from cutune.template.model import Binding, Space
 from cutune.tune.options import SelectionOptions
 from cutune.tune.result import SizeResult
@@ -31,6 +33,7 @@ class HeldOut:
     plan: DispatchPlan
     sizes: tuple[SizeResult, ...]
     skipped: str = ""  # why the held-out sizes were not measured, when they were not
+    unchecked: tuple[str, ...] = ()  # ranges between tuned sizes that no held-out size checks, in words
 
 
 def per_file_params(space: Space) -> tuple[str, ...]:
@@ -50,9 +53,10 @@ def check_held_out(
     spec, original, chosen = job.spec, selection.original, selection.chosen
     plan = plan_dispatch(spec.sizes, chosen, original)
     held = held_out_sizes(spec.sizes, spec.multiple_of)
-    configs = list(dict.fromkeys(chosen[lo] for lo, _ in held if chosen[lo] != original))
+    launched = [plan.config_for(size) for _, size in held]  # the tuned size below's, as the rule launches
+    configs = list(dict.fromkeys(c for c in launched if c != original))
     if not configs:
-        return HeldOut(plan, ())
+        return HeldOut(plan, (), unchecked=unchecked_ranges(plan, spec.sizes, spec.multiple_of))
     backend.close()
     try:
         held_spec = dataclasses.replace(spec, sizes=tuple(s for _, s in held), weights=())
@@ -66,21 +70,22 @@ def check_held_out(
     results = []
     for j, (lo, size) in enumerate(held):
         base = rounds.original_timings[j]
-        measured = rounds.of(chosen[lo])
+        measured = rounds.of(launched[j])
         wins = measured is not None and measured.per_size[j].ratio < 1.0
-        if chosen[lo] != original and not wins:
+        if launched[j] != original and not wins:
             slower_from[lo] = size[plan.variable]
-        launched = chosen[lo] if wins else original
+        config = launched[j] if wins else original
         tuned = measured.timings[j] if wins and measured is not None else base
         results.append(
             SizeResult(
                 size=size,
                 original=base,
                 tuned=tuned,
-                best_config=launched,
+                best_config=config,
                 best_timing=tuned,
-                significant=launched != original,
+                significant=config != original,
                 held_out=True,
             )
         )
-    return HeldOut(plan_dispatch(spec.sizes, chosen, original, slower_from=slower_from), tuple(results))
+    final = plan_dispatch(spec.sizes, chosen, original, slower_from=slower_from)
+    return HeldOut(final, tuple(results), unchecked=unchecked_ranges(final, spec.sizes, spec.multiple_of))

@@ -104,6 +104,7 @@ class TuneResult:
     per_file_cost: float = 1.0  # what choosing them once gave up against free per-size picks (≥ 1)
     held_out: tuple[SizeResult, ...] = ()  # sizes between tuned ones, measured to check the dispatch
     held_out_note: str = ""  # why no held-out size was measured, where none was
+    unchecked: tuple[str, ...] = ()  # ranges between tuned sizes that no held-out size checks, in words
     resumed_trials: int = 0  # configurations an earlier run of the study had measured already
     search_estimate: float | None = None  # the search's best speedup, from one measurement per configuration
     rounds: tuple[int, int] = (0, 0)  # selection and confirmation rounds
@@ -159,6 +160,7 @@ class TuneResult:
         if data.get("format") != FORMAT_VERSION:
             raise StudyError(f"result format {data.get('format')!r} is not {FORMAT_VERSION}")
         special = {"original", "best", "sizes", "held_out", "single", "per_file", "dispatch", "replayed", "rounds"}
+        special.add("unchecked")  # a tuple, stored as a list
         known = {f.name for f in dataclasses.fields(cls)} - special
         replayed = data.get("replayed")
         return cls(
@@ -172,6 +174,7 @@ class TuneResult:
             dispatch=DispatchPlan.from_dict(data["dispatch"]) if data.get("dispatch") else None,
             replayed=ReplaySource(**replayed) if replayed else None,
             rounds=tuple(data.get("rounds", (0, 0))),  # type: ignore[arg-type]
+            unchecked=tuple(data.get("unchecked", ())),
         )
 
 

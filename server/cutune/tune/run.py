@@ -18,6 +18,7 @@ from cutune.gpu.finalists import first_finding, recheck, sanitizer_enabled
 from cutune.gpu.limits import DeviceLimits, limits_for
 from cutune.gpu.replay import measuring_name, replay_source
 from cutune.gpu.sol import sol_floor_us
+from cutune.template.dispatch import DispatchPlan
 from cutune.template.model import Config
 from cutune.template.spec import KernelSpec
 from cutune.template.spec.ragged import describe_checks, ragged_sizes
@@ -113,7 +114,7 @@ def tune(
         original=outcome.original.config,
         best=selection.best.config if selection is not None and selection.best else outcome.original.config,
         significant=selection is not None and any(c != outcome.original.config for c in selection.chosen),
-        sizes=_sizes(job.spec, device, outcome, selection),
+        sizes=_sizes(job.spec, device, outcome, selection, held_out.plan if held_out is not None else None),
         trials=outcome.measured,
         failures=_failures(outcome, [*rejected, *sanitized]),
         search_seconds=outcome.seconds,
@@ -129,6 +130,7 @@ def tune(
         per_file_cost=selection.per_file_cost if selection is not None else 1.0,
         held_out=held_out.sizes if held_out is not None else (),
         held_out_note=held_out.skipped if held_out is not None else "",
+        unchecked=held_out.unchecked if held_out is not None else (),
         resumed_trials=resumed,
         search_estimate=_search_estimate(outcome),
         rounds=(options.selection.rounds, options.selection.confirm_rounds) if selection is not None else (0, 0),
@@ -187,14 +189,20 @@ def _search_estimate(outcome: SearchOutcome) -> float | None:
 
 
 def _sizes(
-    spec: KernelSpec, device: DeviceInfo, outcome: SearchOutcome, selection: Selection | None
+    spec: KernelSpec,
+    device: DeviceInfo,
+    outcome: SearchOutcome,
+    selection: Selection | None,
+    plan: DispatchPlan | None,
 ) -> tuple[SizeResult, ...]:
+    """Per spec size: what the dispatch `plan` launches there (what apply writes), against the original."""
     weights = spec.size_weights()
     sizes = []
     for i, o in enumerate(outcome.original.timings):
         config, original, tuned, single = outcome.original.config, o, o, None
         if selection is not None:
-            config, original = selection.chosen[i], selection.original_timings[i]
+            config = plan.config_for(o.size) if plan is not None else selection.chosen[i]
+            original = selection.original_timings[i]
             tuned = selection.timing(config, i)
             if selection.single is not None:
                 single = selection.timing(selection.single, i)

@@ -7,6 +7,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import optuna
 import sqlalchemy.exc
@@ -17,7 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, CompileInfo, DeviceInfo, Failure, Job, Timing
-from cutune.gpu.replay import replay_source
+from cutune.gpu.replay import ReplaySource, replay_source
 from cutune.template.model import Config, Space
 from cutune.tune.liveness import fail_stale_trials
 from cutune.tune.options import JOURNAL_PREFIX, Liveness
@@ -79,8 +80,13 @@ def study_key(job: Job, device: DeviceInfo, backend: Backend | None = None) -> S
         kernel=job.template.kernel,
         source_hash=_sha256(job.template.source),
         spec_hash=_sha256(repr((spec, job.space, job.timing))),
-        device=device.name if source is None else f"{device.name} {source.label()}",
+        device=device.name if source is None else f"{device.name} replay {_recording_id(source)}",
     )
+
+
+def _recording_id(source: ReplaySource) -> str:
+    """A short name for a recording in a study name (its file name repeats the device and runs long)."""
+    return _sha256(f"{Path(source.recording).name}\n{source.date}")[:10]
 
 
 def _storage(url: str) -> str | BaseStorage:

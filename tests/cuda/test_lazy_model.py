@@ -1,0 +1,46 @@
+"""The source model builds each part on first use: one kernel's answers, asked for first, equal the whole
+file's (every sample and fixture, every kernel and launched name)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda import parse_source
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = sorted(p for d in (ROOT / "samples", ROOT / "tests") for p in d.rglob("*.cu*") if p.suffix in (".cu", ".cuh"))
+LITERALS_SEEN = 40  # the files hold at least this many kernel literals: the comparison is not vacuous
+
+
+def test_the_files_hold_kernels_and_literals() -> None:
+    literals = [lit for p in FILES for lit in parse_source(p.read_text(errors="replace"), None).literals if lit.kernel]
+    assert len(FILES) > 20 and len(literals) >= LITERALS_SEEN
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_one_kernel_first_equals_the_whole_file(path: Path) -> None:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    whole = parse_source(text, None)  # its lists first
+    names = {k.name for k in whole.kernels} | {s.kernel for s in whole.launches}
+    for name in sorted(names):
+        alone = parse_source(text, f"{path}:{name}")  # a model of its own, asked about one kernel only
+        assert alone.launches_of(name) == whole.launches_of(name), name
+        assert alone.literals_of(name) == whole.literals_of(name), name
+        if any(k.name == name for k in whole.kernels):
+            assert alone.kernel(name) == whole.kernel(name), name
+        assert "kernels" not in alone.__dict__ and "literals" not in alone.__dict__  # nothing else was built
+
+
+def test_a_file_of_many_kernels_builds_only_the_one_asked_for() -> None:
+    filler = (
+        "__global__ void k{i}(float* x) {{ x[threadIdx.x] = {i}; }}\nvoid l{i}(float* x) {{ k{i}<<<1, 128>>>(x); }}\n"
+    )
+    text = "".join(filler.format(i=i) for i in range(300))
+    model = parse_source(text, "many.cu")
+    assert model.kernel("k7").name == "k7"
+    assert [s.block for s in model.launches_of("k7")] == ["128"]
+    assert [lit.value for lit in model.literals_of("k7")] == [128]
+    assert "kernels" not in model.__dict__ and "launches" not in model.__dict__ and "literals" not in model.__dict__
+    assert len(model.kernels) == 300
