@@ -8,7 +8,7 @@ import re
 from tree_sitter import Node
 
 from cutune.cuda.model import Access, Kernel, SourceModel
-from cutune.cuda.syntax import declarator_name, node_text, parse_tree
+from cutune.cuda.syntax import declarator_name, descendants, node_text, parse_tree
 
 _STORE = re.compile(r"(?i)store|write|scatter")
 _LOAD = re.compile(r"(?i)load|read|gather|__ldg")
@@ -56,11 +56,11 @@ def index_arrays(model: SourceModel, kernel: Kernel) -> dict[str, frozenset[str]
             continue
         elements = [
             s
-            for s in _descendants(body, "subscript_expression")
+            for s in descendants(body, "subscript_expression")
             if (a := s.child_by_field_name("argument")) is not None and reader.text(a) in pointers[p.name]
         ]
         carriers = _carriers(body, elements, reader)
-        uses = elements + [i for i in _descendants(body, "identifier") if reader.text(i) in carriers]
+        uses = elements + [i for i in descendants(body, "identifier") if reader.text(i) in carriers]
         targets = {t for use in uses if (t := _indexed_by(use, reader, owner)) is not None and t != p.name}
         if targets:
             found[p.name] = frozenset(targets)
@@ -74,11 +74,11 @@ def _carriers(body: Node, elements: list[Node], reader: _Reader) -> set[str]:
     grew = True
     while grew:
         grew = False
-        for d in _descendants(body, "init_declarator"):
+        for d in descendants(body, "init_declarator"):
             value, ident = d.child_by_field_name("value"), declarator_name(d.child_by_field_name("declarator"))
             if value is None or ident is None or reader.text(ident) in names:
                 continue
-            inner = _descendants(value, "subscript_expression") + _identifiers(value)
+            inner = descendants(value, "subscript_expression") + _identifiers(value)
             if any(n.start_byte in starts and n.type == "subscript_expression" for n in inner) or any(
                 n.type == "identifier" and reader.text(n) in names for n in inner
             ):
@@ -115,7 +115,7 @@ class _Reader:
     def access(self, body: Node, name: str, depth: int) -> Access:
         names = self._aliases(body, name)
         found = Access.NONE
-        for ident in _descendants(body, "identifier"):
+        for ident in descendants(body, "identifier"):
             if self.text(ident) in names:
                 found |= self._use(ident, depth)
         return found
@@ -126,7 +126,7 @@ class _Reader:
         grew = True
         while grew:
             grew = False
-            for d in _descendants(body, "init_declarator"):
+            for d in descendants(body, "init_declarator"):
                 target, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
                 if target is None or value is None or target.type != "pointer_declarator":
                     continue
@@ -225,7 +225,7 @@ def device_definitions(model: SourceModel, root: Node, data: bytes, name: str) -
         if f.name != name:
             continue
         outer = root.descendant_for_byte_range(f.span.start_byte, f.span.end_byte)
-        definition = next(iter(_descendants(outer, "function_definition")), None) if outer else None
+        definition = next(iter(descendants(outer, "function_definition")), None) if outer else None
         body = definition.child_by_field_name("body") if definition is not None else None
         declarator = definition.child_by_field_name("declarator") if definition is not None else None
         while declarator is not None and declarator.type != "function_declarator":
@@ -246,21 +246,11 @@ def _data_dependent(node: Node) -> bool:
     current = node.parent
     while current is not None and current.type != "function_definition":
         condition = current.child_by_field_name("condition") if current.type == "if_statement" else None
-        if condition is not None and _descendants(condition, "subscript_expression"):
+        if condition is not None and descendants(condition, "subscript_expression"):
             return True
         current = current.parent
     return False
 
 
 def _identifiers(node: Node) -> list[Node]:
-    return _descendants(node, "identifier")
-
-
-def _descendants(node: Node, node_type: str) -> list[Node]:
-    stack, found = [node], []
-    while stack:
-        current = stack.pop()
-        if current.type == node_type:
-            found.append(current)
-        stack.extend(current.children)
-    return found
+    return descendants(node, "identifier")

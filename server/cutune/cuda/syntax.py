@@ -223,3 +223,15 @@ def trim(data: bytes, start: int, end: int) -> tuple[int, int]:
     while end > start and data[end - 1] in b" \t\r\n":
         end -= 1
     return start, end
+
+
+def descendants(node: Node, *node_types: str) -> list[Node]:
+    """The nodes of the given types under `node` (itself included), in source order."""
+    stack = [node]
+    found: list[Node] = []
+    while stack:
+        current = stack.pop()
+        if current.type in node_types:
+            found.append(current)
+        stack.extend(current.children)
+    return sorted(found, key=lambda n: n.start_byte)

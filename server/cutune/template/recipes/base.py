@@ -19,7 +19,7 @@ from tree_sitter import Node
 
 from cutune.cuda.launches import macro_trees
 from cutune.cuda.model import Kernel, LaunchSite, SourceModel
-from cutune.cuda.syntax import node_text, parse_tree
+from cutune.cuda.syntax import descendants, node_text, parse_tree
 from cutune.errors import RecipeRefused, SourceError
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.model import Binding, Refusal, TunableParam, Value
@@ -297,18 +297,6 @@ class KernelRewrite:
                 break
             line_start = previous
         return line_start + len(_indent_of(data, line_start))
-
-
-def descendants(node: Node, *node_types: str) -> list[Node]:
-    """The nodes of the given types under `node` (itself included), in source order."""
-    stack = [node]
-    found: list[Node] = []
-    while stack:
-        current = stack.pop()
-        if current.type in node_types:
-            found.append(current)
-        stack.extend(current.children)
-    return sorted(found, key=lambda n: n.start_byte)
 
 
 def _indent_of(data: bytes, at: int) -> str:
