@@ -86,11 +86,6 @@ class Agreement:
     note: str = ""
 
 
-def mismatch(recording: Recording, job: Job) -> str | None:
-    """Why a recording cannot stand for `job`'s measurements, or None when it can."""
-    return agreement(recording, job).why
-
-
 def agreement(recording: Recording, job: Job) -> Agreement:
     """Whether a recording stands for `job` (kernel, space, source, sizes, spec), and how its spec matched."""
     header = recording.header
