@@ -55,3 +55,17 @@ def test_a_clean_run_says_no_finalist_was_rejected(options: TuneOptions) -> None
     console = Console(width=200, record=True)
     console.print(render_result(result))
     assert "no finalist was rejected" in console.export_text()
+
+
+def test_a_replayed_report_claims_no_checks_of_its_own(options: TuneOptions) -> None:
+    from cutune.gpu.replay import ReplaySource
+
+    result = dataclasses.replace(
+        tune(make_job(spec=dataclasses.replace(SPEC, multiple_of={"N": 8})), FakeBackend(), options),
+        replayed=ReplaySource("scale.jsonl", "NVIDIA H200", "2026-11-21"),
+    )
+    console = Console(width=200, record=True)
+    console.print(render_result(result))
+    text = " ".join(console.export_text().split())
+    assert "replayed verdicts, as checked by the run that made the recording" in text
+    assert "multiple of 8" not in text  # today's spec says nothing of what the recorded run checked

@@ -111,9 +111,11 @@ def _caption(result: TuneResult) -> list[str]:
 def _check_lines(result: TuneResult) -> list[str]:
     """What was checked besides the spec sizes, and the finalists the last checks dropped, by class."""
     lines = []
+    if result.replayed is not None:  # the checks ran (or not) when the recording was made, with its own spec
+        lines.append("correctness: replayed verdicts, as checked by the run that made the recording")
+        return lines
     if result.checks:
-        when = " (when recorded)" if result.replayed is not None else ""
-        lines.append(f"correctness{when}: every configuration against the original at every spec size; {result.checks}")
+        lines.append(f"correctness: every configuration against the original at every spec size; {result.checks}")
     for stage, classes in result.rejected.items():
         counts = ", ".join(f"{n} {failure}" for failure, n in sorted(classes.items()))
         lines.append(f"finalists rejected by the {stage}: {counts}")
