@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -14,7 +13,7 @@ from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, SpecError
 from cutune.gpu.backend import Job, TimingOptions
 from cutune.gpu.replay import read_recording
-from cutune.source_file import read_source
+from cutune.source_file import read_source, text_hash
 from cutune.template.apply import apply_config, apply_dispatch, launchable
 from cutune.template.diff import unified_diff
 from cutune.template.dispatch import Branch, DispatchPlan
@@ -384,4 +383,4 @@ def result_is_current(ctx: KernelContext, result: TuneResult) -> bool:
         return False
     if result.kernel_hash:  # per kernel: edits to other kernels or host code leave it current
         return kernel_hash(parse_source(source, str(ctx.path)), ctx.kernel.name) == result.kernel_hash
-    return hashlib.sha256(source.encode()).hexdigest() == result.source_hash
+    return text_hash(source) == result.source_hash

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from cutune.errors import SourceError
@@ -16,3 +17,8 @@ def read_source(path: str | Path) -> tuple[Path, str]:
         raise SourceError("file not found", path=str(p)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SourceError(f"cannot read: {e}", path=str(p)) from None
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 of a text (UTF-8): how sources, specs and recordings are told apart."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -10,7 +10,6 @@ functions never come along. In doubt (an unqualified name several declarations s
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
@@ -23,6 +22,7 @@ from cutune.cuda.model import SourceModel
 from cutune.cuda.syntax import captures, node_text, parse_tree
 from cutune.cuda.text import LineIndex
 from cutune.cuda.torch_types import torch_scalars
+from cutune.source_file import text_hash
 
 _IDENTIFIERS = "[(identifier) (type_identifier) (namespace_identifier) (preproc_arg)] @id"
 _WORD = re.compile(r"[A-Za-z_]\w*")
@@ -122,7 +122,7 @@ def kernel_hash(model: SourceModel, kernel: str) -> str:
     """SHA-256 of the device code one kernel compiles from: edits elsewhere in the file leave it unchanged."""
     unit = extract_kernel(model, kernel)
     code = "\n".join(line for line in unit.source.splitlines() if not line.startswith("// cutune:"))
-    return hashlib.sha256(code.encode("utf-8")).hexdigest()
+    return text_hash(code)
 
 
 def qualified_name(model: SourceModel, kernel: str) -> str:

@@ -12,7 +12,6 @@ size weights). Format 1 recordings stored a hash of the spec file's text instead
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import logging
 import math
@@ -27,6 +26,7 @@ from typing import IO, Any
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement
+from cutune.source_file import text_hash
 from cutune.template.model import Config, Space
 from cutune.template.spec import KernelSpec, parse_spec
 
@@ -98,7 +98,7 @@ def agreement(recording: Recording, job: Job) -> Agreement:
             k for k in params if recorded_params.get(k) != params[k]
         )
         return Agreement(f"the tuning space differs (parameters {', '.join(changed)})")
-    if header.get("source_sha256") != _sha256(job.template.source):
+    if header.get("source_sha256") != text_hash(job.template.source):
         where = header.get("source_path") or "the recorded file"
         return Agreement(f"the kernel's source changed since it was recorded from {where}")
     recorded_sizes = {_sizes_key([t.size]) for m in recording.measurements for t in m.timings}
@@ -118,7 +118,7 @@ def _spec_agreement(header: Mapping[str, Any], spec: KernelSpec) -> Agreement:
         return Agreement(f"{changed}: {_differences(header.get('spec', {}), form)}")
     # format 1 stored the hash of the spec file's text: this text, or an earlier one kept in git
     text = _read(spec.path)
-    if text is not None and _sha256(text) == stored:
+    if text is not None and text_hash(text) == stored:
         return Agreement(None, matched="text")
     earlier = _earlier_text(spec.path, stored) if spec.path else None
     if earlier is None:
@@ -218,7 +218,7 @@ def _earlier_text(path: str, sha256: str) -> tuple[str, str] | None:
     log_ = _git(folder, "log", f"--max-count={_HISTORY_COMMITS}", "--format=%H", "--", name)
     for commit in (log_ or "").split():
         text = _git(folder, "show", f"{commit}:./{name}")
-        if text is not None and _sha256(text) == sha256:
+        if text is not None and text_hash(text) == sha256:
             return commit[:12], text
     return None
 
@@ -257,7 +257,7 @@ def header_for(job: Job, info: DeviceInfo) -> dict[str, Any]:
         "device": info.to_dict(),
         "timing": asdict(job.timing),
         "params": {p.name: list(p.values) for p in job.space.params},
-        "source_sha256": _sha256(job.template.source),
+        "source_sha256": text_hash(job.template.source),
         "spec_sha256": _digest(canonical_spec(job.spec)),
         "spec": canonical_spec(job.spec),  # to say what changed, should the spec change
     }
@@ -433,9 +433,5 @@ def _sizes_key(sizes: Sequence[Mapping[str, int]]) -> SizesKey:
     return tuple(tuple(sorted(s.items())) for s in sizes)
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _digest(form: Mapping[str, Any]) -> str:
-    return _sha256(json.dumps(form, sort_keys=True, separators=(",", ":")))
+    return text_hash(json.dumps(form, sort_keys=True, separators=(",", ":")))

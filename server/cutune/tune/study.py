@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, CompileInfo, DeviceInfo, Failure, Job, Timing
 from cutune.gpu.replay import ReplaySource, replay_source
+from cutune.source_file import text_hash
 from cutune.template.model import Config, Space
 from cutune.tune.liveness import fail_stale_trials
 from cutune.tune.options import JOURNAL_PREFIX, Liveness
@@ -61,10 +61,6 @@ class StudyKey:
         return f"{self.kernel}@{device}:{self.source_hash[:12]}:{self.spec_hash[:12]}"
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def study_key(job: Job, device: DeviceInfo, backend: Backend | None = None) -> StudyKey:
     """The key of a job's study on a device; a replayed study is stored apart from measured ones."""
     source = replay_source(backend) if backend is not None else None
@@ -78,15 +74,15 @@ def study_key(job: Job, device: DeviceInfo, backend: Backend | None = None) -> S
     )
     return StudyKey(
         kernel=job.template.kernel,
-        source_hash=_sha256(job.template.source),
-        spec_hash=_sha256(repr((spec, job.space, job.timing))),
+        source_hash=text_hash(job.template.source),
+        spec_hash=text_hash(repr((spec, job.space, job.timing))),
         device=device.name if source is None else f"{device.name} replay {_recording_id(source)}",
     )
 
 
 def _recording_id(source: ReplaySource) -> str:
     """A short name for a recording in a study name (its file name repeats the device and runs long)."""
-    return _sha256(f"{Path(source.recording).name}\n{source.date}")[:10]
+    return text_hash(f"{Path(source.recording).name}\n{source.date}")[:10]
 
 
 def _storage(url: str) -> str | BaseStorage:
