@@ -16,7 +16,7 @@ from cutune.gpu.replay import read_recording
 from cutune.source_file import read_source, text_hash
 from cutune.template.apply import apply_config, apply_dispatch, launchable
 from cutune.template.diff import unified_diff
-from cutune.template.dispatch import Branch, DispatchPlan
+from cutune.template.dispatch import DispatchPlan
 from cutune.template.edits import apply_edits
 from cutune.template.model import Binding, Config, Space, Template
 from cutune.template.recipes.specialize import runtime_param
@@ -321,14 +321,7 @@ def _written(
 
 def _only(plan: DispatchPlan | None, names: set[str]) -> DispatchPlan | None:
     """`plan` with every configuration narrowed to `names` (ranges that then launch the same one merged)."""
-    if plan is None:
-        return None
-    branches: list[Branch] = []
-    for b in plan.branches:
-        narrowed = Branch(b.lower, _narrow(b.config, names))
-        if not branches or branches[-1].config != narrowed.config:
-            branches.append(narrowed)
-    return DispatchPlan(plan.variable, tuple(branches))
+    return None if plan is None else plan.with_configs(lambda c: _narrow(c, names))
 
 
 def _narrow(config: Config, names: set[str]) -> Config:

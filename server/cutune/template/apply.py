@@ -11,7 +11,7 @@ from tree_sitter import Node
 
 from cutune.cuda.model import LaunchSite, SourceModel
 from cutune.errors import SourceError
-from cutune.template.dispatch import Branch, DispatchPlan, dispatch_edits, range_text, variant_launch_config
+from cutune.template.dispatch import DispatchPlan, dispatch_edits, variant_launch_config
 from cutune.template.edits import EditList, TextEdit
 from cutune.template.instantiate import tuned_options
 from cutune.template.model import Binding, Config, Space, TunableParam
@@ -102,22 +102,20 @@ def launchable(
     `model` given to the original configuration (ranges that then launch the same merged), and a note per
     such range."""
     src = KernelSource(model, model.kernel(kernel))
-    branches: list[Branch] = []
-    notes: list[str] = []
-    for i, branch in enumerate(plan.branches):
+    unwritable: dict[Config, str] = {}
+    for config in plan.configs:
         try:
             for site, call in src.launches():
-                variant_launch_config(src, site, call, branch.config, variants)
+                variant_launch_config(src, site, call, config, variants)
         except HostLaunchError as e:
-            upper = plan.branches[i + 1].lower if i + 1 < len(plan.branches) else None
-            where = range_text(plan.variable, branch.lower, upper)
-            name = variants[int(branch.config.get(VARIANT, 0)) - 1].name  # type: ignore[arg-type]
-            notes.append(f"{where} launches the original: variant {name}'s launch cannot be written there ({e})")
-            branch = Branch(branch.lower, original)
-        if branches and branches[-1].config == branch.config:
-            continue  # the original on both sides: one range
-        branches.append(branch)
-    return DispatchPlan(plan.variable, tuple(branches)), tuple(notes)
+            unwritable[config] = str(e)
+    notes = tuple(
+        f"{where} launches the original: variant {variants[int(config.get(VARIANT, 0)) - 1].name}'s launch "  # type: ignore[arg-type]
+        f"cannot be written there ({unwritable[config]})"
+        for where, config in plan.ranges()
+        if config in unwritable
+    )
+    return plan.with_configs(lambda c: original if c in unwritable else c), notes
 
 
 def _specialized(space: Space, sizes: Sequence[Mapping[str, int]]) -> dict[str, list[int]]:

@@ -103,6 +103,7 @@ def tune(
     cancelled = cancel is not None and cancel.is_set()
     if cancelled:  # a selection or held-out check cut short verified nothing: the original stands
         selection, held_out = None, None
+    sizes = _sizes(job.spec, device, outcome, selection, held_out.plan if held_out is not None else None)
     result = TuneResult(
         kernel=key.kernel,
         source_path=job.source_path,
@@ -113,8 +114,8 @@ def tune(
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         original=outcome.original.config,
         best=selection.best.config if selection is not None and selection.best else outcome.original.config,
-        significant=selection is not None and any(c != outcome.original.config for c in selection.chosen),
-        sizes=_sizes(job.spec, device, outcome, selection, held_out.plan if held_out is not None else None),
+        significant=any(s.significant for s in sizes),  # what apply writes: a size that launches a tuned config
+        sizes=sizes,
         trials=outcome.measured,
         failures=_failures(outcome, [*rejected, *sanitized]),
         search_seconds=outcome.seconds,
