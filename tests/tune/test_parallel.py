@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from optuna.trial import TrialState
 
 from cutune.errors import StudyError
-from cutune.gpu.backend import DeviceInfo
+from cutune.gpu.backend import DeviceInfo, Measurement
 from cutune.gpu.limits import limits_for
 from cutune.project import build_job, open_kernel
 from cutune.template.model import Config
@@ -119,7 +120,15 @@ def test_kill_9_of_a_worker_keeps_every_finished_trial_and_its_trial_is_retried(
         mine = [t for t in running if f"/pid{victim.pid}" in t.user_attrs.get(WORKER, "")]
         return bool(mine) and len(measured_trials(study)) >= 4
 
-    wait_for("a trial of the victim", victim_mid_trial)
+    def victim_stopped_mid_trial() -> bool:
+        # SIGSTOP freezes the victim, so the trial seen running is still running when SIGKILL lands
+        os.kill(victim.pid, signal.SIGSTOP)
+        if victim_mid_trial():
+            return True
+        os.kill(victim.pid, signal.SIGCONT)
+        return False
+
+    wait_for("a trial of the victim", victim_stopped_mid_trial)
     before = {t.number: (t.state, t.value) for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
     killed = [
         t.number
@@ -168,13 +177,21 @@ def test_a_worker_names_the_studies_when_the_storage_holds_several(tmp_path: Pat
     assert "holds 0 cutune studies" in (tmp_path / "w.log").read_text()
 
 
+class PacedFakeBackend(FakeBackend):
+    """The table's fake backend taking 10 ms a measurement, so that four threads all get to claim (no GPU)."""
+
+    def evaluate(self, config: Config) -> Measurement:
+        time.sleep(0.01)
+        return super().evaluate(config)
+
+
 def test_threads_racing_on_one_journal_measure_each_configuration_once(options: TuneOptions) -> None:
     """Four workers claim at the same moments (no pace between trials): the claim rule holds."""
     limits = limits_for("sm_90")
     check = Feasibility(SPACE, SPEC, limits)
     feasible = feasible_configs(SPACE, SPEC, limits)
     key = study_key(make_job(), DEVICE)
-    backends = [FakeBackend(seed=i) for i in range(4)]
+    backends = [PacedFakeBackend(seed=i) for i in range(4)]
     barrier = threading.Barrier(len(backends))
     errors: list[BaseException] = []
 
