@@ -71,18 +71,24 @@ function makeDirs(): SessionDirs {
 
 /** A Python without cutune (a fresh venv), and one whose `python -m cutune` dies at once with a message. */
 function makePythons(root: string): { empty: string; crashing: string } {
-  const venv = path.join(root, "venv-without-cutune");
-  execFileSync("python3", ["-m", "venv", "--without-pip", venv]);
-  const empty = path.join(venv, "bin", "python");
-  const site = path.join(root, "crashing-cutune");
+  // Both are venvs whose `python` links to the system's: a script of our own in the temporary folder would not
+  // run where that folder is mounted noexec.
+  const venv = (name: string): string => {
+    const dir = path.join(root, name);
+    execFileSync("python3", ["-m", "venv", "--without-pip", dir]);
+    return path.join(dir, "bin", "python");
+  };
+  const empty = venv("venv-without-cutune");
+  const crashing = venv("venv-crashing-cutune");
+  const site = execFileSync(crashing, ["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], {
+    encoding: "utf8",
+  }).trim();
   mkdirSync(path.join(site, "cutune"), { recursive: true });
   writeFileSync(path.join(site, "cutune", "__init__.py"), "");
   writeFileSync(
     path.join(site, "cutune", "__main__.py"),
     'import sys\nprint("simulated crash of the end-to-end test", file=sys.stderr)\nsys.exit(3)\n',
   );
-  const crashing = path.join(site, "python");
-  writeFileSync(crashing, `#!/bin/sh\nPYTHONPATH='${site}' exec '${empty}' "$@"\n`, { mode: 0o755 });
   return { empty, crashing };
 }
 
