@@ -3,6 +3,7 @@ journal file and over a real PostgreSQL (scripts/postgres.sh), plus threads raci
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -24,8 +25,8 @@ from cutune.project import build_job, open_kernel
 from cutune.template.model import Config
 from cutune.tune.liveness import is_stale
 from cutune.tune.options import Budget, Liveness, SearchOptions, TuneOptions
-from cutune.tune.parallel import parse_devices
-from cutune.tune.plan import StudyPlan, from_json, read_plan, to_json
+from cutune.tune.parallel import join, parse_devices
+from cutune.tune.plan import StudyPlan, from_json, plan_for, read_plan, to_json, write_plan
 from cutune.tune.search import run_search
 from cutune.tune.space import Feasibility, feasible_configs
 from cutune.tune.study import WORKER, open_study, study_key
@@ -121,8 +122,10 @@ def test_kill_9_of_a_worker_keeps_every_finished_trial_and_its_trial_is_retried(
         return bool(mine) and len(measured_trials(study)) >= 4
 
     def victim_stopped_mid_trial() -> bool:
-        # SIGSTOP freezes the victim, so the trial seen running is still running when SIGKILL lands
+        # SIGSTOP freezes the victim, so the trial seen running is still running when SIGKILL lands; the
+        # pause lets a write it sent just before (a PostgreSQL commit in flight) land first
         os.kill(victim.pid, signal.SIGSTOP)
+        time.sleep(0.5)
         if victim_mid_trial():
             return True
         os.kill(victim.pid, signal.SIGCONT)
@@ -238,6 +241,22 @@ def test_a_running_trial_is_stale_only_after_the_grace_period(options: TuneOptio
     frozen = study._storage.get_trial(trial._trial_id)
     assert not is_stale(frozen, Liveness(1, 5))
     assert is_stale(frozen, Liveness(1, 5), now=frozen.datetime_start.timestamp() + 6)  # type: ignore[union-attr]
+
+
+def test_a_worker_opened_with_the_plans_job_searches_without_opening_again(options: TuneOptions) -> None:
+    job = make_job()
+    study = open_study(study_key(job, DEVICE), options.storage())
+    write_plan(study, plan_for(job, DEVICE, dataclasses.replace(options, budget=Budget(4, None))))
+    ready = FakeBackend()
+    ready.open(job)
+    outcome = join(options.storage(), study.study_name, ready, opened=(job, DEVICE))
+    assert ready.opened == 1 and ready.closed == 1 and outcome.measured == 4
+    # opened with another job (a changed spec): closed, then opened with the plan's
+    other = make_job(spec=dataclasses.replace(SPEC, sizes=SPEC.sizes[:1]))
+    stale = FakeBackend()
+    stale.open(other)
+    join(options.storage(), study.study_name, stale, opened=(other, DEVICE))
+    assert stale.opened == 2 and stale.closed == 2 and stale.sizes == job.spec.sizes
 
 
 def test_devices_are_parsed() -> None:

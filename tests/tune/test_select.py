@@ -98,6 +98,25 @@ def test_weights_decide_the_single_best() -> None:
         assert selection is not None and selection.single == single
 
 
+def test_a_tie_within_the_noise_goes_to_the_config_closest_to_the_original() -> None:
+    # NEAR changes one parameter of the original, FAR three; FAR is 0.3% faster, FASTER 10% faster
+    near = Config.of({**ORIGINAL, "VEC": 4})
+    far = Config.of({"THREADS": 512, "VEC": 4, "UNROLL": 2})
+    faster = Config.of({"THREADS": 128, "VEC": 8, "UNROLL": 2})
+
+    def time_of(config: Config, size: Mapping[str, int]) -> float:
+        gain = {near: 0.800, far: 0.797, faster: 0.72}.get(config, 1.0)
+        return table_time(ORIGINAL, size) * gain
+
+    for seed in range(4):
+        backend = opened(FakeBackend(noise=0.01, seed=seed, time_of=time_of))
+        selection = select(backend, ORIGINAL, [far, near], SelectionOptions())
+        assert selection is not None and selection.single == near and selection.chosen == (near, near)
+    clear = opened(FakeBackend(noise=0.01, time_of=time_of))
+    selection = select(clear, ORIGINAL, [near, far, faster], SelectionOptions())
+    assert selection is not None and selection.single == faster and selection.chosen == (faster, faster)
+
+
 def test_compile_flags_are_chosen_once_and_what_that_costs_is_said() -> None:
     # UNROLL stands in for a compile flag here: it must take one value for both sizes
     a = Config.of({"THREADS": 128, "VEC": 1, "UNROLL": 2})

@@ -24,10 +24,10 @@ from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 
 from cutune.errors import CutuneError, StudyError
-from cutune.gpu.backend import Backend, Job
+from cutune.gpu.backend import Backend, DeviceInfo, Job
 from cutune.tune.liveness import worker_name
 from cutune.tune.options import TuneOptions
-from cutune.tune.plan import read_plan
+from cutune.tune.plan import read_plan, to_json
 from cutune.tune.result import TuneResult
 from cutune.tune.run import limits_of, tune
 from cutune.tune.search import Progress, ProgressFn, SearchOutcome, run_search
@@ -67,11 +67,25 @@ def join(
     queue_start: float = 0.0,
     progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
+    opened: tuple[Job, DeviceInfo] | None = None,
 ) -> SearchOutcome:
-    """Search a study that `cutune tune` started, with what its plan says; refuses a different GPU."""
-    study = load_study(url, study_name)
-    plan = read_plan(study)
-    device = backend.open(plan.job)
+    """Search a study that `cutune tune` started, with what its plan says; refuses a different GPU.
+
+    `opened` is the job the backend was already opened with, and its device: kept when the plan's job is
+    that job, so a worker can open (compile, measure the floor, build the reference) while the lead does.
+    """
+    try:
+        study = load_study(url, study_name)
+        plan = read_plan(study)
+        if opened is not None and to_json(opened[0]) == to_json(plan.job):
+            device = opened[1]
+        else:
+            if opened is not None:
+                backend.close()
+            device = backend.open(plan.job)
+    except BaseException:
+        backend.close()
+        raise
     try:
         refusal = plan.refusal(device)
         if refusal is not None:
@@ -227,8 +241,12 @@ def _device_worker(
             )
             messages.put(("result", index, result))
             return
+        # opened before the study is named, so this worker starts measuring as soon as the lead does
+        device_info = backend.open(job)
         study = _study_name(inbox, stop)
-        if study is not None:
+        if study is None:
+            backend.close()
+        else:
             join(
                 options.storage(),
                 study,
@@ -237,6 +255,7 @@ def _device_worker(
                 queue_start=index / count,
                 progress=report,
                 cancel=cancel,
+                opened=(job, device_info),
             )
     except CutuneError as e:
         messages.put(("error", index, str(e)))

@@ -8,7 +8,10 @@ Two phases, on separate rounds, so that the numbers reported for a winner never 
 that picked it (the best of several noisy candidates always looks better than it is):
 
 1. **Selection rounds** (`rounds`): every shortlisted candidate. At each size the candidate with the
-   lowest median ratio is picked when its gain exceeds the ratios' p10–p90 width. Parameters that
+   lowest median ratio is picked when its gain exceeds the ratios' p10–p90 width; candidates whose
+   ratio is within the noise of that lowest one are ties, and a tie goes to the candidate that changes
+   the fewest parameters of the original (a smaller diff for a gain no measurement can tell apart, and
+   the same pick from runs whose noise ordered the ties differently). Parameters that
    cannot differ per launch (compile flags for the whole file) are chosen once: per value of them the
    per-size picks are scored by the weighted geometric mean, the best such group is kept, and what it
    gives up against free per-size picks is recorded (`per_file_cost`). The single best configuration
@@ -174,8 +177,12 @@ def select(
     if picking is None:
         return None
     sizes = len(picking.original_timings)
-    picks, per_file_values, cost = _pick(picking, original, sizes, weights, per_file)
-    single = min(picking.contenders, key=lambda c: c.overall.ratio, default=None)
+    w = [1.0] * sizes if weights is None else list(weights)
+    picking_noise = original_noise(picking)
+    margins = [_tie_margin(n, options.rounds) for n in picking_noise]
+    picks, per_file_values, cost = _pick(picking, original, margins, weights, per_file)
+    overall_margin = _tie_margin(_combined_noise(picking_noise, w), options.rounds)
+    single = _fastest(picking.contenders, lambda c: c.overall.ratio, original, overall_margin)
     confirm = list(dict.fromkeys([*(p for p in picks if p != original), *([single.config] if single else [])]))
     checking = measure_rounds(backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel)
     if checking is None:
@@ -185,8 +192,6 @@ def select(
     for i, pick in enumerate(picks):
         found = checking.of(pick)
         chosen.append(pick if found is not None and found.per_size[i].confirmed(noise[i]) else original)
-    w = [1.0] * sizes if weights is None else list(weights)
-    overall_noise = math.sqrt(sum((wi * n) ** 2 for wi, n in zip(w, noise, strict=True))) / sum(w)
     return Selection(
         original=original,
         selection=picking,
@@ -195,23 +200,55 @@ def select(
         single=single.config if single else None,
         per_file=per_file_values,
         per_file_cost=cost,
-        overall_noise=overall_noise,
+        overall_noise=_combined_noise(noise, w),
     )
 
 
+def _combined_noise(noise: Sequence[float], weights: Sequence[float]) -> float:
+    """The sd of a round's weighted geomean log ratio, from the per-size sds."""
+    return math.sqrt(sum((wi * n) ** 2 for wi, n in zip(weights, noise, strict=True))) / sum(weights)
+
+
+def _tie_margin(noise: float, rounds: int) -> float:
+    """How far apart (log ratio) two candidates' medians over `rounds` can land by chance alone."""
+    # each median has about 1.25 sigma / sqrt(n) of spread, their difference sqrt(2) times that
+    return _Z * 1.2533 * noise * math.sqrt(2.0 / max(rounds, 1))
+
+
+def _fastest(
+    contenders: Sequence[Contender], ratio: Callable[[Contender], float], original: Config, margin: float
+) -> Contender | None:
+    """The lowest `ratio`; among those within `margin` (log) of it, the one closest to the original."""
+    best = min(contenders, key=ratio, default=None)
+    if best is None:
+        return None
+    ties = [c for c in contenders if math.log(ratio(c)) - math.log(ratio(best)) <= margin]
+    return min(ties, key=lambda c: (_changes(c.config, original), ratio(c)))
+
+
+def _changes(config: Config, original: Config) -> int:
+    """How many parameters `config` sets differently from the original."""
+    return sum(1 for k, v in config.items() if original.get(k) != v)
+
+
 def _pick(
-    rounds: Rounds, original: Config, sizes: int, weights: Sequence[float] | None, per_file: Sequence[str]
+    rounds: Rounds,
+    original: Config,
+    margins: Sequence[float],
+    weights: Sequence[float] | None,
+    per_file: Sequence[str],
 ) -> tuple[list[Config], Config, float]:
-    """Per size the significantly fastest contender, all sharing one value of the per-file parameters."""
+    """Per size the significantly fastest contender (a tie within `margins` to the one closest to the
+    original), all sharing one value of the per-file parameters."""
 
     def group_of(config: Config) -> Config:
         return Config.of({k: v for k, v in config.items() if k in per_file})
 
     def picks_in(allowed: Callable[[Config], bool], fallback: Config | None) -> list[Config] | None:
         picks: list[Config] = []
-        for i in range(sizes):
+        for i, margin in enumerate(margins):
             winners = [c for c in rounds.contenders if allowed(c.config) and c.per_size[i].significant]
-            best = min(winners, key=lambda c: c.per_size[i].ratio, default=None)
+            best = _fastest(winners, _ratio_at(i), original, margin)
             if best is None and fallback is None:
                 return None  # a size would need the original, whose compile flags differ
             picks.append(best.config if best is not None else original)
@@ -231,6 +268,10 @@ def _pick(
             options[group] = found
     group = min(options, key=lambda g: score(options[g]))
     return options[group], group, score(options[group]) / score(free)
+
+
+def _ratio_at(index: int) -> Callable[[Contender], float]:
+    return lambda contender: contender.per_size[index].ratio
 
 
 def _member_of(group: Config, group_of: Callable[[Config], Config]) -> Callable[[Config], bool]:
