@@ -122,12 +122,13 @@ def test_kill_9_of_a_worker_keeps_every_finished_trial_and_its_trial_is_retried(
         return bool(mine) and len(measured_trials(study)) >= 4
 
     def victim_stopped_mid_trial() -> bool:
-        # SIGSTOP freezes the victim, so the trial seen running is still running when SIGKILL lands; the
-        # pause lets a write it sent just before (a PostgreSQL commit in flight) land first
+        # SIGSTOP freezes the victim, so the trial seen running is still running when SIGKILL lands; seen
+        # again after a pause, in case a write it sent just before (a PostgreSQL commit in flight) landed since
         os.kill(victim.pid, signal.SIGSTOP)
-        time.sleep(0.5)
         if victim_mid_trial():
-            return True
+            time.sleep(0.5)
+            if victim_mid_trial():
+                return True
         os.kill(victim.pid, signal.SIGCONT)
         return False
 

@@ -11,9 +11,10 @@ from optuna.trial import TrialState
 from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
 from cutune.gpu.limits import limits_for
-from cutune.template.model import Config
+from cutune.template.model import Config, TunableParam
+from cutune.template.variants import VARIANT
 from cutune.tune.options import Budget, SearchOptions, TuneOptions
-from cutune.tune.search import Progress, SearchOutcome, StopReason, run_search
+from cutune.tune.search import Progress, SearchOutcome, StopReason, run_search, variant_seeds
 from cutune.tune.space import Feasibility, feasible_configs
 from cutune.tune.study import FAILURE, REPEAT_OF, open_study, study_key
 from tests.tune.fake_backend import DEVICE, SPACE, SPEC, FakeBackend, make_job
@@ -226,3 +227,19 @@ def test_a_backend_refusal_counts_as_a_measurement(options: TuneOptions) -> None
     assert len(backend.calls) == outcome.measured == 20 and outcome.stop is StopReason.BUDGET
     refused = {Config.of(t.params) for t in study.get_trials(states=(TrialState.FAIL,))}
     assert refused == {c for c in backend.calls if c in unrecorded} != set()
+
+
+def test_every_variant_is_measured_at_its_defaults_before_the_sampler_takes_over(options: TuneOptions) -> None:
+    space = dataclasses.replace(SPACE, params=(*SPACE.params, TunableParam(VARIANT, (0, 1, 2, 3), 0)))
+    # VARIANT = 3 is infeasible at the defaults (VEC = 1): it is left to the sampler
+    spec = dataclasses.replace(SPEC, constraints=(*SPEC.constraints, "VARIANT * (2 - VEC) <= 2"))
+    job = make_job(space=space, spec=spec)
+    backend = FakeBackend()
+    backend.open(job)
+    study = open_study(study_key(job, DEVICE), options.storage())
+    check = Feasibility(space, spec, LIMITS)
+    outcome = run_search(study, backend, check, None, Budget(12), SearchOptions(sampler="tpe", seed=1))
+    assert outcome.sampler == "tpe" and len(backend.calls) == 12
+    default = space.default()
+    assert backend.calls[:3] == [default, Config.of({**default, VARIANT: 1}), Config.of({**default, VARIANT: 2})]
+    assert variant_seeds(Feasibility(SPACE, SPEC, LIMITS)) == []  # no variants, nothing seeded

@@ -112,6 +112,9 @@ def test_a_tie_within_the_noise_goes_to_the_config_closest_to_the_original() -> 
         backend = opened(FakeBackend(noise=0.01, seed=seed, time_of=time_of))
         selection = select(backend, ORIGINAL, [far, near], SelectionOptions())
         assert selection is not None and selection.single == near and selection.chosen == (near, near)
+        # UNROLL as a compile flag: the two groups tie too, and the original's flags are kept
+        flags = select(backend, ORIGINAL, [far, near], SelectionOptions(), per_file=("UNROLL",))
+        assert flags is not None and flags.per_file == Config.of({"UNROLL": 1}) and flags.chosen == (near, near)
     clear = opened(FakeBackend(noise=0.01, time_of=time_of))
     selection = select(clear, ORIGINAL, [near, far, faster], SelectionOptions())
     assert selection is not None and selection.single == faster and selection.chosen == (faster, faster)

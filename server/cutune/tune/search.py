@@ -35,6 +35,7 @@ from optuna.trial import FrozenTrial, TrialState
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Failure, Measurement, Timing
 from cutune.template.model import Config
+from cutune.template.variants.combine import VARIANT
 from cutune.tune.liveness import fail_stale_trials, heartbeat, worker_name
 from cutune.tune.options import Budget, Liveness, SearchOptions
 from cutune.tune.samplers import GRID, SAMPLERS, resolve_sampler
@@ -127,6 +128,17 @@ def run_search(
     """
     search = _Search(study, backend, check, budget, progress, cancel, liveness or Liveness(), worker)
     return search.run(feasible, options, queue_start)
+
+
+def variant_seeds(check: Feasibility) -> list[Config]:
+    """Each structural variant at its parameters' defaults, where feasible: measured right after the
+    original, so that the sampler has seen every variant before it learns which to favour."""
+    param = next((p for p in check.space.params if p.name == VARIANT), None)
+    if param is None:
+        return []
+    default = check.space.default()
+    seeds = (Config.of({**default, VARIANT: v}) for v in param.values if v != default[VARIANT])
+    return [c for c in seeds if check.violation(c) is None]
 
 
 class _Proposer(BaseSampler):
@@ -256,6 +268,8 @@ class _Search:
             random.Random(options.seed).shuffle(queue)  # a cut-short grid is then an unbiased sample
             start = int(queue_start * len(queue)) % max(len(queue), 1)
             queue = queue[start:] + queue[:start]
+        else:
+            queue = [c for c in variant_seeds(self.check) if c not in self.known]
         if self.original is None:
             queue = [self.default, *(c for c in queue if c != self.default)]
         if queue:

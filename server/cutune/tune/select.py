@@ -180,8 +180,8 @@ def select(
     w = [1.0] * sizes if weights is None else list(weights)
     picking_noise = original_noise(picking)
     margins = [_tie_margin(n, options.rounds) for n in picking_noise]
-    picks, per_file_values, cost = _pick(picking, original, margins, weights, per_file)
     overall_margin = _tie_margin(_combined_noise(picking_noise, w), options.rounds)
+    picks, per_file_values, cost = _pick(picking, original, margins, overall_margin, weights, per_file)
     single = _fastest(picking.contenders, lambda c: c.overall.ratio, original, overall_margin)
     confirm = list(dict.fromkeys([*(p for p in picks if p != original), *([single.config] if single else [])]))
     checking = measure_rounds(backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel)
@@ -235,11 +235,12 @@ def _pick(
     rounds: Rounds,
     original: Config,
     margins: Sequence[float],
+    overall_margin: float,
     weights: Sequence[float] | None,
     per_file: Sequence[str],
 ) -> tuple[list[Config], Config, float]:
     """Per size the significantly fastest contender (a tie within `margins` to the one closest to the
-    original), all sharing one value of the per-file parameters."""
+    original), all sharing one value of the per-file parameters (a tie within `overall_margin` likewise)."""
 
     def group_of(config: Config) -> Config:
         return Config.of({k: v for k, v in config.items() if k in per_file})
@@ -266,7 +267,10 @@ def _pick(
         found = picks_in(_member_of(group, group_of), original if group == home else None)
         if found is not None:
             options[group] = found
-    group = min(options, key=lambda g: score(options[g]))
+    best = min(score(picks) for picks in options.values())
+    # groups within the noise of the best are ties too: the flags closest to the original's win
+    ties = [g for g in options if math.log(score(options[g])) - math.log(best) <= overall_margin]
+    group = min(ties, key=lambda g: (_changes(g, home), score(options[g])))
     return options[group], group, score(options[group]) / score(free)
 
 
