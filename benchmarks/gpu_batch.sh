@@ -2,11 +2,12 @@
 # One device-tool run for the GPU tests and benchmarks of this wave (each step bounded, so one slow step
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
-# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu (default: all but multi_gpu).
+# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu (default: per_shape tests agent, which
+# close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
 # Everything lands in OUT_DIR/batch/ and is packed into OUT_DIR/batch.tgz (the device tool returns few files).
 set -uo pipefail
 out=${1:?OUT_DIR}; shift
-steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(tests variants per_shape checks_cost agent)
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(per_shape tests agent)
 source scripts/gpu-env.sh || exit 1
 dir="$out/batch"; mkdir -p "$dir"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$dir/device.txt"
@@ -18,15 +19,15 @@ step() {  # name, seconds, command...
 }
 for s in "${steps[@]}"; do
   case $s in
-    tests) step tests "${T_TESTS:-130}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+    tests) step tests "${T_TESTS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_variants_gpu.py tests/template/variants/test_row_reduce.py \
       tests/gpu/test_profile.py tests/agent/test_steps_gpu.py tests/gpu/test_wrong_templates.py ;;
-    variants) step variants "${T_VARIANTS:-110}" python3 benchmarks/variants.py "$dir" --trials 30 --seconds 20 \
+    variants) step variants "${T_VARIANTS:-300}" python3 benchmarks/variants.py "$dir" --trials 30 --seconds 20 \
       --only "${VARIANT_KERNELS:-rotary_embedding_kernel,silu_and_mul_kernel,merge_attn_states_kernel}" ;;
-    per_shape) step per_shape "${T_PER_SHAPE:-120}" python3 benchmarks/per_shape.py "$dir" --record --trials 40 --seconds 50 ;;
-    checks_cost) step checks_cost "${T_CHECKS:-110}" python3 benchmarks/checks_cost.py "$dir" --trials 12 --seconds 25 ;;
-    agent) step agent "${T_AGENT:-110}" python3 benchmarks/agent_steps.py --out "$dir" ${AGENT_ARGS:---steps 2 --trials 12 --seconds 22} ;;
-    row_reduce) step row_reduce "${T_ROW:-150}" python3 benchmarks/row_reduce.py "$dir" --seconds 50 --trials 80 ;;
+    per_shape) step per_shape "${T_PER_SHAPE:-300}" python3 benchmarks/per_shape.py "$dir" --record --trials 40 --seconds 50 ;;
+    checks_cost) step checks_cost "${T_CHECKS:-200}" python3 benchmarks/checks_cost.py "$dir" --trials 12 --seconds 25 ;;
+    agent) step agent "${T_AGENT:-420}" python3 benchmarks/agent_steps.py --out "$dir" ${AGENT_ARGS:---steps 2 --trials 12 --seconds 22} ;;
+    row_reduce) step row_reduce "${T_ROW:-240}" python3 benchmarks/row_reduce.py "$dir" --seconds 50 --trials 80 ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac
