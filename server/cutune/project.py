@@ -29,7 +29,7 @@ from cutune.template.spec import (
     spec_path_for,
 )
 from cutune.template.templatize import templatize
-from cutune.template.variants import VARIANT, Combined, Variant, combine_all, keep_variant, winning_variant
+from cutune.template.variants import VARIANT, Combined, Variant, combine, combine_all, keep_variant, winning_variant
 from cutune.template.variants.host_launch import HostLaunchError
 from cutune.template.variants.store import ATTR, variants_from_json, variants_json
 from cutune.tune.options import Budget, SearchOptions, TuneOptions
@@ -275,6 +275,9 @@ def apply_result(ctx: KernelContext, result: TuneResult, *, combined: Combined |
         plan, notes = launchable(tuned.template_model, ctx.kernel.name, plan, result.original, combined.variants)
     winner = winning_variant(plan.configs if plan is not None else launched)
     if winner is None:  # variants differ by size: the combined kernel, each branch launching its own
+        if plan is not None:
+            combined, plan = _launched_variants(ctx, combined, plan)
+            tuned = with_combined(ctx, combined)
         return replace(_written(tuned, tuned.space, plan, single, sizes, note, combined.variants), notes=notes)
     base = {p.name for p in ctx.space.params}
     if winner == 0:
@@ -298,6 +301,23 @@ def apply_result(ctx: KernelContext, result: TuneResult, *, combined: Combined |
     return replace(
         applied, notes=(f"variant {variant.name} runs at every size: written as the kernel's body", *applied.notes)
     )
+
+
+def _launched_variants(ctx: KernelContext, combined: Combined, plan: DispatchPlan) -> tuple[Combined, DispatchPlan]:
+    """The kernel with only the variants some branch of `plan` launches (renumbered in their order), and
+    `plan` in its terms: the others are code nobody would keep."""
+    used = sorted({int(c.get(VARIANT, 0)) for c in plan.configs} - {0})
+    if len(used) == len(combined.variants):
+        return combined, plan
+    launched = [combined.variants[k - 1] for k in used]
+    kept = combine(ctx.template_model, ctx.kernel.name, ctx.template, ctx.spec, launched)
+    number = {0: 0, **{old: new for new, old in enumerate(used, 1)}}
+    names = {p.name for p in kept.template.space.params}
+
+    def renumbered(config: Config) -> Config:
+        return Config.of({k: number[int(v)] if k == VARIANT else v for k, v in config.items() if k in names})
+
+    return kept, plan.with_configs(renumbered)
 
 
 def _written(

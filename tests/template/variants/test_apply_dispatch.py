@@ -87,9 +87,13 @@ def test_split_at_prefill_and_the_original_at_decode_launch_as_measured(tmp_path
     host = text[text.index("void silu_and_mul_gated(") :]
     assert MARKER in host and applied.notes == ()
     assert "  if (num_tokens < 4096) {  // the original configuration" in host
-    assert f"  }} else {{  // SPLIT=4, VARIANT={split[VARIANT]}" in host
+    # only the variant some size launches is kept in the kernel, numbered 1 there
+    assert split[VARIANT] > 1 and "  } else {  // SPLIT=4, VARIANT=1" in host
+    kernel = text[: text.index("void silu_and_mul_gated(")]
+    assert "if constexpr (VARIANT == 1) {  // variant split (" in kernel
+    assert kernel.count("if constexpr (VARIANT == ") == 2  # the original and split: the other variants are gone
     # the split branch: grid y = SPLIT, the original block, VARIANT in the template arguments
-    assert f"act_and_mul_kernel<scalar_t, 0, {split[VARIANT]}, " in host
+    assert "act_and_mul_kernel<scalar_t, 0, 1><<<dim3(dim3(grid).x, 4), block, 0, stream>>>(" in host
     assert "<<<dim3(dim3(grid).x, 4), block, 0, stream>>>(" in host
     # the original branch launches as the file did
     assert host.count("<<<grid, block, 0, stream>>>(") == 1

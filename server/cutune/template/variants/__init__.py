@@ -5,7 +5,7 @@ from cutune.template.variants.combine import VARIANT, variant_launch, with_varia
 from cutune.template.variants.grid_shape import GridShape
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.packs import PacksPerThread
-from cutune.template.variants.propose import Combined, combine_all, propose_variants
+from cutune.template.variants.propose import Combined, combine, combine_all, propose_variants
 from cutune.template.variants.prune import keep_variant, winning_variant
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.template.variants.split import SplitItems
@@ -29,6 +29,7 @@ __all__ = [
     "Transform",
     "Variant",
     "Vectorize",
+    "combine",
     "combine_all",
     "keep_variant",
     "propose_variants",

@@ -5,6 +5,7 @@ plain one it extends (at the parent's defaults it is that one)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cutune.cuda.model import SourceModel
@@ -33,6 +34,18 @@ def combine_all(model: SourceModel, kernel: str, base: Template, spec: KernelSpe
     """Every transform tried on the recipes' template `base` (parsed as `model`), the variants combined
     with it; the template itself where no transform applies."""
     variants, refusals = propose_variants(model, kernel, spec)
+    return combine(model, kernel, base, spec, variants, refusals)
+
+
+def combine(
+    model: SourceModel,
+    kernel: str,
+    base: Template,
+    spec: KernelSpec | None,
+    variants: Sequence[Variant],
+    refusals: Sequence[Refusal] = (),
+) -> Combined:
+    """`variants` combined with the recipes' template `base` (parsed as `model`), numbered in their order."""
     template, combined_spec = with_variants(model, kernel, variants, spec, base=base)
     parsed = model if template.source == model.text else parse_source(template.source, model.path)
     return Combined(template, parsed, combined_spec, tuple(variants), tuple(refusals))
