@@ -92,17 +92,19 @@ function makePythons(root: string): { empty: string; crashing: string } {
   return { empty, crashing };
 }
 
-/** How often the extension's log (in the user-data dir) says the server started. */
-function serverStarts(): number {
+/** The extension's log (in the user-data dir), every session's. */
+function extensionLog(): string {
   const logs = path.join(workbench.dirs.userData, "logs");
-  let count = 0;
-  for (const session of readdirSync(logs)) {
-    const file = path.join(logs, session, "exthost1", "cutune.cutune", "cutune.log");
-    if (existsSync(file)) {
-      count += readFileSync(file, "utf8").split("The server is running.").length - 1;
-    }
-  }
-  return count;
+  return readdirSync(logs)
+    .map((session) => path.join(logs, session, "exthost1", "cutune.cutune", "cutune.log"))
+    .filter((file) => existsSync(file))
+    .map((file) => readFileSync(file, "utf8"))
+    .join("");
+}
+
+/** How often the extension's log says the server started. */
+function serverStarts(): number {
+  return extensionLog().split("The server is running.").length - 1;
 }
 
 function specOnDisk(): string {
@@ -126,6 +128,20 @@ async function step(t: TestContext, body: () => Promise<void>): Promise<void> {
   } catch (error) {
     const shot = await workbench.screenshot(`FAILED-${t.name}`).catch(() => "(no screenshot)");
     t.diagnostic(`screenshot: ${shot}`);
+    // what CI prints is all there is to go on: the messages shown and the extension's last words
+    const toasts = await workbench.page
+      .locator(".notifications-toasts .notification-toast")
+      .allInnerTexts()
+      .catch(() => ["(unreadable)"]);
+    t.diagnostic(`notifications shown: ${JSON.stringify(toasts)}`);
+    const log = (() => {
+      try {
+        return extensionLog().trim().split("\n").slice(-15).join("\n");
+      } catch (e) {
+        return `(unreadable: ${String(e)})`;
+      }
+    })();
+    t.diagnostic(`extension log, last lines:\n${log}`);
     throw error;
   }
 }
