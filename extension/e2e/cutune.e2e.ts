@@ -158,7 +158,9 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
     workbench = new Workbench({ hostModules, chromium: chromiumPath }, dirs);
     workbench.installExtension(vsix);
     workbench.writeSettings({ "cutune.interpreter": pythons.empty });
-    await workbench.open({ ...process.env, CUTUNE_LLM_API_KEY: "", OPENAI_API_KEY: "" });
+    // no PYTHONPATH or PYTHONHOME from the caller: the interpreters under test find cutune (or not) on their own
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "PYTHONPATH" && k !== "PYTHONHOME"));
+    await workbench.open({ ...env, CUTUNE_LLM_API_KEY: "", OPENAI_API_KEY: "" });
   });
 
   after(async () => {
