@@ -8,9 +8,10 @@ the budget allows. Writes and reads are ordered in every Optuna storage (the jou
 append-only log; RDB writes commit before they return), and each worker reads only after its own
 write, so of two workers claiming at once at least one sees the other and yields: a configuration is
 never measured twice and the budget never overrun. Both may yield; then the configuration is
-proposed again later. A claim whose worker dies is failed after the grace period and retried
-(cutune.tune.liveness); a worker that can claim nothing now (the budget or the space is all claimed)
-waits for the others' claims to finish or die, so the study's search ends complete.
+proposed again later (a configuration the search proposed itself goes back in its queue). A claim
+whose worker dies is failed after the grace period and retried (cutune.tune.liveness); a worker that
+can claim nothing now (the budget or the space is all claimed) waits for the others' claims to finish or
+die, so the study's search ends complete.
 """
 
 from __future__ import annotations
@@ -287,6 +288,9 @@ class _Search:
                 queue.pop(0)  # else ask() took a trial queued for a retry: this configuration stays next
             with heartbeat(self.study, trial, self.liveness):
                 idle = 0 if self._step(trial, config) else idle + 1
+            if config == proposer.forced and config not in self.known:
+                # yielded (to a claim that may yield too, or to the original): back in line, behind the rest
+                queue.append(config)
         return SearchOutcome(
             records=tuple(sorted(self.known.values(), key=lambda r: r.number)),
             original=self._original(),
