@@ -148,8 +148,13 @@ def test_the_dispatch_reads_like_code_a_person_would_write() -> None:
 def test_the_dispatch_compiles_with_nvcc_against_a_torch_stub(tmp_path: Path) -> None:
     """torch is not installed here: tests/data/template/torch_stub declares the Tensor calls the host uses."""
     _, after = _kv_dispatch()
+    _assert_compiles(after, tmp_path)
+
+
+def _assert_compiles(text: str, tmp_path: Path) -> None:
+    """`text` compiles with nvcc for sm_90 against the torch stub."""
     source = tmp_path / "kv_cache_write.cu"
-    source.write_text(after)
+    source.write_text(text)
     done = subprocess.run(
         ["nvcc", "-std=c++17", "-arch=sm_90", "-I", str(STUB), "-c", str(source), "-o", str(tmp_path / "k.o")],
         capture_output=True,
@@ -188,15 +193,7 @@ def test_a_dispatch_on_two_variables_nests_one_chain_in_the_other() -> None:
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_the_two_variable_dispatch_compiles_with_nvcc(tmp_path: Path) -> None:
-    source = tmp_path / "kv_cache_write.cu"
-    source.write_text(_kv_two_variable_dispatch())
-    done = subprocess.run(
-        ["nvcc", "-std=c++17", "-arch=sm_90", "-I", str(STUB), "-c", str(source), "-o", str(tmp_path / "k.o")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    _assert_compiles(_kv_two_variable_dispatch(), tmp_path)
 
 
 def test_applying_twice_and_unknown_size_names_are_refused() -> None:
