@@ -8,7 +8,8 @@ spec (block size × items per thread × fast math × register cap: 288 configura
 NVRTC build and measurement). Each run uses a fresh study and a budget that covers the whole space, so
 both measure the same configurations. Writes OUT_DIR/multi_gpu.<device>.<date>.json with the search's
 wall time (from the study: the first trial to the last, startup and final selection excluded), the
-command's whole wall time, the speedup of each, and the winners.
+command's whole wall time, the speedup of each, and the winners; when they differ, both are re-measured in
+the same interleaved rounds on one GPU, to say whether they can be told apart beyond the noise at all.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import re
 import shutil
 import tempfile
@@ -27,13 +29,16 @@ import optuna
 
 from cutune.gpu.registry import create_backend
 from cutune.project import build_job, open_kernel, tune_options
+from cutune.template.model import Config
 from cutune.tune.parallel import BackendRef, parse_devices, tune_on_devices
 from cutune.tune.result import TuneResult
 from cutune.tune.run import tune
+from cutune.tune.select import combined_noise, measure_rounds, original_noise, tie_margin
 from cutune.tune.study import load_study
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL = "scale_add"
+ROUNDS = 9  # interleaved rounds of the two winners and the original, for the comparison
 WIDER = """
 [kernel.scale_add.params.FAST_MATH]
 values = [false, true]
@@ -73,6 +78,7 @@ def main() -> None:
         "search_speedup": one["search_s"] / several["search_s"],
         "wall_speedup": one["wall_s"] / several["wall_s"],
         "same_winner": one["best"] == several["best"],
+        "winners_compared": _compare(devices[0], one["best"], several["best"]),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"multi_gpu.{re.sub(r'[^A-Za-z0-9]+', '-', name).strip('-')}.{date}.json"
@@ -81,14 +87,19 @@ def main() -> None:
     print(f"wrote {path}")
 
 
+def _workspace(work: Path) -> Path:
+    """The kernel and its widened spec in `work`, a workspace root of its own (studies and results stay there)."""
+    shutil.copy(ROOT / "benchmarks" / "kernels" / f"{KERNEL}.cu", work)
+    spec = (ROOT / "benchmarks" / "kernels" / f"{KERNEL}.tune.toml").read_text()
+    (work / f"{KERNEL}.tune.toml").write_text(spec + WIDER)
+    (work / "pyproject.toml").write_text("")
+    return work
+
+
 def _run(devices: tuple[int, ...]) -> dict[str, Any]:
     """One exhaustive search of the widened space on `devices`, in a fresh workspace and study."""
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        shutil.copy(ROOT / "benchmarks" / "kernels" / f"{KERNEL}.cu", work)
-        spec = (ROOT / "benchmarks" / "kernels" / f"{KERNEL}.tune.toml").read_text()
-        (work / f"{KERNEL}.tune.toml").write_text(spec + WIDER)
-        (work / "pyproject.toml").write_text("")  # the workspace root: studies and results stay in tmp
+        work = _workspace(Path(tmp))
         ctx = open_kernel(work / f"{KERNEL}.cu", KERNEL)
         job = build_job(ctx)
         options = tune_options(ctx, trials=ctx.space.size(), seconds=None)
@@ -110,6 +121,32 @@ def _run(devices: tuple[int, ...]) -> dict[str, Any]:
             "speedup_of_best": _speedup(result),
             "per_worker": _per_worker(study),
         }
+
+
+def _compare(device: int, first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Both winners re-measured in the same interleaved rounds on one GPU: are they told apart beyond the noise?"""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = _workspace(Path(tmp))
+        ctx = open_kernel(work / f"{KERNEL}.cu", KERNEL)
+        backend = create_backend("cupy", device=device)
+        backend.open(build_job(ctx))
+        try:
+            a, b = Config.of(first), Config.of(second)
+            rounds = measure_rounds(backend, ctx.space.default(), list(dict.fromkeys([a, b])), ROUNDS)
+        finally:
+            backend.close()
+    assert rounds is not None
+    ratio = {c.config: c.overall.ratio for c in rounds.contenders}
+    margin = tie_margin(combined_noise(original_noise(rounds), [1.0] * len(rounds.original_timings)), ROUNDS)
+    apart = abs(math.log(ratio[a]) - math.log(ratio[b]))
+    return {
+        "device_index": device,
+        "rounds": ROUNDS,
+        "time_vs_original": [ratio[a], ratio[b]],
+        "log_difference": apart,
+        "tie_margin": margin,
+        "within_noise": apart <= margin,
+    }
 
 
 def _search_seconds(study: optuna.Study) -> float:

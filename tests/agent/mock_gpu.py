@@ -3,6 +3,7 @@ configuration from a per-variant factor, and fails the variants it is told to (w
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement, Timing
@@ -13,9 +14,10 @@ ORIGINAL_US = 400.0  # every size of the original takes this long: far from the 
 
 @dataclass
 class MockGpuBackend(Backend):
-    """Variant name → time factor (default 1.0) or failure; records every configuration it evaluated."""
+    """Variant name → time factor (default 1.0; a function of the size for a variant that wins only at some
+    sizes) or failure; records every configuration it evaluated."""
 
-    speed: dict[str, float] = field(default_factory=dict)
+    speed: dict[str, float | Callable[[Mapping[str, int]], float]] = field(default_factory=dict)
     failures: dict[str, tuple[Failure, str]] = field(default_factory=dict)
     evaluated: list[tuple[str, Config]] = field(default_factory=list)
     name = "mock-gpu"
@@ -30,9 +32,12 @@ class MockGpuBackend(Backend):
         if variant in self.failures:
             failure, detail = self.failures[variant]
             return Measurement(config, failure=failure, detail=detail)
-        us = ORIGINAL_US * self.speed.get(variant, 1.0)
-        timings = tuple(Timing(dict(size), us, us * 0.995, us * 1.005, 30) for size in self._job.spec.sizes)
-        return Measurement(config, timings=timings, max_error=0.1)
+        factor = self.speed.get(variant, 1.0)
+        timings = []
+        for size in self._job.spec.sizes:
+            us = ORIGINAL_US * (factor(size) if callable(factor) else factor)
+            timings.append(Timing(dict(size), us, us * 0.995, us * 1.005, 30))
+        return Measurement(config, timings=tuple(timings), max_error=0.1)
 
     def _variant(self, config: Config) -> str:
         """The name of the configuration's variant, from the VARIANT parameter's description."""

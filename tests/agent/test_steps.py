@@ -84,6 +84,29 @@ def test_scripted_llm_variant_that_wins_is_kept_on_a_mock_gpu(
 
 
 @pytest.mark.nvcc
+def test_scripted_variant_that_wins_only_at_some_sizes_is_kept_and_both_are_launched_on_a_mock_gpu(
+    silu: KernelContext, llm: FakeLLM, api_key: str, tmp_path: Path
+) -> None:
+    """The second variant is no faster overall, but twice as fast where the first one is not: the dispatch
+    launches each where it wins, so the step counts as a gain and the kept variants are tuned together."""
+    llm.queue(variant_reply("wide_rows"), variant_reply("narrow_rows"), completion('{"done": true}'))
+    gpu = MockGpuBackend(
+        speed={
+            "wide_rows": lambda size: 0.5 if size["d"] > 4096 else 1.0,
+            "narrow_rows": lambda size: 0.5 if size["d"] == 4096 else 1.0,
+        }
+    )
+    run, _ = loop(silu, llm.url, tmp_path, gpu)
+    assert [(r.variant, r.outcome) for r in run.records] == [("wide_rows", Outcome.KEPT), ("narrow_rows", Outcome.KEPT)]
+    assert [v.name for v in run.kept] == ["wide_rows", "narrow_rows"]
+    assert run.records[0].speedup is not None and run.records[0].speedup < 1.5  # wins at 2 sizes of 4
+    assert run.records[1].speedup is not None and run.records[1].speedup > 1.9  # both launched: every size
+    assert run.result is not None
+    launched = {s.size["d"]: s.best_config["VARIANT"] for s in run.result.sizes}
+    assert launched == {4096: 2, 11008: 1, 14336: 1}
+
+
+@pytest.mark.nvcc
 def test_scripted_wrong_variant_is_rejected_and_its_reason_fed_back_on_a_mock_gpu(
     silu: KernelContext, llm: FakeLLM, api_key: str, tmp_path: Path
 ) -> None:

@@ -117,9 +117,16 @@ def test_kill_9_of_a_worker_keeps_every_finished_trial_and_its_trial_is_retried(
     study = the_study(storage)
 
     def victim_mid_trial() -> bool:
+        # a trial that measures: one whose configuration is measured already is answered from the study
+        # (a repeat), and is no trial to retry
         running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-        mine = [t for t in running if f"/pid{victim.pid}" in t.user_attrs.get(WORKER, "")]
-        return bool(mine) and len(measured_trials(study)) >= 4
+        measured = measured_trials(study)
+        mine = [
+            t
+            for t in running
+            if f"/pid{victim.pid}" in t.user_attrs.get(WORKER, "") and all(t.params != m.params for m in measured)
+        ]
+        return bool(mine) and len(measured) >= 4
 
     def victim_stopped_mid_trial() -> bool:
         # SIGSTOP freezes the victim, so the trial seen running is still running when SIGKILL lands; seen
@@ -215,10 +222,15 @@ def test_threads_racing_on_one_journal_measure_each_configuration_once(options: 
     for t in threads:
         t.join(120)
     assert not errors
-    calls: list[Config] = [c for b in backends for c in b.calls]
+    default = SPACE.default()
+    calls: list[Config] = [c for b in backends for c in b.calls if c != default]
     # the budget in all, each configuration once; which threads measured depends on the scheduler (that
     # workers share the work is shown by the process test above, whose workers are paced)
-    assert len(calls) == 30 and len(set(calls)) == 30
+    assert len(calls) == 29 and len(set(calls)) == 29
+    # the original: once as the study's trial, and once more on each other worker that measured anything,
+    # as the baseline of its objectives on its own device
+    workers = sum(1 for b in backends if b.calls)
+    assert 1 <= sum(c == default for b in backends for c in b.calls) <= workers
 
 
 def test_the_plan_round_trips_through_json() -> None:

@@ -66,7 +66,8 @@ def test_cancel_returns_the_original_and_keeps_the_trials(options: TuneOptions) 
     backend = FakeBackend()
     resumed = tune(make_job(), backend, options)
     assert resumed.trials == 55 and resumed.significant and resumed.resumed_trials == 8
-    assert ORIGINAL not in backend.calls[: 55 - 8]  # the search went on; only selection re-measures it
+    # the search went on (first the original once, as this device's baseline); only selection re-measures it
+    assert backend.calls[0] == ORIGINAL and ORIGINAL not in backend.calls[1 : 55 - 8 + 1]
 
 
 def test_a_failing_original_is_an_error_and_the_backend_is_closed(options: TuneOptions) -> None:

@@ -17,7 +17,7 @@ from cutune.tune.options import Budget, SearchOptions, TuneOptions
 from cutune.tune.search import Progress, SearchOutcome, StopReason, run_search, variant_seeds
 from cutune.tune.space import Feasibility, feasible_configs
 from cutune.tune.study import FAILURE, REPEAT_OF, open_study, study_key
-from tests.tune.fake_backend import DEVICE, SPACE, SPEC, FakeBackend, make_job
+from tests.tune.fake_backend import DEVICE, SPACE, SPEC, FakeBackend, make_job, table_time
 
 LIMITS = limits_for("sm_90")
 CHECK = Feasibility(SPACE, SPEC, LIMITS)
@@ -122,8 +122,9 @@ def test_resume_continues_without_measuring_again(options: TuneOptions, url: str
     outcome1, _ = search(first, options, budget=Budget(trials=10))
     second = FakeBackend(seed=2)
     outcome2, study = search(second, options, budget=Budget(trials=25))
-    assert len(first.calls) == 10 and len(second.calls) == 15
-    assert not set(first.calls) & set(second.calls)  # the original included: done is done
+    # the original is measured again on this run's device, as the baseline of its objectives, not as a trial
+    assert len(first.calls) == 10 and len(second.calls) == 16 and second.calls[0] == SPACE.default()
+    assert not set(first.calls) & set(second.calls[1:])  # the original included: done is done
     assert outcome2.measured == 25 and outcome2.stop is StopReason.BUDGET
     measured = [t for t in study.get_trials(states=(TrialState.COMPLETE,)) if REPEAT_OF not in t.user_attrs]
     assert len(measured) == 25
@@ -140,7 +141,7 @@ def test_resume_switches_to_exhaustive_for_what_is_left(options: TuneOptions) ->
     backend = FakeBackend()
     outcome, _ = search(backend, options, budget=Budget(trials=100))
     assert outcome.sampler == "grid" and outcome.stop is StopReason.EXHAUSTED
-    assert len(backend.calls) == len(FEASIBLE) - 30
+    assert len(backend.calls) == len(FEASIBLE) - 30 + 1 and backend.calls[0] == SPACE.default()  # + baseline
 
 
 def test_cancel_stops_after_the_current_trial_and_keeps_it(options: TuneOptions) -> None:
@@ -243,3 +244,17 @@ def test_every_variant_is_measured_at_its_defaults_before_the_sampler_takes_over
     default = space.default()
     assert backend.calls[:3] == [default, Config.of({**default, VARIANT: 1}), Config.of({**default, VARIANT: 2})]
     assert variant_seeds(Feasibility(SPACE, SPEC, LIMITS)) == []  # no variants, nothing seeded
+
+
+def test_objectives_are_relative_to_the_original_on_the_measuring_workers_own_device(options: TuneOptions) -> None:
+    """A worker on a GPU 10% slower than the one that measured the original: its trials are not 10% worse."""
+    fast = FakeBackend(noise=0.0)
+    search(fast, options, budget=Budget(trials=10), sampler="random")
+    slow = FakeBackend(noise=0.0, time_of=lambda config, size: 1.1 * table_time(config, size))
+    outcome, _ = search(slow, options, budget=Budget(trials=20), sampler="random")
+    assert slow.calls[0] == SPACE.default()  # its own baseline first
+    theirs = {r.config: r.objective for r in outcome.records if r.ok}
+    for config in slow.calls[1:]:
+        original = table_time(SPACE.default(), {"N": 1})  # any size: the table's factors do not depend on it
+        expected = table_time(config, {"N": 1}) / original
+        assert theirs[config] == pytest.approx(expected)

@@ -8,7 +8,9 @@ from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
 from cutune.template.model import Config
 from cutune.tune.options import SelectionOptions
-from cutune.tune.select import Verdict, select, weighted_geomean
+from cutune.tune.search import SearchOutcome, StopReason
+from cutune.tune.select import Verdict, select, shortlist, weighted_geomean
+from cutune.tune.study import TrialRecord
 from tests.tune.fake_backend import SPACE, FakeBackend, make_job, table_time
 
 ORIGINAL = SPACE.default()
@@ -190,3 +192,21 @@ def test_real_gains_survive_the_same_rules() -> None:
         assert selection is not None
         found += selection.chosen == (SMALL_ONLY, SMALL_ONLY)
     assert found >= 45
+
+
+def test_the_shortlist_brings_each_finalists_twin_with_the_original_flags() -> None:
+    """Treating THREADS as a compile flag: a finalist's twin with the original's value joins it, if measured."""
+    backend = opened(FakeBackend(noise=0.0))
+    ranked = [Config.of({**NEARLY, "VEC": 2}), Config.of({**NEARLY, "THREADS": 1024, "VEC": 2}), FAST, SMALL_ONLY]
+    twin = Config.of({**NEARLY, "THREADS": ORIGINAL["THREADS"], "VEC": 2})
+    records = [
+        TrialRecord(n, c, objective, timings=backend.evaluate(c).timings)
+        for n, (c, objective) in enumerate(
+            [(ORIGINAL, 1.0), *((c, 0.5 + 0.01 * i) for i, c in enumerate(ranked)), (twin, 0.99)]
+        )
+    ]
+    outcome = SearchOutcome(tuple(records), records[0], "random", StopReason.BUDGET, 1.0)
+    assert twin not in shortlist(outcome, top_k=2)
+    assert twin in shortlist(outcome, top_k=2, per_file=("THREADS",))  # the twin ranked last, still in
+    unmeasured = SearchOutcome(tuple(records[:-1]), records[0], "random", StopReason.BUDGET, 1.0)
+    assert twin not in shortlist(unmeasured, top_k=2, per_file=("THREADS",))  # never measured: not invented

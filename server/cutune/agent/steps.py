@@ -6,7 +6,8 @@ checks the variant's default configuration against the original in the backend (
 nvcc compile of that configuration; the CuPy backend runs in the isolated worker, so a faulting or
 hanging variant fails only its worker), tunes the combined kernel with a small budget, and reads the
 result: % of the floor per size (best configuration per size), the best configuration's registers and
-spills, and its Nsight Compute counters. A variant that made the tuned kernel faster is kept. The loop
+spills, and its Nsight Compute counters. A variant that made the tuned kernel faster is kept, also when only
+at some sizes (the dispatch launches each size's best; the kept variants are then tuned together). The loop
 stops at the target % of the floor on the large sizes, at the step or time budget, or after `patience`
 steps without a gain; every step is appended to the step log in the study storage, and a new run
 resumes from it.
@@ -44,7 +45,7 @@ from cutune.tune.result import result_path, write_result
 log = logging.getLogger(__name__)
 
 LARGE_BYTES = 64 * 2**20  # sizes moving at least this much are where the floor is reachable
-MIN_GAIN = 1.01  # a step must make the tuned kernel this much faster (geomean) to count as a gain
+MIN_GAIN = 1.01  # a step must make the tuned kernel this much faster (geomean; per size, see _gain) to count
 
 
 class MeasuredLoopStop(enum.Enum):
@@ -110,13 +111,23 @@ class _Runner:
     progress: ProgressFn | None
     cancel: threading.Event | None
 
-    def tune(self, ctx: KernelContext, variants: Sequence[Variant], *, only_newest: bool = False) -> TuneResult:
-        """The brief tune of the original with `variants` (only the original and the newest, if asked)."""
+    def tune(
+        self,
+        ctx: KernelContext,
+        variants: Sequence[Variant],
+        *,
+        only_newest: bool = False,
+        start: Sequence[Config] = (),
+    ) -> TuneResult:
+        """The brief tune of the original with `variants` (only the original and the newest, if asked),
+        measuring `start` first (completed with the defaults of parameters they lack)."""
         combined = combined_context(ctx, variants) if variants else ctx
         if only_newest and len(variants) > 1:
             combined = _only(combined, (0, len(variants)))
         job = build_job(combined, timing=self.timing)
-        return tune(job, self.backend(), self.brief, progress=self.progress, cancel=self.cancel)
+        default = combined.space.default()
+        first = [Config.of({**default, **{k: v for k, v in c.items() if k in default}}) for c in start]
+        return tune(job, self.backend(), self.brief, progress=self.progress, cancel=self.cancel, start=first)
 
     def check(self, ctx: KernelContext, config: Config) -> Measurement:
         """`config` checked against the original on every size (and timed a little) in a fresh backend."""
@@ -224,7 +235,12 @@ def _step(
         result = runner.tune(ctx, [*state.kept, variant], only_newest=True)
     except CutuneError as e:  # the backend refused the job (e.g. a recording of another kernel)
         return rejected(f"it could not be measured: {e}")
-    gain = state.result is None or _time(result) * MIN_GAIN < _time(state.result)
+    gain = state.result is None or _gain(state.result, result) > MIN_GAIN
+    if gain and state.kept and state.result is not None:
+        # the dispatch launches the best variant per size: one tune over every kept variant, starting from
+        # both results' per-size winners, measures what it would launch
+        winners = [s.best_config for r in (state.result, result) for s in r.sizes]
+        result = runner.tune(ctx, [*state.kept, variant], start=winners)
     profile, note = _profile(combined, result.best, options)
     record = dataclasses.replace(
         head,
@@ -277,11 +293,7 @@ def compile_check(ctx: KernelContext, config: Config, arch: str) -> str:
 
 def pct_of_floor(result: TuneResult) -> dict[str, float]:
     """Per size, the best configuration's time as % of the speed-of-light floor."""
-    return {
-        " ".join(f"{k}={v}" for k, v in s.size.items()): 100.0 * s.sol_floor_us / s.best_timing.median_us
-        for s in result.sizes
-        if s.sol_floor_us
-    }
+    return {_label(s.size): 100.0 * s.sol_floor_us / s.best_timing.median_us for s in result.sizes if s.sol_floor_us}
 
 
 def _only(ctx: KernelContext, values: tuple[int, ...]) -> KernelContext:
@@ -313,9 +325,19 @@ def _analysis(state: _State) -> str:
     return "\n".join(lines)
 
 
-def _time(result: TuneResult) -> float:
-    """Geomean over sizes of the best time per size."""
-    return statistics.geometric_mean(s.best_timing.median_us for s in result.sizes) if result.sizes else 0.0
+def _gain(current: TuneResult, new: TuneResult) -> float:
+    """How much faster (geomean over sizes) launching, per size, the better of `current` and `new` is than
+    `current`; a size takes `new` only where it is MIN_GAIN faster there, so noise alone gains nothing."""
+    now = {_label(s.size): s.speedup for s in current.sizes}
+    pairs = [(now[_label(s.size)], s.speedup) for s in new.sizes if _label(s.size) in now]
+    if not pairs:
+        return 1.0
+    best = [b if b > a * MIN_GAIN else a for a, b in pairs]
+    return statistics.geometric_mean(best) / statistics.geometric_mean(a for a, _ in pairs)
+
+
+def _label(size: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in size.items())
 
 
 def _target(result: TuneResult | None, spec: KernelSpec, options: LoopOptions) -> str | None:
@@ -327,7 +349,7 @@ def _target(result: TuneResult | None, spec: KernelSpec, options: LoopOptions) -
     if not sizes:
         return None
     large = [s for s in sizes if spec.moved_bytes(s.size) >= options.large_bytes] or sizes
-    labels = [" ".join(f"{k}={v}" for k, v in s.size.items()) for s in large]
+    labels = [_label(s.size) for s in large]
     worst = min(pct[label] for label in labels)
     if worst < options.target_pct:
         return None

@@ -41,11 +41,13 @@ def tune(
     cancel: threading.Event | None = None,
     worker: str = "",
     opened: Callable[[str], None] | None = None,
+    start: Sequence[Config] = (),
 ) -> TuneResult:
     """Search the job's space on the backend's device, verify the best against the original, store it.
 
     Other workers may join the study meanwhile (`cutune worker`, or `tune_on_devices`); `worker` names
-    this one in the trials it measures, and `opened` is told the study's name once it is open.
+    this one in the trials it measures, and `opened` is told the study's name once it is open. `start`
+    are configurations the search measures first, after the original.
 
     A cancelled run keeps every finished trial in the study (the next run resumes it) and returns the
     original as its result, unstored: nothing unverified is ever reported as a speedup.
@@ -71,8 +73,9 @@ def tune(
             cancel=cancel,
             liveness=options.liveness,
             worker=worker,
+            start=start,
         )
-        candidates = shortlist(outcome, options.selection.top_k)
+        candidates = shortlist(outcome, options.selection.top_k, per_file_params(job.space))
         selection = None
         held_out: HeldOut | None = None
         rejected: list[Check] = []

@@ -120,15 +120,17 @@ def run_search(
     liveness: Liveness | None = None,
     worker: str = "",
     queue_start: float = 0.0,
+    start: Sequence[Config] = (),
 ) -> SearchOutcome:
     """Measure the original (first), then what the sampler proposes, until budget, time or cancel.
 
     Other workers may search the same study at once (see the module's docstring): `worker` names this
     one in the trials it measures, and `queue_start` (0 ≤ x < 1) is where in the shuffled grid it
-    starts, so that workers do not all reach for the same configurations.
+    starts, so that workers do not all reach for the same configurations. `start` are configurations
+    measured right after the original (the feasible ones), e.g. the winners of earlier searches.
     """
     search = _Search(study, backend, check, budget, progress, cancel, liveness or Liveness(), worker)
-    return search.run(feasible, options, queue_start)
+    return search.run(feasible, options, queue_start, start)
 
 
 def variant_seeds(check: Feasibility) -> list[Config]:
@@ -206,6 +208,7 @@ class _Search:
         self.claims: dict[Config, int] = {}  # configurations other workers are on: config → trial number
         self.waiting = 0  # trials queued for a retry, which the next ask() of any worker takes
         self.original: TrialRecord | None = None
+        self.baseline: tuple[Timing, ...] | None = None  # the original's timings on this worker's device
         self.stale_checked = 0.0
         self._refresh()
         self.prior_seconds = float(study.user_attrs.get(SEARCH_SECONDS, 0.0))
@@ -250,7 +253,13 @@ class _Search:
     def seconds(self) -> float:
         return self.prior_seconds + time.monotonic() - self.started
 
-    def run(self, feasible: Sequence[Config] | None, options: SearchOptions, queue_start: float) -> SearchOutcome:
+    def run(
+        self,
+        feasible: Sequence[Config] | None,
+        options: SearchOptions,
+        queue_start: float,
+        start_with: Sequence[Config],
+    ) -> SearchOutcome:
         why = self.check.violation(self.default)
         if why is not None:
             raise StudyError(f"the original configuration ({self.default}) is infeasible: {why}")
@@ -271,6 +280,8 @@ class _Search:
             queue = queue[start:] + queue[:start]
         else:
             queue = [c for c in variant_seeds(self.check) if c not in self.known]
+        first = [c for c in dict.fromkeys(start_with) if c not in self.known and self.check.violation(c) is None]
+        queue = [*first, *(c for c in queue if c not in first)]
         if self.original is None:
             queue = [self.default, *(c for c in queue if c != self.default)]
         if queue:
@@ -302,6 +313,20 @@ class _Search:
     def _original(self) -> TrialRecord:
         assert self.original is not None  # measured first, or raised
         return self.original
+
+    def _baseline(self) -> tuple[Timing, ...]:
+        """The original's timings on this worker's device: what its objectives are relative to."""
+        # two GPUs of one model differ by a percent or so; against another device's original, the
+        # configurations a slower GPU measured would rank behind and miss the shortlist
+        if self.baseline is None:
+            m = self.backend.evaluate(self.default)
+            if not m.ok:
+                raise StudyError(
+                    f"the original configuration failed on this worker's device "
+                    f"({m.failure.value if m.failure else 'no timings'}): {m.detail or 'no timings'}"
+                )
+            self.baseline = m.timings
+        return self.baseline
 
     def _stop(self, queue: list[Config], sampler: str, feasible_count: int | None, idle: int) -> StopReason | None:
         self._refresh()
@@ -372,6 +397,8 @@ class _Search:
             self.study.tell(trial, state=TrialState.FAIL)
             return False
         try:
+            if config != self.default:
+                self._baseline()  # before the configuration: its objective needs it
             measurement = self.backend.evaluate(config)
         except BaseException:
             # Ctrl-C or a backend bug: a FAIL without a failure reason, measured again on resume
@@ -384,6 +411,7 @@ class _Search:
             if record.failure is not None:
                 raise StudyError(f"the original configuration failed ({record.failure.value}): {record.detail}")
             self.original = record
+            self.baseline = record.timings
         self.study.set_user_attr(SEARCH_SECONDS, self.seconds)
         if self.progress is not None:
             self.progress(self._progress())
@@ -400,7 +428,7 @@ class _Search:
                 failure=m.failure or Failure.CRASH,
                 detail=m.detail or "no timings",
             )
-        original = m.timings if config == self.default else self._original().timings
+        original = m.timings if config == self.default else self._baseline()
         return TrialRecord(number, config, objective(m.timings, original), timings=m.timings, compile=m.compile)
 
     def _record(self, trial: optuna.Trial, record: TrialRecord) -> bool:

@@ -145,8 +145,9 @@ def weighted_geomean(values: Sequence[float], weights: Sequence[float] | None = 
     return math.exp(sum(wi * math.log(v) for wi, v in zip(w, values, strict=True)) / sum(w))
 
 
-def shortlist(outcome: SearchOutcome, top_k: int) -> tuple[Config, ...]:
-    """The `top_k` measured configurations by objective, plus the fastest at each size; no original."""
+def shortlist(outcome: SearchOutcome, top_k: int, per_file: Sequence[str] = ()) -> tuple[Config, ...]:
+    """The `top_k` measured configurations by objective, plus the fastest at each size, plus each one's
+    twin with the original's `per_file` values (compile flags) where it was measured; no original."""
     ok = sorted(
         (r for r in outcome.records if r.ok and r.config != outcome.original.config), key=lambda r: r.objective or 0.0
     )
@@ -155,6 +156,14 @@ def shortlist(outcome: SearchOutcome, top_k: int) -> tuple[Config, ...]:
         fastest = min(ok, key=lambda r: r.timings[i].median_us, default=None)
         if fastest is not None and fastest.config not in chosen:
             chosen.append(fastest.config)
+    # flags that change nothing still make a search's ranking differ by noise: the twin lets the tie rule
+    # of the selection choose the original's flags whichever of the two the search happened to rank first
+    measured = {r.config for r in ok}
+    original = outcome.original.config
+    for config in list(chosen):
+        twin = Config.of({k: original[k] if k in per_file else v for k, v in config.items()})
+        if twin in measured and twin not in chosen:
+            chosen.append(twin)
     return tuple(chosen)
 
 
@@ -179,8 +188,8 @@ def select(
     sizes = len(picking.original_timings)
     w = [1.0] * sizes if weights is None else list(weights)
     picking_noise = original_noise(picking)
-    margins = [_tie_margin(n, options.rounds) for n in picking_noise]
-    overall_margin = _tie_margin(_combined_noise(picking_noise, w), options.rounds)
+    margins = [tie_margin(n, options.rounds) for n in picking_noise]
+    overall_margin = tie_margin(combined_noise(picking_noise, w), options.rounds)
     picks, per_file_values, cost = _pick(picking, original, margins, overall_margin, weights, per_file)
     single = _fastest(picking.contenders, lambda c: c.overall.ratio, original, overall_margin)
     confirm = list(dict.fromkeys([*(p for p in picks if p != original), *([single.config] if single else [])]))
@@ -200,16 +209,16 @@ def select(
         single=single.config if single else None,
         per_file=per_file_values,
         per_file_cost=cost,
-        overall_noise=_combined_noise(noise, w),
+        overall_noise=combined_noise(noise, w),
     )
 
 
-def _combined_noise(noise: Sequence[float], weights: Sequence[float]) -> float:
+def combined_noise(noise: Sequence[float], weights: Sequence[float]) -> float:
     """The sd of a round's weighted geomean log ratio, from the per-size sds."""
     return math.sqrt(sum((wi * n) ** 2 for wi, n in zip(weights, noise, strict=True))) / sum(weights)
 
 
-def _tie_margin(noise: float, rounds: int) -> float:
+def tie_margin(noise: float, rounds: int) -> float:
     """How far apart (log ratio) two candidates' medians over `rounds` can land by chance alone."""
     # each median has about 1.25 sigma / sqrt(n) of spread, their difference sqrt(2) times that
     return _Z * 1.2533 * noise * math.sqrt(2.0 / max(rounds, 1))
