@@ -22,7 +22,7 @@ for s in "${steps[@]}"; do
     tests) step tests "${T_TESTS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_variants_gpu.py tests/template/variants/test_row_reduce.py \
       tests/gpu/test_profile.py tests/agent/test_steps_gpu.py tests/gpu/test_wrong_templates.py ;;
-    variants) step variants "${T_VARIANTS:-300}" python3 benchmarks/variants.py "$dir" --trials 30 --seconds 20 \
+    variants) step variants "${T_VARIANTS:-300}" python3 benchmarks/variants.py "$dir" ${VARIANT_ARGS:---trials 30 --seconds 20} \
       --only "${VARIANT_KERNELS:-rotary_embedding_kernel,silu_and_mul_kernel,merge_attn_states_kernel}" ;;
     per_shape) step per_shape "${T_PER_SHAPE:-300}" python3 benchmarks/per_shape.py "$dir" --record --trials 40 --seconds 50 ;;
     checks_cost) step checks_cost "${T_CHECKS:-200}" python3 benchmarks/checks_cost.py "$dir" --trials 12 --seconds 25 ;;

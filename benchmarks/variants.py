@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import logging
 import math
 import tempfile
 import time
@@ -85,6 +86,7 @@ def run_one(file: str, kernel: str, trials: int, seconds: float) -> dict[str, ob
         "rows": rows,
         "never_slower": all(s.speedup >= 0.99 for s in result.sizes),
         "min_pct_big": min(big, default=None),
+        "result": result.to_dict(),
     }
 
 
@@ -131,6 +133,11 @@ def main() -> None:
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
+    # why a size keeps the original (the selection's per-size verdicts), beside the tables
+    handler = logging.FileHandler(args.out / "variants.selection.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logging.getLogger("cutune.tune.select").addHandler(handler)
+    logging.getLogger("cutune.tune.select").setLevel(logging.DEBUG)
     chosen = [(f, k) for f, k in NEW + EXISTING if not args.only or k in args.only.split(",")]
     samples = []
     for file, kernel in chosen:

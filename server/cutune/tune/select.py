@@ -28,6 +28,7 @@ Reported times (original and tuned, per size) are the confirmation rounds' poole
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 import threading
@@ -41,6 +42,8 @@ from cutune.gpu.backend import Backend, Timing
 from cutune.template.model import Config
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome
+
+log = logging.getLogger(__name__)
 
 _Z = 3.0  # one-sided: a null median this far below 1 happens in about 0.1% of confirmations
 
@@ -56,8 +59,11 @@ class Verdict:
 
     @property
     def significant(self) -> bool:
-        """Faster by more than the spread."""
-        return 1.0 - self.ratio > self.spread
+        """Faster by more than the spread, or faster in every round."""
+        # at sizes of a few µs a round's ratio varies by 15% or more, and a candidate 15% faster in every
+        # round would fail the spread; winning every round is the distribution-free evidence (a sign test),
+        # and confirmation still asks for every round again and a gain beyond the original's own noise
+        return 1.0 - self.ratio > self.spread or (self.rounds > 0 and self.wins == self.rounds)
 
     def confirmed(self, noise: float) -> bool:
         """Significant, faster in every round, and a gain beyond what `noise` (the sd of one
@@ -191,6 +197,15 @@ def select(
     margins = [tie_margin(n, options.rounds) for n in picking_noise]
     overall_margin = tie_margin(combined_noise(picking_noise, w), options.rounds)
     picks, per_file_values, cost = _pick(picking, original, margins, overall_margin, weights, per_file)
+    for i in range(sizes):  # why a size keeps the original, for `-v` and the benchmarks' logs
+        fastest = min(picking.contenders, key=_ratio_at(i), default=None)
+        if fastest is not None:
+            v = fastest.per_size[i]
+            log.debug(
+                "size %d: fastest %s ratio %.3f spread %.3f wins %d/%d (%s); picked %s",
+                i, dict(fastest.config), v.ratio, v.spread, v.wins, v.rounds,
+                "significant" if v.significant else "within its spread", dict(picks[i]),
+            )  # fmt: skip
     single = _fastest(picking.contenders, lambda c: c.overall.ratio, original, overall_margin)
     confirm = list(dict.fromkeys([*(p for p in picks if p != original), *([single.config] if single else [])]))
     checking = measure_rounds(backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel)
@@ -200,7 +215,11 @@ def select(
     chosen = []
     for i, pick in enumerate(picks):
         found = checking.of(pick)
-        chosen.append(pick if found is not None and found.per_size[i].confirmed(noise[i]) else original)
+        ok = found is not None and found.per_size[i].confirmed(noise[i])
+        if pick != original and not ok:
+            verdict = found.per_size[i] if found is not None else "failed"
+            log.debug("size %d: %s not confirmed (%s; noise %.4f)", i, dict(pick), verdict, noise[i])
+        chosen.append(pick if ok else original)
     return Selection(
         original=original,
         selection=picking,
