@@ -197,7 +197,7 @@ def select(
     margins = [tie_margin(n, options.rounds) for n in picking_noise]
     overall_margin = tie_margin(combined_noise(picking_noise, w), options.rounds)
     picks, per_file_values, cost = _pick(picking, original, margins, overall_margin, weights, per_file)
-    for i in range(sizes):  # why a size keeps the original, for `-v` and the benchmarks' logs
+    for i in range(sizes):  # why a size keeps the original, at DEBUG level (the benchmarks log it)
         fastest = min(picking.contenders, key=_ratio_at(i), default=None)
         if fastest is not None:
             v = fastest.per_size[i]
