@@ -240,7 +240,10 @@ def _step(
         # the dispatch launches the best variant per size: one tune over every kept variant, starting from
         # both results' per-size winners, measures what it would launch
         winners = [s.best_config for r in (state.result, result) for s in r.sizes]
-        result = runner.tune(ctx, [*state.kept, variant], start=winners)
+        try:
+            result = runner.tune(ctx, [*state.kept, variant], start=winners)
+        except CutuneError as e:
+            return rejected(f"it could not be measured beside the kept variants: {e}")
     profile, note = _profile(combined, result.best, options)
     record = dataclasses.replace(
         head,
