@@ -38,6 +38,11 @@ def nvcc_compiled_functions(unit: CompileUnit, tmp_path: Path, *flags: str) -> l
 
 def nvrtc_lowered_names(unit: CompileUnit) -> dict[str, str]:
     """Compile with NVRTC (no GPU needed); name expression → mangled name."""
+    return nvrtc_compiled(unit)[1]
+
+
+def nvrtc_compiled(unit: CompileUnit) -> tuple[str, dict[str, str]]:
+    """Compile with NVRTC as the GPU backend does: (PTX, name expression → mangled name)."""
     options = [
         "-arch=compute_90",
         "-std=c++17",
@@ -45,8 +50,7 @@ def nvrtc_lowered_names(unit: CompileUnit) -> dict[str, str]:
         f"-I{CUDA_INCLUDE / 'cccl'}",
         *unit.options(),
     ]
-    _, lowered = compile_ptx(unit.source, options, unit.name_expressions)
-    return lowered
+    return compile_ptx(unit.source, options, unit.name_expressions)
 
 
 @pytest.mark.nvcc

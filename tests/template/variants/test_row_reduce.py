@@ -3,11 +3,13 @@ NVRTC through the combined template, refused with its reason where it cannot rew
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.gpu.backend import Job, TimingOptions
@@ -21,7 +23,7 @@ from cutune.template.variants import TRANSFORMS, with_variants
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
-from tests.cuda.test_extract import needs_nvrtc
+from tests.cuda.test_extract import needs_nvrtc, nvrtc_compiled
 
 from .compile import compile_both
 
@@ -82,8 +84,9 @@ def test_fused_add_writes_the_residual_once_and_reads_it_back_from_registers() -
     # loop 1 loads input and residual and stores the residual; loop 2 re-reads it only in the two-pass form
     assert branch.count("cutune_rr_store(residual_row, cutune_s1") == 1
     second = branch.split("cutune_rr_allreduce")[1]
-    assert "if constexpr (!cutune_one_pass) cutune_rr_load(cutune_s1, residual_row" in second
-    assert "  cutune_rr_load(cutune_s2, weight, cutune_base" in second
+    reload = "if constexpr (!cutune_one_pass) cutune_rr_load_whole(cutune_s1_cache[cutune_one_pass ? cutune_c : 0]"
+    assert f"{reload}, residual_row" in second
+    assert "cutune_rr_load_whole(cutune_s2_group[cutune_c - cutune_g], weight, cutune_base" in second
     assert "cutune_rr_store(input_row, cutune_s0" in branch
     assert "const float total = sum_sq;" in branch  # the cub result's alias is the all-reduced total
 
@@ -159,6 +162,21 @@ def test_samples_compile_at_several_configurations(stem: str, kernel: str, tmp_p
     rows = [f"{qualified}<__nv_bfloat16, 256, 1, 32, 4, 8>", f"{qualified}<__nv_bfloat16, 0, 1, 64, 2, 4>"]
     nvcc_names, nvrtc_names = compile_both(short, rows, tmp_path)
     assert set(nvrtc_names) == set(rows) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+@needs_nvrtc
+def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -> None:
+    # 256 threads over a row of 8192 bf16: 4 packs of 16 bytes each. Issued one after another's use, a row costs
+    # 4 DRAM round trips; the PTX NVRTC makes (what the GPU backend runs) must issue all 4 in one basic block.
+    template, _ = _sample("rms_norm", "rms_norm_kernel")
+    expression = "serving::rms_norm_kernel<__nv_bfloat16, 8192, 1, 256, 8>"
+    unit = extract_kernel(parse_source(template.source), template.kernel, instantiations=(expression,), for_nvrtc=True)
+    ptx, _ = nvrtc_compiled(unit)
+    blocks = re.split(r"\n\$L__BB\w+:", ptx)
+    assert max(b.count("ld.global.nc.v4.u32") for b in blocks) == 4
+    # and every one of them before the first sum of squares of the row
+    first_use = ptx.index("fma.rn.f32")
+    assert ptx[:first_use].count("ld.global.nc.v4.u32") >= 4
 
 
 @pytest.mark.nvcc

@@ -59,7 +59,18 @@ template <typename E>
 struct cutune_rr_elem<const E*> {
   using type = E;
 };
-// elements [base, base + V) of a row of `len`: one vector access when whole and aligned, else one by one
+// whether every access to the `len` elements at p can be one whole, aligned pack of V
+template <int V, typename E>
+__device__ __forceinline__ bool cutune_rr_whole(const E* p, int len) {
+  return len % V == 0 && reinterpret_cast<unsigned long long>(p) % (sizeof(E) * V) == 0;
+}
+// elements [base, base + V) of a row cutune_rr_whole accepts, when the pack lies in the row (`in_row`): one vector
+// access under a predicate, so the loads of several packs issue back to back
+template <typename E, int V>
+__device__ __forceinline__ void cutune_rr_load_whole(cutune_rr_pack<E, V>& dst, const E* src, int base, bool in_row) {
+  if (in_row) dst = *reinterpret_cast<const cutune_rr_pack<E, V>*>(src + base);
+}
+// elements [base, base + V) of any row of `len`: one vector access when whole and aligned, else one by one
 template <typename E, int V>
 __device__ __forceinline__ void cutune_rr_load(cutune_rr_pack<E, V>& dst, const E* src, int base, int len, bool ok) {
   if (!ok) return;
@@ -71,8 +82,14 @@ __device__ __forceinline__ void cutune_rr_load(cutune_rr_pack<E, V>& dst, const 
       if (base + i < len) dst.v[i] = src[base + i];
   }
 }
+// elements [base, base + V) stored: as cutune_rr_load_whole when the row is `whole`, else as cutune_rr_load
 template <typename E, int V>
-__device__ __forceinline__ void cutune_rr_store(E* dst, const cutune_rr_pack<E, V>& src, int base, int len, bool ok) {
+__device__ __forceinline__ void cutune_rr_store(E* dst, const cutune_rr_pack<E, V>& src, int base, int len, bool ok,
+                                                bool whole, bool in_row) {
+  if (whole) {
+    if (in_row) *reinterpret_cast<cutune_rr_pack<E, V>*>(dst + base) = src;
+    return;
+  }
   if (!ok) return;
   if (base + V <= len && reinterpret_cast<unsigned long long>(dst + base) % sizeof(src) == 0) {
     *reinterpret_cast<cutune_rr_pack<E, V>*>(dst + base) = src;
@@ -736,6 +753,9 @@ class _Rewriter:
             "constexpr int cutune_chunks = (cutune_len_ct + cutune_step - 1) / cutune_step;",
             f"constexpr bool cutune_one_pass = cutune_len_ct > 0 && cutune_chunks * {VEC} <= {MAX_CACHED};",
             "const int cutune_steps = cutune_one_pass ? cutune_chunks : (cutune_len + cutune_step - 1) / cutune_step;",
+            "constexpr int cutune_group = cutune_one_pass ? cutune_chunks : 1;  // packs loaded before any is used",
+            "// every element of every pack lies in the row (the block is ROW_THREADS wide): no bounds to check",
+            "constexpr bool cutune_exact = cutune_one_pass && cutune_len_ct % cutune_step == 0;",
         ]
         for stream in sorted(self.streams.values(), key=lambda s: s.index):
             if stream.cached:
@@ -852,44 +872,80 @@ class _Rewriter:
         return f"({array}) + ({self._render(stream.base)})" if stream.base is not None else array
 
     def _emit_loop(self, loop: _Loop, seen: set[int]) -> list[str]:
-        """One row loop over ROW_VEC-element packs, each loaded and used in turn. (Loading every pack of the
-        one-pass form up front, and the weight before the reduction, was measured on an H100: more registers,
-        equal or slower at every size; the fast configurations hold one pack per thread anyway.)"""
+        """One row loop over ROW_VEC-element packs, in groups (the whole row in the one-pass form, else one
+        pack): the group's loads are all issued before any is used, so they are in flight together rather than
+        one DRAM round trip after another, then each pack is computed and stored. Rows whose pointers are
+        aligned and whose length is a multiple of ROW_VEC load with one vector access per pack and no branch."""
         touched = sorted(loop.reads | loop.writes)
         streams = {s.index: s for s in self.streams.values()}
-        lines = [
-            f"// {self.text(loop.node).splitlines()[0].strip()}",
-            "#pragma unroll",
-            "for (int cutune_c = 0; cutune_c < cutune_steps; ++cutune_c) {",
-            f"  const int cutune_base = (cutune_c * {THREADS} + static_cast<int>(threadIdx.x)) * {VEC};",
-        ]
-        for i in touched:
+        loaded = [i for i in touched if i in loop.reads or i in loop.blind_writes]
+        grouped = [i for i in loaded if not streams[i].cached]
+
+        def slot(i: int) -> str:
             s = streams[i]
             if s.cached:
-                lines.append(f"  auto& {s.name} = {s.name}_cache[cutune_one_pass ? cutune_c : 0];")
+                return f"{s.name}_cache[cutune_one_pass ? cutune_c : 0]"
+            return f"{s.name}_group[cutune_c - cutune_g]"
+
+        in_row = "cutune_exact || cutune_base < cutune_len"
+
+        def loads(whole: bool) -> list[str]:
+            out = []
+            for i in loaded:
+                s, ptr = streams[i], self._pointer(streams[i])
+                call = (
+                    f"cutune_rr_load_whole({slot(i)}, {ptr}, cutune_base, {in_row});"
+                    if whole
+                    else f"cutune_rr_load({slot(i)}, {ptr}, cutune_base, cutune_len, cutune_row_ok);"
+                )
+                out.append(f"if constexpr (!cutune_one_pass) {call}" if s.cached and i in seen else call)
+            return out
+
+        aligned = " && ".join(f"cutune_rr_whole<{VEC}>({self._pointer(streams[i])}, cutune_len)" for i in touched)
+        lines = [
+            f"// {self.text(loop.node).splitlines()[0].strip()}",
+            "{",
+            f"const bool cutune_whole = cutune_row_ok && {aligned or 'true'};",
+            *(
+                f"cutune_rr_pack<{self._elem(streams[i])}, {VEC}> {streams[i].name}_group[cutune_group];"
+                for i in grouped
+            ),
+            "#pragma unroll",
+            "for (int cutune_g = 0; cutune_g < cutune_steps; cutune_g += cutune_group) {",
+        ]
+        if loaded:
+            # any other row loads each pack just before its use: the rare path, kept light on registers
+            lines += ["  if (cutune_whole) {", *_indent_all([*_chunks(), *_indent_all(loads(True), "  "), "}"], "    ")]
+            lines += ["  }"]
+        lines += _indent_all(_chunks(), "  ")
+        if loaded:
+            lines += ["    if (!cutune_whole) {", *_indent_all(loads(False), "      "), "    }"]
+        for i in touched:
+            s = streams[i]
+            if s.cached or i in grouped:
+                lines.append(f"    auto& {s.name} = {slot(i)};")
             else:
-                lines.append(f"  cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name};")
-            if i in loop.reads or i in loop.blind_writes:
-                load = f"cutune_rr_load({s.name}, {self._pointer(s)}, cutune_base, cutune_len, cutune_row_ok);"
-                lines.append(f"  if constexpr (!cutune_one_pass) {load}" if s.cached and i in seen else f"  {load}")
+                lines.append(f"    cutune_rr_pack<{self._elem(s)}, {VEC}> {s.name};")
         extra = {sub.start_byte: (sub.end_byte, f"{s.name}.v[cutune_v]") for sub, s in loop.accesses}
         body = self._render(loop.body, extra)
         if loop.body.type != "compound_statement":
             body = "{ " + body + " }"
         lines += [
             "#pragma unroll",
-            f"  for (int cutune_v = 0; cutune_v < {VEC}; ++cutune_v) {{",
-            f"    const {_base_type(loop.var_type) or 'int'} {loop.var} = cutune_base + cutune_v;",
-            f"    if (cutune_row_ok && {loop.var} < cutune_len) " + _indent(body, "    ").lstrip(),
-            "  }",
+            f"    for (int cutune_v = 0; cutune_v < {VEC}; ++cutune_v) {{",
+            f"      const {_base_type(loop.var_type) or 'int'} {loop.var} = cutune_base + cutune_v;",
+            f"      if (cutune_row_ok && (cutune_exact || {loop.var} < cutune_len)) "
+            + _indent(body, "      ").lstrip(),
+            "    }",
         ]
         for i in touched:
             if i in loop.writes:
                 s = streams[i]
                 lines.append(
-                    f"  cutune_rr_store({self._pointer(s)}, {s.name}, cutune_base, cutune_len, cutune_row_ok);"
+                    f"    cutune_rr_store({self._pointer(s)}, {s.name}, cutune_base, cutune_len, cutune_row_ok, "
+                    f"cutune_whole, {in_row});"
                 )
-        lines.append("}")
+        lines += ["  }", "}", "}"]
         return lines
 
     def _emit_segment(self, seg: _Segment, k: int) -> list[str]:
@@ -996,6 +1052,19 @@ def _functions(w: _Rewriter, node: Node) -> set[str]:
         for call in descendants(node, "call_expression")
         if (f := call.child_by_field_name("function")) is not None and f.type == "identifier"
     }
+
+
+def _chunks() -> list[str]:
+    """The opening of an unrolled loop over the group's packs cutune_c and this thread's first element of each."""
+    return [
+        "#pragma unroll",
+        "for (int cutune_c = cutune_g; cutune_c < cutune_g + cutune_group; ++cutune_c) {",
+        f"  const int cutune_base = (cutune_c * {THREADS} + static_cast<int>(threadIdx.x)) * {VEC};",
+    ]
+
+
+def _indent_all(lines: list[str], pad: str) -> list[str]:
+    return [line if line.startswith("#") else pad + line for line in lines]
 
 
 def _indent(text: str, pad: str) -> str:
