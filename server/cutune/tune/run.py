@@ -107,6 +107,7 @@ def tune(
     if cancelled:  # a selection or held-out check cut short verified nothing: the original stands
         selection, held_out = None, None
     sizes = _sizes(job.spec, device, outcome, selection, held_out.plan if held_out is not None else None)
+    launched = any(s.significant for s in sizes)  # what apply writes: a size that launches a tuned config
     result = TuneResult(
         kernel=key.kernel,
         source_path=job.source_path,
@@ -116,8 +117,11 @@ def tune(
         arch=device.arch,
         date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         original=outcome.original.config,
-        best=selection.best.config if selection is not None and selection.best else outcome.original.config,
-        significant=any(s.significant for s in sizes),  # what apply writes: a size that launches a tuned config
+        # the single best stands only where some size launches a tuned config: else apply writes nothing
+        best=selection.best.config
+        if selection is not None and selection.best and launched
+        else outcome.original.config,
+        significant=launched,
         sizes=sizes,
         trials=outcome.measured,
         failures=_failures(outcome, [*rejected, *sanitized]),

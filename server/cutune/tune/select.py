@@ -9,9 +9,11 @@ that picked it (the best of several noisy candidates always looks better than it
 
 1. **Selection rounds** (`rounds`): every shortlisted candidate. At each size the candidate with the
    lowest median ratio is picked when its gain exceeds the ratios' p10–p90 width; candidates whose
-   ratio is within the noise of that lowest one are ties, and a tie goes to the candidate that changes
-   the fewest parameters of the original (a smaller diff for a gain no measurement can tell apart, and
-   the same pick from runs whose noise ordered the ties differently). Parameters that
+   ratio is within the noise of that lowest one, and at most 1% slower, are ties, and a tie goes to the
+   candidate that changes the fewest parameters of the original (a smaller diff for a gain no
+   measurement can tell apart, and the same pick from runs whose noise ordered the ties differently).
+   The 1% cap: a smaller diff is worth little speed, and at few-µs sizes the noise alone spans 4–12%
+   (rotary on an H100 gave that up at 4 of 7 sizes before the cap). Parameters that
    cannot differ per launch (compile flags for the whole file) are chosen once: per value of them the
    per-size picks are scored by the weighted geometric mean, the best such group is kept, and what it
    gives up against free per-size picks is recorded (`per_file_cost`). The single best configuration
@@ -46,6 +48,7 @@ from cutune.tune.search import SearchOutcome
 log = logging.getLogger(__name__)
 
 _Z = 3.0  # one-sided: a null median this far below 1 happens in about 0.1% of confirmations
+TIE_CAP = math.log(1.01)  # the most speed a tie gives up for a config closer to the original
 
 
 @dataclass(frozen=True)
@@ -194,8 +197,8 @@ def select(
     sizes = len(picking.original_timings)
     w = [1.0] * sizes if weights is None else list(weights)
     picking_noise = original_noise(picking)
-    margins = [tie_margin(n, options.rounds) for n in picking_noise]
-    overall_margin = tie_margin(combined_noise(picking_noise, w), options.rounds)
+    margins = [min(tie_margin(n, options.rounds), TIE_CAP) for n in picking_noise]
+    overall_margin = min(tie_margin(combined_noise(picking_noise, w), options.rounds), TIE_CAP)
     picks, per_file_values, cost = _pick(picking, original, margins, overall_margin, weights, per_file)
     for i in range(sizes):  # why a size keeps the original, at DEBUG level (the benchmarks log it)
         fastest = min(picking.contenders, key=_ratio_at(i), default=None)
@@ -212,14 +215,20 @@ def select(
     if checking is None:
         return None
     noise = original_noise(picking, checking)
+    # where a size's pick is not confirmed, the single best stands in if confirmed there (and its compile flags
+    # are the file's): the confirmation rounds measured it too, and it beats launching the original
+    fallback = single.config if single is not None and _same_flags(single.config, per_file_values) else None
     chosen = []
     for i, pick in enumerate(picks):
-        found = checking.of(pick)
-        ok = found is not None and found.per_size[i].confirmed(noise[i])
-        if pick != original and not ok:
+        confirmed = original
+        for candidate in dict.fromkeys(c for c in (pick, fallback) if c is not None and c != original):
+            found = checking.of(candidate)
+            if found is not None and found.per_size[i].confirmed(noise[i]):
+                confirmed = candidate
+                break
             verdict = found.per_size[i] if found is not None else "failed"
-            log.debug("size %d: %s not confirmed (%s; noise %.4f)", i, dict(pick), verdict, noise[i])
-        chosen.append(pick if ok else original)
+            log.debug("size %d: %s not confirmed (%s; noise %.4f)", i, dict(candidate), verdict, noise[i])
+        chosen.append(confirmed)
     return Selection(
         original=original,
         selection=picking,
@@ -300,6 +309,11 @@ def _pick(
     ties = [g for g in options if math.log(score(options[g])) - math.log(best) <= overall_margin]
     group = min(ties, key=lambda g: (_changes(g, home), score(options[g])))
     return options[group], group, score(options[group]) / score(free)
+
+
+def _same_flags(config: Config, per_file_values: Config) -> bool:
+    """Whether `config` takes the values chosen once for the file (compile flags)."""
+    return all(config.get(k) == v for k, v in per_file_values.items())
 
 
 def _ratio_at(index: int) -> Callable[[Contender], float]:
