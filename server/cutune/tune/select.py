@@ -217,7 +217,7 @@ def select(
     noise = original_noise(picking, checking)
     # where a size's pick is not confirmed, the single best stands in if confirmed there (and its compile flags
     # are the file's): the confirmation rounds measured it too, and it beats launching the original
-    fallback = single.config if single is not None and _same_flags(single.config, per_file_values) else None
+    fallback = single.config if single is not None and _flags(single.config, per_file) == per_file_values else None
     chosen = []
     for i, pick in enumerate(picks):
         confirmed = original
@@ -280,7 +280,7 @@ def _pick(
     original), all sharing one value of the per-file parameters (a tie within `overall_margin` likewise)."""
 
     def group_of(config: Config) -> Config:
-        return Config.of({k: v for k, v in config.items() if k in per_file})
+        return _flags(config, per_file)
 
     def picks_in(allowed: Callable[[Config], bool], fallback: Config | None) -> list[Config] | None:
         picks: list[Config] = []
@@ -311,9 +311,9 @@ def _pick(
     return options[group], group, score(options[group]) / score(free)
 
 
-def _same_flags(config: Config, per_file_values: Config) -> bool:
-    """Whether `config` takes the values chosen once for the file (compile flags)."""
-    return all(config.get(k) == v for k, v in per_file_values.items())
+def _flags(config: Config, per_file: Sequence[str]) -> Config:
+    """The values `config` gives the parameters chosen once for the file (compile flags)."""
+    return Config.of({k: v for k, v in config.items() if k in per_file})
 
 
 def _ratio_at(index: int) -> Callable[[Contender], float]:
