@@ -84,6 +84,18 @@ def test_time_budget_through_tune(options: TuneOptions) -> None:
     assert result.search_seconds >= 0.15
 
 
+def test_the_result_says_where_the_wall_time_went(options: TuneOptions) -> None:
+    result = tune(make_job(), FakeBackend(sleep_s=0.01), dataclasses.replace(options, budget=Budget(trials=12)))
+    assert list(result.phases)[:3] == ["open", "search", "re-check"] and "selection" in result.phases
+    assert result.phases["search"] >= max(result.search_seconds, 12 * 0.01)  # each measured trial sleeps 10 ms
+    assert all(seconds >= 0 for seconds in result.phases.values())
+    console = Console(width=160, record=True)
+    console.print(render_result(result))
+    assert f"wall time: open {result.phases['open']:.1f} s, search {result.phases['search']:.1f} s" in (
+        console.export_text()
+    )
+
+
 def test_result_json_round_trip_and_table(options: TuneOptions, tmp_path) -> None:
     result = tune(make_job(), FakeBackend(), dataclasses.replace(options, budget=Budget(trials=12)))
     path = tmp_path / "copy" / "r.json"

@@ -103,6 +103,8 @@ def _caption(result: TuneResult) -> list[str]:
         f"{result.trials} configurations measured in {result.search_seconds:.0f} s{resumed} "
         f"({result.sampler}, stopped: {result.stop}); failed: {failures}"
     )
+    if result.phases:
+        lines.append("wall time: " + ", ".join(f"{name} {s:.1f} s" for name, s in result.phases.items()))
     if result.importances:
         lines.append("importance: " + ", ".join(f"{k} {v:.0%}" for k, v in result.importances.items()))
     return lines

@@ -111,6 +111,8 @@ class TuneResult:
     checks: str = ""  # the correctness checks beyond the spec sizes (ragged sizes, multiple_of), in words
     # finalists dropped before selection, by stage ("re-check", "sanitizer") → failure class → configurations
     rejected: dict[str, dict[str, int]] = field(default_factory=dict)
+    # wall seconds per phase of this run: open, search, re-check, selection, sanitizer, held-out
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:

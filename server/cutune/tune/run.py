@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import optuna
@@ -52,7 +54,9 @@ def tune(
     A cancelled run keeps every finished trial in the study (the next run resumes it) and returns the
     original as its result, unstored: nothing unverified is ever reported as a speedup.
     """
-    device = backend.open(job)
+    phases: dict[str, float] = {}
+    with _phase(phases, "open"):
+        device = backend.open(job)
     try:
         limits = limits_of(device)
         check = Feasibility(job.space, job.spec, limits)
@@ -62,45 +66,55 @@ def tune(
         if opened is not None:
             opened(study.study_name)
         resumed = _resumed(study)
-        outcome = run_search(
-            study,
-            backend,
-            check,
-            feasible_configs(job.space, job.spec, limits),
-            options.budget,
-            options.search,
-            progress=progress,
-            cancel=cancel,
-            liveness=options.liveness,
-            worker=worker,
-            start=start,
-        )
+        with _phase(phases, "search"):
+            outcome = run_search(
+                study,
+                backend,
+                check,
+                feasible_configs(job.space, job.spec, limits),
+                options.budget,
+                options.search,
+                progress=progress,
+                cancel=cancel,
+                liveness=options.liveness,
+                worker=worker,
+                start=start,
+            )
         candidates = shortlist(outcome, options.selection.top_k, per_file_params(job.space))
         selection = None
         held_out: HeldOut | None = None
         rejected: list[Check] = []
         sanitized: list[Check] = []
         if outcome.stop is not StopReason.CANCELLED and candidates:
-            candidates, failed = recheck(backend, candidates, options.selection.verify_seeds, job.seed, cancel=cancel)
+            with _phase(phases, "re-check"):
+                candidates, failed = recheck(
+                    backend, candidates, options.selection.verify_seeds, job.seed, cancel=cancel
+                )
             rejected += failed
         while outcome.stop is not StopReason.CANCELLED and candidates:
-            selection = select(
-                backend,
-                outcome.original.config,
-                candidates,
-                options.selection,
-                weights=job.spec.size_weights(),
-                per_file=per_file_params(job.space),
-                cancel=cancel,
-            )
+            with _phase(phases, "selection"):
+                selection = select(
+                    backend,
+                    outcome.original.config,
+                    candidates,
+                    options.selection,
+                    weights=job.spec.size_weights(),
+                    per_file=per_file_params(job.space),
+                    cancel=cancel,
+                )
             winners = () if selection is None else (c for c in selection.chosen if c != outcome.original.config)
-            if not sanitizer_enabled(options.sanitize) or (finding := first_finding(backend, winners)) is None:
+            if not sanitizer_enabled(options.sanitize):
+                break
+            with _phase(phases, "sanitizer"):
+                finding = first_finding(backend, winners)
+            if finding is None:
                 break
             sanitized.append(finding)  # a sanitizer finding: select again without that configuration
             candidates = tuple(c for c in candidates if c != finding.config)
             selection = None
         if selection is not None:
-            held_out = check_held_out(backend, job, selection, options.selection, cancel=cancel)
+            with _phase(phases, "held-out"):
+                held_out = check_held_out(backend, job, selection, options.selection, cancel=cancel)
     finally:
         backend.close()
     cancelled = cancel is not None and cancel.is_set()
@@ -148,6 +162,7 @@ def tune(
             for stage, checks in (("re-check", rejected), ("sanitizer", sanitized))
             if checks
         },
+        phases=phases,
     )
     if not cancelled:
         write_result(result, stored_result_path(options, job))
@@ -172,6 +187,16 @@ def _kernel_hash(job: Job) -> str:
         return kernel_hash(parse_source(job.template.source, job.source_path), job.template.kernel)
     except CutuneError:
         return ""
+
+
+@contextmanager
+def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Add the wall time of the block to `phases[name]` (a phase may run more than once)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] = phases.get(name, 0.0) + time.perf_counter() - start
 
 
 def limits_of(device: DeviceInfo) -> DeviceLimits:
