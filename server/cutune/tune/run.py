@@ -102,8 +102,8 @@ def tune(
                     per_file=per_file_params(job.space),
                     cancel=cancel,
                 )
-            winners = () if selection is None else (c for c in selection.chosen if c != outcome.original.config)
-            if not sanitizer_enabled(options.sanitize):
+            winners = () if selection is None else tuple(c for c in selection.chosen if c != outcome.original.config)
+            if not winners or not sanitizer_enabled(options.sanitize):  # nothing to sanitize: no phase to time
                 break
             with _phase(phases, "sanitizer"):
                 finding = first_finding(backend, winners)
