@@ -9,6 +9,8 @@ python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test]'
 # the real-kernel corpus (tests/corpus): flashinfer's CUDA sources, without torch & co. (pip extras cannot say --no-deps)
 .venv/bin/pip install -q --no-deps 'flashinfer-python==0.6.0'
+# DeepSpeed's csrc/ and llama.cpp's ggml-cuda/ from their sdists, unpacked into .corpus/ (never built)
+bash scripts/corpus.sh >/dev/null
 .venv/bin/ruff check server tests benchmarks
 .venv/bin/ruff format --check server tests benchmarks
 .venv/bin/mypy server/cutune

@@ -1,0 +1,63 @@
+"""Where the production corpora lie: flashinfer's headers (its wheel, pip-installed --no-deps), DeepSpeed's
+`csrc/` and llama.cpp's `ggml-cuda/` (their sdists, unpacked by scripts/corpus.sh). Nothing of them is
+copied into this repository; tests and benchmarks read the files where the scripts put them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DEEPSPEED = "deepspeed-0.18.2"
+LLAMA = "llama_cpp_python-0.3.16"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One code base: its name, the `.cu`/`.cuh` files that define kernels, and the include folders its build uses."""
+
+    name: str
+    root: Path
+    files: tuple[Path, ...]
+    include_dirs: tuple[Path, ...]
+
+
+def corpus_dir() -> Path:
+    """The folder scripts/corpus.sh unpacks into (`$CUTUNE_CORPUS`, else `.corpus/` at the repository root)."""
+    return Path(os.environ.get("CUTUNE_CORPUS", REPO / ".corpus"))
+
+
+def flashinfer_root() -> Path | None:
+    """flashinfer's `data/include` folder, or None when flashinfer-python is not installed."""
+    spec = importlib.util.find_spec("flashinfer")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        root = Path(location) / "data" / "include"
+        if (root / "flashinfer").is_dir():
+            return root
+    return None
+
+
+def corpora() -> dict[str, Corpus]:
+    """Every corpus that is present here, by name."""
+    found: dict[str, Corpus] = {}
+    fi = flashinfer_root()
+    if fi is not None:
+        found["flashinfer"] = Corpus("flashinfer", fi, _kernel_files(fi / "flashinfer", ".cuh"), (fi,))
+    ds = corpus_dir() / DEEPSPEED / "csrc"
+    if ds.is_dir():
+        found["deepspeed"] = Corpus("deepspeed", ds, _kernel_files(ds, ".cu"), (ds / "includes",))
+    gg = corpus_dir() / LLAMA / "vendor" / "llama.cpp" / "ggml"
+    if (gg / "src" / "ggml-cuda").is_dir():
+        found["llama.cpp"] = Corpus(
+            "llama.cpp", gg, _kernel_files(gg / "src" / "ggml-cuda", ".cu"), (gg / "include", gg / "src")
+        )
+    return found
+
+
+def _kernel_files(folder: Path, suffix: str) -> tuple[Path, ...]:
+    """The files under `folder` with `suffix` that define a `__global__` function, in path order."""
+    return tuple(
+        p for p in sorted(folder.rglob(f"*{suffix}")) if "__global__" in p.read_text(encoding="utf-8", errors="replace")
+    )
