@@ -107,7 +107,7 @@ class CupyBackend(Backend):
     @classmethod
     def unavailable(cls) -> str | None:
         """Why it cannot measure here: no CuPy, or no CUDA device."""
-        return None if gpu_available() else "no CUDA GPU (or CuPy) here"
+        return None if gpu_available() else "measured tuning needs a CUDA GPU"
 
     def __init__(
         self,

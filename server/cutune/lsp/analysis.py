@@ -10,11 +10,12 @@ from cutune.cuda.model import Kernel, SourceModel, TypeDecl
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.lsp.results import ResultStore
-from cutune.project import KernelContext, open_kernel, result_is_current
+from cutune.project import KernelContext, open_kernel
 from cutune.template.dispatch import MARKER
 from cutune.template.spec import spec_path_for
 from cutune.template.tuning import tuning_name
 from cutune.tune.result import TuneResult
+from cutune.workflow import result_is_current
 
 
 @dataclass(frozen=True)
