@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from cutune.apply.dispatch import MARKER
 from cutune.errors import SourceError
 from cutune.project import open_kernel
 from cutune.template.apply import apply_dispatch
 from cutune.template.dispatch import (
-    MARKER,
     Branch,
     DispatchPlan,
     held_out_sizes,

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from cutune.apply.dispatch import dispatch_edits, variant_launch_config
 from cutune.cuda.model import LaunchSite, SourceModel
 from cutune.errors import SourceError
-from cutune.template.dispatch import DispatchPlan, dispatch_edits, variant_launch_config
+from cutune.template.dispatch import DispatchPlan
 from cutune.template.edits import EditList, TextEdit
 from cutune.template.instantiate import tuned_options
 from cutune.template.model import Binding, Config, Space, TunableParam
