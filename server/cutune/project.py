@@ -11,10 +11,7 @@ from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, SpecError
 from cutune.gpu.backend import Job, TimingOptions
 from cutune.source_file import read_source
-from cutune.template.diff import unified_diff
-from cutune.template.model import Binding, Space, Template
-from cutune.template.recipes.specialize import runtime_param
-from cutune.template.spec import (
+from cutune.spec import (
     KernelSpec,
     check_against_kernel,
     draft_spec,
@@ -22,6 +19,9 @@ from cutune.template.spec import (
     load_spec,
     spec_path_for,
 )
+from cutune.template.diff import unified_diff
+from cutune.template.model import Binding, Space, Template
+from cutune.template.recipes.specialize import runtime_param
 from cutune.template.templatize import templatize
 from cutune.tune.options import Budget, SearchOptions, TuneOptions
 from cutune.tune.result import TuneResult, read_result, result_path

@@ -15,7 +15,6 @@ import pytest
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
-from cutune.gpu.limits import limits_for
 from cutune.gpu.replay import (
     RecordingBackend,
     ReplayBackend,
@@ -24,9 +23,10 @@ from cutune.gpu.replay import (
     read_recording,
     replay_source,
 )
+from cutune.limits import limits_for
 from cutune.project import build_job, open_kernel
+from cutune.spec import load_spec
 from cutune.template.model import Config, Value
-from cutune.template.spec import load_spec
 from cutune.tune.study import study_key
 from tests.gpu.jobs import tiny_job
 from tests.tune.fake_backend import FakeBackend

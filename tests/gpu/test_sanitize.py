@@ -12,8 +12,8 @@ import pytest
 
 from cutune.gpu.backend import Failure
 from cutune.gpu.sanitize import findings, sanitize_job, sanitize_size
+from cutune.spec import load_spec
 from cutune.template.model import Config
-from cutune.template.spec import load_spec
 from tests.gpu.test_cupy_backend import job_as_written
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cutune.gpu.backend import Measurement, Timing
-from cutune.gpu.limits import limits_for
 from cutune.gpu.replay import header_for
+from cutune.limits import limits_for
 from cutune.project import build_job, open_kernel
 from cutune.template.variants import VARIANT
 from cutune.template.variants.store import ATTR

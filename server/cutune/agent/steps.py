@@ -35,8 +35,8 @@ from cutune.gpu.backend import Backend, Measurement, TimingOptions
 from cutune.gpu.profile import Profile, ProfileError
 from cutune.gpu.replay import measuring_name
 from cutune.project import KernelContext, build_job
+from cutune.spec import KernelSpec
 from cutune.template.model import Config, Space
-from cutune.template.spec import KernelSpec
 from cutune.template.variants.combine import VARIANT, with_variants
 from cutune.template.variants.model import Variant
 from cutune.tune import ProgressFn, TuneOptions, TuneResult, tune

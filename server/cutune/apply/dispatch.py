@@ -15,7 +15,6 @@ from tree_sitter import Node
 
 from cutune.cuda.model import LaunchSite
 from cutune.errors import SourceError
-from cutune.template.dispatch import Branch, DispatchPlan, branch_upper
 from cutune.template.edits import EditList
 from cutune.template.model import Binding, Config, Space
 from cutune.template.recipes.base import KernelSource
@@ -24,6 +23,7 @@ from cutune.template.tuning import value_text
 from cutune.template.variants.combine import VARIANT
 from cutune.template.variants.host_launch import HostLaunchError, config_edits, host_config, host_size_name
 from cutune.template.variants.model import Variant
+from cutune.tune.dispatch import Branch, DispatchPlan, branch_upper
 
 MARKER = "// cutune: per-size configurations of"
 

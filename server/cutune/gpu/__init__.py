@@ -1,9 +1,9 @@
 """cutune.gpu: device limits, occupancy, compile-only checks and the measuring backends."""
 
-from cutune.gpu.limits import BUILTIN, DeviceLimits, limits_for
 from cutune.gpu.nvcc import CompileJob, compile_many, compile_resources, have_nvcc, nvcc_version
 from cutune.gpu.occupancy import Infeasible, Limiter, Occupancy, occupancy, occupancy_of
 from cutune.gpu.resources import ResourceUsage, parse_ptxas, pick_entry
+from cutune.limits import BUILTIN, DeviceLimits, limits_for
 
 __all__ = [
     "BUILTIN",

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cutune.gpu.limits import DeviceLimits
+from cutune.limits import DeviceLimits
+from cutune.spec import KernelSpec
 from cutune.template.model import Config, Space, Template
-from cutune.template.spec import KernelSpec
 
 if TYPE_CHECKING:
     from cutune.gpu.profile import Profile

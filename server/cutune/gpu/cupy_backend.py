@@ -40,16 +40,16 @@ from cutune.gpu.backend import (
 from cutune.gpu.device import device_count, device_limits, gpu_available
 from cutune.gpu.guards import GUARD_BYTES
 from cutune.gpu.harness import POISON, POISON_2, Problem, Timer, compare, make_problem, summarize, tolerance_for
-from cutune.gpu.limits import DeviceLimits
 from cutune.gpu.nvcc import DEFAULT_FLAGS as NVCC_FLAGS
 from cutune.gpu.nvcc import _excerpt
 from cutune.gpu.occupancy import occupancy
 from cutune.gpu.resources import parse_ptxas, pick_entry
 from cutune.gpu.sol import cache_dir, device_info
+from cutune.limits import DeviceLimits
+from cutune.spec import Role
+from cutune.spec.ragged import ragged_sizes
 from cutune.template.instantiate import compile_options, instantiation
 from cutune.template.model import Config
-from cutune.template.spec import Role
-from cutune.template.spec.ragged import ragged_sizes
 
 if TYPE_CHECKING:
     from cutune.gpu.profile import Profile

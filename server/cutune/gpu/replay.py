@@ -27,8 +27,8 @@ from typing import IO, TYPE_CHECKING, Any
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Capability, Check, DeviceInfo, Failure, Job, Measurement
 from cutune.source_file import text_hash
+from cutune.spec import KernelSpec, parse_spec
 from cutune.template.model import Config, Space
-from cutune.template.spec import KernelSpec, parse_spec
 
 if TYPE_CHECKING:
     from cutune.gpu.profile import Profile

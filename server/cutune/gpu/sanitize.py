@@ -22,10 +22,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Capability, Check, Failure, Job
+from cutune.spec import KernelSpec
+from cutune.spec.ragged import ragged_sizes
 from cutune.template.dtypes import dtype_size
 from cutune.template.model import Config
-from cutune.template.spec import KernelSpec
-from cutune.template.spec.ragged import ragged_sizes
 
 TOOLS = ("memcheck", "racecheck")
 _FOUND = 86  # the exit code asked of the tool when it reports an error

@@ -12,7 +12,7 @@ from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.lsp.results import ResultStore
 from cutune.project import KernelContext, open_kernel
-from cutune.template.spec import spec_path_for
+from cutune.spec import spec_path_for
 from cutune.template.tuning import tuning_name
 from cutune.tune.result import TuneResult
 from cutune.workflow import result_is_current

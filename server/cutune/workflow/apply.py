@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from cutune.apply.config import apply_config, apply_dispatch, launchable
 from cutune.cuda.extract import kernel_hash
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.project import KernelContext, open_kernel
 from cutune.source_file import text_hash
-from cutune.template.apply import apply_config, apply_dispatch, launchable
-from cutune.template.dispatch import DispatchPlan
 from cutune.template.edits import apply_edits
 from cutune.template.model import Binding, Config, Space
 from cutune.template.variants import VARIANT, Combined, Variant, combine, keep_variant, winning_variant
 from cutune.template.variants.host_launch import HostLaunchError
+from cutune.tune.dispatch import DispatchPlan
 from cutune.tune.result import TuneResult
 from cutune.workflow.variants import variants_of, with_combined
 

@@ -15,9 +15,9 @@ from cutune.apply.dispatch import MARKER
 from cutune.cuda.parse import parse_source
 from cutune.gpu.backend import Timing
 from cutune.project import KernelContext, open_kernel
-from cutune.template.dispatch import plan_dispatch
 from cutune.template.model import Config, Value
 from cutune.template.variants import VARIANT, Combined, GridShape, with_variants
+from cutune.tune.dispatch import plan_dispatch
 from cutune.tune.result import SizeResult, TuneResult
 from cutune.workflow import apply_result, apply_to_source, variants_of, with_combined
 

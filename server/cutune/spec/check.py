@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutune.spec.model import KernelSpec
 from cutune.template.dtypes import parse_c_type
 from cutune.template.recipes.specialize import runtime_param
-from cutune.template.spec.model import KernelSpec
 
 if TYPE_CHECKING:  # typing only: checking a spec needs no CUDA parser loaded
     from cutune.cuda.model import Kernel
