@@ -344,7 +344,7 @@ def tune(
     import optuna
 
     from cutune.gpu.backend import TimingOptions
-    from cutune.workflow import BackendChoice, Hooks, TuneRequest, prepare, run
+    from cutune.workflow import BackendChoice, Hooks, TuneRequest, prepare, run_prepared
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress bar says what matters
     from cutune.cli_render.tune import render_result
@@ -375,7 +375,9 @@ def tune(
             _templatize_summary(prepared.context.template, prepared.context.space)
             _run_check(prepared.context, arch, limit=32, jobs=None, output_format=output_format, compiler=compiler)
             raise typer.Exit(0)
-        tuned = _tune_with_progress(lambda progress, cancel: run(prepared, Hooks(progress, cancel, err.print)), trials)
+        tuned = _tune_with_progress(
+            lambda progress, cancel: run_prepared(prepared, Hooks(progress, cancel, err.print)), trials
+        )
         result = tuned.result
         if request.devices is not None:
             gpus = request.devices

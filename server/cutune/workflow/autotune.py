@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from cutune.errors import NoGpuError
 from cutune.project import KernelContext, build_job, tune_options
 from cutune.template.variants import Combined, Variant
 from cutune.tune.parallel import BackendRef, tune_on_devices
 from cutune.tune.result import TuneResult
 from cutune.tune.run import tune
-from cutune.workflow.backends import backend_ref, recording_of, unavailable
+from cutune.workflow.backends import backend_ref, cannot_run, recording_of, unavailable
 from cutune.workflow.request import Hooks, TuneRequest
 from cutune.workflow.variants import searches_variants, store_variants, variants_of, with_combined
 
@@ -52,19 +51,19 @@ def prepare(ctx: KernelContext, request: TuneRequest, *, require_device: bool = 
     ref = backend_ref(request.backend)
     why = unavailable(request.backend)
     if why is not None and require_device:
-        raise NoGpuError(f"{why}; run `cutune check` for compile-only results")
+        raise cannot_run(why)
     searched = searches_variants(request.variants, recording_of(ref))
     combined = variants_of(ctx) if searched else None
     context = with_combined(ctx, combined) if combined is not None else ctx
     return Prepared(ctx, context, combined, ref, request, why)
 
 
-def run(prepared: Prepared, hooks: Hooks | None = None) -> Autotuned:
+def run_prepared(prepared: Prepared, hooks: Hooks | None = None) -> Autotuned:
     """Measure the original, search, select and store the result; store the variants with the study (also
     when cancelled: its finished trials are kept, and they name variants by number)."""
     hooks = hooks or Hooks()
     if prepared.unavailable is not None:
-        raise NoGpuError(f"{prepared.unavailable}; run `cutune check` for compile-only results")
+        raise cannot_run(prepared.unavailable)
     request = prepared.request
     job = build_job(prepared.context, timing=request.timing)
     options = tune_options(
@@ -95,5 +94,5 @@ def run(prepared: Prepared, hooks: Hooks | None = None) -> Autotuned:
 
 
 def autotune(ctx: KernelContext, request: TuneRequest, hooks: Hooks | None = None) -> Autotuned:
-    """Autotune one kernel: `prepare`, then `run`."""
-    return run(prepare(ctx, request), hooks)
+    """Autotune one kernel: `prepare`, then `run_prepared`."""
+    return run_prepared(prepare(ctx, request), hooks)

@@ -40,8 +40,13 @@ def usable_backend(choice: BackendChoice) -> BackendRef:
     ref = backend_ref(choice)
     why = unavailable(choice)
     if why is not None:
-        raise NoGpuError(f"{why}; run `cutune check` for compile-only results")
+        raise cannot_run(why)
     return ref
+
+
+def cannot_run(why: str) -> NoGpuError:
+    """The error of a backend that cannot run here, saying what can be done instead."""
+    return NoGpuError(f"{why}; run `cutune check` for compile-only results")
 
 
 def recording_of(ref: BackendRef) -> Path | None:
