@@ -39,6 +39,7 @@ class Autotuned:
 
     @property
     def cancelled(self) -> bool:
+        """Whether the run was stopped (Ctrl-C, cancel): its finished trials are kept, nothing was selected."""
         return self.result.stop == "cancelled"
 
 
