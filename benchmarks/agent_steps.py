@@ -67,7 +67,7 @@ def run_sample(path: Path, kernel: str, storage: str, args: argparse.Namespace) 
     if run.result is not None and not args.no_profile:
         combined = combined_context(ctx, run.kept) if run.kept else ctx
         try:
-            profile = profile_config(build_job(combined), run.result.best).to_dict()
+            profile = profile_config(build_job(combined), run.result.best, backend="cupy", options={}).to_dict()
         except ProfileError as e:
             profile = str(e)
     return {

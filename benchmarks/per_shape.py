@@ -28,9 +28,10 @@ from typing import Any
 import optuna
 
 from cutune.gpu.registry import create_backend
-from cutune.project import apply_result, build_job, open_kernel, tune_options
+from cutune.project import build_job, open_kernel, tune_options
 from cutune.tune.result import SizeResult, TuneResult, write_result
 from cutune.tune.run import tune
+from cutune.workflow import apply_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "kv_cache_write.cu"

@@ -25,8 +25,8 @@ from pathlib import Path
 from cutune.gpu.backend import Job, TimingOptions
 from cutune.gpu.registry import create_backend
 from cutune.project import open_kernel, tune_options
+from cutune.spec import KernelSpec
 from cutune.template.model import Space
-from cutune.template.spec import KernelSpec
 from cutune.template.variants import with_variants
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.tune.result import TuneResult, write_result

@@ -23,8 +23,8 @@ from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Job, TimingOptions
 from cutune.gpu.registry import create_backend
+from cutune.spec import load_spec, spec_path_for
 from cutune.template.model import Config, Space, Template
-from cutune.template.spec import load_spec, spec_path_for
 from cutune.template.templatize import templatize
 
 ROOT = Path(__file__).resolve().parents[1]

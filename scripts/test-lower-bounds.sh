@@ -13,4 +13,4 @@ echo "lowest direct dependencies:"
   | grep -E -i '^(tree-sitter|tree-sitter-cuda|optuna|sqlalchemy|pygls|lsprotocol|openai|typer|rich|numpy|jsonschema|pytest|pytest-lsp|pytest-asyncio) ' \
   || true
 .venv-lowest/bin/python -m pytest -q -p no:cacheprovider -m "not gpu" -k "not postgres" \
-  tests/test_cli.py tests/tune tests/template/test_spec_schema.py tests/lsp/test_errors.py tests/lsp/test_lenses.py "$@"
+  tests/test_cli.py tests/tune tests/spec/test_schema.py tests/lsp/test_errors.py tests/lsp/test_lenses.py "$@"

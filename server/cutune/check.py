@@ -14,14 +14,14 @@ from pathlib import Path
 
 from cutune.cuda.extract import extract_kernel, qualified_name
 from cutune.errors import CutuneError
-from cutune.gpu.limits import DeviceLimits, limits_for
 from cutune.gpu.nvcc import COMPILERS, CompileJob, compile_many
 from cutune.gpu.occupancy import Occupancy, occupancy_of
 from cutune.gpu.resources import ResourceUsage
+from cutune.limits import DeviceLimits, limits_for
 from cutune.project import KernelContext
+from cutune.spec import KernelSpec
 from cutune.template.instantiate import compile_options, instantiation
 from cutune.template.model import Config, Space
-from cutune.template.spec import KernelSpec
 from cutune.tune.space import Feasibility
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import random
 import sys
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
     from cutune.template.model import Space, Template
     from cutune.template.variants import Combined
     from cutune.tune.options import Liveness
-    from cutune.tune.parallel import BackendRef
     from cutune.tune.result import TuneResult
     from cutune.tune.search import Progress as SearchProgress
 
@@ -162,12 +160,15 @@ def _templatize_summary(tpl: Template, space: Space | None = None) -> None:
         out.print(f"[dim]refused {r.recipe}: {user_text(r.reason)}[/]")
 
 
-def _variants_summary(ctx: KernelContext) -> Combined:
-    """Try every structural transform on the kernel; print the variants (name, provenance, parameters,
-    launch) and why the other transforms refused."""
-    from cutune.project import variants_of
+def _variants_summary(ctx: KernelContext) -> None:
+    """Try every structural transform on the kernel and print what they made."""
+    from cutune.workflow import variants_of
 
-    combined = variants_of(ctx)
+    _print_variants(variants_of(ctx))
+
+
+def _print_variants(combined: Combined) -> None:
+    """The variants (name, provenance, parameters, launch), and why the other transforms refused."""
     for i, v in enumerate(combined.variants, 1):
         params = "; ".join(f"{p.name} ∈ {{{', '.join(map(str, p.values))}}}" for p in v.params) or "none"
         launch = f"; launch grid {', '.join(v.launch.grid)}, block {', '.join(v.launch.block)}" if v.launch else ""
@@ -175,13 +176,12 @@ def _variants_summary(ctx: KernelContext) -> Combined:
         out.print(f"[bold]variant {i}[/] {user_text(f'{v.name} ({v.provenance.origin}{note}); {params}{launch}')}")
     for r in combined.refusals:
         out.print(f"[dim]transform {r.recipe} refused: {user_text(r.reason)}[/]")
-    return combined
 
 
 def _variant_winners(ctx: KernelContext, combined: Combined, result: TuneResult, write: bool) -> None:
     """Which variant won at each size, and the file as `cutune apply` writes it (written with `write`)."""
-    from cutune.project import apply_result, variant_names
     from cutune.template.diff import unified_diff
+    from cutune.workflow import apply_result, variant_names
 
     for s, name in zip(result.sizes, variant_names(result, combined.variants), strict=True):
         sol = f", {s.pct_of_sol:.0f}% of the floor" if s.pct_of_sol is not None else ""
@@ -344,58 +344,54 @@ def tune(
     import optuna
 
     from cutune.gpu.backend import TimingOptions
-    from cutune.gpu.device import gpu_available
+    from cutune.workflow import BackendChoice, Hooks, TuneRequest, prepare, run_prepared
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress bar says what matters
     from cutune.cli_render.tune import render_result
-    from cutune.project import build_job, searches_variants, store_variants, tune_options, with_combined
-    from cutune.tune.parallel import parse_devices, tune_on_devices
-    from cutune.tune.run import tune as run_tune
+    from cutune.tune.parallel import parse_devices
 
     with _user_errors(), _human_output(output_format):
-        ctx = base = _open_checked(file, kernel)  # before anything is printed or drafted
-        ref = dataclasses.replace(_backend_ref(backend, replay, replay_pace, record, compiler), isolate=isolate)
-        # a recording holds the configurations it measured: replay searches the space it was made with
-        searched = searches_variants(variants, replay if backend == "replay" else None)
-        combined = _variants_summary(ctx) if searched else None
-        if combined is not None:
-            ctx = with_combined(ctx, combined)
-        if backend == "cupy" and not gpu_available():
-            ctx.require_spec()  # the check below would otherwise draft one and fail every configuration
+        ctx = _open_checked(file, kernel)  # before anything is printed or drafted
+        request = TuneRequest(
+            trials=trials,
+            seconds=seconds,
+            sampler=sampler,
+            storage_url=storage,
+            variants=variants,
+            backend=BackendChoice(backend, replay, replay_pace, compiler, record, isolate),
+            timing=TimingOptions(flush_l2=not warm_l2),
+            sanitize=sanitize,
+            liveness=_liveness(grace),
+            devices=parse_devices(devices, _device_count) if devices is not None else None,
+        )
+        prepared = prepare(ctx, request, require_device=False)
+        if prepared.combined is not None:
+            _print_variants(prepared.combined)
+        if prepared.unavailable is not None:
             err.print(
-                "[bold yellow]No CUDA GPU (or CuPy) here: measured tuning needs a CUDA GPU.[/] Doing the "
-                "useful part that needs none: templatize and a compile-only check."
+                f"[bold yellow]{user_text(prepared.unavailable)}.[/] Doing the useful part that needs none: "
+                "templatize and a compile-only check."
             )
-            _templatize_summary(ctx.template, ctx.space)
-            _run_check(ctx, arch, limit=32, jobs=None, output_format=output_format, compiler=compiler)
+            _templatize_summary(prepared.context.template, prepared.context.space)
+            _run_check(prepared.context, arch, limit=32, jobs=None, output_format=output_format, compiler=compiler)
             raise typer.Exit(0)
-        job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
-        options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
-        options = dataclasses.replace(options, sanitize=sanitize, liveness=_liveness(grace))
-        if devices is None:
-            meter = ref.build()
-            result = _tune_with_progress(
-                lambda progress, cancel: run_tune(job, meter, options, progress=progress, cancel=cancel), trials
-            )
-        else:
-            gpus = parse_devices(devices, _device_count)
-            result = _tune_with_progress(
-                lambda progress, cancel: tune_on_devices(
-                    job, ref, gpus, options, progress=progress, cancel=cancel, notice=lambda m: err.print(m)
-                ),
-                trials,
-            )
+        tuned = _tune_with_progress(
+            lambda progress, cancel: run_prepared(prepared, Hooks(progress, cancel, err.print)), trials
+        )
+        result = tuned.result
+        if request.devices is not None:
+            gpus = request.devices
             err.print(f"{len(gpus)} workers; the finalists were re-measured on GPU {gpus[0]} ({result.device})")
         if output_format is OutputFormat.JSON:
             print_json(result.to_dict())
         else:
             print_table(out, render_result(result))
-        if combined is not None and combined.variants and result.stop != "cancelled":
-            earlier = store_variants(options.storage(), result.study, combined.variants)
-            names = ", ".join(f"{i} = {v.name}" for i, v in enumerate(earlier or combined.variants, 1))
-            stored = "stored with study" if earlier is None else "stored by an earlier run of study"
+        if tuned.variants and not tuned.cancelled:
+            names = ", ".join(f"{i} = {v.name}" for i, v in enumerate(tuned.variants, 1))
+            stored = "stored by an earlier run of study" if tuned.stored_earlier else "stored with study"
             out.print(f"variants {stored} {result.study}: {names}", highlight=False)
-            _variant_winners(base, combined, result, apply_variant)
+            assert prepared.combined is not None  # variants were searched
+            _variant_winners(ctx, prepared.combined, result, apply_variant)
         if output is not None:
             from cutune.tune.result import write_result
 
@@ -438,11 +434,12 @@ def worker(
 
     from cutune.tune.liveness import worker_name
     from cutune.tune.parallel import join, see_only
+    from cutune.workflow import BackendChoice, backend_ref
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     see_only(device)  # before CUDA starts: this process and its workers see that GPU only
     with _user_errors():
-        meter = _backend_ref(backend, replay, replay_pace, record).build()
+        meter = backend_ref(BackendChoice(backend, replay, replay_pace, record=record)).build()
         name = worker_name(device)
         outcome = _tune_with_progress(
             lambda progress, cancel: join(
@@ -464,24 +461,6 @@ def _liveness(grace: float) -> Liveness:
     from cutune.tune.options import Liveness
 
     return Liveness(heartbeat_s=min(5.0, grace / 4), grace_s=grace)
-
-
-def _backend_ref(
-    backend: str, replay: Path | None, pace: float, record: Path | None, compiler: str = "auto"
-) -> BackendRef:
-    """How to build the measuring backend, here or in a worker process."""
-    from cutune.gpu.registry import resolve_backend
-    from cutune.tune.parallel import BackendRef
-
-    resolve_backend(backend)  # an unknown name fails here, before any work
-    recording = str(record) if record is not None else None
-    if backend == "cupy":
-        return BackendRef(backend, {"compiler": compiler}, recording)
-    if backend != "replay":
-        return BackendRef(backend, record=recording)
-    if replay is None:
-        raise CutuneError("--backend replay needs --replay FILE (a recording)")
-    return BackendRef("replay", {"path": str(replay), "pace_s": pace}, recording)
 
 
 def _device_count() -> int:
@@ -558,8 +537,9 @@ def apply(
     write: Annotated[bool, typer.Option("--write", "-w", help="Rewrite the file.")] = False,
 ) -> None:
     """Write the stored tuning result into the source: a per-size dispatch at the launch, or the tuned values."""
-    from cutune.project import apply_result, stored_result
+    from cutune.project import stored_result
     from cutune.template.diff import unified_diff
+    from cutune.workflow import apply_result
 
     with _user_errors():
         ctx = _open_checked(file, kernel)
@@ -601,7 +581,7 @@ def agent(
     import optuna
 
     from cutune.agent import AgentSettings
-    from cutune.gpu.device import gpu_available
+    from cutune.workflow import BackendChoice, unavailable
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with _user_errors():
@@ -613,8 +593,9 @@ def agent(
             max_iterations=iterations,
             arch=arch,
         )
-        if not gpu_available():
-            err.print("[bold yellow]No CUDA GPU (or CuPy) here: compile-only steps (nothing is measured).[/]")
+        why = unavailable(BackendChoice())
+        if why is not None:
+            err.print(f"[bold yellow]{user_text(why)}: compile-only steps (nothing is measured).[/]")
             _compile_only_agent(ctx, settings)
             return
         _measured_agent(ctx, settings, target, trials, seconds, storage, profile)
@@ -629,10 +610,8 @@ def _measured_agent(
     storage: str | None,
     profile: bool,
 ) -> None:
-    from cutune.agent.sources import make_source
-    from cutune.agent.steps import LoopOptions, run_loop
-    from cutune.gpu.registry import create_backend
-    from cutune.project import tune_options
+    from cutune.agent.steps import LoopOptions
+    from cutune.workflow import AgentRequest, Hooks, agent_autotune
 
     options = LoopOptions(
         max_steps=settings.max_iterations,
@@ -642,16 +621,9 @@ def _measured_agent(
         profile=profile,
         arch=settings.arch,
     )
-    tuning = tune_options(ctx, trials=trials, seconds=None, storage_url=storage)
+    request = AgentRequest(settings, options, storage_url=storage)
     with out.status("propose → check → tune → analyse → profile → plan…"):
-        run = run_loop(
-            ctx,
-            make_source(settings),
-            lambda: create_backend("cupy"),
-            tuning,
-            options,
-            on_step=lambda r: out.print(r.render(), highlight=False),
-        )
+        run = agent_autotune(ctx, request, Hooks(on_step=lambda r: out.print(r.render(), highlight=False)))
     out.print(f"stopped: {run.stop.value} — {run.message}", highlight=False)
     out.print(f"variants kept: {', '.join(v.name for v in run.kept) or 'none'}", highlight=False)
 

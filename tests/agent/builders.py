@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 
 from cutune.check import CheckReport, CheckRow
 from cutune.gpu.backend import Timing
-from cutune.gpu.limits import limits_for
 from cutune.gpu.occupancy import occupancy
 from cutune.gpu.resources import ResourceUsage
+from cutune.limits import limits_for
 from cutune.template.model import Config, Space, Value
 from cutune.tune.result import SizeResult, TuneResult
 

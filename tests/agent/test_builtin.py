@@ -8,7 +8,7 @@ from cutune.agent.analysis import Analysis, Finding, FindingKind, ParamInfo, ana
 from cutune.agent.builtin import WIDEST, BuiltinPlanner
 from cutune.agent.history import Step, TestOutcome
 from cutune.agent.plan import Plan, apply_plan
-from cutune.gpu.limits import limits_for
+from cutune.limits import limits_for
 from cutune.project import KernelContext
 from cutune.template.model import Refusal, Space, Template
 from cutune.template.recipes import RECIPES

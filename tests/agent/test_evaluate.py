@@ -14,7 +14,7 @@ from cutune.agent.history import Step
 from cutune.agent.loop import PlanLoopStop, run_agent
 from cutune.agent.plan import Plan, apply_plan
 from cutune.agent.settings import AgentSettings
-from cutune.gpu.limits import limits_for
+from cutune.limits import limits_for
 from cutune.project import KernelContext, open_kernel
 
 DATA = Path(__file__).parent / "data"

@@ -13,7 +13,7 @@ from cutune.agent.errors import AgentError
 from cutune.agent.llm import MAX_SOURCE_CHARS, LLMPlanner, parse_answer
 from cutune.agent.plan import apply_plan
 from cutune.agent.settings import AgentSettings
-from cutune.gpu.limits import limits_for
+from cutune.limits import limits_for
 from cutune.project import KernelContext, open_kernel
 from cutune.template.recipes import RECIPES
 from tests.agent.llm_server import FakeLLM, Reply, completion, plan_answer

@@ -7,7 +7,7 @@ import pytest
 from cutune.agent.errors import AgentError
 from cutune.agent.plan import MAX_VALUES, Plan, apply_plan, param_owners
 from cutune.errors import CutuneError
-from cutune.gpu.limits import limits_for
+from cutune.limits import limits_for
 from cutune.project import KernelContext
 from cutune.template.model import Value
 from cutune.template.recipes import RECIPES

@@ -18,10 +18,10 @@ from cutune.cuda.extract import extract_kernel
 from cutune.errors import SpecError
 from cutune.gpu.nvcc import compile_resources
 from cutune.project import open_kernel
+from cutune.spec import dump_kernel_spec, parse_spec
+from cutune.spec.model import IncludeRules, Init, Role
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, Space
-from cutune.template.spec import dump_kernel_spec, parse_spec
-from cutune.template.spec.model import IncludeRules, Init, Role
 from cutune.template.templatize import templatize
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cutune.gpu.backend import Job, TimingOptions
+from cutune.spec import KernelSpec
 from cutune.template.model import Space, Template, TunableParam, Value
-from cutune.template.spec import KernelSpec
 
 
 def tiny_job(

@@ -12,8 +12,8 @@ from cutune.gpu.backend import Failure, Job, Measurement, TimingOptions
 from cutune.gpu.cupy_backend import CupyBackend
 from cutune.gpu.sol import sol_floor_us
 from cutune.gpu.worker import IsolatedBackend
+from cutune.spec import load_spec, spec_path_for
 from cutune.template.model import Config, Space, Template
-from cutune.template.spec import load_spec, spec_path_for
 
 pytestmark = pytest.mark.gpu
 

@@ -6,8 +6,8 @@ import pytest
 
 from cutune.gpu.backend import DeviceInfo
 from cutune.gpu.device import limits_from_properties
-from cutune.gpu.limits import BUILTIN
 from cutune.gpu.sol import sol_floor_us
+from cutune.limits import BUILTIN
 
 # cudaGetDeviceProperties of an H100 80GB HBM3 (as CuPy returns it), trimmed to what cutune reads
 H100 = {

@@ -12,7 +12,7 @@ from cutune.errors import ReferenceInvalid
 from cutune.gpu.backend import Failure
 from cutune.gpu.guards import GUARD_BYTES, allocate, breaches, guard_pattern
 from cutune.gpu.harness import POISON_2, Problem, fill, float32_from_bf16, make_problem
-from cutune.template.spec import ArgSpec, Init, KernelSpec, Role
+from cutune.spec import ArgSpec, Init, KernelSpec, Role
 
 RNG = np.random.default_rng
 

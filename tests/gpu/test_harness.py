@@ -20,7 +20,7 @@ from cutune.gpu.harness import (
     storage_dtype,
     summarize,
 )
-from cutune.template.spec import ArgSpec, Init, KernelSpec, Role, Tolerance
+from cutune.spec import ArgSpec, Init, KernelSpec, Role, Tolerance
 
 RNG = np.random.default_rng
 

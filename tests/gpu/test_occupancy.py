@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from cutune.gpu.limits import limits_for
 from cutune.gpu.occupancy import Infeasible, Limiter, occupancy, occupancy_of
 from cutune.gpu.resources import ResourceUsage
+from cutune.limits import limits_for
 
 # sm_90: 64 warp slots, 32 blocks, 65536 registers in 4 sub-partitions of 16384, registers granted per
 # warp in units of 256, 233472 bytes of shared memory, granted in units of 128 plus 1024 reserved.

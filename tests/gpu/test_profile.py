@@ -87,7 +87,7 @@ def test_a_profile_round_trips_through_json_and_renders_its_counters() -> None:
 def test_without_ncu_on_path_profiling_says_so(tmp_path: Path) -> None:
     ctx = open_kernel(SAMPLES / "silu_and_mul.cu", "silu_and_mul_kernel")
     with pytest.raises(ProfileError, match="not on PATH"):
-        profile_config(build_job(ctx), ctx.space.default(), ncu=str(tmp_path / "no-ncu"))
+        profile_config(build_job(ctx), ctx.space.default(), backend="cupy", options={}, ncu=str(tmp_path / "no-ncu"))
 
 
 @pytest.mark.gpu
@@ -96,7 +96,7 @@ def test_ncu_reads_the_counters_of_a_sample_configuration() -> None:
         pytest.skip("ncu is not on PATH")
     ctx = open_kernel(SAMPLES / "silu_and_mul.cu", "silu_and_mul_kernel")
     job = build_job(ctx, timing=TimingOptions(warmup=0, reps=1, min_time_ms=0.0))
-    profile = profile_config(job, ctx.space.default())
+    profile = profile_config(job, ctx.space.default(), backend="cupy", options={})
     assert profile.dram_pct is not None and 0 < profile.dram_pct <= 100
     assert profile.occupancy_pct is not None and 0 < profile.occupancy_pct <= 100
     assert profile.l2_hit_pct is not None and profile.registers and profile.registers > 0

@@ -15,7 +15,6 @@ import pytest
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
-from cutune.gpu.limits import limits_for
 from cutune.gpu.replay import (
     RecordingBackend,
     ReplayBackend,
@@ -24,9 +23,10 @@ from cutune.gpu.replay import (
     read_recording,
     replay_source,
 )
+from cutune.limits import limits_for
 from cutune.project import build_job, open_kernel
+from cutune.spec import load_spec
 from cutune.template.model import Config, Value
-from cutune.template.spec import load_spec
 from cutune.tune.study import study_key
 from tests.gpu.jobs import tiny_job
 from tests.tune.fake_backend import FakeBackend
@@ -392,19 +392,13 @@ SHIPPED = {
 }
 
 
-def has_git_history(path: Path) -> bool:
-    done = subprocess.run(["git", "log", "-1", "--format=%H", "--", path.name], cwd=path.parent, capture_output=True)
-    return done.returncode == 0 and bool(done.stdout.strip())
-
-
 @pytest.mark.parametrize("stem", SHIPPED)
 def test_the_shipped_h200_recordings_replay_onto_the_samples_as_they_are(stem: str) -> None:
-    """The README's replay commands: the samples' specs gained comments and multiple_of since."""
-    if not has_git_history(ROOT / "samples" / f"{stem}.tune.toml"):
-        pytest.skip("needs the git history of samples/ (the recorded text of the spec is an earlier commit)")
+    """The README's replay commands: the samples' specs gained comments and multiple_of since, and the
+    recordings carry the canonical spec they were made with (no git history needed)."""
     kernel, recording = SHIPPED[stem]
     ctx = open_kernel(ROOT / "samples" / f"{stem}.cu", kernel)
     replay = ReplayBackend(ROOT / "benchmarks" / "results" / "recordings" / recording)
     replay.open(dataclasses.replace(build_job(ctx), space=ctx.space))
     assert replay.source is not None and replay.source.device == "NVIDIA H200"
-    assert replay.source.matched in ("text", "earlier text")
+    assert replay.source.matched == "spec"

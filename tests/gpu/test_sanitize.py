@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cutune.gpu.backend import Failure
 from cutune.gpu.sanitize import findings, sanitize_job, sanitize_size
+from cutune.spec import load_spec
 from cutune.template.model import Config
-from cutune.template.spec import load_spec
 from tests.gpu.test_cupy_backend import job_as_written
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,8 @@ API_ONLY = (
     "cutune-sanitize: done 0\n"
     "========= ERROR SUMMARY: 1 error\n"
 )
+
+CUPY: dict[str, Any] = {"backend": "cupy", "options": {}}  # the child builds this backend
 
 
 def test_the_smallest_ragged_size_is_sanitized() -> None:
@@ -65,20 +68,20 @@ def test_a_finding_fails_the_winner_with_the_tools_message_fake_tool(
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     fake_tool(tmp_path, MEMCHECK, 86)
     planted, right = Config.of({"MODE": 1}), Config.of({"MODE": 0})
-    checks = sanitize_job(job, [planted, right], tools=("memcheck",))
+    checks = sanitize_job(job, [planted, right], tools=("memcheck",), **CUPY)
     assert checks is not None and [c.config for c in checks] == [planted, right]
     assert checks[0].failure is Failure.OUT_OF_BOUNDS
     assert checks[0].detail.startswith("compute-sanitizer memcheck at n=65534: Invalid __global__ write of size 4")
     assert checks[1].ok and checks[1].detail == "compute-sanitizer memcheck: no error at n=65534"
     fake_tool(tmp_path, API_ONLY, 86)
-    clean = sanitize_job(job, [right])
+    clean = sanitize_job(job, [right], **CUPY)
     assert clean is not None and clean[0].ok
     assert clean[0].detail == "compute-sanitizer memcheck, racecheck: no error at n=65534"
     fake_tool(tmp_path, "Traceback: planted\n", 1)
-    broken = sanitize_job(job, [right])
+    broken = sanitize_job(job, [right], **CUPY)
     assert broken is not None and broken[0].ok and broken[0].detail.startswith("not sanitized: the memcheck run")
 
 
 def test_no_tool_no_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert sanitize_job(job_as_written(WRONG, "bounds_kernel"), [Config.of({"MODE": 1})]) is None
+    assert sanitize_job(job_as_written(WRONG, "bounds_kernel"), [Config.of({"MODE": 1})], **CUPY) is None

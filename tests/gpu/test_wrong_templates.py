@@ -5,6 +5,7 @@ it should. A CPU test compiles every planted configuration with nvcc."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,8 @@ CLASS_NAMES = {
     Failure.RACE: "on the same inputs",
     Failure.WRONG: "elements differ",
 }
+
+CUPY: dict[str, Any] = {"backend": "cupy", "options": {}}  # the child builds this backend
 
 
 def wrong_job(kernel: str) -> Job:
@@ -89,14 +92,14 @@ def test_the_right_template_is_still_tuned(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(sanitizer_path() is None, reason="compute-sanitizer is not on PATH")
 def test_compute_sanitizer_sees_the_overrun_and_the_missing_barrier() -> None:
-    [overrun, right] = sanitize_job(wrong_job("bounds_kernel"), [PLANTED, RIGHT], tools=("memcheck",)) or ()
+    [overrun, right] = sanitize_job(wrong_job("bounds_kernel"), [PLANTED, RIGHT], tools=("memcheck",), **CUPY) or ()
     print(f"\nbounds_kernel under memcheck: {overrun}")
     assert overrun.failure is Failure.OUT_OF_BOUNDS and "Invalid __global__ write" in overrun.detail
     assert right.ok and "no error" in right.detail, right
-    [hazard] = sanitize_job(wrong_job("barrier_kernel"), [PLANTED], tools=("racecheck",)) or ()
+    [hazard] = sanitize_job(wrong_job("barrier_kernel"), [PLANTED], tools=("racecheck",), **CUPY) or ()
     print(f"barrier_kernel under racecheck: {hazard}")
     assert hazard.failure is Failure.RACE
-    [clean] = sanitize_job(wrong_job("right_kernel"), [Config.of({"VEC": 4, "THREADS": 128})]) or ()
+    [clean] = sanitize_job(wrong_job("right_kernel"), [Config.of({"VEC": 4, "THREADS": 128})], **CUPY) or ()
     assert clean.ok and "no error" in clean.detail, clean
 
 

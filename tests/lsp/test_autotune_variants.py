@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from cutune.gpu.backend import Measurement, Timing
-from cutune.gpu.limits import limits_for
 from cutune.gpu.replay import header_for
-from cutune.project import build_job, open_kernel, variants_of, with_combined
+from cutune.limits import limits_for
+from cutune.project import build_job, open_kernel
 from cutune.template.variants import VARIANT
 from cutune.template.variants.store import ATTR
 from cutune.tune.space import feasible_configs
 from cutune.tune.study import load_study
+from cutune.workflow import variants_of, with_combined
 from tests.lsp.editor import Editor, copy_workspace
 from tests.lsp.synthetic import DEVICE, NOTE
 

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.template.spec import ArgSpec, KernelSpec
+from cutune.spec import ArgSpec, KernelSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "template"

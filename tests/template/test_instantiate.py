@@ -9,9 +9,9 @@ import pytest
 from cutune.cuda.model import Kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import SpecError
+from cutune.spec import ArgSpec
 from cutune.template.instantiate import compile_key, compile_options, instantiation
 from cutune.template.model import Binding, Config, Space, Template, TunableParam
-from cutune.template.spec import ArgSpec
 from cutune.template.templatize import templatize
 
 from .kernels import load, spec_for

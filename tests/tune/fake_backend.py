@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.spec import ArgSpec, KernelSpec, Role
 from cutune.template.model import Config, Space, Template, TunableParam
-from cutune.template.spec import ArgSpec, KernelSpec, Role
 
 SIZES = ({"N": 1 << 20}, {"N": 1 << 24})
 BASE_US = {1 << 20: 11.0, 1 << 24: 52.0}  # the original configuration's median per size

@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from cutune.errors import StudyError
 from cutune.gpu.backend import DeviceInfo, Measurement
-from cutune.gpu.limits import limits_for
+from cutune.limits import limits_for
 from cutune.project import build_job, open_kernel
 from cutune.template.model import Config
 from cutune.tune.liveness import is_stale

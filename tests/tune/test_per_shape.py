@@ -24,8 +24,8 @@ from cutune.gpu.backend import DeviceInfo, Measurement, Timing
 from cutune.gpu.registry import create_backend
 from cutune.gpu.replay import header_for
 from cutune.project import build_job, open_kernel, tune_options
-from cutune.template.dispatch import DispatchPlan, held_out_sizes
 from cutune.template.model import Config
+from cutune.tune.dispatch import DispatchPlan, held_out_sizes
 from cutune.tune.run import tune
 
 ROOT = Path(__file__).parents[2]

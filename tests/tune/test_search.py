@@ -10,7 +10,7 @@ from optuna.trial import TrialState
 
 from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
-from cutune.gpu.limits import limits_for
+from cutune.limits import limits_for
 from cutune.template.model import Config, TunableParam
 from cutune.template.variants import VARIANT
 from cutune.tune.options import Budget, SearchOptions, TuneOptions

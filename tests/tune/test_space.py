@@ -4,7 +4,7 @@ import dataclasses
 
 from optuna.distributions import CategoricalDistribution
 
-from cutune.gpu.limits import limits_for
+from cutune.limits import limits_for
 from cutune.template.model import Config
 from cutune.tune.space import Feasibility, distributions, feasible_configs
 from tests.tune.fake_backend import SPACE, SPEC

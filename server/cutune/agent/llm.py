@@ -19,7 +19,7 @@ from cutune.agent.history import Step, render_history
 from cutune.agent.plan import MAX_VALUES, Plan
 from cutune.agent.planner import Planner
 from cutune.agent.settings import API_KEY_VARIABLES, AgentSettings, api_key_from_env
-from cutune.gpu.limits import DeviceLimits, limits_for
+from cutune.limits import DeviceLimits, limits_for
 from cutune.project import KernelContext
 from cutune.template.model import Value
 from cutune.template.recipes import RECIPES

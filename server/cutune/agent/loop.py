@@ -21,7 +21,7 @@ from cutune.agent.planner import Planner
 from cutune.agent.registry import make_planner
 from cutune.agent.settings import AgentSettings
 from cutune.errors import CutuneError
-from cutune.gpu.limits import DeviceLimits, limits_for
+from cutune.limits import DeviceLimits, limits_for
 from cutune.project import KernelContext
 from cutune.template.model import Template
 

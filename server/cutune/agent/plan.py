@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from cutune.agent.errors import AgentError
 from cutune.cuda.model import SourceModel
-from cutune.gpu.limits import DeviceLimits
+from cutune.limits import DeviceLimits
 from cutune.template.expr import compile_expr
 from cutune.template.model import Space, Template, TunableParam, Value
 from cutune.template.recipes import RECIPES

@@ -32,10 +32,11 @@ from cutune.cuda.extract import kernel_hash
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Measurement, TimingOptions
-from cutune.gpu.profile import Profile, ProfileError, profile_config
+from cutune.gpu.profile import Profile, ProfileError
+from cutune.gpu.replay import measuring_name
 from cutune.project import KernelContext, build_job
+from cutune.spec import KernelSpec
 from cutune.template.model import Config, Space
-from cutune.template.spec import KernelSpec
 from cutune.template.variants.combine import VARIANT, with_variants
 from cutune.template.variants.model import Variant
 from cutune.tune import ProgressFn, TuneOptions, TuneResult, tune
@@ -128,6 +129,19 @@ class _Runner:
         default = combined.space.default()
         first = [Config.of({**default, **{k: v for k, v in c.items() if k in default}}) for c in start]
         return tune(job, self.backend(), self.brief, progress=self.progress, cancel=self.cancel, start=first)
+
+    def profile(self, ctx: KernelContext, config: Config) -> tuple[Profile | None, str]:
+        """`config`'s hardware counters where the backend can read them, and a line saying what was read."""
+        b = self.backend()
+        try:
+            profile = b.profile(build_job(ctx), config)
+        except ProfileError as e:
+            return None, f"no profile: {e}"
+        finally:
+            b.close()
+        if profile is None:
+            return None, f"no profile: the {measuring_name(b)} backend runs no kernels to profile"
+        return profile, profile.render()
 
     def check(self, ctx: KernelContext, config: Config) -> Measurement:
         """`config` checked against the original on every size (and timed a little) in a fresh backend."""
@@ -244,7 +258,7 @@ def _step(
             result = runner.tune(ctx, [*state.kept, variant], start=winners)
         except CutuneError as e:
             return rejected(f"it could not be measured beside the kept variants: {e}")
-    profile, note = _profile(combined, result.best, options)
+    profile, note = runner.profile(combined, result.best) if options.profile else (None, "profiling is off")
     record = dataclasses.replace(
         head,
         outcome=Outcome.KEPT if gain else Outcome.NO_GAIN,
@@ -304,16 +318,6 @@ def _only(ctx: KernelContext, values: tuple[int, ...]) -> KernelContext:
     params = tuple(dataclasses.replace(p, values=values) if p.name == VARIANT else p for p in ctx.template.space.params)
     space = Space(params, ctx.template.space.constraints)
     return dataclasses.replace(ctx, template=dataclasses.replace(ctx.template, space=space))
-
-
-def _profile(ctx: KernelContext, config: Config, options: LoopOptions) -> tuple[Profile | None, str]:
-    if not options.profile:
-        return None, "profiling is off"
-    try:
-        profile = profile_config(build_job(ctx), config)
-    except ProfileError as e:
-        return None, f"no profile: {e}"
-    return profile, profile.render()
 
 
 def _analysis(state: _State) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from cutune.template.dispatch import DispatchPlan
 from cutune.template.model import Config
+from cutune.tune.dispatch import DispatchPlan
 from cutune.tune.result import SizeResult, TuneResult
 
 

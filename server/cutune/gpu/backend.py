@@ -7,11 +7,14 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from cutune.gpu.limits import DeviceLimits
+from cutune.limits import DeviceLimits
+from cutune.spec import KernelSpec
 from cutune.template.model import Config, Space, Template
-from cutune.template.spec import KernelSpec
+
+if TYPE_CHECKING:
+    from cutune.gpu.profile import Profile
 
 
 class Failure(enum.Enum):
@@ -29,6 +32,14 @@ class Failure(enum.Enum):
     INPUT_WRITTEN = "input_written"  # changed an `in` array
     UNWRITTEN = "unwritten"  # left output elements unwritten (still poisoned, or an inout not written back)
     RACE = "race"  # results differ between runs on the same inputs, or only some checks fail
+
+
+class Capability(enum.Enum):
+    """What a backend can do, declared by its class: front ends ask for a capability, never a name."""
+
+    MEASURE = "measure"  # runs the kernel on a GPU now: timings are measured, not replayed
+    PROFILE = "profile"  # reads a configuration's hardware counters (Nsight Compute)
+    SANITIZE = "sanitize"  # runs configurations under compute-sanitizer
 
 
 @dataclass(frozen=True)
@@ -183,6 +194,16 @@ class Backend(ABC):
 
     name: ClassVar[str]
     needs_isolation: ClassVar[bool] = False  # True: run it in a worker process (it can fault or hang)
+    capabilities: ClassVar[frozenset[Capability]] = frozenset()
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this backend cannot run on this machine (no GPU, say), or None where it can."""
+        return None
+
+    def can(self, capability: Capability) -> bool:
+        """Whether this backend (a wrapper: the backend it wraps) declares `capability`."""
+        return capability in self.capabilities
 
     @abstractmethod
     def open(self, job: Job) -> DeviceInfo:
@@ -206,6 +227,12 @@ class Backend(ABC):
         """Run each configuration under compute-sanitizer (memcheck, racecheck) at one size: a check per
         configuration; None where this backend runs no kernels or the tool is absent."""
         del configs
+        return None
+
+    def profile(self, job: Job, config: Config) -> Profile | None:
+        """Hardware counters of one launch of `config` (see `gpu.profile`); None where this backend runs
+        no kernels (it lacks Capability.PROFILE)."""
+        del job, config
         return None
 
     @property

@@ -20,26 +20,39 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cutune.cuda.extract import CompileUnit, extract_kernel, qualified_name
 from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, NoGpuError
-from cutune.gpu.backend import Backend, Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
-from cutune.gpu.device import device_count, device_limits
+from cutune.gpu.backend import (
+    Backend,
+    Capability,
+    Check,
+    CompileInfo,
+    DeviceInfo,
+    Failure,
+    Job,
+    Measurement,
+    Timing,
+)
+from cutune.gpu.device import device_count, device_limits, gpu_available
 from cutune.gpu.guards import GUARD_BYTES
 from cutune.gpu.harness import POISON, POISON_2, Problem, Timer, compare, make_problem, summarize, tolerance_for
-from cutune.gpu.limits import DeviceLimits
 from cutune.gpu.nvcc import DEFAULT_FLAGS as NVCC_FLAGS
 from cutune.gpu.nvcc import _excerpt
 from cutune.gpu.occupancy import occupancy
 from cutune.gpu.resources import parse_ptxas, pick_entry
 from cutune.gpu.sol import cache_dir, device_info
+from cutune.limits import DeviceLimits
+from cutune.spec import Role
+from cutune.spec.ragged import ragged_sizes
 from cutune.template.instantiate import compile_options, instantiation
 from cutune.template.model import Config
-from cutune.template.spec import Role
-from cutune.template.spec.ragged import ragged_sizes
+
+if TYPE_CHECKING:
+    from cutune.gpu.profile import Profile
 
 COMPILERS = ("auto", "nvrtc", "nvcc")
 T = TypeVar("T")
@@ -89,6 +102,12 @@ class CupyBackend(Backend):
 
     name = "cupy"
     needs_isolation = True
+    capabilities = frozenset({Capability.MEASURE, Capability.PROFILE, Capability.SANITIZE})
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why it cannot measure here: no CuPy, or no CUDA device."""
+        return None if gpu_available() else "measured tuning needs a CUDA GPU"
 
     def __init__(
         self,
@@ -257,7 +276,17 @@ class CupyBackend(Backend):
         """Run the configurations under compute-sanitizer in a fresh process (None where the tool is absent)."""
         from cutune.gpu.sanitize import sanitize_job
 
-        return sanitize_job(self._require_job(), configs, compiler=self.compiler, device=self.device)
+        return sanitize_job(self._require_job(), configs, backend=self.name, options=self._child_options())
+
+    def profile(self, job: Job, config: Config) -> Profile | None:
+        """Nsight Compute counters of `config`, from a launcher process running this backend under ncu."""
+        from cutune.gpu.profile import profile_config
+
+        return profile_config(job, config, backend=self.name, options=self._child_options())
+
+    def _child_options(self) -> dict[str, Any]:
+        """The options that build this backend again in a tool's child process (one compile thread)."""
+        return {"compiler": self.compiler, "device": self.device, "compile_workers": 1}
 
     def close(self) -> None:
         """Stop the compile threads and free the device memory of this job."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cutune.errors import NoGpuError
-from cutune.gpu.limits import BUILTIN, DeviceLimits
+from cutune.limits import BUILTIN, DeviceLimits
 
 # cudaDeviceProp field → DeviceLimits field
 PROPERTY_FIELDS: dict[str, str] = {

@@ -18,7 +18,7 @@ import numpy as np
 from cutune.errors import ReferenceInvalid
 from cutune.gpu.backend import Failure, TimingOptions
 from cutune.gpu.guards import GUARD_BYTES, GuardedArray, allocate, breaches, guard_pattern
-from cutune.template.spec import ArgSpec, Init, KernelSpec, Role, Tolerance, default_tolerance
+from cutune.spec import ArgSpec, Init, KernelSpec, Role, Tolerance, default_tolerance
 
 Array = Any  # a numpy.ndarray or cupy.ndarray
 

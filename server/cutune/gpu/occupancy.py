@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cutune.gpu.limits import DeviceLimits
+from cutune.limits import DeviceLimits
 
 if TYPE_CHECKING:
     from cutune.gpu.resources import ResourceUsage

@@ -1,9 +1,10 @@
 """Nsight Compute counters of one configuration: `ncu` runs a small launcher that evaluates it once.
 
-The launcher (`python -m cutune.gpu.profile JOB`) opens the CuPy backend on a job cut to one problem
-size and evaluates the configuration once; ncu profiles every launch of the kernel and the last one
-(the configuration's own timed launch; the reference runs first) is read from its `--csv --page raw`
-table. ncu's own process isolates the run: a fault or hang ends that process, never the caller.
+The launcher (`python -m cutune.gpu.profile JOB`) opens the backend named in JOB (one declaring
+Capability.PROFILE) on a job cut to one problem size and evaluates the configuration once; ncu profiles
+every launch of the kernel and the last one (the configuration's own timed launch; the reference runs
+first) is read from its `--csv --page raw` table. ncu's own process isolates the run: a fault or hang
+ends that process, never the caller.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Job, TimingOptions
+from cutune.gpu.backend import Capability, Job, TimingOptions
 from cutune.template.model import Config
 
 DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
@@ -84,9 +85,17 @@ class Profile:
 
 
 def profile_config(
-    job: Job, config: Config, *, size_index: int = -1, ncu: str = "ncu", timeout_s: float = TIMEOUT_S
+    job: Job,
+    config: Config,
+    *,
+    backend: str,
+    options: Mapping[str, Any],
+    size_index: int = -1,
+    ncu: str = "ncu",
+    timeout_s: float = TIMEOUT_S,
 ) -> Profile:
-    """Run `config` of `job` once at one problem size (default: the last) under ncu and read its counters."""
+    """Run `config` of `job` once at one problem size (default: the last) under ncu and read its counters;
+    the launcher builds `backend` (a registry name declaring Capability.PROFILE) from `options`."""
     exe = shutil.which(ncu)
     if exe is None:
         raise ProfileError(f"Nsight Compute (`{ncu}`) is not on PATH: no hardware counters")
@@ -100,7 +109,7 @@ def profile_config(
     )
     with tempfile.TemporaryDirectory(prefix="cutune-ncu-") as tmp:
         path = Path(tmp) / "job.pickle"
-        path.write_bytes(pickle.dumps((one, config)))
+        path.write_bytes(pickle.dumps((one, config, backend, dict(options))))
         command = ncu_command(exe, job.template.kernel, [sys.executable, "-m", "cutune.gpu.profile", str(path)])
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -183,11 +192,15 @@ def _pct(label: str, value: float | None) -> str:
 
 
 def _launch(path: str) -> int:
-    """The launcher ncu runs: evaluate the pickled configuration once on the CuPy backend."""
-    from cutune.gpu.cupy_backend import CupyBackend
+    """The launcher ncu runs: evaluate the pickled configuration once on the pickled backend."""
+    from cutune.gpu.registry import resolve_backend
 
-    job, config = pickle.loads(Path(path).read_bytes())
-    backend = CupyBackend()
+    job, config, name, options = pickle.loads(Path(path).read_bytes())
+    cls = resolve_backend(name)
+    if Capability.PROFILE not in cls.capabilities:
+        print(f"the {name} backend cannot be profiled: it runs no kernels", file=sys.stderr)
+        return 1
+    backend = cls(**options)
     backend.open(job)
     try:
         measurement = backend.evaluate(config)

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Backend
+from cutune.gpu.backend import Backend, Capability
 from cutune.gpu.cupy_backend import CupyBackend
 from cutune.gpu.replay import RecordingBackend, ReplayBackend
 from cutune.gpu.worker import IsolatedBackend
@@ -19,8 +19,13 @@ BACKENDS: dict[str, type[Backend]] = {
 }
 
 
+AUTO = "auto"  # the first registered backend that measures
+
+
 def resolve_backend(ref: str) -> type[Backend]:
-    """A backend class from its registry name or a `package.module:Class` import path."""
+    """A backend class from its registry name, a `package.module:Class` import path, or `auto`."""
+    if ref == AUTO:
+        return next(cls for cls in BACKENDS.values() if Capability.MEASURE in cls.capabilities)
     if ref in BACKENDS:
         return BACKENDS[ref]
     module, _, attr = ref.partition(":")

@@ -22,13 +22,16 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement
+from cutune.gpu.backend import Backend, Capability, Check, DeviceInfo, Failure, Job, Measurement
 from cutune.source_file import text_hash
+from cutune.spec import KernelSpec, parse_spec
 from cutune.template.model import Config, Space
-from cutune.template.spec import KernelSpec, parse_spec
+
+if TYPE_CHECKING:
+    from cutune.gpu.profile import Profile
 
 FORMAT = 2  # 1: `spec_sha256` hashed the spec file's text; 2: its canonical form, kept in `spec` too
 _HISTORY_COMMITS = 200  # how far back a format 1 recording's spec text is looked for in git
@@ -327,6 +330,14 @@ class RecordingBackend(Backend):
     def sanitize(self, configs: Sequence[Config]) -> tuple[Check, ...] | None:
         """The inner backend's compute-sanitizer run."""
         return self.inner.sanitize(configs)
+
+    def can(self, capability: Capability) -> bool:
+        """What the recorded backend declares."""
+        return self.inner.can(capability)
+
+    def profile(self, job: Job, config: Config) -> Profile | None:
+        """The recorded backend's profile (not recorded: counters are not timings)."""
+        return self.inner.profile(job, config)
 
     @property
     def healthy(self) -> bool:

@@ -16,14 +16,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
-from cutune.gpu.backend import Check, Failure, Job
+from cutune.errors import CutuneError
+from cutune.gpu.backend import Capability, Check, Failure, Job
+from cutune.spec import KernelSpec
+from cutune.spec.ragged import ragged_sizes
 from cutune.template.dtypes import dtype_size
 from cutune.template.model import Config
-from cutune.template.spec import KernelSpec
-from cutune.template.spec.ragged import ragged_sizes
 
 TOOLS = ("memcheck", "racecheck")
 _FOUND = 86  # the exit code asked of the tool when it reports an error
@@ -31,6 +33,17 @@ _START, _DONE = "cutune-sanitize: start ", "cutune-sanitize: done "
 _TOOL_FAILURE = {"memcheck": Failure.OUT_OF_BOUNDS, "racecheck": Failure.RACE}
 _KERNEL_ERROR = re.compile(r"Invalid|Misaligned|Race|[Hh]azard|out of bounds|Barrier error|Uninitialized")
 _NOISE = ("COMPUTE-SANITIZER", "Saved host backtrace", "Host Frame", "ERROR SUMMARY", "RACECHECK SUMMARY")
+
+
+@runtime_checkable
+class RunsEach(Protocol):
+    """A backend that runs configurations once each, as the sanitizer's child does (Capability.SANITIZE)."""
+
+    def run_each(
+        self, job: Job, configs: Sequence[Config], size: dict[str, int], before: Callable[[int], None]
+    ) -> Iterator[bool]: ...
+
+    def close(self) -> None: ...
 
 
 def sanitizer_path() -> str | None:
@@ -53,8 +66,8 @@ def sanitize_job(
     job: Job,
     configs: Sequence[Config],
     *,
-    compiler: str = "auto",
-    device: int = 0,
+    backend: str,
+    options: Mapping[str, Any],
     tools: Sequence[str] = TOOLS,
     timeout_s: float = 300.0,
 ) -> tuple[Check, ...] | None:
@@ -63,6 +76,7 @@ def sanitize_job(
 
     A reported error fails that configuration with the tool's message. None where compute-sanitizer is
     absent; a configuration the tool could not run (no finding) passes, saying it was not sanitized.
+    The child builds `backend` (a registry name, which must declare Capability.SANITIZE) from `options`.
     """
     exe = sanitizer_path()
     if exe is None:
@@ -76,7 +90,7 @@ def sanitize_job(
             todo = [i for i in range(len(configs)) if i not in failed]
             while todo:  # a fault ends the process: the configurations after it run in a new one
                 payload = Path(tmp) / "job.pickle"
-                payload.write_bytes(pickle.dumps((job, tuple(configs[i] for i in todo), size, compiler, device)))
+                payload.write_bytes(pickle.dumps((job, tuple(configs[i] for i in todo), size, backend, dict(options))))
                 output = _run_tool(exe, tool, payload, timeout_s)
                 left = []
                 for i, (report, started, finished) in zip(todo, _segments(output, len(todo)), strict=True):
@@ -142,11 +156,14 @@ def main(argv: Sequence[str]) -> int:
     markers that tell the parent which configuration a report belongs to."""
     import cupy
 
-    from cutune.gpu.cupy_backend import CupyBackend
+    from cutune.gpu.registry import resolve_backend
 
     cupy.cuda.set_allocator(None)  # every array its own cudaMalloc of its exact size
-    job, configs, size, compiler, device = pickle.loads(Path(argv[0]).read_bytes())
-    backend = CupyBackend(compiler=compiler, device=device, compile_workers=1)
+    job, configs, size, name, options = pickle.loads(Path(argv[0]).read_bytes())
+    cls = resolve_backend(name)
+    backend = cls(**options)
+    if Capability.SANITIZE not in cls.capabilities or not isinstance(backend, RunsEach):
+        raise CutuneError(f"the {name} backend cannot run configurations under compute-sanitizer")
     try:
         for i, ran in enumerate(backend.run_each(job, configs, size, lambda i: print(f"{_START}{i}", flush=True))):
             if ran:

@@ -19,11 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement
+from cutune.gpu.backend import Backend, Capability, Check, DeviceInfo, Failure, Job, Measurement
 from cutune.template.model import Config
+
+if TYPE_CHECKING:
+    from cutune.gpu.profile import Profile
 
 log = logging.getLogger(__name__)
 _UNHEALTHY_EXIT = 3
@@ -91,6 +94,19 @@ class IsolatedBackend(Backend):
     def sanitize(self, configs: Sequence[Config]) -> tuple[Check, ...] | None:
         """Run compute-sanitizer from the child (which starts it in a fresh process of its own)."""
         return self._ask(("sanitize", tuple(configs)), configs, SANITIZE_TIMEOUT_S)
+
+    def can(self, capability: Capability) -> bool:
+        """What the backend run in the child declares."""
+        return capability in self._inner_class().capabilities
+
+    def profile(self, job: Job, config: Config) -> Profile | None:
+        """The child's backend's profile: its launcher runs in a process of ncu's, never in this one."""
+        return self._inner_class()(**self.options).profile(job, config)
+
+    def _inner_class(self) -> type[Backend]:
+        from cutune.gpu.registry import resolve_backend  # the registry imports this module
+
+        return resolve_backend(self.backend)
 
     def _ask_check(self, message: tuple[Any, ...], config: Config, timeout: float) -> Check | None:
         checks = self._ask(message, (config,), timeout)

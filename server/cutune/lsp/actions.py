@@ -12,8 +12,9 @@ from cutune.lsp import diagnostics
 from cutune.lsp.analysis import DocumentAnalysis, KernelView
 from cutune.lsp.convert import document_edit, line_edits
 from cutune.lsp.edits import Edit, apply_edit, draft_spec_edit, templatize_edit
-from cutune.project import KernelContext, variants_of
+from cutune.project import KernelContext
 from cutune.template.variants import keep_variant
+from cutune.workflow import variants_of
 
 KINDS = [types.CodeActionKind.RefactorRewrite, types.CodeActionKind.QuickFix]
 

@@ -6,15 +6,16 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cutune.apply.dispatch import MARKER
 from cutune.cuda.model import Kernel, SourceModel, TypeDecl
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.lsp.results import ResultStore
-from cutune.project import KernelContext, open_kernel, result_is_current
-from cutune.template.dispatch import MARKER
-from cutune.template.spec import spec_path_for
+from cutune.project import KernelContext, open_kernel
+from cutune.spec import spec_path_for
 from cutune.template.tuning import tuning_name
 from cutune.tune.result import TuneResult
+from cutune.workflow import result_is_current
 
 
 @dataclass(frozen=True)

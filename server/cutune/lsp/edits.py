@@ -8,9 +8,10 @@ from lsprotocol import types
 
 from cutune.lsp.analysis import DocumentAnalysis
 from cutune.lsp.convert import DocumentChange, append_to, document_edit, line_edits, new_file, path_uri
-from cutune.project import KernelContext, apply_result
-from cutune.template.spec import dump_kernel_spec
+from cutune.project import KernelContext
+from cutune.spec import dump_kernel_spec
 from cutune.tune.result import TuneResult
+from cutune.workflow import apply_result
 
 
 @dataclass(frozen=True)

@@ -10,33 +10,19 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from cutune.agent.sources import make_source
-from cutune.agent.steps import LoopOptions, run_loop
-from cutune.errors import CutuneError, NoGpuError
-from cutune.gpu.backend import Backend
-from cutune.gpu.device import gpu_available
-from cutune.gpu.registry import create_backend
+from cutune.agent.steps import LoopOptions
+from cutune.errors import CutuneError
 from cutune.lsp import describe
 from cutune.lsp.settings import Settings
-from cutune.project import (
-    KernelContext,
-    build_job,
-    searches_variants,
-    store_variants,
-    tune_options,
-    variants_of,
-    with_combined,
-    workspace_dir,
-)
-from cutune.tune import Progress, ProgressFn, TuneResult, tune
+from cutune.project import KernelContext, workspace_dir
+from cutune.tune import Progress, ProgressFn, TuneResult
+from cutune.workflow import AgentRequest, BackendChoice, Hooks, TuneRequest, agent_autotune, autotune
 
 log = logging.getLogger(__name__)
 
 JOB_STATUS = "cutune/jobStatus"  # the notification of every status change
-NO_GPU = "measured tuning needs a CUDA GPU; run `cutune check` for compile-only results"
 _REPORT_EVERY_S = 0.1  # progress notifications at most this often: replayed trials take microseconds
 
 Work = Callable[[ProgressFn, threading.Event], TuneResult]
@@ -186,50 +172,33 @@ def _progress_message(p: Progress, best: float | None) -> str:
 
 
 def tuning_work(ctx: KernelContext, settings: Settings) -> Work:
-    """What an autotune job runs: the core's `tune` with the backend the settings name (or the agent loop)."""
+    """What an autotune job runs: the workflow's autotune with the backend the settings name (or the agent)."""
     if settings.agent.autotune:
         return agent_work(ctx, settings)
-    ctx.require_spec()  # before anything else: the spec is the user's to fix
-    workspace = workspace_dir(ctx.path)
-    recording = workspace / settings.replay_file if settings.backend == "replay" else None
-    known = recording if recording is not None and recording.is_file() else None  # else _backend says it is missing
-    combined = variants_of(ctx) if searches_variants(None if settings.variants else False, known) else None
-    searched = with_combined(ctx, combined) if combined is not None else ctx
-    job = build_job(searched)
-    options = tune_options(
-        ctx, trials=settings.budget.trials, seconds=settings.budget.seconds, storage_url=settings.storage_url or None
+    request = TuneRequest(
+        trials=settings.budget.trials,
+        seconds=settings.budget.seconds,
+        storage_url=settings.storage_url or None,
+        variants=None if settings.variants else False,
+        backend=_backend(ctx, settings),
     )
-    backend = _backend(settings, workspace)
-
-    def work(progress: ProgressFn, cancel: threading.Event) -> TuneResult:
-        result = tune(job, backend, options, progress=progress, cancel=cancel)
-        if combined is not None and combined.variants:  # a cancelled run keeps its trials: theirs too
-            store_variants(options.storage(), result.study, combined.variants)
-        return result
-
-    return work
+    return lambda progress, cancel: autotune(ctx, request, Hooks(progress, cancel)).result
 
 
 def agent_work(ctx: KernelContext, settings: Settings) -> Work:
     """The measured agent loop (`agent.autotune`): variants proposed, checked, tuned briefly; its best result."""
-    workspace = workspace_dir(ctx.path)
-    _backend(settings, workspace).close()  # refuse at once (no GPU, no recording), not at the first step
     agent = settings.agent
-    options = tune_options(ctx, trials=agent.step_trials, seconds=None, storage_url=settings.storage_url or None)
     loop = LoopOptions(
         max_steps=agent.max_iterations,
         seconds=settings.budget.seconds,
         target_pct=agent.target_pct,
         trials=agent.step_trials,
-        profile=settings.backend != "replay",  # replayed timings have no kernel to profile
         arch=settings.arch,
     )
-    source = make_source(agent)
+    request = AgentRequest(agent, loop, settings.storage_url or None, _backend(ctx, settings))
 
     def work(progress: ProgressFn, cancel: threading.Event) -> TuneResult:
-        run = run_loop(
-            ctx, source, lambda: _backend(settings, workspace), options, loop, progress=progress, cancel=cancel
-        )
+        run = agent_autotune(ctx, request, Hooks(progress, cancel))
         if run.result is None:
             raise CutuneError(f"the agent measured nothing of {ctx.kernel.name}: {run.message}")
         return run.result
@@ -237,14 +206,7 @@ def agent_work(ctx: KernelContext, settings: Settings) -> Work:
     return work
 
 
-def _backend(settings: Settings, workspace: Path) -> Backend:
-    if settings.backend == "replay":
-        if not settings.replay_file:
-            raise CutuneError("the replay backend needs the `cutune.replayFile` setting (a recording)")
-        recording = workspace / settings.replay_file
-        if not recording.is_file():
-            raise CutuneError(f"no recording at {recording} (setting `cutune.replayFile`)")
-        return create_backend("replay", path=recording, pace_s=settings.replay_pace)
-    if not gpu_available():
-        raise NoGpuError(NO_GPU)
-    return create_backend("cupy")
+def _backend(ctx: KernelContext, settings: Settings) -> BackendChoice:
+    recording = workspace_dir(ctx.path) / settings.replay_file if settings.replay_file else None
+    hint = "the `cutune.replayFile` setting"
+    return BackendChoice(settings.backend, recording, settings.replay_pace, recording_hint=hint)

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 
 from cutune.cuda.model import Kernel, TemplateParamKind
 from cutune.errors import ExpressionError
+from cutune.spec import KernelSpec
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, Config, Space, TunableParam, Value
 from cutune.template.recipes.specialize import runtime_param, static_param
-from cutune.template.spec import KernelSpec
 from cutune.template.tuning import tuning_name, value_text
 
 

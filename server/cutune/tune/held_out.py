@@ -1,6 +1,6 @@
 """Checking the dispatch where it was not tuned: sizes between tuned ones, measured against the original.
 
-The rule (template/dispatch.py) gives a size between two tuned ones the configuration of the lower one.
+The rule (tune/dispatch.py) gives a size between two tuned ones the configuration of the lower one.
 A held-out size sits between each two consecutive tuned values of the dispatch variable, once for each
 tuned size at the lower value, with that size's other variables. Each is measured, interleaved with the
 original in the confirmation manner; where the launched configuration is not faster than the original
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Job
-from cutune.template.dispatch import DispatchPlan, held_out_sizes, plan_dispatch, unchecked_ranges
 from cutune.template.model import Binding, Space
+from cutune.tune.dispatch import DispatchPlan, held_out_sizes, plan_dispatch, unchecked_ranges
 from cutune.tune.options import SelectionOptions
 from cutune.tune.result import SizeResult
 from cutune.tune.select import Selection, measure_rounds

@@ -12,8 +12,8 @@ from typing import Any
 from cutune.errors import StudyError
 from cutune.gpu.backend import Timing
 from cutune.gpu.replay import ReplaySource
-from cutune.template.dispatch import DispatchPlan
 from cutune.template.model import Config
+from cutune.tune.dispatch import DispatchPlan
 from cutune.tune.select import weighted_geomean
 
 FORMAT_VERSION = 1

@@ -17,13 +17,13 @@ from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Check, DeviceInfo, Job
 from cutune.gpu.finalists import first_finding, recheck, sanitizer_enabled
-from cutune.gpu.limits import DeviceLimits, limits_for
 from cutune.gpu.replay import measuring_name, replay_source
 from cutune.gpu.sol import sol_floor_us
-from cutune.template.dispatch import DispatchPlan
+from cutune.limits import DeviceLimits, limits_for
+from cutune.spec import KernelSpec
+from cutune.spec.ragged import describe_checks, ragged_sizes
 from cutune.template.model import Config
-from cutune.template.spec import KernelSpec
-from cutune.template.spec.ragged import describe_checks, ragged_sizes
+from cutune.tune.dispatch import DispatchPlan
 from cutune.tune.held_out import HeldOut, check_held_out, per_file_params
 from cutune.tune.options import TuneOptions
 from cutune.tune.plan import plan_for, write_plan

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from optuna.distributions import CategoricalDistribution
 
 from cutune.errors import CutuneError
-from cutune.gpu.limits import DeviceLimits
+from cutune.limits import DeviceLimits
+from cutune.spec import KernelSpec
 from cutune.template.expr import Number, compile_expr
 from cutune.template.model import Config, Space
-from cutune.template.spec import KernelSpec
 
 ENUMERATION_LIMIT = 10_000  # points; beyond this the feasible set is not listed up front
 # CUDA's per-dimension block limits, the same on every architecture cutune targets

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from cutune.cuda.extract import extract_kernel, qualified_name
 from cutune.cuda.parse import parse_source
+from cutune.spec import KernelSpec
 from cutune.template.instantiate import instantiation
 from cutune.template.model import Config, Template, Value
-from cutune.template.spec import KernelSpec
 from tests.cuda.test_extract import nvcc_compiled_functions, nvrtc_lowered_names
 
 

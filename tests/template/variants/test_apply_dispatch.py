@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from cutune.apply.dispatch import MARKER
 from cutune.cuda.parse import parse_source
 from cutune.gpu.backend import Timing
-from cutune.project import KernelContext, apply_result, apply_to_source, open_kernel, variants_of, with_combined
-from cutune.template.dispatch import MARKER, plan_dispatch
+from cutune.project import KernelContext, open_kernel
 from cutune.template.model import Config, Value
 from cutune.template.variants import VARIANT, Combined, GridShape, with_variants
+from cutune.tune.dispatch import plan_dispatch
 from cutune.tune.result import SizeResult, TuneResult
+from cutune.workflow import apply_result, apply_to_source, variants_of, with_combined
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 TORCH_STUB = Path(__file__).resolve().parent / "torch_stub"

@@ -9,9 +9,9 @@ import pytest
 
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
+from cutune.spec import load_spec
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, Space, Template, TunableParam
-from cutune.template.spec import load_spec
 from cutune.template.templatize import templatize
 from cutune.template.variants import (
     TRANSFORMS,

@@ -13,11 +13,11 @@ from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.gpu.backend import Job, TimingOptions
-from cutune.gpu.limits import limits_for
 from cutune.gpu.registry import create_backend
+from cutune.limits import limits_for
 from cutune.project import open_kernel, tune_options
+from cutune.spec import KernelSpec, load_spec
 from cutune.template.model import Space, Template
-from cutune.template.spec import KernelSpec, load_spec
 from cutune.template.templatize import templatize
 from cutune.template.variants import TRANSFORMS, with_variants
 from cutune.template.variants.row_reduce import RowReduce

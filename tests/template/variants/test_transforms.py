@@ -9,7 +9,7 @@ import pytest
 
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
-from cutune.template.spec import load_spec
+from cutune.spec import load_spec
 from cutune.template.variants import TRANSFORMS, GridShape, PacksPerThread, Vectorize, propose_variants, with_variants
 from tests.cuda.test_extract import needs_nvrtc
 

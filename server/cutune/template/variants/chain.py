@@ -13,8 +13,8 @@ import re
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
+from cutune.spec import KernelSpec
 from cutune.template.edits import EditList, apply_edits
-from cutune.template.spec import KernelSpec
 from cutune.template.variants.combine import PLACEHOLDER
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 
 from cutune.cuda.model import SourceModel
 from cutune.errors import CutuneError
+from cutune.spec import KernelSpec
 from cutune.template.model import Binding, Space, Template, TunableParam
 from cutune.template.recipes.base import KernelRewrite, KernelSource
 from cutune.template.recipes.specialize import static_param
-from cutune.template.spec import KernelSpec
 from cutune.template.tuning import value_text
 from cutune.template.variants.loops import balanced, line_indent
 from cutune.template.variants.model import Variant

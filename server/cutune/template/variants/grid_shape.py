@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
+from cutune.spec import KernelSpec
 from cutune.template.model import Binding, TunableParam
-from cutune.template.spec import KernelSpec
 from cutune.template.variants.loops import kernel_source, squeezed, stride_loops
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 

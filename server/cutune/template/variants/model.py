@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from cutune.cuda.model import SourceModel
+from cutune.spec import KernelSpec
 from cutune.template.model import TunableParam
-from cutune.template.spec import KernelSpec
 
 
 @dataclass(frozen=True)

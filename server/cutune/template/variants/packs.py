@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
+from cutune.spec import KernelSpec
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource
-from cutune.template.spec import KernelSpec
 from cutune.template.variants.loops import (
     BLOCK_DIVIDED,
     StrideLoop,

@@ -22,12 +22,12 @@ from tree_sitter import Node
 from cutune.cuda.model import SourceModel
 from cutune.cuda.syntax import node_text
 from cutune.errors import CutuneError, TransformRefused
+from cutune.spec import KernelSpec
 from cutune.template.dtypes import dtype_size
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.specialize import static_param
-from cutune.template.spec import KernelSpec
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 THREADS = "ROW_THREADS"

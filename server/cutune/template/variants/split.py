@@ -17,10 +17,10 @@ import re
 
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
+from cutune.spec import KernelSpec
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.spec import KernelSpec
 from cutune.template.variants.loops import (
     COOPERATION,
     StrideLoop,

@@ -26,10 +26,10 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
+from cutune.spec import KernelSpec
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.spec import KernelSpec
 from cutune.template.variants.address import Address, LoopIndex
 from cutune.template.variants.inline import inline_helpers
 from cutune.template.variants.loops import (

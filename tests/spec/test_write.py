@@ -11,8 +11,7 @@ import pytest
 from cutune.cuda.model import Kernel, LaunchSite, Parameter, TemplateParam, TemplateParamKind
 from cutune.cuda.text import Position, Span
 from cutune.errors import SpecError
-from cutune.template.model import Binding, Space, TunableParam
-from cutune.template.spec import (
+from cutune.spec import (
     ArgSpec,
     Init,
     KernelSpec,
@@ -24,6 +23,7 @@ from cutune.template.spec import (
     load_spec,
     parse_spec,
 )
+from cutune.template.model import Binding, Space, TunableParam
 
 ROOT = Path(__file__).resolve().parents[2]
 SPAN = Span(0, 0, Position(0, 0), Position(0, 0))

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from cutune.apply.config import apply_dispatch
+from cutune.apply.dispatch import MARKER
 from cutune.errors import SourceError
 from cutune.project import open_kernel
-from cutune.template.apply import apply_dispatch
-from cutune.template.dispatch import (
-    MARKER,
+from cutune.template.edits import apply_edits
+from cutune.template.model import Config
+from cutune.tune.dispatch import (
     Branch,
     DispatchPlan,
     held_out_sizes,
     plan_dispatch,
     unchecked_ranges,
 )
-from cutune.template.edits import apply_edits
-from cutune.template.model import Config
 
 ROOT = Path(__file__).parents[2]
 SAMPLE = ROOT / "samples" / "kv_cache_write.cu"

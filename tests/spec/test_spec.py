@@ -10,9 +10,8 @@ import pytest
 from cutune.cuda.model import Kernel, Parameter, TemplateParam, TemplateParamKind
 from cutune.cuda.text import Position, Span
 from cutune.errors import SpecError
-from cutune.gpu.limits import limits_for
-from cutune.template.model import Binding
-from cutune.template.spec import (
+from cutune.limits import limits_for
+from cutune.spec import (
     ArgSpec,
     KernelSpec,
     Role,
@@ -24,7 +23,8 @@ from cutune.template.spec import (
     parse_spec,
     spec_path_for,
 )
-from cutune.template.spec.locate import dotted, key_lines
+from cutune.spec.locate import dotted, key_lines
+from cutune.template.model import Binding
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from cutune.errors import SpecError
-from cutune.template.spec import KernelSpec, load_spec, parse_spec
-from cutune.template.spec.ragged import describe_checks, ragged_sizes
-from cutune.template.spec.write import dump_kernel_spec
+from cutune.spec import KernelSpec, load_spec, parse_spec
+from cutune.spec.ragged import describe_checks, ragged_sizes
+from cutune.spec.write import dump_kernel_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

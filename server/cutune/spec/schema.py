@@ -1,4 +1,4 @@
-"""The JSON Schema of spec files (packaged as template/spec.schema.json), for validators and editors."""
+"""The JSON Schema of spec files (packaged as spec/spec.schema.json), for validators and editors."""
 
 from __future__ import annotations
 
@@ -9,6 +9,6 @@ from typing import Any
 
 def spec_schema() -> dict[str, Any]:
     """The spec files' JSON Schema (draft 2020-12), with descriptions for editor completion."""
-    text = resources.files("cutune.template").joinpath("spec.schema.json").read_text(encoding="utf-8")
+    text = resources.files("cutune.spec").joinpath("spec.schema.json").read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema

@@ -6,9 +6,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from cutune.spec.load import TODO
+from cutune.spec.model import ArgSpec, Init, KernelSpec, Role
 from cutune.template.model import TunableParam
-from cutune.template.spec.load import TODO
-from cutune.template.spec.model import ArgSpec, Init, KernelSpec, Role
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ARG_DEFAULTS = ArgSpec(name="", dtype="")

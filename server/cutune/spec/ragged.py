@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cutune.errors import ExpressionError, SpecError
+from cutune.spec.model import KernelSpec
 from cutune.template.dtypes import dtype_size
 from cutune.template.expr import compile_expr
-from cutune.template.spec.model import KernelSpec
 
 DEFAULT_CAP_BYTES = 64 * 1024 * 1024  # the most array memory one ragged size may take
 

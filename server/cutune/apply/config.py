@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from cutune.apply.dispatch import dispatch_edits, variant_launch_config
 from cutune.cuda.model import LaunchSite, SourceModel
 from cutune.errors import SourceError
-from cutune.template.dispatch import DispatchPlan, dispatch_edits, variant_launch_config
 from cutune.template.edits import EditList, TextEdit
 from cutune.template.instantiate import tuned_options
 from cutune.template.model import Binding, Config, Space, TunableParam
@@ -21,6 +21,7 @@ from cutune.template.tuning import value_text
 from cutune.template.variants.combine import VARIANT
 from cutune.template.variants.host_launch import HostLaunchError
 from cutune.template.variants.model import Variant
+from cutune.tune.dispatch import DispatchPlan
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def apply_dispatch(
     note: str,
     variants: Sequence[Variant] = (),
 ) -> AppliedConfig:
-    """The edits that launch each configuration of `plan` in its range of sizes (template/dispatch.py);
+    """The edits that launch each configuration of `plan` in its range of sizes (tune/dispatch.py);
     one configuration for all sizes is written as the kernel's defaults instead. `note` says where and
     when it was tuned, for the comment above the dispatch. `model` holds the structural `variants` behind
     VARIANT when the plan launches them (each range launches its variant's grid and block: see

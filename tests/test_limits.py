@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from cutune.errors import CutuneError
-from cutune.gpu.limits import BUILTIN, limits_for
+from cutune.limits import BUILTIN, limits_for
 
 KB = 1024
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutune.spec.model import KernelSpec
 from cutune.template.dtypes import parse_c_type
-from cutune.template.spec.model import KernelSpec
+from cutune.template.recipes.specialize import runtime_param
 
 if TYPE_CHECKING:  # typing only: checking a spec needs no CUDA parser loaded
     from cutune.cuda.model import Kernel
@@ -22,8 +23,6 @@ def check_against_kernel(spec: KernelSpec, kernel: Kernel) -> None:
             f"{len(spec.args)} args ({', '.join(a.name for a in spec.args)}) but {kernel.name} takes "
             f"{len(params)} parameters ({', '.join(p.name for p in params)})",
         )
-    from cutune.template.recipes.specialize import runtime_param  # late: recipes import the spec
-
     for i, (arg, param) in enumerate(zip(spec.args, params, strict=True)):
         # a specialised size argument is renamed in the kernel (d → d_rt); the spec keeps the user's name
         if param.name not in (arg.name, runtime_param(arg.name)):

@@ -6,12 +6,12 @@ import re
 from typing import TYPE_CHECKING
 
 from cutune.errors import ExpressionError
+from cutune.spec.launcher import HostLaunch, shape_comment
+from cutune.spec.load import LIMIT_NAMES, TODO
+from cutune.spec.model import ArgSpec, Init, KernelSpec, Role
 from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, parse_c_type
 from cutune.template.expr import compile_expr
 from cutune.template.model import Space
-from cutune.template.spec.launcher import HostLaunch, shape_comment
-from cutune.template.spec.load import LIMIT_NAMES, TODO
-from cutune.template.spec.model import ArgSpec, Init, KernelSpec, Role
 
 if TYPE_CHECKING:  # typing only: drafting a spec from the signature alone needs no CUDA parser loaded
     from cutune.cuda.model import Kernel, LaunchSite, Parameter, SourceModel
@@ -38,7 +38,7 @@ def draft_spec(
     host, roles, indices = HostLaunch(), {}, {}
     if model is not None:  # reading code needs the parser: loaded only here
         from cutune.cuda.access import index_arrays, pointer_roles
-        from cutune.template.spec.launcher import read_host
+        from cutune.spec.launcher import read_host
 
         roles = pointer_roles(model, kernel)
         indices = index_arrays(model, kernel)

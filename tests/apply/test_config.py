@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from cutune.apply.config import apply_config
 from cutune.cuda.parse import parse_source
 from cutune.errors import SourceError
-from cutune.template.apply import apply_config
 from cutune.template.edits import apply_edits
 from cutune.template.model import Config, Template
 from cutune.template.templatize import templatize
-
-from .kernels import in_parallel, load, nvcc
+from tests.template.kernels import in_parallel, load, nvcc
 
 
 def templatized(shape: str, *recipes: str) -> tuple[Template, str]:

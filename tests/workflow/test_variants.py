@@ -1,4 +1,4 @@
-"""The variant orchestration the CLI and the language server share (project.py): whether a run searches the
+"""The variants the autotune use case searches (workflow/variants.py): whether a run searches the
 variants, storing them with the study, and which variant each size runs."""
 
 from __future__ import annotations
@@ -8,18 +8,12 @@ from pathlib import Path
 
 import optuna
 
-from cutune.project import (
-    open_kernel,
-    searches_variants,
-    store_variants,
-    variant_names,
-    variants_of,
-    with_combined,
-)
+from cutune.project import open_kernel
 from cutune.template.variants import VARIANT
+from cutune.workflow.variants import searches_variants, store_variants, variant_names, variants_of, with_combined
 from tests.template.variants.test_apply_dispatch import _number, _result
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "benchmarks" / "results" / "recordings"
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from cutune.errors import ExpressionError, SpecError
-from cutune.gpu.limits import DeviceLimits
+from cutune.limits import DeviceLimits
+from cutune.spec.locate import KeyPath, dotted, key_lines, line_of
+from cutune.spec.model import ArgSpec, IncludeRules, Init, KernelSpec, Role, SpecFile, Tolerance
 from cutune.template.dtypes import C_TYPES, DTYPES, INTEGER_DTYPES
 from cutune.template.expr import CONSTANTS, FUNCTIONS, compile_expr
 from cutune.template.model import Binding, Space, TunableParam, Value
-from cutune.template.spec.locate import KeyPath, dotted, key_lines, line_of
-from cutune.template.spec.model import ArgSpec, IncludeRules, Init, KernelSpec, Role, SpecFile, Tolerance
 
 WEIGHT = "weight"  # a size entry's weight in the overall figure, not a size variable
 TODO = "TODO"  # a string value starting with this is a placeholder left by `draft_spec`

@@ -10,10 +10,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+from cutune.spec import spec_schema
+from cutune.spec.load import ARG_KEYS, KERNEL_KEYS, PARAM_KEYS, TOLERANCE_KEYS
 from cutune.template.dtypes import DTYPES
 from cutune.template.model import Binding
-from cutune.template.spec import spec_schema
-from cutune.template.spec.load import ARG_KEYS, KERNEL_KEYS, PARAM_KEYS, TOLERANCE_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = [
