@@ -1,0 +1,145 @@
+"""Specs from recorded capture logs: sizes and weights, launch fitting, template arguments, merging, extents."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cutune.capture.log import CaptureError, read_log
+from cutune.capture.run import specs_from_log
+from cutune.template.spec import load_spec
+from tests.capture.logs import RMS_BF16, RMS_HALF, f32, i32, launch, ptr, rms_launch, write_log
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "vllm_style" / "layernorm_kernels.cu"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    shutil.copy(SAMPLE, tmp_path)
+    return tmp_path
+
+
+def _bf16_log(tmp_path: Path) -> Path:
+    return write_log(
+        tmp_path / "launches.jsonl",
+        [rms_launch(RMS_BF16, 1, 4096, 120), rms_launch(RMS_BF16, 512, 4096, 7), rms_launch(RMS_BF16, 4096, 8192, 2)],
+    )
+
+
+def test_a_drafted_spec_gets_the_captured_sizes_weights_launch_and_types(workspace: Path) -> None:
+    outcome = specs_from_log(read_log(_bf16_log(workspace)), workspace, kernels=["rms_norm_kernel"])
+    assert outcome.errors == ()
+    spec = load_spec(workspace / "layernorm_kernels.tune.toml").kernel("rms_norm_kernel")
+    assert spec.sizes == (
+        {"num_tokens": 1, "hidden_size": 4096},
+        {"num_tokens": 512, "hidden_size": 4096},
+        {"num_tokens": 4096, "hidden_size": 8192},
+    )
+    assert spec.weights == (120.0, 7.0, 2.0)
+    assert spec.grid == ("num_tokens",)
+    assert spec.block == ("min(hidden_size, BLOCK_THREADS)",)  # the drafted expression fits: it stays tunable
+    assert spec.template_args == {"scalar_t": "__nv_bfloat16"}
+    assert {a.name: a.dtype for a in spec.args}["out"] == "bfloat16"
+    assert {a.name: a.value for a in spec.args}["epsilon"] == "1e-06"
+    assert "TODO" not in (workspace / "layernorm_kernels.tune.toml").read_text()
+
+
+def test_the_most_launched_instantiation_is_kept_and_the_other_named(workspace: Path) -> None:
+    log = write_log(
+        workspace / "l.jsonl",
+        [rms_launch(RMS_BF16, 8, 4096, 3), rms_launch(RMS_HALF, 8, 4096, 30), rms_launch(RMS_HALF, 64, 4096, 5)],
+    )
+    [result] = specs_from_log(read_log(log), workspace, kernels=["rms_norm_kernel"]).kernels
+    assert result.spec.template_args["scalar_t"] == "__half"
+    assert result.spec.weights == (30.0, 5.0)
+    assert any("c10::BFloat16" in n or "__nv_bfloat16" in n for n in result.notes)
+
+
+def test_capture_merges_into_an_existing_spec_and_keeps_other_tables(workspace: Path) -> None:
+    spec_path = workspace / "layernorm_kernels.tune.toml"
+    shutil.copy(SAMPLE.with_suffix(".tune.toml"), spec_path)
+    before = load_spec(spec_path)
+    fused = spec_path.read_text().split("[kernel.fused_add_rms_norm_kernel]")[1]
+    specs_from_log(read_log(_bf16_log(workspace)), workspace)
+    after = load_spec(spec_path)
+    assert spec_path.read_text().split("[kernel.fused_add_rms_norm_kernel]")[1] == fused
+    merged = after.kernel("rms_norm_kernel")
+    assert merged.weights == (120.0, 7.0, 2.0)
+    assert merged.space == before.kernel("rms_norm_kernel").space  # the hand-kept params survive
+    assert spec_path.read_text().count("[kernel.rms_norm_kernel]") == 1
+    specs_from_log(read_log(_bf16_log(workspace)), workspace)  # capturing again replaces, never duplicates
+    assert spec_path.read_text().count("[kernel.rms_norm_kernel]") == 1
+    assert spec_path.read_text().count("# captured") == 1
+
+
+def test_a_shape_larger_than_its_allocation_is_an_error_naming_the_argument(workspace: Path) -> None:
+    log = write_log(workspace / "l.jsonl", [rms_launch(RMS_BF16, 4, 4096, 1, weight_extent=4096)])  # 2048 elements
+    outcome = specs_from_log(read_log(log), workspace, kernels=["rms_norm_kernel"])
+    assert outcome.kernels == ()
+    [error] = outcome.errors
+    assert "'weight'" in error and "8192 bytes" in error and "4096 bytes" in error
+    assert not (workspace / "layernorm_kernels.tune.toml").exists()
+
+
+GEOMETRY = """
+template <int VEC>
+__global__ void scale_kernel(float* __restrict__ out, const float* __restrict__ in, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = 2.0f * in[i];
+}
+
+void launch(float* out, const float* in, int n, int blocks, cudaStream_t stream) {
+  scale_kernel<4><<<blocks, 256, 0, stream>>>(out, in, n);
+}
+"""
+SCALE = "_Z12scale_kernelILi4EEvPfPKfi"
+
+
+def test_geometry_no_expression_fits_becomes_per_size_literals(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(GEOMETRY)
+    n_grid = [(1000, 7), (4096, 3), (100000, 5)]  # a grid chosen by a heuristic the sizes do not show
+    log = write_log(
+        tmp_path / "l.jsonl",
+        [launch(SCALE, (g,), (256,), [ptr(0x1000, n * 4), ptr(0x9000, n * 4), i32(n)], 1 + g) for n, g in n_grid],
+    )
+    [result] = specs_from_log(read_log(log), tmp_path).kernels
+    spec = result.spec
+    assert spec.grid == ("grid_x",)
+    assert spec.block == ("BLOCK_THREADS",)  # drafted from the launch: it gives 256 at its default
+    assert [s["grid_x"] for s in spec.sizes] == [7, 3, 5]
+    assert [s["n"] for s in spec.sizes] == [1000, 4096, 100000]
+    assert spec.template_args == {"VEC": "4"}
+    assert any("grid_x" in note for note in result.notes)
+    assert load_spec(tmp_path / "scale.tune.toml").kernel("scale_kernel").sizes == spec.sizes
+
+
+def test_a_fitting_expression_is_found_over_the_sizes(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(GEOMETRY)
+    log = write_log(
+        tmp_path / "l.jsonl",
+        [
+            launch(SCALE, (-(-n // 256),), (256,), [ptr(0x1000, n * 4), ptr(0x9000, n * 4), i32(n)], 2)
+            for n in (1000, 70000)
+        ],
+    )
+    [result] = specs_from_log(read_log(log), tmp_path).kernels
+    assert result.spec.grid == ("ceil_div(n, 256)",)
+
+
+def test_a_malformed_log_is_one_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "cutune-capture"}\n{"name": 1}\n')
+    with pytest.raises(CaptureError, match=r"bad.jsonl:2: malformed launch record"):
+        read_log(bad)
+    bad.write_text("not json\n")
+    with pytest.raises(CaptureError, match=r"bad.jsonl:1: not JSON"):
+        read_log(bad)
+
+
+def test_launches_of_other_kernels_are_left_out(workspace: Path) -> None:
+    other = launch("_Z17some_torch_kernelPfi", (1,), (32,), [ptr(0x10, 64), i32(3)], 9)
+    log = write_log(workspace / "l.jsonl", [other, rms_launch(RMS_BF16, 2, 1024, 1)])
+    [result] = specs_from_log(read_log(log), workspace).kernels
+    assert result.kernel == "rms_norm_kernel" and result.launches == 1
+    assert f32(1.0).raw  # the helpers build the recorder's byte layout
