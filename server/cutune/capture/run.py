@@ -25,8 +25,8 @@ CAPTURE_DIR = Path(STATE_DIR) / "capture"
 DATA_CAP = 64 << 20  # bytes kept of each input buffer per captured problem
 INJECT_DIR = Path(__file__).parent / "inject"
 NO_GPU = (
-    "capture runs your program on a CUDA GPU, in the program's own environment (its Python with `pip install "
-    "cupti-python`): no CUDA GPU here"
+    "capture needs a CUDA GPU and the program's own environment (its Python, with `pip install cupti-python`): "
+    "no CUDA GPU here"
 )
 
 
