@@ -56,8 +56,8 @@ def spec_from_captures(
     a drafted array shape is larger than the allocation the program passed."""
     first = captured[0]
     notes: list[str] = []
-    chosen = _instantiation(captured, notes)
     tuned = {p.name: p.default for p in basis.space.params} if basis.space else {}
+    chosen = _instantiation(captured, set(tuned), notes)
     kernel = first.kernel
     template_args = dict(basis.template_args)
     for name, value in chosen[0].template_args.items():
@@ -94,11 +94,12 @@ def spec_from_captures(
     return KernelCapture(first.path, kernel.name, spec, launches, tuple(notes), real)
 
 
-def _instantiation(captured: Sequence[Captured], notes: list[str]) -> list[Captured]:
-    """The launches of the most launched instantiation (a spec fixes its template arguments)."""
+def _instantiation(captured: Sequence[Captured], tuned: set[str], notes: list[str]) -> list[Captured]:
+    """The launches of the most launched instantiation (a spec fixes its template arguments; the tuned ones
+    are the search's to choose)."""
     groups: dict[tuple[tuple[str, str], ...], list[Captured]] = {}
     for c in captured:
-        groups.setdefault(tuple(sorted(c.template_args.items())), []).append(c)
+        groups.setdefault(tuple(sorted((k, v) for k, v in c.template_args.items() if k not in tuned)), []).append(c)
     ranked = sorted(groups.values(), key=lambda g: -sum(c.launch.count for c in g))
     for other in ranked[1:]:
         args = ", ".join(f"{k} = {v}" for k, v in sorted(other[0].template_args.items()))

@@ -169,7 +169,7 @@ class Driver:
         if not runtime:
             return launch.func
         key = launch.func or 0
-        if key not in self._functions:
+        if self._functions.get(key) is None:  # not cached while unknown: a context may not be current yet
             self._functions[key] = self._resolve(key, cbid)
         return self._functions[key]
 
@@ -268,9 +268,10 @@ class Recorder:
         if runtime and data.callbackSite == 1:  # API_EXIT
             self.local.runtime = max(depth - 1, 0)
             pending, self.local.pending = getattr(self.local, "pending", None), None
-            if pending is not None:
+            if pending is not None:  # the launch made its context current: its function may be found now
+                func = self.driver.function_of(pending, cbid, True)
                 with self.lock:
-                    self.record(pending, None)
+                    self.record(pending, func, snapshot=False)  # the kernel may have run: no inputs to keep
             return
         if runtime:
             self.local.runtime = depth + 1
@@ -291,7 +292,7 @@ class Recorder:
         with self.lock:
             self.record(launch, func)
 
-    def record(self, launch: Launch, func: int | None) -> None:
+    def record(self, launch: Launch, func: int | None, *, snapshot: bool = True) -> None:
         layout = self.driver.layout(func) if func else []
         values = param_bytes(launch, layout) if layout else []
         params: list[dict[str, Any]] | None = None
@@ -315,7 +316,7 @@ class Recorder:
                 entry["why"] = "no parameter layout (the launched function was not found)" if not func else (
                     "the launch passed no argument list")  # fmt: skip
             self.entries[key] = entry
-            if self.data_dir and params is not None:
+            if self.data_dir and params is not None and snapshot:
                 entry["data"] = self.snapshot(key, params)
             self.flush(force=time.monotonic() - self.last_flush > FLUSH_SECONDS)
         elif params is not None:
