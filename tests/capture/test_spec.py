@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,49 @@ def test_launches_of_other_kernels_are_left_out(workspace: Path) -> None:
     [result] = specs_from_log(read_log(log), workspace).kernels
     assert result.kernel == "rms_norm_kernel" and result.launches == 1
     assert f32(1.0).raw  # the helpers build the recorder's byte layout
+
+
+PATHS = Path(__file__).resolve().parents[2] / "benchmarks" / "capture" / "launch_paths.cu"
+BF16 = "13__nv_bfloat16"
+
+
+def _paths_log(tmp_path: Path, gelu_grid: Callable[[int], int]) -> Path:
+    lines = []
+    for (rows, cols), calls in zip(((8, 4096), (512, 4096), (4096, 8192)), (12, 4, 1), strict=True):
+        n, pointers = rows * cols, [ptr(0x1000, rows * cols * 2), ptr(0x2000, rows * cols * 2)]
+        scale = f"_ZN5paths17scale_rows_kernelI{BF16}EEvPT_PKS2_PKfii"
+        bias = f"_ZN5paths15add_bias_kernelI{BF16}EEvPT_PKS2_S5_ii"
+        gelu = f"_ZN5paths11gelu_kernelI{BF16}EEvPT_PKS2_i"
+        lines += [
+            launch(scale, (rows,), (512,), [*pointers, ptr(0x3000, rows * 4), i32(rows), i32(cols)], calls),
+            launch(bias, (-(-n // 256),), (256,), [*pointers, ptr(0x3000, cols * 2), i32(n), i32(cols)], calls),
+            launch(gelu, (gelu_grid(n),), (256,), [*pointers, i32(n)], calls),
+        ]
+    return write_log(tmp_path / "l.jsonl", lines)
+
+
+def test_launches_through_launch_ex_a_helper_template_and_a_dispatch_macro_leave_nothing_todo(tmp_path: Path) -> None:
+    shutil.copy(PATHS, tmp_path)
+    log = _paths_log(tmp_path, lambda n: min(-(-n // 256), 65535))
+    outcome = specs_from_log(read_log(log), tmp_path)
+    assert outcome.errors == ()
+    specs = {k.kernel: k.spec for k in outcome.kernels}
+    assert specs["scale_rows_kernel"].grid == ("rows",)  # cudaLaunchKernelEx: the drafter saw no launch at all
+    assert specs["add_bias_kernel"].grid == ("ceil_div(n, 256)",)  # through launch_kernel(...)
+    # the macro's own launch, written with `paths::` helpers: the drafter's quote, checked against every launch
+    assert specs["gelu_kernel"].grid[0].startswith("((min(ceil_div(n, (BLOCK_THREADS)), MAX_BLOCKS))")
+    assert specs["scale_rows_kernel"].weights == (12.0, 4.0, 1.0)
+    text = (tmp_path / "launch_paths.tune.toml").read_text()
+    assert "TODO" not in text
+    assert set(load_spec(tmp_path / "launch_paths.tune.toml").kernels) == set(specs)
+
+
+def test_launch_params_no_fitted_launch_uses_are_no_longer_searched(tmp_path: Path) -> None:
+    shutil.copy(PATHS, tmp_path)
+    log = _paths_log(tmp_path, lambda n: 132 * 4 if n > 100_000 else 7)  # a grid sized by the SM count
+    outcome = specs_from_log(read_log(log), tmp_path, kernels=["gelu_kernel"])
+    [gelu] = outcome.kernels
+    assert gelu.spec.grid == ("grid_x",)
+    assert gelu.spec.space is not None and "MAX_BLOCKS" not in {p.name for p in gelu.spec.space.params}
+    assert any("MAX_BLOCKS" in n for n in gelu.notes)
+    load_spec(tmp_path / "launch_paths.tune.toml")  # still a valid spec

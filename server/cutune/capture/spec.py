@@ -8,6 +8,7 @@ dtypes of template element types) and checks the drafted array shapes against th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,6 +18,7 @@ from cutune.capture.match import Captured, Number
 from cutune.errors import ExpressionError
 from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, dtype_size, parse_c_type
 from cutune.template.expr import compile_expr
+from cutune.template.model import Binding, Space
 from cutune.template.spec import ArgSpec, KernelSpec
 
 _TODO = "TODO"
@@ -85,6 +87,7 @@ def spec_from_captures(
         block=block,
         shared_mem=smem,
     )
+    spec = _without_unused_launch_params(spec, notes)
     _check_extents(spec, first.path, merged)
     left = [f"{key} = {text!r}" for key, text in _todos(spec)]
     if left:
@@ -209,6 +212,8 @@ def _fit_dims(
     notes: list[str],
 ) -> tuple[str, ...]:
     """A grid or block: per axis, an expression that gives every captured value."""
+    if len(basis) == 1 and basis[0].startswith(_TODO):
+        basis = _written_dims(basis[0])
     axes = max([len(basis)] + [i + 1 for v in values for i in range(3) if v[i] != 1])
     dims = [
         _fit(f"{key}_{_AXES[i]}", basis[i] if i < len(basis) else "1", [v[i] for v in values], problems, fixed, notes)
@@ -238,9 +243,36 @@ def _fit(
     return key
 
 
+_WRITTEN = re.compile(r"the launch writes `(.+)`")
+_QUALIFIER = re.compile(r"\b(?:\w+::)+")
+
+
+def _written_dims(todo: str) -> tuple[str, ...]:
+    """Per axis, what the launch writes, as the drafter quoted it in its TODO (`dim3(a, b)` → a, b): a
+    candidate once namespaces are dropped (`ns::ceil_div` → `ceil_div`), kept only if every launch agrees."""
+    m = _WRITTEN.search(todo)
+    if m is None:
+        return (todo,)
+    text = _QUALIFIER.sub("", m.group(1)).strip()
+    inner = re.fullmatch(r"dim3\s*\((.*)\)", text)
+    parts = _split_top(inner.group(1)) if inner else [text]
+    return tuple(f"{_TODO}: {p.strip()}" for p in parts)
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
+
+
 def _candidates(basis: str, values: Sequence[int], sizes: Mapping[str, int]) -> list[str]:
     names = sorted(sizes)
-    out = [] if basis.startswith(_TODO) else [basis]
+    written = basis.removeprefix(f"{_TODO}:").strip() if basis.startswith(f"{_TODO}:") else None
+    out = [written] if written else [] if basis.startswith(_TODO) else [basis]
     if len(set(values)) == 1:
         out.append(str(values[0]))
     out += names
@@ -272,6 +304,21 @@ def _merged(problems: list[_Problem]) -> list[_Problem]:
         kept.extents = {k: min(v, p.extents.get(k, v)) for k, v in kept.extents.items()}
         kept.snapshot = kept.snapshot or p.snapshot
     return sorted(out.values(), key=lambda p: tuple(p.sizes.values()))
+
+
+def _without_unused_launch_params(spec: KernelSpec, notes: list[str]) -> KernelSpec:
+    """The spec without the launch parameters no fitted grid, block or shared memory uses any more (the
+    program's launch follows no expression they are in), nor the constraints that name them."""
+    if spec.space is None:
+        return spec
+    used = set().union(*(compile_expr(t).names for t in (*spec.grid, *spec.block, spec.shared_mem)))
+    gone = {p.name for p in spec.space.params if p.binding is Binding.LAUNCH and p.name not in used}
+    if not gone:
+        return spec
+    notes.append(f"{', '.join(sorted(gone))} no longer searched: the launches follow no expression over it")
+    kept = tuple(c for c in spec.space.constraints if not compile_expr(c).names & gone)
+    space = Space(tuple(p for p in spec.space.params if p.name not in gone), kept)
+    return replace(spec, space=space, constraints=tuple(c for c in spec.constraints if c in kept))
 
 
 def _check_extents(spec: KernelSpec, path: Path, problems: Sequence[_Problem]) -> None:
