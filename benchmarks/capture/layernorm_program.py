@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extension import torch_extension  # noqa: E402
+from extension import torch_extension
 
 # (tokens, hidden): how often each runs; decode sizes dominate serving, so they run most
 SHAPES = (((4, 4096), 24), ((256, 4096), 6), ((2048, 8192), 2))

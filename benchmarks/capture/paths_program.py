@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extension import shared_library  # noqa: E402
+from extension import shared_library
 
 DTYPES = ((torch.bfloat16, 2, 2), (torch.float16, 1, 1))  # (dtype, code in the library, launches per call site)
 ROWS_COLS = ((8, 4096), (512, 4096), (4096, 8192))

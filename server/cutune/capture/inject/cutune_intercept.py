@@ -212,7 +212,10 @@ class Driver:
         out: list[tuple[int, int]] = []
         offset, size = ctypes.c_size_t(), ctypes.c_size_t()
         get = self.cuda.cuFuncGetParamInfo
-        while len(out) < 4096 and get(ctypes.c_void_p(func), len(out), ctypes.byref(offset), ctypes.byref(size)) == 0:
+        while (
+            len(out) < 4096
+            and get(ctypes.c_void_p(func), ctypes.c_size_t(len(out)), ctypes.byref(offset), ctypes.byref(size)) == 0
+        ):
             out.append((offset.value, size.value))
         return out
 
