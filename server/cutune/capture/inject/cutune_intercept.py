@@ -353,8 +353,9 @@ class Recorder:
         if not force:
             return
         self.last_flush = time.monotonic()
+        argv = list(getattr(sys, "argv", []))  # not yet set while sitecustomize runs, in some Pythons
         header = {"format": FORMAT, "version": VERSION, "pid": os.getpid(), "device": self.device,
-                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": sys.argv,
+                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": argv,
                   "errors": self.errors}  # fmt: skip
         tmp = f"{self.out}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
