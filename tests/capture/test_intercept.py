@@ -174,3 +174,22 @@ def test_other_kernels_are_not_recorded(tmp_path: Path) -> None:
 def test_struct_layouts_match_the_cuda_13_headers(cls: str) -> None:
     sizes = {"RuntimeLaunch": 56, "DriverLaunch": 64, "DriverConfig": 56, "RuntimeConfig": 56, "CallbackData": 72}
     assert ctypes.sizeof(getattr(m, cls)) == sizes[cls]
+
+
+def test_the_recorder_loads_into_a_python_program_and_reports_what_keeps_it_from_starting(tmp_path: Path) -> None:
+    """The injection path with no GPU: sitecustomize loads the recorder, which says why it cannot record
+    (no cupti-python or no driver here), and the program runs as it would without capture."""
+    import os
+    import subprocess
+    import sys
+
+    from cutune.capture.log import merge_parts
+
+    env = {**os.environ, "PYTHONPATH": str(INJECT_DIR), "CUTUNE_CAPTURE_OUT": str(tmp_path / "launches")}
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; print('ran', sys.argv)"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout.startswith("ran"), done.stderr
+    [part] = tmp_path.glob("launches.*.jsonl")
+    log = merge_parts([part], command=["python"], data_dir=None)
+    assert log.launches == () and log.failed and ("cupti" in log.failed[0] or "libcuda" in log.failed[0])
