@@ -74,8 +74,12 @@ def capture(
     log_path: Path | None = None,
     data_cap: int = DATA_CAP,
     cancel: threading.Event | None = None,
+    output: Path | None = None,
+    cwd: Path | None = None,
 ) -> CaptureRun:
-    """Run `command` with the recorder in it; the log keeps what it launched even when it fails or is stopped."""
+    """Run `command` with the recorder in it; the log keeps what it launched even when it fails or is stopped.
+    The program's output goes to `output` when given (a language server's stdout is its protocol), else to ours;
+    it runs in `cwd` (default: ours)."""
     if not command:
         raise CaptureError("no program to run: give it after `--`, e.g. `cutune capture -- python bench.py`")
     found = workspace_kernels(root, kernels)
@@ -98,10 +102,21 @@ def capture(
     env["CUTUNE_CAPTURE_DATA_CAP"] = str(data_cap)
     if data_dir is not None:
         env["CUTUNE_CAPTURE_DATA"] = str(data_dir)
+    sink = output.open("wb") if output is not None else None
     try:
-        proc = subprocess.Popen(list(command), env=env)
+        proc = subprocess.Popen(
+            list(command),
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL if sink else None,
+            stdout=sink,
+            stderr=subprocess.STDOUT if sink else None,
+        )
     except OSError as e:
         raise CaptureError(f"cannot run {command[0]!r}: {e.strerror or e}") from None
+    finally:
+        if sink is not None:
+            sink.close()  # the child holds its own copy
     try:
         returncode = _wait(proc, cancel)
     finally:  # Ctrl-C or a cancel: the program stops, and what it launched is still kept
