@@ -55,6 +55,9 @@ class StandInDriver:
         self.copies.append((address, size))
         return bytes(size)
 
+    def capturing(self, stream: int) -> bool:
+        return False
+
     def device_name(self) -> str:
         return "stand-in"
 

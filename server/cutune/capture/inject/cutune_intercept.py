@@ -98,10 +98,11 @@ class Launch:
     """One launch as read from a callback: what a log line needs, before counting."""
 
     def __init__(self, api: str, func: int | None, name: str, grid: tuple[int, ...], block: tuple[int, ...],
-                 smem: int, params: int, extra: int) -> None:  # fmt: skip
+                 smem: int, params: int, extra: int, stream: int | None = None) -> None:  # fmt: skip
         self.api, self.func, self.name = api, func, name
         self.grid, self.block, self.smem = grid, block, smem
         self.params, self.extra = params, extra  # kernelParams (void**) and extra (void**) addresses, 0 if none
+        self.stream = stream or 0
 
 
 def read_launch(cbid: int, runtime: bool, address: int) -> Launch:
@@ -110,19 +111,19 @@ def read_launch(cbid: int, runtime: bool, address: int) -> Launch:
     if runtime and cbid in RUNTIME_EX:
         ex = RuntimeLaunchEx.from_address(address)
         c = RuntimeConfig.from_address(ex.config)
-        return Launch(RUNTIME[cbid], ex.func, "", _dims(c.grid), _dims(c.block), c.smem, ex.args or 0, 0)
+        return Launch(RUNTIME[cbid], ex.func, "", _dims(c.grid), _dims(c.block), c.smem, ex.args or 0, 0, c.stream)
     if runtime:
         r = RuntimeLaunch.from_address(address)
-        return Launch(RUNTIME[cbid], r.func, "", _dims(r.grid), _dims(r.block), r.smem, r.args or 0, 0)
+        return Launch(RUNTIME[cbid], r.func, "", _dims(r.grid), _dims(r.block), r.smem, r.args or 0, 0, r.stream)
     if cbid in DRIVER_EX:
         dx = DriverLaunchEx.from_address(address)
         d = DriverConfig.from_address(dx.config)
         grid, block = (d.gx, d.gy, d.gz), (d.bx, d.by, d.bz)
-        return Launch(DRIVER[cbid], dx.f, "", grid, block, d.smem, dx.params or 0, dx.extra or 0)
+        return Launch(DRIVER[cbid], dx.f, "", grid, block, d.smem, dx.params or 0, dx.extra or 0, d.stream)
     dl = DriverLaunch.from_address(address)
     extra = 0 if cbid in DRIVER_NO_EXTRA else (dl.extra or 0)
     grid, block = (dl.gx, dl.gy, dl.gz), (dl.bx, dl.by, dl.bz)
-    return Launch(DRIVER[cbid], dl.f, "", grid, block, dl.smem, dl.params or 0, extra)
+    return Launch(DRIVER[cbid], dl.f, "", grid, block, dl.smem, dl.params or 0, extra, dl.stream)
 
 
 def _dims(d: Dim3) -> tuple[int, int, int]:
@@ -133,6 +134,8 @@ def param_bytes(launch: Launch, layout: list[tuple[int, int]]) -> list[bytes]:
     """Each parameter's bytes, from `kernelParams` (one pointer per parameter) or the packed `extra` buffer."""
     if launch.params:
         pointers = (ctypes.c_void_p * len(layout)).from_address(launch.params)
+        if not all(pointers):  # a launch that lists fewer arguments than the function has: not read
+            return []
         return [ctypes.string_at(pointers[i] or 0, size) for i, (_, size) in enumerate(layout)]
     buffer = _extra_buffer(launch.extra) if launch.extra else None
     if buffer is None:
@@ -236,6 +239,13 @@ class Driver:
             else None
         )
 
+    def capturing(self, stream: int) -> bool:
+        """Whether `stream` is being captured into a CUDA graph (a synchronisation would break the capture)."""
+        status = ctypes.c_int()
+        if self.cuda.cuStreamIsCapturing(ctypes.c_void_p(stream), ctypes.byref(status)) != 0:
+            return True  # unknown: do not risk the program's capture
+        return status.value != 0
+
     def device_name(self) -> str:
         dev, name = ctypes.c_int(), ctypes.create_string_buffer(256)
         if self.cuda.cuCtxGetDevice(ctypes.byref(dev)) != 0 or self.cuda.cuDeviceGetName(name, 256, dev) != 0:
@@ -319,7 +329,7 @@ class Recorder:
                 entry["why"] = "no parameter layout (the launched function was not found)" if not func else (
                     "the launch passed no argument list")  # fmt: skip
             self.entries[key] = entry
-            if self.data_dir and params is not None and snapshot:
+            if self.data_dir and params is not None and snapshot and not self.driver.capturing(launch.stream):
                 entry["data"] = self.snapshot(key, params)
             self.flush(force=time.monotonic() - self.last_flush > FLUSH_SECONDS)
         elif params is not None:
