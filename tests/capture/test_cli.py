@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from cutune.capture.log import read_log
 from cutune.cli import app
 from cutune.template.spec import load_spec
 from tests.capture.logs import RMS_BF16, rms_launch, write_log
@@ -70,3 +72,24 @@ def test_no_program_and_unknown_kernel_are_clear_errors(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "no program to run" in res.output
     res = runner.invoke(app, ["capture", "--root", str(tmp_path), "-k", "nope", "--", "true"])
     assert res.exit_code == 2 and "no kernel named nope" in res.output
+
+
+@pytest.mark.parametrize(
+    ("program", "says"),
+    [
+        ([sys.executable, "-c", "print('hello')"], "pip install cupti-python"),  # no cupti-python here
+        (["true"], "capture records Python programs"),  # no Python process: nothing started the recorder
+    ],
+)
+def test_the_program_runs_and_a_recorder_that_cannot_start_is_named_with_gpu_check_stubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, program: list[str], says: str
+) -> None:
+    import cutune.capture.run as run
+
+    monkeypatch.setattr(run, "require_gpu", lambda: None)  # no GPU here: the rest of the run is real
+    shutil.copy(SAMPLE, tmp_path)
+    log = tmp_path / "launches.jsonl"
+    res = runner.invoke(app, ["capture", "--root", str(tmp_path), "--log", str(log), "--", *program])
+    assert res.exit_code == 2 and says in res.output, res.output
+    assert read_log(log).launches == ()  # the log is written all the same
+    assert not list((tmp_path / ".cutune" / "capture").glob("parts-*"))

@@ -123,13 +123,20 @@ def capture(
         if proc.poll() is None:
             proc.terminate()
             proc.wait()
-        log = merge_parts(parts.glob("*.jsonl"), command=command, data_dir=str(data_dir) if data_dir else None)
+        found_parts = sorted(parts.glob("*.jsonl"))
+        log = merge_parts(found_parts, command=command, data_dir=str(data_dir) if data_dir else None)
         target = log_path or default_log(root)
         target.parent.mkdir(parents=True, exist_ok=True)
         write_log(target, log)
         shutil.rmtree(parts, ignore_errors=True)
+    if not found_parts:
+        raise CaptureError(
+            f"no Python process of `{' '.join(command)}` started the launch recorder: capture records Python "
+            f"programs (and what they load: PyTorch extensions, CuPy, ctypes libraries), not yet other binaries"
+        )
     if log.failed and not log.launches:
-        raise CaptureError(f"the launch recorder could not start in the program: {log.failed[0]}")
+        hint = " (pip install cupti-python in the program's environment)" if "cupti" in log.failed[0] else ""
+        raise CaptureError(f"the launch recorder could not start in the program: {log.failed[0]}{hint}")
     return CaptureRun(log, target, proc.returncode if returncode is None else returncode, tuple(sorted(found)))
 
 
