@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -190,3 +191,20 @@ def test_launch_params_no_fitted_launch_uses_are_no_longer_searched(tmp_path: Pa
     assert gelu.spec.space is not None and "MAX_BLOCKS" not in {p.name for p in gelu.spec.space.params}
     assert any("MAX_BLOCKS" in n for n in gelu.notes)
     load_spec(tmp_path / "launch_paths.tune.toml")  # still a valid spec
+
+
+def test_data_snapshots_are_listed_as_the_real_inputs_of_each_size(workspace: Path) -> None:
+    line = rms_launch(RMS_BF16, 8, 1024, 5)
+    line["data"] = {"dir": "abc", "files": {str(i): {"file": f"{i}.bin", "bytes": 64} for i in range(3)}, "cap": 64}
+    log = write_log(workspace / "l.jsonl", [line])
+    header = json.loads((workspace / "l.jsonl").read_text().splitlines()[0])
+    header["data_dir"] = str(workspace / ".cutune" / "capture" / "data")
+    text = (workspace / "l.jsonl").read_text().splitlines()
+    (workspace / "l.jsonl").write_text("\n".join([json.dumps(header), *text[1:]]) + "\n")
+    [result] = specs_from_log(read_log(log), workspace).kernels
+    assert set(result.real_inputs[0]) == {"input", "weight"}  # `out` is written, not read
+    manifest = json.loads(
+        (workspace / ".cutune" / "capture" / "layernorm_kernels.rms_norm_kernel.inputs.json").read_text()
+    )
+    assert manifest["sizes"][0]["size"] == {"num_tokens": 8, "hidden_size": 1024}
+    assert manifest["sizes"][0]["inputs"]["input"].endswith("abc/1.bin")

@@ -193,8 +193,8 @@ def write_spec(result: KernelCapture, log: CaptureLog) -> Path:
     table = header + dump_kernel_spec(result.spec)
     old = spec_path.read_text(encoding="utf-8") if spec_path.exists() else None
     spec_path.write_text(merged_table(old, result.kernel, table), encoding="utf-8")
-    if result.real_inputs:
-        manifest = spec_path.parent / CAPTURE_DIR / f"{result.path.stem}.{result.kernel}.inputs.json"
+    if result.real_inputs and log.data_dir:  # beside the snapshots' folder
+        manifest = Path(log.data_dir).parent / f"{result.path.stem}.{result.kernel}.inputs.json"
         manifest.parent.mkdir(parents=True, exist_ok=True)
         sizes = [
             {"size": dict(result.spec.sizes[i]), "inputs": inputs} for i, inputs in sorted(result.real_inputs.items())

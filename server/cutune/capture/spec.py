@@ -19,7 +19,7 @@ from cutune.errors import ExpressionError
 from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, dtype_size, parse_c_type
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, Space
-from cutune.template.spec import ArgSpec, KernelSpec
+from cutune.template.spec import ArgSpec, KernelSpec, Role
 
 _TODO = "TODO"
 _FACTORS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
@@ -161,9 +161,9 @@ def _problems(
                 sizes[var] = basis.sizes[0][var]
                 notes.append(f"no launch argument gives {var}; it keeps the drafted {basis.sizes[0][var]}")
         snapshot = {}
-        if c.launch.data is not None and data_dir is not None:
+        if c.launch.data is not None and data_dir is not None:  # what the kernel reads: its outputs' are no input
             for i, (file, _n) in c.launch.data.files.items():
-                if i < len(args):
+                if i < len(args) and args[i].role is not Role.OUT:
                     snapshot[args[i].name] = str(data_dir / c.launch.data.folder / file)
         problems.append(
             _Problem(sizes, c.launch.grid, c.launch.block, c.launch.smem, c.launch.count, dict(c.extents), snapshot)
