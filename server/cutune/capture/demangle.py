@@ -63,13 +63,33 @@ def kernel_name(demangled: str) -> KernelName:
 
 
 def template_value(text: str) -> str:
-    """A demangled template argument as source would write it: `(int)4` → `4`, `256u` → `256`."""
+    """A demangled template argument as source would write it: `(int)4` → `4`, `256u` → `256`, a function
+    `&(float ns::silu<float>(float const&))` → `ns::silu<float>`."""
     text = text.strip()
     if m := _CAST.match(text):
         return m.group(1)
     if m := _INTEGER.match(text):
         return m.group(1)
+    if text.startswith("&(") and text.endswith("))"):
+        return _function_name(text[2:-1])
     return text
+
+
+def _function_name(signature: str) -> str:
+    """`float ns::silu<float>(float const&)` → `ns::silu<float>`: the name between the return type and the
+    parameter list (both may hold spaces and templates)."""
+    depth, params = 0, len(signature)
+    for i in range(len(signature) - 1, -1, -1):  # the parameter list is the last top-level parentheses
+        depth += {")": 1, "(": -1}.get(signature[i], 0)
+        if depth == 0 and signature[i] == "(":
+            params = i
+            break
+    head, depth = signature[:params], 0
+    for i in range(len(head) - 1, -1, -1):
+        depth += {">": 1, "<": -1}.get(head[i], 0)
+        if depth == 0 and head[i] == " ":
+            return head[i + 1 :]
+    return head
 
 
 def _matching(text: str, start: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -98,7 +99,7 @@ def _find(
 
 
 def _read(path: Path, kernel: Kernel, kname: KernelName, launch: LoggedLaunch) -> Captured:
-    targs = {t.name: TORCH_TYPES.get(v, v) for t, v in zip(kernel.template_params, kname.template_args, strict=False)}
+    targs = {t.name: _cuda_types(v) for t, v in zip(kernel.template_params, kname.template_args, strict=False)}
     scalars: dict[str, Number] = {}
     extents: dict[str, int] = {}
     problem = None
@@ -119,6 +120,14 @@ def _read(path: Path, kernel: Kernel, kname: KernelName, launch: LoggedLaunch) -
             if decoded is not None:
                 scalars[p.name] = decoded
     return Captured(path, kernel, kname, launch, targs, scalars, extents, problem)
+
+
+_TORCH_TYPE = re.compile(r"\b(?:c10|at)::(?:BFloat16|Half)\b")
+
+
+def _cuda_types(text: str) -> str:
+    """Template argument text with torch's element types written as CUDA's (`silu<c10::Half>` → `silu<__half>`)."""
+    return _TORCH_TYPE.sub(lambda m: TORCH_TYPES[m.group(0)], text)
 
 
 def decode_scalar(raw: bytes, dtype: str) -> Number | None:
