@@ -208,3 +208,20 @@ def test_data_snapshots_are_listed_as_the_real_inputs_of_each_size(workspace: Pa
     )
     assert manifest["sizes"][0]["size"] == {"num_tokens": 8, "hidden_size": 1024}
     assert manifest["sizes"][0]["inputs"]["input"].endswith("abc/1.bin")
+
+
+ACTIVATION = SAMPLE.with_name("activation_kernels.cu")
+SILU = "_ZN4vllm18act_and_mul_kernelIN3c108BFloat16EXadL_ZNS_11silu_kernelIS2_EET_RKS4_EEEEvPS4_PS5_i"
+GELU = "_ZN4vllm18act_and_mul_kernelIN3c108BFloat16EXadL_ZNS_16gelu_tanh_kernelIS2_EET_RKS4_EEEEvPS4_PS5_i"
+
+
+def test_a_device_function_template_argument_is_written_as_the_source_names_it(tmp_path: Path) -> None:
+    shutil.copy(ACTIVATION, tmp_path)
+    lines = [
+        launch(SILU, (tokens,), (min(d, 1024),), [ptr(0x10, tokens * d * 2), ptr(0x20, tokens * d * 4), i32(d)], n)
+        for tokens, d, n in ((4, 14336, 30), (512, 14336, 3))
+    ] + [launch(GELU, (4,), (1024,), [ptr(0x10, 4 * 4096 * 2), ptr(0x20, 4 * 4096 * 4), i32(4096)], 2)]
+    [result] = specs_from_log(read_log(write_log(tmp_path / "l.jsonl", lines)), tmp_path).kernels
+    assert result.spec.template_args == {"scalar_t": "__nv_bfloat16", "ACT_FN": "vllm::silu_kernel<__nv_bfloat16>"}
+    assert [s["d"] for s in result.spec.sizes] == [14336, 14336]
+    assert any("gelu_tanh_kernel" in n for n in result.notes)  # the other instantiation is named
