@@ -14,7 +14,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 def _capture_lenses(lenses: list[types.CodeLens]) -> list[tuple[int, str]]:
-    return [(x.range.start.line, x.command.title) for x in lenses if x.command and x.command.command == "cutune.capture"]
+    return [
+        (x.range.start.line, x.command.title) for x in lenses if x.command and x.command.command == "cutune.capture"
+    ]
 
 
 async def test_only_kernels_without_a_spec_get_the_capture_lens(editor: Editor, tmp_path: Path) -> None:
@@ -22,7 +24,9 @@ async def test_only_kernels_without_a_spec_get_the_capture_lens(editor: Editor, 
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
     lenses = await editor.lenses(uri)
-    kernels = {x.range.start.line: x.command.arguments[0]["kernel"] for x in lenses if x.command and x.command.arguments}
+    kernels = {
+        x.range.start.line: x.command.arguments[0]["kernel"] for x in lenses if x.command and x.command.arguments
+    }
     specified = {line for line, k in kernels.items() if k == "scale_kernel"}
     assert _capture_lenses(lenses)
     assert not {line for line, _ in _capture_lenses(lenses)} & specified
