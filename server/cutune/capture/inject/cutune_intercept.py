@@ -292,8 +292,11 @@ class Recorder:
             return
         else:
             self.local.pending = None
+        symbol = (data.symbolName or b"").decode("utf-8", "replace")
+        if symbol and not self.wants(symbol):  # the program's other kernels cost no more than this
+            return
         launch = read_launch(cbid, runtime, data.functionParams)
-        launch.name = (data.symbolName or b"").decode("utf-8", "replace")
+        launch.name = symbol
         func = self.driver.function_of(launch, cbid, runtime)
         if not launch.name and func:
             launch.name = self.driver.name(func)
