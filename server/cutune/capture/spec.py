@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cutune.capture.log import CaptureError
 from cutune.capture.match import Captured, Number
+from cutune.cuda.model import Parameter
 from cutune.errors import ExpressionError
 from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, dtype_size, parse_c_type
 from cutune.template.expr import compile_expr
@@ -94,7 +95,7 @@ def spec_from_captures(
         notes.append("still TODO (the capture could not tell): " + "; ".join(left))
     real = {i: p.snapshot for i, p in enumerate(merged) if p.snapshot}
     launches = sum(c.launch.count for c in chosen)
-    return KernelCapture(first.path, kernel.name, spec, launches, tuple(notes), real)
+    return KernelCapture(first.path, kernel.name, spec, launches, tuple(dict.fromkeys(notes)), real)
 
 
 def _instantiation(captured: Sequence[Captured], tuned: set[str], notes: list[str]) -> list[Captured]:
@@ -116,11 +117,13 @@ def _instantiation(captured: Sequence[Captured], tuned: set[str], notes: list[st
     return usable
 
 
-def _typed_args(basis: KernelSpec, params: Sequence[object], template_args: Mapping[str, str]) -> tuple[ArgSpec, ...]:
+def _typed_args(
+    basis: KernelSpec, params: Sequence[Parameter], template_args: Mapping[str, str]
+) -> tuple[ArgSpec, ...]:
     """The basis arguments with each template element type's dtype from the launched instantiation."""
     out = []
     for arg, param in zip(basis.args, params, strict=False):
-        base = parse_c_type(getattr(param, "type", "")).base
+        base = parse_c_type(param.type).base
         dtype = C_TYPES.get(template_args.get(base, ""))
         out.append(replace(arg, dtype=dtype) if dtype and base in template_args else arg)
     return (*out, *basis.args[len(out) :])
