@@ -225,3 +225,13 @@ def test_a_device_function_template_argument_is_written_as_the_source_names_it(t
     assert result.spec.template_args == {"scalar_t": "__nv_bfloat16", "ACT_FN": "vllm::silu_kernel<__nv_bfloat16>"}
     assert [s["d"] for s in result.spec.sizes] == [14336, 14336]
     assert any("gelu_tanh_kernel" in n for n in result.notes)  # the other instantiation is named
+
+
+def test_a_launch_whose_parameter_sizes_differ_from_the_source_is_named(workspace: Path) -> None:
+    line = rms_launch(RMS_BF16, 8, 1024, 5)
+    line["params"][5]["size"] = 8  # hidden_size launched as 8 bytes: a build of other source than this
+    line["params"][5]["hex"] = "0004000000000000"
+    log = write_log(workspace / "l.jsonl", [line])
+    outcome = specs_from_log(read_log(log), workspace)
+    assert outcome.kernels == ()
+    assert "hidden_size is 8 bytes at the launch, 4 as `const int`" in outcome.errors[0]

@@ -15,7 +15,7 @@ from cutune.cuda.model import Kernel
 from cutune.cuda.parse import outline, parse_source
 from cutune.errors import CutuneError
 from cutune.source_file import read_source
-from cutune.template.dtypes import C_TYPES, parse_c_type
+from cutune.template.dtypes import C_TYPES, dtype_size, parse_c_type
 
 SOURCE_SUFFIXES = (".cu", ".cuh")
 _SKIPPED_DIRS = frozenset({"node_modules", "build", "dist", "__pycache__", "site-packages"})
@@ -26,6 +26,7 @@ _FORMATS = {"float32": "<f", "float64": "<d", "float16": "<e", "int8": "<b", "ui
             "uint32": "<I", "int64": "<q", "bool": "<?"}  # fmt: skip
 
 Number = int | float | bool
+POINTER_BYTES = 8  # x86-64 and aarch64, the hosts CUDA 13 runs on
 
 
 def source_files(root: Path) -> Iterator[Path]:
@@ -110,12 +111,16 @@ def _read(path: Path, kernel: Kernel, kname: KernelName, launch: LoggedLaunch) -
     else:
         for p, value in zip(kernel.params, launch.params, strict=True):
             c_type = parse_c_type(p.type)
+            base = targs.get(c_type.base, c_type.base)
+            dtype = C_TYPES.get(base) or C_TYPES.get(base.removeprefix("std::"))
+            declared = POINTER_BYTES if c_type.pointer else dtype_size(dtype) if dtype else value.size
+            if declared != value.size:  # the program runs another build of the kernel than the source shows
+                problem = f"{p.name} is {value.size} bytes at the launch, {declared} as `{p.type}` in the source"
+                break
             if c_type.pointer:
                 if value.extent is not None:
                     extents[p.name] = value.extent
                 continue
-            base = targs.get(c_type.base, c_type.base)
-            dtype = C_TYPES.get(base) or C_TYPES.get(base.removeprefix("std::"))
             decoded = decode_scalar(value.raw, dtype) if dtype else None
             if decoded is not None:
                 scalars[p.name] = decoded
