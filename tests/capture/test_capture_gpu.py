@@ -72,3 +72,53 @@ def test_a_cupy_program_s_launches_become_the_spec(tmp_path: Path) -> None:
     assert spec.template_args == {"T": "float"}
     assert {a.name: a.value for a in spec.args}["alpha"] == "2.5"
     assert "TODO" not in (tmp_path / "scale.tune.toml").read_text()
+
+
+NATIVE = (
+    KERNEL
+    + """
+#include <cstdio>
+
+int main() {
+  const int sizes[2] = {1000, 5000};
+  const int calls[2] = {3, 2};
+  for (int s = 0; s < 2; ++s) {
+    const int n = sizes[s];
+    float *x, *y;
+    cudaMalloc(&x, n * sizeof(float));
+    cudaMalloc(&y, n * sizeof(float));
+    for (int c = 0; c < calls[s]; ++c) {
+      scale_kernel<float><<<(n + 127) / 128, 128>>>(y, x, 2.5f, n);
+    }
+    cudaDeviceSynchronize();
+    cudaFree(x);
+    cudaFree(y);
+  }
+  std::printf("done\\n");
+  return 0;
+}
+"""
+)
+
+
+def test_a_native_program_s_launches_become_the_spec(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from cutune.capture.run import shared_libpython
+
+    pytest.importorskip("cupti", reason="capture needs cupti-python where cutune runs (it embeds that Python)")
+    if shared_libpython() is None or shutil.which("cc") is None:
+        pytest.skip("no shared libpython to embed, or no C compiler")
+    (tmp_path / "scale.cu").write_text(NATIVE)
+    binary = tmp_path / "scale_bin"
+    subprocess.run(["nvcc", "-arch=native", "-o", str(binary), str(tmp_path / "scale.cu")], check=True)
+    log = tmp_path / "launches.jsonl"
+    res = CliRunner().invoke(app, ["capture", "--root", str(tmp_path), "--log", str(log), "--", str(binary)])
+    assert res.exit_code == 0, res.output
+    launches = read_log(log).launches
+    assert sorted(x.count for x in launches) == [2, 3], launches
+    spec = load_spec(tmp_path / "scale.tune.toml").kernel("scale_kernel")
+    assert spec.sizes == ({"n": 1000}, {"n": 5000})
+    assert spec.weights == (3.0, 2.0)
+    assert {a.name: a.value for a in spec.args}["alpha"] == "2.5"

@@ -78,7 +78,7 @@ def test_no_program_and_unknown_kernel_are_clear_errors(tmp_path: Path) -> None:
     ("program", "says"),
     [
         ([sys.executable, "-c", "print('hello')"], "pip install cupti-python"),  # no cupti-python here
-        (["true"], "capture records Python programs"),  # no Python process: nothing started the recorder
+        (["true"], "never started"),  # a native program that never initialises CUDA
     ],
 )
 def test_the_program_runs_and_a_recorder_that_cannot_start_is_named_with_gpu_check_stubbed(

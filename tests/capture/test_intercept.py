@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import shutil
 import struct
 from pathlib import Path
 from types import ModuleType
@@ -196,3 +197,42 @@ def test_the_recorder_loads_into_a_python_program_and_reports_what_keeps_it_from
     [part] = tmp_path.glob("launches.*.jsonl")
     log = merge_parts([part], command=["python"], data_dir=None)
     assert log.launches == () and log.failed and ("cupti" in log.failed[0] or "libcuda" in log.failed[0])
+
+
+HARNESS = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  void *lib = dlopen(argv[1], RTLD_NOW);
+  if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 3; }
+  int (*init)(void) = (int (*)(void))dlsym(lib, "InitializeInjection");
+  printf("injected %d\n", init());
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_a_native_program_runs_the_same_recorder_in_an_embedded_python_called_as_the_driver_would(
+    tmp_path: Path,
+) -> None:
+    """The injection library, called as the CUDA driver calls it at cuInit (here by a small C program: no driver
+    on this machine), starts the recorder in an embedded Python, which says why it cannot record here."""
+    import os
+    import subprocess
+
+    from cutune.capture.log import merge_parts
+    from cutune.capture.run import injection_env, shared_libpython
+
+    if shared_libpython() is None:
+        pytest.skip("this Python has no shared libpython to embed")
+    env = {**os.environ, **injection_env(tmp_path / "build"), "CUTUNE_CAPTURE_OUT": str(tmp_path / "launches")}
+    (tmp_path / "harness.c").write_text(HARNESS)
+    subprocess.run(["cc", "-o", str(tmp_path / "harness"), str(tmp_path / "harness.c"), "-ldl"], check=True)
+    done = subprocess.run(
+        [str(tmp_path / "harness"), env["CUDA_INJECTION64_PATH"]], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "injected 1" in done.stdout, done.stderr
+    [part] = tmp_path.glob("launches.*.jsonl")
+    log = merge_parts([part], command=["harness"], data_dir=None)
+    assert log.failed and ("cupti" in log.failed[0] or "libcuda" in log.failed[0])

@@ -5,8 +5,11 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Sequence
@@ -18,6 +21,7 @@ from cutune.capture.match import Captured, matched_launches, workspace_kernels
 from cutune.capture.spec import KernelCapture, spec_from_captures
 from cutune.errors import CutuneError, NoGpuError
 from cutune.gpu.limits import limits_for
+from cutune.source_file import text_hash
 from cutune.template.spec import KernelSpec, dump_kernel_spec, load_spec, spec_path_for
 
 STATE_DIR = ".cutune"  # the workspace's cutune folder (as `cutune.project.STATE_DIR`, without importing Optuna)
@@ -25,8 +29,7 @@ CAPTURE_DIR = Path(STATE_DIR) / "capture"
 DATA_CAP = 64 << 20  # bytes kept of each input buffer per captured problem
 INJECT_DIR = Path(__file__).parent / "inject"
 NO_GPU = (
-    "capture needs a CUDA GPU and the program's own environment (its Python, with `pip install cupti-python`): "
-    "no CUDA GPU here"
+    "capture needs a CUDA GPU and the program's own environment (with `pip install cupti-python`): no CUDA GPU here"
 )
 
 
@@ -96,7 +99,10 @@ def capture(
     parts.mkdir(parents=True, exist_ok=True)
     data_dir = folder / "data" if data else None
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(INJECT_DIR), env.get("PYTHONPATH", "")) if p)
+    if python_program(command):  # the recorder starts in every Python process the program runs
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(INJECT_DIR), env.get("PYTHONPATH", "")) if p)
+    else:  # the driver loads the injection library, which runs the same recorder in an embedded Python
+        env.update(injection_env(folder))
     env["CUTUNE_CAPTURE_OUT"] = str(parts / "launches")
     env["CUTUNE_CAPTURE_KERNELS"] = ",".join(sorted(found))
     env["CUTUNE_CAPTURE_DATA_CAP"] = str(data_cap)
@@ -131,13 +137,73 @@ def capture(
         shutil.rmtree(parts, ignore_errors=True)
     if not found_parts:
         raise CaptureError(
-            f"no Python process of `{' '.join(command)}` started the launch recorder: capture records Python "
-            f"programs (and what they load: PyTorch extensions, CuPy, ctypes libraries), not yet other binaries"
+            f"the launch recorder never started in `{' '.join(command)}`: it starts in each Python process the "
+            f"program runs, and in other programs when they initialise CUDA"
         )
     if log.failed and not log.launches:
         hint = " (pip install cupti-python in the program's environment)" if "cupti" in log.failed[0] else ""
         raise CaptureError(f"the launch recorder could not start in the program: {log.failed[0]}{hint}")
     return CaptureRun(log, target, proc.returncode if returncode is None else returncode, tuple(sorted(found)))
+
+
+def python_program(command: Sequence[str]) -> bool:
+    """Whether `command` runs Python: an interpreter, or a script whose `#!` line names one (pytest, torchrun)."""
+    exe = shutil.which(command[0]) or command[0]
+    if re.fullmatch(r"python[\d.]*", Path(exe).name):
+        return True
+    try:
+        with open(exe, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def injection_env(folder: Path) -> dict[str, str]:
+    """What a program that is not Python needs to be recorded: `CUDA_INJECTION64_PATH` naming the injection
+    library (built here with the C compiler, once per version of its source) and the libpython it embeds."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise CaptureError("capture of a program that is not Python builds a small library: no C compiler (cc)")
+    source = INJECT_DIR / "embed.c"
+    library = folder / f"libcutune_inject.{text_hash(source.read_text(encoding='utf-8'))[:12]}.so"
+    if not library.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        built = subprocess.run(
+            [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(source), "-ldl"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if built.returncode != 0:
+            raise CaptureError(f"cannot build the capture library: {built.stderr.strip()[-300:]}")
+    libpython = shared_libpython()
+    if libpython is None:
+        raise CaptureError(
+            f"capture of a program that is not Python embeds this Python ({sys.executable}), which has no shared "
+            f"libpython; run cutune from a Python built with one"
+        )
+    return {
+        "CUDA_INJECTION64_PATH": str(library),
+        "CUTUNE_CAPTURE_LIBPYTHON": libpython,
+        "CUTUNE_CAPTURE_INJECT_DIR": str(INJECT_DIR),
+        # the embedded interpreter imports cupti-python from where this one does
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and Path(p).is_dir()),
+    }
+
+
+def shared_libpython() -> str | None:
+    """This Python's shared library, where it has one."""
+    names = [sysconfig.get_config_var(k) for k in ("INSTSONAME", "LDLIBRARY")]
+    dirs = [sysconfig.get_config_var(k) for k in ("LIBDIR", "LIBPL")]
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    dirs += [f"/usr/lib/{multiarch}"] if multiarch else []
+    for folder in filter(None, dirs):
+        for name in filter(None, names):
+            path = Path(folder) / name
+            if (name.endswith(".so") or ".so." in name) and path.exists():  # not the static `.a`
+                return str(path)
+    return None
 
 
 def _wait(proc: subprocess.Popen[bytes], cancel: threading.Event | None) -> int | None:

@@ -1,7 +1,8 @@
 """Records the kernel launches of the process it is loaded into (CUPTI callbacks), for `cutune capture`.
 
-Loaded by the `sitecustomize.py` beside it, in the user's own Python: it imports only the standard library
-and CUPTI's Python bindings (`cupti-python`), never cutune (whose dependencies that Python may lack).
+Loaded by the `sitecustomize.py` beside it, in the user's own Python, or by `embed.c` (the injection library of
+programs that are not Python) in an embedded one: it imports only the standard library and CUPTI's Python
+bindings (`cupti-python`), never cutune (whose dependencies that Python may lack).
 Driver calls go through ctypes on the process's own `libcuda`, so no other binding is needed.
 
 Each distinct launch (kernel, grid, block, dynamic shared memory, scalar argument bytes) is one JSON line
@@ -378,6 +379,16 @@ class Recorder:
         os.replace(tmp, self.out)
 
 
+_RECORDER: list[Recorder] = []  # the process's recorder, once started
+
+
+def flush() -> None:
+    """Write the recorder's counts now (the injection library calls this at exit: an embedded interpreter never
+    runs Python's exit handlers)."""
+    for recorder in _RECORDER:
+        recorder.flush()
+
+
 def start() -> Recorder | None:
     """Subscribe to the launch callbacks as `CUTUNE_CAPTURE_*` says; None where capture is not asked for."""
     prefix = os.environ.get("CUTUNE_CAPTURE_OUT")
@@ -402,6 +413,7 @@ def start() -> Recorder | None:
     except Exception as e:  # report it to `cutune capture` instead of breaking the user's program
         _write_failure(out, f"{type(e).__name__}: {e}")
         return None
+    _RECORDER.append(recorder)
     atexit.register(recorder.flush)
     recorder.flush()
     return recorder
