@@ -2,7 +2,8 @@
 # One device-tool run for the GPU tests and benchmarks of this wave (each step bounded, so one slow step
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
-# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow (default: per_shape tests agent, which
+# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow capture_tests capture_torch capture_paths
+# (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
 # Everything lands in OUT_DIR/batch/ and is packed into OUT_DIR/batch.tgz (the device tool returns few files).
 set -uo pipefail
@@ -31,6 +32,12 @@ for s in "${steps[@]}"; do
     workflow) step workflow "${T_WORKFLOW:-300}" python3 -m pytest -q -p no:cacheprovider -rs \
       tests/workflow tests/gpu/test_capabilities.py tests/gpu/test_profile.py tests/gpu/test_sanitize.py \
       tests/agent/test_steps_gpu.py tests/gpu/test_cupy_backend.py ;;
+    capture_tests) step capture_tests "${T_CAPTURE_TESTS:-120}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+      tests/capture/test_capture_gpu.py ;;
+    capture_torch) step capture_torch "${T_CAPTURE_TORCH:-540}" python3 benchmarks/capture_e2e.py "$dir" --case torch \
+      ${CAPTURE_TORCH_ARGS:---trials 24 --seconds 30} ;;
+    capture_paths) step capture_paths "${T_CAPTURE_PATHS:-420}" python3 benchmarks/capture_e2e.py "$dir" --case paths \
+      ${CAPTURE_PATHS_ARGS:---trials 8 --seconds 10} ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac

@@ -20,7 +20,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"gpu"}),
     frozenset({"tune"}),
     frozenset({"project", "check", "apply"}),
-    frozenset({"agent"}),
+    frozenset({"agent", "capture"}),
     frozenset({"workflow"}),
     frozenset({"cli", "cli_render", "lsp", "__main__"}),
 )

@@ -650,6 +650,56 @@ def _compile_only_agent(ctx: KernelContext, settings: AgentSettings) -> None:
 
 
 @app.command()
+def capture(
+    command: Annotated[
+        list[str] | None, typer.Argument(help="The program to run, after `--` (e.g. -- python bench.py).")
+    ] = None,
+    kernel: Annotated[
+        list[str] | None, typer.Option("--kernel", "-k", help="Record only this kernel (repeatable).")
+    ] = None,
+    data: Annotated[bool, typer.Option(help="Also keep each captured problem's input buffers.")] = False,
+    log: Annotated[Path | None, typer.Option(help="The capture log (default: .cutune/capture/launches.jsonl).")] = None,
+    show: Annotated[Path | None, typer.Option(help="List the kernels, problems and counts of a capture log.")] = None,
+    replay: Annotated[Path | None, typer.Option(help="Write the specs from a capture log; run nothing.")] = None,
+    root: Annotated[Path, typer.Option(help="The workspace whose .cu files define the kernels.")] = Path(),
+) -> None:
+    """Run a program on the GPU, record the launches of the workspace's kernels, and write their specs."""
+    from cutune.capture.log import read_log
+    from cutune.capture.run import capture as run_capture
+    from cutune.capture.run import specs_from_log
+    from cutune.cli_render.capture import render_log, render_specs
+
+    with _user_errors():
+        if show is not None:
+            print_table(out, render_log(read_log(show)))
+            return
+        if replay is not None:
+            captured = read_log(replay)
+        else:
+            run = run_capture(command or [], root, kernels=kernel or (), data=data, log_path=log)
+            captured = run.log
+            err.print(
+                f"{user_text(run.log_path)}: {len(run.log.launches)} distinct launches of the workspace's kernels"
+            )
+            if run.returncode != 0:
+                err.print(f"[yellow]the program exited with {run.returncode}[/]: specs come from what it launched")
+        outcome = specs_from_log(captured, root, kernels=kernel or ())
+    for line in (*captured.errors[:5], *outcome.notes):
+        err.print(f"[yellow]note:[/] {user_text(line)}")
+    for k in outcome.kernels:
+        for note in k.notes:
+            err.print(f"[yellow]{k.kernel}:[/] {user_text(note)}")
+    if outcome.kernels:
+        print_table(out, render_specs(outcome))
+    for e in outcome.errors:
+        err.print(f"[bold red]error:[/] {user_text(e)}")
+    if not outcome.kernels and not outcome.errors:
+        _fail("the program launched none of the workspace's kernels (`cutune capture --show LOG` lists what it did)")
+    if outcome.errors:
+        raise typer.Exit(1)
+
+
+@app.command()
 def serve(
     tcp: Annotated[str | None, typer.Option(help="HOST:PORT to listen on instead of stdio (debugging).")] = None,
 ) -> None:

@@ -26,8 +26,10 @@ async def test_every_kernel_gets_templatize_and_autotune(editor: Editor, tmp_pat
     expected = [
         (3, "Templatize", "cutune.templatize"),
         (3, "Autotune", "cutune.autotune"),
+        (3, "Capture launches…", "cutune.capture"),  # no spec yet
         (8, "Templatize", "cutune.templatize"),
         (8, "Autotune", "cutune.autotune"),
+        (8, "Capture launches…", "cutune.capture"),
     ]
     assert first == expected
     lenses = await editor.lenses(uri)

@@ -19,6 +19,7 @@ export const SERVER_COMMANDS = {
   cancel: "cutune.cancel",
   showResults: "cutune.showResults",
   resultsView: "cutune.resultsView",
+  capture: "cutune.capture",
 } as const;
 
 /** Commands the extension contributes (package.json). */
@@ -26,6 +27,7 @@ export const COMMANDS = {
   templatize: "cutune.templatizeKernel",
   autotune: "cutune.autotuneKernel",
   apply: "cutune.applyConfiguration",
+  capture: "cutune.captureLaunches",
   showResults: "cutune.showTuningResults",
   resultsView: "cutune.showResultsView",
   restart: "cutune.restartServer",
@@ -49,6 +51,7 @@ export function registerCommands(server: CutuneServer, status: StatusSource): Di
     vscodeapi.registerCommand(COMMANDS.templatize, onKernel(SERVER_COMMANDS.templatize)),
     vscodeapi.registerCommand(COMMANDS.autotune, onKernel(SERVER_COMMANDS.autotune)),
     vscodeapi.registerCommand(COMMANDS.apply, onKernel(SERVER_COMMANDS.apply)),
+    vscodeapi.registerCommand(COMMANDS.capture, onKernel(SERVER_COMMANDS.capture)),
     vscodeapi.registerCommand(COMMANDS.showResults, onKernel(SERVER_COMMANDS.showResults, true)),
     vscodeapi.registerCommand(COMMANDS.resultsView, onKernel(SERVER_COMMANDS.resultsView)),
     vscodeapi.registerCommand(COMMANDS.restart, () => server.restart()),
@@ -79,6 +82,16 @@ export async function onCommandResult(command: string, args: unknown[], result: 
     case SERVER_COMMANDS.apply:
       if (r["applied"] !== true) {
         void vscodeapi.showWarning(`cutune: no tuned configuration was applied to ${kernel}.`);
+      }
+      return;
+    case SERVER_COMMANDS.capture:
+      // the server has said what it wrote or why not; where the command is missing, lead to the setting
+      if (typeof r["refused"] === "string" && r["refused"].includes("cutune.capture.command")) {
+        void vscodeapi.showWarning("cutune: set the command that runs your kernels.", "Open Settings").then((choice) => {
+          if (choice === "Open Settings") {
+            void vscodeapi.openSettings("cutune.capture.command");
+          }
+        });
       }
       return;
     case SERVER_COMMANDS.cancel:

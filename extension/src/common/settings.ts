@@ -29,6 +29,8 @@ export const SERVER_SETTINGS = {
   "agent.stepTrials": setting({ default: 32 }),
   "budget.trials": setting({ default: 200 }),
   "budget.seconds": setting({ default: 600 }),
+  "capture.command": setting({ default: "" }),
+  "capture.data": setting({ default: false }),
   arch: setting({ default: "sm_90" }),
   variants: setting({ default: true }),
   storageUrl: setting({ default: "" }),

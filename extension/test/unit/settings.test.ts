@@ -52,6 +52,7 @@ describe("settings", () => {
     assert.deepEqual(readServerSettings(() => undefined), {
       agent: { kind: "builtin", baseUrl: "", model: "", autotune: false, maxIterations: 3, targetPct: 85, stepTrials: 32 },
       budget: { trials: 200, seconds: 600 },
+      capture: { command: "", data: false },
       arch: "sm_90",
       variants: true,
       storageUrl: "",

@@ -1,4 +1,4 @@
-"""Code lenses above each kernel: Templatize, Autotune, the stored result with Apply, or Cancel."""
+"""Code lenses above each kernel: Templatize, Autotune, Capture launches, the stored result with Apply, or Cancel."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ AUTOTUNE = "cutune.autotune"
 APPLY = "cutune.apply"
 CANCEL = "cutune.cancel"
 SHOW_RESULTS = "cutune.showResults"
+CAPTURE = "cutune.capture"
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class KernelLensState:
     stale: bool
     applied: bool  # the source holds the tuned configuration already
     tuning: bool  # an autotune job for it is queued or running
+    has_spec: bool = True  # its spec file has a table for it
 
 
 def kernel_lenses(uri: str, state: KernelLensState) -> list[types.CodeLens]:
@@ -43,6 +45,8 @@ def kernel_lenses(uri: str, state: KernelLensState) -> list[types.CodeLens]:
         titles.append(("Templatize", TEMPLATIZE))
     if not state.tuning and not (state.result is not None and state.stale):
         titles.append(("Autotune", AUTOTUNE))
+    if not state.has_spec and not state.tuning:  # the spec comes best from the launches a real program makes
+        titles.append(("Capture launches…", CAPTURE))
     arguments = [{"uri": uri, "kernel": state.name}]
     return [
         types.CodeLens(

@@ -16,6 +16,7 @@ from cutune.agent.view import results_view
 from cutune.errors import CutuneError
 from cutune.lsp import describe, lenses
 from cutune.lsp.actions import KINDS, code_actions
+from cutune.lsp.capture import capture_launches
 from cutune.lsp.edits import Edit, apply_edit, templatize_edit
 from cutune.lsp.hover import hover
 from cutune.lsp.session import Session
@@ -199,6 +200,23 @@ async def show_results(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
     wanted = [v for v in views if args.kernel in ("", v.kernel.name)]
     parts = [describe.result_markdown(v.result, v.stale) for v in wanted if v.result is not None]
     return {"markdown": "\n\n".join(parts) or f"no stored results for {args.kernel or args.uri}"}
+
+
+@server.command(lenses.CAPTURE)
+async def capture(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+    """Run `cutune.capture.command` under the launch recorder and write the specs of the kernels it launched."""
+    try:
+        outcome = await capture_launches(ls, args.uri)
+    except CutuneError as e:
+        ls.session.message(f"cannot capture launches: {e}", types.MessageType.Warning)
+        return {"specs": [], "errors": [], "refused": str(e)}
+    for error in outcome.errors:
+        ls.session.message(error, types.MessageType.Warning)
+    written = [{"kernel": k.kernel, "spec": str(k.path.with_suffix(".tune.toml")), "sizes": len(k.spec.sizes)}
+               for k in outcome.kernels]  # fmt: skip
+    ls.session.message(f"captured {len(written)} kernel spec(s); Autotune uses them", types.MessageType.Info)
+    ls.session.refresh_all()
+    return {"specs": written, "errors": list(outcome.errors)}
 
 
 @server.command(RESULTS_VIEW)

@@ -14,6 +14,7 @@ from pygls.uris import to_fs_path
 from cutune.agent.settings import api_key_from_env
 from cutune.errors import CutuneError
 from cutune.lsp.analysis import DocumentAnalysis, analyze
+from cutune.lsp.capture import specified_kernels
 from cutune.lsp.convert import path_uri
 from cutune.lsp.diagnostics import document_diagnostics, spec_diagnostics
 from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
@@ -176,6 +177,7 @@ class Session:
         """What each kernel's lenses show: from the analysis, or from a quick scan while it runs."""
         current = self._current(uri)
         if current is not None:
+            specified = specified_kernels(current.path)
             for v in current.kernels:
                 yield KernelLensState(
                     v.kernel.name,
@@ -185,12 +187,14 @@ class Session:
                     v.stale,
                     v.applied,
                     self.jobs.active(uri, v.kernel.name) is not None,
+                    v.kernel.name in specified,
                 )
             return
         path = _path(uri)
         if path is None or not uri.endswith(SOURCE_SUFFIXES):
             return
         document = self.server.workspace.get_text_document(uri)
+        specified = specified_kernels(path)
         for header in scan_kernels(document.source, str(path)):  # the analysis re-uses this parse
             yield KernelLensState(
                 header.name,
@@ -200,6 +204,7 @@ class Session:
                 False,
                 False,
                 self.jobs.active(uri, header.name) is not None,
+                header.name in specified,
             )
 
     def _current(self, uri: str) -> DocumentAnalysis | None:

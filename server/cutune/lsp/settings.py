@@ -29,11 +29,20 @@ class BudgetSettings:
 
 
 @dataclass(frozen=True)
+class CaptureSettings:
+    """What "Capture launches…" runs: a command that launches the workspace's kernels as the application does."""
+
+    command: str = ""  # a shell-style command line, e.g. `python -m pytest tests/test_ops.py`
+    data: bool = False  # also keep each captured problem's input buffers
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the editor can set (section `cutune`); see docs/protocol.md."""
 
     agent: AgentSettings = field(default_factory=AgentSettings)
     budget: BudgetSettings = field(default_factory=BudgetSettings)
+    capture: CaptureSettings = field(default_factory=CaptureSettings)
     arch: str = "sm_90"
     storage_url: str = ""
     backend: BackendName = "auto"

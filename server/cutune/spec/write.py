@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from cutune.spec.load import TODO
+from cutune.spec.load import TODO, WEIGHT
 from cutune.spec.model import ArgSpec, Init, KernelSpec, Role
 from cutune.template.model import TunableParam
 
@@ -31,7 +31,8 @@ def dump_kernel_spec(spec: KernelSpec) -> str:
         lines.append(_entry("constraints", list(spec.constraints)))
     lines.append("# problem sizes: every entry sets the same variables; list the sizes you serve")
     lines.append("sizes = [")
-    lines.extend(f"  {_value(size)}," for size in spec.sizes)
+    weights = spec.weights or (None,) * len(spec.sizes)
+    lines.extend(f"  {_value(_weighted(size, w))}," for size, w in zip(spec.sizes, weights, strict=True))
     lines.append("]")
     if spec.multiple_of:
         lines.append("# divisibility the kernel relies on: ragged sizes derived to check tails keep it")
@@ -62,6 +63,13 @@ def dump_kernel_spec(spec: KernelSpec) -> str:
         lines.extend(_param_entries(param))
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _weighted(size: Mapping[str, int], weight: float | None) -> Mapping[str, TomlValue]:
+    """A size entry with its `weight` (written as an integer where it is one, e.g. a launch count)."""
+    if weight is None:
+        return size
+    return {**size, WEIGHT: int(weight) if float(weight).is_integer() else weight}
 
 
 def _arg_entries(arg: ArgSpec) -> list[str]:

@@ -1,0 +1,351 @@
+"""A kernel's tuning spec from the launches a program made: sizes and weights, launch, template arguments.
+
+The basis is the kernel's existing spec table, else the drafter's guess; the capture replaces what it saw
+(sizes with their launch counts as weights, the launch geometry, template arguments, scalar values, the
+dtypes of template element types) and checks the drafted array shapes against the allocations passed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from cutune.capture.log import CaptureError
+from cutune.capture.match import Captured, Number
+from cutune.cuda.model import Parameter
+from cutune.errors import ExpressionError
+from cutune.spec import ArgSpec, KernelSpec, Role
+from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, dtype_size, parse_c_type
+from cutune.template.expr import compile_expr
+from cutune.template.model import Binding, Space
+
+_TODO = "TODO"
+_FACTORS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+_AXES = "xyz"
+
+
+@dataclass(frozen=True)
+class KernelCapture:
+    """A kernel's spec made from a capture, and what the user should know about it."""
+
+    path: Path
+    kernel: str
+    spec: KernelSpec
+    launches: int  # launches of the chosen instantiation
+    notes: tuple[str, ...]
+    real_inputs: dict[int, dict[str, str]]  # size index → argument → snapshot file (with `--data`)
+
+
+@dataclass
+class _Problem:
+    """One distinct problem: size values, the launch geometry it had, its launches."""
+
+    sizes: dict[str, int]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    count: int
+    extents: dict[str, int]
+    snapshot: dict[str, str]
+
+
+def spec_from_captures(
+    basis: KernelSpec, captured: Sequence[Captured], limits: Mapping[str, int], data_dir: Path | None = None
+) -> KernelCapture:
+    """The spec `basis` becomes with what `captured` (launches of one kernel) saw; raises CaptureError where
+    a drafted array shape is larger than the allocation the program passed."""
+    first = captured[0]
+    notes: list[str] = []
+    tuned = {p.name: p.default for p in basis.space.params} if basis.space else {}
+    chosen = _instantiation(captured, set(tuned), notes)
+    kernel = first.kernel
+    template_args = dict(basis.template_args)
+    for name, value in chosen[0].template_args.items():
+        if name in tuned:
+            if str(tuned[name]) != value:
+                notes.append(f"the program launches {name} = {value}; the search starts from {tuned[name]}")
+            continue
+        template_args[name] = value
+    args = _typed_args(basis, kernel.params, template_args)
+    names = list(basis.size_names())
+    problems, values = _problems(basis, args, chosen, names, notes, data_dir)
+    args = tuple(replace(a, value=values[a.name]) if a.name in values else a for a in args)
+    fixed = {**limits, **{k: v for k, v in tuned.items() if isinstance(v, int | bool)}}
+    grid = _fit_dims("grid", basis.grid, [p.grid for p in problems], problems, fixed, notes)
+    block = _fit_dims("block", basis.block, [p.block for p in problems], problems, fixed, notes)
+    smem = _fit("shared_mem", basis.shared_mem, [p.smem for p in problems], problems, fixed, notes)
+    merged = _merged(problems)
+    spec = replace(
+        basis,
+        args=args,
+        template_args=template_args,
+        sizes=tuple(p.sizes for p in merged),
+        weights=tuple(float(p.count) for p in merged),
+        grid=grid,
+        block=block,
+        shared_mem=smem,
+    )
+    spec = _without_unused_launch_params(spec, notes)
+    _check_extents(spec, first.path, merged)
+    left = [f"{key} = {text!r}" for key, text in _todos(spec)]
+    if left:
+        notes.append("still TODO (the capture could not tell): " + "; ".join(left))
+    real = {i: p.snapshot for i, p in enumerate(merged) if p.snapshot}
+    launches = sum(c.launch.count for c in chosen)
+    return KernelCapture(first.path, kernel.name, spec, launches, tuple(dict.fromkeys(notes)), real)
+
+
+def _instantiation(captured: Sequence[Captured], tuned: set[str], notes: list[str]) -> list[Captured]:
+    """The launches of the most launched instantiation (a spec fixes its template arguments; the tuned ones
+    are the search's to choose)."""
+    groups: dict[tuple[tuple[str, str], ...], list[Captured]] = {}
+    for c in captured:
+        groups.setdefault(tuple(sorted((k, v) for k, v in c.template_args.items() if k not in tuned)), []).append(c)
+    ranked = sorted(groups.values(), key=lambda g: -sum(c.launch.count for c in g))
+    for other in ranked[1:]:
+        args = ", ".join(f"{k} = {v}" for k, v in sorted(other[0].template_args.items()))
+        notes.append(
+            f"also launched as <{args}> ({sum(c.launch.count for c in other)} launches): the spec keeps the most "
+            f"launched instantiation; a tuned configuration applies to every instantiation"
+        )
+    usable = [c for c in ranked[0] if c.problem is None]
+    if not usable:
+        raise CaptureError(f"{captured[0].path}: kernel {captured[0].kernel.name}: {ranked[0][0].problem}")
+    return usable
+
+
+def _typed_args(
+    basis: KernelSpec, params: Sequence[Parameter], template_args: Mapping[str, str]
+) -> tuple[ArgSpec, ...]:
+    """The basis arguments with each template element type's dtype from the launched instantiation."""
+    out = []
+    for arg, param in zip(basis.args, params, strict=False):
+        base = parse_c_type(param.type).base
+        dtype = C_TYPES.get(template_args.get(base, ""))
+        out.append(replace(arg, dtype=dtype) if dtype and base in template_args else arg)
+    return (*out, *basis.args[len(out) :])
+
+
+def _problems(
+    basis: KernelSpec,
+    args: Sequence[ArgSpec],
+    chosen: Sequence[Captured],
+    names: list[str],
+    notes: list[str],
+    data_dir: Path | None,
+) -> tuple[list[_Problem], dict[str, str]]:
+    """Each launch as size values: from the scalars passed to size arguments, the grid and block dimensions
+    the basis writes as a size alone, and (last) single-dimension arrays' allocations; and the values of the
+    scalars that are no size."""
+    scalar_vars = {a.name: str(a.value) for a in args if a.value is not None and a.value in names}
+    literal_args = [a for a in args if a.value is not None and a.value not in names]
+    problems = []
+    for c in chosen:
+        sizes: dict[str, int] = {}
+        for scalar, var in scalar_vars.items():
+            value = c.scalars.get(scalar)
+            if isinstance(value, int) and not isinstance(value, bool):
+                sizes.setdefault(var, value)
+        for dims, got in ((basis.grid, c.launch.grid), (basis.block, c.launch.block)):
+            for text, value in zip(dims, got, strict=False):
+                if text in names and text not in sizes:
+                    sizes[text] = value
+        for arg in args:
+            if arg.shape is not None and len(arg.shape) == 1 and arg.shape[0] in names and arg.shape[0] not in sizes:
+                extent = c.extents.get(arg.name)
+                if extent is not None:
+                    sizes[arg.shape[0]] = extent // dtype_size(arg.dtype)
+                    notes.append(f"{arg.shape[0]} is read from {arg.name}'s allocation (an upper bound)")
+        for var in names:
+            if var not in sizes:
+                sizes[var] = basis.sizes[0][var]
+                notes.append(f"no launch argument gives {var}; it keeps the drafted {basis.sizes[0][var]}")
+        snapshot = {}
+        if c.launch.data is not None and data_dir is not None:  # what the kernel reads: its outputs' are no input
+            for i, (file, _n) in c.launch.data.files.items():
+                if i < len(args) and args[i].role is not Role.OUT:
+                    snapshot[args[i].name] = str(data_dir / c.launch.data.folder / file)
+        problems.append(
+            _Problem(sizes, c.launch.grid, c.launch.block, c.launch.smem, c.launch.count, dict(c.extents), snapshot)
+        )
+    values = _literal_values(literal_args, chosen, problems, notes)
+    return problems, values
+
+
+def _literal_values(
+    args: Sequence[ArgSpec], chosen: Sequence[Captured], problems: list[_Problem], notes: list[str]
+) -> dict[str, str]:
+    """The value of each scalar that is no size: one value for all launches is written in; an integer that
+    varies becomes a size variable of its own; a float that varies keeps the most launched value."""
+    out = {}
+    for arg in args:
+        values = [c.scalars.get(arg.name) for c in chosen]
+        if any(v is None for v in values):
+            continue
+        if len(set(values)) > 1 and arg.dtype in INTEGER_DTYPES:
+            for p, v in zip(problems, values, strict=True):
+                p.sizes[arg.name] = int(v)  # type: ignore[arg-type]
+            out[arg.name] = arg.name
+            continue
+        heaviest = max(zip(values, chosen, strict=True), key=lambda vc: vc[1].launch.count)[0]
+        if len(set(values)) > 1:
+            seen = ", ".join(sorted({repr(v) for v in values}))
+            notes.append(f"{arg.name} varies over the launches ({seen}); the spec uses {heaviest!r}")
+        out[arg.name] = _literal(heaviest, arg.dtype)  # type: ignore[arg-type]
+    return out
+
+
+def _literal(value: Number, dtype: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.7g}" if dtype in ("float32", "float16", "bfloat16") else repr(value)
+    return str(value)
+
+
+def _fit_dims(
+    key: str,
+    basis: tuple[str, ...],
+    values: Sequence[tuple[int, int, int]],
+    problems: list[_Problem],
+    fixed: Mapping[str, int],
+    notes: list[str],
+) -> tuple[str, ...]:
+    """A grid or block: per axis, an expression that gives every captured value."""
+    if len(basis) == 1 and basis[0].startswith(_TODO):
+        basis = _written_dims(basis[0])
+    axes = max([len(basis)] + [i + 1 for v in values for i in range(3) if v[i] != 1])
+    dims = [
+        _fit(f"{key}_{_AXES[i]}", basis[i] if i < len(basis) else "1", [v[i] for v in values], problems, fixed, notes)
+        for i in range(axes)
+    ]
+    while len(dims) > 1 and dims[-1] == "1":
+        dims.pop()
+    return tuple(dims)
+
+
+def _fit(
+    key: str, basis: str, values: Sequence[int], problems: list[_Problem], fixed: Mapping[str, int], notes: list[str]
+) -> str:
+    """The basis expression where it gives every captured value, else the simplest expression over the sizes
+    that does, else a size variable `key` holding each problem's value (per-size literals)."""
+    envs = [{**fixed, **p.sizes} for p in problems]
+    for candidate in _candidates(basis, values, problems[0].sizes):
+        if all(_gives(candidate, env, v) for env, v in zip(envs, values, strict=True)):
+            if candidate != basis and not basis.startswith(_TODO) and basis != "1":
+                notes.append(
+                    f"{key.split('_')[0]} {basis!r} does not give the launched values; it is now {candidate!r}"
+                )
+            return candidate
+    for p, v in zip(problems, values, strict=True):
+        p.sizes[key] = v
+    notes.append(f"no expression over the sizes gives every launched {key}: each size carries it as `{key}`")
+    return key
+
+
+_WRITTEN = re.compile(r"the launch writes `(.+)`")
+_QUALIFIER = re.compile(r"\b(?:\w+::)+")
+
+
+def _written_dims(todo: str) -> tuple[str, ...]:
+    """Per axis, what the launch writes, as the drafter quoted it in its TODO (`dim3(a, b)` → a, b): a
+    candidate once namespaces are dropped (`ns::ceil_div` → `ceil_div`), kept only if every launch agrees."""
+    m = _WRITTEN.search(todo)
+    if m is None:
+        return (todo,)
+    text = _QUALIFIER.sub("", m.group(1)).strip()
+    inner = re.fullmatch(r"dim3\s*\((.*)\)", text)
+    parts = _split_top(inner.group(1)) if inner else [text]
+    return tuple(f"{_TODO}: {p.strip()}" for p in parts)
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
+
+
+def _candidates(basis: str, values: Sequence[int], sizes: Mapping[str, int]) -> list[str]:
+    names = sorted(sizes)
+    written = basis.removeprefix(f"{_TODO}:").strip() if basis.startswith(f"{_TODO}:") else None
+    out = [written] if written else [] if basis.startswith(_TODO) else [basis]
+    if len(set(values)) == 1:
+        out.append(str(values[0]))
+    out += names
+    for n in names:
+        for c in _FACTORS:
+            out += [f"ceil_div({n}, {c})", f"{n} // {c}", f"{n} * {c}", f"min({n}, {c})"]
+    out += [f"{a} * {b}" for i, a in enumerate(names) for b in names[i:]]
+    return out
+
+
+def _gives(text: str, env: Mapping[str, Number], value: int) -> bool:
+    try:
+        got = compile_expr(text).evaluate(env)
+    except ExpressionError:
+        return False
+    return not isinstance(got, bool) and got == value
+
+
+def _merged(problems: list[_Problem]) -> list[_Problem]:
+    """Launches with the same size values are one problem; their counts add up, the smallest allocation holds."""
+    out: dict[tuple[tuple[str, int], ...], _Problem] = {}
+    for p in problems:
+        key = tuple(sorted(p.sizes.items()))
+        kept = out.get(key)
+        if kept is None:
+            out[key] = _Problem(dict(p.sizes), p.grid, p.block, p.smem, p.count, dict(p.extents), dict(p.snapshot))
+            continue
+        kept.count += p.count
+        kept.extents = {k: min(v, p.extents.get(k, v)) for k, v in kept.extents.items()}
+        kept.snapshot = kept.snapshot or p.snapshot
+    return sorted(out.values(), key=lambda p: tuple(p.sizes.values()))
+
+
+def _without_unused_launch_params(spec: KernelSpec, notes: list[str]) -> KernelSpec:
+    """The spec without the launch parameters no fitted grid, block or shared memory uses any more (the
+    program's launch follows no expression they are in), nor the constraints that name them."""
+    if spec.space is None:
+        return spec
+    used = set().union(*(compile_expr(t).names for t in (*spec.grid, *spec.block, spec.shared_mem)))
+    gone = {p.name for p in spec.space.params if p.binding is Binding.LAUNCH and p.name not in used}
+    if not gone:
+        return spec
+    notes.append(f"{', '.join(sorted(gone))} no longer searched: the launches follow no expression over it")
+    kept = tuple(c for c in spec.space.constraints if not compile_expr(c).names & gone)
+    space = Space(tuple(p for p in spec.space.params if p.name not in gone), kept)
+    return replace(spec, space=space, constraints=tuple(c for c in spec.constraints if c in kept))
+
+
+def _check_extents(spec: KernelSpec, path: Path, problems: Sequence[_Problem]) -> None:
+    """Every array's shape fits the allocation the program passed for it, at every captured size."""
+    for p in problems:
+        shapes = spec.array_shapes(p.sizes)
+        for arg in spec.args:
+            extent = p.extents.get(arg.name)
+            if arg.shape is None or extent is None:
+                continue
+            need = math.prod(shapes[arg.name]) * dtype_size(arg.dtype)
+            if need > extent:
+                sizes = ", ".join(f"{k} = {v}" for k, v in p.sizes.items())
+                raise CaptureError(
+                    f"{path}: kernel {spec.kernel}: argument {arg.name!r} has shape [{', '.join(arg.shape)}] = "
+                    f"{need} bytes at {sizes}, but the program passed an allocation of {extent} bytes: fix the "
+                    f"shape in the spec"
+                )
+
+
+def _todos(spec: KernelSpec) -> list[tuple[str, str]]:
+    texts: list[tuple[str, str]] = [("grid", t) for t in spec.grid] + [("block", t) for t in spec.block]
+    texts += [(f"template_args.{k}", v) for k, v in spec.template_args.items()]
+    for a in spec.args:
+        texts += [(f"{a.name}.dtype", a.dtype), (f"{a.name}.value", a.value or "")]
+        texts += [(f"{a.name}.shape", s) for s in a.shape or ()]
+    return [(k, t) for k, t in texts if t.startswith(_TODO)]
