@@ -118,13 +118,28 @@ def test_driver_launches_by_kernel_params_and_by_extra_buffer_count_as_one_probl
     assert struct.unpack("<i", first.params[2].raw) == (N,)
 
 
-def test_runtime_launches_read_their_config_and_args(tmp_path: Path) -> None:
+def test_a_runtime_launch_is_recorded_from_the_driver_launch_it_makes_under_its_own_name_with_stand_in_driver(
+    tmp_path: Path,
+) -> None:
+    mem = Memory()
+    rec = m.Recorder(str(tmp_path / "p.jsonl"), ["scale_kernel"], None, 1 << 20, StandInDriver(resolves_runtime=False))
+    r = m.RuntimeLaunch(func=0xBAD, grid=m.Dim3(16, 1, 1), block=m.Dim3(256, 1, 1), args=_kernel_params(mem))
+    for cbid in (211, 505):
+        rec.on_callback(cbid, _callback(mem, r), True)
+        rec.on_callback(
+            307, _driver_launch(mem), False
+        )  # the runtime's own driver call: recorded once, as the runtime's
+        rec.on_callback(cbid, _callback(mem, r, site=1), True)
+    rec.flush()
+    [launch] = read_log(tmp_path / "p.jsonl").launches
+    assert (launch.api, launch.count, launch.params is not None) == ("cudaLaunchKernel", 2, True)
+
+
+def test_a_runtime_launch_without_a_driver_launch_reads_its_own_config_and_args_at_exit(tmp_path: Path) -> None:
     mem = Memory()
     rec = m.Recorder(str(tmp_path / "p.jsonl"), ["scale_kernel"], None, 1 << 20, StandInDriver())
-    rec.runtime_domain = 1
     r = m.RuntimeLaunch(func=0xF00, grid=m.Dim3(8, 2, 1), block=m.Dim3(128, 1, 1), args=_kernel_params(mem), smem=64)
     rec.on_callback(505, _callback(mem, r), True)
-    rec.on_callback(307, _driver_launch(mem), False)  # the runtime's own driver call: not counted again
     rec.on_callback(505, _callback(mem, r, site=1), True)
     config = m.RuntimeConfig(grid=m.Dim3(8, 2, 1), block=m.Dim3(128, 1, 1), smem=64)
     ex = m.RuntimeLaunchEx(config=mem(config), func=0xF00, args=_kernel_params(mem))
@@ -133,25 +148,20 @@ def test_runtime_launches_read_their_config_and_args(tmp_path: Path) -> None:
     rec.flush()
     [launch] = read_log(tmp_path / "p.jsonl").launches
     assert (launch.grid, launch.block, launch.smem, launch.count) == ((8, 2, 1), (128, 1, 1), 64, 2)
+    assert launch.params is not None
 
 
-def test_a_runtime_launch_the_runtime_cannot_name_takes_its_driver_calls_data_with_stand_in_driver(
+def test_a_runtime_launch_the_driver_cannot_name_is_counted_without_arguments_with_stand_in_driver(
     tmp_path: Path,
 ) -> None:
     mem = Memory()
     rec = m.Recorder(str(tmp_path / "p.jsonl"), ["scale_kernel"], None, 1 << 20, StandInDriver(resolves_runtime=False))
     r = m.RuntimeLaunch(func=0xBAD, grid=m.Dim3(16, 1, 1), block=m.Dim3(256, 1, 1), args=_kernel_params(mem))
     rec.on_callback(211, _callback(mem, r), True)
-    rec.on_callback(307, _driver_launch(mem), False)
-    rec.on_callback(211, _callback(mem, r, site=1), True)
-    rec.on_callback(211, _callback(mem, r), True)  # no driver call this time: counted without arguments
     rec.on_callback(211, _callback(mem, r, site=1), True)
     rec.flush()
-    launches = read_log(tmp_path / "p.jsonl").launches
-    assert [(x.api, x.count, x.params is None) for x in launches] == [
-        ("cuLaunchKernel", 1, False),
-        ("cudaLaunchKernel", 1, True),
-    ]
+    [launch] = read_log(tmp_path / "p.jsonl").launches
+    assert (launch.api, launch.count, launch.params is None) == ("cudaLaunchKernel", 1, True)
 
 
 def test_data_snapshots_each_problems_buffers_once_before_it_runs_with_stand_in_driver(tmp_path: Path) -> None:

@@ -104,6 +104,7 @@ class Launch:
         self.grid, self.block, self.smem = grid, block, smem
         self.params, self.extra = params, extra  # kernelParams (void**) and extra (void**) addresses, 0 if none
         self.stream = stream or 0
+        self.served = False  # a runtime launch: whether a driver launch it made was recorded in its place
 
 
 def read_launch(cbid: int, runtime: bool, address: int) -> Launch:
@@ -161,50 +162,20 @@ def _extra_buffer(extra: int) -> tuple[int, int] | None:
 
 
 class Driver:
-    """The few driver (and runtime) calls the recorder makes, through ctypes on the loaded libraries."""
+    """The few driver calls the recorder makes, through ctypes on libcuda."""
 
     def __init__(self) -> None:
         self.cuda = ctypes.CDLL("libcuda.so.1")
-        self._runtimes: list[ctypes.CDLL] | None = None
-        self._functions: dict[int, int | None] = {}
 
     def function_of(self, launch: Launch, cbid: int, runtime: bool) -> int | None:
-        """The CUfunction a launch runs (cached per handle), or None where it cannot be found."""
+        """The CUfunction a launch runs, or None where only the runtime could tell. Only driver calls: a runtime
+        call made from a callback would set that runtime's last error, which the program's launch check reads."""
         if not runtime:
             return launch.func
-        key = launch.func or 0
-        if self._functions.get(key) is None:  # not cached while unknown: a context may not be current yet
-            self._functions[key] = self._resolve(key, cbid)
-        return self._functions[key]
-
-    def _resolve(self, handle: int, cbid: int) -> int | None:
+        if cbid not in RUNTIME_KERNEL_HANDLE or not launch.func:
+            return None
         f = ctypes.c_void_p()
-        if cbid in RUNTIME_KERNEL_HANDLE:
-            return f.value if self.cuda.cuKernelGetFunction(ctypes.byref(f), ctypes.c_void_p(handle)) == 0 else None
-        for rt in self.runtimes():  # the host stub is registered with one of the process's CUDA runtimes
-            if rt.cudaGetFuncBySymbol(ctypes.byref(f), ctypes.c_void_p(handle)) == 0 and f.value:
-                return f.value
-        return None
-
-    def runtimes(self) -> list[ctypes.CDLL]:
-        """Every CUDA runtime library the process has loaded (torch's, CuPy's, the program's own)."""
-        if self._runtimes is None:
-            paths: list[str] = []
-            try:
-                with open("/proc/self/maps", encoding="utf-8") as maps:
-                    for line in maps:
-                        path = line.split()[-1]
-                        if "libcudart" in path and path not in paths:
-                            paths.append(path)
-            except OSError:
-                pass
-            self._runtimes = []
-            for path in paths:
-                try:
-                    self._runtimes.append(ctypes.CDLL(path))
-                except OSError:
-                    continue
-        return self._runtimes
+        return f.value if self.cuda.cuKernelGetFunction(ctypes.byref(f), ctypes.c_void_p(launch.func)) == 0 else None
 
     def name(self, func: int) -> str:
         name = ctypes.c_char_p()
@@ -212,13 +183,17 @@ class Driver:
         return name.value.decode("utf-8", "replace") if ok and name.value else ""
 
     def layout(self, func: int) -> list[tuple[int, int]]:
-        """(offset, size) of every parameter of a function (`cuFuncGetParamInfo`)."""
+        """(offset, size) of every parameter of a function: `cuFuncGetParamInfo`, or `cuKernelGetParamInfo` where
+        the launch passed a CUkernel as its CUfunction (as the CUDA 13 runtime does for the kernels it registers)."""
+        return self._params(self.cuda.cuFuncGetParamInfo, func) or self._params(self.cuda.cuKernelGetParamInfo, func)
+
+    @staticmethod
+    def _params(get: Any, handle: int) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
         offset, size = ctypes.c_size_t(), ctypes.c_size_t()
-        get = self.cuda.cuFuncGetParamInfo
         while (
             len(out) < 4096
-            and get(ctypes.c_void_p(func), ctypes.c_size_t(len(out)), ctypes.byref(offset), ctypes.byref(size)) == 0
+            and get(ctypes.c_void_p(handle), ctypes.c_size_t(len(out)), ctypes.byref(offset), ctypes.byref(size)) == 0
         ):
             out.append((offset.value, size.value))
         return out
@@ -275,39 +250,43 @@ class Recorder:
     def on_callback(self, cbid: int, address: int, runtime: bool) -> None:
         """A launch callback: record at entry (before the kernel runs, so snapshots hold its inputs).
 
-        A runtime launch whose function the runtime cannot name waits for the driver launch it makes (which
-        names it); a driver launch made by a recorded runtime launch is not counted again."""
+        A runtime launch is recorded from the driver launch it makes (which names the function and lists the
+        arguments), under the runtime call's name; one that makes none is recorded at its exit from what the
+        runtime call itself says."""
         data = CallbackData.from_address(address)
-        depth = getattr(self.local, "runtime", 0)
-        if runtime and data.callbackSite == 1:  # API_EXIT
-            self.local.runtime = max(depth - 1, 0)
-            pending, self.local.pending = getattr(self.local, "pending", None), None
-            if pending is not None:  # the launch made its context current: its function may be found now
-                func = self.driver.function_of(pending, cbid, True)
-                with self.lock:
-                    self.record(pending, func, snapshot=False)  # the kernel may have run: no inputs to keep
-            return
-        if runtime:
-            self.local.runtime = depth + 1
-        elif data.callbackSite == 1 or (depth and getattr(self.local, "pending", None) is None):
-            return
-        else:
-            self.local.pending = None
+        stack: list[Launch] = self.local.__dict__.setdefault("runtime", [])
         symbol = (data.symbolName or b"").decode("utf-8", "replace")
+        if runtime:
+            if data.callbackSite == 0:
+                launch = read_launch(cbid, True, data.functionParams)
+                launch.name = symbol
+                stack.append(launch)
+                _trace("runtime enter", cbid, symbol, launch)
+            elif stack:
+                pending = stack.pop()
+                _trace("runtime exit", cbid, symbol, pending)
+                if not pending.served and self.wants(pending.name or symbol):
+                    func = self.driver.function_of(pending, cbid, True)
+                    pending.name = pending.name or (self.driver.name(func) if func else "")
+                    if pending.name and self.wants(pending.name):
+                        with self.lock:
+                            self.record(pending, func, snapshot=False)  # the kernel may have run: no inputs to keep
+            return
+        if data.callbackSite != 0:
+            return
+        caller = stack[-1] if stack else None
+        if caller is not None:
+            caller.served = True
         if symbol and not self.wants(symbol):  # the program's other kernels cost no more than this
             return
-        launch = read_launch(cbid, runtime, data.functionParams)
-        launch.name = symbol
-        func = self.driver.function_of(launch, cbid, runtime)
-        if not launch.name and func:
-            launch.name = self.driver.name(func)
-        if not launch.name or not self.wants(launch.name):
-            return
-        if runtime and func is None:
-            self.local.pending = launch
-            return
-        with self.lock:
-            self.record(launch, func)
+        launch = read_launch(cbid, False, data.functionParams)
+        launch.name = symbol or (self.driver.name(launch.func) if launch.func else "")
+        if caller is not None:
+            launch.api = caller.api
+        _trace("driver", cbid, symbol, launch)
+        if launch.name and self.wants(launch.name):
+            with self.lock:
+                self.record(launch, launch.func)
 
     def record(self, launch: Launch, func: int | None, *, snapshot: bool = True) -> None:
         layout = self.driver.layout(func) if func else []
@@ -330,8 +309,11 @@ class Recorder:
                      "smem": launch.smem, "layout": "cuFuncGetParamInfo" if params is not None else None,
                      "params": params, "count": 0}  # fmt: skip
             if params is None:
-                entry["why"] = "no parameter layout (the launched function was not found)" if not func else (
-                    "the launch passed no argument list")  # fmt: skip
+                entry["why"] = (
+                    "no parameter layout (the launched function was not found)" if not func
+                    else "the driver gave no parameter layout for the function" if not layout
+                    else "the launch passed no argument list"
+                )  # fmt: skip
             self.entries[key] = entry
             if self.data_dir and params is not None and snapshot and not self.driver.capturing(launch.stream):
                 entry["data"] = self.snapshot(key, params)
@@ -380,6 +362,17 @@ class Recorder:
 
 
 _RECORDER: list[Recorder] = []  # the process's recorder, once started
+
+
+_TRACE = [int(os.environ.get("CUTUNE_CAPTURE_TRACE", "0") or 0)]
+
+
+def _trace(what: str, cbid: int, symbol: str, launch: Launch) -> None:
+    """With CUTUNE_CAPTURE_TRACE=N, the first N callbacks on stderr (what a launch path passes, for diagnosis)."""
+    if _TRACE[0] > 0:
+        _TRACE[0] -= 1
+        print(f"cutune capture: {what} cbid={cbid} symbol={symbol[:60]!r} api={launch.api} func={launch.func or 0:#x} "
+              f"grid={launch.grid} params={launch.params:#x} extra={launch.extra:#x}", file=sys.stderr)  # fmt: skip
 
 
 def flush() -> None:
