@@ -17,7 +17,7 @@ from cutune.cuda.extract import extract_kernel
 from cutune.cuda.model import Kernel, SourceModel, TemplateParamKind
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
-from cutune.gpu.nvcc import CompileJob, compile_many
+from cutune.gpu.compile import CompileJob, compile_many
 from cutune.template.templatize import templatize
 
 FILES = (

@@ -16,7 +16,7 @@ from cutune.cuda import SourceModel, parse_source
 from cutune.cuda.access import index_arrays, pointer_roles
 from cutune.cuda.extract import extract_kernel
 from cutune.errors import SpecError
-from cutune.gpu.nvcc import compile_resources
+from cutune.gpu.compile import compile_resources
 from cutune.project import open_kernel
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, Space

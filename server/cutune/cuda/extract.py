@@ -102,6 +102,7 @@ class CompileUnit:
     # (first line in the unit, first line in the original file, line count), zero-based
     line_map: tuple[tuple[int, int, int], ...] = ()
     notes: tuple[str, ...] = ()  # what extraction changed that a user should know (dropped headers, ...)
+    undefines: tuple[str, ...] = ()  # macros a real build undefines (-U), e.g. torch's __CUDA_NO_HALF_OPERATORS__
 
     def source_line(self, unit_line: int) -> int | None:
         """The original file's line (zero-based) of a unit line, or None for generated lines."""
@@ -112,9 +113,12 @@ class CompileUnit:
         return original + unit_line - first if unit_line < first + count else None
 
     def options(self) -> tuple[str, ...]:
-        """The -I and -D options both nvcc and NVRTC take for this unit."""
-        return tuple(f"-I{d}" for d in self.include_dirs) + tuple(
-            f"-D{name}={value}" if value else f"-D{name}" for name, value in self.defines
+        """The -I, -D and -U options both nvcc and NVRTC take for this unit (folders absolute: nvcc runs
+        elsewhere)."""
+        return (
+            tuple(f"-I{os.path.abspath(d)}" for d in self.include_dirs)
+            + tuple(f"-D{name}={value}" if value else f"-D{name}" for name, value in self.defines)
+            + tuple(f"-U{name}" for name in self.undefines)
         )
 
 
