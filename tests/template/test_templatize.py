@@ -11,8 +11,8 @@ import pytest
 from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, SourceError
-from cutune.gpu.limits import limits_for
 from cutune.gpu.compile import compile_resources
+from cutune.gpu.limits import limits_for
 from cutune.gpu.resources import ResourceUsage
 from cutune.template.expr import compile_expr
 from cutune.template.instantiate import instantiation

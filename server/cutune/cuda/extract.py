@@ -21,7 +21,7 @@ from cutune.cuda.includes import TORCH_PREFIXES, device_includes
 from cutune.cuda.model import SourceModel
 from cutune.cuda.syntax import captures, node_text, parse_tree
 from cutune.cuda.text import LineIndex
-from cutune.cuda.torch_types import torch_scalars
+from cutune.cuda.torch_types import torch_headers, torch_scalars
 from cutune.source_file import text_hash
 
 _IDENTIFIERS = "[(identifier) (type_identifier) (namespace_identifier) (preproc_arg)] @id"
@@ -63,20 +63,26 @@ using cuda::std::numeric_limits;
 #include <limits>
 #endif
 """
+# Every CCCL trait is reachable as `std::` (`std::enable_if_t` in a kernel's return type, `std::is_same_v`):
+# qualified lookup in `std` sees the names declared there (the prelude's) first, then cuda::std's.
 _TRAITS = """\
 #ifdef __CUDACC_RTC__
 #include <cuda/std/type_traits>
 namespace std {
-using cuda::std::conditional;
-using cuda::std::enable_if;
-using cuda::std::integral_constant;
-using cuda::std::is_same;
+using namespace cuda::std;
 }  // namespace std
 #else
 #include <type_traits>
 #endif
 """
-_TRAIT_NAMES = frozenset(("conditional", "enable_if", "integral_constant", "is_same"))
+_TRAIT_NAMES = frozenset(
+    """conditional conditional_t enable_if enable_if_t integral_constant bool_constant true_type false_type
+    is_same is_same_v is_floating_point is_floating_point_v is_integral is_integral_v is_signed is_signed_v
+    is_unsigned is_unsigned_v is_pointer is_pointer_v is_const is_const_v is_arithmetic is_arithmetic_v
+    remove_cv remove_cv_t remove_const remove_const_t remove_reference remove_reference_t remove_pointer
+    remove_pointer_t decay decay_t make_signed make_signed_t make_unsigned make_unsigned_t underlying_type
+    underlying_type_t common_type common_type_t void_t is_void is_void_v""".split()  # noqa: SIM905
+)
 _UINT = "typedef unsigned int uint;\n"
 # <math.h>'s INFINITY and NAN, which nvcc's host headers define and NVRTC lacks
 _MATH_MACROS = """\
@@ -171,6 +177,8 @@ def extract_kernel(
     needed = {d for d in needed if d.kind is not DeclKind.USING or _namespace_kept(d, data, own, headers, quoted)}
     names = code_names | {n for d in needed if d.kind is DeclKind.USING for n in _used_names(d, data)}
     scalars = torch_scalars(names, for_nvrtc=for_nvrtc)
+    # torch reached through a project header the unit keeps: its installed headers, or stand-ins
+    reached = torch_headers(headers.torch_reached(quoted), for_nvrtc=for_nvrtc)
 
     writer = _Writer(LineIndex(data))
     writer.generated(f"// cutune: {qualified} from {model.path or '<source>'}, device code only\n")
@@ -183,7 +191,8 @@ def extract_kernel(
         writer.generated(_MATH_MACROS)
     if not any(d.kind is DeclKind.TYPE and "uint" in d.names for d in decls):
         writer.generated(_UINT)
-    if any(d.kind is DeclKind.INCLUDE and _torch_include(d, data) for d in decls) or scalars.prelude:
+    direct = any(d.kind is DeclKind.INCLUDE and _torch_include(d, data) for d in decls)
+    if direct or scalars.prelude or reached.include_dirs:
         writer.generated(_CUDA_TYPES)  # what torch's headers supplied the device code
     writer.generated(scalars.prelude)
     for d in decls:
@@ -201,11 +210,12 @@ def extract_kernel(
         source=writer.text(),
         kernel=qualified,
         name_expressions=expressions,
-        include_dirs=tuple(dirs) + scalars.include_dirs,
+        include_dirs=tuple(dict.fromkeys((*dirs, *scalars.include_dirs, *reached.include_dirs))),
         defines=tuple((defines or {}).items()),
         for_nvrtc=for_nvrtc,
         line_map=tuple(writer.line_map),
-        notes=tuple(headers.notes) + scalars.notes,
+        notes=tuple(headers.notes) + scalars.notes + reached.notes,
+        undefines=reached.undefines,
     )
 
 
@@ -242,6 +252,17 @@ class _ProjectHeaders:
             path = resolve_header(target, self._search)
             self._declared[target] = declared_names(path, self._search) if path is not None else None
         return self._declared[target]
+
+    def torch_reached(self, quoted: Sequence[str]) -> set[str]:
+        """The torch headers the kept ones of these quoted includes reach (spec rules applied)."""
+        reached: set[str] = set()
+        for written in quoted:
+            target = self.chosen(written)
+            if target is None or (target == written and not self.needed(target)):
+                continue
+            declared = self.declared(target)
+            reached |= declared.torch if declared is not None else set()
+        return reached
 
     def needed(self, target: str) -> bool:
         declared = self.declared(target)

@@ -60,7 +60,8 @@ def first_error(error: BaseException | str) -> str:
     """The first line of a compiler's complaint that says `error` (else its first line), cut short."""
     text = str(error)
     lines = [ln for ln in text.splitlines() if "error" in ln] or text.splitlines() or [""]
-    return lines[0][:160]
+    hint = getattr(error, "hint", "")
+    return lines[0][:160] + (f" ({hint})" if hint else "")
 
 
 def run_parallel(

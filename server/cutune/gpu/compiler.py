@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from cutune.cuda.extract import CompileUnit
-from cutune.errors import CutuneError, SourceError
+from cutune.cuda.torch_types import STOOD_IN
+from cutune.errors import CompileError, CutuneError, SourceError
 from cutune.gpu.compile_cache import CachedCompile, CompileCache
 from cutune.gpu.resources import ResourceUsage, parse_ptxas, pick_entry
 
@@ -129,7 +130,12 @@ class Compiler(ABC):
             hit = None  # an entry of an older cutune, without the binary
         if hit is None:
             start = time.perf_counter()
-            out = self._run(unit, options, target)
+            try:
+                out = self._run(unit, options, target)
+            except CompileError as e:
+                if not (hint := "; ".join(n for n in unit.notes if STOOD_IN in n)):
+                    raise
+                raise CompileError(str(e), hint=hint) from None
             seconds = time.perf_counter() - start
             if cache:
                 blob = base64.b64encode(out.binary).decode()

@@ -23,6 +23,7 @@ from typing import Any
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Job, TimingOptions
+from cutune.gpu.compile import check_choice
 from cutune.template.model import Config
 
 DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
@@ -84,9 +85,16 @@ class Profile:
 
 
 def profile_config(
-    job: Job, config: Config, *, size_index: int = -1, ncu: str = "ncu", timeout_s: float = TIMEOUT_S
+    job: Job,
+    config: Config,
+    *,
+    size_index: int = -1,
+    ncu: str = "ncu",
+    timeout_s: float = TIMEOUT_S,
+    compiler: str = "auto",
 ) -> Profile:
-    """Run `config` of `job` once at one problem size (default: the last) under ncu and read its counters."""
+    """Run `config` of `job` once at one problem size (default: the last) under ncu and read its counters,
+    compiled as tune compiles it (`compiler`: the same choice as tune's)."""
     exe = shutil.which(ncu)
     if exe is None:
         raise ProfileError(f"Nsight Compute (`{ncu}`) is not on PATH: no hardware counters")
@@ -100,7 +108,7 @@ def profile_config(
     )
     with tempfile.TemporaryDirectory(prefix="cutune-ncu-") as tmp:
         path = Path(tmp) / "job.pickle"
-        path.write_bytes(pickle.dumps((one, config)))
+        path.write_bytes(pickle.dumps((one, config, check_choice(compiler))))
         command = ncu_command(exe, job.template.kernel, [sys.executable, "-m", "cutune.gpu.profile", str(path)])
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -186,8 +194,8 @@ def _launch(path: str) -> int:
     """The launcher ncu runs: evaluate the pickled configuration once on the CuPy backend."""
     from cutune.gpu.cupy_backend import CupyBackend
 
-    job, config = pickle.loads(Path(path).read_bytes())
-    backend = CupyBackend()
+    job, config, compiler = pickle.loads(Path(path).read_bytes())
+    backend = CupyBackend(compiler=compiler)
     backend.open(job)
     try:
         measurement = backend.evaluate(config)
