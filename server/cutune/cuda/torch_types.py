@@ -21,6 +21,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
+TORCH_ENV = "CUTUNE_TORCH"
 _NAMESPACES = frozenset(("at", "c10"))
 _TYPES = frozenset(("Half", "BFloat16"))
 # what PyTorch's extension builder defines and serving projects undefine again (their kernels need the
@@ -135,9 +136,14 @@ def _stand_ins(targets: frozenset[str], why: str) -> str:
 
 @functools.cache
 def torch_include_dirs() -> tuple[str, ...]:
-    """The include folders of an installed torch (found without importing it), or () without torch."""
-    spec = importlib.util.find_spec("torch")
-    for location in (spec.submodule_search_locations or []) if spec else []:
+    """The include folders of an installed torch (found without importing it), or () without torch.
+
+    $CUTUNE_TORCH names the torch package folder to take them from instead (one outside this environment);
+    set but empty, it has cutune build as where torch is not installed."""
+    chosen = os.environ.get(TORCH_ENV)
+    spec = importlib.util.find_spec("torch") if chosen is None else None
+    locations = [chosen] if chosen else list((spec.submodule_search_locations or []) if spec else [])
+    for location in locations:
         root = Path(location) / "include"
         if (root / "c10" / "util" / "Half.h").is_file():
             return (str(root), str(root / "torch" / "csrc" / "api" / "include"))

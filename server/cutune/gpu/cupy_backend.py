@@ -20,7 +20,18 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from cutune.errors import CutuneError, NoGpuError
-from cutune.gpu.backend import Backend, Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.gpu.backend import (
+    RAGGED_ATTEMPTS,
+    Backend,
+    Check,
+    CompileInfo,
+    DeviceInfo,
+    Failure,
+    Job,
+    Measurement,
+    RaggedSizeFailed,
+    Timing,
+)
 from cutune.gpu.build import BuildKey, JobBuilder
 from cutune.gpu.compile import check_choice
 from cutune.gpu.compile_cache import CompileCache
@@ -34,7 +45,7 @@ from cutune.gpu.occupancy import occupancy
 from cutune.gpu.sol import cache_dir, device_info
 from cutune.template.model import Config
 from cutune.template.spec import Role
-from cutune.template.spec.ragged import ragged_sizes
+from cutune.template.spec.ragged import ragged_failure, ragged_sizes
 
 T = TypeVar("T")
 # failures of a checked run (not of compiling or launching): a run that passed before and fails now is a race
@@ -107,13 +118,26 @@ class CupyBackend(Backend):
         return self._healthy
 
     def open(self, job: Job) -> DeviceInfo:
-        """Start CUDA, measure (or read) the speed of light, compile the original and build the reference."""
+        """Start CUDA, measure (or read) the speed of light, compile the original and build the reference.
+
+        Where the original fails at a ragged size, the job goes on assuming the `multiple_of` it evidently
+        needs (the returned notes say so); where that failure lost the CUDA context, RaggedSizeFailed asks
+        the caller (the isolated worker) to reopen the job in a fresh process with that assumption."""
         self._start(job)
         assert self._limits is not None
         self._timer = Timer(self._limits.l2_bytes)
         info = device_info(self._timer, self.device)
-        self._problems = self._reference(job.seed)
-        return info
+        notes: list[str] = []
+        for _ in range(RAGGED_ATTEMPTS):
+            try:
+                self._problems = self._reference(job.seed)
+                return dataclasses.replace(info, notes=tuple(notes))
+            except RaggedSizeFailed as e:
+                if not e.failure.multiples or not self._healthy:
+                    raise
+                notes.append(e.failure.message())
+                job = self._job = dataclasses.replace(job, spec=e.failure.apply(job.spec))
+        raise CutuneError(f"{notes[-1]}; still failing after {RAGGED_ATTEMPTS} attempts")
 
     def run_each(
         self, job: Job, configs: Sequence[Config], size: dict[str, int], before: Callable[[int], None]
@@ -157,14 +181,17 @@ class CupyBackend(Backend):
         rng = cp.random.default_rng(seed)
         guard = GUARD_BYTES if self.checks else 0
         problems = [make_problem(job.spec, size, rng, cp, guard_bytes=guard) for size in job.spec.sizes]
-        if self.checks:
-            problems += [
-                make_problem(job.spec, r.size, rng, cp, guard_bytes=guard, timed=False) for r in ragged_sizes(job.spec)
-            ]
+        ragged = ragged_sizes(job.spec) if self.checks else ()
+        problems += [make_problem(job.spec, r.size, rng, cp, guard_bytes=guard, timed=False) for r in ragged]
         original = job.space.default()
         try:
             launches, _ = self._prepare(original, problems)
-            for problem, launch in zip(problems, launches, strict=True):
+        except _Failed as e:
+            raise CutuneError(
+                f"the original configuration ({original}) cannot serve as the reference: {e.failure.value}: {e.detail}"
+            ) from None
+        for i, (problem, launch) in enumerate(zip(problems, launches, strict=True)):
+            try:
                 self._run_checked(problem, launch)
                 problem.keep_reference()
                 if self.checks:
@@ -172,10 +199,13 @@ class CupyBackend(Backend):
                     second = problem.snapshot()
                     rerun = partial(self._run_poisoned, problem, launch)
                     self._guard(partial(problem.validate_reference, job.spec, second, cp, rerun))
-        except _Failed as e:
-            raise CutuneError(
-                f"the original configuration ({original}) cannot serve as the reference: {e.failure.value}: {e.detail}"
-            ) from None
+            except _Failed as e:
+                failure = f"{e.failure.value}: {e.detail}"
+                if i >= len(job.spec.sizes):  # a ragged size cutune added itself: the spec's sizes passed
+                    raise RaggedSizeFailed(ragged_failure(job.spec, ragged[i - len(job.spec.sizes)], failure)) from None
+                raise CutuneError(
+                    f"the original configuration ({original}) cannot serve as the reference: {failure}"
+                ) from None
         return problems
 
     def prefetch(self, configs: Sequence[Config]) -> None:
