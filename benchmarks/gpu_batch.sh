@@ -2,7 +2,7 @@
 # One device-tool run for the GPU tests and benchmarks of this wave (each step bounded, so one slow step
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
-# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu (default: per_shape tests agent, which
+# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu compiler corpus_tune (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
 # Everything lands in OUT_DIR/batch/ and is packed into OUT_DIR/batch.tgz (the device tool returns few files).
 set -uo pipefail
@@ -28,6 +28,9 @@ for s in "${steps[@]}"; do
     checks_cost) step checks_cost "${T_CHECKS:-480}" python3 benchmarks/checks_cost.py "$dir" --trials 12 --seconds 25 --repeats 2 ;;
     agent) step agent "${T_AGENT:-420}" python3 benchmarks/agent_steps.py --out "$dir" ${AGENT_ARGS:---steps 2 --trials 12 --seconds 22} ;;
     row_reduce) step row_reduce "${T_ROW:-240}" python3 benchmarks/row_reduce.py "$dir" --seconds 50 --trials 80 ;;
+    compiler) step compiler "${T_COMPILER:-240}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
+      tests/gpu/test_ragged_original.py tests/gpu/test_cupy_backend.py ;;
+    corpus_tune) step corpus_tune "${T_CORPUS_TUNE:-200}" python3 benchmarks/corpus_tune.py "$dir" --kernels 24 --seconds 160 ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac
