@@ -34,6 +34,7 @@ SHAPES = {
     "cub_nvcc": ("row_sum.cu", "row_sum_kernel"),
     "torch_header": ("scale_bf16.cu", "scale_bf16_kernel"),
     "ragged_packs": ("pack_scale.cu", "pack_scale_kernel"),
+    "overloads": ("dequantize.cu", "dequantize_kernel"),
 }
 
 
@@ -115,6 +116,16 @@ def test_cub_under_nvcc_loads_the_target_by_its_mangled_name(without_torch: None
     assert kernel.resources.registers == entries[kernel.function].registers
     (row,) = check_kernel(ctx, limit=1, compiler="nvcc", cache_dir=tmp_path).rows
     assert row.feasible and row.usage is not None and row.usage.function == kernel.function
+
+
+def test_an_overloaded_kernel_compiles_under_nvcc(without_torch: None) -> None:
+    """`&dequantize_kernel<float, 128>` names one function only when the unit holds one overload (else nvcc:
+    "cannot deduce auto type"); the one extracted is the one cutune names, the first definition."""
+    ctx = shape("overloads")
+    (row,) = check_kernel(ctx, limit=1, compiler="nvcc").rows
+    assert row.feasible, row.problem
+    unit = build_request(ctx).make_unit(("dequantize_kernel<float, 128>",), False)
+    assert unit.source.count("__global__ void dequantize_kernel") == 1 and "const float* __restrict__ scales" in unit.source
 
 
 def test_torch_through_a_project_header_without_pytorch_gets_cudas_types(without_torch: None) -> None:

@@ -164,7 +164,8 @@ def extract_kernel(
     decls = collect_decls(parse_tree(data).root_node, data)
     expressions = tuple(_qualify(e.strip(), kernel, qualified) for e in instantiations)
     # device functions passed as template arguments (`k<T, silu<T>>`) are needed too
-    needed = _needed(decls, kernel, data, {w for e in expressions for w in _WORD.findall(e)})
+    target = model.kernel(kernel).span.start_byte
+    needed = _needed(decls, kernel, target, data, {w for e in expressions for w in _WORD.findall(e)})
     dirs = list(include_dirs)
     if model.path and os.path.dirname(os.path.abspath(model.path)) not in dirs:
         dirs.insert(0, os.path.dirname(os.path.abspath(model.path)))  # for the file's own `"..."` includes
@@ -301,9 +302,12 @@ def _qualify(expr: str, kernel: str, qualified: str) -> str:
     return expr
 
 
-def _needed(decls: list[Decl], kernel: str, data: bytes, extra: set[str]) -> set[Decl]:
-    """The kernel's definitions and, transitively, every device-side declaration whose name they (or the
-    `extra` names) use."""
+def _needed(decls: list[Decl], kernel: str, target: int, data: bytes, extra: set[str]) -> set[Decl]:
+    """The kernel's definition (the one at byte `target`, with its alternatives under other preprocessor
+    conditions) and, transitively, every device-side declaration whose name it (or the `extra` names) uses.
+
+    Overloads of the kernel under the same conditions stay out: `&k<float>` must name one function (with
+    several, nvcc "cannot deduce auto type")."""
     providers: dict[str, list[Decl]] = {}
     for d in decls:
         if (d.kind in _PROVIDERS and d.device) or (d.kind is DeclKind.HOST_FUNCTION and d.device):
@@ -313,7 +317,10 @@ def _needed(decls: list[Decl], kernel: str, data: bytes, extra: set[str]) -> set
                 providers.setdefault(d.scope.split("::")[-1].split("<")[0], []).append(d)
         elif d.kind is DeclKind.USING and not _HOST_NAMESPACES.search(node_text(data, d.item)):
             providers.setdefault("", []).append(d)  # using-directives come along unconditionally
-    todo = [d for d in decls if d.kind is DeclKind.KERNEL and d.name == kernel] + providers.get("", [])
+    same = [d for d in decls if d.kind is DeclKind.KERNEL and d.name == kernel]
+    own = next((d for d in same if d.start <= target < d.end), same[0] if same else None)
+    todo = [d for d in same if d is own or (own is not None and d.conditions != own.conditions)]
+    todo += providers.get("", [])
     todo += [p for name in extra for p in providers.get(name, ())]
     needed: set[Decl] = set()
     while todo:
