@@ -62,7 +62,7 @@ def main() -> int:
         **counts,
         "kernels_detail": [dataclasses.asdict(r) | {"agree": r.agree} for r in results],
     }
-    stem.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    Path(f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     lines = [
         f"# check vs tune's compile path over the production corpora ({cpu_name()}, {date})",
         "",
@@ -74,7 +74,7 @@ def main() -> int:
         "|---:|---|",
         *(f"| {n} | {c.replace('|', '/')} |" for c, n in counts["failure_classes"].items()),  # type: ignore[attr-defined]
     ]
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    Path(f"{stem}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0 if not counts["disagree"] else 1
 

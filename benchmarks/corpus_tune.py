@@ -126,7 +126,7 @@ def main() -> int:
         "opened_and_measured": len(measured),
         "kernels": rows,
     }
-    stem.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    Path(f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     lines = [
         f"# Corpus originals in tune ({device}, {date})",
         "",
@@ -140,7 +140,7 @@ def main() -> int:
             for r in rows
         ),
     ]
-    stem.with_suffix(".md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    Path(f"{stem}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
 

@@ -84,14 +84,14 @@ def check_kernel(
     configs, infeasible = _sample(space, feasibility if spec.sizes else None, limit, seed)
     rows: list[CheckRow | None] = [None] * len(configs)
     size = spec.sizes[0] if spec.sizes else {}
-    keys: dict[int, tuple[int, BuildKey, str]] = {}  # row → (threads, build key, its expression)
+    keys: dict[int, tuple[BuildKey, str]] = {}  # row → (build key, its expression)
     for i, config in enumerate(configs):
         try:
             key, (expression,) = build_key(ctx.template_model, ctx.kernel.name, spec, space, config, [size])
-            keys[i] = (_threads(spec, config, size, limits), key, expression)
+            keys[i] = (key, expression)
         except CutuneError as e:
             rows[i] = CheckRow(config, None, None, None, str(e))
-    distinct = list(dict.fromkeys(key for _, key, _ in keys.values()))
+    distinct = list(dict.fromkeys(key for key, _ in keys.values()))
     cache = CompileCache(cache_dir) if cache_dir else None
 
     def task(key: BuildKey) -> Callable[[], Compiled]:
@@ -109,13 +109,22 @@ def check_kernel(
     compiled = run_parallel([task(k) for k in distinct], workers=jobs, on_done=progress)
     results = dict(zip(distinct, compiled, strict=True))
     why = next((r.fallback for r in results.values() if isinstance(r, Compiled) and r.fallback), "")
-    for i, (threads, key, expression) in keys.items():
+    for i, (key, expression) in keys.items():
         res = results[key]
+        try:  # the launch is evaluated apart from compiling: a bad grid leaves what compiled reported
+            threads, smem = _launch(spec, configs[i], size, limits)
+        except CutuneError as e:
+            threads, smem, launch_problem = None, 0, str(e)
+        else:
+            launch_problem = ""
         if isinstance(res, CutuneError):
             rows[i] = CheckRow(configs[i], threads, None, None, f"compile: {first_error(res)}")
             continue
         kernel = res.kernel(expression)
-        occ = occupancy_of(limits, kernel.resources, threads, _dynamic_smem(spec, configs[i], size, limits))
+        if threads is None:
+            rows[i] = CheckRow(configs[i], None, kernel.resources, None, launch_problem, res.compiler, kernel.build)
+            continue
+        occ = occupancy_of(limits, kernel.resources, threads, smem)
         problem = None if occ.feasible else occ.message
         rows[i] = CheckRow(configs[i], threads, kernel.resources, occ, problem, res.compiler, kernel.build)
     listed = tuple(r for r in rows if r is not None)
@@ -158,10 +167,7 @@ def _names(config: Config, size: dict[str, int], limits: DeviceLimits) -> dict[s
     return {**limits.as_names(), **size, **{k: v for k, v in config.items() if not isinstance(v, str)}}
 
 
-def _threads(spec: KernelSpec, config: Config, size: dict[str, int], limits: DeviceLimits) -> int:
-    _, block, _ = spec.launch(_names(config, size, limits))
-    return block[0] * block[1] * block[2]
-
-
-def _dynamic_smem(spec: KernelSpec, config: Config, size: dict[str, int], limits: DeviceLimits) -> int:
-    return spec.launch(_names(config, size, limits))[2]
+def _launch(spec: KernelSpec, config: Config, size: dict[str, int], limits: DeviceLimits) -> tuple[int, int]:
+    """Threads per block and dynamic shared memory of the launch; raises CutuneError where it does not evaluate."""
+    _, block, smem = spec.launch(_names(config, size, limits))
+    return block[0] * block[1] * block[2], smem

@@ -63,14 +63,15 @@ class Agreement:
 
 
 def launched_kernels(corpus: Corpus) -> list[tuple[Path, str]]:
-    """Every (file, kernel) of the corpus whose file launches the kernel, in path order."""
+    """Every (file, kernel) of the corpus whose file launches the kernel, in path order (overloads once: cutune
+    names a kernel by its name)."""
     from cutune.cuda.parse import parse_source
 
     found = []
     for path in corpus.files:
         model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
         found += [(path, k.name) for k in model.kernels if model.launches_of(k.name)]
-    return found
+    return list(dict.fromkeys(found))
 
 
 def agreement(corpus: Corpus, path: Path, kernel: str, cache: CompileCache, *, arch: str = "sm_90") -> Agreement:

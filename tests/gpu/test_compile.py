@@ -125,7 +125,10 @@ def test_an_overloaded_kernel_compiles_under_nvcc(without_torch: None) -> None:
     (row,) = check_kernel(ctx, limit=1, compiler="nvcc").rows
     assert row.feasible, row.problem
     unit = build_request(ctx).make_unit(("dequantize_kernel<float, 128>",), False)
-    assert unit.source.count("__global__ void dequantize_kernel") == 1 and "const float* __restrict__ scales" in unit.source
+    assert (
+        unit.source.count("__global__ void dequantize_kernel") == 1
+        and "const float* __restrict__ scales" in unit.source
+    )
 
 
 def test_torch_through_a_project_header_without_pytorch_gets_cudas_types(without_torch: None) -> None:

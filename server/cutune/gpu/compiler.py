@@ -133,7 +133,7 @@ class Compiler(ABC):
             try:
                 out = self._run(unit, options, target)
             except CompileError as e:
-                if not (hint := "; ".join(n for n in unit.notes if STOOD_IN in n)):
+                if not (hint := _hint(unit, str(e))):
                     raise
                 raise CompileError(str(e), hint=hint) from None
             seconds = time.perf_counter() - start
@@ -154,6 +154,16 @@ class Compiler(ABC):
             resources = replace(entry, compile_seconds=seconds, cached=hit is not None, log=out.log)
             found.append(CompiledKernel(wanted, entry.function, out.binary, resources, build))
         return found
+
+
+def _hint(unit: CompileUnit, error: str) -> str:
+    """What extraction did that may explain a compile error: stood-in torch headers, or instantiations that
+    match no definition of the kernel (taking `&k<...>` then cannot deduce its type)."""
+    hints = [n for n in unit.notes if STOOD_IN in n]
+    if 'cannot deduce "auto" type' in error and "cutune_inst_" in error:
+        shown = ", ".join(f"`{e}`" for e in unit.name_expressions)
+        hints.append(f"{shown} matches no single definition of {unit.kernel}: check the template arguments' kinds")
+    return "; ".join(hints)
 
 
 def _entry(
