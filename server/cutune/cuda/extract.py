@@ -91,8 +91,28 @@ _MATH_MACROS = """\
 #define NAN __int_as_float(0x7fffffff)
 #endif
 """
-# what torch's headers brought along for device code: CUDA's half and bfloat16 types
+# <float.h>'s limits, which real kernels take through a project header the unit may leave out; NVRTC has no
+# <float.h> (and CCCL's <cuda/std/cfloat> defines none of them)
+_FLOAT_LIMITS = """\
+#if defined(__CUDACC_RTC__)
+#ifndef FLT_MAX
+#define FLT_MAX 3.402823466e+38F
+#define FLT_MIN 1.175494351e-38F
+#define FLT_EPSILON 1.192092896e-07F
+#define DBL_MAX 1.7976931348623158e+308
+#define DBL_MIN 2.2250738585072014e-308
+#define DBL_EPSILON 2.2204460492503131e-16
+#endif
+#else
+#include <cfloat>
+#endif
+"""
+_FLOAT_LIMIT_NAMES = frozenset(("FLT_MAX", "FLT_MIN", "FLT_EPSILON", "DBL_MAX", "DBL_MIN", "DBL_EPSILON"))
+# what torch's headers (or a project header the unit leaves out) brought along: CUDA's half and bfloat16 types
 _CUDA_TYPES = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+_CUDA_TYPE_NAMES = frozenset(
+    ("half", "half2", "__half", "__half2", "nv_bfloat16", "nv_bfloat162", "__nv_bfloat16", "__nv_bfloat162")
+)
 
 
 @dataclass(frozen=True)
@@ -190,10 +210,12 @@ def extract_kernel(
             writer.generated(_TRAITS)
     if names & {"INFINITY", "NAN"}:
         writer.generated(_MATH_MACROS)
+    if names & _FLOAT_LIMIT_NAMES:
+        writer.generated(_FLOAT_LIMITS)
     if not any(d.kind is DeclKind.TYPE and "uint" in d.names for d in decls):
         writer.generated(_UINT)
     direct = any(d.kind is DeclKind.INCLUDE and _torch_include(d, data) for d in decls)
-    if direct or scalars.prelude or reached.include_dirs:
+    if direct or scalars.prelude or reached.include_dirs or names & _CUDA_TYPE_NAMES:
         writer.generated(_CUDA_TYPES)  # what torch's headers supplied the device code
     writer.generated(scalars.prelude)
     for d in decls:
