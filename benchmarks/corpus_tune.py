@@ -75,6 +75,7 @@ def measure(corpus: Corpus, path: Path, kernel: str, checked: Agreement) -> dict
     worker = IsolatedBackend("cupy", options={"compiler": "auto"}, start_timeout_s=60.0)
     try:
         info = worker.open(job)
+        row["device"] = info.name
         row["notes"] = list(info.notes)
         m = worker.evaluate(job.space.default())
         row["compiler"] = m.compile.compiler if m.compile else None
@@ -113,7 +114,7 @@ def main() -> int:
             continue
         rows.append(measure(corpus, path, kernel, checked))
         print(json.dumps(rows[-1])[:400], flush=True)
-    device = _device_name()
+    device = next((str(r["device"]) for r in rows if "device" in r), "no-device").replace(" ", "-")
     date = datetime.date.today().isoformat()
     stem = args.out / f"corpus_tune.{device}.{date}"
     measured = [r for r in rows if "median_us" in r]
@@ -143,13 +144,6 @@ def main() -> int:
     Path(f"{stem}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0
-
-
-def _device_name() -> str:
-    import cupy
-
-    name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
-    return (name.decode() if isinstance(name, bytes) else str(name)).replace(" ", "-")
 
 
 if __name__ == "__main__":
