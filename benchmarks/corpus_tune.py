@@ -17,7 +17,6 @@ import dataclasses
 import datetime
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from cutune.errors import CutuneError
 from cutune.gpu.backend import TimingOptions
 from cutune.gpu.compile import run_parallel
 from cutune.gpu.compile_cache import CompileCache
+from cutune.gpu.sol import cache_dir
 from cutune.gpu.worker import IsolatedBackend
 from cutune.project import build_job, open_kernel
 from cutune.template.spec.load import TODO
@@ -72,7 +72,7 @@ def measure(corpus: Corpus, path: Path, kernel: str, checked: Agreement) -> dict
     spec, _ = filled_spec(ctx, corpus)
     job = dataclasses.replace(build_job(dataclasses.replace(ctx, spec=spec, spec_error=None)), timing=QUICK)
     start = time.perf_counter()
-    worker = IsolatedBackend("cupy", options={"compiler": "auto"}, start_timeout_s=60.0)
+    worker = IsolatedBackend("cupy", options={"compiler": "auto"}, start_timeout_s=30.0)
     try:
         info = worker.open(job)
         row["device"] = info.name
@@ -103,7 +103,8 @@ def main() -> int:
     start = time.perf_counter()
     found = corpora()
     picked = candidates(found)[: args.kernels * 2]  # twice the wanted: some originals do not compile
-    cache = CompileCache(Path(tempfile.gettempdir()) / "cutune-corpus-tune-cache")  # not in the batch folder
+    cache = CompileCache(cache_dir() / "compile")  # the worker's own: it finds the originals compiled
+    args.out.mkdir(parents=True, exist_ok=True)
     checks = run_parallel([lambda c=c: agreement(c[0], c[1], c[2], cache) for c in picked], workers=16)
     compiling = [(c, a) for c, a in zip(picked, checks, strict=True) if isinstance(a, Agreement) and a.check.compiled]
     print(f"{len(compiling)} of {len(picked)} candidate originals compile ({time.perf_counter() - start:.0f} s)")
