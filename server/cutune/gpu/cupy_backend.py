@@ -310,6 +310,8 @@ class CupyBackend(Backend):
             compiled = self._builder.compile(key)
         except CutuneError as e:
             return _Module(error=excerpt(str(e)))
+        except Exception as e:  # extraction or the compiler library itself: this configuration's compile fails
+            return _Module(error=f"{type(e).__name__}: {e}")
         if compiled.fallback:
             self.nvrtc_failed = compiled.fallback
         out = _Module(fallback=compiled.fallback)
