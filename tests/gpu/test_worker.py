@@ -88,7 +88,7 @@ def test_open_failure_raises_with_the_childs_message_mock_backend() -> None:
 
 
 def test_a_ragged_size_the_original_faults_at_reopens_the_job_assuming_its_multiple_mock_backend() -> None:
-    """The child's CUDA context is lost: a fresh child opens the job with `multiple_of = { n = 8 }`, the note says why."""
+    """The child lost its CUDA context: a fresh one opens the job with `multiple_of = { n = 8 }`; a note says why."""
     backend = IsolatedBackend(SCRIPTED, options={"ragged_fault": True})
     try:
         info = backend.open(tiny_job({"mode": MODES}))
