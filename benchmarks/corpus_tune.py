@@ -6,7 +6,8 @@ failure with its reason. GPU; about 3 minutes on an H100.
     python3 benchmarks/corpus_tune.py OUT_DIR [--kernels 24] [--seconds 170]
 
 Specs are drafted by cutune; where the draft leaves a TODO the corpus runner fills it (template arguments,
-grid 1 / block 128, no shared memory), and kernels whose draft knows its grid and block come first.
+grid 1 / block 128, no shared memory), and kernels whose draft knows its grid and block come first. Torch
+headers reached through project headers are stood in for (CUDA's half/bf16 types) unless --with-torch.
 Writes OUT_DIR/corpus_tune.<device>.<date>.json and .md.
 """
 
@@ -16,6 +17,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the corpus runne
 from tests.corpus.agreement import Agreement, agreement, filled_spec, launched_kernels
 from tests.corpus.sources import Corpus, corpora
 
+from cutune.cuda.torch_types import TORCH_ENV
 from cutune.errors import CutuneError
 from cutune.gpu.backend import TimingOptions
 from cutune.gpu.compile import run_parallel
@@ -99,7 +102,12 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--kernels", type=int, default=24)
     parser.add_argument("--seconds", type=float, default=170.0, help="start no kernel after this many seconds")
+    parser.add_argument(
+        "--with-torch", action="store_true", help="use PyTorch's headers where a project header reaches torch"
+    )
     args = parser.parse_args()
+    if not args.with_torch:  # ATen's headers cost nvcc tens of seconds per unit: CUDA's types stand in (workers too)
+        os.environ[TORCH_ENV] = ""
     start = time.perf_counter()
     found = corpora()
     picked = candidates(found)[: args.kernels * 2]  # twice the wanted: some originals do not compile
