@@ -146,7 +146,9 @@ class Compiler(ABC):
             out = CompilerOutput(hit.output, binary, dict(extra.get("lowered", {})))
             seconds = hit.seconds
         entries = parse_ptxas(out.log)
-        demangled = demangle([e.function for e in entries])
+        functions = {e.function for e in entries}
+        lowered = bool(names) and all(out.lowered.get(n) in functions for n in names)
+        demangled = {} if lowered else demangle(list(functions))  # NVRTC's lowered names need no demangling
         build = Build(self.name, options, hashlib.sha256(unit.source.encode()).hexdigest())
         found = []
         for wanted in names or (unit.kernel,):
