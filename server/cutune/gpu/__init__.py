@@ -1,7 +1,6 @@
-"""cutune.gpu: device limits, occupancy, the compiler layer and the measuring backends."""
+"""cutune.gpu: device limits, occupancy, compile-only checks and the measuring backends."""
 
-from cutune.gpu.compile import COMPILERS, CompileJob, compile_kernel, compile_many, compile_resources
-from cutune.gpu.compiler import Compiled, CompiledKernel, Compiler, KernelRequest, Target
+from cutune.gpu.compile import CompileJob, compile_many, compile_resources
 from cutune.gpu.limits import BUILTIN, DeviceLimits, limits_for
 from cutune.gpu.nvcc import have_nvcc, nvcc_version
 from cutune.gpu.occupancy import Infeasible, Limiter, Occupancy, occupancy, occupancy_of
@@ -9,19 +8,12 @@ from cutune.gpu.resources import ResourceUsage, parse_ptxas, pick_entry
 
 __all__ = [
     "BUILTIN",
-    "COMPILERS",
     "CompileJob",
-    "Compiled",
-    "CompiledKernel",
-    "Compiler",
     "DeviceLimits",
     "Infeasible",
-    "KernelRequest",
     "Limiter",
     "Occupancy",
     "ResourceUsage",
-    "Target",
-    "compile_kernel",
     "compile_many",
     "compile_resources",
     "have_nvcc",
