@@ -23,7 +23,6 @@ from typing import Any
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Job, TimingOptions
-from cutune.gpu.compile import check_choice
 from cutune.template.model import Config
 
 DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
@@ -85,16 +84,9 @@ class Profile:
 
 
 def profile_config(
-    job: Job,
-    config: Config,
-    *,
-    size_index: int = -1,
-    ncu: str = "ncu",
-    timeout_s: float = TIMEOUT_S,
-    compiler: str = "auto",
+    job: Job, config: Config, *, size_index: int = -1, ncu: str = "ncu", timeout_s: float = TIMEOUT_S
 ) -> Profile:
-    """Run `config` of `job` once at one problem size (default: the last) under ncu and read its counters,
-    compiled as tune compiles it (`compiler`: the same choice as tune's)."""
+    """Run `config` of `job` once at one problem size (default: the last) under ncu and read its counters."""
     exe = shutil.which(ncu)
     if exe is None:
         raise ProfileError(f"Nsight Compute (`{ncu}`) is not on PATH: no hardware counters")
@@ -108,7 +100,7 @@ def profile_config(
     )
     with tempfile.TemporaryDirectory(prefix="cutune-ncu-") as tmp:
         path = Path(tmp) / "job.pickle"
-        path.write_bytes(pickle.dumps((one, config, check_choice(compiler))))
+        path.write_bytes(pickle.dumps((one, config)))
         command = ncu_command(exe, job.template.kernel, [sys.executable, "-m", "cutune.gpu.profile", str(path)])
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
@@ -194,8 +186,8 @@ def _launch(path: str) -> int:
     """The launcher ncu runs: evaluate the pickled configuration once on the CuPy backend."""
     from cutune.gpu.cupy_backend import CupyBackend
 
-    job, config, compiler = pickle.loads(Path(path).read_bytes())
-    backend = CupyBackend(compiler=compiler)
+    job, config = pickle.loads(Path(path).read_bytes())
+    backend = CupyBackend()
     backend.open(job)
     try:
         measurement = backend.evaluate(config)
