@@ -22,7 +22,11 @@ SLICE: dict[tuple[str, str, str], str | None] = {
     # the same, and check evaluated its grid before compiling (today: "division by zero", while tune compiled)
     ("deepspeed", "transformer/inference/csrc/softmax.cu", "attn_softmax_v2"): "nvcc",
     ("deepspeed", "quantization/quantize_intX.cu", "dequantize_int4_to_half"): "nvrtc",
-    ("deepspeed", "random_ltd/slice_attn_masks.cu", "slice_gpt_mask_impl"): None,
+    # `namespace cg = cooperative_groups;` with <cooperative_groups.h> only in a header the unit leaves out
+    ("deepspeed", "random_ltd/slice_attn_masks.cu", "slice_gpt_mask_impl"): "nvrtc",
+    # neither compiler: the draft takes T = __half from the dispatch where the launch passes at::acc_type (float),
+    # and `/` on __half is ambiguous
+    ("deepspeed", "lamb/fused_lamb_cuda_kernel.cu", "lamb_cuda_kernel_part1"): None,
     ("llama.cpp", "src/ggml-cuda/acc.cu", "acc_f32"): "nvrtc",
     ("llama.cpp", "src/ggml-cuda/rope.cu", "rope_norm"): "nvrtc",
     # FLT_MAX and `half` came through common.cuh, which the unit leaves out

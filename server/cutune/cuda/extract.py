@@ -113,6 +113,12 @@ _CUDA_TYPES = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
 _CUDA_TYPE_NAMES = frozenset(
     ("half", "half2", "__half", "__half2", "nv_bfloat16", "nv_bfloat162", "__nv_bfloat16", "__nv_bfloat162")
 )
+# CUDA headers whose names kernels use through a project header the unit may leave out (both compilers have them)
+_CUDA_HEADERS = {
+    "cooperative_groups": "#include <cooperative_groups.h>\n",
+    "__nv_fp8_e4m3": "#include <cuda_fp8.h>\n",
+    "__nv_fp8_e5m2": "#include <cuda_fp8.h>\n",
+}
 
 
 @dataclass(frozen=True)
@@ -218,6 +224,7 @@ def extract_kernel(
     if direct or scalars.prelude or reached.include_dirs or names & _CUDA_TYPE_NAMES:
         writer.generated(_CUDA_TYPES)  # what torch's headers supplied the device code
     writer.generated(scalars.prelude)
+    writer.generated("".join(dict.fromkeys(h for name, h in _CUDA_HEADERS.items() if name in names)))
     for d in decls:
         if d.kind is DeclKind.INCLUDE:
             writer.includes(d, data, for_nvrtc=for_nvrtc, names=names, headers=headers)
