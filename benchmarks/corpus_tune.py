@@ -110,6 +110,10 @@ def main() -> int:
         os.environ[TORCH_ENV] = ""
     start = time.perf_counter()
     found = corpora()
+    if not found:
+        print("no corpus: carry .corpus (scripts/corpus.sh) or install flashinfer-python --no-deps", file=sys.stderr)
+        return 1
+    print(f"corpora: {', '.join(found)}", flush=True)
     picked = candidates(found)[: args.kernels * 2]  # twice the wanted: some originals do not compile
     cache = CompileCache(cache_dir() / "compile")  # the worker's own: it finds the originals compiled
     args.out.mkdir(parents=True, exist_ok=True)
