@@ -2,8 +2,9 @@
 # One device-tool run for the GPU tests and benchmarks of this wave (each step bounded, so one slow step
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
-# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow capture_tests capture_torch capture_paths
-# (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels) (default: per_shape tests agent, which
+# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
+# capture_torch capture_paths (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the
+# wheels; corpus_tune needs .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
 # Everything lands in OUT_DIR/batch/ and is packed into OUT_DIR/batch.tgz (the device tool returns few files).
 set -uo pipefail
@@ -38,6 +39,9 @@ for s in "${steps[@]}"; do
       ${CAPTURE_TORCH_ARGS:---trials 24 --seconds 30} ;;
     capture_paths) step capture_paths "${T_CAPTURE_PATHS:-420}" python3 benchmarks/capture_e2e.py "$dir" --case paths \
       ${CAPTURE_PATHS_ARGS:---trials 8 --seconds 10} ;;
+    compiler) step compiler "${T_COMPILER:-240}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
+      tests/gpu/test_ragged_original.py tests/gpu/test_cupy_backend.py ;;
+    corpus_tune) step corpus_tune "${T_CORPUS_TUNE:-200}" python3 benchmarks/corpus_tune.py "$dir" --kernels 24 --seconds 160 ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac

@@ -9,6 +9,9 @@ python3 -m venv .venv
 .venv/bin/pip install -q -e '.[test]'
 # the real-kernel corpus (tests/corpus): flashinfer's CUDA sources, without torch & co. (pip extras cannot say --no-deps)
 .venv/bin/pip install -q --no-deps 'flashinfer-python==0.6.0'
+# a CPU build of PyTorch beside the environment, not in it (taken from disk, no download): the compile tests of
+# files whose headers reach torch use its headers, while every other test builds as where torch is absent
+.venv/bin/pip install -q --no-deps --target .cutune/torch-site 'torch==2.13.0'
 # DeepSpeed's csrc/ and llama.cpp's ggml-cuda/ from their sdists, unpacked into .corpus/ (never built)
 bash scripts/corpus.sh >/dev/null
 .venv/bin/ruff check server tests benchmarks

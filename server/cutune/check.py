@@ -1,7 +1,9 @@
-"""Compile-only feasibility: every configuration (or a sample) through nvcc or NVRTC, with occupancy on a target.
+"""Compile-only feasibility: every configuration (or a sample) through the compiler tune uses, with occupancy
+on a target.
 
-The compiler is tune's: `auto` compiles with NVRTC and falls back to nvcc where NVRTC cannot (saying why),
-so a configuration feasible here compiles in `tune` with the same choice.
+Each configuration is built (`gpu/build.py`) and compiled (`gpu/compile.py`) exactly as tune's backend
+builds and compiles it, with the same `auto` rule (NVRTC, else nvcc, saying why): a configuration
+feasible here compiles in `tune` with the same compiler, unit and options.
 """
 
 from __future__ import annotations
@@ -12,15 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cutune.cuda.extract import extract_kernel, qualified_name
 from cutune.errors import CutuneError
-from cutune.gpu.nvcc import COMPILERS, CompileJob, compile_many
+from cutune.gpu.build import BuildKey, build_key, kernel_request
+from cutune.gpu.compile import check_choice, compile_kernel, first_error, run_parallel
+from cutune.gpu.compile_cache import CompileCache
+from cutune.gpu.compiler import Build, Compiled
 from cutune.gpu.occupancy import Occupancy, occupancy_of
 from cutune.gpu.resources import ResourceUsage
 from cutune.limits import DeviceLimits, limits_for
 from cutune.project import KernelContext
 from cutune.spec import KernelSpec
-from cutune.template.instantiate import compile_options, instantiation
 from cutune.template.model import Config, Space
 from cutune.tune.space import Feasibility
 
@@ -35,6 +38,7 @@ class CheckRow:
     occupancy: Occupancy | None
     problem: str | None  # None when feasible
     compiler: str | None = None  # what compiled it ("nvrtc" or "nvcc"); None when nothing did
+    build: Build | None = None  # how it was compiled: what tune's backend compiles for this configuration
 
     @property
     def feasible(self) -> bool:
@@ -52,7 +56,7 @@ class CheckReport:
     rows: tuple[CheckRow, ...]
     skipped_infeasible: int  # sampled points that break a constraint or limit before compiling (not listed)
     spec_drafted: bool  # True when no spec existed and a drafted one was used
-    compiler: str = "nvcc"  # the choice asked for: auto, nvrtc or nvcc
+    compiler: str = "auto"  # the choice asked for: auto, nvrtc or nvcc
     fallback: str = ""  # with auto: why NVRTC could not compile a configuration that nvcc did
 
 
@@ -65,13 +69,12 @@ def check_kernel(
     cache_dir: Path | None = None,
     seed: int = 0,
     on_done: Callable[[int, int], None] | None = None,
-    compiler: str = "nvcc",
+    compiler: str = "auto",
 ) -> CheckReport:
     """Compile the default and up to `limit - 1` sampled configurations for `arch` and rate each.
 
-    `compiler` is auto (NVRTC, then nvcc for what NVRTC cannot compile), nvrtc or nvcc."""
-    if compiler not in COMPILERS:
-        raise CutuneError(f"unknown compiler {compiler!r}; choose one of {', '.join(COMPILERS)}")
+    `compiler` is auto (NVRTC, else nvcc where NVRTC cannot compile, as tune does), nvrtc or nvcc."""
+    check_choice(compiler)
     limits = limits_for(arch)
     if ctx.spec_error is not None:  # a broken spec is the user's to fix; a drafted one would hide it
         raise ctx.spec_error
@@ -80,117 +83,52 @@ def check_kernel(
     feasibility = Feasibility(space, spec, limits)
     configs, infeasible = _sample(space, feasibility if spec.sizes else None, limit, seed)
     rows: list[CheckRow | None] = [None] * len(configs)
-    first = "nvcc" if compiler == "nvcc" else "nvrtc"
-    primary, fallback = _Batch(ctx, spec, first, arch), _Batch(ctx, spec, "nvcc", arch)
-    requests: dict[int, tuple[int, _Request]] = {}  # row → (threads, request)
     size = spec.sizes[0] if spec.sizes else {}
+    keys: dict[int, tuple[BuildKey, str]] = {}  # row → (build key, its expression)
     for i, config in enumerate(configs):
         try:
-            requests[i] = (_threads(spec, config, size, limits), _request(ctx, spec, config, size))
+            key, (expression,) = build_key(ctx.template_model, ctx.kernel.name, spec, space, config, [size])
+            keys[i] = (key, expression)
         except CutuneError as e:
             rows[i] = CheckRow(config, None, None, None, str(e))
-    for i, (_, request) in requests.items():
-        primary.add(i, request)
-    done, total = 0, len(primary.jobs)
+    distinct = list(dict.fromkeys(key for key, _ in keys.values()))
+    cache = CompileCache(cache_dir) if cache_dir else None
 
-    def progress() -> None:
+    def task(key: BuildKey) -> Callable[[], Compiled]:
+        request = kernel_request(ctx.template_model, ctx.kernel.name, spec, key)
+        return lambda: compile_kernel(request, key.target(arch), compiler, cache)
+
+    done = 0
+
+    def progress(_index: int, _result: object) -> None:
         nonlocal done
         done += 1
         if on_done:
-            on_done(done, total)
+            on_done(done, len(distinct))
 
-    results = primary.compile(jobs, cache_dir, progress)
-    used = dict.fromkeys(results, first)
-    why = ""
-    if compiler == "auto":  # tune's choice: nvcc for what NVRTC cannot compile
-        for i, res in results.items():
-            if isinstance(res, CutuneError):
-                fallback.add(i, requests[i][1])
-        total += len(fallback.jobs)
-        for i, res in fallback.compile(jobs, cache_dir, progress).items():
-            if not isinstance(res, CutuneError):  # else nvcc rejects it too: NVRTC's message says why
-                why = why or f"NVRTC could not compile the unit, nvcc did: {_first_line(str(results[i]))}"
-                results[i], used[i] = res, "nvcc"
-    for i, res in results.items():
-        threads = requests[i][0]
+    compiled = run_parallel([task(k) for k in distinct], workers=jobs, on_done=progress)
+    results = dict(zip(distinct, compiled, strict=True))
+    why = next((r.fallback for r in results.values() if isinstance(r, Compiled) and r.fallback), "")
+    for i, (key, expression) in keys.items():
+        res = results[key]
+        try:  # the launch is evaluated apart from compiling: a bad grid leaves what compiled reported
+            threads, smem = _launch(spec, configs[i], size, limits)
+        except CutuneError as e:
+            threads, smem, launch_problem = None, 0, str(e)
+        else:
+            launch_problem = ""
         if isinstance(res, CutuneError):
-            rows[i] = CheckRow(configs[i], threads, None, None, f"compile: {_first_line(str(res))}")
+            rows[i] = CheckRow(configs[i], threads, None, None, f"compile: {first_error(res)}")
             continue
-        occ = occupancy_of(limits, res, threads, _dynamic_smem(spec, configs[i], size, limits))
-        rows[i] = CheckRow(configs[i], threads, res, occ, None if occ.feasible else occ.message, used[i])
+        kernel = res.kernel(expression)
+        if threads is None:
+            rows[i] = CheckRow(configs[i], None, kernel.resources, None, launch_problem, res.compiler, kernel.build)
+            continue
+        occ = occupancy_of(limits, kernel.resources, threads, smem)
+        problem = None if occ.feasible else occ.message
+        rows[i] = CheckRow(configs[i], threads, kernel.resources, occ, problem, res.compiler, kernel.build)
     listed = tuple(r for r in rows if r is not None)
     return CheckReport(ctx.kernel.name, arch, limits, space.size(), listed, infeasible, drafted, compiler, why)
-
-
-@dataclass(frozen=True)
-class _Request:
-    """What one configuration compiles: the instantiation, flags and defines."""
-
-    expression: str
-    flags: tuple[str, ...]
-    defines: dict[str, str]
-
-
-def _request(ctx: KernelContext, spec: KernelSpec, config: Config, size: dict[str, int]) -> _Request:
-    kernel = ctx.template_model.kernel(ctx.kernel.name)
-    qualified = qualified_name(ctx.template_model, ctx.kernel.name)
-    expr = instantiation(kernel, qualified, spec, ctx.space, config, size)
-    flags, defines = compile_options(ctx.space, config, spec)
-    return _Request(expr, tuple(flags), defines)
-
-
-class _Batch:
-    """The compile jobs of one compiler, one per distinct unit, and which rows each serves."""
-
-    def __init__(self, ctx: KernelContext, spec: KernelSpec, compiler: str, arch: str) -> None:
-        self.ctx = ctx
-        self.spec = spec
-        self.compiler = compiler
-        self.arch = arch
-        self.jobs: list[CompileJob] = []
-        self._rows: list[tuple[int, int]] = []  # (row, job index)
-        self._failed: dict[int, CutuneError] = {}  # rows whose unit could not be extracted
-
-    def add(self, row: int, request: _Request) -> None:
-        try:
-            job = self._job(request)
-        except CutuneError as e:
-            self._failed[row] = e
-            return
-        if job not in self.jobs:
-            self.jobs.append(job)
-        self._rows.append((row, self.jobs.index(job)))
-
-    def compile(
-        self, workers: int | None, cache_dir: Path | None, progress: Callable[[], None]
-    ) -> dict[int, ResourceUsage | CutuneError]:
-        """Each row's result: the compiler's resource counts, or why it failed."""
-        results = compile_many(self.jobs, workers=workers, cache_dir=cache_dir, on_done=lambda _i, _r: progress())
-        return {**self._failed, **{row: results[j] for row, j in self._rows}}
-
-    def _job(self, request: _Request) -> CompileJob:
-        nvrtc = self.compiler == "nvrtc"
-        unit = extract_kernel(
-            self.ctx.template_model,
-            self.ctx.kernel.name,
-            instantiations=(request.expression,),
-            include_dirs=self.spec.include_dirs,
-            defines=request.defines,
-            for_nvrtc=nvrtc,
-            drop_includes=self.spec.includes.drop,
-            substitute_includes=self.spec.includes.substitute,
-        )
-        return CompileJob(
-            source=unit.source,
-            arch=self.arch,
-            flags=request.flags,
-            include_dirs=unit.include_dirs,  # the spec's, the source's folder, torch's where used
-            defines=unit.defines,
-            # by name: headers such as <cub/cub.cuh> bring kernels of their own
-            kernel=unit.name_expressions[0] if nvrtc else unit.kernel,
-            compiler=self.compiler,
-            name_expressions=unit.name_expressions if nvrtc else (),
-        )
 
 
 def _sample(space: Space, feasibility: Feasibility | None, limit: int, seed: int) -> tuple[list[Config], int]:
@@ -229,15 +167,7 @@ def _names(config: Config, size: dict[str, int], limits: DeviceLimits) -> dict[s
     return {**limits.as_names(), **size, **{k: v for k, v in config.items() if not isinstance(v, str)}}
 
 
-def _threads(spec: KernelSpec, config: Config, size: dict[str, int], limits: DeviceLimits) -> int:
-    _, block, _ = spec.launch(_names(config, size, limits))
-    return block[0] * block[1] * block[2]
-
-
-def _dynamic_smem(spec: KernelSpec, config: Config, size: dict[str, int], limits: DeviceLimits) -> int:
-    return spec.launch(_names(config, size, limits))[2]
-
-
-def _first_line(text: str) -> str:
-    lines = [ln for ln in text.splitlines() if "error" in ln] or text.splitlines() or [""]
-    return lines[0][:160]
+def _launch(spec: KernelSpec, config: Config, size: dict[str, int], limits: DeviceLimits) -> tuple[int, int]:
+    """Threads per block and dynamic shared memory of the launch; raises CutuneError where it does not evaluate."""
+    _, block, smem = spec.launch(_names(config, size, limits))
+    return block[0] * block[1] * block[2], smem

@@ -49,10 +49,12 @@ class RecipeRefused(CutuneError):
 
 
 class CompileError(CutuneError):
-    """The CUDA compiler rejected a compile unit; carries the compiler's log."""
+    """The CUDA compiler rejected a compile unit; carries the compiler's log and, where extraction changed
+    something that may be the cause (a stood-in header), a hint saying what."""
 
-    def __init__(self, message: str, *, log: str = "") -> None:
+    def __init__(self, message: str, *, log: str = "", hint: str = "") -> None:
         super().__init__(message if not log else f"{message}\n{log}")
+        self.hint = hint
         self.log = log
 
 

@@ -148,7 +148,7 @@ def test_scripted_variant_that_does_not_compile_never_reaches_the_mock_gpu(
     gpu = MockGpuBackend()
     run, _ = loop(silu, llm.url, tmp_path, gpu)
     (step,) = run.records
-    assert step.outcome is Outcome.REJECTED and step.reason.startswith("nvcc:") and "blockDimm" in step.reason
+    assert step.outcome is Outcome.REJECTED and step.reason.startswith("compile:") and "blockDimm" in step.reason
     assert all(variant != "typo" for variant, _ in gpu.evaluated)
 
 

@@ -17,7 +17,7 @@ from cutune.cuda.extract import extract_kernel
 from cutune.cuda.model import Kernel, SourceModel, TemplateParamKind
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
-from cutune.gpu.nvcc import CompileJob, compile_many
+from cutune.gpu.compile import CompileJob, compile_many
 from cutune.template.templatize import templatize
 
 FILES = (
@@ -128,6 +128,8 @@ def instantiation(kernel: Kernel, model: SourceModel) -> tuple[str, str]:
             args.append(function or "nullptr")
         elif tp.type.strip() == "bool":
             args.append("false")
+        elif not _INTEGRAL.search(tp.type):  # an enum or a function pointer type: its zero value
+            args.append(f"static_cast<{tp.type.strip()}>(0)")
         else:
             args.append(str(_VALUE_ARGS.get(tp.name, 8)))
     return f"{kernel.name}<{', '.join(args)}>", why
@@ -171,6 +173,7 @@ def _drop_name(param: str) -> str:
 
 
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+_INTEGRAL = re.compile(r"\b(?:int|long|short|char|unsigned|signed|size_t|uint|u?int\d+_t)\b")
 _POINTER = re.compile(r"(.+?)\s*\(\s*\*\s*\)\s*\((.*)\)")
 _SIGNATURE = re.compile(
     r"^(?:template\s*<(?P<template>[^>]*)>\s*)?(?P<ret>(?:[\w:]+\s*[&*]?\s+)+?)(?P<name>\w+)\s*\((?P<params>[^)]*)\)"

@@ -46,8 +46,12 @@ def corpora() -> dict[str, Corpus]:
     if fi is not None:
         found["flashinfer"] = Corpus("flashinfer", fi, _kernel_files(fi / "flashinfer", ".cuh"), (fi,))
     ds = corpus_dir() / DEEPSPEED / "csrc"
-    if ds.is_dir():
-        found["deepspeed"] = Corpus("deepspeed", ds, _kernel_files(ds, ".cu"), (ds / "includes",))
+    if ds.is_dir():  # each op's build adds its own `includes/` folder (DeepSpeed's op builders)
+        includes = (
+            ds / "includes",
+            *sorted(p for p in ds.glob("*/**/includes") if p.is_dir() and "xpu" not in p.parts),
+        )
+        found["deepspeed"] = Corpus("deepspeed", ds, _kernel_files(ds, ".cu"), includes)
     gg = corpus_dir() / LLAMA / "vendor" / "llama.cpp" / "ggml"
     if (gg / "src" / "ggml-cuda").is_dir():
         found["llama.cpp"] = Corpus(

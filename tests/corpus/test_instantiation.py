@@ -9,7 +9,7 @@ import pytest
 
 from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
-from cutune.gpu.nvcc import compile_resources
+from cutune.gpu.compile import compile_resources
 
 from .corpus import instantiation
 

@@ -9,7 +9,8 @@ import time
 from collections.abc import Sequence
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement, RaggedSizeFailed, Timing
+from cutune.spec.ragged import RaggedFailure, RaggedSize
 from cutune.template.model import Config
 
 MODES = ("ok", "hang", "crash", "fault", "raise", "flaky")  # flaky: passes evaluate, fails every verify
@@ -21,8 +22,10 @@ class ScriptedBackend(Backend):
     name = "scripted"
     needs_isolation = True
 
-    def __init__(self, *, fail_open: bool = False) -> None:
+    def __init__(self, *, fail_open: bool = False, ragged_fault: bool = False) -> None:
         self.fail_open = fail_open
+        self.ragged_fault = ragged_fault  # the "original" faults at a ragged n unless n is a multiple of 8
+        self.multiple = 1
         self.seed = -1
         self.prefetched = 0
         self._healthy = True
@@ -30,6 +33,11 @@ class ScriptedBackend(Backend):
     def open(self, job: Job) -> DeviceInfo:
         if self.fail_open:
             raise CutuneError("planted open failure")
+        self.multiple = job.spec.multiple_of.get("n", 1)
+        if self.ragged_fault and self.multiple < 8:
+            self._healthy = False  # as after a misaligned access: the process cannot go on
+            ragged = RaggedSize({"n": 1023}, 0, ("n",))
+            raise RaggedSizeFailed(RaggedFailure(ragged, "fault: planted misaligned address", {"n": 8}))
         self.seed = job.seed
         return DeviceInfo(name=f"scripted pid {os.getpid()}", arch="sm_90", sm_count=1, l2_bytes=0)
 
@@ -55,7 +63,7 @@ class ScriptedBackend(Backend):
         return Measurement(
             config,
             timings=(timing,),
-            extra={"pid": os.getpid(), "seed": self.seed, "prefetched": self.prefetched},
+            extra={"pid": os.getpid(), "seed": self.seed, "prefetched": self.prefetched, "multiple": self.multiple},
         )
 
     def verify(self, config: Config, seed: int) -> Check:

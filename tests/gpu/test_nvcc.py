@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cutune.errors import CompileError, SourceError
-from cutune.gpu.nvcc import CompileJob, compile_many, compile_resources, have_nvcc, nvcc_version
+from cutune.gpu.compile import CompileJob, compile_many, compile_resources
+from cutune.gpu.nvcc import have_nvcc, nvcc_version
 from cutune.gpu.resources import ResourceUsage, parse_ptxas, pick_entry
 
 DATA = Path(__file__).parent.parent / "data" / "gpu"
@@ -235,7 +236,7 @@ def test_the_cache_answers_repeated_checks_across_processes(tmp_path):
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from cutune.gpu.nvcc import compile_resources\n"
+        "from cutune.gpu.compile import compile_resources\n"
         "u = compile_resources(sys.argv[1], cache_dir=Path(sys.argv[2]))\n"
         "print(json.dumps([u.cached, u.registers]))\n"
     )

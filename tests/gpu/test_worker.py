@@ -87,6 +87,20 @@ def test_open_failure_raises_with_the_childs_message_mock_backend() -> None:
     backend.close()
 
 
+def test_a_ragged_size_the_original_faults_at_reopens_the_job_assuming_its_multiple_mock_backend() -> None:
+    """The child lost its CUDA context: a fresh one opens the job with `multiple_of = { n = 8 }`; a note says why."""
+    backend = IsolatedBackend(SCRIPTED, options={"ragged_fault": True})
+    try:
+        info = backend.open(tiny_job({"mode": MODES}))
+        (note,) = info.notes
+        assert "ragged size n=1023 (from sizes[0]): fault: planted misaligned address" in note
+        assert "`multiple_of = { n = 8 }`" in note
+        measured = backend.evaluate(mode("ok"))
+        assert measured.ok and measured.extra["multiple"] == 8 and backend.restarts == 0
+    finally:
+        backend.close()
+
+
 def test_evaluate_before_open_raises() -> None:
     with pytest.raises(CutuneError, match="open"):
         IsolatedBackend(SCRIPTED).evaluate(mode("ok"))

@@ -8,7 +8,7 @@ import pytest
 
 from cutune.errors import SpecError
 from cutune.spec import KernelSpec, load_spec, parse_spec
-from cutune.spec.ragged import describe_checks, ragged_sizes
+from cutune.spec.ragged import RaggedSize, describe_checks, ragged_failure, ragged_sizes
 from cutune.spec.write import dump_kernel_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,3 +110,33 @@ def test_permutation_needs_an_integer_dtype_and_bool_is_a_dtype() -> None:
     bad = base + '\n[[kernel.k.args]]\nname = "slots"\ndtype = "float32"\nshape = ["n"]\ninit = "permutation"\n'
     with pytest.raises(SpecError, match="init 'permutation' needs an integer dtype"):
         parse_spec(bad)
+
+
+PACKS = ROOT / "tests" / "data" / "compile" / "ragged_packs" / "pack_scale.tune.toml"
+
+
+def test_a_ragged_failure_names_the_size_and_the_multiple_of_16_byte_packs() -> None:
+    """bf16 rows read in 16-byte packs: d must be a multiple of 8; tokens (not innermost) needs nothing."""
+    spec = load_spec(PACKS).kernel("pack_scale_kernel")
+    first = ragged_sizes(spec)[0]
+    assert first.size == {"tokens": 15, "d": 4095}
+    failure = ragged_failure(spec, first, "fault: misaligned address; the CUDA context is lost")
+    assert failure.multiples == {"d": 8}
+    assert failure.message() == (
+        "the original configuration fails at the ragged size tokens=15, d=4095 (from sizes[0]): fault: misaligned "
+        "address; the CUDA context is lost; it evidently needs d a multiple of 8 (whole 16-byte packs): tails are "
+        "checked at such sizes instead (write `multiple_of = { d = 8 }` in the spec to say so)"
+    )
+    kept = failure.apply(spec)
+    assert kept.multiple_of == {"d": 8}
+    assert ragged_sizes(kept)[0].size == {"tokens": 15, "d": 4088}
+    assert all(r.size["d"] % 8 == 0 for r in ragged_sizes(kept))
+
+
+def test_a_second_failure_asks_twice_the_multiple_and_a_moved_outer_size_asks_nothing() -> None:
+    spec = load_spec(PACKS).kernel("pack_scale_kernel")
+    kept = ragged_failure(spec, ragged_sizes(spec)[0], "wrong").apply(spec)
+    again = ragged_failure(kept, ragged_sizes(kept)[0], "wrong")
+    assert again.multiples == {"d": 16}
+    outer = ragged_failure(spec, RaggedSize({"tokens": 15, "d": 4096}, 0, ("tokens",)), "wrong")
+    assert outer.multiples == {} and "no multiple_of is evident" in outer.message()

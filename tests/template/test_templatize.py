@@ -11,7 +11,7 @@ import pytest
 from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, SourceError
-from cutune.gpu.nvcc import compile_resources
+from cutune.gpu.compile import compile_resources
 from cutune.gpu.resources import ResourceUsage
 from cutune.limits import limits_for
 from cutune.template.expr import compile_expr

@@ -33,7 +33,7 @@ def context_with(ctx: KernelContext, template: Template) -> KernelContext:
 def compile_only_test(
     ctx: KernelContext, *, arch: str = "sm_90", limit: int = 32, cache_dir: Path | None = None
 ) -> Callable[[Template], TestOutcome]:
-    """A test compiling up to `limit` configurations with nvcc; score: minus the clean, runnable ones."""
+    """A test compiling up to `limit` configurations as tune does; score: minus the clean, runnable ones."""
 
     def test(template: Template) -> TestOutcome:
         report = check_kernel(context_with(ctx, template), arch=arch, limit=limit, cache_dir=cache_dir)

@@ -292,7 +292,8 @@ def variant_config(space: Space, k: int) -> Config:
 
 
 def compile_check(ctx: KernelContext, config: Config, arch: str) -> str:
-    """Why `config` of `ctx` does not compile with nvcc (or cannot run on `arch`), or "" when it does."""
+    """Why `config` of `ctx` does not compile with tune's compiler (auto: NVRTC, else nvcc) or cannot run on
+    `arch`, or "" when it does."""
     pinned = Space(
         tuple(dataclasses.replace(p, values=(config[p.name],), default=config[p.name]) for p in ctx.space.params),
         ctx.space.constraints,
@@ -301,11 +302,13 @@ def compile_check(ctx: KernelContext, config: Config, arch: str) -> str:
     try:
         report = check_kernel(only, arch=arch, limit=1)
     except CutuneError as e:
-        return f"nvcc check failed: {e}"
+        return f"compile check failed: {e}"
     row = report.rows[0] if report.rows else None
     if row is None:
         return "its default configuration breaks a constraint or a device limit"
-    return "" if row.feasible else f"nvcc: {row.problem}"
+    if row.feasible or row.problem is None:
+        return ""
+    return f"{row.compiler}: {row.problem}" if row.compiler else row.problem
 
 
 def pct_of_floor(result: TuneResult) -> dict[str, float]:

@@ -21,7 +21,7 @@ from cutune.cuda.includes import TORCH_PREFIXES, device_includes
 from cutune.cuda.model import SourceModel
 from cutune.cuda.syntax import captures, node_text, parse_tree
 from cutune.cuda.text import LineIndex
-from cutune.cuda.torch_types import torch_scalars
+from cutune.cuda.torch_types import torch_headers, torch_scalars
 from cutune.source_file import text_hash
 
 _IDENTIFIERS = "[(identifier) (type_identifier) (namespace_identifier) (preproc_arg)] @id"
@@ -63,20 +63,26 @@ using cuda::std::numeric_limits;
 #include <limits>
 #endif
 """
+# Every CCCL trait is reachable as `std::` (`std::enable_if_t` in a kernel's return type, `std::is_same_v`):
+# qualified lookup in `std` sees the names declared there (the prelude's) first, then cuda::std's.
 _TRAITS = """\
 #ifdef __CUDACC_RTC__
 #include <cuda/std/type_traits>
 namespace std {
-using cuda::std::conditional;
-using cuda::std::enable_if;
-using cuda::std::integral_constant;
-using cuda::std::is_same;
+using namespace cuda::std;
 }  // namespace std
 #else
 #include <type_traits>
 #endif
 """
-_TRAIT_NAMES = frozenset(("conditional", "enable_if", "integral_constant", "is_same"))
+_TRAIT_NAMES = frozenset(
+    """conditional conditional_t enable_if enable_if_t integral_constant bool_constant true_type false_type
+    is_same is_same_v is_floating_point is_floating_point_v is_integral is_integral_v is_signed is_signed_v
+    is_unsigned is_unsigned_v is_pointer is_pointer_v is_const is_const_v is_arithmetic is_arithmetic_v
+    remove_cv remove_cv_t remove_const remove_const_t remove_reference remove_reference_t remove_pointer
+    remove_pointer_t decay decay_t make_signed make_signed_t make_unsigned make_unsigned_t underlying_type
+    underlying_type_t common_type common_type_t void_t is_void is_void_v""".split()  # noqa: SIM905
+)
 _UINT = "typedef unsigned int uint;\n"
 # <math.h>'s INFINITY and NAN, which nvcc's host headers define and NVRTC lacks
 _MATH_MACROS = """\
@@ -85,8 +91,34 @@ _MATH_MACROS = """\
 #define NAN __int_as_float(0x7fffffff)
 #endif
 """
-# what torch's headers brought along for device code: CUDA's half and bfloat16 types
+# <float.h>'s limits, which real kernels take through a project header the unit may leave out; NVRTC has no
+# <float.h> (and CCCL's <cuda/std/cfloat> defines none of them)
+_FLOAT_LIMITS = """\
+#if defined(__CUDACC_RTC__)
+#ifndef FLT_MAX
+#define FLT_MAX 3.402823466e+38F
+#define FLT_MIN 1.175494351e-38F
+#define FLT_EPSILON 1.192092896e-07F
+#define DBL_MAX 1.7976931348623158e+308
+#define DBL_MIN 2.2250738585072014e-308
+#define DBL_EPSILON 2.2204460492503131e-16
+#endif
+#else
+#include <cfloat>
+#endif
+"""
+_FLOAT_LIMIT_NAMES = frozenset(("FLT_MAX", "FLT_MIN", "FLT_EPSILON", "DBL_MAX", "DBL_MIN", "DBL_EPSILON"))
+# what torch's headers (or a project header the unit leaves out) brought along: CUDA's half and bfloat16 types
 _CUDA_TYPES = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+_CUDA_TYPE_NAMES = frozenset(
+    ("half", "half2", "__half", "__half2", "nv_bfloat16", "nv_bfloat162", "__nv_bfloat16", "__nv_bfloat162")
+)
+# CUDA headers whose names kernels use through a project header the unit may leave out (both compilers have them)
+_CUDA_HEADERS = {
+    "cooperative_groups": "#include <cooperative_groups.h>\n",
+    "__nv_fp8_e4m3": "#include <cuda_fp8.h>\n",
+    "__nv_fp8_e5m2": "#include <cuda_fp8.h>\n",
+}
 
 
 @dataclass(frozen=True)
@@ -102,6 +134,7 @@ class CompileUnit:
     # (first line in the unit, first line in the original file, line count), zero-based
     line_map: tuple[tuple[int, int, int], ...] = ()
     notes: tuple[str, ...] = ()  # what extraction changed that a user should know (dropped headers, ...)
+    undefines: tuple[str, ...] = ()  # macros a real build undefines (-U), e.g. torch's __CUDA_NO_HALF_OPERATORS__
 
     def source_line(self, unit_line: int) -> int | None:
         """The original file's line (zero-based) of a unit line, or None for generated lines."""
@@ -112,9 +145,12 @@ class CompileUnit:
         return original + unit_line - first if unit_line < first + count else None
 
     def options(self) -> tuple[str, ...]:
-        """The -I and -D options both nvcc and NVRTC take for this unit."""
-        return tuple(f"-I{d}" for d in self.include_dirs) + tuple(
-            f"-D{name}={value}" if value else f"-D{name}" for name, value in self.defines
+        """The -I, -D and -U options both nvcc and NVRTC take for this unit (folders absolute: nvcc runs
+        elsewhere)."""
+        return (
+            tuple(f"-I{os.path.abspath(d)}" for d in self.include_dirs)
+            + tuple(f"-D{name}={value}" if value else f"-D{name}" for name, value in self.defines)
+            + tuple(f"-U{name}" for name in self.undefines)
         )
 
 
@@ -154,7 +190,8 @@ def extract_kernel(
     decls = collect_decls(parse_tree(data).root_node, data)
     expressions = tuple(_qualify(e.strip(), kernel, qualified) for e in instantiations)
     # device functions passed as template arguments (`k<T, silu<T>>`) are needed too
-    needed = _needed(decls, kernel, data, {w for e in expressions for w in _WORD.findall(e)})
+    target = model.kernel(kernel).span.start_byte
+    needed = _needed(decls, kernel, target, data, {w for e in expressions for w in _WORD.findall(e)})
     dirs = list(include_dirs)
     if model.path and os.path.dirname(os.path.abspath(model.path)) not in dirs:
         dirs.insert(0, os.path.dirname(os.path.abspath(model.path)))  # for the file's own `"..."` includes
@@ -167,6 +204,8 @@ def extract_kernel(
     needed = {d for d in needed if d.kind is not DeclKind.USING or _namespace_kept(d, data, own, headers, quoted)}
     names = code_names | {n for d in needed if d.kind is DeclKind.USING for n in _used_names(d, data)}
     scalars = torch_scalars(names, for_nvrtc=for_nvrtc)
+    # torch reached through a project header the unit keeps: its installed headers, or stand-ins
+    reached = torch_headers(headers.torch_reached(quoted), for_nvrtc=for_nvrtc)
 
     writer = _Writer(LineIndex(data))
     writer.generated(f"// cutune: {qualified} from {model.path or '<source>'}, device code only\n")
@@ -177,11 +216,15 @@ def extract_kernel(
             writer.generated(_TRAITS)
     if names & {"INFINITY", "NAN"}:
         writer.generated(_MATH_MACROS)
+    if names & _FLOAT_LIMIT_NAMES:
+        writer.generated(_FLOAT_LIMITS)
     if not any(d.kind is DeclKind.TYPE and "uint" in d.names for d in decls):
         writer.generated(_UINT)
-    if any(d.kind is DeclKind.INCLUDE and _torch_include(d, data) for d in decls) or scalars.prelude:
+    direct = any(d.kind is DeclKind.INCLUDE and _torch_include(d, data) for d in decls)
+    if direct or scalars.prelude or reached.include_dirs or names & _CUDA_TYPE_NAMES:
         writer.generated(_CUDA_TYPES)  # what torch's headers supplied the device code
     writer.generated(scalars.prelude)
+    writer.generated("".join(dict.fromkeys(h for name, h in _CUDA_HEADERS.items() if name in names)))
     for d in decls:
         if d.kind is DeclKind.INCLUDE:
             writer.includes(d, data, for_nvrtc=for_nvrtc, names=names, headers=headers)
@@ -197,11 +240,12 @@ def extract_kernel(
         source=writer.text(),
         kernel=qualified,
         name_expressions=expressions,
-        include_dirs=tuple(dirs) + scalars.include_dirs,
+        include_dirs=tuple(dict.fromkeys((*dirs, *scalars.include_dirs, *reached.include_dirs))),
         defines=tuple((defines or {}).items()),
         for_nvrtc=for_nvrtc,
         line_map=tuple(writer.line_map),
-        notes=tuple(headers.notes) + scalars.notes,
+        notes=tuple(headers.notes) + scalars.notes + reached.notes,
+        undefines=reached.undefines,
     )
 
 
@@ -238,6 +282,17 @@ class _ProjectHeaders:
             path = resolve_header(target, self._search)
             self._declared[target] = declared_names(path, self._search) if path is not None else None
         return self._declared[target]
+
+    def torch_reached(self, quoted: Sequence[str]) -> set[str]:
+        """The torch headers the kept ones of these quoted includes reach (spec rules applied)."""
+        reached: set[str] = set()
+        for written in quoted:
+            target = self.chosen(written)
+            if target is None or (target == written and not self.needed(target)):
+                continue
+            declared = self.declared(target)
+            reached |= declared.torch if declared is not None else set()
+        return reached
 
     def needed(self, target: str) -> bool:
         declared = self.declared(target)
@@ -276,9 +331,12 @@ def _qualify(expr: str, kernel: str, qualified: str) -> str:
     return expr
 
 
-def _needed(decls: list[Decl], kernel: str, data: bytes, extra: set[str]) -> set[Decl]:
-    """The kernel's definitions and, transitively, every device-side declaration whose name they (or the
-    `extra` names) use."""
+def _needed(decls: list[Decl], kernel: str, target: int, data: bytes, extra: set[str]) -> set[Decl]:
+    """The kernel's definition (the one at byte `target`, with its alternatives under other preprocessor
+    conditions) and, transitively, every device-side declaration whose name it (or the `extra` names) uses.
+
+    Overloads of the kernel under the same conditions stay out: `&k<float>` must name one function (with
+    several, nvcc "cannot deduce auto type")."""
     providers: dict[str, list[Decl]] = {}
     for d in decls:
         if (d.kind in _PROVIDERS and d.device) or (d.kind is DeclKind.HOST_FUNCTION and d.device):
@@ -288,7 +346,10 @@ def _needed(decls: list[Decl], kernel: str, data: bytes, extra: set[str]) -> set
                 providers.setdefault(d.scope.split("::")[-1].split("<")[0], []).append(d)
         elif d.kind is DeclKind.USING and not _HOST_NAMESPACES.search(node_text(data, d.item)):
             providers.setdefault("", []).append(d)  # using-directives come along unconditionally
-    todo = [d for d in decls if d.kind is DeclKind.KERNEL and d.name == kernel] + providers.get("", [])
+    same = [d for d in decls if d.kind is DeclKind.KERNEL and d.name == kernel]
+    own = next((d for d in same if d.start <= target < d.end), same[0] if same else None)
+    todo = [d for d in same if d is own or (own is not None and d.conditions != own.conditions)]
+    todo += providers.get("", [])
     todo += [p for name in extra for p in providers.get(name, ())]
     needed: set[Decl] = set()
     while todo:

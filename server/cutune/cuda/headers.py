@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cutune.cuda.decls import collect_decls
+from cutune.cuda.includes import TORCH_PREFIXES
 from cutune.cuda.syntax import parse_tree
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+_ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
 def resolve_header(target: str, search: Sequence[str]) -> Path | None:
@@ -30,16 +32,19 @@ def resolve_header(target: str, search: Sequence[str]) -> Path | None:
 
 @dataclass(frozen=True)
 class Declared:
-    """What a header declares, with the headers it includes: names, and the namespaces they live in."""
+    """What a header declares, with the headers it includes: names, the namespaces they live in, and the
+    torch headers (torch/, ATen/, c10/, ...) it reaches."""
 
     names: frozenset[str]
     namespaces: frozenset[str]
+    torch: frozenset[str] = frozenset()
 
 
 def declared_names(header: Path, include_dirs: Sequence[str]) -> Declared:
     """What `header` and the project headers it includes, transitively, declare."""
     names: set[str] = set()
     namespaces: set[str] = set()
+    torch: set[str] = set()
     seen: set[Path] = set()
     todo = [header]
     while todo:
@@ -47,14 +52,15 @@ def declared_names(header: Path, include_dirs: Sequence[str]) -> Declared:
         if path in seen:
             continue
         seen.add(path)
-        own, spaces, included = _read(str(path), _stamp(path))
+        own, spaces, included, framework = _read(str(path), _stamp(path))
         names |= own
         namespaces |= spaces
+        torch |= framework
         for target in included:
             found = resolve_header(target, (str(path.parent), *include_dirs))
             if found is not None:
                 todo.append(found)
-    return Declared(frozenset(names), frozenset(namespaces))
+    return Declared(frozenset(names), frozenset(namespaces), frozenset(torch))
 
 
 def _stamp(path: Path) -> int:
@@ -65,20 +71,23 @@ def _stamp(path: Path) -> int:
 
 
 @functools.lru_cache(maxsize=512)
-def _read(path: str, stamp: int) -> tuple[frozenset[str], frozenset[str], tuple[str, ...]]:
-    """A header's own declared names, their namespaces, and its quoted include targets."""
+def _read(path: str, stamp: int) -> tuple[frozenset[str], frozenset[str], tuple[str, ...], frozenset[str]]:
+    """A header's own declared names, their namespaces, its quoted include targets and the torch headers it
+    includes."""
     del stamp  # part of the cache key only: an edited header is read again
     try:
         data = Path(path).read_bytes()
     except OSError:
-        return frozenset(), frozenset(), ()
+        return frozenset(), frozenset(), (), frozenset()
     names: set[str] = set()
     namespaces: set[str] = set()
     for d in collect_decls(parse_tree(data).root_node, data):
         names.update(d.names)
         namespaces.update(d.namespace)
+    text = data.decode("utf-8", errors="replace")
     return (
         frozenset(names - {""}),
         frozenset(namespaces - {""}),
-        tuple(_INCLUDE.findall(data.decode("utf-8", errors="replace"))),
+        tuple(_INCLUDE.findall(text)),
+        frozenset(t for t in _ANY_INCLUDE.findall(text) if t.startswith(TORCH_PREFIXES)),
     )

@@ -1,33 +1,52 @@
-"""torch's scalar types in device code (`at::Half`, `at::BFloat16`, `c10::BFloat16`: what torch's dtype
-dispatch hands kernels as `scalar_t`), made to compile in a unit without torch's host headers.
+"""torch in device code: its scalar types (`at::Half`, `at::BFloat16`, `c10::BFloat16`: what torch's dtype
+dispatch hands kernels as `scalar_t`) and its headers reached through project headers, made to compile
+as a real build sees them.
 
-Where torch is installed and nvcc compiles, its own headers declare them (its include folders are added);
-otherwise (no torch, or NVRTC, which cannot read them) they are mapped to CUDA's `__half` and
-`__nv_bfloat16`. Either way the unit's notes say which was done.
+Where torch is installed and nvcc compiles, its own headers serve (its include folders are added, with the
+`-U__CUDA_NO_HALF_OPERATORS__`-style undefines serving projects build with). Otherwise (no torch, or NVRTC,
+which cannot read them) the scalar types are mapped to CUDA's `__half` and `__nv_bfloat16`, and each torch
+header a project header includes is stood in for by one that brings CUDA's half and bfloat16 types and that
+mapping. Either way the unit's notes say which was done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import importlib.util
+import os
+import tempfile
 from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
+TORCH_ENV = "CUTUNE_TORCH"
 _NAMESPACES = frozenset(("at", "c10"))
 _TYPES = frozenset(("Half", "BFloat16"))
+# what PyTorch's extension builder defines and serving projects undefine again (their kernels need the
+# half/bfloat16 operators and conversions)
+UNDEFINES = (
+    "__CUDA_NO_HALF_OPERATORS__",
+    "__CUDA_NO_HALF_CONVERSIONS__",
+    "__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "__CUDA_NO_HALF2_OPERATORS__",
+)
 
-_MAPPED = """\
-// cutune: torch's scalar types mapped to CUDA's ({why})
-namespace c10 {{
+_SCALARS = """\
+#ifndef CUTUNE_TORCH_SCALARS
+#define CUTUNE_TORCH_SCALARS
+namespace c10 {
 using Half = __half;
 using BFloat16 = __nv_bfloat16;
-}}  // namespace c10
-namespace at {{
+}  // namespace c10
+namespace at {
 using c10::BFloat16;
 using c10::Half;
-}}  // namespace at
+}  // namespace at
+#endif
 """
+_MAPPED = "// cutune: torch's scalar types mapped to CUDA's ({why})\n"
 _REAL = """\
 // cutune: torch's own scalar types, from its installed headers
 #include <c10/util/BFloat16.h>
@@ -36,6 +55,12 @@ namespace at {
 using c10::BFloat16;
 using c10::Half;
 }  // namespace at
+"""
+_STAND_IN = """\
+// cutune: stands in for <{target}> ({why}): CUDA's half and bfloat16 types, torch's scalar types mapped to them
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
 """
 
 
@@ -48,6 +73,15 @@ class TorchScalars:
     notes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class TorchHeaders:
+    """How the torch headers a unit's project headers include are found: folders, undefines and a note."""
+
+    include_dirs: tuple[str, ...] = ()
+    undefines: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 def torch_scalars(names: Set[str], *, for_nvrtc: bool) -> TorchScalars:
     """How a unit whose code uses `names` gets torch's scalar types; empty when it uses none."""
     if not (names & _NAMESPACES and names & _TYPES):
@@ -55,15 +89,61 @@ def torch_scalars(names: Set[str], *, for_nvrtc: bool) -> TorchScalars:
     folders = torch_include_dirs()
     if folders and not for_nvrtc:
         return TorchScalars(_REAL, folders, ("at::Half/at::BFloat16 from torch's installed headers",))
-    why = "NVRTC cannot read torch's headers" if folders else "torch is not installed"
-    return TorchScalars(_MAPPED.format(why=why), (), (f"at::Half/at::BFloat16 mapped to __half/__nv_bfloat16 ({why})",))
+    why = _why_not(folders)
+    note = f"at::Half/at::BFloat16 mapped to __half/__nv_bfloat16 ({why})"
+    return TorchScalars(_MAPPED.format(why=why) + _SCALARS, (), (note,))
+
+
+def torch_headers(reached: Set[str], *, for_nvrtc: bool) -> TorchHeaders:
+    """How the torch headers `reached` through project headers are found; empty when none is."""
+    if not reached:
+        return TorchHeaders()
+    folders = torch_include_dirs()
+    shown = ", ".join(f"<{t}>" for t in sorted(reached))
+    if folders and not for_nvrtc:
+        return TorchHeaders(folders, UNDEFINES, (f"{shown} from torch's installed headers",))
+    why = _why_not(folders)
+    return TorchHeaders((_stand_ins(frozenset(reached), why),), (), (f"{shown} {STOOD_IN} ({why})",))
+
+
+STOOD_IN = "stood in for by CUDA's types"  # in a unit's notes: torch headers were replaced
+
+
+def _why_not(folders: tuple[str, ...]) -> str:
+    return "NVRTC cannot read torch's headers" if folders else "torch is not installed"
+
+
+def _stand_ins(targets: frozenset[str], why: str) -> str:
+    """A folder holding a stand-in header for each of `targets` (shared between processes: content-named)."""
+    texts = {t: _STAND_IN.format(target=t, why=why) + _SCALARS for t in sorted(targets)}
+    digest = hashlib.sha256(repr(sorted(texts.items())).encode()).hexdigest()[:16]
+    root = Path(tempfile.gettempdir()) / "cutune-torch-stand-ins" / digest
+    for target, text in texts.items():
+        path = root / target
+        if path.is_file():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)  # readers see no file or the whole one
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return str(root)
 
 
 @functools.cache
 def torch_include_dirs() -> tuple[str, ...]:
-    """The include folders of an installed torch (found without importing it), or () without torch."""
-    spec = importlib.util.find_spec("torch")
-    for location in (spec.submodule_search_locations or []) if spec else []:
+    """The include folders of an installed torch (found without importing it), or () without torch.
+
+    $CUTUNE_TORCH names the torch package folder to take them from instead (one outside this environment);
+    set but empty, it has cutune build as where torch is not installed."""
+    chosen = os.environ.get(TORCH_ENV)
+    spec = importlib.util.find_spec("torch") if chosen is None else None
+    locations = [chosen] if chosen else list((spec.submodule_search_locations or []) if spec else [])
+    for location in locations:
         root = Path(location) / "include"
         if (root / "c10" / "util" / "Half.h").is_file():
             return (str(root), str(root / "torch" / "csrc" / "api" / "include"))

@@ -9,12 +9,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from cutune.errors import CutuneError
 from cutune.limits import DeviceLimits
 from cutune.spec import KernelSpec
+from cutune.spec.ragged import RaggedFailure
 from cutune.template.model import Config, Space, Template
 
 if TYPE_CHECKING:
     from cutune.gpu.profile import Profile
+
+RAGGED_ATTEMPTS = 3  # openings of a job whose original fails at a ragged size, each assuming more divisibility
 
 
 class Failure(enum.Enum):
@@ -166,6 +170,7 @@ class DeviceInfo:
     empty_launch_us: float = 0.0  # measured empty kernel launch in the same harness
     driver: str = ""
     limits: DeviceLimits | None = None  # the live device's limits, where the backend reads them
+    notes: tuple[str, ...] = ()  # what opening the job found that the user should know (a ragged size dropped)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -178,8 +183,21 @@ class DeviceInfo:
         """The inverse of `to_dict`."""
         limits = data.get("limits")
         known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in known and k != "limits"}
-        return cls(**values, limits=DeviceLimits(**limits) if limits else None)
+        values = {k: v for k, v in data.items() if k in known and k not in ("limits", "notes")}
+        notes = tuple(data.get("notes", ()))
+        return cls(**values, limits=DeviceLimits(**limits) if limits else None, notes=notes)
+
+
+class RaggedSizeFailed(CutuneError):
+    """The original failed at a ragged size and its process cannot go on (the CUDA context is lost): whoever
+    opens the job again should assume the failure's `multiple_of`."""
+
+    def __init__(self, failure: RaggedFailure) -> None:
+        super().__init__(failure.message())
+        self.failure = failure
+
+    def __reduce__(self) -> tuple[type[RaggedSizeFailed], tuple[RaggedFailure]]:
+        return (type(self), (self.failure,))
 
 
 class Backend(ABC):

@@ -8,14 +8,17 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class CachedCompile:
-    """The compiler's output for one compile and how long that compile took."""
+    """The compiler's output for one compile, how long that compile took, and what else it left (JSON-ready:
+    the binary, lowered names)."""
 
     output: str
     seconds: float
+    extra: dict[str, Any] | None = None
 
 
 class CompileCache:
@@ -28,7 +31,9 @@ class CompileCache:
         """The entry for `key`, or None when absent or unreadable."""
         try:
             data = json.loads((self.directory / f"{key}.json").read_text(encoding="utf-8"))
-            return CachedCompile(output=str(data["output"]), seconds=float(data["seconds"]))
+            extra = data.get("extra")
+            extra = extra if isinstance(extra, dict) else None
+            return CachedCompile(str(data["output"]), float(data["seconds"]), extra)
         except (OSError, ValueError, KeyError, TypeError):
             return None  # a missing or damaged entry only costs a recompile
 
@@ -38,7 +43,7 @@ class CompileCache:
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{key}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"output": entry.output, "seconds": entry.seconds}, f)
+                json.dump({"output": entry.output, "seconds": entry.seconds, "extra": entry.extra}, f)
             os.replace(tmp, self.directory / f"{key}.json")
         except BaseException:
             with contextlib.suppress(OSError):

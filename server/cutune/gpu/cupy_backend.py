@@ -11,22 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import math
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cutune.cuda.extract import CompileUnit, extract_kernel, qualified_name
-from cutune.cuda.model import Kernel, SourceModel
-from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, NoGpuError
 from cutune.gpu.backend import (
+    RAGGED_ATTEMPTS,
     Backend,
     Capability,
     Check,
@@ -35,26 +30,27 @@ from cutune.gpu.backend import (
     Failure,
     Job,
     Measurement,
+    RaggedSizeFailed,
     Timing,
 )
+from cutune.gpu.build import BuildKey, JobBuilder
+from cutune.gpu.compile import check_choice
+from cutune.gpu.compile_cache import CompileCache
+from cutune.gpu.compiler import CompiledKernel
 from cutune.gpu.device import device_count, device_limits, gpu_available
 from cutune.gpu.guards import GUARD_BYTES
 from cutune.gpu.harness import POISON, POISON_2, Problem, Timer, compare, make_problem, summarize, tolerance_for
-from cutune.gpu.nvcc import DEFAULT_FLAGS as NVCC_FLAGS
-from cutune.gpu.nvcc import _excerpt
+from cutune.gpu.nvcc import excerpt
 from cutune.gpu.occupancy import occupancy
-from cutune.gpu.resources import parse_ptxas, pick_entry
 from cutune.gpu.sol import cache_dir, device_info
 from cutune.limits import DeviceLimits
 from cutune.spec import Role
-from cutune.spec.ragged import ragged_sizes
-from cutune.template.instantiate import compile_options, instantiation
+from cutune.spec.ragged import ragged_failure, ragged_sizes
 from cutune.template.model import Config
 
 if TYPE_CHECKING:
     from cutune.gpu.profile import Profile
 
-COMPILERS = ("auto", "nvrtc", "nvcc")
 T = TypeVar("T")
 # failures of a checked run (not of compiling or launching): a run that passed before and fails now is a race
 _CHECK_FAILURES = frozenset({Failure.WRONG, Failure.UNWRITTEN, Failure.OUT_OF_BOUNDS, Failure.INPUT_WRITTEN})
@@ -72,15 +68,6 @@ class _Failed(Exception):
         self.max_error = max_error
 
 
-@dataclass(frozen=True)
-class _CompileKey:
-    """What decides the compiled code: the instantiations and the compiler options."""
-
-    expressions: tuple[str, ...]  # unique name expressions, in first-use order
-    flags: tuple[str, ...]
-    defines: tuple[tuple[str, str], ...]
-
-
 @dataclass
 class _Module:
     """A compiled configuration: one function per name expression, or the compiler's complaint."""
@@ -92,7 +79,8 @@ class _Module:
 
 
 class CupyBackend(Backend):
-    """Compiles each configuration with NVRTC through CuPy (or nvcc), checks and times it on the GPU.
+    """Compiles each configuration through the compiler layer (`gpu/build.py`: what `check` compiles), loads
+    the binary with CuPy, checks and times it on the GPU.
 
     Options: `compiler` ("auto": NVRTC, and nvcc for a unit NVRTC cannot compile; "nvrtc"; "nvcc"),
     `device` (CUDA ordinal), `compile_workers` (threads that compile prefetched configurations while the
@@ -118,24 +106,20 @@ class CupyBackend(Backend):
         checks: bool = True,
         verify_repeats: int = 2,
     ) -> None:
-        if compiler not in COMPILERS:
-            raise CutuneError(f"unknown compiler {compiler!r}; choose one of {', '.join(COMPILERS)}")
-        self.compiler = compiler
+        self.compiler = check_choice(compiler)
         self.device = device
         self.compile_workers = compile_workers
         self.checks = checks
         self.verify_repeats = verify_repeats
-        self.nvrtc_failed = ""  # with "auto": why NVRTC could not compile this job (nvcc is used from then on)
+        self.nvrtc_failed = ""  # with "auto": why NVRTC could not compile a configuration (nvcc did)
         self._healthy = True
         self._cp: ModuleType | None = None
         self._job: Job | None = None
         self._limits: DeviceLimits | None = None
         self._timer: Timer | None = None
-        self._model: SourceModel | None = None
-        self._kernel: Kernel | None = None
-        self._qualified = ""
+        self._builder: JobBuilder | None = None
         self._pool: ThreadPoolExecutor | None = None
-        self._modules: dict[_CompileKey, Future[_Module]] = {}
+        self._modules: dict[BuildKey, Future[_Module]] = {}
         self._problems: list[Problem] = []
         self._fresh: tuple[int, list[Problem]] | None = None  # verify's problems, for one seed
 
@@ -144,13 +128,26 @@ class CupyBackend(Backend):
         return self._healthy
 
     def open(self, job: Job) -> DeviceInfo:
-        """Start CUDA, measure (or read) the speed of light, compile the original and build the reference."""
+        """Start CUDA, measure (or read) the speed of light, compile the original and build the reference.
+
+        Where the original fails at a ragged size, the job goes on assuming the `multiple_of` it evidently
+        needs (the returned notes say so); where that failure lost the CUDA context, RaggedSizeFailed asks
+        the caller (the isolated worker) to reopen the job in a fresh process with that assumption."""
         self._start(job)
         assert self._limits is not None
         self._timer = Timer(self._limits.l2_bytes)
         info = device_info(self._timer, self.device)
-        self._problems = self._reference(job.seed)
-        return info
+        notes: list[str] = []
+        for _ in range(RAGGED_ATTEMPTS):
+            try:
+                self._problems = self._reference(job.seed)
+                return dataclasses.replace(info, notes=tuple(notes))
+            except RaggedSizeFailed as e:
+                if not e.failure.multiples or not self._healthy:
+                    raise
+                notes.append(e.failure.message())
+                job = self._job = dataclasses.replace(job, spec=e.failure.apply(job.spec))
+        raise CutuneError(f"{notes[-1]}; still failing after {RAGGED_ATTEMPTS} attempts")
 
     def run_each(
         self, job: Job, configs: Sequence[Config], size: dict[str, int], before: Callable[[int], None]
@@ -178,9 +175,8 @@ class CupyBackend(Backend):
         cp.cuda.Device(self.device).use()
         self._limits = device_limits(self.device)
         self._job = job
-        self._model = parse_source(job.template.source, job.source_path)
-        self._kernel = self._model.kernel(job.template.kernel)  # raises SourceError when absent
-        self._qualified = qualified_name(self._model, job.template.kernel)
+        cache = CompileCache(cache_dir() / "compile")
+        self._builder = JobBuilder(job, arch=self._limits.arch, compiler=self.compiler, cache=cache)
         self._pool = ThreadPoolExecutor(
             self.compile_workers,
             thread_name_prefix="cutune-compile",
@@ -195,14 +191,17 @@ class CupyBackend(Backend):
         rng = cp.random.default_rng(seed)
         guard = GUARD_BYTES if self.checks else 0
         problems = [make_problem(job.spec, size, rng, cp, guard_bytes=guard) for size in job.spec.sizes]
-        if self.checks:
-            problems += [
-                make_problem(job.spec, r.size, rng, cp, guard_bytes=guard, timed=False) for r in ragged_sizes(job.spec)
-            ]
+        ragged = ragged_sizes(job.spec) if self.checks else ()
+        problems += [make_problem(job.spec, r.size, rng, cp, guard_bytes=guard, timed=False) for r in ragged]
         original = job.space.default()
         try:
             launches, _ = self._prepare(original, problems)
-            for problem, launch in zip(problems, launches, strict=True):
+        except _Failed as e:
+            raise CutuneError(
+                f"the original configuration ({original}) cannot serve as the reference: {e.failure.value}: {e.detail}"
+            ) from None
+        for i, (problem, launch) in enumerate(zip(problems, launches, strict=True)):
+            try:
                 self._run_checked(problem, launch)
                 problem.keep_reference()
                 if self.checks:
@@ -210,10 +209,13 @@ class CupyBackend(Backend):
                     second = problem.snapshot()
                     rerun = partial(self._run_poisoned, problem, launch)
                     self._guard(partial(problem.validate_reference, job.spec, second, cp, rerun))
-        except _Failed as e:
-            raise CutuneError(
-                f"the original configuration ({original}) cannot serve as the reference: {e.failure.value}: {e.detail}"
-            ) from None
+            except _Failed as e:
+                failure = f"{e.failure.value}: {e.detail}"
+                if i >= len(job.spec.sizes):  # a ragged size cutune added itself: the spec's sizes passed
+                    raise RaggedSizeFailed(ragged_failure(job.spec, ragged[i - len(job.spec.sizes)], failure)) from None
+                raise CutuneError(
+                    f"the original configuration ({original}) cannot serve as the reference: {failure}"
+                ) from None
         return problems
 
     def prefetch(self, configs: Sequence[Config]) -> None:
@@ -306,124 +308,51 @@ class CupyBackend(Backend):
             raise CutuneError("the cupy backend has no job; call open() first")
         return self._job
 
-    def _compile_key(self, config: Config, problems: Sequence[Problem] | None = None) -> tuple[_CompileKey, list[str]]:
-        """The compile key of a configuration and the name expression each problem launches."""
-        job = self._require_job()
-        assert self._kernel is not None
+    def _compile_key(self, config: Config, problems: Sequence[Problem] | None = None) -> tuple[BuildKey, list[str]]:
+        """The build key of a configuration and the name expression each problem launches."""
+        assert self._builder is not None
+        sizes = [p.size for p in (self._problems if problems is None else problems)]
         try:
-            per_size = [
-                instantiation(self._kernel, self._qualified, job.spec, job.space, config, p.size)
-                for p in (self._problems if problems is None else problems)
-            ]
-            flags, defines = compile_options(job.space, config, job.spec)
+            return self._builder.key(config, sizes)
         except CutuneError as e:
             raise _Failed(Failure.INFEASIBLE, str(e)) from None
-        key = _CompileKey(tuple(dict.fromkeys(per_size)), tuple(flags), tuple(sorted(defines.items())))
-        return key, per_size
 
-    def _compiled(self, key: _CompileKey) -> Future[_Module]:
+    def _compiled(self, key: BuildKey) -> Future[_Module]:
         if key not in self._modules:
             assert self._pool is not None
             self._modules[key] = self._pool.submit(self._compile, key)
         return self._modules[key]
 
-    def _compile(self, key: _CompileKey) -> _Module:
-        """Compile one key (in a worker thread); compiler errors become the module's `error`."""
-        cp = self._cp
-        assert cp is not None
-        if self.compiler == "nvcc" or (self.compiler == "auto" and self.nvrtc_failed):
-            return self._compile_with(self._compile_nvcc, key)
-        module = self._compile_with(self._compile_nvrtc, key)
-        if module.error and self.compiler == "auto":
-            fallback = self._compile_with(self._compile_nvcc, key)
-            if fallback.error:
-                return module  # nvcc rejects it too: the configuration is at fault, NVRTC's message says why
-            fallback.fallback = self.nvrtc_failed = f"NVRTC could not compile the unit, nvcc did: {module.error}"
-            return fallback
-        return module
-
-    def _compile_with(self, compile_key: Callable[[_CompileKey], _Module], key: _CompileKey) -> _Module:
-        """Compile with one compiler; its errors become the module's `error`."""
-        cp = self._cp
-        assert cp is not None
+    def _compile(self, key: BuildKey) -> _Module:
+        """Compile one key (in a worker thread) and load its binaries; errors become the module's `error`."""
+        assert self._builder is not None
         try:
-            return compile_key(key)
-        except cp.cuda.compiler.CompileException as e:
-            return _Module(error=_excerpt(e.get_message()))
-        except Exception as e:  # extraction, loading, a missing entry: all fail this configuration's compile
+            compiled = self._builder.compile(key)
+        except CutuneError as e:
+            return _Module(error=excerpt(str(e)))
+        except Exception as e:  # extraction or the compiler library itself: this configuration's compile fails
             return _Module(error=f"{type(e).__name__}: {e}")
-
-    def _options(self, key: _CompileKey, unit: CompileUnit, defaults: Sequence[str]) -> tuple[str, ...]:
-        """Our defaults (unless the user picks a standard), the toolkit's headers, the unit's -I/-D, flags."""
-        cp = self._cp
-        assert cp is not None
-        user = key.flags  # the spec's flags first, then the configuration's (from compile_options)
-        has_std = any(f.startswith(("-std", "--std")) for f in user)
-        cuda = cp.cuda.get_cuda_path()
-        return (
-            *(f for f in defaults if not (has_std and f.startswith("-std"))),
-            *((f"-I{Path(cuda) / 'include'}",) if cuda else ()),
-            *unit.options(),
-            *user,
-        )
-
-    def _unit(self, key: _CompileKey, expressions: Sequence[str], *, for_nvrtc: bool) -> CompileUnit:
-        job = self._require_job()
-        assert self._model is not None
-        dirs = tuple(str(Path(d).resolve()) for d in job.spec.include_dirs)
-        return extract_kernel(
-            self._model,
-            job.template.kernel,
-            instantiations=tuple(expressions),
-            include_dirs=dirs,
-            defines=dict(key.defines),
-            for_nvrtc=for_nvrtc,
-            drop_includes=job.spec.includes.drop,
-            substitute_includes=job.spec.includes.substitute,
-        )
-
-    def _compile_nvrtc(self, key: _CompileKey) -> _Module:
-        cp = self._cp
-        assert cp is not None
-        start = time.perf_counter()
-        unit = self._unit(key, key.expressions, for_nvrtc=True)
-        module = cp.RawModule(
-            code=unit.source,
-            options=self._options(key, unit, ("-std=c++17",)),
-            name_expressions=list(unit.name_expressions),
-        )
-        functions = {e: module.get_function(n) for e, n in zip(key.expressions, unit.name_expressions, strict=True)}
-        seconds = time.perf_counter() - start
-        return _Module(functions, {e: _compile_info(f, seconds, compiler="nvrtc") for e, f in functions.items()})
-
-    def _compile_nvcc(self, key: _CompileKey) -> _Module:
-        # CuPy's nvcc path cannot resolve name expressions: compile one instantiation per cubin and
-        # take the only entry's mangled name from ptxas' report.
-        cp = self._cp
-        assert cp is not None and self._limits is not None
-        arch = self._limits.arch.removeprefix("sm_")
-        out = _Module()
-        for expression in key.expressions:
-            start = time.perf_counter()
-            unit = self._unit(key, (expression,), for_nvrtc=False)
-            log = io.StringIO()
-            cubin = cp.cuda.compiler.compile_using_nvcc(
-                unit.source,
-                (*self._options(key, unit, NVCC_FLAGS), "-Xptxas", "-v"),
-                arch=arch,
-                log_stream=log,
-            )
-            entry = pick_entry(parse_ptxas(log.getvalue()), None)
-            path = cache_dir() / "cubin" / f"{hashlib.sha256(cubin).hexdigest()}.cubin"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(cubin)
-            function = cp.RawModule(path=str(path)).get_function(entry.function)
-            seconds = time.perf_counter() - start
-            out.functions[expression] = function
-            out.info[expression] = _compile_info(
-                function, seconds, spill_bytes=entry.spill_store_bytes, compiler="nvcc"
-            )
+        if compiled.fallback:
+            self.nvrtc_failed = compiled.fallback
+        out = _Module(fallback=compiled.fallback)
+        try:
+            for kernel in compiled.kernels:
+                function = self._load(kernel)
+                out.functions[kernel.name] = function
+                out.info[kernel.name] = _compile_info(function, kernel, compiled.compiler)
+        except Exception as e:  # a binary the driver cannot load fails this configuration's compile
+            return _Module(error=f"loading the compiled kernel: {type(e).__name__}: {e}")
         return out
+
+    def _load(self, kernel: CompiledKernel) -> Any:
+        """The kernel's function, from its cubin loaded by CuPy (found by its mangled name)."""
+        cp = self._cp
+        assert cp is not None
+        path = cache_dir() / "cubin" / f"{hashlib.sha256(kernel.binary).hexdigest()}.cubin"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(kernel.binary)
+        return cp.RawModule(path=str(path)).get_function(kernel.function)
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -551,15 +480,15 @@ def _launcher(
     return launch
 
 
-def _compile_info(function: Any, seconds: float, *, spill_bytes: int = 0, compiler: str = "") -> CompileInfo:
+def _compile_info(function: Any, kernel: CompiledKernel, compiler: str) -> CompileInfo:
     return CompileInfo(
         compiler=compiler,
         registers=function.num_regs,
-        spill_bytes=spill_bytes,
+        spill_bytes=kernel.resources.spill_store_bytes,
         shared_bytes=function.shared_size_bytes,
         local_bytes=function.local_size_bytes,
         max_threads_per_block=function.max_threads_per_block,
-        compile_seconds=seconds,
+        compile_seconds=kernel.resources.compile_seconds,
     )
 
 

@@ -1,7 +1,8 @@
-"""NVRTC without a GPU: compile a unit to a cubin through the NVRTC library (ctypes), with ptxas' report.
+"""NVRTC behind the compiler interface, without a GPU: a unit to a cubin through the NVRTC library (ctypes),
+with ptxas' report and the lowered names of its name expressions.
 
-This is what `tune` compiles with (through CuPy) on a GPU; `check --compiler nvrtc` uses it here so that
-"compiles in check" means "compiles in tune". NVRTC calls release the GIL, so threads compile in parallel.
+`check` and the tune backend both compile through it (CuPy only loads the cubin), so "compiles in check"
+means "compiles in tune". NVRTC calls release the GIL, so threads compile in parallel.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cutune.cuda.extract import CompileUnit
 from cutune.errors import CompileError
+from cutune.gpu.compiler import STD_FLAG, Compiler, CompilerOutput, KernelRequest, Target, user_std
 
 UNIT_NAME = "unit.cu"
 
@@ -28,6 +31,30 @@ class NvrtcOutput:
     log: str
     lowered: dict[str, str]  # name expression → mangled name
     binary: bytes  # the cubin for a real `-arch=sm_XX`, else the PTX
+
+
+class NvrtcCompiler(Compiler):
+    """NVRTC through its library: one unit holds every instantiation, each found by its lowered name."""
+
+    name = "nvrtc"
+    for_nvrtc = True
+
+    def options(self, unit: CompileUnit, target: Target) -> tuple[str, ...]:
+        """-arch, the default standard, the toolkit's headers (CCCL too), the unit's -I/-D/-U, the flags,
+        and ptxas' report."""
+        std = () if user_std(target.flags) else (STD_FLAG,)
+        toolkit = tuple(f"-I{d}" for d in cuda_include_dirs())
+        return (f"-arch={target.arch}", *std, *toolkit, *unit.options(), *target.flags, "-Xptxas=-v")
+
+    def version(self) -> str:
+        return nvrtc_version()
+
+    def units(self, request: KernelRequest) -> list[CompileUnit]:
+        return [request.make_unit(tuple(dict.fromkeys(request.expressions)), True)]
+
+    def _run(self, unit: CompileUnit, options: tuple[str, ...], target: Target) -> CompilerOutput:
+        out = compile_program(unit.source, options, unit.name_expressions)
+        return CompilerOutput(out.log, out.binary, out.lowered)
 
 
 def find_libnvrtc() -> str | None:

@@ -22,7 +22,17 @@ from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Backend, Capability, Check, DeviceInfo, Failure, Job, Measurement
+from cutune.gpu.backend import (
+    RAGGED_ATTEMPTS,
+    Backend,
+    Capability,
+    Check,
+    DeviceInfo,
+    Failure,
+    Job,
+    Measurement,
+    RaggedSizeFailed,
+)
 from cutune.template.model import Config
 
 if TYPE_CHECKING:
@@ -158,6 +168,23 @@ class IsolatedBackend(Backend):
         return self._job
 
     def _start(self) -> DeviceInfo:
+        """Start a child and open the job there; where the original fails at a ragged size and the child's
+        CUDA context is lost, reopen in a new child assuming the `multiple_of` it evidently needs."""
+        notes: list[str] = []
+        for _ in range(RAGGED_ATTEMPTS):
+            try:
+                info = self._start_once()
+            except RaggedSizeFailed as e:
+                if not e.failure.multiples:
+                    raise CutuneError(str(e)) from None
+                notes.append(str(e))
+                self._job = replace(self._require_job(), spec=e.failure.apply(self._require_job().spec))
+                continue
+            self._info = info = replace(info, notes=(*notes, *info.notes))
+            return info
+        raise CutuneError(f"{notes[-1]}; still failing after {RAGGED_ATTEMPTS} attempts")
+
+    def _start_once(self) -> DeviceInfo:
         job = self._require_job()
         if self._info is not None:  # a replacement: fresh inputs, so a fresh reference
             self.restarts += 1
@@ -190,6 +217,9 @@ class IsolatedBackend(Backend):
         except CutuneError:
             self._kill()
             raise
+        if reply[0] == "ragged":
+            self._kill()
+            raise RaggedSizeFailed(reply[1])
         if reply[0] != "info":
             log.debug("the %s worker could not open the job:\n%s", self.backend, reply[2])
             self._kill()
@@ -256,7 +286,11 @@ def serve(conn: Connection, backend: str, options: Mapping[str, Any]) -> None:
             continue
         try:
             if kind == "open":
-                conn.send(("info", instance.open(message[1])))
+                try:
+                    conn.send(("info", instance.open(message[1])))
+                except RaggedSizeFailed as e:  # the parent reopens the job in a fresh process
+                    conn.send(("ragged", e.failure))
+                    os._exit(_UNHEALTHY_EXIT)
             elif kind in ("verify", "sanitize"):
                 check = instance.verify(*message[1:]) if kind == "verify" else instance.sanitize(message[1])
                 conn.send(("check", check, instance.healthy))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cutune.errors import ExpressionError, SpecError
 from cutune.spec.model import KernelSpec
@@ -119,3 +119,52 @@ def _valid(spec: KernelSpec, size: Mapping[str, int], cap_bytes: int) -> bool:
 
 def _key(size: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(size.items()))
+
+
+PACK_BYTES = 16  # the widest vector load production kernels use (uint4, float4)
+
+
+@dataclass(frozen=True)
+class RaggedFailure:
+    """The original failed at a ragged size cutune derived: where, how, and the divisors it evidently needs."""
+
+    ragged: RaggedSize
+    detail: str  # the failure, e.g. "fault: misaligned address"
+    multiples: dict[str, int]  # variable → the multiple_of to assume from now on ({} when none is evident)
+
+    def message(self) -> str:
+        """One line for the user: the size, the failure, and the `multiple_of` that would avoid it."""
+        where = f"the original configuration fails at the ragged size {self.ragged.describe()}: {self.detail}"
+        if not self.multiples:
+            return f"{where}; no multiple_of is evident (set one in the spec, or fix the kernel's tail)"
+        wanted = ", ".join(f"{n} = {m}" for n, m in self.multiples.items())
+        needs = ", ".join(f"{n} a multiple of {m}" for n, m in self.multiples.items())
+        return (
+            f"{where}; it evidently needs {needs} (whole {PACK_BYTES}-byte packs): tails are checked at such "
+            f"sizes instead (write `multiple_of = {{ {wanted} }}` in the spec to say so)"
+        )
+
+    def apply(self, spec: KernelSpec) -> KernelSpec:
+        """`spec` assuming the evident multiples (its ragged sizes then keep them)."""
+        return replace(spec, multiple_of={**spec.multiple_of, **self.multiples})
+
+
+def ragged_failure(spec: KernelSpec, ragged: RaggedSize, detail: str) -> RaggedFailure:
+    """What a failure of the original at `ragged` evidently asks for: each moved variable that sizes an
+    array's innermost dimension must make whole 16-byte packs of that array's elements (8 bf16, 4 float);
+    where the spec already asks that much, twice its multiple."""
+    multiples: dict[str, int] = {}
+    for a in spec.args:
+        if not a.shape:
+            continue
+        try:
+            innermost = compile_expr(a.shape[-1]).names
+        except ExpressionError:
+            continue
+        for name in ragged.moved:
+            if name not in innermost:
+                continue
+            have = spec.multiple_of.get(name, 1)
+            want = max(1, PACK_BYTES // dtype_size(a.dtype))
+            multiples[name] = max(multiples.get(name, 1), want if want > have else have * 2)
+    return RaggedFailure(ragged, detail, multiples)

@@ -156,7 +156,7 @@ def tune(
         resumed_trials=resumed,
         search_estimate=_search_estimate(outcome),
         rounds=(options.selection.rounds, options.selection.confirm_rounds) if selection is not None else (0, 0),
-        checks=describe_checks(job.spec, ragged_sizes(job.spec)),
+        checks="; ".join((describe_checks(job.spec, ragged_sizes(job.spec)), *device.notes)),
         rejected={
             stage: dict(Counter(c.failure.value for c in checks if c.failure is not None))
             for stage, checks in (("re-check", rejected), ("sanitizer", sanitized))
