@@ -58,7 +58,8 @@ def test_weighted_geomean() -> None:
 
 def test_picks_a_clearly_faster_config_and_reports_confirmation_rounds() -> None:
     backend = opened(FakeBackend(noise=0.01))
-    selection = select(backend, ORIGINAL, [NEARLY, FAST], SelectionOptions(rounds=5, confirm_rounds=4))
+    every_round = SelectionOptions(rounds=5, confirm_rounds=4, sequential=False)
+    selection = select(backend, ORIGINAL, [NEARLY, FAST], every_round)
     assert selection is not None and selection.best is not None
     assert selection.best.config == FAST and selection.chosen == (FAST, FAST) and selection.single == FAST
     assert selection.best.overall.ratio == pytest.approx(0.78, abs=0.02)
@@ -143,8 +144,8 @@ def test_a_tie_gives_up_at_most_one_percent_for_a_config_closer_to_the_original(
             return table_time(ORIGINAL, size) * {near: 0.800, far: far_gain}[config]
 
         backend.time_of = time_of
-        # 6 rounds: an even count of original runs, so the robust sd sees the alternation
-        selection = select(backend, ORIGINAL, [far, near], SelectionOptions(rounds=6))
+        # 6 rounds, every one: an even count of original runs, so the robust sd sees the alternation
+        selection = select(backend, ORIGINAL, [far, near], SelectionOptions(rounds=6, sequential=False))
         assert selection is not None and selection.overall_noise > 0.05
         assert selection.chosen == (winner, winner) and selection.single == winner
 

@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Check, DeviceInfo, Failure, Job, Measurement
+from cutune.gpu.clock import WALL, Clock, VirtualClock
 from cutune.source_file import text_hash
 from cutune.template.model import Config, Space
 from cutune.template.spec import KernelSpec, parse_spec
@@ -69,6 +70,12 @@ def replay_source(backend: Backend) -> ReplaySource | None:
     """The recording a backend replays (through a recorder around it too); None for a measuring one."""
     inner = backend.inner if isinstance(backend, RecordingBackend) else backend
     return inner.source if isinstance(inner, ReplayBackend) else None
+
+
+def clock_of(backend: Backend) -> Clock:
+    """The clock a run on `backend` reads its budget and phase times from: a replay's virtual one, else the wall."""
+    inner = backend.inner if isinstance(backend, RecordingBackend) else backend
+    return inner.clock if isinstance(inner, ReplayBackend) else WALL
 
 
 def measuring_name(backend: Backend) -> str:
@@ -354,7 +361,9 @@ class ReplayBackend(Backend):
     the held-out ones); a configuration measured several times is served its recordings in turn.
     Configurations that were not recorded fail as INFEASIBLE ("not recorded"). `noise` (e.g. 0.03)
     multiplies every timing by a seeded log-normal factor, deterministic per configuration and call, to
-    test noise-aware selection. `pace_s` makes each evaluation take that long, as a real one would.
+    test noise-aware selection. `pace_s` makes each evaluation take that long, as a real one would: it
+    sleeps, and advances the backend's virtual `clock` by as much, from which a replayed run reads its
+    budget and phase times, so that a replay decides the same whatever the host's speed.
     """
 
     name = "replay"
@@ -374,6 +383,7 @@ class ReplayBackend(Backend):
         self.seed = seed
         self.strict = strict
         self.source: ReplaySource | None = None  # set by `open`
+        self.clock = VirtualClock()
         self._records: dict[tuple[str, SizesKey | None], list[Measurement]] = {}
         self._served: dict[str, int] = {}
         self._sizes: SizesKey = ()
@@ -404,6 +414,7 @@ class ReplayBackend(Backend):
         """The next recording of `config` at the job's sizes, with noise if asked for."""
         if self.pace_s > 0:
             time.sleep(self.pace_s)
+            self.clock.advance(self.pace_s)
         key = config.key()
         found = self._records.get((key, self._sizes)) or self._records.get((key, None))
         if not found and not self.strict:  # a sweep replayed onto another job: any sizes will do

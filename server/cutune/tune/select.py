@@ -25,6 +25,15 @@ that picked it (the best of several noisy candidates always looks better than it
    confirmation alone has probability 2^-confirm_rounds, on top of having been picked: the simulation
    test (tests/tune/test_select.py) measures the false-winner rate over many seeds at ≤ 1%.
 
+Sequential (the default, `SelectionOptions.sequential`): both phases decide as soon as the evidence is
+enough. From the third round on, a finalist is dropped from the selection rounds when at every size it
+lost every round to the original, or its best round was slower than the size's leader's worst round by
+more than the noise allows (and it is not a tie for the single best); a candidate leaves the confirmation
+rounds once each size it may be launched at is decided: it lost a round there (it can no longer be
+confirmed) or it already passes the confirmation rule. Each round measures every size at once (one
+evaluation times all sizes), so rounds are shared across sizes. A `Deadline` ends either phase early
+with what it has: nothing is confirmed on fewer than 3 rounds, so the original stands there.
+
 Reported times (original and tuned, per size) are the confirmation rounds' pooled medians.
 """
 
@@ -42,6 +51,8 @@ import numpy as np
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Timing
 from cutune.template.model import Config
+from cutune.gpu.replay import clock_of
+from cutune.tune.deadline import MIN_ROUNDS, Deadline
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome
 
@@ -49,6 +60,8 @@ log = logging.getLogger(__name__)
 
 _Z = 3.0  # one-sided: a null median this far below 1 happens in about 0.1% of confirmations
 TIE_CAP = math.log(1.01)  # the most speed a tie gives up for a config closer to the original
+# seconds to keep for later phases, given what one evaluation costs now
+KeepFn = Callable[[float], float]
 
 
 @dataclass(frozen=True)
@@ -59,10 +72,14 @@ class Verdict:
     spread: float
     wins: int = 0  # rounds in which it was faster than the original
     rounds: int = 0
+    low: float = 0.0  # the lowest ratio of a round (its best)
+    high: float = 0.0  # the highest ratio of a round (its worst)
 
     @property
     def significant(self) -> bool:
-        """Faster by more than the spread, or faster in every round."""
+        """Faster by more than the spread, or faster in every round (over at least MIN_ROUNDS rounds)."""
+        if self.rounds < MIN_ROUNDS:
+            return False
         # at sizes of a few µs a round's ratio varies by 15% or more, and a candidate 15% faster in every
         # round would fail the spread; winning every round is the distribution-free evidence (a sign test),
         # and confirmation still asks for every round again and a gain beyond the original's own noise
@@ -75,6 +92,11 @@ class Verdict:
         margin = _Z * 1.2533 * noise / math.sqrt(max(self.rounds, 1))
         return self.significant and self.wins == self.rounds and -math.log(self.ratio) > margin
 
+    @property
+    def lost(self) -> bool:
+        """Slower than the original in some round: confirmation (every round won) is out of reach."""
+        return self.wins < self.rounds
+
     @classmethod
     def of(cls, ratios: Sequence[float]) -> Verdict:
         """The verdict on one ratio per round."""
@@ -84,6 +106,8 @@ class Verdict:
             spread=float(p90 - p10),
             wins=sum(r < 1.0 for r in ratios),
             rounds=len(ratios),
+            low=min(ratios),
+            high=max(ratios),
         )
 
 
@@ -185,22 +209,35 @@ def select(
     weights: Sequence[float] | None = None,
     per_file: Sequence[str] = (),
     cancel: threading.Event | None = None,
+    deadline: Deadline | None = None,
+    keep_s: KeepFn | None = None,
+    confirming: int | None = None,
 ) -> Selection | None:
     """Pick per-size winners among `candidates` in selection rounds, confirm them in separate rounds.
 
     `weights` weigh the sizes in every geometric mean; `per_file` names the parameters that must take
-    one value for all sizes (compile flags). None if cancelled.
+    one value for all sizes (compile flags). Rounds end early at `deadline`, keeping back `keep_s` (given
+    one evaluation's cost) for what comes after the selection, and the selection rounds keep back the
+    time of `confirming` evaluations (default: every round for the picks). None if cancelled, or when the deadline
+    left no time for a round of either phase (then the original stands everywhere).
     """
-    picking = measure_rounds(backend, original, candidates, options.rounds, weights=weights, cancel=cancel)
-    if picking is None:
+    after = keep_s or (lambda _e: 0.0)
+    if confirming is None:
+        confirming = options.confirm_rounds * (2 * min(len(candidates), 2) + 1)
+    prune = _pruner(options) if options.sequential else None
+    picking = measure_rounds(
+        backend, original, candidates, options.rounds, weights=weights, cancel=cancel, settled=prune,
+        deadline=deadline, keep_s=lambda e: after(e) + confirming * e,
+    )  # fmt: skip
+    if picking is None or not picking.original_series:
         return None
-    sizes = len(picking.original_timings)
-    w = [1.0] * sizes if weights is None else list(weights)
+    sizes_count = len(picking.original_timings)
+    w = [1.0] * sizes_count if weights is None else list(weights)
     picking_noise = original_noise(picking)
     margins = [min(tie_margin(n, options.rounds), TIE_CAP) for n in picking_noise]
     overall_margin = min(tie_margin(combined_noise(picking_noise, w), options.rounds), TIE_CAP)
     picks, per_file_values, cost = _pick(picking, original, margins, overall_margin, weights, per_file)
-    for i in range(sizes):  # why a size keeps the original, at DEBUG level (the benchmarks log it)
+    for i in range(sizes_count):  # why a size keeps the original, at DEBUG level (the benchmarks log it)
         fastest = min(picking.contenders, key=_ratio_at(i), default=None)
         if fastest is not None:
             v = fastest.per_size[i]
@@ -211,13 +248,17 @@ def select(
             )  # fmt: skip
     single = _fastest(picking.contenders, lambda c: c.overall.ratio, original, overall_margin)
     confirm = list(dict.fromkeys([*(p for p in picks if p != original), *([single.config] if single else [])]))
-    checking = measure_rounds(backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel)
-    if checking is None:
-        return None
-    noise = original_noise(picking, checking)
     # where a size's pick is not confirmed, the single best stands in if confirmed there (and its compile flags
     # are the file's): the confirmation rounds measured it too, and it beats launching the original
     fallback = single.config if single is not None and _flags(single.config, per_file) == per_file_values else None
+    decided = _decider(picking, picks, single.config if single else None, fallback, w) if options.sequential else None
+    checking = measure_rounds(
+        backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel, settled=decided,
+        deadline=deadline, keep_s=after,
+    )  # fmt: skip
+    if checking is None or not checking.original_series:
+        return None
+    noise = original_noise(picking, checking)
     chosen = []
     for i, pick in enumerate(picks):
         confirmed = original
@@ -239,6 +280,61 @@ def select(
         per_file_cost=cost,
         overall_noise=combined_noise(noise, w),
     )
+
+
+Settled = Callable[[Rounds], set[Config]]
+
+
+def _pruner(options: SelectionOptions) -> Settled:
+    """The selection rounds' early decisions: the finalists clearly slower everywhere (see the module)."""
+
+    def settled(rounds: Rounds) -> set[Config]:
+        noise = original_noise(rounds)
+        alive = [c for c in rounds.contenders if c.overall.rounds == max(x.overall.rounds for x in rounds.contenders)]
+        if len(alive) <= 1:
+            return {c.config for c in alive}  # nothing left to compare: confirmation decides the rest
+        overall_best = min(c.overall.ratio for c in alive)
+        overall_noise = combined_noise(noise, [1.0] * len(noise))
+        dropped = set()
+        for c in alive:
+            if math.log(c.overall.ratio) - math.log(overall_best) <= 2 * tie_margin(overall_noise, options.rounds):
+                continue  # could still be the single best
+            if all(_clearly_slower(c, alive, i, noise[i], options.rounds) for i in range(len(noise))):
+                dropped.add(c.config)
+        return dropped
+
+    return settled
+
+
+def _clearly_slower(c: Contender, alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
+    """At size `i`: lost every round to the original, or its best round is slower than the leader's worst
+    by more than twice what chance makes of two medians."""
+    v = c.per_size[i]
+    if v.wins == 0:
+        return True
+    leader = min(alive, key=_ratio_at(i)).per_size[i]
+    return v is not leader and math.log(v.low) - math.log(leader.high) > 2 * tie_margin(noise, rounds)
+
+
+def _decider(
+    picking: Rounds, picks: Sequence[Config], single: Config | None, fallback: Config | None, weights: Sequence[float]
+) -> Settled:
+    """The confirmation rounds' early decisions: a candidate leaves once every size it may launch at is
+    decided (a round lost there, or the confirmation rule already met), and, for the single best, overall."""
+
+    def settled(rounds: Rounds) -> set[Config]:
+        noise = original_noise(picking, rounds)
+        overall = combined_noise(noise, weights)
+        done = set()
+        for c in rounds.contenders:
+            where = [i for i, p in enumerate(picks) if p == c.config or c.config == fallback]
+            sizes_done = all(c.per_size[i].lost or c.per_size[i].confirmed(noise[i]) for i in where)
+            overall_done = c.config != single or c.overall.lost or c.overall.confirmed(overall)
+            if sizes_done and overall_done:
+                done.add(c.config)
+        return done
+
+    return settled
 
 
 def combined_noise(noise: Sequence[float], weights: Sequence[float]) -> float:
@@ -337,20 +433,36 @@ def measure_rounds(
     *,
     weights: Sequence[float] | None = None,
     cancel: threading.Event | None = None,
+    settled: Settled | None = None,
+    deadline: Deadline | None = None,
+    keep_s: KeepFn | None = None,
 ) -> Rounds | None:
-    """`count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled."""
+    """Up to `count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled.
+
+    From round MIN_ROUNDS on, the candidates `settled` names leave the later rounds (their rounds so far
+    stand). A round starts only if it ends before `deadline` with `keep_s` (given one evaluation's cost)
+    to spare.
+    """
     backend.prefetch([original, *candidates])
+    clock = deadline.clock if deadline is not None else clock_of(backend)
     original_runs: list[tuple[Timing, ...]] = []
     runs: dict[Config, list[tuple[Timing, ...]]] = {c: [] for c in candidates}
     ratios: dict[Config, list[list[float]]] = {c: [] for c in candidates}
+    active = list(candidates)
+    evaluation_s = 0.0
     for round_ in range(count):
         if cancel is not None and cancel.is_set():
             return None
-        alive = list(runs)
-        shift = round_ % len(alive) if alive else 0
+        if round_ > 0 and not active:
+            break
+        planned = 2 * len(active) + 1
+        if deadline is not None and not deadline.allows(planned * evaluation_s + (keep_s or _none)(evaluation_s)):
+            break
+        began = clock.now()
+        shift = round_ % len(active) if active else 0
         before = _measure_original(backend, original)
         original_runs.append(before)
-        for config in alive[shift:] + alive[:shift]:
+        for config in active[shift:] + active[:shift]:
             measurement = backend.evaluate(config)
             after = _measure_original(backend, original)
             original_runs.append(after)
@@ -364,7 +476,26 @@ def measure_rounds(
                 )
             else:  # correct during the search, not now: flaky, never reported as a speedup
                 del runs[config], ratios[config]
+                active.remove(config)
             before = after
+        evaluation_s = (clock.now() - began) / planned
+        if settled is not None and round_ + 1 >= MIN_ROUNDS:
+            done = settled(_rounds(runs, ratios, original_runs, weights))
+            active = [c for c in active if c not in done]
+    return _rounds(runs, ratios, original_runs, weights)
+
+
+def _none(_evaluation_s: float) -> float:
+    return 0.0
+
+
+def _rounds(
+    runs: dict[Config, list[tuple[Timing, ...]]],
+    ratios: dict[Config, list[list[float]]],
+    original_runs: Sequence[tuple[Timing, ...]],
+    weights: Sequence[float] | None,
+) -> Rounds:
+    """The rounds so far: every candidate with at least one correct run, and the original's series."""
     contenders = tuple(
         Contender(
             config=c,
@@ -373,6 +504,7 @@ def measure_rounds(
             overall=Verdict.of([weighted_geomean(r, weights) for r in ratios[c]]),
         )
         for c in runs
+        if runs[c]
     )
     series = tuple(tuple(t.median_us for t in per_size) for per_size in zip(*original_runs, strict=True))
     return Rounds(original_timings=_pooled(original_runs), contenders=contenders, original_series=series)
