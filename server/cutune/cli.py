@@ -287,7 +287,15 @@ def tune(
     file: FileArg,
     kernel: KernelOpt,
     trials: Annotated[int, typer.Option(min=1, help="Trial budget.")] = 200,
-    seconds: Annotated[float, typer.Option(min=0.1, help="Time budget for the search, in seconds.")] = 600.0,
+    seconds: Annotated[
+        float,
+        typer.Option(
+            min=0.1, help="Time budget of the whole run (search, selection, checks, held-out sizes), in seconds."
+        ),
+    ] = 600.0,
+    search_seconds: Annotated[
+        float | None, typer.Option(min=0.1, help="A time budget of the search alone, in seconds (default: none).")
+    ] = None,
     sampler: Annotated[str, typer.Option(help="auto, grid, tpe or random.")] = "auto",
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: a journal in .cutune/).")] = None,
     backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
@@ -371,7 +379,12 @@ def tune(
             raise typer.Exit(0)
         job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
         options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
-        options = dataclasses.replace(options, sanitize=sanitize, liveness=_liveness(grace))
+        options = dataclasses.replace(
+            options,
+            budget=dataclasses.replace(options.budget, search_seconds=search_seconds),
+            sanitize=sanitize,
+            liveness=_liveness(grace),
+        )
         if devices is None:
             meter = ref.build()
             result = _tune_with_progress(
@@ -513,7 +526,8 @@ def _tune_with_progress(run: Callable[[Callable[[SearchProgress], None], threadi
                 return  # the description says it is stopping
             # one measurement each: the final figures come from separate interleaved re-measurement
             best = f"search best {1 / p.best:.2f}×, unconfirmed ({p.best_config})" if p.best else "best: original"
-            bar.update(task, completed=p.done, total=p.budget, description=f"trials · {p.failures} failed · {best}")
+            description = f"{p.phase} · trials · {p.failures} failed · {best}"
+            bar.update(task, completed=p.done, total=p.budget, description=description)
 
         def work() -> None:
             try:

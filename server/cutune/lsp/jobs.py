@@ -179,7 +179,7 @@ def _outcome(result: TuneResult, *, cancelled: bool) -> dict[str, Any]:
 
 
 def _progress_message(p: Progress, best: float | None) -> str:
-    text = f"{p.done}/{p.budget} trials"
+    text = f"{p.done}/{p.budget} trials" if p.phase == "search" else f"{p.phase} · {p.done} trials"
     if p.failures:
         text += f" · {p.failures} failed"
     return text + (f" · best {best:.2f}×" if best else "")

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Job
 from cutune.template.dispatch import DispatchPlan, held_out_sizes, plan_dispatch, unchecked_ranges
-from cutune.template.model import Binding, Space
-from cutune.template.model import Config
+from cutune.template.model import Binding, Config, Space
 from cutune.tune.deadline import Deadline
 from cutune.tune.options import SelectionOptions
 from cutune.tune.result import SizeResult

@@ -31,7 +31,7 @@ from cutune.tune.held_out import HeldOut, check_held_out, per_file_params
 from cutune.tune.options import TuneOptions
 from cutune.tune.plan import plan_for, write_plan
 from cutune.tune.result import SizeResult, TuneResult, result_path, write_result
-from cutune.tune.search import Progress, ProgressFn, SearchOutcome, StopReason, progress_of, run_search
+from cutune.tune.search import ProgressFn, SearchOutcome, StopReason, progress_of, run_search
 from cutune.tune.select import Selection, select, shortlist
 from cutune.tune.space import Feasibility, feasible_configs
 from cutune.tune.study import open_study, param_importances, read_record, study_key
@@ -116,6 +116,8 @@ def tune(
                 )
             rejected += failed
         while outcome.stop is not StopReason.CANCELLED and candidates:
+            after_s = plan.fixed_s(len(candidates))
+            held_out_evaluations = plan.held_out(len(candidates))
             with phase("selection"):
                 selection = select(
                     backend,
@@ -126,7 +128,7 @@ def tune(
                     per_file=per_file_params(job.space),
                     cancel=cancel,
                     deadline=deadline,
-                    keep_s=lambda e: plan.held_out(len(candidates)) * e + plan.fixed_s(len(candidates)),
+                    keep_s=_keep(held_out_evaluations, after_s),
                     confirming=plan.confirming(len(candidates)),
                 )
             winners = () if selection is None else tuple(c for c in selection.chosen if c != outcome.original.config)
@@ -141,9 +143,7 @@ def tune(
             selection = None
         if selection is not None:
             with phase("held-out"):
-                held_out = check_held_out(
-                    backend, job, selection, options.selection, cancel=cancel, deadline=deadline
-                )
+                held_out = check_held_out(backend, job, selection, options.selection, cancel=cancel, deadline=deadline)
     finally:
         backend.close()
     cancelled = cancel is not None and cancel.is_set()
@@ -160,7 +160,9 @@ def tune(
         device=device.name,
         arch=device.arch,
         # a replay reports the date its measurements were made: the same replay gives the same result
-        date=replayed.date if replayed is not None else datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        date=replayed.date
+        if replayed is not None
+        else datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         original=outcome.original.config,
         # the single best stands only where some size launches a tuned config: else apply writes nothing
         best=selection.best.config
@@ -228,6 +230,11 @@ def _phase(phases: dict[str, float], name: str, clock: Clock) -> Iterator[None]:
         yield
     finally:
         phases[name] = phases.get(name, 0.0) + clock.now() - start
+
+
+def _keep(evaluations: int, fixed_s: float) -> Callable[[float], float]:
+    """Seconds to keep for `evaluations` more evaluations and `fixed_s` of other work."""
+    return lambda evaluation_s: evaluations * evaluation_s + fixed_s
 
 
 def _sanitizes(backend: Backend, options: TuneOptions) -> bool:

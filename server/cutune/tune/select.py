@@ -50,8 +50,8 @@ import numpy as np
 
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Timing
-from cutune.template.model import Config
 from cutune.gpu.replay import clock_of
+from cutune.template.model import Config
 from cutune.tune.deadline import MIN_ROUNDS, Deadline
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome
