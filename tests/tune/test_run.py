@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -89,9 +90,10 @@ def test_time_budget_through_tune(options: TuneOptions) -> None:
     whole = dataclasses.replace(
         options, budget=Budget(trials=1000, seconds=1.0), storage_url=f"journal:{options.workspace}/whole.journal"
     )
+    began = time.monotonic()
     result = tune(make_job(), FakeBackend(sleep_s=0.01), whole)
-    assert result.stop == "time" and sum(result.phases.values()) <= 1.1
-    assert result.phases["search"] >= 0.5 and "selection" in result.phases  # the search kept back the rest
+    assert result.stop == "time" and time.monotonic() - began <= 1.1
+    assert result.phases["search"] >= 0.3 and "selection" in result.phases  # the search kept back the rest
     assert read_result(stored_result_path(whole, make_job())) == result
 
 
