@@ -112,7 +112,7 @@ def _decided(launched: list[Config]) -> Callable[[Rounds], set[Config]]:
         done = set()
         for c in rounds.contenders:
             verdicts = [c.per_size[j] for j, config in enumerate(launched) if config == c.config]
-            if all(v.wins in (0, v.rounds) for v in verdicts):
+            if c.overall.rounds >= MIN_ROUNDS and all(v.wins in (0, v.rounds) for v in verdicts):
                 done.add(c.config)
         return done
 

@@ -26,13 +26,15 @@ that picked it (the best of several noisy candidates always looks better than it
    test (tests/tune/test_select.py) measures the false-winner rate over many seeds at ≤ 1%.
 
 Sequential (the default, `SelectionOptions.sequential`): both phases decide as soon as the evidence is
-enough. From the third round on, a finalist is dropped from the selection rounds when at every size it
-lost every round to the original, or its best round was slower than the size's leader's worst round by
-more than the noise allows (and it is not a tie for the single best); a candidate leaves the confirmation
-rounds once each size it may be launched at is decided: it lost a round there (it can no longer be
-confirmed) or it already passes the confirmation rule. Each round measures every size at once (one
-evaluation times all sizes), so rounds are shared across sizes. A `Deadline` ends either phase early
-with what it has: nothing is confirmed on fewer than 3 rounds, so the original stands there.
+enough. After every selection round, a finalist leaves when at every size its median ratio is behind the
+size's leader by more than chance makes of two medians (twice that before MIN_ROUNDS, while the noise
+itself is estimated from few runs) and it is not a tie for the single best; from MIN_ROUNDS on, also where
+it lost every round to the original. The selection rounds end at MIN_ROUNDS: a tie gives up at most 1%
+(TIE_CAP) and the confirmation rounds, not these, decide what stands and report it. A candidate leaves the
+confirmation rounds once each size it may be launched at is decided: it lost a round there (it can no
+longer be confirmed) or it already passes the confirmation rule. Each round measures every size at once
+(one evaluation times all sizes), so rounds are shared across sizes. A `Deadline` ends either phase early
+with what it has: nothing is confirmed on fewer than MIN_ROUNDS rounds, so the original stands there.
 
 Reported times (original and tuned, per size) are the confirmation rounds' pooled medians.
 """
@@ -45,8 +47,6 @@ import statistics
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Timing
@@ -100,7 +100,7 @@ class Verdict:
     @classmethod
     def of(cls, ratios: Sequence[float]) -> Verdict:
         """The verdict on one ratio per round."""
-        p10, p90 = np.percentile(ratios, [10, 90])
+        p10, p90 = p10_p90(ratios)
         return cls(
             ratio=statistics.median(ratios),
             spread=float(p90 - p10),
@@ -286,34 +286,44 @@ Settled = Callable[[Rounds], set[Config]]
 
 
 def _pruner(options: SelectionOptions) -> Settled:
-    """The selection rounds' early decisions: the finalists clearly slower everywhere (see the module)."""
+    """The selection rounds' early decisions: finalists clearly slower everywhere leave after any round, and
+    the rounds end at MIN_ROUNDS (see the module)."""
+    del options
 
     def settled(rounds: Rounds) -> set[Config]:
+        n = max((c.overall.rounds for c in rounds.contenders), default=0)
+        alive = [c for c in rounds.contenders if c.overall.rounds == n]
         noise = original_noise(rounds)
-        alive = [c for c in rounds.contenders if c.overall.rounds == max(x.overall.rounds for x in rounds.contenders)]
-        if len(alive) <= 1:
-            return {c.config for c in alive}  # nothing left to compare: confirmation decides the rest
-        overall_best = min(c.overall.ratio for c in alive)
+        if len(alive) <= 1 or not any(noise):  # nothing to compare, or no spread to compare with yet
+            return {c.config for c in alive} if n >= MIN_ROUNDS else set()
+        # a round's ratio holds a candidate's noise and half of each neighbouring original's: sqrt(1.5) sigma;
+        # before MIN_ROUNDS the noise itself is estimated from few runs, so the margin is doubled
+        widen = math.sqrt(1.5) * (1.0 if n >= MIN_ROUNDS else 2.0)
         overall_noise = combined_noise(noise, [1.0] * len(noise))
+        overall_best = min(c.overall.ratio for c in alive)
         dropped = set()
         for c in alive:
-            if math.log(c.overall.ratio) - math.log(overall_best) <= 2 * tie_margin(overall_noise, options.rounds):
+            if math.log(c.overall.ratio) - math.log(overall_best) <= tie_margin(widen * overall_noise, n):
                 continue  # could still be the single best
-            if all(_clearly_slower(c, alive, i, noise[i], options.rounds) for i in range(len(noise))):
+            if all(_clearly_slower(c, alive, i, widen * noise[i], n) for i in range(len(noise))):
                 dropped.add(c.config)
+        if n >= MIN_ROUNDS:
+            # the picks are made: a tie goes to the config closest to the original and gives up at most 1%
+            # (TIE_CAP), and the confirmation rounds, not these, decide whether a pick stands and report it
+            return {c.config for c in alive}
         return dropped
 
     return settled
 
 
 def _clearly_slower(c: Contender, alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
-    """At size `i`: lost every round to the original, or its best round is slower than the leader's worst
-    by more than twice what chance makes of two medians."""
+    """At size `i`: slower than the leader by more than chance makes of two medians over `rounds`, or (after
+    MIN_ROUNDS) slower than the original in every round."""
     v = c.per_size[i]
-    if v.wins == 0:
+    if rounds >= MIN_ROUNDS and v.wins == 0:
         return True
     leader = min(alive, key=_ratio_at(i)).per_size[i]
-    return v is not leader and math.log(v.low) - math.log(leader.high) > 2 * tie_margin(noise, rounds)
+    return math.log(v.ratio) - math.log(leader.ratio) > tie_margin(noise, rounds)
 
 
 def _decider(
@@ -439,9 +449,8 @@ def measure_rounds(
 ) -> Rounds | None:
     """Up to `count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled.
 
-    From round MIN_ROUNDS on, the candidates `settled` names leave the later rounds (their rounds so far
-    stand). A round starts only if it ends before `deadline` with `keep_s` (given one evaluation's cost)
-    to spare.
+    After each round, the candidates `settled` names leave the later rounds (their rounds so far stand).
+    A round starts only if it ends before `deadline` with `keep_s` (given one evaluation's cost) to spare.
     """
     backend.prefetch([original, *candidates])
     clock = deadline.clock if deadline is not None else clock_of(backend)
@@ -479,7 +488,7 @@ def measure_rounds(
                 active.remove(config)
             before = after
         evaluation_s = (clock.now() - began) / planned
-        if settled is not None and round_ + 1 >= MIN_ROUNDS:
+        if settled is not None:
             done = settled(_rounds(runs, ratios, original_runs, weights))
             active = [c for c in active if c not in done]
     return _rounds(runs, ratios, original_runs, weights)
@@ -536,12 +545,26 @@ def _measure_original(backend: Backend, original: Config) -> tuple[Timing, ...]:
     return measurement.timings
 
 
+def p10_p90(values: Sequence[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles, interpolated linearly (numpy's default), without numpy's overhead:
+    the sequential selection recomputes them after every round."""
+    ordered = sorted(values)
+    return _percentile(ordered, 0.1), _percentile(ordered, 0.9)
+
+
+def _percentile(ordered: Sequence[float], q: float) -> float:
+    position = (len(ordered) - 1) * q
+    lo = math.floor(position)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (position - lo)
+
+
 def _pooled(runs: Sequence[tuple[Timing, ...]]) -> tuple[Timing, ...]:
     """Per size: the median and p10/p90 of the runs' medians, with their repetitions summed."""
     pooled = []
     for per_run in zip(*runs, strict=True):
         medians = [t.median_us for t in per_run]
-        p10, p90 = np.percentile(medians, [10, 90])
+        p10, p90 = p10_p90(medians)
         pooled.append(
             Timing(
                 size=per_run[0].size,
