@@ -2,7 +2,8 @@
 # One device-tool run for the GPU tests and benchmarks of this wave (each step bounded, so one slow step
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
-# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu (default: per_shape tests agent, which
+# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu selection_cost_a selection_cost_b
+# graph_tests timing_modes checks_spread (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
 # Everything lands in OUT_DIR/batch/ and is packed into OUT_DIR/batch.tgz (the device tool returns few files).
 set -uo pipefail
@@ -28,6 +29,10 @@ for s in "${steps[@]}"; do
     checks_cost) step checks_cost "${T_CHECKS:-480}" python3 benchmarks/checks_cost.py "$dir" --trials 12 --seconds 25 --repeats 2 ;;
     agent) step agent "${T_AGENT:-420}" python3 benchmarks/agent_steps.py --out "$dir" ${AGENT_ARGS:---steps 2 --trials 12 --seconds 22} ;;
     row_reduce) step row_reduce "${T_ROW:-240}" python3 benchmarks/row_reduce.py "$dir" --seconds 50 --trials 80 ;;
+    selection_cost_a) step selection_cost_a "${T_SELECTION:-200}" python3 benchmarks/selection_cost.py "$dir" \
+      --only silu_and_mul,kv_cache_write --trials "${SELECTION_TRIALS:-24}" ;;
+    selection_cost_b) step selection_cost_b "${T_SELECTION:-200}" python3 benchmarks/selection_cost.py "$dir" \
+      --only rms_norm,gated_activation --trials "${SELECTION_TRIALS:-24}" ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac
