@@ -317,6 +317,13 @@ def tune(
         float, typer.Option(help="Seconds without a heartbeat after which a worker's trial is retried.")
     ] = 60.0,
     warm_l2: Annotated[bool, typer.Option("--warm-l2", help="Keep the L2 cache warm between reps.")] = False,
+    timing: Annotated[
+        str,
+        typer.Option(
+            help="events: each launch timed alone, L2 flushed; graph: CUDA graphs of back-to-back launches over "
+            "rotated inputs, time per launch (as serving frameworks run decode steps)."
+        ),
+    ] = "events",
     compiler: CompilerOpt = "auto",
     arch: Annotated[str, typer.Option(help="Target for the compile-only fallback without a GPU.")] = "sm_90",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")] = None,
@@ -377,7 +384,7 @@ def tune(
             _templatize_summary(ctx.template, ctx.space)
             _run_check(ctx, arch, limit=32, jobs=None, output_format=output_format, compiler=compiler)
             raise typer.Exit(0)
-        job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
+        job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2, mode=timing))
         options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
         options = dataclasses.replace(
             options,

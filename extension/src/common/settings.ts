@@ -31,6 +31,7 @@ export const SERVER_SETTINGS = {
   "budget.seconds": setting({ default: 600 }),
   arch: setting({ default: "sm_90" }),
   variants: setting({ default: true }),
+  timing: setting({ default: "events", values: ["events", "graph"] }),
   storageUrl: setting({ default: "" }),
   backend: setting({ default: "auto", values: ["auto", "cupy", "replay"] }),
   replayFile: setting({ default: "" }),

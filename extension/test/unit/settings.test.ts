@@ -54,6 +54,7 @@ describe("settings", () => {
       budget: { trials: 200, seconds: 600 },
       arch: "sm_90",
       variants: true,
+      timing: "events",
       storageUrl: "",
       backend: "auto",
       replayFile: "",

@@ -29,7 +29,18 @@ from cutune.errors import CutuneError, NoGpuError
 from cutune.gpu.backend import Backend, Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
 from cutune.gpu.device import device_count, device_limits
 from cutune.gpu.guards import GUARD_BYTES
-from cutune.gpu.harness import POISON, POISON_2, Problem, Timer, compare, make_problem, summarize, tolerance_for
+from cutune.gpu.harness import (
+    POISON,
+    POISON_2,
+    Problem,
+    Timer,
+    compare,
+    make_problem,
+    rotated_args,
+    rotation_count,
+    summarize,
+    tolerance_for,
+)
 from cutune.gpu.limits import DeviceLimits
 from cutune.gpu.nvcc import DEFAULT_FLAGS as NVCC_FLAGS
 from cutune.gpu.nvcc import _excerpt
@@ -119,6 +130,8 @@ class CupyBackend(Backend):
         self._modules: dict[_CompileKey, Future[_Module]] = {}
         self._problems: list[Problem] = []
         self._fresh: tuple[int, list[Problem]] | None = None  # verify's problems, for one seed
+        # graph timing's input copies, per problem size
+        self._rotations: dict[tuple[tuple[str, int], ...], list[list[Any]]] = {}
 
     @property
     def healthy(self) -> bool:
@@ -129,7 +142,8 @@ class CupyBackend(Backend):
         self._start(job)
         assert self._limits is not None
         self._timer = Timer(self._limits.l2_bytes)
-        info = device_info(self._timer, self.device)
+        info = device_info(self._timer, self.device, graph=job.timing.mode == "graph")
+        self._rotations = {}
         self._problems = self._reference(job.seed)
         return info
 
@@ -398,7 +412,7 @@ class CupyBackend(Backend):
 
     # -- running ---------------------------------------------------------------------------------
 
-    def _prepare(self, config: Config, problems: Sequence[Problem]) -> tuple[list[Callable[[], None]], CompileInfo]:
+    def _prepare(self, config: Config, problems: Sequence[Problem]) -> tuple[list[_Launch], CompileInfo]:
         """Compiled launches for every problem, after the resource checks."""
         job = self._require_job()
         key, per_size = self._compile_key(config, problems)
@@ -487,16 +501,32 @@ class CupyBackend(Backend):
         launch()
         cp.cuda.get_current_stream().synchronize()
 
-    def _time(self, problem: Problem, launch: Callable[[], None]) -> Timing:
+    def _time(self, problem: Problem, launch: _Launch) -> Timing:
         job = self._require_job()
         cp = self._cp
         assert cp is not None and self._timer is not None
         timer = self._timer
+        if job.timing.mode == "graph":
+            launches = [launch.on(args) for args in self._rotation(problem)]
+            samples = self._guard(lambda: timer.time_graph(launches, job.timing))
+            median, p10, p90 = summarize(samples)
+            return Timing(size=dict(problem.size), median_us=median, p10_us=p10, p90_us=p90, reps=len(samples))
         inout = any(a.role is Role.INOUT for a in problem.specs)
         before = (lambda: problem.restore(cp, inputs=False)) if inout else None
         samples = self._guard(lambda: timer.time(launch, job.timing, before))
         median, p10, p90 = summarize(samples)
         return Timing(size=dict(problem.size), median_us=median, p10_us=p10, p90_us=p90, reps=len(samples))
+
+    def _rotation(self, problem: Problem) -> list[list[Any]]:
+        """The argument lists graph timing rotates through at this problem's size (built once per size)."""
+        cp = self._cp
+        assert cp is not None and self._limits is not None
+        key = tuple(sorted(problem.size.items()))
+        if key not in self._rotations:
+            launch_bytes = sum(a.nbytes for a in problem.arrays.values())
+            copies = rotation_count(launch_bytes, self._limits.l2_bytes)
+            self._rotations[key] = rotated_args(problem, copies, cp)
+        return self._rotations[key]
 
     def _guard(self, action: Callable[[], T]) -> T:
         """Run GPU work; CUDA errors become FAULT (the context is lost) or LAUNCH failures."""
@@ -511,15 +541,29 @@ class CupyBackend(Backend):
             raise _Failed(Failure.LAUNCH, str(e)) from None
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """One compiled function's launch at one size, on given arguments; rebound to input copies under graph
+    timing."""
+
+    function: Any
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    args: tuple[Any, ...]
+
+    def __call__(self) -> None:
+        self.function(self.grid, self.block, self.args, shared_mem=self.smem)
+
+    def on(self, args: Sequence[Any]) -> _Launch:
+        """The same launch on other arguments."""
+        return dataclasses.replace(self, args=tuple(args))
+
+
 def _launcher(
     function: Any, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int, args: Sequence[Any]
-) -> Callable[[], None]:
-    arguments = tuple(args)
-
-    def launch() -> None:
-        function(grid, block, arguments, shared_mem=smem)
-
-    return launch
+) -> _Launch:
+    return _Launch(function, grid, block, smem, tuple(args))
 
 
 def _compile_info(function: Any, seconds: float, *, spill_bytes: int = 0, compiler: str = "") -> CompileInfo:

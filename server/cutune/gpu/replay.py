@@ -105,6 +105,9 @@ def agreement(recording: Recording, job: Job) -> Agreement:
             k for k in params if recorded_params.get(k) != params[k]
         )
         return Agreement(f"the tuning space differs (parameters {', '.join(changed)})")
+    recorded_mode = header.get("timing", {}).get("mode", "events")  # recordings before graph timing: events
+    if recorded_mode != job.timing.mode:
+        return Agreement(f"it was timed with {recorded_mode} timing, not {job.timing.mode}")
     if header.get("source_sha256") != text_hash(job.template.source):
         where = header.get("source_path") or "the recorded file"
         return Agreement(f"the kernel's source changed since it was recorded from {where}")

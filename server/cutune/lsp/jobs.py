@@ -16,7 +16,7 @@ from typing import Any
 from cutune.agent.sources import make_source
 from cutune.agent.steps import LoopOptions, run_loop
 from cutune.errors import CutuneError, NoGpuError
-from cutune.gpu.backend import Backend
+from cutune.gpu.backend import Backend, TimingOptions
 from cutune.gpu.device import gpu_available
 from cutune.gpu.registry import create_backend
 from cutune.lsp import describe
@@ -195,7 +195,7 @@ def tuning_work(ctx: KernelContext, settings: Settings) -> Work:
     known = recording if recording is not None and recording.is_file() else None  # else _backend says it is missing
     combined = variants_of(ctx) if searches_variants(None if settings.variants else False, known) else None
     searched = with_combined(ctx, combined) if combined is not None else ctx
-    job = build_job(searched)
+    job = build_job(searched, timing=TimingOptions(mode=settings.timing))
     options = tune_options(
         ctx, trials=settings.budget.trials, seconds=settings.budget.seconds, storage_url=settings.storage_url or None
     )

@@ -196,6 +196,7 @@ def tune(
             if checks
         },
         phases=phases,
+        timing=job.timing.mode,
     )
     if not cancelled:
         write_result(result, stored_result_path(options, job))
