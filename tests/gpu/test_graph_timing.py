@@ -61,9 +61,8 @@ def test_the_backend_times_graphs_over_rotated_copies_and_its_floor_the_same_way
             assert len(pointers) == len(rotation)  # every copy its own buffers
         for e, g in zip(by_events.timings, by_graph.timings, strict=True):
             print(f"{e.size}: events {e.median_us:.2f} µs, graph {g.median_us:.2f} µs per launch")
-        print(
-            f"floor: empty launch {info_events.empty_launch_us:.2f} µs (events), {info_graph.empty_launch_us:.2f} (graph)"
-        )
+        floors = f"{info_events.empty_launch_us:.2f} µs (events), {info_graph.empty_launch_us:.2f} µs (graph)"
+        print(f"floor: an empty launch takes {floors}")
     finally:
         events.close()
         graph.close()
