@@ -33,6 +33,9 @@ for s in "${steps[@]}"; do
       --only silu_and_mul,kv_cache_write --trials "${SELECTION_TRIALS:-24}" ;;
     selection_cost_b) step selection_cost_b "${T_SELECTION:-200}" python3 benchmarks/selection_cost.py "$dir" \
       --only rms_norm,gated_activation --trials "${SELECTION_TRIALS:-24}" ;;
+    graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
+      tests/gpu/test_graph_timing.py ;;
+    timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac

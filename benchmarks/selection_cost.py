@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = {
     "silu_and_mul": "silu_and_mul_kernel",
     "rms_norm": "rms_norm_kernel",
-    "gated_activation": "gated_activation_kernel",
+    "gated_activation": "act_and_mul_kernel",
     "kv_cache_write": "kv_cache_write_kernel",
 }
 RECORDINGS = {  # sample → (recording, the spec it was made with, where that is not the sample's own)
