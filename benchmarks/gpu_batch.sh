@@ -3,7 +3,7 @@
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu selection_cost_a selection_cost_b
-# graph_tests timing_modes checks_spread (default: per_shape tests agent, which
+# graph_tests timing_modes checks_spread checks_spread_rms (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
 # Everything lands in OUT_DIR/batch/ and is packed into OUT_DIR/batch.tgz (the device tool returns few files).
 set -uo pipefail
@@ -36,6 +36,9 @@ for s in "${steps[@]}"; do
     graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_graph_timing.py ;;
     timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;
+    checks_spread) step checks_spread "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" --only silu_and_mul ;;
+    checks_spread_rms) step checks_spread_rms "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" \
+      --only rms_norm --variants "checks off, old timer,checks on, old timer,checks off,checks on" ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac

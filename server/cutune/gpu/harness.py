@@ -459,6 +459,9 @@ class Timer:
         self._flush_buffer: Any = None
         self._hold = cupy.RawKernel(_HOLD_SOURCE, "cutune_hold")
         self._events: list[tuple[Any, Any]] = []
+        # hold the GPU while the host enqueues each chunk of repetitions, flushing or not (False: the timing
+        # before the checks-on spread was diagnosed, kept for benchmarks/checks_spread.py to compare)
+        self.queue_ahead = True
 
     def flush(self) -> None:
         """Evict L2 by writing a buffer twice its size (a memset kernel)."""
@@ -540,7 +543,10 @@ class Timer:
         events = self._events[:n]
         for first in range(0, n, _CHUNK):
             chunk = events[first : first + _CHUNK]
-            if not flush:  # with a flush, the memset already keeps the GPU busy ahead of the host
+            # with a flush the memset usually keeps the GPU behind the host, but not when the host stalls
+            # (the garbage collector, a compile thread holding the GIL): then an event pair would time the
+            # GPU waiting for the launch, for a whole measurement. Queued ahead, it never does.
+            if self.queue_ahead or not flush:
                 self._hold((1,), (1,), (np.uint64(len(chunk) * _HOST_NS_PER_LAUNCH),))
             for start, end in chunk:
                 if before:
