@@ -37,7 +37,7 @@ import optuna
 from cutune.gpu.backend import Backend, Check, DeviceInfo, Job, Measurement
 from cutune.gpu.registry import create_backend
 from cutune.gpu.replay import ReplayBackend
-from cutune.project import build_job, open_kernel, tune_options
+from cutune.project import build_job, open_kernel, tune_options, variants_of, with_combined
 from cutune.template.model import Config
 from cutune.tune.options import TuneOptions
 from cutune.tune.result import TuneResult
@@ -109,7 +109,7 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
 def gpu_runs(sample: str, trials: int) -> list[dict[str, Any]]:
     """The default run, then the selection with every round measured on its study."""
     ctx = open_kernel(ROOT / "samples" / f"{sample}.cu", SAMPLES[sample])
-    job = build_job(ctx)
+    job = build_job(with_combined(ctx, variants_of(ctx)))  # the structural variants too, as `cutune tune` does
     runs = []
     with tempfile.TemporaryDirectory() as workspace:
         options = replace(tune_options(ctx, trials=trials, seconds=None), workspace=Path(workspace))

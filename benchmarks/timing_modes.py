@@ -102,6 +102,8 @@ def run_sample(sample: str, count: int) -> dict[str, Any]:
     finally:
         events.close()
         graph.close()
+    if not rows:
+        raise SystemExit(f"{sample}: no configuration ran in both modes")
     per_size = []
     for j, size in enumerate(sizes):
         ev = [r["events_us"][j] for r in rows]

@@ -72,3 +72,15 @@ def test_a_paced_replay_ends_within_its_budget_and_stores_a_verified_result(tmp_
     assert result["stop"] == "time" and any(s["significant"] for s in result["sizes"])
     stored = folder / ".cutune" / "results"
     assert any(stored.rglob("*.json"))  # stored before the run ended
+
+
+def test_the_report_says_which_timing_produced_it_and_a_replay_keeps_its_own(tmp_path: Path) -> None:
+    folder = sample(tmp_path)
+    command = ["tune", str(folder / "silu_and_mul.cu"), "-k", "silu_and_mul_kernel", "--backend", "replay"]
+    res = runner.invoke(app, [*command, "--replay", str(RECORDING)])
+    assert res.exit_code == 0, res.output
+    assert "timing: events around single launches" in " ".join(res.output.split())
+    graph = runner.invoke(app, [*command, "--replay", str(RECORDING), "--timing", "graph"])
+    assert graph.exit_code != 0 and "it was timed with events timing, not graph" in " ".join(graph.output.split())
+    bad = runner.invoke(app, [*command, "--replay", str(RECORDING), "--timing", "graphs"])
+    assert bad.exit_code == 2 and "unknown timing 'graphs'" in bad.output
