@@ -27,7 +27,7 @@ for s in "${steps[@]}"; do
       --only "${VARIANT_KERNELS:-rotary_embedding_kernel,silu_and_mul_kernel,merge_attn_states_kernel}" ;;
     per_shape) step per_shape "${T_PER_SHAPE:-300}" python3 benchmarks/per_shape.py "$dir" --record --trials 40 --seconds 50 ;;
     checks_cost) step checks_cost "${T_CHECKS:-480}" python3 benchmarks/checks_cost.py "$dir" --trials 12 --seconds 25 --repeats 2 ;;
-    agent) step agent "${T_AGENT:-420}" python3 benchmarks/agent_steps.py --out "$dir" ${AGENT_ARGS:---steps 2 --trials 12 --seconds 22} ;;
+    agent) step agent "${T_AGENT:-420}" python3 benchmarks/agent_steps.py --out "$dir" ${AGENT_ARGS:---steps 2 --trials 12 --seconds 90} ;;
     row_reduce) step row_reduce "${T_ROW:-240}" python3 benchmarks/row_reduce.py "$dir" --seconds 50 --trials 80 ;;
     selection_cost_a) step selection_cost_a "${T_SELECTION:-200}" python3 benchmarks/selection_cost.py "$dir" \
       --only silu_and_mul,kv_cache_write --trials "${SELECTION_TRIALS:-24}" ;;
