@@ -230,6 +230,7 @@ class _Search:
         self.deadline = deadline
         self.keep_back: KeepBack = lambda _s, _n: 0.0
         self.evaluation_s: list[float] = []  # this run's evaluations: clock time less compile time
+        self.step_s: list[float] = []  # this run's measured trials, start to end
 
     def _refresh(self, mine: int | None = None) -> bool:
         """Read what the study holds now: finished records, other workers' live claims, queued retries.
@@ -310,12 +311,16 @@ class _Search:
                 self._wait()
                 continue
             proposer.forced = queue[0] if queue else None
+            began = self.clock.now()
             trial = self.study.ask(self.distributions)
             config = Config.of(trial.params)
             if queue and config == queue[0]:
                 queue.pop(0)  # else ask() took a trial queued for a retry: this configuration stays next
             with heartbeat(self.study, trial, self.liveness):
-                idle = 0 if self._step(trial, config) else idle + 1
+                measured = self._step(trial, config)
+            idle = 0 if measured else idle + 1
+            if measured:  # a whole step: proposing, measuring and storing
+                self.step_s.append(self.clock.now() - began)
             if config == proposer.forced and config not in self.known:
                 # yielded (to a claim that may yield too, or to the original): back in line, behind the rest
                 queue.append(config)
@@ -360,7 +365,8 @@ class _Search:
             return StopReason.BUDGET
         if self.budget.search_seconds is not None and self.seconds >= self.budget.search_seconds:
             return StopReason.TIME
-        if not self.deadline.allows(self._evaluation_s() + self.keep_back(self._evaluation_s(), self._finalists())):
+        step = statistics.median(self.step_s) if self.step_s else 0.0
+        if not self.deadline.allows(step + self.keep_back(self._evaluation_s(), self._finalists())):
             return StopReason.TIME
         busy = self.claims or self.waiting  # work of others that may yet come back to be measured
         if sampler == GRID and not queue and not busy:
