@@ -12,7 +12,7 @@ both modes confirm a size) and so do the selection phases' wall times. The secon
 the finalists again (from CuPy's disk cache, warm by then); its selection phase does not include that.
 
 CPU (`--replay`): the same comparison on the recordings in benchmarks/results/recordings, with seeded
-replay noise (1%); the cost is counted in evaluations (one evaluation = one configuration timed at every
+replay noise (`--noise`, default 1%); the cost is counted in evaluations (one evaluation = one configuration timed at every
 size), which is what a GPU run's selection time is made of.
 
 Writes OUT_DIR/selection_cost.<device>.<date>.json and prints one line per run.
@@ -125,7 +125,7 @@ def gpu_runs(sample: str, trials: int) -> list[dict[str, Any]]:
     return runs
 
 
-def replay_runs(sample: str) -> list[dict[str, Any]]:
+def replay_runs(sample: str, noise: float) -> list[dict[str, Any]]:
     """Both selections on a recording, each in a fresh study, with the same seeded noise."""
     recording, spec_dir = RECORDINGS[sample]
     runs = []
@@ -142,7 +142,7 @@ def replay_runs(sample: str) -> list[dict[str, Any]]:
                 selection=replace(options.selection, sequential=sequential),
             )
             path = ROOT / "benchmarks" / "results" / "recordings" / recording
-            backend = Counted(ReplayBackend(path, noise=0.01, seed=1))
+            backend = Counted(ReplayBackend(path, noise=noise, seed=1))
             began = time.perf_counter()
             result = tune(job, backend, options)
             run = summary(result, time.perf_counter() - began, mode, backend.evaluations)
@@ -179,14 +179,17 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(SAMPLES))
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--replay", action="store_true", help="the CPU version, on recordings")
+    ap.add_argument("--noise", type=float, default=0.01, help="replay: seeded noise per measurement (log sd)")
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"date": datetime.date.today().isoformat(), "samples": {}}
+    if args.replay:
+        report["noise"] = args.noise
     for sample in args.only.split(","):
         if args.replay and sample not in RECORDINGS:
             continue
-        runs = replay_runs(sample) if args.replay else gpu_runs(sample, args.trials)
+        runs = replay_runs(sample, args.noise) if args.replay else gpu_runs(sample, args.trials)
         by_mode = {r["mode"]: r for r in runs}
         entry: dict[str, Any] = {"runs": runs}
         sequential = by_mode.get("sequential") or by_mode["default"]

@@ -29,8 +29,9 @@ Sequential (the default, `SelectionOptions.sequential`): both phases decide as s
 enough. After every selection round, a finalist leaves when at every size its median ratio is behind the
 size's leader by more than chance makes of two medians (twice that before MIN_ROUNDS, while the noise
 itself is estimated from few runs) and it is not a tie for the single best; from MIN_ROUNDS on, also where
-it lost every round to the original. The selection rounds end at MIN_ROUNDS: a tie gives up at most 1%
-(TIE_CAP) and the confirmation rounds, not these, decide what stands and report it. A candidate leaves the
+it lost every round to the original. The selection rounds end at MIN_ROUNDS unless, at some size, a
+finalist more than 1% behind the leader is still within the noise of it (more rounds could move the pick
+by more than a tie may give up, TIE_CAP); the confirmation rounds, not these, decide what stands. A candidate leaves the
 confirmation rounds once each size it may be launched at is decided: it lost a round there (it can no
 longer be confirmed) or it already passes the confirmation rule. Each round measures every size at once
 (one evaluation times all sizes), so rounds are shared across sizes. A `Deadline` ends either phase early
@@ -287,8 +288,7 @@ Settled = Callable[[Rounds], set[Config]]
 
 def _pruner(options: SelectionOptions) -> Settled:
     """The selection rounds' early decisions: finalists clearly slower everywhere leave after any round, and
-    the rounds end at MIN_ROUNDS (see the module)."""
-    del options
+    from MIN_ROUNDS on the rounds end unless more of them could move a pick by more than 1% (see the module)."""
 
     def settled(rounds: Rounds) -> set[Config]:
         n = max((c.overall.rounds for c in rounds.contenders), default=0)
@@ -307,13 +307,22 @@ def _pruner(options: SelectionOptions) -> Settled:
                 continue  # could still be the single best
             if all(_clearly_slower(c, alive, i, widen * noise[i], n) for i in range(len(noise))):
                 dropped.add(c.config)
-        if n >= MIN_ROUNDS:
+        left = [c for c in alive if c.config not in dropped]
+        if n >= MIN_ROUNDS and not any(_unsettled(left, i, widen * noise[i], n) for i in range(len(noise))):
             # the picks are made: a tie goes to the config closest to the original and gives up at most 1%
             # (TIE_CAP), and the confirmation rounds, not these, decide whether a pick stands and report it
             return {c.config for c in alive}
-        return dropped
+        return dropped if n < options.rounds else {c.config for c in alive}
 
     return settled
+
+
+def _unsettled(alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
+    """At size `i`: some finalist is more than TIE_CAP behind the leader, yet within what chance makes of two
+    medians over `rounds`: more rounds could move the pick there by more than 1%."""
+    leader = math.log(min(c.per_size[i].ratio for c in alive))
+    margin = tie_margin(noise, rounds)
+    return any(TIE_CAP < math.log(c.per_size[i].ratio) - leader <= margin for c in alive)
 
 
 def _clearly_slower(c: Contender, alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
