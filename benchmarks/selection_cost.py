@@ -12,8 +12,10 @@ both modes confirm a size) and so do the selection phases' wall times. The secon
 the finalists again (from CuPy's disk cache, warm by then); its selection phase does not include that.
 
 CPU (`--replay`): the same comparison on the recordings in benchmarks/results/recordings, with seeded
-replay noise (`--noise`, default 1%); the cost is counted in evaluations (one evaluation = one configuration timed at every
-size), which is what a GPU run's selection time is made of.
+replay noise (`--noise`, default 1%); the cost is counted in evaluations (one evaluation = one
+configuration timed at every size), which is what a GPU run's selection time is made of. A recording
+serves a configuration's measurements in turn, so a different call order gets other recorded values:
+the replayed speedups of the two modes differ by that too, not by noise alone.
 
 Writes OUT_DIR/selection_cost.<device>.<date>.json and prints one line per run.
 """
