@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cutune.gpu.backend import Measurement, TimingOptions
-from cutune.gpu.cupy_backend import CupyBackend
+from cutune.gpu.registry import create_backend
 from cutune.gpu.limits import limits_for
 from cutune.project import build_job, open_kernel, variants_of, with_combined
 from cutune.template.model import Config, Space
@@ -82,7 +82,7 @@ def run_sample(sample: str, count: int) -> dict[str, Any]:
     job = dataclasses.replace(job, spec=dataclasses.replace(job.spec, sizes=sizes, weights=()))
     graph_job = dataclasses.replace(job, timing=dataclasses.replace(events_timing, mode="graph"))
     configs = configs_of(job.space, Feasibility(job.space, job.spec, limits_for("sm_90")), count)
-    events, graph = CupyBackend(), CupyBackend()
+    events, graph = create_backend("cupy"), create_backend("cupy")  # each in its worker: a fault costs one row
     rows: list[dict[str, Any]] = []
     try:
         info_events, info_graph = events.open(job), graph.open(graph_job)
