@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from cutune.gpu.backend import Measurement, TimingOptions
-from cutune.gpu.registry import create_backend
 from cutune.gpu.limits import limits_for
+from cutune.gpu.registry import create_backend
 from cutune.project import build_job, open_kernel, variants_of, with_combined
 from cutune.template.model import Config, Space
 from cutune.template.variants.combine import VARIANT
