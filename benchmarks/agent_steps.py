@@ -124,7 +124,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--trials", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=40.0, help="per sample, checked between steps")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=40.0,
+        help="per sample: the whole loop's time budget, every step and tune included",
+    )
     parser.add_argument("--no-profile", action="store_true", help="skip the final ncu profile of each sample")
     parser.add_argument("--only", action="append", choices=sorted(SAMPLES), help="these samples (default: all)")
     args = parser.parse_args()

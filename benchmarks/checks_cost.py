@@ -49,7 +49,8 @@ def timed_tune(file: str, kernel: str, *, checks: bool, trials: int, seconds: fl
     ctx = open_kernel(ROOT / "samples" / file, kernel)
     job = build_job(ctx)
     with tempfile.TemporaryDirectory() as workspace:
-        options = replace(tune_options(ctx, trials=trials, seconds=seconds), workspace=Path(workspace))
+        options = replace(tune_options(ctx, trials=trials, seconds=None), workspace=Path(workspace))
+        options = replace(options, budget=replace(options.budget, search_seconds=seconds))  # the search's own
         if not checks:
             options = replace(options, selection=replace(options.selection, verify_seeds=0), sanitize=False)
         backend = create_backend("cupy", checks=checks)

@@ -3,8 +3,9 @@
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
-# capture_torch capture_paths (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the
-# wheels; corpus_tune needs .corpus carried) (default: per_shape tests agent, which
+# capture_torch capture_paths selection_cost_a selection_cost_b graph_tests timing_modes checks_spread checks_spread_rms
+# (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune needs
+# .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
 # Everything lands in OUT_DIR/batch/ and is packed into OUT_DIR/batch.tgz (the device tool returns few files).
 set -uo pipefail
@@ -28,7 +29,7 @@ for s in "${steps[@]}"; do
       --only "${VARIANT_KERNELS:-rotary_embedding_kernel,silu_and_mul_kernel,merge_attn_states_kernel}" ;;
     per_shape) step per_shape "${T_PER_SHAPE:-300}" python3 benchmarks/per_shape.py "$dir" --record --trials 40 --seconds 50 ;;
     checks_cost) step checks_cost "${T_CHECKS:-480}" python3 benchmarks/checks_cost.py "$dir" --trials 12 --seconds 25 --repeats 2 ;;
-    agent) step agent "${T_AGENT:-420}" python3 benchmarks/agent_steps.py --out "$dir" ${AGENT_ARGS:---steps 2 --trials 12 --seconds 22} ;;
+    agent) step agent "${T_AGENT:-420}" python3 benchmarks/agent_steps.py --out "$dir" ${AGENT_ARGS:---steps 2 --trials 12 --seconds 90} ;;
     row_reduce) step row_reduce "${T_ROW:-240}" python3 benchmarks/row_reduce.py "$dir" --seconds 50 --trials 80 ;;
     workflow) step workflow "${T_WORKFLOW:-300}" python3 -m pytest -q -p no:cacheprovider -rs \
       tests/workflow tests/gpu/test_capabilities.py tests/gpu/test_profile.py tests/gpu/test_sanitize.py \
@@ -42,6 +43,16 @@ for s in "${steps[@]}"; do
     compiler) step compiler "${T_COMPILER:-240}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_ragged_original.py tests/gpu/test_cupy_backend.py ;;
     corpus_tune) step corpus_tune "${T_CORPUS_TUNE:-200}" python3 benchmarks/corpus_tune.py "$dir" --kernels 24 --seconds 160 ;;
+    selection_cost_a) step selection_cost_a "${T_SELECTION:-200}" python3 benchmarks/selection_cost.py "$dir" \
+      --only silu_and_mul,kv_cache_write --trials "${SELECTION_TRIALS:-24}" ;;
+    selection_cost_b) step selection_cost_b "${T_SELECTION:-200}" python3 benchmarks/selection_cost.py "$dir" \
+      --only rms_norm,gated_activation --trials "${SELECTION_TRIALS:-24}" ;;
+    graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
+      tests/gpu/test_graph_timing.py ;;
+    timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;
+    checks_spread) step checks_spread "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" --only silu_and_mul ;;
+    checks_spread_rms) step checks_spread_rms "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" \
+      --only rms_norm --variants "checks off, old timer,checks on, old timer,checks off,checks on" ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac

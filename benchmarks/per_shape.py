@@ -49,7 +49,8 @@ def run(
     day = datetime.date.today().isoformat()
     recording = out / f"kv_cache_write.tune.recording.{day}.jsonl" if record and replay is None else None
     with tempfile.TemporaryDirectory() as workspace:  # a fresh study each run
-        options = replace(tune_options(ctx, trials=trials, seconds=seconds), workspace=Path(workspace))
+        options = replace(tune_options(ctx, trials=trials, seconds=None), workspace=Path(workspace))
+        options = replace(options, budget=replace(options.budget, search_seconds=seconds))  # the search's own
         backend = (
             create_backend("replay", path=replay, noise=noise)
             if replay is not None

@@ -63,9 +63,8 @@ def main() -> None:
         )
         timing = TimingOptions(min_time_ms=args.min_time_ms)
         job = Job(str(ctx.path), template, combined, space, timing=timing)
-        options = replace(
-            tune_options(ctx, trials=args.trials, seconds=args.seconds), workspace=args.out / "work" / stem
-        )
+        options = replace(tune_options(ctx, trials=args.trials, seconds=None), workspace=args.out / "work" / stem)
+        options = replace(options, budget=replace(options.budget, search_seconds=args.seconds))  # the search's
         result = tune(job, create_backend("cupy", compile_workers=args.compile_workers), options)
         write_result(result, args.out / f"{stem}.row_reduce.result.json")
         tables.append(_table(f"{stem}.cu", result))

@@ -45,7 +45,8 @@ def main() -> None:
         ctx = open_kernel(ROOT / "samples" / file, kernel)
         job = build_job(ctx)
         with tempfile.TemporaryDirectory() as workspace:  # a fresh study each run
-            options = replace(tune_options(ctx, trials=args.trials, seconds=args.seconds), workspace=Path(workspace))
+            options = replace(tune_options(ctx, trials=args.trials, seconds=None), workspace=Path(workspace))
+            options = replace(options, budget=replace(options.budget, search_seconds=args.seconds))
             backend = create_backend("cupy", record=args.out / f"{Path(file).stem}.tune.jsonl")
             start = time.perf_counter()
             result = tune(job, backend, options)

@@ -48,7 +48,9 @@ def run_one(file: str, kernel: str, trials: int, seconds: float) -> dict[str, ob
     ctx = dataclasses.replace(ctx, template=combined.template, template_model=combined.model, spec=combined.spec)
     names = ["original", *(v.name for v in combined.variants)]
     with tempfile.TemporaryDirectory() as workspace:  # a fresh study each run
-        options = dataclasses.replace(tune_options(ctx, trials=trials, seconds=seconds), workspace=Path(workspace))
+        options = dataclasses.replace(tune_options(ctx, trials=trials, seconds=None), workspace=Path(workspace))
+        # --seconds is the search's budget here, as before `tune` bounded the whole run
+        options = dataclasses.replace(options, budget=dataclasses.replace(options.budget, search_seconds=seconds))
         start = time.perf_counter()
         result = tune(build_job(ctx), create_backend("cupy"), options)
         wall = time.perf_counter() - start

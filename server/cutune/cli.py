@@ -287,7 +287,15 @@ def tune(
     file: FileArg,
     kernel: KernelOpt,
     trials: Annotated[int, typer.Option(min=1, help="Trial budget.")] = 200,
-    seconds: Annotated[float, typer.Option(min=0.1, help="Time budget for the search, in seconds.")] = 600.0,
+    seconds: Annotated[
+        float,
+        typer.Option(
+            min=0.1, help="Time budget of the whole run (search, selection, checks, held-out sizes), in seconds."
+        ),
+    ] = 600.0,
+    search_seconds: Annotated[
+        float | None, typer.Option(min=0.1, help="A time budget of the search alone, in seconds (default: none).")
+    ] = None,
     sampler: Annotated[str, typer.Option(help="auto, grid, tpe or random.")] = "auto",
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: a journal in .cutune/).")] = None,
     backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
@@ -309,6 +317,13 @@ def tune(
         float, typer.Option(help="Seconds without a heartbeat after which a worker's trial is retried.")
     ] = 60.0,
     warm_l2: Annotated[bool, typer.Option("--warm-l2", help="Keep the L2 cache warm between reps.")] = False,
+    timing: Annotated[
+        str,
+        typer.Option(
+            help="events: each launch timed alone, L2 flushed; graph: CUDA graphs of back-to-back launches over "
+            "rotated inputs, time per launch (as serving frameworks run decode steps)."
+        ),
+    ] = "events",
     compiler: CompilerOpt = "auto",
     arch: Annotated[str, typer.Option(help="Target for the compile-only fallback without a GPU.")] = "sm_90",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the result JSON here too.")] = None,
@@ -359,7 +374,8 @@ def tune(
             storage_url=storage,
             variants=variants,
             backend=BackendChoice(backend, replay, replay_pace, compiler, record, isolate),
-            timing=TimingOptions(flush_l2=not warm_l2),
+            search_seconds=search_seconds,
+            timing=TimingOptions(flush_l2=not warm_l2, mode=timing),
             sanitize=sanitize,
             liveness=_liveness(grace),
             devices=parse_devices(devices, _device_count) if devices is not None else None,
@@ -492,7 +508,8 @@ def _tune_with_progress(run: Callable[[Callable[[SearchProgress], None], threadi
                 return  # the description says it is stopping
             # one measurement each: the final figures come from separate interleaved re-measurement
             best = f"search best {1 / p.best:.2f}×, unconfirmed ({p.best_config})" if p.best else "best: original"
-            bar.update(task, completed=p.done, total=p.budget, description=f"trials · {p.failures} failed · {best}")
+            description = f"{p.phase} · trials · {p.failures} failed · {best}"
+            bar.update(task, completed=p.done, total=p.budget, description=description)
 
         def work() -> None:
             try:

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from cutune.errors import CutuneError
 from cutune.gpu.backend import TimingOptions
 from cutune.gpu.harness import (
     bf16_from_float32,
@@ -16,6 +17,8 @@ from cutune.gpu.harness import (
     make_problem,
     next_target,
     poison,
+    rotated_args,
+    rotation_count,
     scalar,
     storage_dtype,
     summarize,
@@ -175,3 +178,26 @@ def test_summary_and_repetition_targets() -> None:
     assert next_target([10.0] * 10, options) == 100  # 0.1 ms so far: 90 more of 10 µs
     assert next_target([1.0] * 10, options) == 500  # capped
     assert next_target([1.0] * 500, options) == 0
+
+
+def test_graph_timing_rotates_enough_input_copies_to_keep_the_l2_cold() -> None:
+    l2 = 50 * 2**20
+    assert rotation_count(l2 // 4, l2) == 9  # 8 copies cover twice the L2, and one more
+    assert rotation_count(1024, l2) == 64  # a decode-size launch: capped
+    assert rotation_count(4 * l2, l2) == 1  # one launch alone sweeps the L2
+    spec = KernelSpec(
+        kernel="k",
+        args=(ArgSpec("x", "float32", Role.IN, shape=("n",)), ArgSpec("n", "int32", value="n")),
+        sizes=({"n": 8},),
+        grid=("1",),
+        block=("1",),
+    )
+    problem = make_problem(spec, {"n": 8}, RNG(0), np, guard_bytes=0)
+    copies = rotated_args(problem, 3, np)
+    assert len(copies) == 3 and copies[0][0] is problem.args[0] and copies[1][0] is not copies[2][0]
+    assert all(np.array_equal(c[0], problem.args[0]) and c[1] == problem.args[1] for c in copies)
+
+
+def test_a_timing_mode_must_be_known() -> None:
+    with pytest.raises(CutuneError, match="unknown timing 'graphs'; choose one of events, graph"):
+        TimingOptions(mode="graphs")

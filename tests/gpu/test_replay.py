@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cutune.errors import CutuneError
-from cutune.gpu.backend import Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing
+from cutune.gpu.backend import Check, CompileInfo, DeviceInfo, Failure, Job, Measurement, Timing, TimingOptions
 from cutune.gpu.replay import (
     RecordingBackend,
     ReplayBackend,
@@ -204,8 +204,9 @@ def test_a_file_without_header_is_refused(tmp_path: Path) -> None:
             dataclasses.replace(JOB, spec=dataclasses.replace(JOB.spec, grid=("2",))),
             "the tuning spec changed since it was recorded: grid[0]",
         ),
+        (dataclasses.replace(JOB, timing=TimingOptions(mode="graph")), "it was timed with events timing, not graph"),
     ],
-    ids=["source", "space", "sizes", "spec"],
+    ids=["source", "space", "sizes", "spec", "timing"],
 )
 def test_a_recording_that_does_not_match_is_an_error_with_the_reason(recording: Path, job: Job, reason: str) -> None:
     with pytest.raises(CutuneError, match=re.escape(f"this recording does not match k: {reason}")):

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Mapping
 
 import pytest
@@ -34,7 +35,10 @@ def test_tune_finds_verifies_and_stores_the_gain(options: TuneOptions) -> None:
     assert result.held_out and result.held_out[0].size == {"N": 1 << 22} and result.held_out[0].speedup > 1
     assert result.dispatch is not None and result.dispatch.configs == (result.best,)
     assert result.sampler == "grid" and result.stop == "exhausted" and result.trials == 55
-    assert result.failures == {} and len(seen) == 55  # the grid holds feasible points only
+    searched = [p for p in seen if p.phase == "search"]
+    assert result.failures == {} and len(searched) == 55  # the grid holds feasible points only
+    # progress names each phase after the search as it starts
+    assert [p.phase for p in seen[len(searched) :]] == ["re-check", "selection", "held-out"]
     assert result.significant and result.best["VEC"] == 4 and result.best["UNROLL"] == 2
     assert result.original == ORIGINAL
     assert result.speedup == pytest.approx(1 / (0.78 * 0.97), rel=0.03)
@@ -78,10 +82,19 @@ def test_a_failing_original_is_an_error_and_the_backend_is_closed(options: TuneO
 
 
 def test_time_budget_through_tune(options: TuneOptions) -> None:
-    timed = dataclasses.replace(options, budget=Budget(trials=1000, seconds=0.15))
-    result = tune(make_job(), FakeBackend(sleep_s=0.01), timed)
+    # --search-seconds bounds the search alone; --seconds the whole run, selection and held-out included
+    searched = dataclasses.replace(options, budget=Budget(trials=1000, search_seconds=0.15))
+    result = tune(make_job(), FakeBackend(sleep_s=0.01), searched)
     assert result.stop == "time" and 2 <= result.trials < 55
     assert result.search_seconds >= 0.15
+    whole = dataclasses.replace(
+        options, budget=Budget(trials=1000, seconds=1.0), storage_url=f"journal:{options.workspace}/whole.journal"
+    )
+    began = time.monotonic()
+    result = tune(make_job(), FakeBackend(sleep_s=0.01), whole)
+    assert result.stop == "time" and time.monotonic() - began <= 1.1
+    assert result.phases["search"] >= 0.3 and "selection" in result.phases  # the search kept back the rest
+    assert read_result(stored_result_path(whole, make_job())) == result
 
 
 def test_the_result_says_where_the_wall_time_went(options: TuneOptions) -> None:

@@ -58,7 +58,8 @@ def test_weighted_geomean() -> None:
 
 def test_picks_a_clearly_faster_config_and_reports_confirmation_rounds() -> None:
     backend = opened(FakeBackend(noise=0.01))
-    selection = select(backend, ORIGINAL, [NEARLY, FAST], SelectionOptions(rounds=5, confirm_rounds=4))
+    every_round = SelectionOptions(rounds=5, confirm_rounds=4, sequential=False)
+    selection = select(backend, ORIGINAL, [NEARLY, FAST], every_round)
     assert selection is not None and selection.best is not None
     assert selection.best.config == FAST and selection.chosen == (FAST, FAST) and selection.single == FAST
     assert selection.best.overall.ratio == pytest.approx(0.78, abs=0.02)
@@ -143,8 +144,8 @@ def test_a_tie_gives_up_at_most_one_percent_for_a_config_closer_to_the_original(
             return table_time(ORIGINAL, size) * {near: 0.800, far: far_gain}[config]
 
         backend.time_of = time_of
-        # 6 rounds: an even count of original runs, so the robust sd sees the alternation
-        selection = select(backend, ORIGINAL, [far, near], SelectionOptions(rounds=6))
+        # 6 rounds, every one: an even count of original runs, so the robust sd sees the alternation
+        selection = select(backend, ORIGINAL, [far, near], SelectionOptions(rounds=6, sequential=False))
         assert selection is not None and selection.overall_noise > 0.05
         assert selection.chosen == (winner, winner) and selection.single == winner
 
@@ -211,7 +212,11 @@ def test_rounds_below_three_are_refused() -> None:
         SelectionOptions(confirm_rounds=2)
 
 
-@pytest.mark.parametrize("rounds", [SelectionOptions(), SelectionOptions(rounds=3, confirm_rounds=3)], ids=str)
+@pytest.mark.parametrize(
+    "rounds",
+    [SelectionOptions(), SelectionOptions(rounds=3, confirm_rounds=3), SelectionOptions(sequential=False)],
+    ids=str,
+)
 def test_candidates_identical_to_the_original_win_at_most_1_percent_of_the_time(rounds: SelectionOptions) -> None:
     """The noise simulation: 5 candidates that are the original in disguise, 3% noise per measurement,
     over 1,000 seeds; any size declaring a winner, or a single best confirmed overall, is a false winner."""
@@ -256,3 +261,17 @@ def test_the_shortlist_brings_each_finalists_twin_with_the_original_flags() -> N
     assert twin in shortlist(outcome, top_k=2, per_file=("THREADS",))  # the twin ranked last, still in
     unmeasured = SearchOutcome(tuple(records[:-1]), records[0], "random", StopReason.BUDGET, 1.0)
     assert twin not in shortlist(unmeasured, top_k=2, per_file=("THREADS",))  # never measured: not invented
+
+
+def test_sequential_selection_prunes_and_stops_early_with_the_same_picks() -> None:
+    """Clearly slower finalists leave after the first rounds and decided ones leave the confirmation: fewer
+    evaluations than measuring every round, the same per-size picks."""
+    candidates = [FAST, NEARLY, SMALL_ONLY, LARGE_ONLY, *NOOPS[:2]]
+    counts = {}
+    for sequential in (True, False):
+        backend = opened(FakeBackend(noise=0.005, seed=2))
+        selection = select(backend, ORIGINAL, candidates, SelectionOptions(sequential=sequential))
+        assert selection is not None and selection.chosen == (FAST, FAST) and selection.single == FAST
+        counts[sequential] = len(backend.calls)
+    assert counts[False] == 5 * (2 * 6 + 1) + 5 * 3  # every round: 6 finalists, then FAST confirmed
+    assert counts[True] <= 0.6 * counts[False]  # 45 of 80 here

@@ -33,6 +33,7 @@ export const SERVER_SETTINGS = {
   "capture.data": setting({ default: false }),
   arch: setting({ default: "sm_90" }),
   variants: setting({ default: true }),
+  timing: setting({ default: "events", values: ["events", "graph"] }),
   storageUrl: setting({ default: "" }),
   backend: setting({ default: "auto", values: ["auto", "cupy", "replay"] }),
   replayFile: setting({ default: "" }),

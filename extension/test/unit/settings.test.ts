@@ -55,6 +55,7 @@ describe("settings", () => {
       capture: { command: "", data: false },
       arch: "sm_90",
       variants: true,
+      timing: "events",
       storageUrl: "",
       backend: "auto",
       replayFile: "",

@@ -102,7 +102,7 @@ class _State:
     profile_note: str = "not profiled yet"
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Runner:
     """How each step measures: a fresh backend per use, the brief tune's options, timing, progress and cancel."""
 
@@ -111,6 +111,8 @@ class _Runner:
     timing: TimingOptions
     progress: ProgressFn | None
     cancel: threading.Event | None
+    ends: float | None = None  # the whole loop's deadline (time.monotonic()); None: no time budget
+    tunes_left: int = 1  # tunes still planned, the next one included
 
     def tune(
         self,
@@ -128,7 +130,16 @@ class _Runner:
         job = build_job(combined, timing=self.timing)
         default = combined.space.default()
         first = [Config.of({**default, **{k: v for k, v in c.items() if k in default}}) for c in start]
-        return tune(job, self.backend(), self.brief, progress=self.progress, cancel=self.cancel, start=first)
+        return tune(job, self.backend(), self._options(), progress=self.progress, cancel=self.cancel, start=first)
+
+    def _options(self) -> TuneOptions:
+        """The brief options, with this tune's share of what is left of the loop's time budget."""
+        planned = max(self.tunes_left, 1)
+        self.tunes_left = planned - 1
+        if self.ends is None:
+            return self.brief
+        seconds = max((self.ends - time.monotonic()) / planned, 1.0)  # the last share is the rest
+        return dataclasses.replace(self.brief, budget=dataclasses.replace(self.brief.budget, seconds=seconds))
 
     def profile(self, ctx: KernelContext, config: Config) -> tuple[Profile | None, str]:
         """`config`'s hardware counters where the backend can read them, and a line saying what was read."""
@@ -173,7 +184,9 @@ def run_loop(
     spec = ctx.require_spec()
     started = time.monotonic()
     brief = dataclasses.replace(tune_options, budget=Budget(trials=options.trials))
-    runner = _Runner(backend, brief, timing or TimingOptions(), progress, cancel)
+    # the time budget covers every step: each tune gets an equal share of what is left (a step tunes at most twice)
+    ends = None if options.seconds is None else started + options.seconds
+    runner = _Runner(backend, brief, timing or TimingOptions(), progress, cancel, ends, 2 + 2 * options.max_steps)
     first = runner.tune(ctx, [])  # the original's measurement names the device
     steps = StepLog(tune_options.storage(), kernel=ctx.kernel.name, kernel_hash=_hash(ctx), device=first.device)
     records = steps.records()

@@ -8,6 +8,11 @@ from cutune.template.model import Config
 from cutune.tune.dispatch import DispatchPlan
 from cutune.tune.result import SizeResult, TuneResult
 
+_TIMING_WORDS = {
+    "events": "events around single launches, L2 flushed before each",
+    "graph": "CUDA graphs of back-to-back launches over rotated inputs (time per launch)",
+}
+
 
 def size_text(size: dict[str, int]) -> str:
     """`num_tokens=16, d=4096`."""
@@ -105,6 +110,7 @@ def _caption(result: TuneResult) -> list[str]:
     )
     if result.phases:
         lines.append("wall time: " + ", ".join(f"{name} {s:.1f} s" for name, s in result.phases.items()))
+    lines.append(f"timing: {_TIMING_WORDS.get(result.timing, result.timing)}")
     if result.importances:
         lines.append("importance: " + ", ".join(f"{k} {v:.0%}" for k, v in result.importances.items()))
     return lines

@@ -133,9 +133,17 @@ class Check:
         return self.failure is None
 
 
+TIMING_MODES = ("events", "graph")
+
+
 @dataclass(frozen=True)
 class TimingOptions:
-    """How to time: warm-up, repetitions, L2 flush (default on), per-trial timeout."""
+    """How to time: warm-up, repetitions, L2 flush (default on), per-trial timeout, and the mode.
+
+    `mode` "events": CUDA events around each single launch, after an L2 flush. "graph": each repetition
+    times `graph_launches` back-to-back launches captured in a CUDA graph, as serving frameworks run decode
+    steps, over input copies rotated so that the L2 holds no earlier launch's data; the time per launch is
+    reported, and the floor's empty launch is timed the same way."""
 
     warmup: int = 3
     reps: int = 30
@@ -143,6 +151,14 @@ class TimingOptions:
     max_reps: int = 2000  # ...but never more repetitions than this per problem size
     flush_l2: bool = True
     trial_timeout_s: float = 60.0
+    mode: str = "events"  # one of TIMING_MODES
+    graph_launches: int = 32  # launches per graph (mode "graph")
+
+    def __post_init__(self) -> None:
+        if self.mode not in TIMING_MODES:
+            raise CutuneError(f"unknown timing {self.mode!r}; choose one of {', '.join(TIMING_MODES)}")
+        if self.graph_launches < 1:
+            raise CutuneError(f"a graph needs at least one launch, not {self.graph_launches}")
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,18 @@ from cutune.gpu.compile_cache import CompileCache
 from cutune.gpu.compiler import CompiledKernel
 from cutune.gpu.device import device_count, device_limits, gpu_available
 from cutune.gpu.guards import GUARD_BYTES
-from cutune.gpu.harness import POISON, POISON_2, Problem, Timer, compare, make_problem, summarize, tolerance_for
+from cutune.gpu.harness import (
+    POISON,
+    POISON_2,
+    Problem,
+    Timer,
+    compare,
+    make_problem,
+    rotated_args,
+    rotation_count,
+    summarize,
+    tolerance_for,
+)
 from cutune.gpu.nvcc import excerpt
 from cutune.gpu.occupancy import occupancy
 from cutune.gpu.sol import cache_dir, device_info
@@ -122,6 +133,8 @@ class CupyBackend(Backend):
         self._modules: dict[BuildKey, Future[_Module]] = {}
         self._problems: list[Problem] = []
         self._fresh: tuple[int, list[Problem]] | None = None  # verify's problems, for one seed
+        # graph timing's input copies, per problem size
+        self._rotations: dict[tuple[tuple[str, int], ...], list[list[Any]]] = {}
 
     @property
     def healthy(self) -> bool:
@@ -136,7 +149,8 @@ class CupyBackend(Backend):
         self._start(job)
         assert self._limits is not None
         self._timer = Timer(self._limits.l2_bytes)
-        info = device_info(self._timer, self.device)
+        info = device_info(self._timer, self.device, graph=job.timing.mode == "graph")
+        self._rotations = {}
         notes: list[str] = []
         for _ in range(RAGGED_ATTEMPTS):
             try:
@@ -356,7 +370,7 @@ class CupyBackend(Backend):
 
     # -- running ---------------------------------------------------------------------------------
 
-    def _prepare(self, config: Config, problems: Sequence[Problem]) -> tuple[list[Callable[[], None]], CompileInfo]:
+    def _prepare(self, config: Config, problems: Sequence[Problem]) -> tuple[list[_Launch], CompileInfo]:
         """Compiled launches for every problem, after the resource checks."""
         job = self._require_job()
         key, per_size = self._compile_key(config, problems)
@@ -445,16 +459,32 @@ class CupyBackend(Backend):
         launch()
         cp.cuda.get_current_stream().synchronize()
 
-    def _time(self, problem: Problem, launch: Callable[[], None]) -> Timing:
+    def _time(self, problem: Problem, launch: _Launch) -> Timing:
         job = self._require_job()
         cp = self._cp
         assert cp is not None and self._timer is not None
         timer = self._timer
+        if job.timing.mode == "graph":
+            launches = [launch.on(args) for args in self._rotation(problem)]
+            samples = self._guard(lambda: timer.time_graph(launches, job.timing))
+            median, p10, p90 = summarize(samples)
+            return Timing(size=dict(problem.size), median_us=median, p10_us=p10, p90_us=p90, reps=len(samples))
         inout = any(a.role is Role.INOUT for a in problem.specs)
         before = (lambda: problem.restore(cp, inputs=False)) if inout else None
         samples = self._guard(lambda: timer.time(launch, job.timing, before))
         median, p10, p90 = summarize(samples)
         return Timing(size=dict(problem.size), median_us=median, p10_us=p10, p90_us=p90, reps=len(samples))
+
+    def _rotation(self, problem: Problem) -> list[list[Any]]:
+        """The argument lists graph timing rotates through at this problem's size (built once per size)."""
+        cp = self._cp
+        assert cp is not None and self._limits is not None
+        key = tuple(sorted(problem.size.items()))
+        if key not in self._rotations:
+            launch_bytes = sum(a.nbytes for a in problem.arrays.values())
+            copies = rotation_count(launch_bytes, self._limits.l2_bytes)
+            self._rotations[key] = rotated_args(problem, copies, cp)
+        return self._rotations[key]
 
     def _guard(self, action: Callable[[], T]) -> T:
         """Run GPU work; CUDA errors become FAULT (the context is lost) or LAUNCH failures."""
@@ -469,15 +499,29 @@ class CupyBackend(Backend):
             raise _Failed(Failure.LAUNCH, str(e)) from None
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """One compiled function's launch at one size, on given arguments; rebound to input copies under graph
+    timing."""
+
+    function: Any
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    args: tuple[Any, ...]
+
+    def __call__(self) -> None:
+        self.function(self.grid, self.block, self.args, shared_mem=self.smem)
+
+    def on(self, args: Sequence[Any]) -> _Launch:
+        """The same launch on other arguments."""
+        return dataclasses.replace(self, args=tuple(args))
+
+
 def _launcher(
     function: Any, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int, args: Sequence[Any]
-) -> Callable[[], None]:
-    arguments = tuple(args)
-
-    def launch() -> None:
-        function(grid, block, arguments, shared_mem=smem)
-
-    return launch
+) -> _Launch:
+    return _Launch(function, grid, block, smem, tuple(args))
 
 
 def _compile_info(function: Any, kernel: CompiledKernel, compiler: str) -> CompileInfo:

@@ -429,6 +429,23 @@ extern "C" __global__ void cutune_hold(unsigned long long ns) {
 """
 _CHUNK = 64  # launches enqueued behind one hold
 _HOST_NS_PER_LAUNCH = 20_000  # a generous bound on the host's cost of one timed repetition
+MAX_ROTATION = 64  # input copies rotated under graph timing, at most
+
+
+def rotation_count(launch_bytes: int, l2_bytes: int) -> int:
+    """How many copies of a launch's arrays a graph rotates through so that, by the time a copy comes round
+    again, more than twice the L2 has been touched since: the L2 holds none of its data."""
+    if launch_bytes <= 0 or launch_bytes >= 2 * l2_bytes:
+        return 1  # one launch alone sweeps the L2 twice
+    return min(MAX_ROTATION, math.ceil(2 * l2_bytes / launch_bytes) + 1)
+
+
+def rotated_args(problem: Problem, copies: int, xp: ModuleType) -> list[list[Any]]:
+    """`copies` argument lists for a problem: its own, then copies of its arrays (scalars shared)."""
+    rotations = [list(problem.args)]
+    for _ in range(copies - 1):
+        rotations.append([a.copy() if isinstance(a, xp.ndarray) else a for a in problem.args])
+    return rotations
 
 
 class Timer:
@@ -442,6 +459,9 @@ class Timer:
         self._flush_buffer: Any = None
         self._hold = cupy.RawKernel(_HOLD_SOURCE, "cutune_hold")
         self._events: list[tuple[Any, Any]] = []
+        # hold the GPU while the host enqueues each chunk of repetitions, flushing or not (False: the timing
+        # before the checks-on spread was diagnosed, kept for benchmarks/checks_spread.py to compare)
+        self.queue_ahead = True
 
     def flush(self) -> None:
         """Evict L2 by writing a buffer twice its size (a memset kernel)."""
@@ -469,6 +489,51 @@ class Timer:
             samples += self._batch(launch, before, target - len(samples), options.flush_l2)
         return samples
 
+    def time_graph(self, launches: Sequence[Callable[[], None]], options: TimingOptions) -> list[float]:
+        """Microseconds per launch, from graphs of `options.graph_launches` back-to-back launches that cycle
+        through `launches` (one per rotated input copy); repetitions until reps and min_time_ms are met.
+
+        No L2 flush: the rotation keeps earlier launches' data out of the L2, as in a serving step where
+        each kernel reads what the one before it did not. In-place outputs are not restored between the
+        launches of a graph (their values drift; the work per launch does not)."""
+        cp = self._cp
+        # a stream of its own (capture cannot run on the legacy default stream, nor sync with it implicitly):
+        # what the default stream wrote into the inputs must be done before it starts
+        cp.cuda.get_current_stream().synchronize()
+        stream = cp.cuda.Stream(non_blocking=True)
+        n = options.graph_launches
+        with stream:
+            for _ in range(options.warmup):
+                for launch in launches:
+                    launch()
+            # relaxed: the backend's compile threads may load modules meanwhile, which global mode forbids
+            stream.begin_capture(mode=getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", 2))
+            try:
+                for i in range(n):
+                    launches[i % len(launches)]()
+            finally:
+                graph = stream.end_capture()  # ends the capture even when a launch raised
+            graph.launch(stream)  # the first launch of a graph pays one-time costs (its upload)
+            stream.synchronize()
+            totals: list[float] = []  # µs per graph
+            while target := next_target(totals, options):
+                totals += self._graph_batch(graph, stream, target - len(totals))
+        return [t / n for t in totals]
+
+    def _graph_batch(self, graph: Any, stream: Any, n: int) -> list[float]:
+        cp = self._cp
+        events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(n)]
+        for first in range(0, n, _CHUNK):
+            chunk = events[first : first + _CHUNK]
+            # the GPU waits while the host enqueues the chunk: no event pair measures host launch latency
+            self._hold((1,), (1,), (np.uint64(len(chunk) * _HOST_NS_PER_LAUNCH),))  # on `stream`: the current one
+            for start, end in chunk:
+                start.record(stream)
+                graph.launch(stream)
+                end.record(stream)
+        events[-1][1].synchronize()
+        return [cp.cuda.get_elapsed_time(start, end) * 1000.0 for start, end in events]
+
     def _batch(self, launch: Callable[[], None], before: Callable[[], None] | None, n: int, flush: bool) -> list[float]:
         cp = self._cp
         stream = cp.cuda.get_current_stream()
@@ -477,7 +542,10 @@ class Timer:
         events = self._events[:n]
         for first in range(0, n, _CHUNK):
             chunk = events[first : first + _CHUNK]
-            if not flush:  # with a flush, the memset already keeps the GPU busy ahead of the host
+            # with a flush the memset usually keeps the GPU behind the host, but not when the host stalls
+            # (the garbage collector, a compile thread holding the GIL): then an event pair would time the
+            # GPU waiting for the launch, for a whole measurement. Queued ahead, it never does.
+            if self.queue_ahead or not flush:
                 self._hold((1,), (1,), (np.uint64(len(chunk) * _HOST_NS_PER_LAUNCH),))
             for start, end in chunk:
                 if before:

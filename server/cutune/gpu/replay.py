@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Capability, Check, DeviceInfo, Failure, Job, Measurement
+from cutune.gpu.clock import WALL, Clock, VirtualClock
 from cutune.source_file import text_hash
 from cutune.spec import KernelSpec, parse_spec
 from cutune.template.model import Config, Space
@@ -74,6 +75,12 @@ def replay_source(backend: Backend) -> ReplaySource | None:
     return inner.source if isinstance(inner, ReplayBackend) else None
 
 
+def clock_of(backend: Backend) -> Clock:
+    """The clock a run on `backend` reads its budget and phase times from: a replay's virtual one, else the wall."""
+    inner = backend.inner if isinstance(backend, RecordingBackend) else backend
+    return inner.clock if isinstance(inner, ReplayBackend) else WALL
+
+
 def measuring_name(backend: Backend) -> str:
     """The name of the backend that produces the timings (not of a recorder around it)."""
     inner = backend.inner if isinstance(backend, RecordingBackend) else backend
@@ -101,6 +108,9 @@ def agreement(recording: Recording, job: Job) -> Agreement:
             k for k in params if recorded_params.get(k) != params[k]
         )
         return Agreement(f"the tuning space differs (parameters {', '.join(changed)})")
+    recorded_mode = header.get("timing", {}).get("mode", "events")  # recordings before graph timing: events
+    if recorded_mode != job.timing.mode:
+        return Agreement(f"it was timed with {recorded_mode} timing, not {job.timing.mode}")
     if header.get("source_sha256") != text_hash(job.template.source):
         where = header.get("source_path") or "the recorded file"
         return Agreement(f"the kernel's source changed since it was recorded from {where}")
@@ -365,7 +375,9 @@ class ReplayBackend(Backend):
     the held-out ones); a configuration measured several times is served its recordings in turn.
     Configurations that were not recorded fail as INFEASIBLE ("not recorded"). `noise` (e.g. 0.03)
     multiplies every timing by a seeded log-normal factor, deterministic per configuration and call, to
-    test noise-aware selection. `pace_s` makes each evaluation take that long, as a real one would.
+    test noise-aware selection. `pace_s` makes each evaluation take that long, as a real one would: it
+    sleeps, and advances the backend's virtual `clock` by as much, from which a replayed run reads its
+    budget and phase times, so that a replay decides the same whatever the host's speed.
     """
 
     name = "replay"
@@ -385,6 +397,7 @@ class ReplayBackend(Backend):
         self.seed = seed
         self.strict = strict
         self.source: ReplaySource | None = None  # set by `open`
+        self.clock = VirtualClock()
         self._records: dict[tuple[str, SizesKey | None], list[Measurement]] = {}
         self._served: dict[str, int] = {}
         self._sizes: SizesKey = ()
@@ -415,6 +428,7 @@ class ReplayBackend(Backend):
         """The next recording of `config` at the job's sizes, with noise if asked for."""
         if self.pace_s > 0:
             time.sleep(self.pace_s)
+            self.clock.advance(self.pace_s)
         key = config.key()
         found = self._records.get((key, self._sizes)) or self._records.get((key, None))
         if not found and not self.strict:  # a sweep replayed onto another job: any sizes will do

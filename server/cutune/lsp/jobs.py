@@ -14,6 +14,7 @@ from typing import Any
 
 from cutune.agent.steps import LoopOptions
 from cutune.errors import CutuneError
+from cutune.gpu.backend import TimingOptions
 from cutune.lsp import describe
 from cutune.lsp.settings import Settings
 from cutune.project import KernelContext, workspace_dir
@@ -165,7 +166,7 @@ def _outcome(result: TuneResult, *, cancelled: bool) -> dict[str, Any]:
 
 
 def _progress_message(p: Progress, best: float | None) -> str:
-    text = f"{p.done}/{p.budget} trials"
+    text = f"{p.done}/{p.budget} trials" if p.phase == "search" else f"{p.phase} · {p.done} trials"
     if p.failures:
         text += f" · {p.failures} failed"
     return text + (f" · best {best:.2f}×" if best else "")
@@ -181,6 +182,7 @@ def tuning_work(ctx: KernelContext, settings: Settings) -> Work:
         storage_url=settings.storage_url or None,
         variants=None if settings.variants else False,
         backend=_backend(ctx, settings),
+        timing=TimingOptions(mode=settings.timing),
     )
     return lambda progress, cancel: autotune(ctx, request, Hooks(progress, cancel)).result
 

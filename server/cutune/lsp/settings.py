@@ -16,6 +16,7 @@ from cutune.errors import CutuneError
 
 BackendName = Literal["auto", "cupy", "replay"]
 LogLevel = Literal["error", "warning", "info", "debug"]
+TimingName = Literal["events", "graph"]  # cutune.gpu.backend.TIMING_MODES
 PositiveInt = NewType("PositiveInt", int)
 PositiveFloat = NewType("PositiveFloat", float)
 
@@ -50,6 +51,8 @@ class Settings:
     replay_pace: float = 0.0  # seconds each replayed measurement takes (demos, tests); 0: at once
     # autotune searches the structural variants too (replaying: where the recording's space has VARIANT)
     variants: bool = True
+    # how each measurement is timed: single launches with events, or CUDA graphs of back-to-back launches
+    timing: TimingName = "events"
     log_level: LogLevel = "info"
 
 

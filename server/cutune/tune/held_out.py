@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Job
-from cutune.template.model import Binding, Space
+from cutune.template.model import Binding, Config, Space
+from cutune.tune.deadline import Deadline
 from cutune.tune.dispatch import DispatchPlan, held_out_sizes, plan_dispatch, unchecked_ranges
 from cutune.tune.options import SelectionOptions
 from cutune.tune.result import SizeResult
-from cutune.tune.select import Selection, measure_rounds
+from cutune.tune.select import MIN_ROUNDS, Rounds, Selection, measure_rounds
 
 _PER_FILE = (Binding.FLAG, Binding.DEFINE)
 
@@ -48,8 +50,13 @@ def check_held_out(
     options: SelectionOptions,
     *,
     cancel: threading.Event | None = None,
+    deadline: Deadline | None = None,
 ) -> HeldOut:
-    """Measure the dispatch at held-out sizes (reopening `backend` on them) and fall back where it loses."""
+    """Measure the dispatch at held-out sizes (reopening `backend` on them) and fall back where it loses.
+
+    Sequential (`options.sequential`): a configuration leaves the rounds once, at every held-out size it
+    launches at, it won every round or lost every round so far. Without time for the rounds before
+    `deadline`, the held-out sizes are left unmeasured and said so."""
     spec, original, chosen = job.spec, selection.original, selection.chosen
     plan = plan_dispatch(spec.sizes, chosen, original)
     held = held_out_sizes(spec.sizes, spec.multiple_of)
@@ -61,11 +68,18 @@ def check_held_out(
     try:
         held_spec = dataclasses.replace(spec, sizes=tuple(s for _, s in held), weights=())
         backend.open(dataclasses.replace(job, spec=held_spec))
-        rounds = measure_rounds(backend, original, configs, options.confirm_rounds, cancel=cancel)
+        settled = _decided(launched) if options.sequential else None
+        rounds = measure_rounds(
+            backend, original, configs, options.confirm_rounds, cancel=cancel, settled=settled, deadline=deadline
+        )
     except CutuneError as e:  # e.g. a replayed recording without these sizes: the tuned sizes still stand
         return HeldOut(plan, (), skipped=str(e))
     if rounds is None:
         return HeldOut(plan, (), skipped="cancelled")
+    if not rounds.original_series or any(c.overall.rounds < MIN_ROUNDS for c in rounds.contenders):
+        # out of time: the tuned sizes stand, the ranges between them are unchecked
+        why = "the time budget ran out before the held-out sizes were measured"
+        return HeldOut(plan, (), skipped=why, unchecked=unchecked_ranges(plan, spec.sizes, spec.multiple_of))
     slower_from: dict[int, int] = {}
     results = []
     for j, (lo, size) in enumerate(held):
@@ -89,3 +103,17 @@ def check_held_out(
         )
     final = plan_dispatch(spec.sizes, chosen, original, slower_from=slower_from)
     return HeldOut(final, tuple(results), unchecked=unchecked_ranges(final, spec.sizes, spec.multiple_of))
+
+
+def _decided(launched: list[Config]) -> Callable[[Rounds], set[Config]]:
+    """Configurations whose every held-out size is decided: won every round there, or lost every one."""
+
+    def settled(rounds: Rounds) -> set[Config]:
+        done = set()
+        for c in rounds.contenders:
+            verdicts = [c.per_size[j] for j, config in enumerate(launched) if config == c.config]
+            if c.overall.rounds >= MIN_ROUNDS and all(v.wins in (0, v.rounds) for v in verdicts):
+                done.add(c.config)
+        return done
+
+    return settled

@@ -13,16 +13,19 @@ JOURNAL_PREFIX = "journal:"  # a storage URL naming an Optuna journal file
 
 @dataclass(frozen=True)
 class Budget:
-    """How much searching a study gets in all; a resumed run spends only what earlier runs left."""
+    """How much a run may spend: trials of the study in all (a resumed run spends only what earlier runs
+    left), wall time of this whole run, and optionally of the search alone (over every run of the study)."""
 
     trials: int = 100  # configurations measured on the GPU, the original included
-    seconds: float | None = None  # search wall time; None for no limit
+    seconds: float | None = None  # the whole run: search, re-checks, selection, sanitizer, held-out; None: no limit
+    search_seconds: float | None = None  # the search alone, over all runs of the study; None: no limit of its own
 
     def __post_init__(self) -> None:
         if self.trials < 1:
             raise StudyError(f"the trial budget must be at least 1, not {self.trials}")
-        if self.seconds is not None and self.seconds <= 0:
-            raise StudyError(f"the time budget must be positive, not {self.seconds}")
+        for name, value in (("time budget", self.seconds), ("search time budget", self.search_seconds)):
+            if value is not None and value <= 0:
+                raise StudyError(f"the {name} must be positive, not {value}")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,9 @@ class SelectionOptions:
     rounds: int = 5  # selection rounds: pick the per-size winners
     confirm_rounds: int = 5  # separate rounds that confirm them and give the reported times
     verify_seeds: int = 3  # fresh-input re-checks of every finalist before it can win (0: none)
+    # decide each finalist and size as soon as the evidence is enough (after at least 3 rounds), pruning
+    # finalists that are clearly slower; False measures every round for every finalist
+    sequential: bool = True
 
     def __post_init__(self) -> None:
         if self.top_k < 1:

@@ -113,6 +113,7 @@ class TuneResult:
     rejected: dict[str, dict[str, int]] = field(default_factory=dict)
     # wall seconds per phase of this run: open, search, re-check, selection, sanitizer, held-out
     phases: dict[str, float] = field(default_factory=dict)
+    timing: str = "events"  # how each measurement was timed: "events" (single launches) or "graph"
 
     @property
     def speedup(self) -> float:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -16,19 +17,21 @@ from cutune.cuda.extract import kernel_hash
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Check, DeviceInfo, Job
+from cutune.gpu.clock import Clock
 from cutune.gpu.finalists import first_finding, recheck, sanitizer_enabled
-from cutune.gpu.replay import measuring_name, replay_source
+from cutune.gpu.replay import clock_of, measuring_name, replay_source
 from cutune.gpu.sol import sol_floor_us
 from cutune.limits import DeviceLimits, limits_for
 from cutune.spec import KernelSpec
 from cutune.spec.ragged import describe_checks, ragged_sizes
 from cutune.template.model import Config
+from cutune.tune.deadline import Deadline, PhasePlan
 from cutune.tune.dispatch import DispatchPlan
 from cutune.tune.held_out import HeldOut, check_held_out, per_file_params
 from cutune.tune.options import TuneOptions
 from cutune.tune.plan import plan_for, write_plan
 from cutune.tune.result import SizeResult, TuneResult, result_path, write_result
-from cutune.tune.search import ProgressFn, SearchOutcome, StopReason, run_search
+from cutune.tune.search import ProgressFn, SearchOutcome, StopReason, progress_of, run_search
 from cutune.tune.select import Selection, select, shortlist
 from cutune.tune.space import Feasibility, feasible_configs
 from cutune.tune.study import open_study, param_importances, read_record, study_key
@@ -53,9 +56,22 @@ def tune(
 
     A cancelled run keeps every finished trial in the study (the next run resumes it) and returns the
     original as its result, unstored: nothing unverified is ever reported as a speedup.
+
+    `options.budget.seconds` bounds the whole run: the search keeps back what the later phases are expected
+    to cost, and each later phase ends early at the deadline with what it has (tune/deadline.py). Time is
+    read from the backend's clock (a replay's is virtual: a replayed run decides the same every time).
     """
+    clock = clock_of(backend)
+    deadline = Deadline.after(clock, options.budget.seconds)
     phases: dict[str, float] = {}
-    with _phase(phases, "open"):
+    outcome: SearchOutcome | None = None
+
+    def phase(name: str) -> contextlib.AbstractContextManager[None]:
+        if progress is not None and outcome is not None:
+            progress(dataclasses.replace(progress_of(outcome.records, options.budget), phase=name))
+        return _phase(phases, name, clock)
+
+    with phase("open"):
         device = backend.open(job)
     try:
         limits = limits_of(device)
@@ -66,7 +82,8 @@ def tune(
         if opened is not None:
             opened(study.study_name)
         resumed = _resumed(study)
-        with _phase(phases, "search"):
+        plan = PhasePlan(options.selection, len(job.spec.sizes), _sanitizes(backend, options))
+        with phase("search"):
             outcome = run_search(
                 study,
                 backend,
@@ -79,20 +96,29 @@ def tune(
                 liveness=options.liveness,
                 worker=worker,
                 start=start,
+                deadline=deadline,
+                keep_back=lambda evaluation_s, finalists: plan.reserve(
+                    options.budget.seconds or 0.0, evaluation_s, finalists
+                ),
             )
         candidates = shortlist(outcome, options.selection.top_k, per_file_params(job.space))
+        # what is left of the budget decides how many finalists the selection can decide (the best first)
+        fit = plan.finalists_within(deadline.left(), outcome.evaluation_s, len(candidates))
+        candidates = candidates[:fit]
         selection = None
         held_out: HeldOut | None = None
         rejected: list[Check] = []
         sanitized: list[Check] = []
         if outcome.stop is not StopReason.CANCELLED and candidates:
-            with _phase(phases, "re-check"):
+            with phase("re-check"):
                 candidates, failed = recheck(
                     backend, candidates, options.selection.verify_seeds, job.seed, cancel=cancel
                 )
             rejected += failed
         while outcome.stop is not StopReason.CANCELLED and candidates:
-            with _phase(phases, "selection"):
+            after_s = plan.fixed_s(len(candidates))
+            held_out_evaluations = plan.held_out(len(candidates))
+            with phase("selection"):
                 selection = select(
                     backend,
                     outcome.original.config,
@@ -101,11 +127,14 @@ def tune(
                     weights=job.spec.size_weights(),
                     per_file=per_file_params(job.space),
                     cancel=cancel,
+                    deadline=deadline,
+                    keep_s=_keep(held_out_evaluations, after_s),
+                    confirming=plan.confirming(len(candidates)),
                 )
             winners = () if selection is None else tuple(c for c in selection.chosen if c != outcome.original.config)
             if not winners or not sanitizer_enabled(options.sanitize):  # nothing to sanitize: no phase to time
                 break
-            with _phase(phases, "sanitizer"):
+            with phase("sanitizer"):
                 finding = first_finding(backend, winners)
             if finding is None:
                 break
@@ -113,8 +142,8 @@ def tune(
             candidates = tuple(c for c in candidates if c != finding.config)
             selection = None
         if selection is not None:
-            with _phase(phases, "held-out"):
-                held_out = check_held_out(backend, job, selection, options.selection, cancel=cancel)
+            with phase("held-out"):
+                held_out = check_held_out(backend, job, selection, options.selection, cancel=cancel, deadline=deadline)
     finally:
         backend.close()
     cancelled = cancel is not None and cancel.is_set()
@@ -122,6 +151,7 @@ def tune(
         selection, held_out = None, None
     sizes = _sizes(job.spec, device, outcome, selection, held_out.plan if held_out is not None else None)
     launched = any(s.significant for s in sizes)  # what apply writes: a size that launches a tuned config
+    replayed = replay_source(backend)
     result = TuneResult(
         kernel=key.kernel,
         source_path=job.source_path,
@@ -129,7 +159,10 @@ def tune(
         study=key.name,
         device=device.name,
         arch=device.arch,
-        date=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        # a replay reports the date its measurements were made: the same replay gives the same result
+        date=replayed.date
+        if replayed is not None
+        else datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         original=outcome.original.config,
         # the single best stands only where some size launches a tuned config: else apply writes nothing
         best=selection.best.config
@@ -145,7 +178,7 @@ def tune(
         importances=param_importances(outcome.records, job.space),
         kernel_hash=_kernel_hash(job),
         backend=measuring_name(backend),
-        replayed=replay_source(backend),
+        replayed=replayed,
         dispatch=held_out.plan if held_out is not None else None,
         single=selection.single if selection is not None else None,
         per_file=selection.per_file if selection is not None else Config.of({}),
@@ -163,6 +196,7 @@ def tune(
             if checks
         },
         phases=phases,
+        timing=job.timing.mode,
     )
     if not cancelled:
         write_result(result, stored_result_path(options, job))
@@ -190,13 +224,23 @@ def _kernel_hash(job: Job) -> str:
 
 
 @contextmanager
-def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
-    """Add the wall time of the block to `phases[name]` (a phase may run more than once)."""
-    start = time.perf_counter()
+def _phase(phases: dict[str, float], name: str, clock: Clock) -> Iterator[None]:
+    """Add the time of the block on `clock` to `phases[name]` (a phase may run more than once)."""
+    start = clock.now()
     try:
         yield
     finally:
-        phases[name] = phases.get(name, 0.0) + time.perf_counter() - start
+        phases[name] = phases.get(name, 0.0) + clock.now() - start
+
+
+def _keep(evaluations: int, fixed_s: float) -> Callable[[float], float]:
+    """Seconds to keep for `evaluations` more evaluations and `fixed_s` of other work."""
+    return lambda evaluation_s: evaluations * evaluation_s + fixed_s
+
+
+def _sanitizes(backend: Backend, options: TuneOptions) -> bool:
+    """Whether compute-sanitizer will run on the winners (never on a replay: it runs no kernels)."""
+    return replay_source(backend) is None and sanitizer_enabled(options.sanitize)
 
 
 def limits_of(device: DeviceInfo) -> DeviceLimits:

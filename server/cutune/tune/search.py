@@ -35,8 +35,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Failure, Measurement, Timing
+from cutune.gpu.replay import clock_of
 from cutune.template.model import Config
 from cutune.template.variants.combine import VARIANT
+from cutune.tune.deadline import Deadline
 from cutune.tune.liveness import fail_stale_trials, heartbeat, worker_name
 from cutune.tune.options import Budget, Liveness, SearchOptions
 from cutune.tune.samplers import GRID, SAMPLERS, resolve_sampler
@@ -77,9 +79,12 @@ class Progress:
     failures: int  # measured configurations that failed (compile, fault, wrong, timeout, ...)
     best: float | None  # the best objective so far: time relative to the original, < 1 is faster
     best_config: Config | None
+    phase: str = "search"  # the run's phase: search, re-check, selection, sanitizer, held-out
 
 
 ProgressFn = Callable[[Progress], None]
+# seconds to keep back from the deadline for after the search, given one evaluation's cost and the finalists so far
+KeepBack = Callable[[float, int], float]
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class SearchOutcome:
     sampler: str
     stop: StopReason
     seconds: float  # search wall time over all runs of the study
+    evaluation_s: float = 0.0  # what one evaluation cost in this run, compiling aside (median)
 
     @property
     def measured(self) -> int:
@@ -121,6 +127,8 @@ def run_search(
     worker: str = "",
     queue_start: float = 0.0,
     start: Sequence[Config] = (),
+    deadline: Deadline | None = None,
+    keep_back: KeepBack | None = None,
 ) -> SearchOutcome:
     """Measure the original (first), then what the sampler proposes, until budget, time or cancel.
 
@@ -128,8 +136,12 @@ def run_search(
     one in the trials it measures, and `queue_start` (0 ≤ x < 1) is where in the shuffled grid it
     starts, so that workers do not all reach for the same configurations. `start` are configurations
     measured right after the original (the feasible ones), e.g. the winners of earlier searches.
+    The search ends when one more evaluation would leave less than `keep_back` before `deadline`
+    (default: the budget's seconds from now, nothing kept back); time is read from the backend's clock.
     """
-    search = _Search(study, backend, check, budget, progress, cancel, liveness or Liveness(), worker)
+    deadline = deadline or Deadline.after(clock_of(backend), budget.seconds)
+    search = _Search(study, backend, check, budget, progress, cancel, liveness or Liveness(), worker, deadline)
+    search.keep_back = keep_back or search.keep_back
     return search.run(feasible, options, queue_start, start)
 
 
@@ -193,6 +205,7 @@ class _Search:
         cancel: threading.Event | None,
         liveness: Liveness,
         worker: str,
+        deadline: Deadline,
     ) -> None:
         self.study = study
         self.backend = backend
@@ -212,7 +225,12 @@ class _Search:
         self.stale_checked = 0.0
         self._refresh()
         self.prior_seconds = float(study.user_attrs.get(SEARCH_SECONDS, 0.0))
-        self.started = time.monotonic()
+        self.clock = deadline.clock
+        self.started = self.clock.now()
+        self.deadline = deadline
+        self.keep_back: KeepBack = lambda _s, _n: 0.0
+        self.evaluation_s: list[float] = []  # this run's evaluations: clock time less compile time
+        self.step_s: list[float] = []  # this run's measured trials, start to end
 
     def _refresh(self, mine: int | None = None) -> bool:
         """Read what the study holds now: finished records, other workers' live claims, queued retries.
@@ -251,7 +269,7 @@ class _Search:
 
     @property
     def seconds(self) -> float:
-        return self.prior_seconds + time.monotonic() - self.started
+        return self.prior_seconds + self.clock.now() - self.started
 
     def run(
         self,
@@ -293,12 +311,16 @@ class _Search:
                 self._wait()
                 continue
             proposer.forced = queue[0] if queue else None
+            began = self.clock.now()
             trial = self.study.ask(self.distributions)
             config = Config.of(trial.params)
             if queue and config == queue[0]:
                 queue.pop(0)  # else ask() took a trial queued for a retry: this configuration stays next
             with heartbeat(self.study, trial, self.liveness):
-                idle = 0 if self._step(trial, config) else idle + 1
+                measured = self._step(trial, config)
+            idle = 0 if measured else idle + 1
+            if measured:  # a whole step: proposing, measuring and storing
+                self.step_s.append(self.clock.now() - began)
             if config == proposer.forced and config not in self.known:
                 # yielded (to a claim that may yield too, or to the original): back in line, behind the rest
                 queue.append(config)
@@ -308,6 +330,7 @@ class _Search:
             sampler=sampler,
             stop=stop,
             seconds=self.seconds,
+            evaluation_s=self._evaluation_s(),
         )
 
     def _original(self) -> TrialRecord:
@@ -340,7 +363,10 @@ class _Search:
             return StopReason.CANCELLED
         if self.measured >= self.budget.trials:
             return StopReason.BUDGET
-        if self.budget.seconds is not None and self.seconds >= self.budget.seconds:
+        if self.budget.search_seconds is not None and self.seconds >= self.budget.search_seconds:
+            return StopReason.TIME
+        step = statistics.median(self.step_s) if self.step_s else 0.0
+        if not self.deadline.allows(step + self.keep_back(self._evaluation_s(), self._finalists())):
             return StopReason.TIME
         busy = self.claims or self.waiting  # work of others that may yet come back to be measured
         if sampler == GRID and not queue and not busy:
@@ -350,6 +376,14 @@ class _Search:
         if idle >= _MAX_IDLE:
             return StopReason.CONVERGED
         return None
+
+    def _evaluation_s(self) -> float:
+        """What one evaluation has cost in this run (median; 0 before any)."""
+        return statistics.median(self.evaluation_s) if self.evaluation_s else 0.0
+
+    def _finalists(self) -> int:
+        """Configurations that ran correctly besides the original: what selection would re-measure."""
+        return sum(1 for r in self.known.values() if r.ok and r.config != self.default)
 
     def _can_claim(self, queue: list[Config], sampler: str, feasible_count: int | None) -> bool:
         """Whether there is something this worker may take now (else others' claims must end first)."""
@@ -399,7 +433,13 @@ class _Search:
         try:
             if config != self.default:
                 self._baseline()  # before the configuration: its objective needs it
+            began = self.clock.now()
             measurement = self.backend.evaluate(config)
+            spent = self.clock.now() - began
+            # compiling happens once per configuration: the phases after the search re-time compiled ones
+            # (a replay's pacing stands for a whole evaluation, the same in every phase)
+            compiled = measurement.compile.compile_seconds if measurement.compile and not self.clock.virtual else 0.0
+            self.evaluation_s.append(max(spent - compiled, spent / 4))
         except BaseException:
             # Ctrl-C or a backend bug: a FAIL without a failure reason, measured again on resume
             self.study.tell(trial, state=TrialState.FAIL)

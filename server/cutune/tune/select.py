@@ -25,6 +25,18 @@ that picked it (the best of several noisy candidates always looks better than it
    confirmation alone has probability 2^-confirm_rounds, on top of having been picked: the simulation
    test (tests/tune/test_select.py) measures the false-winner rate over many seeds at ≤ 1%.
 
+Sequential (the default, `SelectionOptions.sequential`): both phases decide as soon as the evidence is
+enough. After every selection round, a finalist leaves when at every size its median ratio is behind the
+size's leader by more than chance makes of two medians (twice that before MIN_ROUNDS, while the noise
+itself is estimated from few runs) and it is not a tie for the single best; from MIN_ROUNDS on, also where
+it lost every round to the original. The selection rounds end at MIN_ROUNDS unless, at some size, a
+finalist more than 1% behind the leader is still within the noise of it (more rounds could move the pick
+by more than a tie may give up, TIE_CAP); the confirmation rounds, not these, decide what stands. A candidate leaves the
+confirmation rounds once each size it may be launched at is decided: it lost a round there (it can no
+longer be confirmed) or it already passes the confirmation rule. Each round measures every size at once
+(one evaluation times all sizes), so rounds are shared across sizes. A `Deadline` ends either phase early
+with what it has: nothing is confirmed on fewer than MIN_ROUNDS rounds, so the original stands there.
+
 Reported times (original and tuned, per size) are the confirmation rounds' pooled medians.
 """
 
@@ -37,11 +49,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Timing
+from cutune.gpu.replay import clock_of
 from cutune.template.model import Config
+from cutune.tune.deadline import MIN_ROUNDS, Deadline
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome
 
@@ -49,6 +61,8 @@ log = logging.getLogger(__name__)
 
 _Z = 3.0  # one-sided: a null median this far below 1 happens in about 0.1% of confirmations
 TIE_CAP = math.log(1.01)  # the most speed a tie gives up for a config closer to the original
+# seconds to keep for later phases, given what one evaluation costs now
+KeepFn = Callable[[float], float]
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,14 @@ class Verdict:
     spread: float
     wins: int = 0  # rounds in which it was faster than the original
     rounds: int = 0
+    low: float = 0.0  # the lowest ratio of a round (its best)
+    high: float = 0.0  # the highest ratio of a round (its worst)
 
     @property
     def significant(self) -> bool:
-        """Faster by more than the spread, or faster in every round."""
+        """Faster by more than the spread, or faster in every round (over at least MIN_ROUNDS rounds)."""
+        if self.rounds < MIN_ROUNDS:
+            return False
         # at sizes of a few µs a round's ratio varies by 15% or more, and a candidate 15% faster in every
         # round would fail the spread; winning every round is the distribution-free evidence (a sign test),
         # and confirmation still asks for every round again and a gain beyond the original's own noise
@@ -75,15 +93,22 @@ class Verdict:
         margin = _Z * 1.2533 * noise / math.sqrt(max(self.rounds, 1))
         return self.significant and self.wins == self.rounds and -math.log(self.ratio) > margin
 
+    @property
+    def lost(self) -> bool:
+        """Slower than the original in some round: confirmation (every round won) is out of reach."""
+        return self.wins < self.rounds
+
     @classmethod
     def of(cls, ratios: Sequence[float]) -> Verdict:
         """The verdict on one ratio per round."""
-        p10, p90 = np.percentile(ratios, [10, 90])
+        p10, p90 = p10_p90(ratios)
         return cls(
             ratio=statistics.median(ratios),
             spread=float(p90 - p10),
             wins=sum(r < 1.0 for r in ratios),
             rounds=len(ratios),
+            low=min(ratios),
+            high=max(ratios),
         )
 
 
@@ -185,22 +210,35 @@ def select(
     weights: Sequence[float] | None = None,
     per_file: Sequence[str] = (),
     cancel: threading.Event | None = None,
+    deadline: Deadline | None = None,
+    keep_s: KeepFn | None = None,
+    confirming: int | None = None,
 ) -> Selection | None:
     """Pick per-size winners among `candidates` in selection rounds, confirm them in separate rounds.
 
     `weights` weigh the sizes in every geometric mean; `per_file` names the parameters that must take
-    one value for all sizes (compile flags). None if cancelled.
+    one value for all sizes (compile flags). Rounds end early at `deadline`, keeping back `keep_s` (given
+    one evaluation's cost) for what comes after the selection, and the selection rounds keep back the
+    time of `confirming` evaluations (default: every round for the picks). None if cancelled, or when the deadline
+    left no time for a round of either phase (then the original stands everywhere).
     """
-    picking = measure_rounds(backend, original, candidates, options.rounds, weights=weights, cancel=cancel)
-    if picking is None:
+    after = keep_s or (lambda _e: 0.0)
+    if confirming is None:
+        confirming = options.confirm_rounds * (2 * min(len(candidates), 2) + 1)
+    prune = _pruner(options) if options.sequential else None
+    picking = measure_rounds(
+        backend, original, candidates, options.rounds, weights=weights, cancel=cancel, settled=prune,
+        deadline=deadline, keep_s=lambda e: after(e) + confirming * e,
+    )  # fmt: skip
+    if picking is None or not picking.original_series:
         return None
-    sizes = len(picking.original_timings)
-    w = [1.0] * sizes if weights is None else list(weights)
+    sizes_count = len(picking.original_timings)
+    w = [1.0] * sizes_count if weights is None else list(weights)
     picking_noise = original_noise(picking)
     margins = [min(tie_margin(n, options.rounds), TIE_CAP) for n in picking_noise]
     overall_margin = min(tie_margin(combined_noise(picking_noise, w), options.rounds), TIE_CAP)
     picks, per_file_values, cost = _pick(picking, original, margins, overall_margin, weights, per_file)
-    for i in range(sizes):  # why a size keeps the original, at DEBUG level (the benchmarks log it)
+    for i in range(sizes_count):  # why a size keeps the original, at DEBUG level (the benchmarks log it)
         fastest = min(picking.contenders, key=_ratio_at(i), default=None)
         if fastest is not None:
             v = fastest.per_size[i]
@@ -211,13 +249,17 @@ def select(
             )  # fmt: skip
     single = _fastest(picking.contenders, lambda c: c.overall.ratio, original, overall_margin)
     confirm = list(dict.fromkeys([*(p for p in picks if p != original), *([single.config] if single else [])]))
-    checking = measure_rounds(backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel)
-    if checking is None:
-        return None
-    noise = original_noise(picking, checking)
     # where a size's pick is not confirmed, the single best stands in if confirmed there (and its compile flags
     # are the file's): the confirmation rounds measured it too, and it beats launching the original
     fallback = single.config if single is not None and _flags(single.config, per_file) == per_file_values else None
+    decided = _decider(picking, picks, single.config if single else None, fallback, w) if options.sequential else None
+    checking = measure_rounds(
+        backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel, settled=decided,
+        deadline=deadline, keep_s=after,
+    )  # fmt: skip
+    if checking is None or not checking.original_series:
+        return None
+    noise = original_noise(picking, checking)
     chosen = []
     for i, pick in enumerate(picks):
         confirmed = original
@@ -239,6 +281,79 @@ def select(
         per_file_cost=cost,
         overall_noise=combined_noise(noise, w),
     )
+
+
+Settled = Callable[[Rounds], set[Config]]
+
+
+def _pruner(options: SelectionOptions) -> Settled:
+    """The selection rounds' early decisions: finalists clearly slower everywhere leave after any round, and
+    from MIN_ROUNDS on the rounds end unless more of them could move a pick by more than 1% (see the module)."""
+
+    def settled(rounds: Rounds) -> set[Config]:
+        n = max((c.overall.rounds for c in rounds.contenders), default=0)
+        alive = [c for c in rounds.contenders if c.overall.rounds == n]
+        noise = original_noise(rounds)
+        if len(alive) <= 1 or not any(noise):  # nothing to compare, or no spread to compare with yet
+            return {c.config for c in alive} if n >= MIN_ROUNDS else set()
+        # a round's ratio holds a candidate's noise and half of each neighbouring original's: sqrt(1.5) sigma;
+        # before MIN_ROUNDS the noise itself is estimated from few runs, so the margin is doubled
+        widen = math.sqrt(1.5) * (1.0 if n >= MIN_ROUNDS else 2.0)
+        overall_noise = combined_noise(noise, [1.0] * len(noise))
+        overall_best = min(c.overall.ratio for c in alive)
+        dropped = set()
+        for c in alive:
+            if math.log(c.overall.ratio) - math.log(overall_best) <= tie_margin(widen * overall_noise, n):
+                continue  # could still be the single best
+            if all(_clearly_slower(c, alive, i, widen * noise[i], n) for i in range(len(noise))):
+                dropped.add(c.config)
+        left = [c for c in alive if c.config not in dropped]
+        if n >= MIN_ROUNDS and not any(_unsettled(left, i, widen * noise[i], n) for i in range(len(noise))):
+            # the picks are made: a tie goes to the config closest to the original and gives up at most 1%
+            # (TIE_CAP), and the confirmation rounds, not these, decide whether a pick stands and report it
+            return {c.config for c in alive}
+        return dropped if n < options.rounds else {c.config for c in alive}
+
+    return settled
+
+
+def _unsettled(alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
+    """At size `i`: some finalist is more than TIE_CAP behind the leader, yet within what chance makes of two
+    medians over `rounds`: more rounds could move the pick there by more than 1%."""
+    leader = math.log(min(c.per_size[i].ratio for c in alive))
+    margin = tie_margin(noise, rounds)
+    return any(TIE_CAP < math.log(c.per_size[i].ratio) - leader <= margin for c in alive)
+
+
+def _clearly_slower(c: Contender, alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
+    """At size `i`: slower than the leader by more than chance makes of two medians over `rounds`, or (after
+    MIN_ROUNDS) slower than the original in every round."""
+    v = c.per_size[i]
+    if rounds >= MIN_ROUNDS and v.wins == 0:
+        return True
+    leader = min(alive, key=_ratio_at(i)).per_size[i]
+    return math.log(v.ratio) - math.log(leader.ratio) > tie_margin(noise, rounds)
+
+
+def _decider(
+    picking: Rounds, picks: Sequence[Config], single: Config | None, fallback: Config | None, weights: Sequence[float]
+) -> Settled:
+    """The confirmation rounds' early decisions: a candidate leaves once every size it may launch at is
+    decided (a round lost there, or the confirmation rule already met), and, for the single best, overall."""
+
+    def settled(rounds: Rounds) -> set[Config]:
+        noise = original_noise(picking, rounds)
+        overall = combined_noise(noise, weights)
+        done = set()
+        for c in rounds.contenders:
+            where = [i for i, p in enumerate(picks) if p == c.config or c.config == fallback]
+            sizes_done = all(c.per_size[i].lost or c.per_size[i].confirmed(noise[i]) for i in where)
+            overall_done = c.config != single or c.overall.lost or c.overall.confirmed(overall)
+            if sizes_done and overall_done:
+                done.add(c.config)
+        return done
+
+    return settled
 
 
 def combined_noise(noise: Sequence[float], weights: Sequence[float]) -> float:
@@ -337,20 +452,35 @@ def measure_rounds(
     *,
     weights: Sequence[float] | None = None,
     cancel: threading.Event | None = None,
+    settled: Settled | None = None,
+    deadline: Deadline | None = None,
+    keep_s: KeepFn | None = None,
 ) -> Rounds | None:
-    """`count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled."""
+    """Up to `count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled.
+
+    After each round, the candidates `settled` names leave the later rounds (their rounds so far stand).
+    A round starts only if it ends before `deadline` with `keep_s` (given one evaluation's cost) to spare.
+    """
     backend.prefetch([original, *candidates])
+    clock = deadline.clock if deadline is not None else clock_of(backend)
     original_runs: list[tuple[Timing, ...]] = []
     runs: dict[Config, list[tuple[Timing, ...]]] = {c: [] for c in candidates}
     ratios: dict[Config, list[list[float]]] = {c: [] for c in candidates}
+    active = list(candidates)
+    evaluation_s = 0.0
     for round_ in range(count):
         if cancel is not None and cancel.is_set():
             return None
-        alive = list(runs)
-        shift = round_ % len(alive) if alive else 0
+        if round_ > 0 and not active:
+            break
+        planned = 2 * len(active) + 1
+        if deadline is not None and not deadline.allows(planned * evaluation_s + (keep_s or _none)(evaluation_s)):
+            break
+        began = clock.now()
+        shift = round_ % len(active) if active else 0
         before = _measure_original(backend, original)
         original_runs.append(before)
-        for config in alive[shift:] + alive[:shift]:
+        for config in active[shift:] + active[:shift]:
             measurement = backend.evaluate(config)
             after = _measure_original(backend, original)
             original_runs.append(after)
@@ -364,7 +494,26 @@ def measure_rounds(
                 )
             else:  # correct during the search, not now: flaky, never reported as a speedup
                 del runs[config], ratios[config]
+                active.remove(config)
             before = after
+        evaluation_s = (clock.now() - began) / planned
+        if settled is not None:
+            done = settled(_rounds(runs, ratios, original_runs, weights))
+            active = [c for c in active if c not in done]
+    return _rounds(runs, ratios, original_runs, weights)
+
+
+def _none(_evaluation_s: float) -> float:
+    return 0.0
+
+
+def _rounds(
+    runs: dict[Config, list[tuple[Timing, ...]]],
+    ratios: dict[Config, list[list[float]]],
+    original_runs: Sequence[tuple[Timing, ...]],
+    weights: Sequence[float] | None,
+) -> Rounds:
+    """The rounds so far: every candidate with at least one correct run, and the original's series."""
     contenders = tuple(
         Contender(
             config=c,
@@ -373,6 +522,7 @@ def measure_rounds(
             overall=Verdict.of([weighted_geomean(r, weights) for r in ratios[c]]),
         )
         for c in runs
+        if runs[c]
     )
     series = tuple(tuple(t.median_us for t in per_size) for per_size in zip(*original_runs, strict=True))
     return Rounds(original_timings=_pooled(original_runs), contenders=contenders, original_series=series)
@@ -404,12 +554,26 @@ def _measure_original(backend: Backend, original: Config) -> tuple[Timing, ...]:
     return measurement.timings
 
 
+def p10_p90(values: Sequence[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles, interpolated linearly (numpy's default), without numpy's overhead:
+    the sequential selection recomputes them after every round."""
+    ordered = sorted(values)
+    return _percentile(ordered, 0.1), _percentile(ordered, 0.9)
+
+
+def _percentile(ordered: Sequence[float], q: float) -> float:
+    position = (len(ordered) - 1) * q
+    lo = math.floor(position)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (position - lo)
+
+
 def _pooled(runs: Sequence[tuple[Timing, ...]]) -> tuple[Timing, ...]:
     """Per size: the median and p10/p90 of the runs' medians, with their repetitions summed."""
     pooled = []
     for per_run in zip(*runs, strict=True):
         medians = [t.median_us for t in per_run]
-        p10, p90 = np.percentile(medians, [10, 90])
+        p10, p90 = p10_p90(medians)
         pooled.append(
             Timing(
                 size=per_run[0].size,

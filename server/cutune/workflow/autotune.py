@@ -74,7 +74,12 @@ def run_prepared(prepared: Prepared, hooks: Hooks | None = None) -> Autotuned:
         sampler=request.sampler,
         storage_url=request.storage_url,
     )
-    options = replace(options, sanitize=request.sanitize, liveness=request.liveness)
+    options = replace(
+        options,
+        budget=replace(options.budget, search_seconds=request.search_seconds),
+        sanitize=request.sanitize,
+        liveness=request.liveness,
+    )
     if request.devices is None:
         result = tune(job, prepared.backend.build(), options, progress=hooks.progress, cancel=hooks.cancel)
     else:

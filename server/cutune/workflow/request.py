@@ -38,7 +38,8 @@ class TuneRequest:
     """One autotune: budget, sampler, storage, variants, backend, timing and the last checks."""
 
     trials: int = 200
-    seconds: float | None = 600.0
+    seconds: float | None = 600.0  # the whole run: search, selection, checks, held-out sizes
+    search_seconds: float | None = None  # the search alone, within `seconds`
     sampler: str = "auto"
     storage_url: str | None = None  # None: the journal in the workspace's .cutune/
     variants: bool | None = None  # None: on, and when replaying, where the recording's space has VARIANT

@@ -1,0 +1,215 @@
+"""What selection costs next to the search: sequential selection (the default) against every round measured.
+
+    python benchmarks/selection_cost.py OUT_DIR [--only silu_and_mul,rms_norm] [--trials 30]   # GPU
+    python benchmarks/selection_cost.py OUT_DIR --replay                                        # CPU
+
+GPU: per sample, one `tune` as `cutune tune` runs it (sequential selection, compute-sanitizer where it is on
+PATH) in a fresh study: its wall time against its search phase (target: at most 1.5×). Then, on the same
+study (the search is done, so the same finalists), the selection again with every round measured
+(`SelectionOptions(sequential=False)`, what selection did before), without the sanitizer: the same GPU,
+the same run, the same finalists, so the confirmed per-size speedups compare (target: within 1% where
+both modes confirm a size) and so do the selection phases' wall times. The second run's backend compiles
+the finalists again (from CuPy's disk cache, warm by then); its selection phase does not include that.
+
+CPU (`--replay`): the same comparison on the recordings in benchmarks/results/recordings, with seeded
+replay noise (`--noise`, default 1%); the cost is counted in evaluations (one evaluation = one
+configuration timed at every size), which is what a GPU run's selection time is made of. A recording
+serves a configuration's measurements in turn, so a different call order gets other recorded values:
+the replayed speedups of the two modes differ by that too, not by noise alone.
+
+Writes OUT_DIR/selection_cost.<device>.<date>.json and prints one line per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from cutune.gpu.backend import Backend, Check, DeviceInfo, Job, Measurement
+from cutune.gpu.registry import create_backend
+from cutune.gpu.replay import ReplayBackend
+from cutune.project import build_job, open_kernel, tune_options, variants_of, with_combined
+from cutune.template.model import Config
+from cutune.tune.options import TuneOptions
+from cutune.tune.result import TuneResult
+from cutune.tune.run import tune
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = {
+    "silu_and_mul": "silu_and_mul_kernel",
+    "rms_norm": "rms_norm_kernel",
+    "gated_activation": "act_and_mul_kernel",
+    "kv_cache_write": "kv_cache_write_kernel",
+}
+RECORDINGS = {  # sample → (recording, the spec it was made with, where that is not the sample's own)
+    "silu_and_mul": ("silu_and_mul.tune.NVIDIA-H200.2026-11-21.jsonl", "tests/data/gpu/recorded_specs"),
+    "kv_cache_write": ("kv_cache_write.tune.NVIDIA-H100-80GB-HBM3.2026-11-22-2.jsonl", None),
+}
+
+
+class Counted(Backend):
+    """Counts the evaluations of the backend it wraps (the replay's cost unit)."""
+
+    name = "counted"
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.evaluations = 0
+
+    def open(self, job: Job) -> DeviceInfo:
+        return self.inner.open(job)
+
+    def evaluate(self, config: Config) -> Measurement:
+        self.evaluations += 1
+        return self.inner.evaluate(config)
+
+    def verify(self, config: Config, seed: int) -> Check | None:
+        return self.inner.verify(config, seed)
+
+    def sanitize(self, configs: Sequence[Config]) -> tuple[Check, ...] | None:
+        return self.inner.sanitize(configs)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def summary(result: TuneResult, wall: float, mode: str, evaluations: int | None = None) -> dict[str, Any]:
+    """One run's cost and its confirmed per-size speedups."""
+    search = result.phases.get("search", 0.0)
+    return {
+        "kernel": result.kernel,
+        "mode": mode,
+        "device": result.device,
+        "wall_seconds": wall,
+        "phases": result.phases,
+        "wall_over_search": wall / search if search > 0 else None,
+        "trials": result.trials,
+        "evaluations": evaluations,
+        "speedups": [s.speedup if s.significant else 1.0 for s in result.sizes],
+        "sizes": [s.size for s in result.sizes],
+    }
+
+
+def compare(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Where both confirmed a size: the largest relative difference of their speedups; and where one did only."""
+    both = [(a, b) for a, b in zip(first["speedups"], second["speedups"], strict=True) if a > 1.0 and b > 1.0]
+    only = sum((a > 1.0) != (b > 1.0) for a, b in zip(first["speedups"], second["speedups"], strict=True))
+    return {"max_difference": max((abs(a / b - 1) for a, b in both), default=0.0), "sizes_confirmed_by_one": only}
+
+
+def gpu_runs(sample: str, trials: int) -> list[dict[str, Any]]:
+    """The default run, then the selection with every round measured on its study."""
+    ctx = open_kernel(ROOT / "samples" / f"{sample}.cu", SAMPLES[sample])
+    job = build_job(with_combined(ctx, variants_of(ctx)))  # the structural variants too, as `cutune tune` does
+    runs = []
+    with tempfile.TemporaryDirectory() as workspace:
+        options = replace(tune_options(ctx, trials=trials, seconds=None), workspace=Path(workspace))
+        plan: list[tuple[str, TuneOptions]] = [
+            ("default", options),
+            ("every round", replace(options, selection=replace(options.selection, sequential=False), sanitize=False)),
+        ]
+        for mode, opts in plan:
+            began = time.perf_counter()
+            result = tune(job, create_backend("cupy"), opts)
+            runs.append(summary(result, time.perf_counter() - began, mode))
+            print(line(runs[-1]), flush=True)
+    return runs
+
+
+def replay_runs(sample: str, noise: float) -> list[dict[str, Any]]:
+    """Both selections on a recording, each in a fresh study, with the same seeded noise."""
+    recording, spec_dir = RECORDINGS[sample]
+    runs = []
+    with tempfile.TemporaryDirectory() as folder:
+        source = Path(folder) / f"{sample}.cu"
+        shutil.copy(ROOT / "samples" / f"{sample}.cu", source)
+        shutil.copy((ROOT / (spec_dir or "samples")) / f"{sample}.tune.toml", folder)
+        job = build_job(open_kernel(source, SAMPLES[sample]))
+        for mode, sequential in (("sequential", True), ("every round", False)):
+            options = replace(tune_options(open_kernel(source, SAMPLES[sample]), trials=200, seconds=None))
+            options = replace(
+                options,
+                workspace=Path(folder) / mode.replace(" ", "_"),
+                selection=replace(options.selection, sequential=sequential),
+            )
+            path = ROOT / "benchmarks" / "results" / "recordings" / recording
+            backend = Counted(ReplayBackend(path, noise=noise, seed=1))
+            began = time.perf_counter()
+            result = tune(job, backend, options)
+            run = summary(result, time.perf_counter() - began, mode, backend.evaluations)
+            run["search_evaluations"] = result.trials + 1  # the trials, and the baseline of their objectives
+            run["evaluations_over_search"] = backend.evaluations / run["search_evaluations"]
+            runs.append(run)
+            print(line(run), flush=True)
+    return runs
+
+
+def line(run: dict[str, Any]) -> str:
+    """One printed line per run."""
+    spent = ", ".join(f"{k} {v:.1f}" for k, v in run["phases"].items())
+    counted = f", {run['evaluations']} evaluations" if run["evaluations"] is not None else ""
+    speedups = " ".join(f"{s:.3f}" for s in run["speedups"])
+    return f"{run['kernel']} [{run['mode']}]: wall {run['wall_seconds']:.1f} s ({spent}){counted}; per size {speedups}"
+
+
+def cpu_model() -> str:
+    """The host's CPU model (where the replay ran)."""
+    try:
+        for text in Path("/proc/cpuinfo").read_text().splitlines():
+            if text.startswith("model name"):
+                return text.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main() -> None:
+    """Run the samples (GPU) or the recordings (CPU), compare the modes, write the report."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--only", default=",".join(SAMPLES))
+    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--replay", action="store_true", help="the CPU version, on recordings")
+    ap.add_argument("--noise", type=float, default=0.01, help="replay: seeded noise per measurement (log sd)")
+    args = ap.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    args.out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"date": datetime.date.today().isoformat(), "samples": {}}
+    if args.replay:
+        report["noise"] = args.noise
+    for sample in args.only.split(","):
+        if args.replay and sample not in RECORDINGS:
+            continue
+        runs = replay_runs(sample, args.noise) if args.replay else gpu_runs(sample, args.trials)
+        by_mode = {r["mode"]: r for r in runs}
+        entry: dict[str, Any] = {"runs": runs}
+        sequential = by_mode.get("sequential") or by_mode["default"]
+        entry["sequential_vs_every_round"] = compare(sequential, by_mode["every round"])
+        if "default" in by_mode:
+            entry["default_wall_over_search"] = by_mode["default"]["wall_over_search"]
+            seq, full = sequential["phases"], by_mode["every round"]["phases"]
+            entry["selection_seconds"] = {"sequential": seq.get("selection"), "every round": full.get("selection")}
+        report["samples"][sample] = entry
+        print(f"{sample}: {json.dumps({k: v for k, v in entry.items() if k != 'runs'})}", flush=True)
+    devices = sorted({r["device"] for e in report["samples"].values() for r in e["runs"]})
+    report["device"] = ", ".join(devices)  # a replay's: the GPU the recordings were made on
+    if args.replay:
+        report["host"] = cpu_model()
+    stem = f"selection_cost.{'replay' if args.replay else '-'.join(devices).replace(' ', '-')}.{report['date']}"
+    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out / (stem + '.json')}")
+
+
+if __name__ == "__main__":
+    main()

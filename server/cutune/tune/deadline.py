@@ -1,0 +1,90 @@
+"""The whole run's time budget: when it ends, and how much of it the phases after the search need.
+
+`--seconds S` bounds the whole run (search, re-checks, selection, sanitizer, held-out sizes), so the
+search stops early enough for the rest to fit: it keeps back what those phases are expected to cost,
+priced in evaluations at what one evaluation has cost so far. Every later phase checks the deadline
+before each round and ends with what it has (the original stands wherever nothing was confirmed), so a
+run ends within about one round of `S` and always stores a verified result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from cutune.gpu.clock import Clock
+from cutune.tune.options import SelectionOptions
+
+MIN_ROUNDS = 3  # fewer rounds decide nothing: no pick, no confirmation, no pruning
+
+SANITIZER_S = 10.0  # compute-sanitizer on the winners: 6–17 s measured on an H100 (DESIGN.md)
+_MAX_RESERVE = 0.4  # the search keeps at least 60% of the budget unless three finalists need more
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The end of a run on `clock` (None: no limit)."""
+
+    clock: Clock
+    end: float | None = None
+
+    @classmethod
+    def after(cls, clock: Clock, seconds: float | None) -> Deadline:
+        """A deadline `seconds` from now on `clock`; no limit for None."""
+        return cls(clock, None if seconds is None else clock.now() + seconds)
+
+    def left(self) -> float:
+        """Seconds left (inf without a limit)."""
+        return math.inf if self.end is None else self.end - self.clock.now()
+
+    def allows(self, seconds: float) -> bool:
+        """Whether something that takes `seconds` ends before the deadline."""
+        return self.left() >= seconds
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """What the phases after the search cost, to be kept back from the search."""
+
+    selection: SelectionOptions
+    sizes: int
+    sanitizer: bool  # whether compute-sanitizer runs on the winners (a fixed cost, not in evaluations)
+
+    def _rounds(self, rounds: int) -> int:
+        """Rounds a phase plans for: sequential phases may end after MIN_ROUNDS (more if time is left)."""
+        return MIN_ROUNDS if self.selection.sequential else rounds
+
+    def picking(self, finalists: int) -> int:
+        """Evaluations of the selection rounds for `finalists`."""
+        return self._rounds(self.selection.rounds) * (2 * finalists + 1) if finalists else 0
+
+    def confirming(self, finalists: int) -> int:
+        """Evaluations of the confirmation rounds: the picks and the single best (about two configs)."""
+        return self._rounds(self.selection.confirm_rounds) * (2 * min(finalists, 2) + 1) if finalists else 0
+
+    def held_out(self, finalists: int) -> int:
+        """Evaluations of the held-out rounds: the original against about one launched config."""
+        return self._rounds(self.selection.confirm_rounds) * 3 if finalists else 0
+
+    def after_search_s(self, evaluation_s: float, finalists: int) -> float:
+        """Seconds the phases after the search take for `finalists` at `evaluation_s` per evaluation."""
+        rechecks = self.selection.verify_seeds * finalists // 2  # a re-check runs each size once, untimed
+        evaluations = rechecks + self.picking(finalists) + self.confirming(finalists) + self.held_out(finalists)
+        return evaluations * evaluation_s + self.fixed_s(finalists)
+
+    def fixed_s(self, finalists: int) -> float:
+        """Seconds that do not scale with evaluations: compute-sanitizer on the winners."""
+        return SANITIZER_S if self.sanitizer and finalists else 0.0
+
+    def reserve(self, seconds: float, evaluation_s: float, finalists: int) -> float:
+        """Seconds the search keeps back from a `seconds` budget when one evaluation costs `evaluation_s`."""
+        # at most a share of the budget, unless a selection of three finalists needs more
+        cap = max(_MAX_RESERVE * seconds, self.after_search_s(evaluation_s, min(finalists, 3)))
+        return min(self.after_search_s(evaluation_s, finalists), cap)
+
+    def finalists_within(self, seconds: float, evaluation_s: float, finalists: int) -> int:
+        """The most finalists (≤ `finalists`, ≥ 1) whose phases after the search fit in `seconds`."""
+        fit = finalists
+        while fit > 1 and self.after_search_s(evaluation_s, fit) > seconds:
+            fit -= 1
+        return fit
