@@ -34,6 +34,14 @@ _GRID_START = {
 }
 _GRID_STEP = {axis: {f"blockDim.x*gridDim.{axis}", f"gridDim.{axis}*blockDim.x"} for axis in ("x", "y")}
 _CASTS = re.compile(r"^(?:static_cast<[^<>]*>|\((?:const\s+)?(?:unsigned\s+)?\w+\))")
+_PRODUCT = re.compile(r"\((\w+\.[xyz]\*\w+\.[xyz])\)")  # `(blockIdx.x * blockDim.x) + threadIdx.x`
+# a cast of a thread or block builtin (`(int64_t)blockIdx.x`, `int64_t(blockDim.x)`, `static_cast<size_t>(...)`):
+# 64-bit index arithmetic, the same index
+_BUILTIN = r"((?:blockIdx|blockDim|threadIdx|gridDim)\.[xyz])"
+_BUILTIN_CASTS = re.compile(
+    rf"static_cast<[^<>]*>\({_BUILTIN}\)|\((?:const)?(?:unsigned|signed)?(?:long)*\w*\){_BUILTIN}"
+    rf"|\b(?:unsigned|int|long|size_t|u?int(?:32|64)_t)\({_BUILTIN}\)|\({_BUILTIN}\)"
+)
 # the spec's block divided by BLOCK_DIV, never below a warp (nor above the original)
 BLOCK_DIVIDED = "max(min(warp_size, {block}), {block} / BLOCK_DIV)"
 _EXITS = ("break_statement", "return_statement", "goto_statement")
@@ -246,7 +254,21 @@ def _stride_loop(src: KernelSource, loop: Node, locals_: dict[str, str]) -> Stri
     )
 
 
+def index_form(text: str) -> str:
+    """The squeezed text with casts of thread and block builtins taken out (for comparing index forms)."""
+    text = _PRODUCT.sub(r"\1", "".join(text.split()))
+    while (stripped := _BUILTIN_CASTS.sub(lambda m: next(g for g in m.groups() if g), text)) != text:
+        text = stripped
+    return squeezed(text)
+
+
+def grid_index_axis(text: str) -> str | None:
+    """The grid axis of a global thread index `blockIdx.A * blockDim.x + threadIdx.x` (any order, casts), or None."""
+    form = index_form(text)
+    return next((axis for axis, starts in _GRID_START.items() if form in starts), None)
+
+
 def _resolved(text: str, locals_: dict[str, str]) -> str:
-    """The squeezed text, or the squeezed value of the local it names."""
-    s = squeezed(text)
-    return squeezed(locals_.get(s, s))
+    """The index form of the text, or of the value of the local it names."""
+    s = index_form(text)
+    return index_form(locals_.get(s, s))

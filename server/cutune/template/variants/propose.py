@@ -12,6 +12,7 @@ from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.template.model import Refusal, Template
+from cutune.template.canonical import canonicalise
 from cutune.template.spec import KernelSpec
 from cutune.template.variants.chain import chain
 from cutune.template.variants.combine import with_variants
@@ -59,8 +60,10 @@ def propose_variants(
     from cutune.template.variants import TRANSFORMS
 
     model.kernel(kernel)  # raises SourceError naming the kernels when absent
+    canonical = canonicalise(model, kernel)
+    model = canonical.model  # the transforms read the canonical forms; their bodies fit the original kernel
     variants: list[Variant] = []
-    refusals: list[Refusal] = []
+    refusals: list[Refusal] = [Refusal(f"canonical {step}", reason) for step, reason in canonical.refusals]
     chosen = transforms if transforms is not None else TRANSFORMS
     for name, transform in chosen.items():
         try:
