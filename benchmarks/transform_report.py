@@ -128,7 +128,8 @@ def main() -> None:
         )
     launched = sum(c["with_launch"] for c in per_corpus.values())
     launched_variant = sum(c["with_launch_any_variant"] for c in per_corpus.values())
-    print(f"{'all':>10} launched {launched}, of them with a variant {launched_variant} ({launched_variant / max(launched, 1):.0%})")
+    share = launched_variant / max(launched, 1)
+    print(f"{'all':>10} launched {launched}, of them with a variant {launched_variant} ({share:.0%})")
     for name in refused:
         total = applied[name] + sum(refused[name].values())
         print(f"\n{name}: applied {applied[name]} / {total}")

@@ -31,11 +31,25 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
 from cutune.template.recipes.items_per_thread import _bare as bare
-from cutune.template.variants.loops import grid_index_axis, indented, line_indent, stride_loops, written_names
+from cutune.template.variants.loops import (
+    grid_index_axis,
+    indented,
+    index_form,
+    line_indent,
+    stride_loops,
+    written_names,
+)
 
 NAME = "grid_stride_guard"
 PREFIX = "cutune_pack_"  # the loop index over the packs of a scaled index
-_NESTED = ("for_statement", "for_range_loop", "while_statement", "do_statement", "switch_statement", "lambda_expression")
+_NESTED = (
+    "for_statement",
+    "for_range_loop",
+    "while_statement",
+    "do_statement",
+    "switch_statement",
+    "lambda_expression",
+)
 _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
@@ -46,8 +60,12 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     if stride_loops(src)[0]:
         return None  # already a stride loop: the transforms read it as it is
     statements = [c for c in src.body.named_children if c.type != "comment"]
-    indices = {k: found for k, s in enumerate(statements) if (found := _thread_index(src, s)) is not None}
-    if not indices:
+    chunk = _chunk(src, statements[-1]) if statements else None
+    region_end = statements[-1].end_byte if statements else 0
+    if chunk is not None:  # the thread's block-chunks: each chunk's statements, as one element per thread
+        statements = [c for c in chunk[0].named_children if c.type != "comment"]
+    indices = {k: found for k, s in enumerate(statements) if (found := _thread_index(src, s, chunk)) is not None}
+    if not indices or (chunk is not None and min(indices) != 0):
         return None
     first = min(indices)
     g = next((j for j in range(first + 1, len(statements)) if statements[j].type != "declaration"), None)
@@ -65,7 +83,7 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     rest = statements[k + 1 :]
     g -= k + 1
     guard, between = rest[g], rest[:g]
-    parsed = _guard(src, guard, var, last=g == len(rest) - 1)
+    parsed = _guard(src, guard, var, last=g == len(rest) - 1, exit="continue" if chunk else "return")
     if isinstance(parsed, str):
         return parsed
     bound, others, negate, inner = parsed
@@ -73,6 +91,11 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     blocker = _blocker(src, index, var, axis, bound, between, inner)
     if blocker is not None:
         return blocker
+    if chunk is not None and any(
+        src.text(n) == chunk[1] and not index.start_byte <= n.start_byte < index.end_byte
+        for n in descendants(chunk[0], "identifier")
+    ):
+        return f"the chunk counter {chunk[1]} is read beyond the index {var}"
     derived = {var}
     moved, kept = [], []
     for d in between:
@@ -92,23 +115,48 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     if inner:
         body.append(_continued(src, inner[0].start_byte, inner[-1].end_byte))
     stride = f"blockDim.x * gridDim.{axis}"
+    start_text = f"static_cast<{vtype}>(blockIdx.x) * blockDim.x + threadIdx.x" if chunk else src.text(value)
     if scale is None:
-        header = f"{vtype} {var} = {src.text(value)}; {var} < {bound}; {var} += {stride}"
+        header = f"{vtype} {var} = {start_text}; {var} < {bound}; {var} += {stride}"
     else:  # `i = gid * C` bounded by n: the packs gid below ceil(n / C), each at i = gid * C as before
-        start, count = scale
+        gid, count = scale
         pack = f"{PREFIX}{var}"
-        header = f"{vtype} {pack} = {start}; {pack} < (({bound}) + ({count}) - 1) / ({count}); {pack} += {stride}"
+        header = f"{vtype} {pack} = {gid}; {pack} < (({bound}) + ({count}) - 1) / ({count}); {pack} += {stride}"
         body.insert(0, f"const {vtype} {var} = {pack} * ({count});")
     loop = "\n".join([f"for ({header}) {{", *(indented(b, "  ") for b in body), "}"])
     text = "\n".join([*(src.text(d) for d in kept), indented(loop, indent).lstrip()])
     edits = EditList(src.data)
-    edits.replace(index.start_byte, statements[-1].end_byte, text)
+    start = chunk[0].parent.start_byte if chunk is not None and chunk[0].parent is not None else index.start_byte
+    edits.replace(start, region_end, text)
     return parse_source(apply_edits(model.text, edits.edits), model.path)
 
 
-def _thread_index(src: KernelSource, statement: Node) -> tuple[Node, Node, str, tuple[str, str] | None] | None:
+def _chunk(src: KernelSource, statement: Node) -> tuple[Node, str, str] | None:
+    """For `for (int u = 0; u < K; ++u) {...}` (the kernel's last statement, K constant): its body, u and K."""
+    if statement.type != "for_statement":
+        return None
+    init, cond, update = (statement.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    body = statement.child_by_field_name("body")
+    if init is None or cond is None or update is None or body is None or body.type != "compound_statement":
+        return None
+    match = re.fullmatch(r"(?:int|unsigned|unsignedint)(\w+)=0;?", "".join(src.text(init).split()))
+    if match is None:
+        return None
+    item = match.group(1)
+    bound = re.fullmatch(rf"{item}<(\w+)", "".join(src.text(cond).split()))
+    if bound is None or "".join(src.text(update).split()) not in (f"++{item}", f"{item}++", f"{item}+=1"):
+        return None
+    if not _constant(src, bound.group(1)) or item in written_names(src, body):
+        return None
+    return body, item, bound.group(1)
+
+
+def _thread_index(
+    src: KernelSource, statement: Node, chunk: tuple[Node, str, str] | None = None
+) -> tuple[Node, Node, str, tuple[str, str] | None] | None:
     """For `T i = GID;` or `T i = GID * C;` (GID a global thread index over a grid axis, C constant at compile
-    time): the name, the value, the axis and, when scaled, (GID's text, C's text)."""
+    time): the name, the value, the axis and, when scaled, (GID's text, C's text). In a chunk loop over u < K,
+    GID is the chunk's `(blockIdx.x * K + u) * blockDim.x + threadIdx.x`."""
     if statement.type != "declaration" or "[" in src.text(statement):
         return None
     declarators = statement.children_by_field_name("declarator")
@@ -117,6 +165,14 @@ def _thread_index(src: KernelSource, statement: Node) -> tuple[Node, Node, str, 
     name, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
     if name is None or value is None or name.type != "identifier":
         return None
+    if chunk is not None:
+        _, item, count = chunk
+        chunked = re.sub(
+            rf"(?:static_cast<[^<>]*>|\([\w ]+\))?\(blockIdx\.x\*{count}\+{item}\)",
+            "blockIdx.x",
+            index_form(src.text(value)),
+        )
+        return (name, value, "x", None) if grid_index_axis(chunked) == "x" else None
     axis = grid_index_axis(src.text(value))
     if axis is not None:
         return name, value, axis, None
@@ -152,9 +208,11 @@ def declarator_target(declaration: Node) -> Node | None:
     return target if target is not None and target.type == "identifier" else None
 
 
-def _guard(src: KernelSource, guard: Node, var: str, *, last: bool) -> tuple[str, str, bool, list[Node] | None] | str:
+def _guard(
+    src: KernelSource, guard: Node, var: str, *, last: bool, exit: str
+) -> tuple[str, str, bool, list[Node] | None] | str:
     """The guard's bound on `var`, its other conditions, whether they hold to continue (`&&`), and the guarded
-    statements (None: those after an early return); or why it is not a bounds check."""
+    statements (None: those after an early `exit`, return or continue); or why it is not a bounds check."""
     condition = guard.child_by_field_name("condition")
     consequence = guard.child_by_field_name("consequence")
     if condition is None or consequence is None or not condition.named_children:
@@ -175,8 +233,8 @@ def _guard(src: KernelSource, guard: Node, var: str, *, last: bool) -> tuple[str
             statement = consequence
             if statement.type == "compound_statement" and statement.named_child_count == 1:
                 statement = statement.named_children[0]
-            if statement.type != "return_statement" or statement.named_child_count:
-                return f"the guard on {var} does more than `return;` (line {src.line(guard)})"
+            if statement.type != f"{exit}_statement" or statement.named_child_count:
+                return f"the guard on {var} does more than `{exit};` (line {src.line(guard)})"
             return bounds[0][1], rest, False, None
         if not last:
             return f"statements follow the guarded block of {var} (line {src.line(guard)})"
@@ -261,11 +319,7 @@ def _declares(src: KernelSource, declaration: Node) -> set[str]:
 
 def _continued(src: KernelSource, start: int, end: int) -> str:
     """The text of bytes [start, end) with each top-level `return;` (all that are left) made `continue;`."""
-    returns = [
-        r
-        for r in descendants(src.body, "return_statement")
-        if start <= r.start_byte < end
-    ]
+    returns = [r for r in descendants(src.body, "return_statement") if start <= r.start_byte < end]
     pieces, pos = [], start
     for r in returns:
         pieces += [src.data[pos : r.start_byte].decode(), "continue;"]

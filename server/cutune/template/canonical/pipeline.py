@@ -15,9 +15,12 @@ from cutune.cuda.model import SourceModel
 from cutune.errors import CutuneError
 from cutune.template.canonical.guard import NAME as GUARD
 from cutune.template.canonical.guard import grid_stride_guard
+from cutune.template.canonical.inline import NAME as INLINE
+from cutune.template.canonical.inline import inline_looping_helpers
 
 Step = Callable[[SourceModel, str], SourceModel | str | None]
-STEPS: dict[str, Step] = {GUARD: grid_stride_guard}
+# in order: inlined helpers' loops are the kernel's own before the loop forms are read
+STEPS: dict[str, Step] = {INLINE: inline_looping_helpers, GUARD: grid_stride_guard}
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from cutune.template.variants.loops import line_indent, stride_loops
 
 PREFIX = "cutune_inl"
 _DEPTH = 4  # helpers calling helpers: inlined this many levels deep
+_LOOPS = ("for_statement", "while_statement", "do_statement")
 _FRESH = re.compile(rf"\b{PREFIX}(\d+)_")
 
 
@@ -51,22 +52,28 @@ class _Helper:
     namespace: str
 
 
-def inline_helpers(model: SourceModel, kernel: str) -> Inlined:
-    """`kernel`'s stride loops with the calls of the file's simple `__device__` helpers written out in place."""
+def inline_helpers(model: SourceModel, kernel: str, *, looping: bool = False) -> Inlined:
+    """`kernel`'s stride loops with the calls of the file's simple `__device__` helpers written out in place;
+    with `looping`, instead the calls anywhere in the kernel of the helpers that hold a loop (so the loop
+    transforms see it)."""
     calls = 0
     refusals: list[str] = []
     for depth in range(_DEPTH + 1):
         src = KernelSource(model, model.kernel(kernel))
         helpers = _helpers(src)
-        loops, _ = stride_loops(src)
+        loops = [] if looping else stride_loops(src)[0]
         edits = EditList(src.data)
         edited: list[tuple[int, int]] = []
         fresh = max((int(m.group(1)) + 1 for m in _FRESH.finditer(model.text)), default=0)
-        for call in (c for lp in loops for c in descendants(lp.body, "call_expression")):
+        bodies = [src.body] if looping else [lp.body for lp in loops]
+        sites = [c for body in bodies for c in descendants(body, "call_expression")]
+        for call in sites:
             name, scope = _callee(src, call)
             found = helpers.get(name, [])
             if not found or (scope and scope != found[0].namespace.split("::")[-1]):
                 continue  # not a helper of this file (a builtin, or another namespace's function)
+            if looping and not any(descendants(h.definition, *_LOOPS) for h in found):
+                continue
             if any(a <= call.start_byte < b for a, b in edited):
                 continue  # inside a call inlined in this pass: the next pass sees it
             result = _inline(src, call, found, f"{PREFIX}{fresh + len(edited)}_")

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
-from cutune.template.model import Refusal, Template
 from cutune.template.canonical import canonicalise
+from cutune.template.model import Refusal, Template
 from cutune.template.spec import KernelSpec
 from cutune.template.variants.chain import chain
 from cutune.template.variants.combine import with_variants

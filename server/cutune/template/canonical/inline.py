@@ -1,0 +1,19 @@
+"""inline: the calls of the file's `__device__` helpers that hold a loop, written out in the kernel (templates
+included: the call's template arguments, function pointers too, replace the helper's parameters), so the
+loop transforms see the helper's loop as the kernel's own. `variants/inline.py` does the writing out and says
+why a call stays a call."""
+
+from __future__ import annotations
+
+from cutune.cuda.model import SourceModel
+from cutune.template.variants.inline import inline_helpers
+
+NAME = "inline_helpers"
+
+
+def inline_looping_helpers(model: SourceModel, kernel: str) -> SourceModel | str | None:
+    """The model with `kernel`'s calls of looping helpers inlined; why none could be; None when it calls none."""
+    inlined = inline_helpers(model, kernel, looping=True)
+    if inlined.calls:
+        return inlined.model
+    return "; ".join(inlined.refusals) if inlined.refusals else None
