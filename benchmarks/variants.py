@@ -25,7 +25,7 @@ from pathlib import Path
 import optuna
 
 from cutune.gpu.registry import create_backend
-from cutune.project import build_job, open_kernel, tune_options
+from cutune.project import KernelContext, build_job, open_kernel, tune_options
 from cutune.template.variants import VARIANT, combine_all
 from cutune.tune.run import tune
 
@@ -42,7 +42,12 @@ BIG = 64 * 2**20  # bytes: from here on the bar asks for 85% of the floor
 
 def run_one(file: str, kernel: str, trials: int, seconds: float) -> dict[str, object]:
     """Tune one sample with its variants; its per-size rows and the bar's verdicts."""
-    ctx = open_kernel(ROOT / "samples" / file, kernel)
+    return measure(open_kernel(ROOT / "samples" / file, kernel), file, trials, seconds)
+
+
+def measure(ctx: KernelContext, file: str, trials: int, seconds: float) -> dict[str, object]:
+    """Tune one opened kernel (its spec loaded) with its variants; its per-size rows and the bar's verdicts."""
+    kernel = ctx.kernel.name
     spec = ctx.require_spec()
     combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
     ctx = dataclasses.replace(ctx, template=combined.template, template_model=combined.model, spec=combined.spec)

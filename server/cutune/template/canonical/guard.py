@@ -51,6 +51,7 @@ _NESTED = (
     "lambda_expression",
 )
 _NAME = re.compile(r"[A-Za-z_]\w*")
+_COLLECTIVE = re.compile(r"reduce|sync|shfl|ballot|warp|block|barrier|atomic", re.IGNORECASE)
 
 
 def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | None:
@@ -281,6 +282,10 @@ def _blocker(
     for node in src.in_body("field_expression"):
         if src.text(node) in grid and not index.start_byte <= node.start_byte < index.end_byte:
             return f"{src.text(node)} is read beyond the index {var} (line {src.line(node)}): the thread is the work"
+    for call in src.in_body("call_expression"):
+        callee = src.field(call, "function")
+        if _COLLECTIVE.search(callee):  # a helper from elsewhere may hide a warp or block collective
+            return f"calls {callee} (line {src.line(call)}), which may make the threads of a warp or block cooperate"
     for node in src.in_body("goto_statement", "labeled_statement"):
         return f"jumps with goto (line {src.line(node)})"
     written = written_names(src, src.body)
