@@ -17,10 +17,12 @@ from cutune.template.canonical.guard import NAME as GUARD
 from cutune.template.canonical.guard import grid_stride_guard
 from cutune.template.canonical.inline import NAME as INLINE
 from cutune.template.canonical.inline import inline_looping_helpers
+from cutune.template.canonical.while_loops import NAME as WHILE
+from cutune.template.canonical.while_loops import while_to_for
 
 Step = Callable[[SourceModel, str], SourceModel | str | None]
 # in order: inlined helpers' loops are the kernel's own before the loop forms are read
-STEPS: dict[str, Step] = {INLINE: inline_looping_helpers, GUARD: grid_stride_guard}
+STEPS: dict[str, Step] = {INLINE: inline_looping_helpers, WHILE: while_to_for, GUARD: grid_stride_guard}
 
 
 @dataclass(frozen=True)
