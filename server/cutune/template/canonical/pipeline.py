@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from cutune.cuda.model import SourceModel
 from cutune.errors import CutuneError
+from cutune.template.canonical.counted import NAME as COUNTED
+from cutune.template.canonical.counted import counted_to_stride
 from cutune.template.canonical.guard import NAME as GUARD
 from cutune.template.canonical.guard import grid_stride_guard
 from cutune.template.canonical.inline import NAME as INLINE
@@ -22,7 +24,12 @@ from cutune.template.canonical.while_loops import while_to_for
 
 Step = Callable[[SourceModel, str], SourceModel | str | None]
 # in order: inlined helpers' loops are the kernel's own before the loop forms are read
-STEPS: dict[str, Step] = {INLINE: inline_looping_helpers, WHILE: while_to_for, GUARD: grid_stride_guard}
+STEPS: dict[str, Step] = {
+    INLINE: inline_looping_helpers,
+    WHILE: while_to_for,
+    COUNTED: counted_to_stride,
+    GUARD: grid_stride_guard,
+}
 
 
 @dataclass(frozen=True)

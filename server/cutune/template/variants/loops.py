@@ -84,7 +84,7 @@ def required_stride_loops(transform: str, src: KernelSource) -> list[StrideLoop]
 
 def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:
     """The kernel's stride loops (outermost first), and why each other `for` loop is not one."""
-    locals_ = _local_values(src)
+    locals_ = local_values(src)
     found: list[StrideLoop] = []
     reasons: list[str] = []
     for loop in src.in_body("for_statement"):
@@ -200,7 +200,7 @@ def balanced(text: str) -> bool:
     return depth == 0
 
 
-def _local_values(src: KernelSource) -> dict[str, str]:
+def local_values(src: KernelSource) -> dict[str, str]:
     """Locals of the kernel body declared once with a value (name → squeezed value), for START and STEP."""
     values: dict[str, str] = {}
     for d in src.in_body("init_declarator"):
