@@ -130,10 +130,10 @@ def main() -> None:
     launched_variant = sum(c["with_launch_any_variant"] for c in per_corpus.values())
     share = launched_variant / max(launched, 1)
     print(f"{'all':>10} launched {launched}, of them with a variant {launched_variant} ({share:.0%})")
-    for name in refused:
-        total = applied[name] + sum(refused[name].values())
+    for name in dict.fromkeys([*TRANSFORMS, *refused, *applied]):
+        total = applied[name] + sum(refused.get(name, Counter()).values())
         print(f"\n{name}: applied {applied[name]} / {total}")
-        for reason, n in refused[name].most_common(12):
+        for reason, n in refused.get(name, Counter()).most_common(12):
             print(f"  refused {n:4d}: {reason}")
     rows_done = sum(bool(r["row_reduce"]) for r in row_kernels)
     print(f"\nrow-reduction kernels (norm/softmax by name): row_reduce applies to {rows_done} of {len(row_kernels)}")
