@@ -2,7 +2,7 @@
 # One device-tool run for the GPU tests and benchmarks of this wave (each step bounded, so one slow step
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
-# Steps: tests variants per_shape checks_cost agent row_reduce corpus_variants multi_gpu (default: per_shape tests agent, which
+# Steps: tests variants per_shape checks_cost agent row_reduce canonical corpus_variants multi_gpu (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
 # corpus_variants reads the production corpora in place: carry `.corpus` (scripts/corpus.sh) with the run.
 # Everything lands in OUT_DIR/batch/ and is packed into OUT_DIR/batch.tgz (the device tool returns few files).
@@ -29,6 +29,8 @@ for s in "${steps[@]}"; do
     checks_cost) step checks_cost "${T_CHECKS:-480}" python3 benchmarks/checks_cost.py "$dir" --trials 12 --seconds 25 --repeats 2 ;;
     agent) step agent "${T_AGENT:-420}" python3 benchmarks/agent_steps.py --out "$dir" ${AGENT_ARGS:---steps 2 --trials 12 --seconds 22} ;;
     row_reduce) step row_reduce "${T_ROW:-240}" python3 benchmarks/row_reduce.py "$dir" --seconds 50 --trials 80 ;;
+    canonical) step canonical "${T_CANONICAL:-180}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+      tests/template/canonical/test_samples_gpu.py ;;
     corpus_variants) step corpus_variants "${T_CORPUS:-240}" python3 benchmarks/corpus_variants.py "$dir" \
       ${CORPUS_ARGS:---trials 10 --seconds 8} ${CORPUS_KERNELS:+--only "$CORPUS_KERNELS"} ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
