@@ -13,6 +13,7 @@ from tests.cuda.test_extract import needs_nvrtc, nvcc_compiled_functions, nvrtc_
 
 from .test_counted import COUNTED
 from .test_guard import EARLY, ENCLOSING
+from .test_scaled import PACKED
 from .test_while_loops import ROWS
 
 CASES = [
@@ -20,6 +21,7 @@ CASES = [
     (ENCLOSING, "k", "grid_stride_guard"),
     (COUNTED, "k", "counted_loops"),
     (ROWS, "k", "while_loops"),
+    (PACKED, "k<float>", "scaled_loops"),
 ]
 
 

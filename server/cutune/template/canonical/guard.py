@@ -147,7 +147,7 @@ def _chunk(src: KernelSource, statement: Node) -> tuple[Node, str, str] | None:
     bound = re.fullmatch(rf"{item}<(\w+)", "".join(src.text(cond).split()))
     if bound is None or "".join(src.text(update).split()) not in (f"++{item}", f"{item}++", f"{item}+=1"):
         return None
-    if not _constant(src, bound.group(1)) or item in written_names(src, body):
+    if not compile_time(src, bound.group(1)) or item in written_names(src, body):
         return None
     return body, item, bound.group(1)
 
@@ -182,12 +182,12 @@ def _thread_index(
         return None
     for gid, count in (("left", "right"), ("right", "left")):
         axis = grid_index_axis(src.field(product, gid))
-        if axis is not None and _constant(src, src.field(product, count)):
+        if axis is not None and compile_time(src, src.field(product, count)):
             return name, value, axis, (src.field(product, gid), src.field(product, count))
     return None
 
 
-def _constant(src: KernelSource, text: str) -> bool:
+def compile_time(src: KernelSource, text: str) -> bool:
     """Whether `text` is known at compile time: literals, sizeof, template parameters and constexpr locals."""
     known = {p.name for p in src.kernel.template_params} | {
         src.text(target)

@@ -19,6 +19,8 @@ from cutune.template.canonical.guard import NAME as GUARD
 from cutune.template.canonical.guard import grid_stride_guard
 from cutune.template.canonical.inline import NAME as INLINE
 from cutune.template.canonical.inline import inline_looping_helpers
+from cutune.template.canonical.scaled import NAME as SCALED
+from cutune.template.canonical.scaled import scaled_to_packs
 from cutune.template.canonical.while_loops import NAME as WHILE
 from cutune.template.canonical.while_loops import while_to_for
 
@@ -28,6 +30,7 @@ STEPS: dict[str, Step] = {
     INLINE: inline_looping_helpers,
     WHILE: while_to_for,
     COUNTED: counted_to_stride,
+    SCALED: scaled_to_packs,
     GUARD: grid_stride_guard,
 }
 

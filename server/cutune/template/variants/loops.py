@@ -237,8 +237,8 @@ def _stride_loop(src: KernelSource, loop: Node, locals_: dict[str, str]) -> Stri
     ):
         return f"does not step by `{var} += stride`"
     start, step = _resolved(src.text(value), locals_), _resolved(src.field(update, "right"), locals_)
-    axes = [a for a in _GRID_START if start in _GRID_START[a] and step in _GRID_STEP[a]]
-    if not axes and not (start in _BLOCK_START and step in _BLOCK_STEP):
+    axes = stride_axes(start, step)
+    if axes is None:
         stride = src.field(update, "right")
         return f"starts at `{src.text(value)}` and steps by `{stride}`: not a block- or grid-stride loop"
     return StrideLoop(
@@ -260,6 +260,13 @@ def index_form(text: str) -> str:
     while (stripped := _BUILTIN_CASTS.sub(lambda m: next(g for g in m.groups() if g), text)) != text:
         text = stripped
     return squeezed(text)
+
+
+def stride_axes(start: str, step: str) -> list[str] | None:
+    """For a start and step in index form: the grid axes they stride over ([] for a block-stride pair), or None
+    when they are no stride pair."""
+    axes = [a for a in _GRID_START if start in _GRID_START[a] and step in _GRID_STEP[a]]
+    return axes if axes or (start in _BLOCK_START and step in _BLOCK_STEP) else None
 
 
 def grid_index_axis(text: str) -> str | None:
