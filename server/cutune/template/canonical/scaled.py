@@ -55,9 +55,10 @@ def scaled_to_packs(model: SourceModel, kernel: str) -> SourceModel | str | None
         inner = src.text(body)[1:-1].rstrip().strip("\n") if body.type == "compound_statement" else src.text(body)
         margin = line_indent(src.data, body.named_children[0].start_byte) if body.named_children else ""
         inner = "\n".join(ln[len(margin) :] if ln.startswith(margin) else ln for ln in inner.split("\n"))
+        packs = f"(({bound}) + ({width}) - 1) / ({width})"
         text = "\n".join(
             [
-                f"for ({vtype} {pack} = {start}; {pack} < (({bound}) + ({width}) - 1) / ({width}); {pack} += {step}) {{",
+                f"for ({vtype} {pack} = {start}; {pack} < {packs}; {pack} += {step}) {{",
                 f"  const {vtype} {var} = {pack} * ({width});",
                 indented(inner.strip("\n"), "  "),
                 "}",
