@@ -21,12 +21,15 @@ from cutune.template.canonical.inline import NAME as INLINE
 from cutune.template.canonical.inline import inline_looping_helpers
 from cutune.template.canonical.scaled import NAME as SCALED
 from cutune.template.canonical.scaled import scaled_to_packs
+from cutune.template.canonical.thread_index import NAME as THREAD_INDEX
+from cutune.template.canonical.thread_index import written_out
 from cutune.template.canonical.while_loops import NAME as WHILE
 from cutune.template.canonical.while_loops import while_to_for
 
 Step = Callable[[SourceModel, str], SourceModel | str | None]
 # in order: inlined helpers' loops are the kernel's own before the loop forms are read
 STEPS: dict[str, Step] = {
+    THREAD_INDEX: written_out,
     INLINE: inline_looping_helpers,
     WHILE: while_to_for,
     COUNTED: counted_to_stride,
