@@ -21,6 +21,8 @@ from cutune.template.canonical.inline import NAME as INLINE
 from cutune.template.canonical.inline import inline_looping_helpers
 from cutune.template.canonical.scaled import NAME as SCALED
 from cutune.template.canonical.scaled import scaled_to_packs
+from cutune.template.canonical.thread_count import NAME as THREAD_COUNT
+from cutune.template.canonical.thread_count import block_size_strides
 from cutune.template.canonical.thread_index import NAME as THREAD_INDEX
 from cutune.template.canonical.thread_index import written_out
 from cutune.template.canonical.while_loops import NAME as WHILE
@@ -31,6 +33,7 @@ Step = Callable[[SourceModel, str], SourceModel | str | None]
 STEPS: dict[str, Step] = {
     THREAD_INDEX: written_out,
     INLINE: inline_looping_helpers,
+    THREAD_COUNT: block_size_strides,
     WHILE: while_to_for,
     COUNTED: counted_to_stride,
     SCALED: scaled_to_packs,
