@@ -20,16 +20,20 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
+from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.loops import indented, index_form, line_indent, local_values, written_names
 
 NAME = "counted_loops"
 PREFIX = "cutune_idx"
+_SHAPE = re.compile(r"\bfor\s*\([^;]*=\s*0\s*;")  # a loop counting from 0
 
 
 def counted_to_stride(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s counted block-stride loops written as stride loops; why not; None when it has none."""
+    if not _SHAPE.search(kernel_body(model, kernel)):
+        return None
     src = KernelSource(model, model.kernel(kernel))
     locals_ = local_values(src)
     written = written_names(src, src.body)

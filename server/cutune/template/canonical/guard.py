@@ -27,6 +27,7 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
+from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
@@ -57,6 +58,9 @@ _COLLECTIVE = re.compile(r"reduce|sync|shfl|ballot|warp|block|barrier|atomic", r
 def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s guarded one-element body written as a grid-stride loop; why not (a reason);
     or None when the kernel has no thread index of that form (nothing to canonicalise)."""
+    text = kernel_body(model, kernel)
+    if "threadIdx" not in text:
+        return None
     src = KernelSource(model, model.kernel(kernel))
     if stride_loops(src)[0]:
         return None  # already a stride loop: the transforms read it as it is

@@ -5,7 +5,10 @@ why a call stays a call."""
 
 from __future__ import annotations
 
+import re
+
 from cutune.cuda.model import SourceModel
+from cutune.template.canonical.shape import kernel_body
 from cutune.template.variants.inline import inline_helpers
 
 NAME = "inline_helpers"
@@ -13,6 +16,9 @@ NAME = "inline_helpers"
 
 def inline_looping_helpers(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s calls of looping helpers inlined; why none could be; None when it calls none."""
+    body = kernel_body(model, kernel)
+    if not any(re.search(rf"\b{re.escape(f.name)}\s*[(<]", body) for f in model.device_functions):
+        return None
     inlined = inline_helpers(model, kernel, looping=True)
     if inlined.calls:
         return inlined.model

@@ -20,6 +20,7 @@ from tree_sitter import Node
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.template.canonical.guard import compile_time
+from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource
 from cutune.template.recipes.items_per_thread import _bare as bare
@@ -27,10 +28,13 @@ from cutune.template.variants.loops import indented, index_form, line_indent, lo
 
 NAME = "scaled_loops"
 PREFIX = "cutune_pack_"
+_SHAPE = re.compile(r"\bfor\s*\([^;]*\*[^;]*;[^;]*;[^;)]*\+=[^;)]*\*")  # a product in the start and the step
 
 
 def scaled_to_packs(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s stride loops over pack starts written over packs; why not; None when it has none."""
+    if not _SHAPE.search(kernel_body(model, kernel)):
+        return None
     src = KernelSource(model, model.kernel(kernel))
     locals_ = local_values(src)
     edits = EditList(src.data)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.template.canonical.guard import declarator_target
+from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource
 from cutune.template.recipes.host import HostResolver, launch_config
@@ -26,6 +27,10 @@ NAME = "thread_count"
 
 def block_size_strides(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s thread-count steps written `blockDim.x`; why not; None when it has none."""
+    body = kernel_body(model, kernel)
+    stepped = set(re.findall(r"\+=\s*([A-Za-z_]\w*)\s*\)", body))
+    if not stepped & {p.name for p in model.kernel(kernel).template_params} and "constexpr" not in body:
+        return None
     src = KernelSource(model, model.kernel(kernel))
     counts = _counts(src)
     steps = []

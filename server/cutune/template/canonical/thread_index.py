@@ -13,6 +13,7 @@ import re
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
+from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.inline import _callee as callee
@@ -29,6 +30,9 @@ _BUILTINS = re.compile(
 
 def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
     """The model with `kernel`'s index helpers and macros written out; None when it uses none."""
+    text = kernel_body(model, kernel)
+    if not any(name in text for name in _names(model)):
+        return None
     src = KernelSource(model, model.kernel(kernel))
     values: dict[str, str] = {}
     for name, found in helpers(src).items():
@@ -60,3 +64,8 @@ def _wrapped(value: str) -> str:
     """The expression in parentheses (once)."""
     value = value.strip()
     return value if value.startswith("(") and value.endswith(")") and balanced(value[1:-1]) else f"({value})"
+
+
+def _names(model: SourceModel) -> set[str]:
+    """The names a kernel could spell its index through: the file's device functions and macros."""
+    return {f.name for f in model.device_functions} | {m.name for m in model.macros}

@@ -19,6 +19,7 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
+from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.loops import indented, line_indent, written_names
@@ -29,6 +30,8 @@ _LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement")
 
 def while_to_for(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s stride `while` loops written as `for` loops; why not; None when it has none."""
+    if "while" not in kernel_body(model, kernel):
+        return None
     src = KernelSource(model, model.kernel(kernel))
     edits = EditList(src.data)
     reasons: list[str] = []
