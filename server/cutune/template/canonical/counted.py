@@ -28,11 +28,13 @@ from cutune.template.variants.loops import indented, index_form, line_indent, lo
 NAME = "counted_loops"
 PREFIX = "cutune_idx"
 _SHAPE = re.compile(r"\bfor\s*\([^;]*=\s*0\s*;")  # a loop counting from 0
+_CHECK = re.compile(r"\bif\s*\(\s*\(?\s*\w+\s*\*")  # a bounds check on `i * STEP + ...`
 
 
 def counted_to_stride(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s counted block-stride loops written as stride loops; why not; None when it has none."""
-    if not _SHAPE.search(kernel_body(model, kernel)):
+    text = kernel_body(model, kernel)
+    if not _SHAPE.search(text) or not _CHECK.search(text):
         return None
     src = KernelSource(model, model.kernel(kernel))
     locals_ = local_values(src)

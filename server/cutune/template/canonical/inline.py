@@ -12,12 +12,18 @@ from cutune.template.canonical.shape import kernel_body
 from cutune.template.variants.inline import inline_helpers
 
 NAME = "inline_helpers"
+_LOOP = re.compile(r"\b(?:for|while|do)\b")
 
 
 def inline_looping_helpers(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s calls of looping helpers inlined; why none could be; None when it calls none."""
-    body = kernel_body(model, kernel)
-    if not any(re.search(rf"\b{re.escape(f.name)}\s*[(<]", body) for f in model.device_functions):
+    body, data = kernel_body(model, kernel), model.text.encode("utf-8")
+    looping = [
+        f.name
+        for f in model.device_functions
+        if _LOOP.search(data[f.span.start_byte : f.span.end_byte].decode("utf-8", errors="replace"))
+    ]
+    if not any(re.search(rf"\b{re.escape(name)}\s*[(<]", body) for name in looping):
         return None
     inlined = inline_helpers(model, kernel, looping=True)
     if inlined.calls:

@@ -68,4 +68,6 @@ def _wrapped(value: str) -> str:
 
 def _names(model: SourceModel) -> set[str]:
     """The names a kernel could spell its index through: the file's device functions and macros."""
-    return {f.name for f in model.device_functions} | {m.name for m in model.macros}
+    data = model.text.encode("utf-8")
+    helpers = {f.name for f in model.device_functions if b"Idx." in data[f.span.start_byte : f.span.end_byte]}
+    return helpers | {m.name for m in model.macros if "Idx." in m.value}
