@@ -1,7 +1,7 @@
 """Production kernels, each read in place from its corpus file with only a spec written here
 (`benchmarks/corpus_specs/`), tuned with their structural variants (canonicalised first) on the GPU.
 
-    python benchmarks/corpus_variants.py OUT_DIR [--trials 12] [--seconds 10] [--only k1,k2]
+    python benchmarks/corpus_variants.py OUT_DIR [--trials 8] [--seconds 6] [--only k1,k2]
     python benchmarks/corpus_variants.py --check          # CPU: every spec loads, every variant compiles
 
 Per kernel and size: original and tuned time, speedup, % of the floor, the winning variant (every candidate is
@@ -34,10 +34,16 @@ from cutune.template.model import Space  # noqa: E402
 from cutune.template.spec import load_spec  # noqa: E402
 from cutune.template.spec.check import check_against_kernel  # noqa: E402
 from cutune.template.variants import VARIANT, combine_all  # noqa: E402
+from cutune.tune.options import SelectionOptions, TuneOptions  # noqa: E402
 
 SPECS = ROOT / "benchmarks" / "corpus_specs"
 COMPILER = "auto"  # what tune uses: NVRTC, and nvcc where NVRTC cannot compile
-SLOW = 60.0  # % of the floor: originals below it at ≥ 64 MB are the ones the bar's geomean is over
+SLOW = 60.0
+# ten kernels in one short GPU step: 3 finalists, 3 selection and 3 confirmation rounds, one fresh-input re-check
+# of each finalist (every candidate is still checked against the original); no compute-sanitizer pass
+QUICK = TuneOptions(
+    workspace=ROOT, selection=SelectionOptions(top_k=3, rounds=3, confirm_rounds=3, verify_seeds=1), sanitize=False
+)  # % of the floor: originals below it at ≥ 64 MB are the ones the bar's geomean is over
 
 
 @dataclass(frozen=True)
@@ -168,8 +174,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path, nargs="?")
     ap.add_argument("--check", action="store_true", help="compile only (no GPU)")
-    ap.add_argument("--trials", type=int, default=12)
-    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--trials", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--only", default="", help="comma-separated kernel names (default: all)")
     args = ap.parse_args()
     chosen = [e for e in TABLE if not args.only or e.kernel in args.only.split(",")]
@@ -188,7 +194,7 @@ def main() -> None:
     results: list[dict[str, object]] = []
     for entry in chosen:
         try:
-            result = measure(opened(entry), entry.path, args.trials, args.seconds)
+            result = measure(opened(entry), entry.path, args.trials, args.seconds, quick=QUICK)
         except Exception as e:  # one kernel's failure must not lose the others' numbers
             print(f"{entry.kernel}: failed: {type(e).__name__}: {e}", flush=True)
             continue

@@ -32,7 +32,7 @@ for s in "${steps[@]}"; do
     canonical) step canonical "${T_CANONICAL:-180}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/canonical/test_samples_gpu.py ;;
     corpus_variants) step corpus_variants "${T_CORPUS:-240}" python3 benchmarks/corpus_variants.py "$dir" \
-      ${CORPUS_ARGS:---trials 10 --seconds 8} ${CORPUS_KERNELS:+--only "$CORPUS_KERNELS"} ;;
+      ${CORPUS_ARGS:---trials 8 --seconds 6} ${CORPUS_KERNELS:+--only "$CORPUS_KERNELS"} ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac

@@ -27,6 +27,7 @@ import optuna
 from cutune.gpu.registry import create_backend
 from cutune.project import KernelContext, build_job, open_kernel, tune_options
 from cutune.template.variants import VARIANT, combine_all
+from cutune.tune.options import TuneOptions
 from cutune.tune.run import tune
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,8 +46,11 @@ def run_one(file: str, kernel: str, trials: int, seconds: float) -> dict[str, ob
     return measure(open_kernel(ROOT / "samples" / file, kernel), file, trials, seconds)
 
 
-def measure(ctx: KernelContext, file: str, trials: int, seconds: float) -> dict[str, object]:
-    """Tune one opened kernel (its spec loaded) with its variants; its per-size rows and the bar's verdicts."""
+def measure(
+    ctx: KernelContext, file: str, trials: int, seconds: float, *, quick: TuneOptions | None = None
+) -> dict[str, object]:
+    """Tune one opened kernel (its spec loaded) with its variants; its per-size rows and the bar's verdicts.
+    `quick` (its selection and sanitize settings) shortens the final phases for a short budget."""
     kernel = ctx.kernel.name
     spec = ctx.require_spec()
     combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
@@ -54,6 +58,8 @@ def measure(ctx: KernelContext, file: str, trials: int, seconds: float) -> dict[
     names = ["original", *(v.name for v in combined.variants)]
     with tempfile.TemporaryDirectory() as workspace:  # a fresh study each run
         options = dataclasses.replace(tune_options(ctx, trials=trials, seconds=seconds), workspace=Path(workspace))
+        if quick is not None:
+            options = dataclasses.replace(options, selection=quick.selection, sanitize=quick.sanitize)
         start = time.perf_counter()
         result = tune(build_job(ctx), create_backend("cupy"), options)
         wall = time.perf_counter() - start
