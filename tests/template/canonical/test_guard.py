@@ -108,3 +108,17 @@ def test_the_recipes_block_chunks_of_a_guarded_kernel_are_read_as_the_same_grid_
     body = "".join(canonical.model.text[k.body_span.start_byte : k.body_span.end_byte].split())
     assert "for(int64_ti=static_cast<int64_t>(blockIdx.x)*blockDim.x+threadIdx.x;i<numel;" in body
     assert "item" not in body
+
+
+def test_a_check_of_two_indices_loops_over_the_x_axis_and_keeps_the_other_check() -> None:
+    source = """
+__global__ void k(float* out, const float* in, int ncols, int nrows) {
+  const int row = blockDim.y * blockIdx.y + threadIdx.y;
+  const int col = blockDim.x * blockIdx.x + threadIdx.x;
+  if (col >= ncols || row >= nrows) return;
+  out[row * ncols + col] = in[row * ncols + col] * 0.5f;
+}
+"""
+    body = _body(source)
+    assert "for(intcol=blockDim.x*blockIdx.x+threadIdx.x;col<ncols;col+=blockDim.x*gridDim.x){" in body
+    assert "if(row>=nrows)continue;" in body and body.index("constintrow") < body.index("for(")

@@ -79,8 +79,13 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
         return f"no bounds check on {var} after its declaration (`if ({var} >= n) return;` or `if ({var} < n) {{...}}`)"
     guarded = {src.text(indices[k][0]): k for k in indices if k < g}
     tested = {src.text(n) for n in descendants(statements[g], "identifier")} & set(guarded)
+    if len(tested) > 1:  # several indices checked at once: the one over the grid's x axis is the loop's
+        tested = {t for t in tested if indices[guarded[t]][2] == "x"}
+    if not tested:
+        names = ", ".join(sorted(guarded))
+        return f"the first check after the thread index (line {src.line(statements[g])}) does not test {names}"
     if len(tested) != 1:
-        return f"the guard at line {src.line(statements[g])} does not bound exactly one thread index"
+        return f"the check at line {src.line(statements[g])} tests several thread indices over the grid's x axis"
     k = guarded[tested.pop()]
     index = statements[k]
     name_node, value, axis, scale = indices[k]
