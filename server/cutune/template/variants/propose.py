@@ -5,6 +5,7 @@ plain one it extends (at the parent's defaults it is that one)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -90,4 +91,10 @@ def propose_variants(
                 variants[plain[0]] = chained
             else:
                 variants.insert(variants.index(parent), chained)
+    if canonical.applied:  # say what the transforms read: the lines their notes name are the canonical form's
+        seen = f"canonical form: {', '.join(canonical.applied)}; lines counted in it"
+        variants = [
+            dataclasses.replace(v, provenance=dataclasses.replace(v.provenance, note=f"{v.provenance.note} [{seen}]"))
+            for v in variants
+        ]
     return variants, refusals
