@@ -84,6 +84,17 @@ __global__ void k(float* o, const float* x, int n) {
     assert re.search(r"o\[i\] = 2\.f \* cutune_inl\d+_v;", body)
 
 
+def test_a_parameter_the_call_leaves_out_takes_its_default() -> None:
+    source = (
+        "template <int W>\n__device__ float scaled(const float& v, float s = 2.0f * W) { return v * s; }\n"
+        "template <int W>\n__global__ void k(float* o, const float* x, int n) {\n"
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) { o[i] = scaled<W>(x[i]); }\n}"
+    )
+    body, refusals = _inlined_body(source)
+    assert not refusals
+    assert "const float& cutune_inl0_v = x[i];" in body and "float cutune_inl0_s = 2.0f * (W);" in body
+
+
 @pytest.mark.parametrize(
     ("helper", "call", "reason"),
     [
@@ -110,7 +121,7 @@ __global__ void k(float* o, const float* x, int n) {
             "o[i] = f(x[i]);",
             "f: is overloaded",
         ),
-        ("__device__ float f(float v, int k = 1) { return v; }", "o[i] = f(x[i]);", "f: has default or variadic"),
+        ("__device__ float f(float v, ...) { return v; }", "o[i] = f(x[i]);", "f: has variadic parameters"),
         (
             "__device__ void f(float* p) { __shared__ float s[32]; s[0] = *p; }",
             "f(o + i);",

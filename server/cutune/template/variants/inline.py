@@ -9,7 +9,7 @@ its parameters and locals are renamed `cutune_inl<k>_<name>`, so nothing shadows
 value-returning helper's single `return e;` (its last statement) hands `e` to the caller.
 
 A call stays a call, with the reason returned, when inlining could change what it does: a recursive or
-overloaded helper, template arguments left to deduction, default or variadic parameters, an early return,
+overloaded helper, template arguments left to deduction, variadic parameters, an early return,
 static or shared locals, a name the helper reads from file scope that the kernel declares too, a helper
 from another namespace, or a call nested inside a larger expression. Helpers that call helpers are
 inlined a few levels deep.
@@ -151,8 +151,9 @@ def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) ->
     if any(_callee(src, c)[0] == helper.name for c in descendants(body, "call_expression")):
         return "is recursive"
     params = [p for p in parameters.named_children if p.type != "comment"]
-    if any(p.type != "parameter_declaration" for p in params):
-        return "has default or variadic parameters"
+    variadic = any(c.type == "variadic_parameter" or src.text(c) == "..." for c in parameters.children)
+    if variadic or any(p.type not in ("parameter_declaration", "optional_parameter_declaration") for p in params):
+        return "has variadic parameters"
     names = [declarator_name(p.child_by_field_name("declarator")) for p in params]
     if any(n is None or n.type != "identifier" for n in names) and src.text(parameters) != "(void)":
         return "has an unnamed parameter"
@@ -161,7 +162,9 @@ def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) ->
     arg_list = call.child_by_field_name("arguments")
     args = [a for a in arg_list.named_children if a.type != "comment"] if arg_list is not None else []
     params = [] if src.text(parameters) == "(void)" else params
-    if len(args) != len(params):
+    # parameters the call leaves out take their default values (the call compiles, so each has one)
+    omitted = params[len(args) :]
+    if len(args) > len(params) or any(p.child_by_field_name("default_value") is None for p in omitted):
         return f"is called with {len(args)} arguments for {len(params)} parameters"
     tsubst = _template_substitution(src, helper, call)
     if isinstance(tsubst, str):
@@ -185,10 +188,27 @@ def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) ->
         return captured
     indent = line_indent(src.data, call.start_byte)
     head = [f"// cutune: inlined {helper.name}"]
-    head += [_rewritten(src, p, rename, tsubst) + " = " + src.text(a) + ";" for p, a in zip(params, args, strict=True)]
+    values = [src.text(a) for a in args] + [_rewritten(src, _default(p), rename, tsubst) for p in omitted]
+    head += [_declaration(src, p, rename, tsubst) + " = " + v + ";" for p, v in zip(params, values, strict=True)]
     head += [_rewritten(src, s, rename, tsubst) for s in statements if s is not last or not returns]
     result = _rewritten(src, value, rename, tsubst) if value is not None else ""
     return _placed(src, call, helper.name, head, result, void, _return_type(src, fn, pointers, tsubst), prefix, indent)
+
+
+def _default(param: Node) -> Node:
+    """An optional parameter's default value."""
+    value = param.child_by_field_name("default_value")
+    assert value is not None
+    return value
+
+
+def _declaration(src: KernelSource, param: Node, rename: dict[str, str], tsubst: dict[str, str]) -> str:
+    """A parameter as a local's declaration (renamed, its template parameters substituted), without a default."""
+    text = _rewritten(src, param, rename, tsubst)
+    value = param.child_by_field_name("default_value")
+    if value is None:
+        return text
+    return text[: len(text) - len(_rewritten(src, value, rename, tsubst))].rstrip().removesuffix("=").rstrip()
 
 
 def _placed(
