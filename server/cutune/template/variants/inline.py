@@ -271,12 +271,12 @@ def _template_substitution(src: KernelSource, helper: _Helper, call: Node) -> di
     plist = helper.template.child_by_field_name("parameters")
     tparams = [p for p in plist.named_children if p.type != "comment"] if plist is not None else []
     targs = _template_args(call)
-    if len(targs) != len(tparams) or any(
+    if len(targs) > len(tparams) or any(
         p.type not in ("type_parameter_declaration", "parameter_declaration") for p in tparams
     ):
-        return "leaves template arguments to deduction: the call names fewer than the helper's template parameters"
+        return "has template parameters of a kind inlining does not substitute (packs, templates, defaults)"
     subst: dict[str, str] = {}
-    for p, a in zip(tparams, targs, strict=True):
+    for k, p in enumerate(tparams):
         name = (
             next((c for c in p.named_children if c.type == "type_identifier"), None)
             if p.type == "type_parameter_declaration"
@@ -284,8 +284,64 @@ def _template_substitution(src: KernelSource, helper: _Helper, call: Node) -> di
         )
         if name is None:
             return "has an unnamed template parameter"
-        subst[src.text(name)] = src.text(a) if p.type == "type_parameter_declaration" else f"({src.text(a)})"
+        if k < len(targs):
+            a = targs[k]
+            subst[src.text(name)] = src.text(a) if p.type == "type_parameter_declaration" else f"({src.text(a)})"
+            continue
+        deduced = _deduced(src, helper, call, src.text(name)) if p.type == "type_parameter_declaration" else None
+        if deduced is None:
+            return f"leaves template argument {src.text(name)} to a deduction inlining does not make"
+        subst[src.text(name)] = deduced
     return subst
+
+
+_QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict)\b|[*&\s]")
+
+
+def _deduced(src: KernelSource, helper: _Helper, call: Node, tname: str) -> str | None:
+    """The type `tname` stands for, read from the call: an argument passed for a parameter of type T, T*, const T&
+    (qualifiers aside) that names a kernel parameter or local of the caller (or offsets one), whose declared type is
+    then the same shape; None when no such argument tells."""
+    declarator = helper.definition.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    parameters = declarator.child_by_field_name("parameters") if declarator is not None else None
+    arg_list = call.child_by_field_name("arguments")
+    if parameters is None or arg_list is None:
+        return None
+    params = [p for p in parameters.named_children if p.type != "comment"]
+    args = [a for a in arg_list.named_children if a.type != "comment"]
+    types = {p.name: p.type for p in src.kernel.params} | _local_types(src)
+    for param, arg in zip(params, args, strict=False):
+        name = declarator_name(param.child_by_field_name("declarator"))
+        shape = src.text(param)[: name.start_byte - param.start_byte] if name is not None else ""
+        if _QUALIFIERS.sub("", shape) != tname:
+            continue
+        base = arg
+        while base.type == "binary_expression" and src.field(base, "operator") in ("+", "-"):
+            base = base.child_by_field_name("left") or base
+        if base.type != "identifier" or src.text(base) not in types:
+            continue
+        declared = types[src.text(base)]
+        if shape.count("*") != declared.count("*"):
+            continue  # T* from a T** (or T from a T*): another shape
+        deduced = _QUALIFIERS.sub(" ", declared).split()
+        if len(deduced) == 1:
+            return deduced[0]
+    return None
+
+
+def _local_types(src: KernelSource) -> dict[str, str]:
+    """The declared types (with pointers) of the kernel body's locals declared with one declarator."""
+    types: dict[str, str] = {}
+    for d in src.in_body("declaration"):
+        declarators = d.children_by_field_name("declarator")
+        if len(declarators) != 1:
+            continue
+        name = declarator_name(declarators[0])
+        if name is not None and name.type == "identifier":
+            types[src.text(name)] = src.text(d)[: name.start_byte - d.start_byte]
+    return types
 
 
 def _body_blocker(src: KernelSource, body: Node) -> str | None:
