@@ -29,7 +29,9 @@ from cutune.template.canonical.while_loops import NAME as WHILE
 from cutune.template.canonical.while_loops import while_to_for
 
 Step = Callable[[SourceModel, str], SourceModel | str | None]
-# in order: inlined helpers' loops are the kernel's own before the loop forms are read
+# in order: an index spelled through a helper is written out first (the guard reads it), inlined helpers' loops
+# are the kernel's own before loop forms are read, the loop forms are stride loops before the guard step looks
+# for a kernel that has none
 STEPS: dict[str, Step] = {
     THREAD_INDEX: written_out,
     INLINE: inline_looping_helpers,
