@@ -20,6 +20,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float inv_rms;
   for (int token = blockIdx.x; token < num_tokens; token += gridDim.x) {
     const T* row = input + static_cast<int64_t>(token) * hidden;
+    T* dst = out + static_cast<int64_t>(token) * hidden;
     float sum = 0.0f;
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
       const float v = static_cast<float>(row[i]);
@@ -34,7 +35,6 @@ __global__ void __launch_bounds__(kThreads)
       inv_rms = rsqrtf(total / hidden + eps);
     }
     __syncthreads();
-    T* dst = out + static_cast<int64_t>(token) * hidden;
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
       dst[i] = static_cast<T>(static_cast<float>(row[i]) * inv_rms * static_cast<float>(weight[i]));
     }
