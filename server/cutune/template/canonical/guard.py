@@ -72,21 +72,10 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     indices = {k: found for k, s in enumerate(statements) if (found := _thread_index(src, s, chunk)) is not None}
     if not indices or (chunk is not None and min(indices) != 0):
         return None
-    first = min(indices)
-    g = next((j for j in range(first + 1, len(statements)) if statements[j].type != "declaration"), None)
-    if g is None or statements[g].type != "if_statement":
-        var = src.text(indices[first][0])
-        return f"no bounds check on {var} after its declaration (`if ({var} >= n) return;` or `if ({var} < n) {{...}}`)"
-    guarded = {src.text(indices[k][0]): k for k in indices if k < g}
-    tested = {src.text(n) for n in descendants(statements[g], "identifier")} & set(guarded)
-    if len(tested) > 1:  # several indices checked at once: the one over the grid's x axis is the loop's
-        tested = {t for t in tested if indices[guarded[t]][2] == "x"}
-    if not tested:
-        names = ", ".join(sorted(guarded))
-        return f"the first check after the thread index (line {src.line(statements[g])}) does not test {names}"
-    if len(tested) != 1:
-        return f"the check at line {src.line(statements[g])} tests several thread indices over the grid's x axis"
-    k = guarded[tested.pop()]
+    chosen = _checked_index(src, statements, indices)
+    if isinstance(chosen, str):
+        return chosen
+    k, g = chosen
     index = statements[k]
     name_node, value, axis, scale = indices[k]
     var = src.text(name_node)
@@ -139,6 +128,28 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     start = chunk[0].parent.start_byte if chunk is not None and chunk[0].parent is not None else index.start_byte
     edits.replace(start, region_end, text)
     return parse_source(apply_edits(model.text, edits.edits), model.path)
+
+
+def _checked_index(
+    src: KernelSource, statements: list[Node], indices: dict[int, tuple[Node, Node, str, tuple[str, str] | None]]
+) -> tuple[int, int] | str:
+    """(the index's statement, its check's statement): the first statement after the first index that is not a
+    declaration must check an index (the x-axis one where it checks several); else why not."""
+    first = min(indices)
+    g = next((j for j in range(first + 1, len(statements)) if statements[j].type != "declaration"), None)
+    if g is None or statements[g].type != "if_statement":
+        var = src.text(indices[first][0])
+        return f"no bounds check on {var} after its declaration (`if ({var} >= n) return;` or `if ({var} < n) {{...}}`)"
+    guarded = {src.text(indices[k][0]): k for k in indices if k < g}
+    tested = {src.text(n) for n in descendants(statements[g], "identifier")} & set(guarded)
+    if len(tested) > 1:  # several indices checked at once: the one over the grid's x axis is the loop's
+        tested = {t for t in tested if indices[guarded[t]][2] == "x"}
+    if not tested:
+        names = ", ".join(sorted(guarded))
+        return f"the first check after the thread index (line {src.line(statements[g])}) does not test {names}"
+    if len(tested) != 1:
+        return f"the check at line {src.line(statements[g])} tests several thread indices over the grid's x axis"
+    return guarded[tested.pop()], g
 
 
 def _chunk(src: KernelSource, statement: Node) -> tuple[Node, str, str] | None:
