@@ -50,3 +50,18 @@ def test_helpers_that_take_arguments_or_read_memory_stay_calls() -> None:
     assert written_out(parse_source(source), "k") is None
     source = "__device__ long offset;\n" + HELPER.replace("+ threadIdx.x; }", "+ threadIdx.x + offset; }")
     assert written_out(parse_source(source), "k") is None
+
+
+def test_a_cooperative_groups_block_index_is_the_builtin() -> None:
+    source = """
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(float* out, const float* in, int n) {
+  cg::thread_block tb = cg::this_thread_block();
+  for (int i = tb.thread_index().x; i < n; i += tb.group_dim().x) {
+    out[tb.group_index().x * n + i] = in[tb.group_index().x * n + i];
+  }
+}
+"""
+    body = _body(source)
+    assert "for(inti=threadIdx.x;i<n;i+=blockDim.x){out[blockIdx.x*n+i]=in[blockIdx.x*n+i];}" in body

@@ -1,10 +1,12 @@
-"""thread_index: a thread or block index spelled through a helper or a macro written out, so the loop and guard
-forms see `blockIdx.x * blockDim.x + threadIdx.x` itself.
+"""thread_index: a thread or block index spelled through a helper, a macro or a cooperative group written out, so
+the loop and guard forms see `blockIdx.x * blockDim.x + threadIdx.x` itself.
 
 A call of a `__device__` function of the file that takes no arguments and only returns an expression over the
 thread and block builtins (`return blockIdx.x * blockDim.x + threadIdx.x;`), or a use of an object-like macro
 defined as such an expression (`#define GLOBAL_TID (blockIdx.x * blockDim.x + threadIdx.x)`), becomes that
-expression in parentheses: the same value, as the kernel computes it anyway.
+expression in parentheses: the same value, as the kernel computes it anyway. So does `tb.thread_index().x`
+(`group_index()`, `group_dim()`) of a local `cg::thread_block tb = cg::this_thread_block();`: threadIdx.x
+(blockIdx, blockDim).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.inline import _callee as callee
 from cutune.template.variants.inline import _helpers as helpers
-from cutune.template.variants.loops import balanced
+from cutune.template.variants.loops import balanced, written_names
 
 NAME = "thread_index"
 # an expression of builtins, literals, casts to integer types and arithmetic: nothing that could differ in place
@@ -28,10 +30,16 @@ _BUILTINS = re.compile(
 )
 
 
+# a cooperative-groups block's index accessors are the builtins: `tb.thread_index().x` is threadIdx.x
+_BLOCK_GROUP = re.compile(r"(?:const)?(?:\w+::)*thread_block(\w+)=(?:\w+::)*this_thread_block\(\);")
+_GROUP_FIELD = re.compile(r"(\w+)\.(thread_index|group_index|group_dim)\(\)\.([xyz])")
+_GROUP_BUILTINS = {"thread_index": "threadIdx", "group_index": "blockIdx", "group_dim": "blockDim"}
+
+
 def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
     """The model with `kernel`'s index helpers and macros written out; None when it uses none."""
     text = kernel_body(model, kernel)
-    if not any(name in text for name in _names(model)):
+    if "this_thread_block" not in text and not any(name in text for name in _names(model)):
         return None
     src = KernelSource(model, model.kernel(kernel))
     values: dict[str, str] = {}
@@ -55,9 +63,26 @@ def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
     for node in descendants(src.body, "identifier"):
         if src.text(node) in macros and (node.parent is None or node.parent.type != "call_expression"):
             edits.replace(node.start_byte, node.end_byte, _wrapped(macros[src.text(node)]))
+    blocks = _thread_blocks(src)
+    for node in src.in_body("field_expression"):
+        field = _GROUP_FIELD.fullmatch("".join(src.text(node).split()))
+        if field is not None and field.group(1) in blocks:
+            edits.replace(node.start_byte, node.end_byte, f"{_GROUP_BUILTINS[field.group(2)]}.{field.group(3)}")
     if not edits.edits:
         return None
     return parse_source(apply_edits(model.text, edits.edits), model.path)
+
+
+def _thread_blocks(src: KernelSource) -> set[str]:
+    """The locals holding the block as a cooperative group (`cg::thread_block tb = cg::this_thread_block();`),
+    never reassigned."""
+    written = written_names(src, src.body)
+    names = set()
+    for d in src.in_body("declaration"):
+        found = _BLOCK_GROUP.fullmatch("".join(src.text(d).split()))
+        if found is not None and found.group(1) not in written:
+            names.add(found.group(1))
+    return names
 
 
 def _wrapped(value: str) -> str:
