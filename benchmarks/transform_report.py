@@ -1,34 +1,46 @@
-"""Generality count: every structural transform tried on every kernel of samples/ (and of flashinfer's CUDA
-sources when `flashinfer-python` is installed); per transform, where it applied and where it refused, by
-reason. No transform may crash: an unexpected exception is counted and printed as a crash.
+"""Generality count: every structural transform tried on every kernel of samples/ and of the production corpora
+(flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them), the way
+`cutune templatize` proposes variants (canonicalised first). Per transform: where it applied and where it refused,
+by reason; per corpus: kernels, kernels with a launch in their file, and those that get at least one variant; the
+row-reduction kernels (norms and softmax, by name) and whether row_reduce applies to each. No transform may crash:
+an unexpected exception is counted and printed as a crash.
 
-    python benchmarks/transform_report.py [--json FILE]
+    python benchmarks/transform_report.py [--json FILE] [--corpus NAME ...]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import datetime
 import json
+import platform
 import re
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 from cutune.cuda.parse import parse_source
-from cutune.errors import CutuneError, TransformRefused
-from cutune.template.variants import TRANSFORMS
+from cutune.errors import CutuneError
+from cutune.template.canonical import canonicalise
+from cutune.template.variants import TRANSFORMS, propose_variants
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.corpus.sources import corpora  # noqa: E402
+
 _DETAIL = re.compile(r"line \d+|`[^`]*`|\((?:line|the|\d)[^()]*\)|\b[A-Za-z_]\w*\[[^\]]*\]")
+# the kernels a row reduction computes: norms and softmax, told by name (a report's class, not a rule)
+ROW_REDUCTION = re.compile(r"(?<!re)norm|softmax", re.IGNORECASE)
+NOT_ROW_REDUCTION = re.compile(r"rope|all_?reduce|lamport", re.IGNORECASE)  # rotary "rope_norm", comm kernels
 
 
-def sources() -> list[Path]:
-    """The samples' .cu files, then flashinfer's CUDA sources and headers when it is installed."""
-    found = sorted((ROOT / "samples").rglob("*.cu"))
-    spec = importlib.util.find_spec("flashinfer")
-    for root in spec.submodule_search_locations or [] if spec else []:
-        found += sorted(p for p in Path(root).rglob("*") if p.suffix in (".cu", ".cuh"))
-    return found
+def sources(names: list[str] | None = None) -> dict[str, list[Path]]:
+    """The samples' .cu files, then each corpus's kernel files, by corpus name."""
+    found = {"samples": sorted((ROOT / "samples").rglob("*.cu"))}
+    for name, corpus in corpora().items():
+        found[name] = list(corpus.files)
+    return {k: v for k, v in found.items() if not names or k in names}
 
 
 def reason_kind(reason: str) -> str:
@@ -39,47 +51,111 @@ def reason_kind(reason: str) -> str:
     return " ".join(first.split())
 
 
+def cpu_name() -> str:
+    """The CPU model, as /proc/cpuinfo names it."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
 def main() -> None:
     """Print the table (and write it as JSON when asked)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--corpus", nargs="*", help="only these (samples, flashinfer, deepspeed, llama.cpp)")
     args = ap.parse_args()
     applied: Counter[str] = Counter()
     refused: dict[str, Counter[str]] = {name: Counter() for name in TRANSFORMS}
     crashes: list[str] = []
-    kernels = 0
-    files = sources()
-    for path in files:
-        try:
-            model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
-        except CutuneError as e:
-            crashes.append(f"{path}: parse: {e}")
-            continue
-        for kernel in model.kernels:
-            kernels += 1
-            for name, transform in TRANSFORMS.items():
+    per_corpus: dict[str, dict[str, int]] = {}
+    row_kernels: list[dict[str, object]] = []
+    slowest = (0.0, "")
+    files = sources(args.corpus)
+    for corpus, paths in files.items():
+        counts = per_corpus.setdefault(corpus, Counter())
+        for path in paths:
+            try:
+                model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
+            except CutuneError as e:
+                crashes.append(f"{path}: parse: {e}")
+                continue
+            launched = {site.kernel for site in model.launches}
+            for kernel in model.kernels:
+                start = time.perf_counter()
                 try:
-                    transform.apply(model, kernel.name, None)
-                    applied[name] += 1
-                except TransformRefused as e:
-                    refused[name][reason_kind(e.reason)] += 1
+                    variants, refusals = propose_variants(model, kernel.name, None)
+                except CutuneError as e:
+                    crashes.append(f"{path.name}:{kernel.name}: {type(e).__name__}: {e}")
+                    continue
                 except Exception as e:  # a crash is what this report exists to find
-                    crashes.append(f"{path.name}:{kernel.name}: {name}: {type(e).__name__}: {e}")
-    print(f"{kernels} kernels in {len(files)} files")
-    for name in TRANSFORMS:
-        total = applied[name] + sum(refused[name].values())
+                    crashes.append(f"{path.name}:{kernel.name}: {type(e).__name__}: {e}")
+                    continue
+                took = time.perf_counter() - start
+                slowest = max(slowest, (took, f"{path.name}:{kernel.name}"))
+                origins = {v.provenance.origin for v in variants} & set(TRANSFORMS)
+                for name in origins:
+                    applied[name] += 1
+                for step in canonicalise(model, kernel.name).applied:
+                    applied[f"canonical {step}"] += 1
+                for r in refusals:
+                    if r.recipe not in origins:
+                        refused.setdefault(r.recipe, Counter())[reason_kind(r.reason)] += 1
+                has_launch = kernel.name in launched
+                counts["kernels"] += 1
+                counts["with_launch"] += has_launch
+                counts["any_variant"] += bool(origins)
+                counts["with_launch_any_variant"] += bool(origins) and has_launch
+                if ROW_REDUCTION.search(kernel.name) and not NOT_ROW_REDUCTION.search(kernel.name):
+                    why = next((r.reason for r in refusals if r.recipe == "row_reduce"), "")
+                    row_kernels.append(
+                        {
+                            "corpus": corpus,
+                            "file": str(path.relative_to(path.parents[2])),
+                            "kernel": kernel.name,
+                            "row_reduce": "row_reduce" in origins,
+                            "refused": "" if "row_reduce" in origins else why,
+                        }
+                    )
+    kernels = sum(c["kernels"] for c in per_corpus.values())
+    print(f"{kernels} kernels in {sum(len(p) for p in files.values())} files")
+    print(f"{'corpus':>10} {'kernels':>8} {'launched':>9} {'any variant':>12} {'launched+variant':>17}")
+    for corpus, c in per_corpus.items():
+        share = c["with_launch_any_variant"] / c["with_launch"] if c["with_launch"] else 0.0
+        print(
+            f"{corpus:>10} {c['kernels']:8d} {c['with_launch']:9d} {c['any_variant']:12d} "
+            f"{c['with_launch_any_variant']:9d} ({share:.0%})"
+        )
+    launched = sum(c["with_launch"] for c in per_corpus.values())
+    launched_variant = sum(c["with_launch_any_variant"] for c in per_corpus.values())
+    share = launched_variant / max(launched, 1)
+    print(f"{'all':>10} launched {launched}, of them with a variant {launched_variant} ({share:.0%})")
+    for name in dict.fromkeys([*TRANSFORMS, *refused, *applied]):
+        total = applied[name] + sum(refused.get(name, Counter()).values())
         print(f"\n{name}: applied {applied[name]} / {total}")
-        for reason, n in refused[name].most_common():
+        for reason, n in refused.get(name, Counter()).most_common(12):
             print(f"  refused {n:4d}: {reason}")
-    print(f"\ncrashes: {len(crashes)}")
+    rows_done = sum(bool(r["row_reduce"]) for r in row_kernels)
+    print(f"\nrow-reduction kernels (norm/softmax by name): row_reduce applies to {rows_done} of {len(row_kernels)}")
+    for r in row_kernels:
+        print(f"  {'yes' if r['row_reduce'] else 'no ':3} {r['corpus']}:{r['kernel']} {r['refused'][:100]}")
+    print(f"\nslowest kernel: {slowest[0]:.2f} s ({slowest[1]})")
+    print(f"crashes: {len(crashes)}")
     for c in crashes:
         print(f"  {c}")
     if args.json:
         data = {
+            "device": cpu_name(),
+            "date": datetime.date.today().isoformat(),
             "kernels": kernels,
-            "files": len(files),
+            "files": sum(len(p) for p in files.values()),
+            "corpora": {k: dict(v) for k, v in per_corpus.items()},
+            "launched": launched,
+            "launched_with_variant": launched_variant,
             "applied": dict(applied),
-            "refused": {k: dict(v) for k, v in refused.items()},
+            "refused": {k: dict(v.most_common()) for k, v in refused.items()},
+            "row_reduction_kernels": row_kernels,
+            "slowest_kernel_s": round(slowest[0], 3),
             "crashes": crashes,
         }
         args.json.write_text(json.dumps(data, indent=1))

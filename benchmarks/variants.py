@@ -25,8 +25,9 @@ from pathlib import Path
 import optuna
 
 from cutune.gpu.registry import create_backend
-from cutune.project import build_job, open_kernel, tune_options
+from cutune.project import KernelContext, build_job, open_kernel, tune_options
 from cutune.template.variants import VARIANT, combine_all
+from cutune.tune.options import TuneOptions
 from cutune.tune.run import tune
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,15 @@ BIG = 64 * 2**20  # bytes: from here on the bar asks for 85% of the floor
 
 def run_one(file: str, kernel: str, trials: int, seconds: float) -> dict[str, object]:
     """Tune one sample with its variants; its per-size rows and the bar's verdicts."""
-    ctx = open_kernel(ROOT / "samples" / file, kernel)
+    return measure(open_kernel(ROOT / "samples" / file, kernel), file, trials, seconds)
+
+
+def measure(
+    ctx: KernelContext, file: str, trials: int, seconds: float, *, quick: TuneOptions | None = None
+) -> dict[str, object]:
+    """Tune one opened kernel (its spec loaded) with its variants; its per-size rows and the bar's verdicts.
+    `quick` (its selection and sanitize settings) shortens the final phases for a short budget."""
+    kernel = ctx.kernel.name
     spec = ctx.require_spec()
     combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
     ctx = dataclasses.replace(ctx, template=combined.template, template_model=combined.model, spec=combined.spec)
@@ -51,6 +60,8 @@ def run_one(file: str, kernel: str, trials: int, seconds: float) -> dict[str, ob
         options = dataclasses.replace(tune_options(ctx, trials=trials, seconds=None), workspace=Path(workspace))
         # --seconds is the search's budget here, as before `tune` bounded the whole run
         options = dataclasses.replace(options, budget=dataclasses.replace(options.budget, search_seconds=seconds))
+        if quick is not None:
+            options = dataclasses.replace(options, selection=quick.selection, sanitize=quick.sanitize)
         start = time.perf_counter()
         result = tune(build_job(ctx), create_backend("cupy"), options)
         wall = time.perf_counter() - start

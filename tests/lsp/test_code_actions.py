@@ -23,6 +23,10 @@ async def test_templatize_is_a_line_based_rewrite_that_creates_the_spec(editor: 
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
     actions = await editor.actions(uri, 5, only=["refactor"])
+    # the guarded one-element body reads as a grid-stride loop (canonical form): its variants are offered too
+    rewrites = [a.title.split(" ")[4] for a in actions if a.title.startswith("Rewrite scale_kernel as variant ")]
+    assert rewrites == ["vectorized", "packs_per_thread"]
+    actions = [a for a in actions if a.title.startswith("Templatize ")]
     assert [(a.title, a.kind) for a in actions] == [
         (
             "Templatize scale_kernel (BLOCK_THREADS, ITEMS_PER_THREAD, FAST_MATH, MAXRREGCOUNT)",

@@ -84,6 +84,33 @@ __global__ void k(float* o, const float* x, int n) {
     assert re.search(r"o\[i\] = 2\.f \* cutune_inl\d+_v;", body)
 
 
+def test_type_template_arguments_the_call_leaves_out_are_read_from_its_arguments() -> None:
+    source = (
+        "template <int W, typename T>\n"
+        "__device__ void twice(T* __restrict__ out, const T* in, int n) {\n"
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = in[i] * static_cast<T>(W);\n}\n"
+        "__global__ void k(__half* o, const __half* x, int n) {\n"
+        "  twice<2>(o + blockIdx.x * n, x + blockIdx.x * n, n);\n}"
+    )
+    result = inline_helpers(parse_source(source), "k", looping=True)
+    assert result.calls == 1 and not result.refusals
+    k = result.model.kernel("k")
+    body = result.model.text[k.body_span.start_byte : k.body_span.end_byte]
+    assert "__half* __restrict__ cutune_inl0_out = o + blockIdx.x * n;" in body
+    assert "static_cast<__half>((2))" in body
+
+
+def test_a_parameter_the_call_leaves_out_takes_its_default() -> None:
+    source = (
+        "template <int W>\n__device__ float scaled(const float& v, float s = 2.0f * W) { return v * s; }\n"
+        "template <int W>\n__global__ void k(float* o, const float* x, int n) {\n"
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) { o[i] = scaled<W>(x[i]); }\n}"
+    )
+    body, refusals = _inlined_body(source)
+    assert not refusals
+    assert "const float& cutune_inl0_v = x[i];" in body and "float cutune_inl0_s = 2.0f * (W);" in body
+
+
 @pytest.mark.parametrize(
     ("helper", "call", "reason"),
     [
@@ -96,7 +123,7 @@ __global__ void k(float* o, const float* x, int n) {
         (
             "template <typename T> __device__ T f(T v) { return v; }",
             "o[i] = f(x[i]);",
-            "f: leaves template arguments to deduction",
+            "f: leaves template argument T to a deduction inlining does not make",
         ),
         (
             "__device__ float f(float v) { static int calls = 0; return v; }",
@@ -110,7 +137,7 @@ __global__ void k(float* o, const float* x, int n) {
             "o[i] = f(x[i]);",
             "f: is overloaded",
         ),
-        ("__device__ float f(float v, int k = 1) { return v; }", "o[i] = f(x[i]);", "f: has default or variadic"),
+        ("__device__ float f(float v, ...) { return v; }", "o[i] = f(x[i]);", "f: has variadic parameters"),
         (
             "__device__ void f(float* p) { __shared__ float s[32]; s[0] = *p; }",
             "f(o + i);",

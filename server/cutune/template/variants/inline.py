@@ -9,7 +9,7 @@ its parameters and locals are renamed `cutune_inl<k>_<name>`, so nothing shadows
 value-returning helper's single `return e;` (its last statement) hands `e` to the caller.
 
 A call stays a call, with the reason returned, when inlining could change what it does: a recursive or
-overloaded helper, template arguments left to deduction, default or variadic parameters, an early return,
+overloaded helper, template arguments left to deduction, variadic parameters, an early return,
 static or shared locals, a name the helper reads from file scope that the kernel declares too, a helper
 from another namespace, or a call nested inside a larger expression. Helpers that call helpers are
 inlined a few levels deep.
@@ -31,6 +31,7 @@ from cutune.template.variants.loops import line_indent, stride_loops
 
 PREFIX = "cutune_inl"
 _DEPTH = 4  # helpers calling helpers: inlined this many levels deep
+_LOOPS = ("for_statement", "while_statement", "do_statement")
 _FRESH = re.compile(rf"\b{PREFIX}(\d+)_")
 
 
@@ -51,22 +52,28 @@ class _Helper:
     namespace: str
 
 
-def inline_helpers(model: SourceModel, kernel: str) -> Inlined:
-    """`kernel`'s stride loops with the calls of the file's simple `__device__` helpers written out in place."""
+def inline_helpers(model: SourceModel, kernel: str, *, looping: bool = False) -> Inlined:
+    """`kernel`'s stride loops with the calls of the file's simple `__device__` helpers written out in place;
+    with `looping`, instead the calls anywhere in the kernel of the helpers that hold a loop (so the loop
+    transforms see it)."""
     calls = 0
     refusals: list[str] = []
     for depth in range(_DEPTH + 1):
         src = KernelSource(model, model.kernel(kernel))
         helpers = _helpers(src)
-        loops, _ = stride_loops(src)
+        loops = [] if looping else stride_loops(src)[0]
         edits = EditList(src.data)
         edited: list[tuple[int, int]] = []
         fresh = max((int(m.group(1)) + 1 for m in _FRESH.finditer(model.text)), default=0)
-        for call in (c for lp in loops for c in descendants(lp.body, "call_expression")):
+        bodies = [src.body] if looping else [lp.body for lp in loops]
+        sites = [c for body in bodies for c in descendants(body, "call_expression")]
+        for call in sites:
             name, scope = _callee(src, call)
             found = helpers.get(name, [])
             if not found or (scope and scope != found[0].namespace.split("::")[-1]):
                 continue  # not a helper of this file (a builtin, or another namespace's function)
+            if looping and not any(descendants(h.definition, *_LOOPS) for h in found):
+                continue
             if any(a <= call.start_byte < b for a, b in edited):
                 continue  # inside a call inlined in this pass: the next pass sees it
             result = _inline(src, call, found, f"{PREFIX}{fresh + len(edited)}_")
@@ -144,8 +151,9 @@ def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) ->
     if any(_callee(src, c)[0] == helper.name for c in descendants(body, "call_expression")):
         return "is recursive"
     params = [p for p in parameters.named_children if p.type != "comment"]
-    if any(p.type != "parameter_declaration" for p in params):
-        return "has default or variadic parameters"
+    variadic = any(c.type == "variadic_parameter" or src.text(c) == "..." for c in parameters.children)
+    if variadic or any(p.type not in ("parameter_declaration", "optional_parameter_declaration") for p in params):
+        return "has variadic parameters"
     names = [declarator_name(p.child_by_field_name("declarator")) for p in params]
     if any(n is None or n.type != "identifier" for n in names) and src.text(parameters) != "(void)":
         return "has an unnamed parameter"
@@ -154,7 +162,9 @@ def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) ->
     arg_list = call.child_by_field_name("arguments")
     args = [a for a in arg_list.named_children if a.type != "comment"] if arg_list is not None else []
     params = [] if src.text(parameters) == "(void)" else params
-    if len(args) != len(params):
+    # parameters the call leaves out take their default values (the call compiles, so each has one)
+    omitted = params[len(args) :]
+    if len(args) > len(params) or any(p.child_by_field_name("default_value") is None for p in omitted):
         return f"is called with {len(args)} arguments for {len(params)} parameters"
     tsubst = _template_substitution(src, helper, call)
     if isinstance(tsubst, str):
@@ -178,10 +188,27 @@ def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) ->
         return captured
     indent = line_indent(src.data, call.start_byte)
     head = [f"// cutune: inlined {helper.name}"]
-    head += [_rewritten(src, p, rename, tsubst) + " = " + src.text(a) + ";" for p, a in zip(params, args, strict=True)]
+    values = [src.text(a) for a in args] + [_rewritten(src, _default(p), rename, tsubst) for p in omitted]
+    head += [_declaration(src, p, rename, tsubst) + " = " + v + ";" for p, v in zip(params, values, strict=True)]
     head += [_rewritten(src, s, rename, tsubst) for s in statements if s is not last or not returns]
     result = _rewritten(src, value, rename, tsubst) if value is not None else ""
     return _placed(src, call, helper.name, head, result, void, _return_type(src, fn, pointers, tsubst), prefix, indent)
+
+
+def _default(param: Node) -> Node:
+    """An optional parameter's default value."""
+    value = param.child_by_field_name("default_value")
+    assert value is not None
+    return value
+
+
+def _declaration(src: KernelSource, param: Node, rename: dict[str, str], tsubst: dict[str, str]) -> str:
+    """A parameter as a local's declaration (renamed, its template parameters substituted), without a default."""
+    text = _rewritten(src, param, rename, tsubst)
+    value = param.child_by_field_name("default_value")
+    if value is None:
+        return text
+    return text[: len(text) - len(_rewritten(src, value, rename, tsubst))].rstrip().removesuffix("=").rstrip()
 
 
 def _placed(
@@ -244,12 +271,12 @@ def _template_substitution(src: KernelSource, helper: _Helper, call: Node) -> di
     plist = helper.template.child_by_field_name("parameters")
     tparams = [p for p in plist.named_children if p.type != "comment"] if plist is not None else []
     targs = _template_args(call)
-    if len(targs) != len(tparams) or any(
+    if len(targs) > len(tparams) or any(
         p.type not in ("type_parameter_declaration", "parameter_declaration") for p in tparams
     ):
-        return "leaves template arguments to deduction: the call names fewer than the helper's template parameters"
+        return "has template parameters of a kind inlining does not substitute (packs, templates, defaults)"
     subst: dict[str, str] = {}
-    for p, a in zip(tparams, targs, strict=True):
+    for k, p in enumerate(tparams):
         name = (
             next((c for c in p.named_children if c.type == "type_identifier"), None)
             if p.type == "type_parameter_declaration"
@@ -257,8 +284,64 @@ def _template_substitution(src: KernelSource, helper: _Helper, call: Node) -> di
         )
         if name is None:
             return "has an unnamed template parameter"
-        subst[src.text(name)] = src.text(a) if p.type == "type_parameter_declaration" else f"({src.text(a)})"
+        if k < len(targs):
+            a = targs[k]
+            subst[src.text(name)] = src.text(a) if p.type == "type_parameter_declaration" else f"({src.text(a)})"
+            continue
+        deduced = _deduced(src, helper, call, src.text(name)) if p.type == "type_parameter_declaration" else None
+        if deduced is None:
+            return f"leaves template argument {src.text(name)} to a deduction inlining does not make"
+        subst[src.text(name)] = deduced
     return subst
+
+
+_QUALIFIERS = re.compile(r"\b(?:const|volatile|__restrict__|__restrict)\b|[*&\s]")
+
+
+def _deduced(src: KernelSource, helper: _Helper, call: Node, tname: str) -> str | None:
+    """The type `tname` stands for, read from the call: an argument passed for a parameter of type T, T*, const T&
+    (qualifiers aside) that names a kernel parameter or local of the caller (or offsets one), whose declared type is
+    then the same shape; None when no such argument tells."""
+    declarator = helper.definition.child_by_field_name("declarator")
+    while declarator is not None and declarator.type != "function_declarator":
+        declarator = declarator.child_by_field_name("declarator")
+    parameters = declarator.child_by_field_name("parameters") if declarator is not None else None
+    arg_list = call.child_by_field_name("arguments")
+    if parameters is None or arg_list is None:
+        return None
+    params = [p for p in parameters.named_children if p.type != "comment"]
+    args = [a for a in arg_list.named_children if a.type != "comment"]
+    types = {p.name: p.type for p in src.kernel.params} | _local_types(src)
+    for param, arg in zip(params, args, strict=False):
+        name = declarator_name(param.child_by_field_name("declarator"))
+        shape = src.text(param)[: name.start_byte - param.start_byte] if name is not None else ""
+        if _QUALIFIERS.sub("", shape) != tname:
+            continue
+        base = arg
+        while base.type == "binary_expression" and src.field(base, "operator") in ("+", "-"):
+            base = base.child_by_field_name("left") or base
+        if base.type != "identifier" or src.text(base) not in types:
+            continue
+        declared = types[src.text(base)]
+        if shape.count("*") != declared.count("*"):
+            continue  # T* from a T** (or T from a T*): another shape
+        deduced = _QUALIFIERS.sub(" ", declared).split()
+        if len(deduced) == 1:
+            return deduced[0]
+    return None
+
+
+def _local_types(src: KernelSource) -> dict[str, str]:
+    """The declared types (with pointers) of the kernel body's locals declared with one declarator."""
+    types: dict[str, str] = {}
+    for d in src.in_body("declaration"):
+        declarators = d.children_by_field_name("declarator")
+        if len(declarators) != 1:
+            continue
+        name = declarator_name(declarators[0])
+        if name is not None and name.type == "identifier":
+            types[src.text(name)] = src.text(d)[: name.start_byte - d.start_byte]
+    return types
 
 
 def _body_blocker(src: KernelSource, body: Node) -> str | None:

@@ -34,6 +34,14 @@ _GRID_START = {
 }
 _GRID_STEP = {axis: {f"blockDim.x*gridDim.{axis}", f"gridDim.{axis}*blockDim.x"} for axis in ("x", "y")}
 _CASTS = re.compile(r"^(?:static_cast<[^<>]*>|\((?:const\s+)?(?:unsigned\s+)?\w+\))")
+_PRODUCT = re.compile(r"\((\w+\.[xyz]\*\w+\.[xyz])\)")  # `(blockIdx.x * blockDim.x) + threadIdx.x`
+# a cast of a thread or block builtin (`(int64_t)blockIdx.x`, `int64_t(blockDim.x)`, `static_cast<size_t>(...)`):
+# 64-bit index arithmetic, the same index
+_BUILTIN = r"((?:blockIdx|blockDim|threadIdx|gridDim)\.[xyz])"
+_BUILTIN_CASTS = re.compile(
+    rf"static_cast<[^<>]*>\({_BUILTIN}\)|\((?:const)?(?:unsigned|signed)?(?:long)*\w*\){_BUILTIN}"
+    rf"|\b(?:unsigned|int|long|size_t|u?int(?:32|64)_t)\({_BUILTIN}\)|\({_BUILTIN}\)"
+)
 # the spec's block divided by BLOCK_DIV, never below a warp (nor above the original)
 BLOCK_DIVIDED = "max(min(warp_size, {block}), {block} / BLOCK_DIV)"
 _EXITS = ("break_statement", "return_statement", "goto_statement")
@@ -76,7 +84,7 @@ def required_stride_loops(transform: str, src: KernelSource) -> list[StrideLoop]
 
 def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:
     """The kernel's stride loops (outermost first), and why each other `for` loop is not one."""
-    locals_ = _local_values(src)
+    locals_ = local_values(src)
     found: list[StrideLoop] = []
     reasons: list[str] = []
     for loop in src.in_body("for_statement"):
@@ -192,7 +200,7 @@ def balanced(text: str) -> bool:
     return depth == 0
 
 
-def _local_values(src: KernelSource) -> dict[str, str]:
+def local_values(src: KernelSource) -> dict[str, str]:
     """Locals of the kernel body declared once with a value (name → squeezed value), for START and STEP."""
     values: dict[str, str] = {}
     for d in src.in_body("init_declarator"):
@@ -229,8 +237,8 @@ def _stride_loop(src: KernelSource, loop: Node, locals_: dict[str, str]) -> Stri
     ):
         return f"does not step by `{var} += stride`"
     start, step = _resolved(src.text(value), locals_), _resolved(src.field(update, "right"), locals_)
-    axes = [a for a in _GRID_START if start in _GRID_START[a] and step in _GRID_STEP[a]]
-    if not axes and not (start in _BLOCK_START and step in _BLOCK_STEP):
+    axes = stride_axes(start, step)
+    if axes is None:
         stride = src.field(update, "right")
         return f"starts at `{src.text(value)}` and steps by `{stride}`: not a block- or grid-stride loop"
     return StrideLoop(
@@ -246,7 +254,28 @@ def _stride_loop(src: KernelSource, loop: Node, locals_: dict[str, str]) -> Stri
     )
 
 
+def index_form(text: str) -> str:
+    """The squeezed text with casts of thread and block builtins taken out (for comparing index forms)."""
+    text = _PRODUCT.sub(r"\1", "".join(text.split()))
+    while (stripped := _BUILTIN_CASTS.sub(lambda m: next(g for g in m.groups() if g), text)) != text:
+        text = stripped
+    return squeezed(text)
+
+
+def stride_axes(start: str, step: str) -> list[str] | None:
+    """For a start and step in index form: the grid axes they stride over ([] for a block-stride pair), or None
+    when they are no stride pair."""
+    axes = [a for a in _GRID_START if start in _GRID_START[a] and step in _GRID_STEP[a]]
+    return axes if axes or (start in _BLOCK_START and step in _BLOCK_STEP) else None
+
+
+def grid_index_axis(text: str) -> str | None:
+    """The grid axis of a global thread index `blockIdx.A * blockDim.x + threadIdx.x` (any order, casts), or None."""
+    form = index_form(text)
+    return next((axis for axis, starts in _GRID_START.items() if form in starts), None)
+
+
 def _resolved(text: str, locals_: dict[str, str]) -> str:
-    """The squeezed text, or the squeezed value of the local it names."""
-    s = squeezed(text)
-    return squeezed(locals_.get(s, s))
+    """The index form of the text, or of the value of the local it names."""
+    s = index_form(text)
+    return index_form(locals_.get(s, s))

@@ -5,6 +5,7 @@ plain one it extends (at the parent's defaults it is that one)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -12,6 +13,7 @@ from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
+from cutune.template.canonical import canonicalise
 from cutune.template.model import Refusal, Template
 from cutune.template.variants.chain import chain
 from cutune.template.variants.combine import with_variants
@@ -59,8 +61,10 @@ def propose_variants(
     from cutune.template.variants import TRANSFORMS
 
     model.kernel(kernel)  # raises SourceError naming the kernels when absent
+    canonical = canonicalise(model, kernel)
+    model = canonical.model  # the transforms read the canonical forms; their bodies fit the original kernel
     variants: list[Variant] = []
-    refusals: list[Refusal] = []
+    refusals: list[Refusal] = [Refusal(f"canonical {step}", reason) for step, reason in canonical.refusals]
     chosen = transforms if transforms is not None else TRANSFORMS
     for name, transform in chosen.items():
         try:
@@ -87,4 +91,10 @@ def propose_variants(
                 variants[plain[0]] = chained
             else:
                 variants.insert(variants.index(parent), chained)
+    if canonical.applied:  # say what the transforms read: the lines their notes name are the canonical form's
+        seen = f"canonical form: {', '.join(canonical.applied)}; lines counted in it"
+        variants = [
+            dataclasses.replace(v, provenance=dataclasses.replace(v.provenance, note=f"{v.provenance.note} [{seen}]"))
+            for v in variants
+        ]
     return variants, refusals

@@ -13,6 +13,7 @@ all-reduce after which every thread computes the values itself, so no broadcast 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import NoReturn
@@ -20,14 +21,17 @@ from typing import NoReturn
 from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
 from cutune.cuda.syntax import node_text
 from cutune.errors import CutuneError, TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.dtypes import dtype_size
+from cutune.template.edits import EditList, apply_edits
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.specialize import static_param
+from cutune.template.variants.loops import written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 THREADS = "ROW_THREADS"
@@ -199,7 +203,40 @@ class RowReduce(Transform):
         k = model.kernel(kernel)
         if k.has_errors:
             self.refuse("the kernel has syntax errors tree-sitter could not parse")
-        return _Rewriter(self, KernelSource(model, k), spec).variant()
+        src = KernelSource(model, k)
+        rows = _persistent_rows(src)
+        if rows is None:
+            return _Rewriter(self, src, spec).variant()
+        # one row per iteration of a persistent loop: the row's body rewritten as one block per row, looped
+        loop, var, bound = rows
+        body = loop.child_by_field_name("body")
+        assert body is not None
+        inner = node_text(src.data, body)[1:-1] if body.type == "compound_statement" else node_text(src.data, body)
+        edits = EditList(src.data)
+        edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
+        one = parse_source(apply_edits(model.text, edits.edits), model.path)
+        variant = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec).variant()
+        first = "const unsigned int cutune_row = blockIdx.x;"
+        if first not in variant.body:
+            self.refuse("a persistent row loop whose rows could not stay one per block")
+        # the bound may read the prologue's locals (a specialised size): they are declared before the loop too
+        before = [
+            node_text(src.data, d)
+            for d in src.body.named_children
+            if d.type == "declaration" and "__shared__" not in node_text(src.data, d)
+        ]
+        looped = "\n".join(
+            [
+                *before,
+                f"for (unsigned int cutune_rows_i = blockIdx.x; cutune_rows_i < ({bound}); "
+                "cutune_rows_i += gridDim.x) {",
+                variant.body.replace(first, "const unsigned int cutune_row = cutune_rows_i;"),
+                "__syncthreads();  // shared memory is the block's next row's",
+                "}",
+            ]
+        )
+        note = f"{variant.provenance.note}; each row one iteration of the persistent loop over {var}"
+        return dataclasses.replace(variant, body=looped, provenance=dataclasses.replace(variant.provenance, note=note))
 
     def refuse(self, reason: str) -> NoReturn:
         """Stop: this kernel cannot be rewritten, for `reason`."""
@@ -990,6 +1027,40 @@ class _Rewriter:
         grid = self.spec.grid if self.spec is not None else ("num_rows",)
         first = f"ceil_div({grid[0]}, {ROWS})" if rows else grid[0]
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"))
+
+
+def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
+    """For a body that is declarations and then `for (int r = blockIdx.x; r < R; r += gridDim.x) {...}` (rows
+    over a persistent grid, r and R unchanged inside): the loop, r and R; else None."""
+    statements = [c for c in src.body.named_children if c.type != "comment"]
+    if not statements or any(s.type != "declaration" for s in statements[:-1]):
+        return None
+    loop = statements[-1]
+    if loop.type != "for_statement":
+        return None
+    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    body = loop.child_by_field_name("body")
+    if init is None or cond is None or update is None or body is None:
+        return None
+    head = re.fullmatch(
+        r"(?:const)?(?:unsigned)?(?:int|int64_t|size_t|long)(\w+)=blockIdx\.x;?",
+        "".join(node_text(src.data, init).split()),
+    )
+    if head is None:
+        return None
+    var = head.group(1)
+    test = re.fullmatch(rf"{var}<(.+)", "".join(node_text(src.data, cond).split()))
+    step = "".join(node_text(src.data, update).split())
+    if test is None or step != f"{var}+=gridDim.x":
+        return None
+    right = cond.child_by_field_name("right")
+    if right is None:
+        return None
+    bound = node_text(src.data, right)
+    written = written_names(src, body)
+    if var in written or set(re.findall(r"[A-Za-z_]\w*", bound)) & written:
+        return None
+    return loop, var, bound
 
 
 def _merge(old: str | None, new: str | None, acc: str, w: _Rewriter, node: Node) -> str | None:

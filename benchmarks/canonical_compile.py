@@ -1,0 +1,79 @@
+"""Do the canonical rewrites of production kernels compile? Every kernel of DeepSpeed's csrc/ and llama.cpp's
+ggml-cuda/ that a canonical step rewrites, compiled with nvcc in its canonical form (instantiated as the corpus
+tests instantiate it); where that fails, the original is compiled the same way, so a failure the rewrite caused
+(the original compiles, the rewrite does not) stands apart from one of the instantiation or the headers.
+
+    python benchmarks/canonical_compile.py [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.corpus.corpus import instantiation  # noqa: E402
+from tests.corpus.sources import corpora  # noqa: E402
+
+from cutune.cuda.extract import extract_kernel  # noqa: E402
+from cutune.cuda.model import SourceModel  # noqa: E402
+from cutune.cuda.parse import parse_source  # noqa: E402
+from cutune.errors import CutuneError  # noqa: E402
+from cutune.gpu.nvcc import compile_resources  # noqa: E402
+from cutune.template.canonical import canonicalise  # noqa: E402
+
+STUBS = ROOT / "benchmarks" / "corpus_specs" / "stubs"  # cuBLAS's header, where the toolkit lacks it
+EXTRA = {"deepspeed": ("transformer/inference/includes",)}
+
+
+def compiles(model: SourceModel, kernel: str, include_dirs: list[str]) -> str:
+    """'' when the kernel (instantiated) compiles, else the first line of why not."""
+    try:
+        name, _ = instantiation(model.kernel(kernel), model)
+        unit = extract_kernel(model, kernel, instantiations=[name])
+        flags = ["--expt-relaxed-constexpr", "-std=c++17"]
+        compile_resources(
+            unit.source, include_dirs=[*unit.include_dirs, *include_dirs], kernel=unit.kernel, flags=flags
+        )
+    except CutuneError as e:
+        return str(e).splitlines()[0]
+    return ""
+
+
+def main() -> None:
+    """Compile every rewritten kernel; print one line per failure and the counts."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    lines: list[str] = []
+    counts = {"compiles": 0, "fails, original too": 0, "fails, original compiles": 0}
+    for name, corpus in corpora().items():
+        if name not in ("deepspeed", "llama.cpp"):
+            continue
+        dirs = [*map(str, corpus.include_dirs), *(str(corpus.root / d) for d in EXTRA.get(name, ())), str(STUBS)]
+        for path in corpus.files:
+            model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
+            for kernel in dict.fromkeys(k.name for k in model.kernels if not k.has_errors):
+                canonical = canonicalise(model, kernel)
+                if not canonical.applied:
+                    continue
+                why = compiles(canonical.model, kernel, dirs)
+                if not why:
+                    counts["compiles"] += 1
+                    continue
+                original = compiles(model, kernel, dirs)
+                key = "fails, original too" if original else "fails, original compiles"
+                counts[key] += 1
+                lines.append(f"{key}: {name} {path.name} {kernel} {canonical.applied}: {why[:200]}")
+                print(lines[-1], flush=True)
+    lines.append(", ".join(f"{k}: {v}" for k, v in counts.items()))
+    print(lines[-1])
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

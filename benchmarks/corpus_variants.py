@@ -1,0 +1,220 @@
+"""Production kernels, each read in place from its corpus file with only a spec written here
+(`benchmarks/corpus_specs/`), tuned with their structural variants (canonicalised first) on the GPU.
+
+    python benchmarks/corpus_variants.py OUT_DIR [--trials 8] [--seconds 6] [--only k1,k2]
+    python benchmarks/corpus_variants.py --check          # CPU: every spec loads, every variant compiles
+
+Per kernel and size: original and tuned time, speedup, % of the floor, the winning variant (every candidate is
+checked against the original by the tuner); then the bar of issue #21: never slower, and over the kernels whose
+original runs below 60% of the floor at ≥ 64 MB, the geomean speedup there and the tuned % of the floor.
+The corpora must be where `tests/corpus/sources.py` finds them (scripts/corpus.sh; flashinfer's wheel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.variants import BIG, measure  # noqa: E402
+from tests.corpus.sources import corpora  # noqa: E402
+
+from cutune.check import check_kernel  # noqa: E402
+from cutune.project import KernelContext, open_kernel  # noqa: E402
+from cutune.spec import load_spec  # noqa: E402
+from cutune.spec.check import check_against_kernel  # noqa: E402
+from cutune.template.model import Space  # noqa: E402
+from cutune.template.variants import VARIANT, combine_all  # noqa: E402
+from cutune.tune.options import SelectionOptions, TuneOptions  # noqa: E402
+
+SPECS = ROOT / "benchmarks" / "corpus_specs"
+COMPILER = "auto"  # what tune uses: NVRTC, and nvcc where NVRTC cannot compile
+SLOW = 60.0
+# ten kernels in one short GPU step: 3 finalists, 3 selection and 3 confirmation rounds, one fresh-input re-check
+# of each finalist (every candidate is still checked against the original); no compute-sanitizer pass
+QUICK = TuneOptions(
+    workspace=ROOT, selection=SelectionOptions(top_k=3, rounds=3, confirm_rounds=3, verify_seeds=1), sanitize=False
+)  # % of the floor: originals below it at ≥ 64 MB are the ones the bar's geomean is over
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One corpus kernel: its kind, where it lies in its corpus, and the spec written for it here."""
+
+    kind: str
+    corpus: str
+    path: str  # relative to the corpus root
+    kernel: str
+    spec: str  # a file of SPECS
+    include_dirs: tuple[str, ...] = ()  # beyond the corpus's own, relative to its root
+
+
+LLAMA = "src/ggml-cuda"
+DS = "transformer/inference/csrc"
+INFERENCE = ("transformer/inference/includes",)
+TABLE = [
+    Entry("elementwise", "llama.cpp", f"{LLAMA}/scale.cu", "scale_f32", "llama_scale.tune.toml"),
+    Entry("activation", "llama.cpp", f"{LLAMA}/unary.cu", "unary_op_kernel", "llama_unary_silu.tune.toml"),
+    Entry(
+        "activation-and-mul", "llama.cpp", f"{LLAMA}/unary.cu", "unary_gated_op_kernel", "llama_gated_silu.tune.toml"
+    ),
+    Entry("cache write", "llama.cpp", f"{LLAMA}/set-rows.cu", "k_set_rows", "llama_set_rows.tune.toml"),
+    Entry("RMSNorm", "llama.cpp", f"{LLAMA}/norm.cu", "rms_norm_f32", "llama_rms_norm.tune.toml"),
+    Entry("gather", "llama.cpp", f"{LLAMA}/getrows.cu", "k_get_rows_float", "llama_get_rows.tune.toml"),
+    Entry("LayerNorm", "llama.cpp", f"{LLAMA}/norm.cu", "norm_f32", "llama_layer_norm.tune.toml"),
+    Entry("quantisation", "llama.cpp", f"{LLAMA}/quantize.cu", "quantize_q8_1", "llama_quantize_q8_1.tune.toml"),
+    Entry(
+        "fused add + RMSNorm",
+        "deepspeed",
+        f"{DS}/rms_norm.cu",
+        "pre_rms_norm",
+        "deepspeed_pre_rms_norm.tune.toml",
+        INFERENCE,
+    ),
+    Entry(
+        "bias + activation", "deepspeed", f"{DS}/gelu.cu", "fused_bias_gelu", "deepspeed_bias_gelu.tune.toml", INFERENCE
+    ),
+]
+
+
+def cuda_include_dirs() -> list[str]:
+    """The CUDA toolkit's include folders, where nvcc is on PATH."""
+    nvcc = shutil.which("nvcc")
+    root = Path(nvcc).resolve().parents[1] if nvcc else Path("/usr/local/cuda")
+    return [str(root / "include"), *(str(p) for p in root.glob("targets/*/include"))]
+
+
+def opened(entry: Entry) -> KernelContext:
+    """The kernel templatized from its corpus file, with this benchmark's spec; CutuneError when it is not there."""
+    found = corpora().get(entry.corpus)
+    if found is None:
+        raise FileNotFoundError(f"corpus {entry.corpus} is not here (scripts/corpus.sh)")
+    ctx = open_kernel(found.root / entry.path, entry.kernel)
+    spec = load_spec(SPECS / entry.spec).kernels[entry.kernel]
+    dirs = (*(str(d) for d in found.include_dirs), *(str(found.root / d) for d in entry.include_dirs))
+    spec = dataclasses.replace(spec, include_dirs=(*dirs, *spec.include_dirs))
+    if not any((Path(d) / "cublas_v2.h").exists() for d in cuda_include_dirs()):  # compile-only machines
+        spec = dataclasses.replace(spec, include_dirs=(*spec.include_dirs, str(SPECS / "stubs")))
+    check_against_kernel(spec, ctx.template_model.kernel(entry.kernel))
+    return dataclasses.replace(ctx, spec=spec, spec_path=SPECS / entry.spec, spec_error=None)
+
+
+def check(entry: Entry) -> str:
+    """Compile (no GPU) the original and every variant at its defaults; one line saying how it went."""
+    ctx = opened(entry)
+    combined = combine_all(ctx.template_model, entry.kernel, ctx.template, ctx.spec)
+    space = combined.template.space
+    pinned = Space(
+        tuple(p if p.name == VARIANT else dataclasses.replace(p, values=(p.default,)) for p in space.params),
+        space.constraints,
+    )
+    assert combined.spec is not None
+    ctx = dataclasses.replace(
+        ctx,
+        template=dataclasses.replace(combined.template, space=pinned),
+        template_model=combined.model,
+        spec=dataclasses.replace(combined.spec, space=None),
+    )
+    report = check_kernel(ctx, limit=len(combined.variants) + 1, compiler=COMPILER)
+    failed = [r for r in report.rows if r.usage is None]
+    names = ["original", *(v.name for v in combined.variants)]
+    return f"{entry.kernel}: {len(report.rows) - len(failed)} of {len(names)} compiled ({', '.join(names)})" + (
+        f"; FAILED: {failed[0].problem}" if failed else ""
+    )
+
+
+def bar(results: list[dict[str, object]]) -> dict[str, object]:
+    """Issue #21's bar over the measured kernels."""
+    slow, pct = [], []
+    for r in results:
+        rows = [row for row in r["rows"] if row["bytes_moved"] >= BIG]  # type: ignore[attr-defined]
+        # the original's % of the floor: the tuned one's, scaled by tuned / original time
+        if rows and all((row["pct_of_floor"] or 0) * row["tuned_us"] / row["original_us"] < SLOW for row in rows):
+            slow += [row["speedup"] for row in rows]
+            pct += [row["pct_of_floor"] or 0.0 for row in rows]
+    return {
+        "never_slower": all(r["never_slower"] for r in results),
+        "slow_kernels_sizes": len(slow),
+        "geomean_slow": math.exp(sum(math.log(s) for s in slow) / len(slow)) if slow else None,
+        "min_pct_of_floor_slow": min(pct, default=None),
+    }
+
+
+def markdown(results: list[dict[str, object]], summary: dict[str, object], device: str, date: str) -> str:
+    """The results as one table per kernel and the bar's summary."""
+    lines = [f"# Corpus kernels with canonical forms and variants on {device}, {date}", "", f"bar: {summary}"]
+    for r in results:
+        lines += ["", f"## {r['kind']}: {r['kernel']} ({r['file']})", ""]
+        lines += [f"variants: {', '.join(v['name'] for v in r['variants']) or 'none'}", ""]  # type: ignore[attr-defined]
+        lines += [
+            "| size | MB | original µs | tuned µs | speedup | % of floor | variant |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in r["rows"]:  # type: ignore[attr-defined]
+            size = ", ".join(f"{k}={v}" for k, v in row["size"].items())
+            pct = "-" if row["pct_of_floor"] is None else f"{row['pct_of_floor']:.0f}"
+            lines.append(
+                f"| {size} | {row['bytes_moved'] / 1e6:.1f} | {row['original_us']:.1f} | {row['tuned_us']:.1f} | "
+                f"{row['speedup']:.2f}× | {pct} | {row['variant']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    """Check on the CPU, or tune every kernel of the table on the GPU and write the tables."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", type=Path, nargs="?")
+    ap.add_argument("--check", action="store_true", help="compile only (no GPU)")
+    ap.add_argument("--trials", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=6.0)
+    ap.add_argument("--only", default="", help="comma-separated kernel names (default: all)")
+    args = ap.parse_args()
+    chosen = [e for e in TABLE if not args.only or e.kernel in args.only.split(",")]
+    if args.check:
+        failed = 0
+        for entry in chosen:
+            try:
+                print(check(entry), flush=True)
+            except Exception as e:  # each kernel's own verdict: one that fails must not hide the others'
+                failed += 1
+                print(f"{entry.kernel}: FAILED: {type(e).__name__}: {e}", flush=True)
+        sys.exit(1 if failed else 0)
+    if args.out is None:
+        ap.error("OUT_DIR is needed to measure")
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, object]] = []
+    for entry in chosen:
+        try:
+            result = measure(opened(entry), entry.path, args.trials, args.seconds, quick=QUICK)
+        except Exception as e:  # one kernel's failure must not lose the others' numbers
+            print(f"{entry.kernel}: failed: {type(e).__name__}: {e}", flush=True)
+            continue
+        results.append({"kind": entry.kind, "corpus": entry.corpus, **result})
+        print(
+            f"{entry.kernel}: geomean {result['geomean']:.2f}×, min % floor ≥64MB {result['min_pct_big']}", flush=True
+        )
+        write(args.out, results)  # after each kernel: a run cut short keeps what it measured
+
+
+def write(out: Path, results: list[dict[str, object]]) -> None:
+    """The JSON and Markdown files, named by device and date."""
+    device = str(results[0]["device"])
+    date = datetime.date.today().isoformat()
+    summary = bar(results)
+    stem = f"corpus_variants.{device.replace(' ', '-')}.{date}"
+    data = {"device": device, "date": date, "bar": summary, "kernels": results}
+    (out / f"{stem}.json").write_text(json.dumps(data, indent=1))
+    (out / f"{stem}.md").write_text(markdown(results, summary, device, date))
+
+
+if __name__ == "__main__":
+    main()

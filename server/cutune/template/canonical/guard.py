@@ -1,0 +1,355 @@
+"""guard: a one-element-per-thread kernel whose index is bounded by an early-return guard, written as the
+grid-stride loop it is at its launch.
+
+    const T i = blockIdx.x * blockDim.x + threadIdx.x;      for (T i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;                                 →         i < n; i += blockDim.x * gridDim.x) {
+    REST                                                        REST   (a top-level `return;` → `continue;`)
+                                                              }
+
+(or `if (i < n) { REST }` as the last statement). At the original launch, whose grid covers [0, n), each
+thread runs the loop once, exactly as it ran REST; with any smaller grid the loop still covers [0, n)
+once, so the stride-loop transforms (vectorize, packs_per_thread, grid_shape) apply and may shrink the grid.
+
+A guard `if (i >= n || other) return;` keeps `other` as `if (other) continue;` at the top of the loop (and
+`if (i < n && other) {...}` as `if (!(other)) continue;`). Declarations between the index and its guard
+that read the index move into the loop; the others stay before it.
+
+Refused, with the reason, where an iteration would not be the thread it was: threads cooperate (barriers,
+shared memory, warp collectives), the block index, thread index, block size or grid size (x axis) is read
+elsewhere, a `return` sits in a nested loop or switch, the bound changes, or the index is written.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.template.canonical.shape import kernel_body
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
+from cutune.template.recipes.items_per_thread import _bare as bare
+from cutune.template.variants.loops import (
+    grid_index_axis,
+    indented,
+    index_form,
+    line_indent,
+    stride_loops,
+    written_names,
+)
+
+NAME = "grid_stride_guard"
+PREFIX = "cutune_pack_"  # the loop index over the packs of a scaled index
+_NESTED = (
+    "for_statement",
+    "for_range_loop",
+    "while_statement",
+    "do_statement",
+    "switch_statement",
+    "lambda_expression",
+)
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_COLLECTIVE = re.compile(r"reduce|sync|shfl|ballot|warp|block|barrier|atomic", re.IGNORECASE)
+
+
+def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | None:
+    """The model with `kernel`'s guarded one-element body written as a grid-stride loop; why not (a reason);
+    or None when the kernel has no thread index of that form (nothing to canonicalise)."""
+    text = kernel_body(model, kernel)
+    if "threadIdx" not in text:
+        return None
+    src = KernelSource(model, model.kernel(kernel))
+    if stride_loops(src)[0]:
+        return None  # already a stride loop: the transforms read it as it is
+    statements = [c for c in src.body.named_children if c.type != "comment"]
+    chunk = _chunk(src, statements[-1]) if statements else None
+    region_end = statements[-1].end_byte if statements else 0
+    if chunk is not None:  # the thread's block-chunks: each chunk's statements, as one element per thread
+        statements = [c for c in chunk[0].named_children if c.type != "comment"]
+    indices = {k: found for k, s in enumerate(statements) if (found := _thread_index(src, s, chunk)) is not None}
+    if not indices or (chunk is not None and min(indices) != 0):
+        return None
+    chosen = _checked_index(src, statements, indices)
+    if isinstance(chosen, str):
+        return chosen
+    k, g = chosen
+    index = statements[k]
+    name_node, value, axis, scale = indices[k]
+    var = src.text(name_node)
+    rest = statements[k + 1 :]
+    g -= k + 1
+    guard, between = rest[g], rest[:g]
+    parsed = _guard(src, guard, var, last=g == len(rest) - 1, exit="continue" if chunk else "return")
+    if isinstance(parsed, str):
+        return parsed
+    bound, others, negate, inner = parsed
+    inner = inner if inner is not None else rest[g + 1 :]
+    blocker = _blocker(src, index, var, axis, bound, between, inner)
+    if blocker is not None:
+        return blocker
+    if chunk is not None and any(
+        src.text(n) == chunk[1] and not index.start_byte <= n.start_byte < index.end_byte
+        for n in descendants(chunk[0], "identifier")
+    ):
+        return f"the chunk counter {chunk[1]} is read beyond the index {var}"
+    derived = {var}
+    moved, kept = [], []
+    for d in between:
+        if _reads(src, d) & derived:
+            moved.append(d)
+            derived |= _declares(src, d)
+        else:
+            kept.append(d)
+    if set(_NAME.findall(bound)) & derived:
+        return f"the bound `{bound}` of {var} reads a value computed from {var}"
+    vtype = src.text(index)[: name_node.start_byte - index.start_byte].strip()
+    vtype = re.sub(r"\bconst\b|\bconstexpr\b", "", vtype).strip() or "int"
+    indent = line_indent(src.data, index.start_byte)
+    body: list[str] = [src.text(d) for d in moved]
+    if others:
+        body.append(f"if (!({others})) continue;" if negate else f"if ({others}) continue;")
+    if inner:
+        body.append(_continued(src, inner[0].start_byte, inner[-1].end_byte))
+    stride = f"blockDim.x * gridDim.{axis}"
+    start_text = f"static_cast<{vtype}>(blockIdx.x) * blockDim.x + threadIdx.x" if chunk else src.text(value)
+    if scale is None:
+        header = f"{vtype} {var} = {start_text}; {var} < {bound}; {var} += {stride}"
+    else:  # `i = gid * C` bounded by n: the packs gid below ceil(n / C), each at i = gid * C as before
+        gid, count = scale
+        pack = f"{PREFIX}{var}"
+        header = f"{vtype} {pack} = {gid}; {pack} < (({bound}) + ({count}) - 1) / ({count}); {pack} += {stride}"
+        body.insert(0, f"const {vtype} {var} = {pack} * ({count});")
+    loop = "\n".join([f"for ({header}) {{", *(indented(b, "  ") for b in body), "}"])
+    text = "\n".join([*(src.text(d) for d in kept), indented(loop, indent).lstrip()])
+    edits = EditList(src.data)
+    start = chunk[0].parent.start_byte if chunk is not None and chunk[0].parent is not None else index.start_byte
+    edits.replace(start, region_end, text)
+    return parse_source(apply_edits(model.text, edits.edits), model.path)
+
+
+def _checked_index(
+    src: KernelSource, statements: list[Node], indices: dict[int, tuple[Node, Node, str, tuple[str, str] | None]]
+) -> tuple[int, int] | str:
+    """(the index's statement, its check's statement): the first statement after the first index that is not a
+    declaration must check an index (the x-axis one where it checks several); else why not."""
+    first = min(indices)
+    g = next((j for j in range(first + 1, len(statements)) if statements[j].type != "declaration"), None)
+    if g is None or statements[g].type != "if_statement":
+        var = src.text(indices[first][0])
+        return f"no bounds check on {var} after its declaration (`if ({var} >= n) return;` or `if ({var} < n) {{...}}`)"
+    guarded = {src.text(indices[k][0]): k for k in indices if k < g}
+    tested = {src.text(n) for n in descendants(statements[g], "identifier")} & set(guarded)
+    if len(tested) > 1:  # several indices checked at once: the one over the grid's x axis is the loop's
+        tested = {t for t in tested if indices[guarded[t]][2] == "x"}
+    if not tested:
+        names = ", ".join(sorted(guarded))
+        return f"the first check after the thread index (line {src.line(statements[g])}) does not test {names}"
+    if len(tested) != 1:
+        return f"the check at line {src.line(statements[g])} tests several thread indices over the grid's x axis"
+    return guarded[tested.pop()], g
+
+
+def _chunk(src: KernelSource, statement: Node) -> tuple[Node, str, str] | None:
+    """For `for (int u = 0; u < K; ++u) {...}` (the kernel's last statement, K constant): its body, u and K."""
+    if statement.type != "for_statement":
+        return None
+    init, cond, update = (statement.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    body = statement.child_by_field_name("body")
+    if init is None or cond is None or update is None or body is None or body.type != "compound_statement":
+        return None
+    match = re.fullmatch(r"(?:int|unsigned|unsignedint)(\w+)=0;?", "".join(src.text(init).split()))
+    if match is None:
+        return None
+    item = match.group(1)
+    bound = re.fullmatch(rf"{item}<(\w+)", "".join(src.text(cond).split()))
+    if bound is None or "".join(src.text(update).split()) not in (f"++{item}", f"{item}++", f"{item}+=1"):
+        return None
+    if not compile_time(src, bound.group(1)) or item in written_names(src, body):
+        return None
+    return body, item, bound.group(1)
+
+
+def _thread_index(
+    src: KernelSource, statement: Node, chunk: tuple[Node, str, str] | None = None
+) -> tuple[Node, Node, str, tuple[str, str] | None] | None:
+    """For `T i = GID;` or `T i = GID * C;` (GID a global thread index over a grid axis, C constant at compile
+    time): the name, the value, the axis and, when scaled, (GID's text, C's text). In a chunk loop over u < K,
+    GID is the chunk's `(blockIdx.x * K + u) * blockDim.x + threadIdx.x`."""
+    if statement.type != "declaration" or "[" in src.text(statement):
+        return None
+    declarators = statement.children_by_field_name("declarator")
+    if len(declarators) != 1 or declarators[0].type != "init_declarator":
+        return None
+    name, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
+    if name is None or value is None or name.type != "identifier":
+        return None
+    if chunk is not None:
+        _, item, count = chunk
+        chunked = re.sub(
+            rf"(?:static_cast<[^<>]*>|\([\w ]+\))?\(blockIdx\.x\*{count}\+{item}\)",
+            "blockIdx.x",
+            index_form(src.text(value)),
+        )
+        return (name, value, "x", None) if grid_index_axis(chunked) == "x" else None
+    axis = grid_index_axis(src.text(value))
+    if axis is not None:
+        return name, value, axis, None
+    product = bare(src, value)
+    if product.type != "binary_expression" or src.field(product, "operator") != "*":
+        return None
+    for gid, count in (("left", "right"), ("right", "left")):
+        axis = grid_index_axis(src.field(product, gid))
+        if axis is not None and compile_time(src, src.field(product, count)):
+            return name, value, axis, (src.field(product, gid), src.field(product, count))
+    return None
+
+
+def compile_time(src: KernelSource, text: str) -> bool:
+    """Whether `text` is known at compile time: literals, sizeof, template parameters and constexpr locals."""
+    known = {p.name for p in src.kernel.template_params} | {
+        src.text(target)
+        for d in src.in_body("declaration")
+        if "constexpr" in src.text(d).split("=")[0]
+        for target in (declarator_target(d),)
+        if target is not None
+    }
+    names = set(_NAME.findall(re.sub(r"sizeof\s*\([^()]*\)", "", text)))
+    return bool(text.strip()) and names <= known
+
+
+def declarator_target(declaration: Node) -> Node | None:
+    """The name a one-declarator declaration declares."""
+    declarators = declaration.children_by_field_name("declarator")
+    target = declarators[0] if len(declarators) == 1 else None
+    if target is not None and target.type == "init_declarator":
+        target = target.child_by_field_name("declarator")
+    return target if target is not None and target.type == "identifier" else None
+
+
+def _guard(
+    src: KernelSource, guard: Node, var: str, *, last: bool, exit: str
+) -> tuple[str, str, bool, list[Node] | None] | str:
+    """The guard's bound on `var`, its other conditions, whether they hold to continue (`&&`), and the guarded
+    statements (None: those after an early `exit`, return or continue); or why it is not a bounds check."""
+    condition = guard.child_by_field_name("condition")
+    consequence = guard.child_by_field_name("consequence")
+    if condition is None or consequence is None or not condition.named_children:
+        return "the guard has no condition"
+    if guard.child_by_field_name("alternative") is not None:
+        return f"the guard on {var} has an else branch (line {src.line(guard)})"
+    test = bare(src, condition.named_children[0])
+    for joiner, exits in (("||", True), ("&&", False)):
+        terms = _terms(src, test, joiner)
+        bounds = [(t, b) for t in terms if (b := _bound(src, t, var, exits)) is not None]
+        if len(bounds) != 1:
+            continue
+        others = " || " if exits else " && "
+        rest = others.join(src.text(t) for t in terms if t is not bounds[0][0])
+        if any(descendants(t, "assignment_expression", "update_expression") for t in terms):
+            return f"the guard on {var} has side effects (line {src.line(guard)})"
+        if exits:
+            statement = consequence
+            if statement.type == "compound_statement" and statement.named_child_count == 1:
+                statement = statement.named_children[0]
+            if statement.type != f"{exit}_statement" or statement.named_child_count:
+                return f"the guard on {var} does more than `{exit};` (line {src.line(guard)})"
+            return bounds[0][1], rest, False, None
+        if not last:
+            return f"statements follow the guarded block of {var} (line {src.line(guard)})"
+        inner = (
+            [c for c in consequence.named_children if c.type != "comment"]
+            if consequence.type == "compound_statement"
+            else [consequence]
+        )
+        return bounds[0][1], rest, True, inner
+    return f"the guard at line {src.line(guard)} is not `{var} >= n` (return) or `{var} < n` (block)"
+
+
+def _terms(src: KernelSource, test: Node, joiner: str) -> list[Node]:
+    """The operands of a chain of `joiner` (|| or &&), parentheses removed."""
+    test = bare(src, test)
+    if test.type == "binary_expression" and src.field(test, "operator") == joiner:
+        left, right = test.child_by_field_name("left"), test.child_by_field_name("right")
+        if left is not None and right is not None:
+            return _terms(src, left, joiner) + _terms(src, right, joiner)
+    return [test]
+
+
+def _bound(src: KernelSource, term: Node, var: str, exits: bool) -> str | None:
+    """n for `var >= n` / `n <= var` (exits) or `var < n` / `n > var` (continues), else None."""
+    if term.type != "binary_expression":
+        return None
+    op, left, right = (src.field(term, f) for f in ("operator", "left", "right"))
+    left, right = "".join(left.split()), "".join(right.split())
+    if left == var and op == (">=" if exits else "<"):
+        return src.field(term, "right")
+    if right == var and op == ("<=" if exits else ">"):
+        return src.field(term, "left")
+    return None
+
+
+def _blocker(
+    src: KernelSource, index: Node, var: str, axis: str, bound: str, between: list[Node], inner: list[Node]
+) -> str | None:
+    """Why the guarded statements cannot run as grid-stride iterations, or None."""
+    grid = {f"blockIdx.{axis}", "threadIdx.x", "blockDim.x", f"gridDim.{axis}"}
+    for node in src.in_body("identifier", "namespace_identifier", "type_qualifier"):
+        if COOPERATION.fullmatch(src.text(node)) or src.text(node) == "cub":
+            return f"threads cooperate through {src.text(node)} (line {src.line(node)}): one element per thread"
+    for node in src.in_body("field_expression"):
+        if src.text(node) in grid and not index.start_byte <= node.start_byte < index.end_byte:
+            return f"{src.text(node)} is read beyond the index {var} (line {src.line(node)}): the thread is the work"
+    for call in src.in_body("call_expression"):
+        callee = src.field(call, "function")
+        if _COLLECTIVE.search(callee):  # a helper from elsewhere may hide a warp or block collective
+            return f"calls {callee} (line {src.line(call)}), which may make the threads of a warp or block cooperate"
+    for node in src.in_body("goto_statement", "labeled_statement"):
+        return f"jumps with goto (line {src.line(node)})"
+    written = written_names(src, src.body)
+    if var in written:
+        return f"{var} is written after its declaration"
+    changing = set(_NAME.findall(bound)) & written
+    if changing:
+        return f"the bound `{bound}` reads {sorted(changing)[0]}, which the kernel changes"
+    for statement in (*between, *inner):
+        for r in descendants(statement, "return_statement"):
+            if r.named_child_count:
+                return f"returns a value (line {src.line(r)})"
+            parent = r.parent
+            while parent is not None and parent != src.body:
+                if parent.type in _NESTED:
+                    return f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`"
+                parent = parent.parent
+    for statement in between:
+        if descendants(statement, "call_expression") and _reads(src, statement) & {var}:
+            return f"calls a function between {var} and its guard (line {src.line(statement)})"
+    return None
+
+
+def _reads(src: KernelSource, node: Node) -> set[str]:
+    return {src.text(n) for n in descendants(node, "identifier")}
+
+
+def _declares(src: KernelSource, declaration: Node) -> set[str]:
+    names = set()
+    for d in declaration.children_by_field_name("declarator"):
+        target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+        if target is not None and target.type == "identifier":
+            names.add(src.text(target))
+    return names
+
+
+def _continued(src: KernelSource, start: int, end: int) -> str:
+    """The text of bytes [start, end) with each top-level `return;` (all that are left) made `continue;`."""
+    returns = [r for r in descendants(src.body, "return_statement") if start <= r.start_byte < end]
+    pieces, pos = [], start
+    for r in returns:
+        pieces += [src.data[pos : r.start_byte].decode(), "continue;"]
+        pos = r.end_byte
+    pieces.append(src.data[pos:end].decode())
+    margin = line_indent(src.data, start)
+    lines = "".join(pieces).split("\n")
+    return "\n".join([lines[0]] + [ln[len(margin) :] if ln.startswith(margin) else ln for ln in lines[1:]])

@@ -1,0 +1,74 @@
+"""canonicalise: every canonical step tried on one kernel, in order, each on the previous one's result.
+
+A step takes the parsed file and the kernel's name and returns the rewritten file, the reason it refused
+(the kernel has the step's shape but a rewrite could change what it does), or None where the kernel does
+not have the step's shape at all. The structural transforms then run on the canonical file unchanged; their
+variants' bodies are over the kernel's own parameters, so they stand beside the original body as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cutune.cuda.model import SourceModel
+from cutune.errors import CutuneError
+from cutune.template.canonical.counted import NAME as COUNTED
+from cutune.template.canonical.counted import counted_to_stride
+from cutune.template.canonical.guard import NAME as GUARD
+from cutune.template.canonical.guard import grid_stride_guard
+from cutune.template.canonical.inline import NAME as INLINE
+from cutune.template.canonical.inline import inline_looping_helpers
+from cutune.template.canonical.scaled import NAME as SCALED
+from cutune.template.canonical.scaled import scaled_to_packs
+from cutune.template.canonical.thread_count import NAME as THREAD_COUNT
+from cutune.template.canonical.thread_count import block_size_strides
+from cutune.template.canonical.thread_index import NAME as THREAD_INDEX
+from cutune.template.canonical.thread_index import written_out
+from cutune.template.canonical.while_loops import NAME as WHILE
+from cutune.template.canonical.while_loops import while_to_for
+
+Step = Callable[[SourceModel, str], SourceModel | str | None]
+# in order: an index spelled through a helper is written out first (the guard reads it), inlined helpers' loops
+# are the kernel's own before loop forms are read, the loop forms are stride loops before the guard step looks
+# for a kernel that has none
+STEPS: dict[str, Step] = {
+    THREAD_INDEX: written_out,
+    INLINE: inline_looping_helpers,
+    THREAD_COUNT: block_size_strides,
+    WHILE: while_to_for,
+    COUNTED: counted_to_stride,
+    SCALED: scaled_to_packs,
+    GUARD: grid_stride_guard,
+}
+
+
+@dataclass(frozen=True)
+class Canonical:
+    """A kernel's file after the canonical steps: which rewrote it, and why the others that saw their shape refused."""
+
+    model: SourceModel  # the original model when no step applied
+    applied: tuple[str, ...]
+    refusals: tuple[tuple[str, str], ...]  # (step, reason)
+
+
+def canonicalise(model: SourceModel, kernel: str) -> Canonical:
+    """`kernel`'s file with every step that applies applied, in order."""
+    applied: list[str] = []
+    refusals: list[tuple[str, str]] = []
+    current = model
+    for name, step in STEPS.items():
+        try:
+            if current.kernel(kernel).has_errors:
+                break
+            result = step(current, kernel)
+            if isinstance(result, SourceModel) and result.kernel(kernel).has_errors:
+                result = "the rewrite did not parse"  # a step's own defect must not reach the transforms
+        except CutuneError as e:  # a definition the step cannot read: the transforms say so themselves
+            result = str(e)
+        if isinstance(result, str):
+            refusals.append((name, result))
+        elif result is not None:
+            current = result
+            applied.append(name)
+    return Canonical(current, tuple(applied), tuple(refusals))

@@ -1,0 +1,98 @@
+"""thread_index: a thread or block index spelled through a helper, a macro or a cooperative group written out, so
+the loop and guard forms see `blockIdx.x * blockDim.x + threadIdx.x` itself.
+
+A call of a `__device__` function of the file that takes no arguments and only returns an expression over the
+thread and block builtins (`return blockIdx.x * blockDim.x + threadIdx.x;`), or a use of an object-like macro
+defined as such an expression (`#define GLOBAL_TID (blockIdx.x * blockDim.x + threadIdx.x)`), becomes that
+expression in parentheses: the same value, as the kernel computes it anyway. So does `tb.thread_index().x`
+(`group_index()`, `group_dim()`) of a local `cg::thread_block tb = cg::this_thread_block();`: threadIdx.x
+(blockIdx, blockDim).
+"""
+
+from __future__ import annotations
+
+import re
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.template.canonical.shape import kernel_body
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.variants.inline import _callee as callee
+from cutune.template.variants.inline import _helpers as helpers
+from cutune.template.variants.loops import balanced, written_names
+
+NAME = "thread_index"
+# an expression of builtins, literals, casts to integer types and arithmetic: nothing that could differ in place
+_BUILTINS = re.compile(
+    r"(?:(?:blockIdx|blockDim|threadIdx|gridDim)\.[xyz]|\d+[uUlL]*|static_cast<[\w ]+>|int64_t|uint64_t|int32_t|"
+    r"uint32_t|size_t|long|unsigned|int|[\s()+*/%-])+"
+)
+
+
+# a cooperative-groups block's index accessors are the builtins: `tb.thread_index().x` is threadIdx.x
+_BLOCK_GROUP = re.compile(r"(?:const)?(?:\w+::)*thread_block(\w+)=(?:\w+::)*this_thread_block\(\);")
+_GROUP_FIELD = re.compile(r"(\w+)\.(thread_index|group_index|group_dim)\(\)\.([xyz])")
+_GROUP_BUILTINS = {"thread_index": "threadIdx", "group_index": "blockIdx", "group_dim": "blockDim"}
+
+
+def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
+    """The model with `kernel`'s index helpers and macros written out; None when it uses none."""
+    text = kernel_body(model, kernel)
+    if "this_thread_block" not in text and not any(name in text for name in _names(model)):
+        return None
+    src = KernelSource(model, model.kernel(kernel))
+    values: dict[str, str] = {}
+    for name, found in helpers(src).items():
+        body = found[0].definition.child_by_field_name("body") if len(found) == 1 else None
+        declarator = found[0].definition.child_by_field_name("declarator")
+        parameters = declarator.child_by_field_name("parameters") if declarator is not None else None
+        statements = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+        no_args = parameters is not None and src.text(parameters).replace(" ", "") in ("()", "(void)")
+        if no_args and found[0].template is None and len(statements) == 1 and statements[0].type == "return_statement":
+            value = src.text(statements[0])[len("return") :].strip().rstrip(";")
+            if _BUILTINS.fullmatch(value):
+                values[name] = value
+    macros = {m.name: m.value for m in model.macros if _BUILTINS.fullmatch(m.value.strip()) and "." in m.value}
+    edits = EditList(src.data)
+    for call in src.in_body("call_expression"):
+        name, scope = callee(src, call)
+        arguments = call.child_by_field_name("arguments")
+        if name in values and not scope and arguments is not None and not arguments.named_children:
+            edits.replace(call.start_byte, call.end_byte, _wrapped(values[name]))
+    for node in descendants(src.body, "identifier"):
+        if src.text(node) in macros and (node.parent is None or node.parent.type != "call_expression"):
+            edits.replace(node.start_byte, node.end_byte, _wrapped(macros[src.text(node)]))
+    blocks = _thread_blocks(src)
+    for node in src.in_body("field_expression"):
+        field = _GROUP_FIELD.fullmatch("".join(src.text(node).split()))
+        if field is not None and field.group(1) in blocks:
+            edits.replace(node.start_byte, node.end_byte, f"{_GROUP_BUILTINS[field.group(2)]}.{field.group(3)}")
+    if not edits.edits:
+        return None
+    return parse_source(apply_edits(model.text, edits.edits), model.path)
+
+
+def _thread_blocks(src: KernelSource) -> set[str]:
+    """The locals holding the block as a cooperative group (`cg::thread_block tb = cg::this_thread_block();`),
+    never reassigned."""
+    written = written_names(src, src.body)
+    names = set()
+    for d in src.in_body("declaration"):
+        found = _BLOCK_GROUP.fullmatch("".join(src.text(d).split()))
+        if found is not None and found.group(1) not in written:
+            names.add(found.group(1))
+    return names
+
+
+def _wrapped(value: str) -> str:
+    """The expression in parentheses (once)."""
+    value = value.strip()
+    return value if value.startswith("(") and value.endswith(")") and balanced(value[1:-1]) else f"({value})"
+
+
+def _names(model: SourceModel) -> set[str]:
+    """The names a kernel could spell its index through: the file's device functions and macros."""
+    data = model.text.encode("utf-8")
+    helpers = {f.name for f in model.device_functions if b"Idx." in data[f.span.start_byte : f.span.end_byte]}
+    return helpers | {m.name for m in model.macros if "Idx." in m.value}

@@ -1,0 +1,5 @@
+"""Where the samples lie."""
+
+from pathlib import Path
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"

@@ -1,0 +1,52 @@
+"""counted: a block-stride loop written as a count of strides with a bounds check, read as the stride loop."""
+
+from __future__ import annotations
+
+from cutune.cuda.parse import parse_source
+from cutune.template.canonical.counted import counted_to_stride
+from cutune.template.variants import propose_variants
+
+COUNTED = """
+__global__ void k(const float4* in, const float4* bias, float4* out, int width, int iterations) {
+  const int row = blockIdx.x;
+  const int id = threadIdx.x;
+  const int stride = blockDim.x;
+  for (int i = 0; i < iterations; i++) {
+    if (i * stride + id < width) {
+      float4 v = in[row * width + i * stride + id];
+      const float4 b = bias[i * stride + id];
+      v.x += b.x * i;
+      out[row * width + i * stride + id] = v;
+    }
+  }
+}
+"""
+
+
+def _body(source: str) -> str:
+    result = counted_to_stride(parse_source(source), "k")
+    assert result is not None and not isinstance(result, str), result
+    k = result.kernel("k")
+    return "".join(result.text[k.body_span.start_byte : k.body_span.end_byte].split())
+
+
+def test_a_counted_loop_becomes_a_block_stride_loop_over_the_indices_both_bounds_allow() -> None:
+    body = _body(COUNTED)
+    assert (
+        "for(intcutune_idx0=threadIdx.x;cutune_idx0<min(width,(iterations)*blockDim.x);cutune_idx0+=blockDim.x){"
+    ) in body
+    # each `i * stride + id` term pair is the new index; `i` itself is recomputed where still read
+    assert "constinti=(cutune_idx0-threadIdx.x)/blockDim.x;" in body
+    assert "in[row*width+cutune_idx0]" in body and "bias[cutune_idx0]" in body and "v.x+=b.x*i;" in body
+    variants, _ = propose_variants(parse_source(COUNTED), "k", None)
+    assert {"vectorized", "packs_per_thread"} <= {v.name for v in variants}
+
+
+def test_a_count_the_body_changes_is_refused() -> None:
+    result = counted_to_stride(parse_source(COUNTED.replace("v.x += b.x * i;", "iterations = 0;")), "k")
+    assert isinstance(result, str) and "has a bound or count that changes (iterations)" in result
+
+
+def test_a_counted_loop_over_something_else_is_left_alone() -> None:
+    source = COUNTED.replace("i * stride + id < width", "i + id < width")
+    assert counted_to_stride(parse_source(source), "k") is None

@@ -1,0 +1,124 @@
+"""grid_stride_guard: one-element-per-thread kernels written as grid-stride loops (checked on the rewritten
+text, and by the transforms that then apply), and the reasons it refuses."""
+
+from __future__ import annotations
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.project import open_kernel
+from cutune.template.canonical import canonicalise
+from cutune.template.canonical.guard import grid_stride_guard
+from cutune.template.variants import propose_variants
+
+from .samples import SAMPLES
+
+EARLY = """
+template <typename T>
+__global__ void k(T* __restrict__ out, const T* __restrict__ in, long n, float s) {
+  const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+  const float scale = s * 2.0f;
+  const long row = i / 64;
+  if (i >= n || row > 100000) return;
+  out[i] = static_cast<T>(static_cast<float>(in[i]) * scale + row);
+}
+"""
+
+ENCLOSING = """
+__global__ void k(float* out, const float* in, const int n) {
+  constexpr int kWidth = 4;
+  const int offset = (threadIdx.x + blockIdx.x * blockDim.x) * kWidth;
+  if (offset < n) {
+    for (int j = 0; j < kWidth; ++j) {
+      if (offset + j >= n) break;
+      out[offset + j] = in[offset + j] * 2.0f;
+    }
+  }
+}
+"""
+
+
+def _body(source: str) -> str:
+    result = grid_stride_guard(parse_source(source), "k")
+    assert result is not None and not isinstance(result, str), result
+    k = result.kernel("k")
+    return "".join(result.text[k.body_span.start_byte : k.body_span.end_byte].split())
+
+
+def test_an_early_return_guard_becomes_a_grid_stride_loop_with_the_other_conditions_inside() -> None:
+    body = _body(EARLY)
+    assert "for(longi=(long)blockIdx.x*blockDim.x+threadIdx.x;i<n;i+=blockDim.x*gridDim.x){" in body
+    # the declaration that does not read i stays before the loop; the one that does moves in, before the test
+    assert body.index("constfloatscale") < body.index("for(")
+    assert "constlongrow=i/64;if(row>100000)continue;out[i]" in body
+    variants, _ = propose_variants(parse_source(EARLY), "k", None)
+    assert {v.name for v in variants} >= {"vectorized", "packs_per_thread", "persistent_grid"}
+
+
+def test_a_scaled_index_loops_over_packs_and_keeps_its_index() -> None:
+    body = _body(ENCLOSING)
+    assert (
+        "for(intcutune_pack_offset=(threadIdx.x+blockIdx.x*blockDim.x);"
+        "cutune_pack_offset<((n)+(kWidth)-1)/(kWidth);cutune_pack_offset+=blockDim.x*gridDim.x){"
+        "constintoffset=cutune_pack_offset*(kWidth);"
+    ) in body
+    assert "if(offset+j>=n)break;" in body
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("if (i >= n) return; __syncthreads(); out[i] = 1.0f;", "threads cooperate through __syncthreads"),
+        ("if (i >= n) return; out[i] = threadIdx.x;", "threadIdx.x is read beyond the index i"),
+        ("if (i >= n) return; out[i] = 1.0f; n = 3;", "the bound `n` reads n, which the kernel changes"),
+        ("if (i >= n) { out[0] = 1.0f; return; } out[i] = 1.0f;", "the guard on i does more than `return;`"),
+        ("if (i >= n) return; else out[i] = 1.0f;", "the guard on i has an else branch"),
+        ("if (i < n) out[i] = 1.0f; out[0] = 2.0f;", "statements follow the guarded block of i"),
+        ("if (i + 1 >= n) return; out[i] = 1.0f;", "the guard at line 3 is not `i >= n` (return)"),
+        ("out[i] = 1.0f;", "no bounds check on i after its declaration"),
+    ],
+)
+def test_shapes_a_loop_could_change_are_refused_with_the_reason(body: str, reason: str) -> None:
+    source = (
+        f"__global__ void k(float* out, int n) {{\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  {body}\n}}"
+    )
+    result = grid_stride_guard(parse_source(source), "k")
+    assert isinstance(result, str) and reason in result, result
+
+
+def test_a_return_inside_a_nested_loop_is_refused() -> None:
+    # there a `return` ends the thread: as `continue` it would end only the inner loop
+    result = grid_stride_guard(parse_source(ENCLOSING.replace("break;", "return;")), "k")
+    assert isinstance(result, str) and "a `return` inside a loop or switch" in result
+
+
+def test_kernels_without_a_thread_index_are_left_alone() -> None:
+    source = "__global__ void k(float* out, int n) { for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = 0; }"
+    assert grid_stride_guard(parse_source(source), "k") is None
+    assert canonicalise(parse_source(source), "k").applied == ()
+
+
+def test_the_recipes_block_chunks_of_a_guarded_kernel_are_read_as_the_same_grid_stride_loop() -> None:
+    # items_per_thread wraps the guarded body in a loop over block-chunks before the transforms see it
+    ctx = open_kernel(SAMPLES / "bias_gelu.cu", "bias_gelu_kernel")
+    assert "ITEMS_PER_THREAD" in {p.name for p in ctx.template.space.params}
+    canonical = canonicalise(ctx.template_model, "bias_gelu_kernel")
+    assert canonical.applied == ("grid_stride_guard",)
+    k = canonical.model.kernel("bias_gelu_kernel")
+    body = "".join(canonical.model.text[k.body_span.start_byte : k.body_span.end_byte].split())
+    assert "for(int64_ti=static_cast<int64_t>(blockIdx.x)*blockDim.x+threadIdx.x;i<numel;" in body
+    assert "item" not in body
+
+
+def test_a_check_of_two_indices_loops_over_the_x_axis_and_keeps_the_other_check() -> None:
+    source = """
+__global__ void k(float* out, const float* in, int ncols, int nrows) {
+  const int row = blockDim.y * blockIdx.y + threadIdx.y;
+  const int col = blockDim.x * blockIdx.x + threadIdx.x;
+  if (col >= ncols || row >= nrows) return;
+  out[row * ncols + col] = in[row * ncols + col] * 0.5f;
+}
+"""
+    body = _body(source)
+    assert "for(intcol=blockDim.x*blockIdx.x+threadIdx.x;col<ncols;col+=blockDim.x*gridDim.x){" in body
+    assert "if(row>=nrows)continue;" in body and body.index("constintrow") < body.index("for(")

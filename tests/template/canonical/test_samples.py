@@ -1,0 +1,76 @@
+"""The samples written in the shapes the canonical forms exist for: every transform that applies after
+canonicalisation, and each variant compiled with nvcc and NVRTC at several configurations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cutune.project import open_kernel
+from cutune.template.variants import VARIANT, combine_all
+from tests.cuda.test_extract import needs_nvrtc
+from tests.template.variants.compile import compile_both, name_expressions
+
+from .samples import SAMPLES
+
+CASES = {
+    # a gated activation whose row loop sits in a __device__ template taking the activation as a function pointer
+    ("gated_helper.cu", "gated_act_kernel"): {
+        "split_vectorized": [{"SPLIT": 4, "VEC_BYTES": 16, "PACKS": 2, "BLOCK_DIV": 4}],
+        "split_packs_per_thread": [{"SPLIT": 1, "ITEMS": 4}],
+        "split": [{"SPLIT": 8}],
+    },
+    # one element per thread, an early return past the end
+    ("bias_gelu.cu", "bias_gelu_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2, "BLOCK_DIV": 4}, {"VEC_BYTES": 8}],
+        "packs_per_thread": [{"ITEMS": 4, "ITEMS_BLOCK_DIV": 4}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 4}],
+    },
+    # a persistent loop over rows, block-stride loops and a block reduction inside
+    ("persistent_rms_norm.cu", "persistent_rms_norm_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 1024, "ROW_VEC": 4}],
+    },
+    # a norm that already reads 16-byte pack structs
+    ("vec_rms_norm.cu", "vec_rms_norm_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 1024, "ROW_VEC": 4}],
+    },
+}
+
+
+def _combined(file: str, kernel: str):  # type: ignore[no-untyped-def]
+    ctx = open_kernel(SAMPLES / file, kernel)
+    return combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
+
+
+@pytest.mark.parametrize(("file", "kernel"), list(CASES))
+def test_the_sample_gets_the_variants_its_canonical_form_allows(file: str, kernel: str) -> None:
+    combined = _combined(file, kernel)
+    assert [v.name for v in combined.variants] == list(CASES[file, kernel])
+
+
+def test_the_helpers_loop_is_inlined_with_the_activation_passed_through() -> None:
+    vectorized = _combined("gated_helper.cu", "gated_act_kernel").variants[0]
+    assert "act_and_mul_row<" not in vectorized.body
+    assert "(Act)(" in vectorized.body  # the function-pointer template parameter, substituted into the call
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+@pytest.mark.parametrize(("file", "kernel"), list(CASES))
+def test_every_variant_compiles_with_nvcc_and_nvrtc(file: str, kernel: str, tmp_path: Path) -> None:
+    combined = _combined(file, kernel)
+    assert combined.spec is not None
+    default = combined.template.space.default()
+    configs = [{**default, VARIANT: 0}] + [
+        {**default, VARIANT: k, **values}
+        for k, variant in enumerate(combined.variants, 1)
+        for values in CASES[file, kernel][variant.name]
+    ]
+    expressions = name_expressions(combined.template, combined.spec, configs)
+    entries, lowered = compile_both(combined.template, expressions, tmp_path)
+    assert len(set(entries)) == len(set(expressions)) and set(lowered) == set(expressions)

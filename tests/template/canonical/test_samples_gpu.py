@@ -1,0 +1,38 @@
+"""On a real GPU: every variant of the samples written in the canonical forms' shapes, at several configurations,
+equals the original at every size of its spec (the backend checks each against the original kernel; skipped
+without a CUDA GPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from cutune.gpu.backend import TimingOptions
+from cutune.gpu.registry import create_backend
+from cutune.project import build_job, open_kernel
+from cutune.template.model import Config
+from cutune.template.variants import combine_all
+
+from .samples import SAMPLES
+from .test_samples import CASES
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("file", "kernel"), list(CASES))
+def test_every_variant_equals_the_original_on_the_gpu(file: str, kernel: str) -> None:
+    ctx = open_kernel(SAMPLES / file, kernel)
+    combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
+    assert [v.name for v in combined.variants] == list(CASES[file, kernel])
+    ctx = dataclasses.replace(ctx, template=combined.template, template_model=combined.model, spec=combined.spec)
+    backend = create_backend("cupy")
+    backend.open(build_job(ctx, timing=TimingOptions(warmup=1, reps=3, min_time_ms=0.0)))
+    default = ctx.space.default()
+    try:
+        for k, variant in enumerate(combined.variants, 1):
+            for values in CASES[file, kernel][variant.name]:
+                config = Config.of({**default, "VARIANT": k, **values})
+                measured = backend.evaluate(config)
+                assert measured.ok, f"{variant.name} {config}: {measured.failure} {measured.detail}"
+    finally:
+        backend.close()

@@ -1,0 +1,67 @@
+"""thread_index: a global thread index spelled through a helper or a macro, written out so the guard form is seen."""
+
+from __future__ import annotations
+
+from cutune.cuda.parse import parse_source
+from cutune.template.canonical import canonicalise
+from cutune.template.canonical.thread_index import written_out
+
+HELPER = """
+__device__ __forceinline__ long global_thread() { return static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x; }
+#define LANE (threadIdx.x % 32)
+
+__global__ void k(float* out, const float* in, long n) {
+  const long i = global_thread();
+  if (i >= n) return;
+  out[i] = in[i] * 2.0f;
+}
+"""
+
+MACRO = """
+#define GLOBAL_TID (blockIdx.x * blockDim.x + threadIdx.x)
+
+__global__ void k(float* out, const float* in, int n) {
+  const int i = GLOBAL_TID;
+  if (i < n) {
+    out[i] = in[i] + 1.0f;
+  }
+}
+"""
+
+
+def _body(source: str) -> str:
+    result = written_out(parse_source(source), "k")
+    assert result is not None
+    k = result.kernel("k")
+    return "".join(result.text[k.body_span.start_byte : k.body_span.end_byte].split())
+
+
+def test_an_index_helper_and_an_index_macro_are_written_out_and_the_guard_form_follows() -> None:
+    assert "constlongi=(static_cast<long>(blockIdx.x)*blockDim.x+threadIdx.x);" in _body(HELPER)
+    assert "constinti=(blockIdx.x*blockDim.x+threadIdx.x);" in _body(MACRO)
+    for source in (HELPER, MACRO):
+        assert canonicalise(parse_source(source), "k").applied == ("thread_index", "grid_stride_guard")
+
+
+def test_helpers_that_take_arguments_or_read_memory_stay_calls() -> None:
+    source = HELPER.replace("global_thread() {", "global_thread(int a) {").replace(
+        "global_thread();", "global_thread(1);"
+    )
+    assert written_out(parse_source(source), "k") is None
+    source = "__device__ long offset;\n" + HELPER.replace("+ threadIdx.x; }", "+ threadIdx.x + offset; }")
+    assert written_out(parse_source(source), "k") is None
+
+
+def test_a_cooperative_groups_block_index_is_the_builtin() -> None:
+    source = """
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(float* out, const float* in, int n) {
+  cg::thread_block tb = cg::this_thread_block();
+  for (int i = tb.thread_index().x; i < n; i += tb.group_dim().x) {
+    out[tb.group_index().x * n + i] = in[tb.group_index().x * n + i];
+  }
+}
+"""
+    body = _body(source)
+    assert "for(inti=threadIdx.x;i<n;i+=blockDim.x){out[blockIdx.x*n+i]=in[blockIdx.x*n+i];}" in body

@@ -1,0 +1,51 @@
+"""while_loops: stride loops written as `while` read as the `for` loops they are, and the reasons they are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.template.canonical.while_loops import while_to_for
+from cutune.template.variants import propose_variants
+
+ROWS = """
+__global__ void k(float* out, const float* in, int n) {
+  const int row = blockIdx.x;
+  int c = threadIdx.x;
+  while (c < n) {
+    // one element of the row
+    out[row * n + c] = 2.0f * in[row * n + c];
+    c += blockDim.x;
+  }
+}
+"""
+
+
+def test_a_while_stride_loop_becomes_a_for_loop_the_transforms_read() -> None:
+    result = while_to_for(parse_source(ROWS), "k")
+    assert result is not None and not isinstance(result, str), result
+    k = result.kernel("k")
+    body = result.text[k.body_span.start_byte : k.body_span.end_byte]
+    assert "for (int c = threadIdx.x; c < n; c += blockDim.x) {" in body
+    assert "// one element of the row" in body and "while" not in body
+    variants, _ = propose_variants(parse_source(ROWS), "k", None)
+    assert [v.name for v in variants] == ["split_vectorized", "split_packs_per_thread", "split"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ("  }\n}", "  }\n  out[c] = 0.0f;\n}", "uses c outside the loop"),
+        ("    out[row", "    if (in[c] > 0.0f) continue;\n    out[row", "has a `continue`"),
+        ("    out[row", "    c = c * 1;\n    out[row", "changes c inside its body besides the last step"),
+        ("  int c = threadIdx.x;\n", "", "which is not declared with a value in the same block before it"),
+    ],
+)
+def test_while_loops_a_for_loop_could_change_are_refused_with_the_reason(old: str, new: str, reason: str) -> None:
+    result = while_to_for(parse_source(ROWS.replace(old, new)), "k")
+    assert isinstance(result, str) and reason in result, result
+
+
+def test_a_while_loop_that_is_no_stride_loop_is_left_alone() -> None:
+    source = "__global__ void k(int* out, int n) { int x = n; while (x > 1) { x /= 2; } out[0] = x; }"
+    assert while_to_for(parse_source(source), "k") is None
