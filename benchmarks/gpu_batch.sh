@@ -56,7 +56,7 @@ for s in "${steps[@]}"; do
     checks_spread_rms) step checks_spread_rms "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" \
       --only rms_norm --variants "checks off, old timer,checks on, old timer,checks off,checks on" ;;
     canonical) step canonical "${T_CANONICAL:-180}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
-      tests/template/canonical/test_samples_gpu.py ;;
+      tests/template/variants/canonical/test_samples_gpu.py ;;
     corpus_variants) step corpus_variants "${T_CORPUS:-240}" python3 benchmarks/corpus_variants.py "$dir" \
       ${CORPUS_ARGS:---trials 8 --seconds 6} ${CORPUS_KERNELS:+--only "$CORPUS_KERNELS"} ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
-from cutune.template.canonical import canonicalise
 from cutune.template.variants import TRANSFORMS, propose_variants
+from cutune.template.variants.canonical import canonicalise
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

@@ -13,8 +13,8 @@ from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
-from cutune.template.canonical import canonicalise
 from cutune.template.model import Refusal, Template
+from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.chain import chain
 from cutune.template.variants.combine import with_variants
 from cutune.template.variants.model import Transform, Variant

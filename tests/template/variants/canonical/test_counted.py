@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical.counted import counted_to_stride
 from cutune.template.variants import propose_variants
+from cutune.template.variants.canonical.counted import counted_to_stride
 
 COUNTED = """
 __global__ void k(const float4* in, const float4* bias, float4* out, int width, int iterations) {

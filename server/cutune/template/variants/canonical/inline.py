@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from cutune.cuda.model import SourceModel
-from cutune.template.canonical.shape import kernel_body
+from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.inline import inline_helpers
 
 NAME = "inline_helpers"

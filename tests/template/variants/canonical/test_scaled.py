@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical.scaled import scaled_to_packs
 from cutune.template.variants import propose_variants
+from cutune.template.variants.canonical.scaled import scaled_to_packs
 
 PACKED = """
 template <typename T>

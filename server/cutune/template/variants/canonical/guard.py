@@ -27,11 +27,11 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
 from cutune.template.recipes.items_per_thread import _bare as bare
+from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.loops import (
     grid_index_axis,
     indented,

@@ -19,9 +19,9 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.loops import indented, line_indent, written_names
 
 NAME = "while_loops"

@@ -13,20 +13,20 @@ from dataclasses import dataclass
 
 from cutune.cuda.model import SourceModel
 from cutune.errors import CutuneError
-from cutune.template.canonical.counted import NAME as COUNTED
-from cutune.template.canonical.counted import counted_to_stride
-from cutune.template.canonical.guard import NAME as GUARD
-from cutune.template.canonical.guard import grid_stride_guard
-from cutune.template.canonical.inline import NAME as INLINE
-from cutune.template.canonical.inline import inline_looping_helpers
-from cutune.template.canonical.scaled import NAME as SCALED
-from cutune.template.canonical.scaled import scaled_to_packs
-from cutune.template.canonical.thread_count import NAME as THREAD_COUNT
-from cutune.template.canonical.thread_count import block_size_strides
-from cutune.template.canonical.thread_index import NAME as THREAD_INDEX
-from cutune.template.canonical.thread_index import written_out
-from cutune.template.canonical.while_loops import NAME as WHILE
-from cutune.template.canonical.while_loops import while_to_for
+from cutune.template.variants.canonical.counted import NAME as COUNTED
+from cutune.template.variants.canonical.counted import counted_to_stride
+from cutune.template.variants.canonical.guard import NAME as GUARD
+from cutune.template.variants.canonical.guard import grid_stride_guard
+from cutune.template.variants.canonical.inline import NAME as INLINE
+from cutune.template.variants.canonical.inline import inline_looping_helpers
+from cutune.template.variants.canonical.scaled import NAME as SCALED
+from cutune.template.variants.canonical.scaled import scaled_to_packs
+from cutune.template.variants.canonical.thread_count import NAME as THREAD_COUNT
+from cutune.template.variants.canonical.thread_count import block_size_strides
+from cutune.template.variants.canonical.thread_index import NAME as THREAD_INDEX
+from cutune.template.variants.canonical.thread_index import written_out
+from cutune.template.variants.canonical.while_loops import NAME as WHILE
+from cutune.template.variants.canonical.while_loops import while_to_for
 
 Step = Callable[[SourceModel, str], SourceModel | str | None]
 # in order: an index spelled through a helper is written out first (the guard reads it), inlined helpers' loops

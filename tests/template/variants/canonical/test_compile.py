@@ -8,7 +8,7 @@ import pytest
 
 from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical import canonicalise
+from cutune.template.variants.canonical import canonicalise
 from tests.cuda.test_extract import needs_nvrtc, nvcc_compiled_functions, nvrtc_lowered_names
 
 from .test_counted import COUNTED

@@ -19,11 +19,11 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical.guard import compile_time
-from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource
 from cutune.template.recipes.items_per_thread import _bare as bare
+from cutune.template.variants.canonical.guard import compile_time
+from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.loops import indented, index_form, line_indent, local_values, stride_axes, written_names
 
 NAME = "scaled_loops"

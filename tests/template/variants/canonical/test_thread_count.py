@@ -4,8 +4,8 @@ file runs that many threads, and refused where a launch runs another count."""
 from __future__ import annotations
 
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical.thread_count import block_size_strides
 from cutune.template.variants import propose_variants
+from cutune.template.variants.canonical.thread_count import block_size_strides
 
 COUNTED_THREADS = """
 template <int kThreads>

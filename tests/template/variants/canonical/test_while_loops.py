@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical.while_loops import while_to_for
 from cutune.template.variants import propose_variants
+from cutune.template.variants.canonical.while_loops import while_to_for
 
 ROWS = """
 __global__ void k(float* out, const float* in, int n) {

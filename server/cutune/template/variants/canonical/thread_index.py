@@ -15,9 +15,9 @@ import re
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.inline import _callee as callee
 from cutune.template.variants.inline import _helpers as helpers
 from cutune.template.variants.loops import balanced, written_names

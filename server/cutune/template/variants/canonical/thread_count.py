@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical.guard import declarator_target
-from cutune.template.canonical.shape import kernel_body
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource
 from cutune.template.recipes.host import HostResolver, launch_config
+from cutune.template.variants.canonical.guard import declarator_target
+from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.loops import written_names
 
 NAME = "thread_count"

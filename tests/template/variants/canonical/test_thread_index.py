@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cutune.cuda.parse import parse_source
-from cutune.template.canonical import canonicalise
-from cutune.template.canonical.thread_index import written_out
+from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.canonical.thread_index import written_out
 
 HELPER = """
 __device__ __forceinline__ long global_thread() { return static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x; }

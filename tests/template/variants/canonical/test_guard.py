@@ -7,9 +7,9 @@ import pytest
 
 from cutune.cuda.parse import parse_source
 from cutune.project import open_kernel
-from cutune.template.canonical import canonicalise
-from cutune.template.canonical.guard import grid_stride_guard
 from cutune.template.variants import propose_variants
+from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.canonical.guard import grid_stride_guard
 
 from .samples import SAMPLES
 
