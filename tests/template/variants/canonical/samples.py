@@ -2,4 +2,4 @@
 
 from pathlib import Path
 
-SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+SAMPLES = Path(__file__).resolve().parents[4] / "samples"
