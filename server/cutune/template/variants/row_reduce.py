@@ -191,6 +191,8 @@ class _Segment:
     values: list[_Value]
     calls: dict[int, str]  # start byte of a reduction call (cub) or shared image read → accumulator
     ends: dict[int, int]  # and its end byte
+    # a variable the shared partials are combined into (`total += partial[w]`) → the accumulator it totals
+    aliases: dict[str, str] = field(default_factory=dict)
 
 
 class RowReduce(Transform):
@@ -558,6 +560,7 @@ class _Rewriter:
         for r in seg.reductions:
             pending.pop(r.acc, None)
             self.reduced.add(r.acc)
+        self.reduced |= seg.aliases.keys()
         used_later = set().union(*(self._idents(s) for s in later)) if later else set()
         seg.values = self._find_values(statements, seg, used_later)
         assigned = {
@@ -620,6 +623,14 @@ class _Rewriter:
                     step = self._combine_op(node, None)
                     if step is not None:
                         found[images[root]] = _merge(found[images[root]], step, images[root], self, node)
+                elif left is not None and left.type == "identifier":  # `total += partial[w]`: a loop over partials
+                    right = node.child_by_field_name("right")
+                    subs = descendants(right, "subscript_expression") if right is not None else []
+                    read = {_root_name(self, x) for x in subs if not self._is_first(x)}
+                    step = self._combine_op(node, self.text(left))
+                    for image in sorted(read & images.keys()) if step is not None else []:
+                        seg.aliases[self.text(left)] = images[image]
+                        found[images[image]] = _merge(found[images[image]], step, images[image], self, node)
             for sub in descendants(s, "subscript_expression"):
                 root = _root_name(self, sub)
                 if root in images and self._is_first(sub) and not _is_target(sub):
@@ -709,8 +720,8 @@ class _Rewriter:
                 if op is not None and self.text(op) != "=":
                     continue
                 name = self.text(target)
-                if name in self.reduced and name in {r.acc for r in seg.reductions}:
-                    continue  # the reduction itself
+                if name in self.reduced and name in {r.acc for r in seg.reductions} | seg.aliases.keys():
+                    continue  # the reduction itself, or the variable its partials were combined into
                 deps = self._value_deps(rhs, seg)
                 if deps is None or not deps <= allowed | {v.name for v in values} | _functions(self, rhs):
                     continue
@@ -993,6 +1004,9 @@ class _Rewriter:
                 f"__shared__ {r.type} {smem}[{self._rows()} * ({THREADS} > 32 ? {THREADS} / 32 : 1)];",
                 f"{r.acc} = cutune_rr_allreduce<{THREADS}>({r.acc}, {_OPS[r.op]}{{}}, {smem});",
             ]
+        types = {r.acc: r.type for r in seg.reductions}
+        for alias, acc in seg.aliases.items():  # the combined partials are the block's total
+            lines.append(f"{alias} = {acc};" if alias in self.decls else f"{types[acc]} {alias} = {acc};")
         calls = {start: (seg.ends[start], acc) for start, acc in seg.calls.items()}
         extra = {start: (end, acc) for start, (end, acc) in calls.items()}
         for v in seg.values:
