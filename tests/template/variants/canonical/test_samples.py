@@ -31,13 +31,13 @@ CASES = {
     ("persistent_rms_norm.cu", "persistent_rms_norm_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
         "packs_per_thread": [{"ITEMS": 4}],
-        "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 1024, "ROW_VEC": 4}],
+        "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 256, "ROW_VEC": 4}],
     },
     # a norm that already reads 16-byte pack structs
     ("vec_rms_norm.cu", "vec_rms_norm_kernel"): {
         "vectorized": [{"VEC_BYTES": 16}],
         "packs_per_thread": [{"ITEMS": 2}],
-        "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 1024, "ROW_VEC": 4}],
+        "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
     },
 }
 
