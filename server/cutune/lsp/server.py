@@ -15,7 +15,7 @@ from cutune import __version__
 from cutune.agent.view import results_view
 from cutune.errors import CutuneError
 from cutune.lsp import describe, lenses
-from cutune.lsp.actions import KINDS, code_actions
+from cutune.lsp.actions import KINDS
 from cutune.lsp.edits import Edit, apply_edit, templatize_edit
 from cutune.lsp.hover import hover
 from cutune.lsp.session import Session
@@ -80,8 +80,15 @@ async def initialized(ls: CutuneServer, params: types.InitializedParams) -> None
 
 @server.feature(types.SHUTDOWN)
 def shutdown(ls: CutuneServer, params: None) -> None:
-    """Cancel the autotune jobs: their finished trials are kept in the study."""
+    """Cancel the autotune jobs (their finished trials are kept in the study) and the analyses."""
+    ls.session.stop_all()
     ls.session.jobs.shutdown()
+
+
+@server.feature(types.EXIT)
+def exit_(ls: CutuneServer, params: None) -> None:
+    """Stop what still runs (an `exit` may come without a `shutdown`): the process ends at once."""
+    shutdown(ls, params)
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -121,28 +128,30 @@ def did_close(ls: CutuneServer, params: types.DidCloseTextDocumentParams) -> Non
 
 
 @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
-def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens]:
-    """Lenses above each kernel, from the analysis or, until it is ready, from a quick scan."""
+async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    """Lenses above each kernel, from the last analysis or, before the first, from a quick look."""
     uri = params.text_document.uri
-    return [lens for state in ls.session.lens_states(uri) for lens in lenses.kernel_lenses(uri, state)]
+    found = ls.session.code_lenses(uri)
+    if found is None:
+        await ls.session.first_look(uri)
+        found = ls.session.code_lenses(uri)
+    return found or []
 
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 async def on_hover(ls: CutuneServer, params: types.HoverParams) -> types.Hover | None:
-    """Candidates, tuned value and importance of the tunable parameter under the cursor."""
-    analysis = await ls.session.analysis(params.text_document.uri)
+    """Candidates, tuned value and importance of the tunable parameter under the cursor (from the last
+    analysis: an older version's answers at once rather than the current one's after a wait)."""
+    analysis = await ls.session.latest(params.text_document.uri)
     if analysis is None:
         return None
-    return await asyncio.to_thread(hover, analysis, params.position)
+    return await ls.session.in_thread(lambda: hover(analysis, params.position))
 
 
 @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=KINDS))
 async def code_action(ls: CutuneServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    """Templatize, draft the spec, apply the tuned configuration."""
-    analysis = await ls.session.analysis(params.text_document.uri)
-    if analysis is None:
-        return []
-    return await asyncio.to_thread(code_actions, analysis, params)
+    """Templatize, draft the spec, apply the tuned configuration, rewrite as a variant."""
+    return await ls.session.code_actions(params)
 
 
 @server.command(lenses.TEMPLATIZE)
@@ -150,7 +159,7 @@ async def templatize(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
     """Rewrite the kernel with explicit parameters and draft its spec, as one workspace edit."""
     try:
         analysis, ctx = await ls.session.context(args.uri, args.kernel)
-        edit = await asyncio.to_thread(templatize_edit, analysis, ctx)
+        edit = await ls.session.in_thread(lambda: templatize_edit(analysis, ctx))
     except CutuneError as e:
         ls.session.message(f"cannot templatize {args.kernel}: {e}", types.MessageType.Warning)
         return {"applied": False, "params": []}
@@ -178,7 +187,7 @@ async def apply(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
     try:
         analysis, ctx = await ls.session.context(args.uri, args.kernel)
         result = ls.session.current_result(analysis, args.kernel)
-        edit = await asyncio.to_thread(apply_edit, analysis, ctx, result)
+        edit = await ls.session.in_thread(lambda: apply_edit(analysis, ctx, result))
     except CutuneError as e:
         ls.session.message(f"cannot apply to {args.kernel}: {e}", types.MessageType.Warning)
         return {"applied": False}
@@ -210,7 +219,7 @@ async def results_view_data(ls: CutuneServer, args: KernelArgs) -> dict[str, obj
         return {"kernel": args.kernel, "message": str(e), "sizes": [], "trials": [], "steps": []}
     url = tune_options(ctx, trials=1, seconds=None, storage_url=ls.session.settings.storage_url or None).storage()
     # the stored result as it is now on disk: the analysis may not have caught up with a job that just ended
-    return await asyncio.to_thread(lambda: results_view(ctx, stored_result(ctx), url))
+    return await ls.session.in_thread(lambda: results_view(ctx, stored_result(ctx), url))
 
 
 def tcp_address(text: str) -> tuple[str, int]:
@@ -224,6 +233,9 @@ def tcp_address(text: str) -> tuple[str, int]:
 def start(tcp: tuple[str, int] | None) -> None:
     """Serve LSP on stdio, or on TCP at (host, port)."""
     logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    # the analysis thread runs Python for seconds on a large file: hand the event loop the GIL more often
+    # than every 5 ms, so that requests answered from the last analysis are not kept waiting
+    sys.setswitchinterval(0.001)
     if tcp is None:
         server.start_io()
         return

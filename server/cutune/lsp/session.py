@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from cutune.agent.settings import api_key_from_env
 from cutune.errors import CutuneError
+from cutune.lsp import lenses
+from cutune.lsp.actions import Offer, actions_for, kernel_offers
 from cutune.lsp.analysis import DocumentAnalysis, analyze
 from cutune.lsp.convert import path_uri
 from cutune.lsp.diagnostics import document_diagnostics, spec_diagnostics
 from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
 from cutune.lsp.lenses import KernelLensState
 from cutune.lsp.results import ResultStore
-from cutune.lsp.scan import scan_kernels
+from cutune.lsp.scan import KernelHeader, scan_kernels
 from cutune.lsp.settings import Settings, parse_settings
+from cutune.lsp.worker import Cancelled, Worker
 from cutune.project import KernelContext
 from cutune.tune.result import TuneResult
 
@@ -28,6 +32,7 @@ if TYPE_CHECKING:  # the server imports this module
     from cutune.lsp.server import CutuneServer
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 SOURCE_SUFFIXES = (".cu", ".cuh")
 WATCHED = ("**/*.tune.toml", "**/.cutune/results/*.json")
@@ -37,9 +42,12 @@ class Session:
     """Everything one server knows between requests."""
 
     CHANGE_DELAY_S = 0.15  # analyse once typing pauses this long
-    # tree-sitter holds the GIL while it parses (~40 ms for 5,000 lines): start after the editor's first
-    # requests; the first look that answers them (lsp/scan.py) leaves its tree for the analysis to re-use
+    # start after the editor's first requests; the first look that answers them (lsp/scan.py) leaves its tree
+    # for the analysis to re-use
     OPEN_DELAY_S = 0.25
+    # a kernel's code actions are computed once per document version, off the request path; a request waits
+    # this long for them, then answers with none (the editor asks again as the cursor moves)
+    ACTIONS_WAIT_S = 0.5
 
     def __init__(self, server: CutuneServer) -> None:
         self.server = server
@@ -47,8 +55,15 @@ class Session:
         self.results = ResultStore()
         self.jobs = Jobs(self._job_changed_in_thread)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._analyses: dict[str, DocumentAnalysis] = {}
+        self._analyses: dict[str, DocumentAnalysis] = {}  # each document's last analysis, of any version
+        self._outlines: dict[str, tuple[int | None, tuple[KernelHeader, ...]]] = {}  # first looks, by version
         self._pending: dict[str, asyncio.Task[DocumentAnalysis | None]] = {}
+        self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
+        self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
+        self._lenses: tuple[object, list[types.CodeLens]] | None = None  # the last answer and what it came from
+        # analyses run one at a time in their own thread; requests' own work in another, never behind them
+        self._analyser = Worker("cutune-analysis")
+        self._requests = Worker("cutune-requests")
         self._spec_uris: dict[str, str] = {}  # document → the spec file it published diagnostics to
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -113,25 +128,38 @@ class Session:
     # documents and their analyses
 
     def refresh(self, uri: str, delay: float = 0.0) -> None:
-        """Analyse a document again in the background, then publish its diagnostics and refresh lenses."""
+        """Analyse a document again in the background, then publish its diagnostics and refresh lenses; an
+        analysis of an older version still running is stopped."""
         if not uri.endswith(SOURCE_SUFFIXES):
             return
-        pending = self._pending.get(uri)
-        if pending is not None and not pending.done():
-            pending.cancel()
-        self._pending[uri] = asyncio.ensure_future(self._analyse(uri, delay))
+        self._stop(uri)
+        stop = self._stops[uri] = threading.Event()
+        self._pending[uri] = asyncio.ensure_future(self._analyse(uri, delay, stop))
 
     def refresh_all(self) -> None:
         """Analyse every open CUDA document again."""
         for uri in list(self.server.workspace.text_documents):
             self.refresh(uri)
 
+    def stop_all(self) -> None:
+        """Stop every pending analysis (the server is exiting)."""
+        for uri in list(self._pending):
+            self._stop(uri)
+
+    def _stop(self, uri: str) -> None:
+        stop = self._stops.pop(uri, None)
+        if stop is not None:
+            stop.set()
+        pending = self._pending.get(uri)
+        if pending is not None and not pending.done():
+            pending.cancel()
+
     def close(self, uri: str) -> None:
         """Forget a document; clear what it published."""
-        pending = self._pending.pop(uri, None)
-        if pending is not None:
-            pending.cancel()
+        self._stop(uri)
+        self._pending.pop(uri, None)
         self._analyses.pop(uri, None)
+        self._outlines.pop(uri, None)
         for target in (uri, self._spec_uris.pop(uri, None)):
             if target is not None:
                 self._publish(target, [])
@@ -154,12 +182,60 @@ class Session:
                 raise  # the request itself was cancelled
             return await self.analysis(uri)  # a newer change replaced that analysis: wait for the new one
 
+    async def latest(self, uri: str) -> DocumentAnalysis | None:
+        """The document's last analysis at once, even of an older version; waits only when it has none."""
+        return self._analyses.get(uri) or await self.analysis(uri)
+
+    async def in_thread(self, work: Callable[[], _T]) -> _T:
+        """Run a request's heavy part in the requests' thread (never behind an analysis)."""
+        return await self._requests.run(work)
+
     async def context(self, uri: str, kernel: str) -> tuple[DocumentAnalysis, KernelContext]:
         """A document's analysis and one kernel's context; raises CutuneError when there is none."""
         analysis = await self.analysis(uri)
         if analysis is None:
             raise CutuneError(f"{uri} is not an open CUDA document")
-        return analysis, await asyncio.to_thread(analysis.context, kernel)
+        return analysis, await self.in_thread(lambda: analysis.context(kernel))
+
+    async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """The code actions at a range, from the document's last analysis; a kernel's offers are computed once
+        per version in the requests' thread, and waited for at most ACTIONS_WAIT_S."""
+        analysis = await self.latest(params.text_document.uri)
+        view = analysis.view_at(params.range.start.line) if analysis is not None else None
+        if analysis is None or view is None:
+            return []
+        key = (analysis.uri, analysis.version, view.kernel.name)
+        offers = self._offers.get(key)
+        if offers is None or (offers.done() and offers.exception() is not None):
+            self._offers = {k: f for k, f in self._offers.items() if k[:2] == key[:2]}  # older versions' go
+            offers = self._offers[key] = self._requests.run(lambda: kernel_offers(analysis, view))
+        try:
+            found = await asyncio.wait_for(asyncio.shield(offers), self.ACTIONS_WAIT_S)
+        except TimeoutError:
+            return []
+        return [] if found is None else actions_for(view, found, params)
+
+    def code_lenses(self, uri: str) -> list[types.CodeLens] | None:
+        """The lenses of every kernel at once, from the last analysis or first look; None when there is neither
+        (kept: a large file's answer costs more to build than to send)."""
+        source: object = self._analyses.get(uri) or self._outlines.get(uri)
+        if source is None:
+            return None
+        key = (source, self.jobs.kernels(uri))
+        if self._lenses is None or self._lenses[0] != key:
+            found = [lens for state in self._lens_states(uri) for lens in lenses.kernel_lenses(uri, state)]
+            self._lenses = (key, found)
+        return self._lenses[1]
+
+    async def first_look(self, uri: str) -> None:
+        """Find where a document's kernels are, for its lenses before its first analysis."""
+        path = _path(uri)
+        if path is None or not uri.endswith(SOURCE_SUFFIXES) or uri in self._analyses:
+            return
+        document = self.server.workspace.get_text_document(uri)
+        text, version = document.source, document.version
+        headers = await self.in_thread(lambda: scan_kernels(text, str(path)))  # the analysis re-uses this parse
+        self._outlines[uri] = (version, headers)
 
     def current_result(self, analysis: DocumentAnalysis, kernel: str) -> TuneResult:
         """The kernel's stored result when it can be applied; raises CutuneError saying why not."""
@@ -172,9 +248,9 @@ class Session:
             raise CutuneError("tuning found no significant gain over the original: nothing to apply")
         return view.result
 
-    def lens_states(self, uri: str) -> Iterator[KernelLensState]:
-        """What each kernel's lenses show: from the analysis, or from a quick scan while it runs."""
-        current = self._current(uri)
+    def _lens_states(self, uri: str) -> Iterator[KernelLensState]:
+        """What each kernel's lenses show: from the last analysis, or from the first look while it runs."""
+        current = self._analyses.get(uri)
         if current is not None:
             for v in current.kernels:
                 yield KernelLensState(
@@ -188,10 +264,10 @@ class Session:
                 )
             return
         path = _path(uri)
-        if path is None or not uri.endswith(SOURCE_SUFFIXES):
+        outline = self._outlines.get(uri)
+        if path is None or outline is None:
             return
-        document = self.server.workspace.get_text_document(uri)
-        for header in scan_kernels(document.source, str(path)):  # the analysis re-uses this parse
+        for header in outline[1]:
             yield KernelLensState(
                 header.name,
                 header.line,
@@ -209,23 +285,32 @@ class Session:
             return None
         return analysis
 
-    async def _analyse(self, uri: str, delay: float) -> DocumentAnalysis | None:
+    async def _analyse(self, uri: str, delay: float, stop: threading.Event) -> DocumentAnalysis | None:
         if delay:
             await asyncio.sleep(delay)
         path = _path(uri)
         if path is None:
             return None
         document = self.server.workspace.get_text_document(uri)
+        text, version, results = document.source, document.version, self.results
+
+        def work() -> tuple[DocumentAnalysis, list[types.Diagnostic], list[types.Diagnostic]]:
+            analysis = analyze(uri, path, text, version, results, stop.is_set)
+            return analysis, document_diagnostics(analysis, stop.is_set), spec_diagnostics(analysis)
+
         try:
-            analysis = await asyncio.to_thread(analyze, uri, path, document.source, document.version, self.results)
+            analysis, found, in_spec = await self._analyser.run(work)
+        except Cancelled:  # a newer version replaced it
+            return None
         except Exception:  # a bug in the core on some text: keep serving the other features and documents
             log.exception("cannot analyse %s", uri)
             return None
         self._analyses[uri] = analysis
-        self._publish(uri, document_diagnostics(analysis))
+        self._outlines.pop(uri, None)
+        self._publish(uri, found)
         spec_uri = path_uri(analysis.spec_path)
         self._spec_uris[uri] = spec_uri
-        self._publish(spec_uri, spec_diagnostics(analysis))
+        self._publish(spec_uri, in_spec)
         self.refresh_lenses()
         return analysis
 
