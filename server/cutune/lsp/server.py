@@ -19,6 +19,7 @@ from cutune.lsp.actions import KINDS
 from cutune.lsp.edits import Edit, apply_edit, templatize_edit
 from cutune.lsp.hover import hover
 from cutune.lsp.session import Session
+from cutune.lsp.wire import Protocol, Serialized
 from cutune.project import stored_result, tune_options
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class CutuneServer(LanguageServer):
     """A pygls server holding one Session (documents, analyses, jobs, settings)."""
 
     def __init__(self) -> None:
-        super().__init__("cutune", __version__)
+        super().__init__("cutune", __version__, protocol_cls=Protocol)
         self.session = Session(self)
 
     def report_server_error(self, error: Exception, source: ServerErrors) -> None:
@@ -128,14 +129,14 @@ def did_close(ls: CutuneServer, params: types.DidCloseTextDocumentParams) -> Non
 
 
 @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
-async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens] | Serialized:
     """Lenses above each kernel, from the last analysis or, before the first, from a quick look."""
     uri = params.text_document.uri
     found = ls.session.code_lenses(uri)
     if found is None:
         await ls.session.first_look(uri)
         found = ls.session.code_lenses(uri)
-    return found or []
+    return found if found is not None else []
 
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)

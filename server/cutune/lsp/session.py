@@ -6,6 +6,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,6 +25,7 @@ from cutune.lsp.lenses import KernelLensState
 from cutune.lsp.results import ResultStore
 from cutune.lsp.scan import KernelHeader, scan_kernels
 from cutune.lsp.settings import Settings, parse_settings
+from cutune.lsp.wire import Serialized, serialized
 from cutune.lsp.worker import Cancelled, Worker
 from cutune.project import KernelContext
 from cutune.tune.result import TuneResult
@@ -56,11 +58,12 @@ class Session:
         self.jobs = Jobs(self._job_changed_in_thread)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._analyses: dict[str, DocumentAnalysis] = {}  # each document's last analysis, of any version
-        self._outlines: dict[str, tuple[int | None, tuple[KernelHeader, ...]]] = {}  # first looks, by version
+        self._outlines: dict[str, _Outline] = {}  # first looks, before the first analysis
         self._pending: dict[str, asyncio.Task[DocumentAnalysis | None]] = {}
         self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
         self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
-        self._lenses: tuple[object, list[types.CodeLens]] | None = None  # the last answer and what it came from
+        # each document's lenses, and the analysis or outline and the jobs they were made from
+        self._lenses: dict[str, tuple[object, frozenset[str], Serialized]] = {}
         # analyses run one at a time in their own thread; requests' own work in another, never behind them
         self._analyser = Worker("cutune-analysis")
         self._requests = Worker("cutune-requests")
@@ -160,6 +163,7 @@ class Session:
         self._pending.pop(uri, None)
         self._analyses.pop(uri, None)
         self._outlines.pop(uri, None)
+        self._lenses.pop(uri, None)
         for target in (uri, self._spec_uris.pop(uri, None)):
             if target is not None:
                 self._publish(target, [])
@@ -215,17 +219,21 @@ class Session:
             return []
         return [] if found is None else actions_for(view, found, params)
 
-    def code_lenses(self, uri: str) -> list[types.CodeLens] | None:
-        """The lenses of every kernel at once, from the last analysis or first look; None when there is neither
-        (kept: a large file's answer costs more to build than to send)."""
-        source: object = self._analyses.get(uri) or self._outlines.get(uri)
+    def code_lenses(self, uri: str) -> Serialized | None:
+        """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
+        with the analysis, in its thread, and made again here only when a job starts or ends."""
+        source: DocumentAnalysis | _Outline | None = self._analyses.get(uri) or self._outlines.get(uri)
         if source is None:
             return None
-        key = (source, self.jobs.kernels(uri))
-        if self._lenses is None or self._lenses[0] != key:
-            found = [lens for state in self._lens_states(uri) for lens in lenses.kernel_lenses(uri, state)]
-            self._lenses = (key, found)
-        return self._lenses[1]
+        tuning = self.jobs.kernels(uri)
+        cached = self._lenses.get(uri)
+        if cached is None or cached[0] is not source or cached[1] != tuning:  # by identity: analyses are large
+            cached = self._lenses[uri] = (source, tuning, self._render_lenses(uri, source, tuning))
+        return cached[2]
+
+    def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
+        states = self._lens_states(uri, source, tuning)
+        return serialized([lens for state in states for lens in lenses.kernel_lenses(uri, state)])
 
     async def first_look(self, uri: str) -> None:
         """Find where a document's kernels are, for its lenses before its first analysis."""
@@ -235,7 +243,7 @@ class Session:
         document = self.server.workspace.get_text_document(uri)
         text, version = document.source, document.version
         headers = await self.in_thread(lambda: scan_kernels(text, str(path)))  # the analysis re-uses this parse
-        self._outlines[uri] = (version, headers)
+        self._outlines[uri] = _Outline(version, headers)
 
     def current_result(self, analysis: DocumentAnalysis, kernel: str) -> TuneResult:
         """The kernel's stored result when it can be applied; raises CutuneError saying why not."""
@@ -248,11 +256,12 @@ class Session:
             raise CutuneError("tuning found no significant gain over the original: nothing to apply")
         return view.result
 
-    def _lens_states(self, uri: str) -> Iterator[KernelLensState]:
-        """What each kernel's lenses show: from the last analysis, or from the first look while it runs."""
-        current = self._analyses.get(uri)
-        if current is not None:
-            for v in current.kernels:
+    def _lens_states(
+        self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]
+    ) -> Iterator[KernelLensState]:
+        """What each kernel's lenses show: from an analysis, or from a first look."""
+        if isinstance(source, DocumentAnalysis):
+            for v in source.kernels:
                 yield KernelLensState(
                     v.kernel.name,
                     v.kernel.span.start.line,
@@ -260,14 +269,13 @@ class Session:
                     v.result,
                     v.stale,
                     v.applied,
-                    self.jobs.active(uri, v.kernel.name) is not None,
+                    v.kernel.name in tuning,
                 )
             return
         path = _path(uri)
-        outline = self._outlines.get(uri)
-        if path is None or outline is None:
+        if path is None:
             return
-        for header in outline[1]:
+        for header in source.headers:
             yield KernelLensState(
                 header.name,
                 header.line,
@@ -275,7 +283,7 @@ class Session:
                 self.results.get(path, header.name),
                 False,
                 False,
-                self.jobs.active(uri, header.name) is not None,
+                header.name in tuning,
             )
 
     def _current(self, uri: str) -> DocumentAnalysis | None:
@@ -294,12 +302,15 @@ class Session:
         document = self.server.workspace.get_text_document(uri)
         text, version, results = document.source, document.version, self.results
 
-        def work() -> tuple[DocumentAnalysis, list[types.Diagnostic], list[types.Diagnostic]]:
+        def work() -> tuple[DocumentAnalysis, Serialized, list[types.Diagnostic], frozenset[str], Serialized]:
             analysis = analyze(uri, path, text, version, results, stop.is_set)
-            return analysis, document_diagnostics(analysis, stop.is_set), spec_diagnostics(analysis)
+            found = document_diagnostics(analysis, stop.is_set)
+            published = serialized(types.PublishDiagnosticsParams(uri=uri, diagnostics=found))
+            tuning = self.jobs.kernels(uri)
+            return analysis, published, spec_diagnostics(analysis), tuning, self._render_lenses(uri, analysis, tuning)
 
         try:
-            analysis, found, in_spec = await self._analyser.run(work)
+            analysis, published, in_spec, tuning, lens_text = await self._analyser.run(work)
         except Cancelled:  # a newer version replaced it
             return None
         except Exception:  # a bug in the core on some text: keep serving the other features and documents
@@ -307,7 +318,8 @@ class Session:
             return None
         self._analyses[uri] = analysis
         self._outlines.pop(uri, None)
-        self._publish(uri, found)
+        self._lenses[uri] = (analysis, tuning, lens_text)
+        self.server.protocol.notify(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, published)
         spec_uri = path_uri(analysis.spec_path)
         self._spec_uris[uri] = spec_uri
         self._publish(spec_uri, in_spec)
@@ -379,6 +391,14 @@ class Session:
             return
         percentage = int(100 * status.done / status.budget) if status.budget else None
         progress.report(job.id, types.WorkDoneProgressReport(message=status.message, percentage=percentage))
+
+
+@dataclass(frozen=True, eq=False)
+class _Outline:
+    """A first look at one version of a document: where its kernels are."""
+
+    version: int | None
+    headers: tuple[KernelHeader, ...]
 
 
 def _path(uri: str) -> Path | None:
