@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import os
 import random
 import sys
 from collections.abc import Iterator
@@ -689,13 +690,36 @@ def serve(
 
 
 def main() -> None:
-    """Entry point for `python -m cutune`."""
+    """Entry point of the `cutune` script and of `python -m cutune`."""
     try:
         app()
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
+    except KeyboardInterrupt:  # outside a command (typer turns one inside into exit code 130)
+        _exit_interrupted(announce=True)
+    except SystemExit as e:
+        if e.code == 130:  # Ctrl-C: reported by the command itself, or by typer
+            _exit_interrupted(announce=_by_interrupt(e))
+        raise
     finally:
         # the run's objects are never collected again: exiting skips a last collection over them (a second
         # on a 50,000-line file)
         gc.freeze()
+
+
+def _by_interrupt(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt caused `error` (typer's exit code 130 carries no message of its own)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _exit_interrupted(*, announce: bool) -> NoReturn:
+    """Exit with code 130 now. Not through the interpreter's exit, which joins worker threads: one inside an
+    NVRTC compile (which cannot be interrupted) would hold it for seconds. What finished is on disk already."""
+    if announce:
+        err.print("interrupted: the work that finished is kept")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -11,9 +12,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -104,18 +106,42 @@ def compile_many(
     cache = CompileCache(cache_dir) if cache_dir else None
     results: dict[int, ResourceUsage | CutuneError] = {}
     # Threads suffice: the work happens in nvcc subprocesses, outside the GIL.
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1)
+    try:
         futures = {pool.submit(_compile, job, timeout, cache): i for i, job in enumerate(jobs)}
-        for future in as_completed(futures):
-            index = futures[future]
-            try:
-                result: ResourceUsage | CutuneError = future.result()
-            except CutuneError as error:
-                result = error
-            results[index] = result
-            if on_done:
-                on_done(index, result)
+        pending = set(futures)
+        while pending:
+            # a short wait, again and again: a Ctrl-C that lands on a compiling thread reaches this one only when
+            # it wakes
+            finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            for future in sorted(finished, key=futures.__getitem__):
+                index = futures[future]
+                try:
+                    result: ResourceUsage | CutuneError = future.result()
+                except CutuneError as error:
+                    result = error
+                results[index] = result
+                if on_done:
+                    on_done(index, result)
+    except BaseException:  # Ctrl-C: stop now, not after every queued compile; finished ones are in the cache
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_compilers()
+        raise
+    pool.shutdown()
     return [results[i] for i in range(len(jobs))]
+
+
+_RUNNING: set[subprocess.Popen[str]] = set()  # the nvcc processes running now, to stop on Ctrl-C
+_RUNNING_LOCK = threading.Lock()
+
+
+def _stop_compilers() -> None:
+    """Kill every running nvcc with its children (they run in sessions of their own, so no Ctrl-C reaches them)."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _compile(job: CompileJob, timeout: float, cache: CompileCache | None) -> ResourceUsage:
@@ -206,12 +232,17 @@ def _run(nvcc: str, args: list[str], job: CompileJob, timeout: float) -> tuple[s
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
         try:
             output, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             raise CompileError(f"nvcc -arch={job.arch} timed out after {timeout:g} s on {UNIT_NAME}") from None
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
         seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise CompileError(

@@ -17,7 +17,7 @@ from cutune.agent.settings import api_key_from_env
 from cutune.errors import CutuneError
 from cutune.lsp import lenses
 from cutune.lsp.actions import Offer, actions_for, kernel_offers
-from cutune.lsp.analysis import DocumentAnalysis, analyze
+from cutune.lsp.analysis import DocumentAnalysis, KernelView, analyze
 from cutune.lsp.convert import path_uri
 from cutune.lsp.diagnostics import document_diagnostics, spec_diagnostics
 from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
@@ -61,6 +61,7 @@ class Session:
         self._outlines: dict[str, _Outline] = {}  # first looks, before the first analysis
         self._pending: dict[str, asyncio.Task[DocumentAnalysis | None]] = {}
         self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
+        self._asked: dict[str, str] = {}  # the kernel each document's last code actions were asked for
         self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
         # each document's lenses, and the analysis or outline and the jobs they were made from
         self._lenses: dict[str, tuple[object, frozenset[str], Serialized]] = {}
@@ -164,6 +165,7 @@ class Session:
         self._analyses.pop(uri, None)
         self._outlines.pop(uri, None)
         self._lenses.pop(uri, None)
+        self._asked.pop(uri, None)
         for target in (uri, self._spec_uris.pop(uri, None)):
             if target is not None:
                 self._publish(target, [])
@@ -208,16 +210,21 @@ class Session:
         view = analysis.view_at(params.range.start.line) if analysis is not None else None
         if analysis is None or view is None:
             return []
+        self._asked[analysis.uri] = view.kernel.name
+        try:
+            found = await asyncio.wait_for(asyncio.shield(self._kernel_offers(analysis, view)), self.ACTIONS_WAIT_S)
+        except TimeoutError:
+            return []
+        return [] if found is None else actions_for(view, found, params)
+
+    def _kernel_offers(self, analysis: DocumentAnalysis, view: KernelView) -> asyncio.Future[list[Offer] | None]:
+        """A kernel's offers in this analysis, computed once in the requests' thread."""
         key = (analysis.uri, analysis.version, view.kernel.name)
         offers = self._offers.get(key)
         if offers is None or (offers.done() and offers.exception() is not None):
             self._offers = {k: f for k, f in self._offers.items() if k[:2] == key[:2]}  # older versions' go
             offers = self._offers[key] = self._requests.run(lambda: kernel_offers(analysis, view))
-        try:
-            found = await asyncio.wait_for(asyncio.shield(offers), self.ACTIONS_WAIT_S)
-        except TimeoutError:
-            return []
-        return [] if found is None else actions_for(view, found, params)
+        return offers
 
     def code_lenses(self, uri: str) -> Serialized | None:
         """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
@@ -319,6 +326,9 @@ class Session:
         self._analyses[uri] = analysis
         self._outlines.pop(uri, None)
         self._lenses[uri] = (analysis, tuning, lens_text)
+        asked = analysis.view(self._asked.get(uri, ""))
+        if asked is not None:  # the kernel at the cursor: its actions are likely asked for next
+            self._kernel_offers(analysis, asked)
         self.server.protocol.notify(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, published)
         spec_uri = path_uri(analysis.spec_path)
         self._spec_uris[uri] = spec_uri
