@@ -355,6 +355,8 @@ def tune(
 
     with _user_errors(), _human_output(output_format):
         ctx = base = _open_checked(file, kernel)  # before anything is printed or drafted
+        # bad options fail the same way with and without a GPU, before any work
+        options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
         ref = dataclasses.replace(_backend_ref(backend, replay, replay_pace, record, compiler), isolate=isolate)
         # a recording holds the configurations it measured: replay searches the space it was made with
         searched = searches_variants(variants, replay if backend == "replay" else None)
@@ -371,7 +373,6 @@ def tune(
             _run_check(ctx, arch, limit=32, jobs=None, output_format=output_format, compiler=compiler)
             raise typer.Exit(0)
         job = build_job(ctx, timing=TimingOptions(flush_l2=not warm_l2))
-        options = tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
         options = dataclasses.replace(options, sanitize=sanitize, liveness=_liveness(grace))
         if devices is None:
             meter = ref.build()
@@ -614,6 +615,9 @@ def agent(
             max_iterations=iterations,
             arch=arch,
         )
+        from cutune.project import tune_options
+
+        tune_options(ctx, trials=trials, seconds=seconds, storage_url=storage)  # bad options fail with or without a GPU
         if not gpu_available():
             err.print("[bold yellow]No CUDA GPU (or CuPy) here: compile-only steps (nothing is measured).[/]")
             _compile_only_agent(ctx, settings)
