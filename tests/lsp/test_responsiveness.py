@@ -47,7 +47,7 @@ async def _timed(request: Awaitable[object]) -> float:
 @pytest.mark.timeout(120)
 async def test_lenses_and_actions_are_answered_while_an_edit_is_analysed(editor: Editor, tmp_path: Path) -> None:
     editor.use(tmp_path)
-    (tmp_path / "big.cu").write_text(_large(2000), encoding="utf-8")  # 20,000 lines
+    (tmp_path / "big.cu").write_text(_large(4000), encoding="utf-8")  # 40,000 lines: seconds of analysis
     uri = editor.open("big.cu")
     await editor.diagnostics(uri)
     # the first kernel's actions, computed once for this version
@@ -56,11 +56,11 @@ async def test_lenses_and_actions_are_answered_while_an_edit_is_analysed(editor:
         assert time.monotonic() < deadline, "no code action for the first kernel"
     published = editor.publications(uri)
     editor.change(uri, "// an edit\n" + editor.text(uri))
-    await asyncio.sleep(0.3)  # past the typing pause: the analysis of the edit runs
-    lens_s = await _timed(editor.lenses(uri))
+    await asyncio.sleep(0.2)  # past the typing pause: the analysis of the edit runs
     action_s = await _timed(editor.actions(uri, 2))
+    lens_s = await _timed(editor.lenses(uri))  # with this client's own conversion of 8,000 lenses
     assert editor.publications(uri) == published, "the analysis ended before the requests: nothing was shown"
-    assert lens_s < 0.5 and action_s < 0.5, f"codeLens {lens_s:.2f} s, codeAction {action_s:.2f} s"
+    assert action_s < 0.5 and lens_s < 1.0, f"codeAction {action_s:.2f} s, codeLens {lens_s:.2f} s"
     await editor.diagnostics(uri, since=published)  # the edit's analysis ends all the same
 
 

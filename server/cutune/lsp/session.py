@@ -228,14 +228,16 @@ class Session:
 
     def code_lenses(self, uri: str) -> Serialized | None:
         """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
-        with the analysis, in its thread, and made again here only when a job starts or ends."""
+        after each analysis, in its thread (the last ones are answered meanwhile), and here only for a first
+        look or when a job starts or ends."""
+        tuning = self.jobs.kernels(uri)
+        cached = self._lenses.get(uri)
+        if cached is not None and cached[1] == tuning:
+            return cached[2]
         source: DocumentAnalysis | _Outline | None = self._analyses.get(uri) or self._outlines.get(uri)
         if source is None:
             return None
-        tuning = self.jobs.kernels(uri)
-        cached = self._lenses.get(uri)
-        if cached is None or cached[0] is not source or cached[1] != tuning:  # by identity: analyses are large
-            cached = self._lenses[uri] = (source, tuning, self._render_lenses(uri, source, tuning))
+        cached = self._lenses[uri] = (source, tuning, self._render_lenses(uri, source, tuning))
         return cached[2]
 
     def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
@@ -309,15 +311,14 @@ class Session:
         document = self.server.workspace.get_text_document(uri)
         text, version, results = document.source, document.version, self.results
 
-        def work() -> tuple[DocumentAnalysis, Serialized, list[types.Diagnostic], frozenset[str], Serialized]:
+        def work() -> tuple[DocumentAnalysis, Serialized, list[types.Diagnostic]]:
             analysis = analyze(uri, path, text, version, results, stop.is_set)
             found = document_diagnostics(analysis, stop.is_set)
             published = serialized(types.PublishDiagnosticsParams(uri=uri, diagnostics=found))
-            tuning = self.jobs.kernels(uri)
-            return analysis, published, spec_diagnostics(analysis), tuning, self._render_lenses(uri, analysis, tuning)
+            return analysis, published, spec_diagnostics(analysis)
 
         try:
-            analysis, published, in_spec, tuning, lens_text = await self._analyser.run(work)
+            analysis, published, in_spec = await self._analyser.run(work)
         except Cancelled:  # a newer version replaced it
             return None
         except Exception:  # a bug in the core on some text: keep serving the other features and documents
@@ -325,14 +326,22 @@ class Session:
             return None
         self._analyses[uri] = analysis
         self._outlines.pop(uri, None)
-        self._lenses[uri] = (analysis, tuning, lens_text)
-        asked = analysis.view(self._asked.get(uri, ""))
-        if asked is not None:  # the kernel at the cursor: its actions are likely asked for next
-            self._kernel_offers(analysis, asked)
         self.server.protocol.notify(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, published)
         spec_uri = path_uri(analysis.spec_path)
         self._spec_uris[uri] = spec_uri
         self._publish(spec_uri, in_spec)
+        # the lenses after the diagnostics, in the same thread: until they are made, the last ones are answered
+        tuning = self.jobs.kernels(uri)
+        try:
+            lens_text = await self._analyser.run(lambda: self._render_lenses(uri, analysis, tuning))
+        except Exception:
+            log.exception("cannot make the lenses of %s", uri)
+            return analysis
+        if self._analyses.get(uri) is analysis:
+            self._lenses[uri] = (analysis, tuning, lens_text)
+        asked = analysis.view(self._asked.get(uri, ""))
+        if asked is not None:  # the kernel at the cursor: its actions are likely asked for next
+            self._kernel_offers(analysis, asked)
         self.refresh_lenses()
         return analysis
 
