@@ -133,16 +133,22 @@ def templatize(
         out.print(Syntax(res.diff, "diff", theme="ansi_dark", word_wrap=True))
     else:
         out.print("[dim]no change to the source (already templatized, or no recipe applied)[/]")
-    _templatize_summary(res.context.template)
-    _variants_summary(res.context)
+    ctx = res.context
+    _templatize_summary(ctx.template, ctx.space if ctx.spec is not None else None)  # the space tune searches
+    _variants_summary(ctx)
     if write:
         out.print(f"{'wrote' if res.wrote_source else 'unchanged'} {res.context.path}")
         if res.wrote_spec:
             out.print(f"wrote {res.context.spec_path} — check its sizes and argument shapes before tuning")
         else:
             out.print(f"kept the existing {res.context.spec_path}")
+    elif ctx.spec is not None:  # tune uses it: a draft would only mislead
+        from cutune.template.spec import dump_kernel_spec
+
+        out.print(f"\n[bold]the kernel's spec[/] ({ctx.spec_path.name}, used by check and tune):")
+        out.print(Syntax(dump_kernel_spec(ctx.spec), "toml", theme="ansi_dark"))
     else:
-        out.print(f"\n[bold]drafted spec[/] ({res.context.spec_path.name}):")
+        out.print(f"\n[bold]drafted spec[/] ({ctx.spec_path.name}):")
         out.print(Syntax(res.spec_text, "toml", theme="ansi_dark"))
 
 
