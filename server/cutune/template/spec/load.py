@@ -374,7 +374,8 @@ def _read_params(reader: _Reader, value: Any, at: KeyPath, size_names: set[str])
             raise reader.error((*here, "values"), "values repeat")
         default = _read_value(reader, table["default"], (*here, "default"))
         if default not in values or type(default) is not type(values[0]):
-            raise reader.error((*here, "default"), f"default {default!r} is not one of the values {list(values)}")
+            kind = "" if type(default) is type(values[0]) else f" ({_kind(default)}, not {_kind(values[0])} like them)"
+            raise reader.error((*here, "default"), f"default {default!r} is not one of the values {list(values)}{kind}")
         binding = Binding(
             reader.choice(table.get("binding", "template"), (*here, "binding"), [b.value for b in Binding])
         )
