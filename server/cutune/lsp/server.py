@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 
 from cutune import __version__
@@ -36,6 +37,9 @@ class KernelArgs:
 
     uri: str
     kernel: str = ""
+
+
+NO_ARGS = KernelArgs(uri="")  # a command sent without arguments: answered as for a document that is not open
 
 
 class CutuneServer(LanguageServer):
@@ -156,7 +160,7 @@ async def code_action(ls: CutuneServer, params: types.CodeActionParams) -> list[
 
 
 @server.command(lenses.TEMPLATIZE)
-async def templatize(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def templatize(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Rewrite the kernel with explicit parameters and draft its spec, as one workspace edit."""
     try:
         analysis, ctx = await ls.session.context(args.uri, args.kernel)
@@ -172,7 +176,7 @@ async def templatize(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 
 
 @server.command(lenses.AUTOTUNE)
-async def autotune(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def autotune(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Queue a background autotune job, with cancellable work-done progress."""
     try:
         job = await ls.session.start_job(args.uri, args.kernel)
@@ -183,7 +187,7 @@ async def autotune(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 
 
 @server.command(lenses.APPLY)
-async def apply(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def apply(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Write the tuned configuration into the source, as one workspace edit."""
     try:
         analysis, ctx = await ls.session.context(args.uri, args.kernel)
@@ -196,13 +200,13 @@ async def apply(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 
 
 @server.command(lenses.CANCEL)
-def cancel(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+def cancel(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Stop the kernel's autotune job after its current trial."""
     return {"cancelled": ls.session.jobs.cancel(args.uri, args.kernel)}
 
 
 @server.command(lenses.SHOW_RESULTS)
-async def show_results(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def show_results(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """The stored results of a kernel (or of every kernel of the file) as Markdown."""
     analysis = await ls.session.analysis(args.uri)
     views = analysis.kernels if analysis is not None else ()
@@ -212,7 +216,7 @@ async def show_results(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 
 
 @server.command(RESULTS_VIEW)
-async def results_view_data(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def results_view_data(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """The results view's data: per-size times against the floor, the trial history and the agent's steps."""
     try:
         _, ctx = await ls.session.context(args.uri, args.kernel)
@@ -231,9 +235,17 @@ def tcp_address(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def _no_client_tracebacks(record: logging.LogRecord) -> bool:
+    """Drop pygls's traceback of a request the client got wrong (e.g. a command's malformed arguments): the
+    client gets the error, and `report_server_error` logs one line. Tracebacks of the server's own bugs stay."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, JsonRpcException) or isinstance(error, JsonRpcInternalError)
+
+
 def start(tcp: tuple[str, int] | None) -> None:
     """Serve LSP on stdio, or on TCP at (host, port)."""
     logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_no_client_tracebacks)
     # the analysis thread runs Python for seconds on a large file: hand the event loop the GIL more often
     # than every 5 ms, so that requests answered from the last analysis are not kept waiting
     sys.setswitchinterval(0.001)
