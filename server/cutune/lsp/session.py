@@ -25,7 +25,7 @@ from cutune.lsp.lenses import KernelLensState
 from cutune.lsp.results import ResultStore
 from cutune.lsp.scan import KernelHeader, scan_kernels
 from cutune.lsp.settings import Settings, parse_settings
-from cutune.lsp.wire import Serialized, serialized
+from cutune.lsp.wire import Serialized, serialized, serialized_diagnostics
 from cutune.lsp.worker import Cancelled, Worker
 from cutune.project import KernelContext
 from cutune.tune.result import TuneResult
@@ -251,8 +251,16 @@ class Session:
             return
         document = self.server.workspace.get_text_document(uri)
         text, version = document.source, document.version
-        headers = await self.in_thread(lambda: scan_kernels(text, str(path)))  # the analysis re-uses this parse
-        self._outlines[uri] = _Outline(version, headers)
+
+        def look() -> tuple[_Outline, frozenset[str], Serialized]:
+            outline = _Outline(version, scan_kernels(text, str(path)))  # the analysis re-uses this parse
+            tuning = self.jobs.kernels(uri)
+            return outline, tuning, self._render_lenses(uri, outline, tuning)
+
+        outline, tuning, lens_text = await self.in_thread(look)
+        if uri not in self._analyses:
+            self._outlines[uri] = outline
+            self._lenses[uri] = (outline, tuning, lens_text)
 
     def current_result(self, analysis: DocumentAnalysis, kernel: str) -> TuneResult:
         """The kernel's stored result when it can be applied; raises CutuneError saying why not."""
@@ -314,7 +322,7 @@ class Session:
         def work() -> tuple[DocumentAnalysis, Serialized, list[types.Diagnostic]]:
             analysis = analyze(uri, path, text, version, results, stop.is_set)
             found = document_diagnostics(analysis, stop.is_set)
-            published = serialized(types.PublishDiagnosticsParams(uri=uri, diagnostics=found))
+            published = serialized_diagnostics(uri, found)
             return analysis, published, spec_diagnostics(analysis)
 
         try:
