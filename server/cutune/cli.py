@@ -8,9 +8,10 @@ import gc
 import os
 import random
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.syntax import Syntax
@@ -71,10 +72,24 @@ def _open_checked(file: Path, kernel: str) -> KernelContext:
 
 
 def _progress_bar() -> Progress:
-    """A progress bar on stderr, shown only on a terminal (a log file gets the outcome, not a bar's last frame)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """A progress bar on stderr on a terminal; elsewhere (a pipe, a log file) a line every PLAIN_PROGRESS_S."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-    return Progress(
+    class Plain(Progress):
+        """rich's bar, which draws nothing off a terminal: there, each update prints a line, at most so often."""
+
+        last = time.monotonic()
+
+        def update(self, task_id: TaskID, *args: Any, **kwargs: Any) -> None:
+            super().update(task_id, *args, **kwargs)
+            if err.is_terminal or time.monotonic() - self.last < PLAIN_PROGRESS_S:
+                return
+            self.last = time.monotonic()
+            task = next(t for t in self.tasks if t.id == task_id)
+            total = f"/{task.total:.0f}" if task.total is not None else ""
+            err.print(f"{task.description}: {task.completed:.0f}{total} ({task.elapsed or 0:.0f} s)", highlight=False)
+
+    return Plain(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -82,6 +97,9 @@ def _progress_bar() -> Progress:
         console=err,
         disable=not err.is_terminal,
     )
+
+
+PLAIN_PROGRESS_S = 5.0  # off a terminal, how often a long command says how far it is
 
 
 @contextlib.contextmanager
