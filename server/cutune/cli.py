@@ -703,7 +703,27 @@ def _compile_only_agent(ctx: KernelContext, settings: AgentSettings) -> None:
             out.print(f"  [yellow]the LLM's plan was not used:[/] {user_text(step.fallback)}")
     out.print(f"stopped: {run.stop.value} — {run.message}", highlight=False)
     _templatize_summary(run.template)
+    _compile_only_variants(ctx, settings.arch)
     out.print("Compile-only: nothing was measured; on a GPU `cutune agent` measures, tunes and profiles each step.")
+
+
+def _compile_only_variants(ctx: KernelContext, arch: str) -> None:
+    """The built-in transforms' variants (what the measured agent's steps propose), each compiled at its
+    default configuration."""
+    from cutune.agent.steps import combined_context, compile_check, variant_config
+    from cutune.project import variants_of
+
+    combined = variants_of(ctx)
+    with out.status("compiling the structural variants…"):
+        for i, v in enumerate(combined.variants, 1):
+            holding = combined_context(ctx, [v])  # the kernel with the original body and this variant
+            problem = compile_check(holding, variant_config(holding.space, 1), arch)
+            verdict = (
+                f"[red]does not compile:[/] {user_text(problem)}" if problem else "compiles (default configuration)"
+            )
+            out.print(f"variant {i} {user_text(v.name)} (built-in transform): {verdict}")
+    for r in combined.refusals:
+        out.print(f"[dim]transform {r.recipe} refused: {user_text(r.reason)}[/]")
 
 
 @app.command()
