@@ -1,6 +1,14 @@
-"""Request latency of `cutune serve` (code lens, hover) while an autotune job runs in its background thread.
+"""Request latency of `cutune serve`: while an autotune job runs, and while large files are analysed.
 
-    python -m benchmarks.lsp_latency [--trials 1536] [--out benchmarks/results/lsp_latency.json]
+    python -m benchmarks.lsp_latency [--trials 1536] [--sizes 5000,20000,50000,200000] [--out FILE]
+
+Large files (`--sizes`, benchmarks/big_file.py's: a sample then one small kernel and launch per 11 lines):
+each is opened in a fresh server, then edited a few times (an incremental didChange inserting a line in the
+middle); after each edit, codeLens and codeAction (on the first kernel) requests are sent back to back until
+the edit's diagnostics arrive, so every latency is measured while an analysis runs. Then `exit` is sent right
+after one more edit, and the time until the process ends is measured. Every other edit is analysed with no
+request meanwhile: its diagnostics time is the server's alone. Targets: p99 lens and action <= 50 ms,
+diagnostics after an edit <= 300 ms at 20,000 lines and <= 1.5 s at 200,000, exit within 1 s.
 
 The job replays a synthetic recording (TEST-ONLY timings from tests/lsp/synthetic.py, made at run time)
 over a 1,536-point space, so the server's tuning thread does what it does on a GPU machine minus the GPU:
@@ -14,13 +22,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
+import sys
 import tempfile
 import time
+from asyncio.subprocess import PIPE
 from pathlib import Path
 from typing import Any
 
-from benchmarks.lsp_parse import ROOT, lenses_ms, machine, open_document, start_server, stop_server, summary
+from benchmarks.big_file import big_source
+from benchmarks.lsp_parse import LANGUAGE, ROOT, lenses_ms, machine, open_document, start_server, stop_server, summary
 from lsprotocol import types
 from tests.lsp.synthetic import write_recording
 
@@ -124,19 +136,166 @@ async def measure(trials: int) -> dict[str, Any]:
     }
 
 
+EDITS = 5  # edits per size with requests during their analysis, and as many without
+
+
+class RawClient:
+    """A minimal JSON-RPC client of `cutune serve` over stdio. Answers are only `json.loads`-ed, as an editor's
+    `JSON.parse` does: the times are the server's and the pipe's, not a Python client's conversion of 40,000
+    lenses into objects (which took longer than the server)."""
+
+    def __init__(self) -> None:
+        self.diagnostics: asyncio.Queue[tuple[str, float]] = asyncio.Queue()  # uri, arrival time
+        self._answers: dict[int, asyncio.Future[Any]] = {}
+        self._ids = 0
+
+    async def start(self) -> None:
+        """Start the server and initialize it."""
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cutune", "serve", stdin=PIPE, stdout=PIPE, limit=1 << 26
+        )
+        self._reading = asyncio.ensure_future(self._read())
+        await self.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}})
+        self.notify("initialized", {})
+
+    def notify(self, method: str, params: Any) -> None:
+        """Send a notification."""
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: Any) -> Any:
+        """Send a request and wait for its result."""
+        self._ids += 1
+        answer = self._answers[self._ids] = asyncio.get_running_loop().create_future()
+        self._send({"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params})
+        message = await answer
+        if "error" in message:
+            raise RuntimeError(f"{method}: {message['error']}")
+        return message.get("result")
+
+    def _send(self, message: Any) -> None:
+        body = json.dumps(message).encode()
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+    async def _read(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        while True:
+            length = 0
+            while (line := await stdout.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            if not line:
+                return
+            message = json.loads(await stdout.readexactly(length))
+            if "id" in message and "method" not in message:
+                self._answers.pop(message["id"]).set_result(message)
+            elif message.get("method") == "textDocument/publishDiagnostics":
+                self.diagnostics.put_nowait((message["params"]["uri"], time.perf_counter()))
+            elif "id" in message:  # a request of the server's (none expected with no capabilities)
+                self._send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+
+    async def next_diagnostics(self, uri: str) -> float:
+        """When the next diagnostics of `uri` arrive."""
+        while True:
+            published, at = await self.diagnostics.get()
+            if published == uri:
+                return at
+
+    async def timed(self, method: str, params: Any) -> tuple[float, Any]:
+        """One request's milliseconds, and its result."""
+        start = time.perf_counter()
+        result = await self.request(method, params)
+        return (time.perf_counter() - start) * 1e3, result
+
+
+def _edit(client: RawClient, uri: str, version: int, line: int) -> None:
+    """An incremental didChange: one comment line inserted before `line`."""
+    at = {"line": line, "character": 0}
+    client.notify(
+        "textDocument/didChange",
+        {
+            "textDocument": {"uri": uri, "version": version},
+            "contentChanges": [{"range": {"start": at, "end": at}, "text": f"// edit {version}\n"}],
+        },
+    )
+
+
+async def large_file(lines: int) -> dict[str, Any]:
+    """Open, edit and exit on one `lines`-line file in a fresh server."""
+    text, kernels = big_source(lines)
+    kernel_line = next(i for i, t in enumerate(text.splitlines()) if "__global__" in t) + 2  # inside the kernel
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "pyproject.toml").write_text("")
+        path = root / "big.cu"
+        path.write_text(text, encoding="utf-8")
+        uri = path.as_uri()
+        client = RawClient()
+        await client.start()
+        document = {"textDocument": {"uri": uri}}
+        at = {"line": kernel_line, "character": 0}
+        action = {**document, "range": {"start": at, "end": at}, "context": {"diagnostics": []}}
+        start = time.perf_counter()
+        item = {"uri": uri, "languageId": LANGUAGE, "version": 1, "text": text}
+        client.notify("textDocument/didOpen", {"textDocument": item})
+        first_lens_ms, found = await client.timed("textDocument/codeLens", document)
+        opened_s = await client.next_diagnostics(uri) - start
+        lens, actions, quiet, busy, offered = [], [], [], [], 0
+        for version in range(2, 2 + 2 * EDITS):
+            _edit(client, uri, version, lines // 2)
+            edited = time.perf_counter()
+            arrived = asyncio.ensure_future(client.next_diagnostics(uri))
+            while version % 2 and not arrived.done():  # every other edit: requests back to back meanwhile
+                lens.append((await client.timed("textDocument/codeLens", document))[0])
+                ms, answer = await client.timed("textDocument/codeAction", action)
+                actions.append(ms)
+                offered = max(offered, len(answer or []))
+                await asyncio.sleep(0.005)
+            (busy if version % 2 else quiet).append((await arrived - edited) * 1e3)
+        _edit(client, uri, 2 + 2 * EDITS, lines // 2)
+        await asyncio.sleep(0.3)  # the analysis of that edit has begun
+        exit_start = time.perf_counter()
+        await client.request("shutdown", None)
+        client.notify("exit", None)
+        await client.process.wait()
+        exit_s = time.perf_counter() - exit_start
+    return {
+        "lines": text.count("\n"),
+        "kernels": kernels,
+        "first_lens_after_open_ms": first_lens_ms,
+        "lenses_after_open": len(found or []),
+        "open_to_diagnostics_s": opened_s,
+        "diagnostics_after_edit": summary(quiet),  # no request meanwhile
+        "diagnostics_after_edit_amid_requests": summary(busy),
+        "code_lens_during_analysis": summary(lens),
+        "code_action_during_analysis": summary(actions),
+        "code_actions_offered": offered,
+        "shutdown_and_exit_s": exit_s,
+    }
+
+
 def main() -> None:
     """Run, print and write the results."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=1536)
+    parser.add_argument("--sizes", default="5000,20000,50000,200000", help="line counts of the large files")
+    parser.add_argument("--no-job", action="store_true", help="only the large files")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "lsp_latency.json")
     args = parser.parse_args()
-    results = {
+    results: dict[str, Any] = {
         "benchmark": "lsp_latency",
-        "target": "p99 < 50 ms for codeLens and hover during autotune",
-        "backend": "replay (synthetic TEST-ONLY recording)",
-        "machine": machine(),
-        **asyncio.run(measure(args.trials)),
+        "target": "p99 < 50 ms for codeLens and hover during autotune; on large files p99 codeLens and codeAction "
+        "<= 50 ms during analysis, diagnostics after an edit <= 300 ms at 20k lines and <= 1.5 s at 200k, exit <= 1 s",
+        "machine": {**machine(), "load_average_1min": os.getloadavg()[0]},  # other work inflates the times
     }
+    if not args.no_job:
+        results["backend"] = "replay (synthetic TEST-ONLY recording)"
+        results.update(asyncio.run(measure(args.trials)))
+    results["large_files"] = {}
+    for lines in (int(n) for n in args.sizes.split(",") if n):
+        results["large_files"][str(lines)] = asyncio.run(large_file(lines))
+        print(json.dumps(results["large_files"][str(lines)]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(results, indent=2))

@@ -39,11 +39,12 @@ import optuna
 from cutune.gpu.backend import Backend, Check, DeviceInfo, Job, Measurement
 from cutune.gpu.registry import create_backend
 from cutune.gpu.replay import ReplayBackend
-from cutune.project import build_job, open_kernel, tune_options, variants_of, with_combined
+from cutune.project import build_job, open_kernel, tune_options
 from cutune.template.model import Config
 from cutune.tune.options import TuneOptions
 from cutune.tune.result import TuneResult
 from cutune.tune.run import tune
+from cutune.workflow.variants import variants_of, with_combined
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = {

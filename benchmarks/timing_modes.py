@@ -27,10 +27,11 @@ from typing import Any
 from cutune.gpu.backend import Measurement, TimingOptions
 from cutune.gpu.registry import create_backend
 from cutune.limits import limits_for
-from cutune.project import build_job, open_kernel, variants_of, with_combined
+from cutune.project import build_job, open_kernel
 from cutune.template.model import Config, Space
 from cutune.template.variants.combine import VARIANT
 from cutune.tune.space import Feasibility
+from cutune.workflow.variants import variants_of, with_combined
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = {  # sample → (kernel, token variable, the other variables at decode sizes)

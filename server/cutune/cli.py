@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import random
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.syntax import Syntax
@@ -68,10 +70,24 @@ def _open_checked(file: Path, kernel: str) -> KernelContext:
 
 
 def _progress_bar() -> Progress:
-    """A progress bar on stderr, shown only on a terminal (a log file gets the outcome, not a bar's last frame)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """A progress bar on stderr on a terminal; elsewhere (a pipe, a log file) a line every PLAIN_PROGRESS_S."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-    return Progress(
+    class Plain(Progress):
+        """rich's bar, which draws nothing off a terminal: there, each update prints a line, at most so often."""
+
+        last = time.monotonic()
+
+        def update(self, task_id: TaskID, *args: Any, **kwargs: Any) -> None:
+            super().update(task_id, *args, **kwargs)
+            if err.is_terminal or time.monotonic() - self.last < PLAIN_PROGRESS_S:
+                return
+            self.last = time.monotonic()
+            task = next(t for t in self.tasks if t.id == task_id)
+            total = f"/{task.total:.0f}" if task.total is not None else ""
+            err.print(f"{task.description}: {task.completed:.0f}{total} ({task.elapsed or 0:.0f} s)", highlight=False)
+
+    return Plain(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -79,6 +95,9 @@ def _progress_bar() -> Progress:
         console=err,
         disable=not err.is_terminal,
     )
+
+
+PLAIN_PROGRESS_S = 5.0  # off a terminal, how often a long command says how far it is
 
 
 @contextlib.contextmanager
@@ -130,16 +149,22 @@ def templatize(
         out.print(Syntax(res.diff, "diff", theme="ansi_dark", word_wrap=True))
     else:
         out.print("[dim]no change to the source (already templatized, or no recipe applied)[/]")
-    _templatize_summary(res.context.template)
-    _variants_summary(res.context)
+    ctx = res.context
+    _templatize_summary(ctx.template, ctx.space if ctx.spec is not None else None)  # the space tune searches
+    _variants_summary(ctx)
     if write:
         out.print(f"{'wrote' if res.wrote_source else 'unchanged'} {res.context.path}")
         if res.wrote_spec:
             out.print(f"wrote {res.context.spec_path} — check its sizes and argument shapes before tuning")
         else:
             out.print(f"kept the existing {res.context.spec_path}")
+    elif ctx.spec is not None:  # tune uses it: a draft would only mislead
+        from cutune.spec import dump_kernel_spec
+
+        out.print(f"\n[bold]the kernel's spec[/] ({ctx.spec_path.name}, used by check and tune):")
+        out.print(Syntax(dump_kernel_spec(ctx.spec), "toml", theme="ansi_dark"))
     else:
-        out.print(f"\n[bold]drafted spec[/] ({res.context.spec_path.name}):")
+        out.print(f"\n[bold]drafted spec[/] ({ctx.spec_path.name}):")
         out.print(Syntax(res.spec_text, "toml", theme="ansi_dark"))
 
 
@@ -359,6 +384,7 @@ def tune(
     import optuna
 
     from cutune.gpu.backend import TimingOptions
+    from cutune.project import tune_options
     from cutune.workflow import BackendChoice, Hooks, TuneRequest, prepare, run_prepared
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the progress bar says what matters
@@ -367,6 +393,8 @@ def tune(
 
     with _user_errors(), _human_output(output_format):
         ctx = _open_checked(file, kernel)  # before anything is printed or drafted
+        # bad options fail the same way with and without a GPU, before any work
+        tune_options(ctx, trials=trials, seconds=seconds, sampler=sampler, storage_url=storage)
         request = TuneRequest(
             trials=trials,
             seconds=seconds,
@@ -384,6 +412,7 @@ def tune(
         if prepared.combined is not None:
             _print_variants(prepared.combined)
         if prepared.unavailable is not None:
+            prepared.context.require_spec()  # the check below would otherwise draft one and fail every configuration
             err.print(
                 f"[bold yellow]{user_text(prepared.unavailable)}.[/] Doing the useful part that needs none: "
                 "templatize and a compile-only check."
@@ -610,6 +639,9 @@ def agent(
             max_iterations=iterations,
             arch=arch,
         )
+        from cutune.project import tune_options
+
+        tune_options(ctx, trials=trials, seconds=seconds, storage_url=storage)  # bad options fail with or without a GPU
         why = unavailable(BackendChoice())
         if why is not None:
             err.print(f"[bold yellow]{user_text(why)}: compile-only steps (nothing is measured).[/]")
@@ -663,7 +695,27 @@ def _compile_only_agent(ctx: KernelContext, settings: AgentSettings) -> None:
             out.print(f"  [yellow]the LLM's plan was not used:[/] {user_text(step.fallback)}")
     out.print(f"stopped: {run.stop.value} — {run.message}", highlight=False)
     _templatize_summary(run.template)
+    _compile_only_variants(ctx, settings.arch)
     out.print("Compile-only: nothing was measured; on a GPU `cutune agent` measures, tunes and profiles each step.")
+
+
+def _compile_only_variants(ctx: KernelContext, arch: str) -> None:
+    """The built-in transforms' variants (what the measured agent's steps propose), each compiled at its
+    default configuration."""
+    from cutune.agent.steps import combined_context, compile_check, variant_config
+    from cutune.workflow.variants import variants_of
+
+    combined = variants_of(ctx)
+    with out.status("compiling the structural variants…"):
+        for i, v in enumerate(combined.variants, 1):
+            holding = combined_context(ctx, [v])  # the kernel with the original body and this variant
+            problem = compile_check(holding, variant_config(holding.space, 1), arch)
+            verdict = (
+                f"[red]does not compile:[/] {user_text(problem)}" if problem else "compiles (default configuration)"
+            )
+            out.print(f"variant {i} {user_text(v.name)} (built-in transform): {verdict}")
+    for r in combined.refusals:
+        out.print(f"[dim]transform {r.recipe} refused: {user_text(r.reason)}[/]")
 
 
 @app.command()
@@ -728,13 +780,36 @@ def serve(
 
 
 def main() -> None:
-    """Entry point for `python -m cutune`."""
+    """Entry point of the `cutune` script and of `python -m cutune`."""
     try:
         app()
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
+    except KeyboardInterrupt:  # outside a command (typer turns one inside into exit code 130)
+        _exit_interrupted(announce=True)
+    except SystemExit as e:
+        if e.code == 130:  # Ctrl-C: reported by the command itself, or by typer
+            _exit_interrupted(announce=_by_interrupt(e))
+        raise
     finally:
         # the run's objects are never collected again: exiting skips a last collection over them (a second
         # on a 50,000-line file)
         gc.freeze()
+
+
+def _by_interrupt(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt caused `error` (typer's exit code 130 carries no message of its own)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _exit_interrupted(*, announce: bool) -> NoReturn:
+    """Exit with code 130 now. Not through the interpreter's exit, which joins worker threads: one inside an
+    NVRTC compile (which cannot be interrupted) would hold it for seconds. What finished is on disk already."""
+    if announce:
+        err.print("interrupted: the work that finished is kept")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)

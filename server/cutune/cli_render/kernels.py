@@ -10,6 +10,7 @@ from rich.text import Text
 
 from cutune.cli_render.output import user_text
 from cutune.cuda.model import LaunchSite, SourceModel, TunableLiteral
+from cutune.template.recipes.vector_width import NOT_TUNED
 
 
 def render_kernels(model: SourceModel, title: str) -> Table:
@@ -66,4 +67,5 @@ def _by_kernel(model: SourceModel) -> tuple[dict[str, list[LaunchSite]], dict[st
 
 
 def _literal(lit: TunableLiteral) -> str:
-    return f"{lit.kind.value}{'(' + lit.name + ')' if lit.name else ''}={lit.value}"
+    untuned = " (not tuned by templatize)" if lit.kind in NOT_TUNED else ""
+    return f"{lit.kind.value}{'(' + lit.name + ')' if lit.name else ''}={lit.value}{untuned}"

@@ -69,7 +69,9 @@ def _row(s: SizeResult, original: Config) -> list[str]:
 def _caption(result: TuneResult) -> list[str]:
     lines = []
     weighted = "weighted geomean" if any(s.weight != 1 for s in result.sizes) else "geomean"
-    if result.significant:
+    if result.stop == "cancelled":  # the search was cut short: selection, which earns a verdict, never ran
+        lines.append("stopped before any configuration was verified: no verdict")
+    elif result.significant:
         lines.append(f"per size: {result.speedup:.2f}× ({weighted} over {len(result.sizes)} sizes)")
     else:
         lines.append("no significant gain over the original at any size: keeping it")

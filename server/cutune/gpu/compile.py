@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -19,7 +19,7 @@ from cutune.cuda.extract import CompileUnit
 from cutune.errors import CutuneError
 from cutune.gpu.compile_cache import CompileCache
 from cutune.gpu.compiler import Compiled, Compiler, KernelRequest, Target
-from cutune.gpu.nvcc import NvccCompiler
+from cutune.gpu.nvcc import NvccCompiler, stop_compilers
 from cutune.gpu.nvrtc import NvrtcCompiler
 from cutune.gpu.resources import ResourceUsage
 
@@ -74,17 +74,28 @@ def run_parallel(
     results in task order, failures returned as errors, not raised. `on_done(index, result)` runs in the
     calling thread as each finishes."""
     results: dict[int, T | CutuneError] = {}
-    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+    pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1)
+    try:
         futures = {pool.submit(task): i for i, task in enumerate(tasks)}
-        for future in as_completed(futures):
-            index = futures[future]
-            try:
-                result: T | CutuneError = future.result()
-            except CutuneError as error:
-                result = error
-            results[index] = result
-            if on_done:
-                on_done(index, result)
+        pending = set(futures)
+        while pending:
+            # a short wait, again and again: a Ctrl-C that lands on a compiling thread reaches this one only when
+            # it wakes
+            finished, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            for future in sorted(finished, key=futures.__getitem__):
+                index = futures[future]
+                try:
+                    result: T | CutuneError = future.result()
+                except CutuneError as error:
+                    result = error
+                results[index] = result
+                if on_done:
+                    on_done(index, result)
+    except BaseException:  # Ctrl-C: stop now, not after every queued compile; finished ones are in the cache
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_compilers()
+        raise
+    pool.shutdown()
     return [results[i] for i in range(len(tasks))]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -9,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from cutune.cuda.extract import CompileUnit
@@ -59,6 +61,8 @@ class NvccCompiler(Compiler):
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+            with _RUNNING_LOCK:
+                _RUNNING.add(proc)
             try:
                 output, _ = proc.communicate(timeout=target.timeout)
             except subprocess.TimeoutExpired:
@@ -67,6 +71,9 @@ class NvccCompiler(Compiler):
                 raise CompileError(
                     f"nvcc -arch={target.arch} timed out after {target.timeout:g} s on {UNIT_NAME}"
                 ) from None
+            finally:
+                with _RUNNING_LOCK:
+                    _RUNNING.discard(proc)
             if proc.returncode != 0:
                 raise CompileError(
                     f"nvcc -arch={target.arch} could not compile {UNIT_NAME} (exit {proc.returncode}):",
@@ -74,6 +81,19 @@ class NvccCompiler(Compiler):
                 )
             binary = Path(tmp, "unit.cubin").read_bytes()
         return CompilerOutput(output, binary, {})
+
+
+_RUNNING: set[subprocess.Popen[str]] = set()  # the nvcc processes running now, to stop on Ctrl-C
+_RUNNING_LOCK = threading.Lock()
+
+
+def stop_compilers() -> None:
+    """Kill every running nvcc with its children (they run in sessions of their own, so no Ctrl-C reaches them)."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def have_nvcc() -> bool:

@@ -19,34 +19,38 @@ from cutune.workflow import variants_of
 KINDS = [types.CodeActionKind.RefactorRewrite, types.CodeActionKind.QuickFix]
 
 
-def code_actions(analysis: DocumentAnalysis, params: types.CodeActionParams) -> list[types.CodeAction]:
-    """The actions for the kernel under the range: each offered as a rewrite, and as a fix of its diagnostic."""
-    view = analysis.view_at(params.range.start.line)
-    if view is None:
-        return []
+Offer = tuple[Edit, tuple[str, ...]]  # an edit, and the codes of the diagnostics it fixes
+
+
+def kernel_offers(analysis: DocumentAnalysis, view: KernelView) -> list[Offer] | None:
+    """Every edit offered for one kernel (the costly part: it templatizes the kernel and proposes its
+    variants); None when the kernel cannot be templatized (its warning diagnostic says why)."""
     try:
         ctx = analysis.context(view.kernel.name)
     except CutuneError:
-        return []  # the warning diagnostic says why; there is nothing to offer
-    ours = [
-        d
-        for d in params.context.diagnostics
-        if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.kernel.name
-    ]
+        return None
     offers: list[tuple[Edit | None, tuple[str, ...]]] = [
         (templatize_edit(analysis, ctx) if view.struct is None else None, (diagnostics.LITERAL,)),
         (draft_spec_edit(ctx) if view.struct is not None else None, (diagnostics.SPEC_MISSING,)),
         (_apply(analysis, view), (diagnostics.TUNED,)),
     ]
+    offers += [(edit, ()) for edit in variant_edits(analysis, ctx)]
+    return [(edit, codes) for edit, codes in offers if edit is not None]
+
+
+def actions_for(view: KernelView, offers: Sequence[Offer], params: types.CodeActionParams) -> list[types.CodeAction]:
+    """A kernel's offers as the actions a request asks for: rewrites, and quick fixes of its diagnostics."""
+    ours = [
+        d
+        for d in params.context.diagnostics
+        if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.kernel.name
+    ]
     found = []
     for edit, codes in offers:
-        if edit is None:
-            continue
         fixes = [d for d in ours if d.code in codes]
         found.append(_action(edit, types.CodeActionKind.RefactorRewrite, []))
         if fixes:
             found.append(_action(edit, types.CodeActionKind.QuickFix, fixes))
-    found += [_action(edit, types.CodeActionKind.RefactorRewrite, []) for edit in variant_edits(analysis, ctx)]
     only = [_kind(k) for k in params.context.only or ()]
     return [a for a in found if not only or any(_kind(a.kind).startswith(k) for k in only)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from cutune.cuda.model import Kernel, SourceModel, TypeDecl
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.lsp.results import ResultStore
+from cutune.lsp.worker import Cancelled
 from cutune.project import KernelContext, open_kernel
 from cutune.spec import spec_path_for
 from cutune.template.tuning import tuning_name
@@ -64,12 +66,12 @@ class DocumentAnalysis:
     def view_at(self, line: int) -> KernelView | None:
         """The kernel whose definition, tuning struct or launch site covers a (zero-based) line."""
         for v in self.kernels:
-            spans = [v.kernel.span, *(s.span for s in self.model.launches_of(v.kernel.name))]
-            if v.struct is not None:
-                spans.append(v.struct.span)
+            spans = [v.kernel.span] if v.struct is None else [v.kernel.span, v.struct.span]
             if any(s.start.line <= line <= s.end.line for s in spans):
                 return v
-        return None
+        # one pass over the launches: a lookup per kernel would walk them all for each kernel
+        site = next((s for s in self.model.launches if s.span.start.line <= line <= s.span.end.line), None)
+        return self.view(site.kernel) if site is not None else None
 
     @property
     def spec_path(self) -> Path:
@@ -77,14 +79,24 @@ class DocumentAnalysis:
         return spec_path_for(self.path)
 
 
-def analyze(uri: str, path: Path, text: str, version: int | None, results: ResultStore) -> DocumentAnalysis:
-    """Parse a document and look at each kernel; templatizes in memory only the kernels that need it."""
+def _never() -> bool:
+    return False
+
+
+def analyze(
+    uri: str, path: Path, text: str, version: int | None, results: ResultStore, stop: Callable[[], bool] = _never
+) -> DocumentAnalysis:
+    """Parse a document and look at each kernel; templatizes in memory only the kernels that need it. Raises
+    Cancelled as soon as `stop()` says the analysis is no longer wanted (checked between kernels)."""
     model = parse_source(text, str(path))
     analysis = DocumentAnalysis(uri, path, version, model)
     structs = {t.name: t for t in model.types}
-    analysis.kernels = tuple(
-        _view(analysis, k, structs.get(tuning_name(k.name)), results.get(path, k.name)) for k in model.kernels
-    )
+    views = []
+    for k in model.kernels:
+        if stop():
+            raise Cancelled(f"analysis of {uri} version {version}")
+        views.append(_view(analysis, k, structs.get(tuning_name(k.name)), results.get(path, k.name)))
+    analysis.kernels = tuple(views)
     return analysis
 
 

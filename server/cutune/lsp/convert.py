@@ -32,11 +32,21 @@ def line_edits(old: str, new: str) -> list[types.TextEdit]:
     """The fewest whole-line edits that turn `old` into `new` (not one whole-document replace)."""
     before = old.splitlines(keepends=True)
     after = new.splitlines(keepends=True)
-    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+    # the lines both texts begin and end with are left out of the diff: a rewrite of one kernel in a large
+    # file differs in a few lines, and difflib's cost grows with the product of the lines it compares
+    head = 0
+    while head < min(len(before), len(after)) and before[head] == after[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(before), len(after)) - head and before[-1 - tail] == after[-1 - tail]:
+        tail += 1
+    matcher = difflib.SequenceMatcher(
+        a=before[head : len(before) - tail], b=after[head : len(after) - tail], autojunk=False
+    )
     return [
         types.TextEdit(
-            range=types.Range(start=_line_start(before, i1), end=_line_start(before, i2)),
-            new_text="".join(after[j1:j2]),
+            range=types.Range(start=_line_start(before, head + i1), end=_line_start(before, head + i2)),
+            new_text="".join(after[head + j1 : head + j2]),
         )
         for tag, i1, i2, j1, j2 in matcher.get_opcodes()
         if tag != "equal"

@@ -6,6 +6,7 @@ import statistics
 
 from cutune.cuda.model import LiteralKind, TunableLiteral
 from cutune.template.model import Config, TunableParam, Value
+from cutune.template.recipes.vector_width import NOT_TUNED
 from cutune.template.tuning import value_text
 from cutune.tune.result import TuneResult
 
@@ -87,7 +88,8 @@ def result_message(result: TuneResult, stale: bool) -> str:
 def literal_message(literal: TunableLiteral, launch_slot: int | None) -> str:
     """The hint on a hard-coded tunable literal; `launch_slot` says which `<<<...>>>` expression holds it."""
     template = _LAUNCH_SLOTS[launch_slot] if launch_slot is not None else _LITERALS[literal.kind]
-    return f"{template.format(name=literal.name or '', value=literal.value)} — templatize to tune"
+    todo = NOT_TUNED.get(literal.kind, "templatize to tune")
+    return f"{template.format(name=literal.name or '', value=literal.value)} — {todo}"
 
 
 def param_markdown(param: TunableParam, result: TuneResult | None, stale: bool) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lsprotocol import types
@@ -11,6 +13,7 @@ from cutune.errors import SpecError
 from cutune.lsp import describe
 from cutune.lsp.analysis import DocumentAnalysis, KernelView
 from cutune.lsp.convert import line_range, lsp_range, path_uri
+from cutune.lsp.worker import Cancelled
 
 SOURCE = "cutune"
 TUNED = "tuned"
@@ -23,8 +26,10 @@ PARSE_ERROR = "parse-error"
 MAX_PARSE_ISSUES = 10  # a badly broken file needs a few pointers, not hundreds
 
 
-def document_diagnostics(analysis: DocumentAnalysis) -> list[types.Diagnostic]:
-    """The diagnostics of the `.cu` document itself."""
+def document_diagnostics(
+    analysis: DocumentAnalysis, stop: Callable[[], bool] = lambda: False
+) -> list[types.Diagnostic]:
+    """The diagnostics of the `.cu` document itself; raises Cancelled once `stop()` says they are not wanted."""
     found = [
         types.Diagnostic(
             range=lsp_range(issue.span),
@@ -35,8 +40,15 @@ def document_diagnostics(analysis: DocumentAnalysis) -> list[types.Diagnostic]:
         )
         for issue in analysis.model.issues[:MAX_PARSE_ISSUES]
     ]
+    # the file's literals found once and grouped: a lookup per kernel walks the whole file each time
+    literals: dict[str | None, list[TunableLiteral]] = {}
+    for lit in analysis.model.literals:
+        literals.setdefault(lit.kernel, []).append(lit)
+    slots = _launch_slots(analysis.model)
     for view in analysis.kernels:
-        found += _kernel_diagnostics(analysis, view)
+        if stop():
+            raise Cancelled(f"diagnostics of {analysis.uri} version {analysis.version}")
+        found += _kernel_diagnostics(analysis, view, literals.get(view.kernel.name, ()), slots)
     return found
 
 
@@ -49,7 +61,9 @@ def spec_diagnostics(analysis: DocumentAnalysis) -> list[types.Diagnostic]:
     ]
 
 
-def _kernel_diagnostics(analysis: DocumentAnalysis, view: KernelView) -> list[types.Diagnostic]:
+def _kernel_diagnostics(
+    analysis: DocumentAnalysis, view: KernelView, literals: Sequence[TunableLiteral], slots: _Slots
+) -> list[types.Diagnostic]:
     name = view.kernel.name
     at = lsp_range(view.kernel.name_span)
     found = []
@@ -75,21 +89,40 @@ def _kernel_diagnostics(analysis: DocumentAnalysis, view: KernelView) -> list[ty
         )
         found.append(_diagnostic(at, message, types.DiagnosticSeverity.Warning, SPEC_MISSING, name))
     if view.struct is None:
-        for lit in analysis.model.literals_of(name):
-            message = describe.literal_message(lit, _launch_slot(analysis.model, lit))
+        for lit in literals:
+            message = describe.literal_message(lit, slots.of(lit))
             found.append(_diagnostic(lsp_range(lit.span), message, types.DiagnosticSeverity.Hint, LITERAL, name))
     return found
 
 
-def _launch_slot(model: SourceModel, literal: TunableLiteral) -> int | None:
-    """Which `<<<grid, block, smem, stream>>>` expression a launch literal is written in, if any."""
-    if literal.kind is not LiteralKind.LAUNCH_DIM:
+class _Slots:
+    """Which `<<<grid, block, smem, stream>>>` expression a byte is written in, by bisection over every launch's
+    configuration spans."""
+
+    def __init__(self, spans: list[tuple[int, int, int]]) -> None:
+        self._spans = sorted(spans)
+        self._starts = [start for start, _, _ in self._spans]
+
+    def of(self, literal: TunableLiteral) -> int | None:
+        """The slot a launch literal is written in; None elsewhere (e.g. in a `dim3 block(...)` declared before
+        the launch)."""
+        if literal.kind is not LiteralKind.LAUNCH_DIM:
+            return None
+        at = literal.span.start_byte
+        i = bisect.bisect_right(self._starts, at) - 1
+        if i >= 0 and at < self._spans[i][1]:
+            return self._spans[i][2]
         return None
-    for site in model.launches:
-        for slot, span in enumerate(site.config_spans):
-            if span.start_byte <= literal.span.start_byte < span.end_byte:
-                return slot
-    return None  # in a `dim3 block(...)` declared before the launch
+
+
+def _launch_slots(model: SourceModel) -> _Slots:
+    return _Slots(
+        [
+            (span.start_byte, span.end_byte, slot)
+            for site in model.launches
+            for slot, span in enumerate(site.config_spans)
+        ]
+    )
 
 
 def _spec_problem(analysis: DocumentAnalysis, error: SpecError, at: types.Range, kernel: str) -> types.Diagnostic:

@@ -94,6 +94,11 @@ class Jobs:
         with self._lock:
             return self._active.get((uri, kernel))
 
+    def kernels(self, uri: str) -> frozenset[str]:
+        """The kernels of a document with a queued or running job."""
+        with self._lock:
+            return frozenset(k for u, k in self._active if u == uri)
+
     def reserve(self, uri: str, kernel: str, budget: int) -> TuneJob:
         """A queued job for a kernel; raises JobRefused when it has one already."""
         with self._lock:

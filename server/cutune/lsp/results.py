@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -19,7 +20,23 @@ class ResultStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._read: dict[Path, tuple[int, TuneResult | None]] = {}
+        self._listed: dict[Path, tuple[int, frozenset[str]]] = {}  # a results folder's names, by its mtime
         self._workspaces: dict[Path, Path] = {}  # a source's folder → its workspace (found by walking up)
+        self._folders: dict[Path, Path] = {}  # a source → its results folder
+
+    def _names(self, folder: Path) -> frozenset[str]:
+        """The file names in a results folder, listed again only when the folder changes."""
+        try:
+            mtime = folder.stat().st_mtime_ns
+        except OSError:
+            return frozenset()
+        with self._lock:
+            listed = self._listed.get(folder)
+        if listed is None or listed[0] != mtime:
+            listed = (mtime, frozenset(os.listdir(folder)))
+            with self._lock:
+                self._listed[folder] = listed
+        return listed[1]
 
     def path(self, source: Path, kernel: str) -> Path:
         """Where the result of `kernel` in `source` is stored."""
@@ -30,6 +47,11 @@ class ResultStore:
 
     def get(self, source: Path, kernel: str) -> TuneResult | None:
         """The stored result of a kernel, or None (unreadable files are logged and count as none)."""
+        folder = self._folders.get(source)
+        if folder is None:
+            folder = self._folders[source] = self.path(source, "").parent
+        if f"{source.stem}.{kernel}.json" not in self._names(folder):  # most kernels of a large file: no result
+            return None
         path = self.path(source, kernel)
         try:
             mtime = path.stat().st_mtime_ns

@@ -9,17 +9,19 @@ from typing import TYPE_CHECKING
 
 import attrs
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError
 from pygls.lsp.server import LanguageServer
 
 from cutune import __version__
 from cutune.agent.view import results_view
 from cutune.errors import CutuneError
 from cutune.lsp import describe, lenses
-from cutune.lsp.actions import KINDS, code_actions
+from cutune.lsp.actions import KINDS
 from cutune.lsp.capture import capture_launches
 from cutune.lsp.edits import Edit, apply_edit, templatize_edit
 from cutune.lsp.hover import hover
 from cutune.lsp.session import Session
+from cutune.lsp.wire import Protocol, Serialized
 from cutune.project import stored_result, tune_options
 
 if TYPE_CHECKING:
@@ -38,11 +40,14 @@ class KernelArgs:
     kernel: str = ""
 
 
+NO_ARGS = KernelArgs(uri="")  # a command sent without arguments: answered as for a document that is not open
+
+
 class CutuneServer(LanguageServer):
     """A pygls server holding one Session (documents, analyses, jobs, settings)."""
 
     def __init__(self) -> None:
-        super().__init__("cutune", __version__)
+        super().__init__("cutune", __version__, protocol_cls=Protocol)
         self.session = Session(self)
 
     def report_server_error(self, error: Exception, source: ServerErrors) -> None:
@@ -81,8 +86,15 @@ async def initialized(ls: CutuneServer, params: types.InitializedParams) -> None
 
 @server.feature(types.SHUTDOWN)
 def shutdown(ls: CutuneServer, params: None) -> None:
-    """Cancel the autotune jobs: their finished trials are kept in the study."""
+    """Cancel the autotune jobs (their finished trials are kept in the study) and the analyses."""
+    ls.session.stop_all()
     ls.session.jobs.shutdown()
+
+
+@server.feature(types.EXIT)
+def exit_(ls: CutuneServer, params: None) -> None:
+    """Stop what still runs (an `exit` may come without a `shutdown`): the process ends at once."""
+    shutdown(ls, params)
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -122,36 +134,38 @@ def did_close(ls: CutuneServer, params: types.DidCloseTextDocumentParams) -> Non
 
 
 @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
-def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens]:
-    """Lenses above each kernel, from the analysis or, until it is ready, from a quick scan."""
+async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens] | Serialized:
+    """Lenses above each kernel, from the last analysis or, before the first, from a quick look."""
     uri = params.text_document.uri
-    return [lens for state in ls.session.lens_states(uri) for lens in lenses.kernel_lenses(uri, state)]
+    found = ls.session.code_lenses(uri)
+    if found is None:
+        await ls.session.first_look(uri)
+        found = ls.session.code_lenses(uri)
+    return found if found is not None else []
 
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 async def on_hover(ls: CutuneServer, params: types.HoverParams) -> types.Hover | None:
-    """Candidates, tuned value and importance of the tunable parameter under the cursor."""
-    analysis = await ls.session.analysis(params.text_document.uri)
+    """Candidates, tuned value and importance of the tunable parameter under the cursor (from the last
+    analysis: an older version's answers at once rather than the current one's after a wait)."""
+    analysis = await ls.session.latest(params.text_document.uri)
     if analysis is None:
         return None
-    return await asyncio.to_thread(hover, analysis, params.position)
+    return await ls.session.in_thread(lambda: hover(analysis, params.position))
 
 
 @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=KINDS))
 async def code_action(ls: CutuneServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-    """Templatize, draft the spec, apply the tuned configuration."""
-    analysis = await ls.session.analysis(params.text_document.uri)
-    if analysis is None:
-        return []
-    return await asyncio.to_thread(code_actions, analysis, params)
+    """Templatize, draft the spec, apply the tuned configuration, rewrite as a variant."""
+    return await ls.session.code_actions(params)
 
 
 @server.command(lenses.TEMPLATIZE)
-async def templatize(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def templatize(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Rewrite the kernel with explicit parameters and draft its spec, as one workspace edit."""
     try:
         analysis, ctx = await ls.session.context(args.uri, args.kernel)
-        edit = await asyncio.to_thread(templatize_edit, analysis, ctx)
+        edit = await ls.session.in_thread(lambda: templatize_edit(analysis, ctx))
     except CutuneError as e:
         ls.session.message(f"cannot templatize {args.kernel}: {e}", types.MessageType.Warning)
         return {"applied": False, "params": []}
@@ -163,7 +177,7 @@ async def templatize(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 
 
 @server.command(lenses.AUTOTUNE)
-async def autotune(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def autotune(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Queue a background autotune job, with cancellable work-done progress."""
     try:
         job = await ls.session.start_job(args.uri, args.kernel)
@@ -174,12 +188,12 @@ async def autotune(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 
 
 @server.command(lenses.APPLY)
-async def apply(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def apply(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Write the tuned configuration into the source, as one workspace edit."""
     try:
         analysis, ctx = await ls.session.context(args.uri, args.kernel)
         result = ls.session.current_result(analysis, args.kernel)
-        edit = await asyncio.to_thread(apply_edit, analysis, ctx, result)
+        edit = await ls.session.in_thread(lambda: apply_edit(analysis, ctx, result))
     except CutuneError as e:
         ls.session.message(f"cannot apply to {args.kernel}: {e}", types.MessageType.Warning)
         return {"applied": False}
@@ -187,13 +201,13 @@ async def apply(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 
 
 @server.command(lenses.CANCEL)
-def cancel(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+def cancel(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Stop the kernel's autotune job after its current trial."""
     return {"cancelled": ls.session.jobs.cancel(args.uri, args.kernel)}
 
 
 @server.command(lenses.SHOW_RESULTS)
-async def show_results(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def show_results(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """The stored results of a kernel (or of every kernel of the file) as Markdown."""
     analysis = await ls.session.analysis(args.uri)
     views = analysis.kernels if analysis is not None else ()
@@ -220,7 +234,7 @@ async def capture(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 
 
 @server.command(RESULTS_VIEW)
-async def results_view_data(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
+async def results_view_data(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """The results view's data: per-size times against the floor, the trial history and the agent's steps."""
     try:
         _, ctx = await ls.session.context(args.uri, args.kernel)
@@ -228,7 +242,7 @@ async def results_view_data(ls: CutuneServer, args: KernelArgs) -> dict[str, obj
         return {"kernel": args.kernel, "message": str(e), "sizes": [], "trials": [], "steps": []}
     url = tune_options(ctx, trials=1, seconds=None, storage_url=ls.session.settings.storage_url or None).storage()
     # the stored result as it is now on disk: the analysis may not have caught up with a job that just ended
-    return await asyncio.to_thread(lambda: results_view(ctx, stored_result(ctx), url))
+    return await ls.session.in_thread(lambda: results_view(ctx, stored_result(ctx), url))
 
 
 def tcp_address(text: str) -> tuple[str, int]:
@@ -239,9 +253,20 @@ def tcp_address(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+def _no_client_tracebacks(record: logging.LogRecord) -> bool:
+    """Drop pygls's traceback of a request the client got wrong (e.g. a command's malformed arguments): the
+    client gets the error, and `report_server_error` logs one line. Tracebacks of the server's own bugs stay."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, JsonRpcException) or isinstance(error, JsonRpcInternalError)
+
+
 def start(tcp: tuple[str, int] | None) -> None:
     """Serve LSP on stdio, or on TCP at (host, port)."""
     logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_no_client_tracebacks)
+    # the analysis thread runs Python for seconds on a large file: hand the event loop the GIL more often
+    # than every 5 ms, so that requests answered from the last analysis are not kept waiting
+    sys.setswitchinterval(0.001)
     if tcp is None:
         server.start_io()
         return

@@ -4,24 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from cutune.agent.settings import api_key_from_env
 from cutune.errors import CutuneError
-from cutune.lsp.analysis import DocumentAnalysis, analyze
+from cutune.lsp import lenses
+from cutune.lsp.actions import Offer, actions_for, kernel_offers
+from cutune.lsp.analysis import DocumentAnalysis, KernelView, analyze
 from cutune.lsp.capture import specified_kernels
 from cutune.lsp.convert import path_uri
 from cutune.lsp.diagnostics import document_diagnostics, spec_diagnostics
 from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
 from cutune.lsp.lenses import KernelLensState
 from cutune.lsp.results import ResultStore
-from cutune.lsp.scan import scan_kernels
+from cutune.lsp.scan import KernelHeader, scan_kernels
 from cutune.lsp.settings import Settings, parse_settings
+from cutune.lsp.wire import Serialized, serialized, serialized_diagnostics
+from cutune.lsp.worker import Cancelled, Worker
 from cutune.project import KernelContext
 from cutune.tune.result import TuneResult
 
@@ -29,6 +35,7 @@ if TYPE_CHECKING:  # the server imports this module
     from cutune.lsp.server import CutuneServer
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 SOURCE_SUFFIXES = (".cu", ".cuh")
 WATCHED = ("**/*.tune.toml", "**/.cutune/results/*.json")
@@ -38,9 +45,12 @@ class Session:
     """Everything one server knows between requests."""
 
     CHANGE_DELAY_S = 0.15  # analyse once typing pauses this long
-    # tree-sitter holds the GIL while it parses (~40 ms for 5,000 lines): start after the editor's first
-    # requests; the first look that answers them (lsp/scan.py) leaves its tree for the analysis to re-use
+    # start after the editor's first requests; the first look that answers them (lsp/scan.py) leaves its tree
+    # for the analysis to re-use
     OPEN_DELAY_S = 0.25
+    # a kernel's code actions are computed once per document version, off the request path; a request waits
+    # this long for them, then answers with none (the editor asks again as the cursor moves)
+    ACTIONS_WAIT_S = 0.5
 
     def __init__(self, server: CutuneServer) -> None:
         self.server = server
@@ -48,8 +58,17 @@ class Session:
         self.results = ResultStore()
         self.jobs = Jobs(self._job_changed_in_thread)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._analyses: dict[str, DocumentAnalysis] = {}
+        self._analyses: dict[str, DocumentAnalysis] = {}  # each document's last analysis, of any version
+        self._outlines: dict[str, _Outline] = {}  # first looks, before the first analysis
         self._pending: dict[str, asyncio.Task[DocumentAnalysis | None]] = {}
+        self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
+        self._asked: dict[str, str] = {}  # the kernel each document's last code actions were asked for
+        self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
+        # each document's lenses, and the analysis or outline and the jobs they were made from
+        self._lenses: dict[str, tuple[object, frozenset[str], Serialized]] = {}
+        # analyses run one at a time in their own thread; requests' own work in another, never behind them
+        self._analyser = Worker("cutune-analysis")
+        self._requests = Worker("cutune-requests")
         self._spec_uris: dict[str, str] = {}  # document → the spec file it published diagnostics to
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -114,25 +133,40 @@ class Session:
     # documents and their analyses
 
     def refresh(self, uri: str, delay: float = 0.0) -> None:
-        """Analyse a document again in the background, then publish its diagnostics and refresh lenses."""
+        """Analyse a document again in the background, then publish its diagnostics and refresh lenses; an
+        analysis of an older version still running is stopped."""
         if not uri.endswith(SOURCE_SUFFIXES):
             return
-        pending = self._pending.get(uri)
-        if pending is not None and not pending.done():
-            pending.cancel()
-        self._pending[uri] = asyncio.ensure_future(self._analyse(uri, delay))
+        self._stop(uri)
+        stop = self._stops[uri] = threading.Event()
+        self._pending[uri] = asyncio.ensure_future(self._analyse(uri, delay, stop))
 
     def refresh_all(self) -> None:
         """Analyse every open CUDA document again."""
         for uri in list(self.server.workspace.text_documents):
             self.refresh(uri)
 
+    def stop_all(self) -> None:
+        """Stop every pending analysis (the server is exiting)."""
+        for uri in list(self._pending):
+            self._stop(uri)
+
+    def _stop(self, uri: str) -> None:
+        stop = self._stops.pop(uri, None)
+        if stop is not None:
+            stop.set()
+        pending = self._pending.get(uri)
+        if pending is not None and not pending.done():
+            pending.cancel()
+
     def close(self, uri: str) -> None:
         """Forget a document; clear what it published."""
-        pending = self._pending.pop(uri, None)
-        if pending is not None:
-            pending.cancel()
+        self._stop(uri)
+        self._pending.pop(uri, None)
         self._analyses.pop(uri, None)
+        self._outlines.pop(uri, None)
+        self._lenses.pop(uri, None)
+        self._asked.pop(uri, None)
         for target in (uri, self._spec_uris.pop(uri, None)):
             if target is not None:
                 self._publish(target, [])
@@ -155,12 +189,79 @@ class Session:
                 raise  # the request itself was cancelled
             return await self.analysis(uri)  # a newer change replaced that analysis: wait for the new one
 
+    async def latest(self, uri: str) -> DocumentAnalysis | None:
+        """The document's last analysis at once, even of an older version; waits only when it has none."""
+        return self._analyses.get(uri) or await self.analysis(uri)
+
+    async def in_thread(self, work: Callable[[], _T]) -> _T:
+        """Run a request's heavy part in the requests' thread (never behind an analysis)."""
+        return await self._requests.run(work)
+
     async def context(self, uri: str, kernel: str) -> tuple[DocumentAnalysis, KernelContext]:
         """A document's analysis and one kernel's context; raises CutuneError when there is none."""
         analysis = await self.analysis(uri)
         if analysis is None:
             raise CutuneError(f"{uri} is not an open CUDA document")
-        return analysis, await asyncio.to_thread(analysis.context, kernel)
+        return analysis, await self.in_thread(lambda: analysis.context(kernel))
+
+    async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """The code actions at a range, from the document's last analysis; a kernel's offers are computed once
+        per version in the requests' thread, and waited for at most ACTIONS_WAIT_S."""
+        analysis = await self.latest(params.text_document.uri)
+        view = analysis.view_at(params.range.start.line) if analysis is not None else None
+        if analysis is None or view is None:
+            return []
+        self._asked[analysis.uri] = view.kernel.name
+        try:
+            found = await asyncio.wait_for(asyncio.shield(self._kernel_offers(analysis, view)), self.ACTIONS_WAIT_S)
+        except TimeoutError:
+            return []
+        return [] if found is None else actions_for(view, found, params)
+
+    def _kernel_offers(self, analysis: DocumentAnalysis, view: KernelView) -> asyncio.Future[list[Offer] | None]:
+        """A kernel's offers in this analysis, computed once in the requests' thread."""
+        key = (analysis.uri, analysis.version, view.kernel.name)
+        offers = self._offers.get(key)
+        if offers is None or (offers.done() and offers.exception() is not None):
+            self._offers = {k: f for k, f in self._offers.items() if k[:2] == key[:2]}  # older versions' go
+            offers = self._offers[key] = self._requests.run(lambda: kernel_offers(analysis, view))
+        return offers
+
+    def code_lenses(self, uri: str) -> Serialized | None:
+        """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
+        after each analysis, in its thread (the last ones are answered meanwhile), and here only for a first
+        look or when a job starts or ends."""
+        tuning = self.jobs.kernels(uri)
+        cached = self._lenses.get(uri)
+        if cached is not None and cached[1] == tuning:
+            return cached[2]
+        source: DocumentAnalysis | _Outline | None = self._analyses.get(uri) or self._outlines.get(uri)
+        if source is None:
+            return None
+        cached = self._lenses[uri] = (source, tuning, self._render_lenses(uri, source, tuning))
+        return cached[2]
+
+    def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
+        states = self._lens_states(uri, source, tuning)
+        return serialized([lens for state in states for lens in lenses.kernel_lenses(uri, state)])
+
+    async def first_look(self, uri: str) -> None:
+        """Find where a document's kernels are, for its lenses before its first analysis."""
+        path = _path(uri)
+        if path is None or not uri.endswith(SOURCE_SUFFIXES) or uri in self._analyses:
+            return
+        document = self.server.workspace.get_text_document(uri)
+        text, version = document.source, document.version
+
+        def look() -> tuple[_Outline, frozenset[str], Serialized]:
+            outline = _Outline(version, scan_kernels(text, str(path)))  # the analysis re-uses this parse
+            tuning = self.jobs.kernels(uri)
+            return outline, tuning, self._render_lenses(uri, outline, tuning)
+
+        outline, tuning, lens_text = await self.in_thread(look)
+        if uri not in self._analyses:
+            self._outlines[uri] = outline
+            self._lenses[uri] = (outline, tuning, lens_text)
 
     def current_result(self, analysis: DocumentAnalysis, kernel: str) -> TuneResult:
         """The kernel's stored result when it can be applied; raises CutuneError saying why not."""
@@ -173,12 +274,13 @@ class Session:
             raise CutuneError("tuning found no significant gain over the original: nothing to apply")
         return view.result
 
-    def lens_states(self, uri: str) -> Iterator[KernelLensState]:
-        """What each kernel's lenses show: from the analysis, or from a quick scan while it runs."""
-        current = self._current(uri)
-        if current is not None:
-            specified = specified_kernels(current.path)
-            for v in current.kernels:
+    def _lens_states(
+        self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]
+    ) -> Iterator[KernelLensState]:
+        """What each kernel's lenses show: from an analysis, or from a first look."""
+        if isinstance(source, DocumentAnalysis):
+            specified = specified_kernels(source.path)
+            for v in source.kernels:
                 yield KernelLensState(
                     v.kernel.name,
                     v.kernel.span.start.line,
@@ -186,16 +288,15 @@ class Session:
                     v.result,
                     v.stale,
                     v.applied,
-                    self.jobs.active(uri, v.kernel.name) is not None,
+                    v.kernel.name in tuning,
                     v.kernel.name in specified,
                 )
             return
         path = _path(uri)
-        if path is None or not uri.endswith(SOURCE_SUFFIXES):
+        if path is None:
             return
-        document = self.server.workspace.get_text_document(uri)
         specified = specified_kernels(path)
-        for header in scan_kernels(document.source, str(path)):  # the analysis re-uses this parse
+        for header in source.headers:
             yield KernelLensState(
                 header.name,
                 header.line,
@@ -203,7 +304,7 @@ class Session:
                 self.results.get(path, header.name),
                 False,
                 False,
-                self.jobs.active(uri, header.name) is not None,
+                header.name in tuning,
                 header.name in specified,
             )
 
@@ -214,23 +315,46 @@ class Session:
             return None
         return analysis
 
-    async def _analyse(self, uri: str, delay: float) -> DocumentAnalysis | None:
+    async def _analyse(self, uri: str, delay: float, stop: threading.Event) -> DocumentAnalysis | None:
         if delay:
             await asyncio.sleep(delay)
         path = _path(uri)
         if path is None:
             return None
         document = self.server.workspace.get_text_document(uri)
+        text, version, results = document.source, document.version, self.results
+
+        def work() -> tuple[DocumentAnalysis, Serialized, list[types.Diagnostic]]:
+            analysis = analyze(uri, path, text, version, results, stop.is_set)
+            found = document_diagnostics(analysis, stop.is_set)
+            published = serialized_diagnostics(uri, found)
+            return analysis, published, spec_diagnostics(analysis)
+
         try:
-            analysis = await asyncio.to_thread(analyze, uri, path, document.source, document.version, self.results)
+            analysis, published, in_spec = await self._analyser.run(work)
+        except Cancelled:  # a newer version replaced it
+            return None
         except Exception:  # a bug in the core on some text: keep serving the other features and documents
             log.exception("cannot analyse %s", uri)
             return None
         self._analyses[uri] = analysis
-        self._publish(uri, document_diagnostics(analysis))
+        self._outlines.pop(uri, None)
+        self.server.protocol.notify(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, published)
         spec_uri = path_uri(analysis.spec_path)
         self._spec_uris[uri] = spec_uri
-        self._publish(spec_uri, spec_diagnostics(analysis))
+        self._publish(spec_uri, in_spec)
+        # the lenses after the diagnostics, in the same thread: until they are made, the last ones are answered
+        tuning = self.jobs.kernels(uri)
+        try:
+            lens_text = await self._analyser.run(lambda: self._render_lenses(uri, analysis, tuning))
+        except Exception:
+            log.exception("cannot make the lenses of %s", uri)
+            return analysis
+        if self._analyses.get(uri) is analysis:
+            self._lenses[uri] = (analysis, tuning, lens_text)
+        asked = analysis.view(self._asked.get(uri, ""))
+        if asked is not None:  # the kernel at the cursor: its actions are likely asked for next
+            self._kernel_offers(analysis, asked)
         self.refresh_lenses()
         return analysis
 
@@ -299,6 +423,14 @@ class Session:
             return
         percentage = int(100 * status.done / status.budget) if status.budget else None
         progress.report(job.id, types.WorkDoneProgressReport(message=status.message, percentage=percentage))
+
+
+@dataclass(frozen=True, eq=False)
+class _Outline:
+    """A first look at one version of a document: where its kernels are."""
+
+    version: int | None
+    headers: tuple[KernelHeader, ...]
 
 
 def _path(uri: str) -> Path | None:

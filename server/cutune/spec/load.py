@@ -210,7 +210,7 @@ def _read_kernel(reader: _Reader, name: str, raw: Any) -> KernelSpec:
     bytes_moved = table.get("bytes_moved")
     if bytes_moved is not None:
         bytes_moved = reader.expression(bytes_moved, (*at, "bytes_moved"), size_names | param_names)
-    return KernelSpec(
+    spec = KernelSpec(
         kernel=name,
         args=args,
         sizes=sizes,
@@ -233,6 +233,50 @@ def _read_kernel(reader: _Reader, name: str, raw: Any) -> KernelSpec:
         line=line_of(reader.lines, at),
         lines={dotted(p[2:]): n for p, n in reader.lines.items() if p[:2] == at and len(p) > 2},
     )
+    _check_every_size(spec)
+    return spec
+
+
+MAX_ELEMENTS = 1 << 32  # per array: 16 GiB of fp32; beyond, a size is a typo, not a workload
+MAX_GRID = (2**31 - 1, 65535, 65535)  # CUDA's grid limits, the same on every GPU cutune tunes on
+
+
+def _check_every_size(spec: KernelSpec) -> None:
+    """Evaluate the spec's expressions at every size, as a GPU run would before its first launch, so that a
+    spec that cannot run fails here, with or without a GPU: division by zero, a fractional or negative
+    dimension, an array over MAX_ELEMENTS, a grid over CUDA's limits or a block over the threads a block may
+    have. Grid and block are evaluated with the parameters' defaults (the original configuration) where the
+    spec lists them; parameters of the templatize recipes are unknown here."""
+    defaults = dict(spec.space.default()) if spec.space is not None else {}
+    numbers = {k: v for k, v in defaults.items() if not isinstance(v, str)}
+    limits = DeviceLimits(arch="")
+    launch_texts = (*spec.grid, *spec.block, spec.shared_mem)
+    for size in spec.sizes:
+        at = ", ".join(f"{k}={v}" for k, v in size.items())
+        try:
+            shapes = spec.array_shapes(size)
+            spec.scalar_values(size)
+            spec.moved_bytes(size, numbers)
+            names = {**limits.as_names(), **size, **numbers}
+            known = all(compile_expr(t).names <= names.keys() for t in launch_texts)
+            grid, block, _ = spec.launch(names) if known else ((1, 1, 1), (1, 1, 1), 0)
+        except SpecError as e:
+            raise SpecError(f"{e.detail} at size {at}", path=e.path, line=e.line, key=e.key) from None
+        for i, a in enumerate(spec.args):
+            elements = 1
+            for n in shapes.get(a.name, ()):
+                elements *= n
+            if elements > MAX_ELEMENTS:
+                raise spec.error(
+                    f"args[{i}].shape",
+                    f"{a.name} has {elements:,} elements at size {at}: more than the {MAX_ELEMENTS:,} allowed",
+                )
+        if any(g > m for g, m in zip(grid, MAX_GRID, strict=True)):
+            raise spec.error("grid", f"grid {grid} at size {at} is over CUDA's limits {MAX_GRID}")
+        if block[0] * block[1] * block[2] > limits.max_threads_per_block:
+            raise spec.error(
+                "block", f"block {block} at size {at} has more than {limits.max_threads_per_block} threads"
+            )
 
 
 def _check_launch_params(
@@ -330,7 +374,8 @@ def _read_params(reader: _Reader, value: Any, at: KeyPath, size_names: set[str])
             raise reader.error((*here, "values"), "values repeat")
         default = _read_value(reader, table["default"], (*here, "default"))
         if default not in values or type(default) is not type(values[0]):
-            raise reader.error((*here, "default"), f"default {default!r} is not one of the values {list(values)}")
+            kind = "" if type(default) is type(values[0]) else f" ({_kind(default)}, not {_kind(values[0])} like them)"
+            raise reader.error((*here, "default"), f"default {default!r} is not one of the values {list(values)}{kind}")
         binding = Binding(
             reader.choice(table.get("binding", "template"), (*here, "binding"), [b.value for b in Binding])
         )

@@ -87,6 +87,10 @@ class TuneOptions:
     sanitize: bool | None = None
     liveness: Liveness = field(default_factory=Liveness)  # stated in the study for every worker
 
+    def __post_init__(self) -> None:
+        if self.storage_url is not None and not self.storage_url.startswith(JOURNAL_PREFIX):
+            _check_database_url(self.storage_url)
+
     @property
     def state_dir(self) -> Path:
         """`<workspace>/.cutune`, where studies and results live."""
@@ -98,3 +102,16 @@ class TuneOptions:
             return self.storage_url
         self.state_dir.mkdir(parents=True, exist_ok=True)
         return f"{JOURNAL_PREFIX}{(self.state_dir / 'studies.journal').resolve()}"
+
+
+def _check_database_url(url: str) -> None:
+    """Raise StudyError unless `url` is a SQLAlchemy URL of a known database (checked before any work starts)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        make_url(url).get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError) as e:
+        raise StudyError(
+            f"storage {url!r} is neither {JOURNAL_PREFIX}FILE nor a database URL such as sqlite:///studies.db ({e})"
+        ) from None

@@ -19,6 +19,14 @@ PACK_TYPES = {
 }
 
 
+# The literals templatize finds but never makes parameters, and what changes them instead: said once for every
+# front end (hints, `kernels`). The recipe below finds pack widths and always refuses, with the kernel's reason.
+NOT_TUNED = {
+    LiteralKind.VECTOR_WIDTH: "not a parameter templatize tunes: a structural variant changes it (a code action; "
+    "`cutune tune` searches the variants)",
+}
+
+
 class VectorWidth(Recipe):
     name = "vector_width"
     description = "the elements per packed load (`16 / sizeof(T)`); detected and explained, not tuned yet"

@@ -1,0 +1,67 @@
+"""A daemon thread for the server's heavy work, awaited from the event loop.
+
+Not asyncio's default executor: its threads are joined when the process ends, so an analysis of a
+200,000-line file running at `exit` would keep the server alive for seconds; a daemon thread is not waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+
+class Cancelled(Exception):
+    """Raised inside work that found it is no longer wanted (a newer edit, the server exiting)."""
+
+
+class Worker:
+    """One daemon thread running submitted calls in order; each call's result arrives as an asyncio future."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]]]
+        self._queue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def run(self, work: Callable[[], _T]) -> asyncio.Future[_T]:
+        """Queue `work`; cancelling the future before it starts skips it."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_T] = loop.create_future()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+            self._thread.start()
+        self._queue.put((work, loop, future))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            work, loop, future = self._queue.get()
+            if future.cancelled():  # replaced before it began
+                continue
+            try:
+                result = work()
+            except BaseException as e:  # handed to the awaiting request, which decides
+                _deliver(loop, future, None, e)
+            else:
+                _deliver(loop, future, result, None)
+
+
+def _deliver(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, error: BaseException | None
+) -> None:
+    def settle() -> None:
+        if future.cancelled():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    with contextlib.suppress(RuntimeError):  # the loop closed: the server is exiting and nobody waits
+        loop.call_soon_threadsafe(settle)

@@ -1,0 +1,82 @@
+"""Requests never wait on an analysis, and an edit stops the analysis of the version it replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+
+import pytest
+from pytest_lsp import LanguageClient
+
+from tests.lsp.editor import Editor
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+KERNEL = """
+__global__ void scale_{i}_kernel(float* __restrict__ out, const float* __restrict__ in, int n) {{
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * {i}.0f;
+}}
+
+void launch_scale_{i}(float* out, const float* in, int n) {{
+  scale_{i}_kernel<<<(n + 255) / 256, 256>>>(out, in, n);
+}}
+"""
+
+
+def _large(kernels: int) -> str:
+    """A file of many small kernels, each launched with a hard-coded block size (about 10 lines each)."""
+    return "".join(KERNEL.format(i=i) for i in range(kernels))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _timed(request: Awaitable[object]) -> float:
+    start = time.perf_counter()
+    await request
+    return time.perf_counter() - start
+
+
+@pytest.mark.timeout(120)
+async def test_lenses_and_actions_are_answered_while_an_edit_is_analysed(editor: Editor, tmp_path: Path) -> None:
+    editor.use(tmp_path)
+    (tmp_path / "big.cu").write_text(_large(4000), encoding="utf-8")  # 40,000 lines: seconds of analysis
+    uri = editor.open("big.cu")
+    await editor.diagnostics(uri)
+    # the first kernel's actions, computed once for this version
+    deadline = time.monotonic() + 60
+    while not await editor.actions(uri, 2):
+        assert time.monotonic() < deadline, "no code action for the first kernel"
+    published = editor.publications(uri)
+    editor.change(uri, "// an edit\n" + editor.text(uri))
+    await asyncio.sleep(0.2)  # past the typing pause: the analysis of the edit runs
+    action_s = await _timed(editor.actions(uri, 2))
+    lens_s = await _timed(editor.lenses(uri))  # with this client's own conversion of 8,000 lenses
+    assert editor.publications(uri) == published, "the analysis ended before the requests: nothing was shown"
+    assert action_s < 0.5 and lens_s < 1.0, f"codeAction {action_s:.2f} s, codeLens {lens_s:.2f} s"
+    await editor.diagnostics(uri, since=published)  # the edit's analysis ends all the same
+
+
+@pytest.mark.timeout(120)
+async def test_an_edit_stops_the_analysis_of_the_version_it_replaced(
+    editor: Editor, client: LanguageClient, tmp_path: Path
+) -> None:
+    editor.use(tmp_path)
+    (tmp_path / "big.cu").write_text(_large(2000), encoding="utf-8")
+    uri = editor.open("big.cu")
+    await asyncio.sleep(0.6)  # the analysis of the 20,000 lines is under way
+    editor.change(uri, KERNEL.format(i=0))  # a new version: one kernel
+    diagnostics = await editor.diagnostics(uri)
+    assert {d.data["kernel"] for d in diagnostics if d.data} == {"scale_0_kernel"}
+    server = client._server  # the server process, to see whether it still works on the old version
+    assert server is not None
+    before = _cpu_seconds(server.pid)
+    await asyncio.sleep(1.0)
+    assert _cpu_seconds(server.pid) - before < 0.3, "the stale analysis kept running"
