@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cutune.check import check_kernel
+from cutune.cuda.lists import split_top_level
 from cutune.errors import CutuneError
 from cutune.gpu.build import JobBuilder
 from cutune.gpu.compile import first_error
@@ -142,17 +143,13 @@ def _template_args(ctx: KernelContext) -> dict[str, str]:
     kernel = ctx.template_model.kernel(ctx.kernel.name)
     expression, _ = instantiation(kernel, ctx.template_model)
     inner = expression[expression.find("<") + 1 : -1] if "<" in expression else ""
-    return dict(zip((t.name for t in kernel.template_params), _split_top_level(inner), strict=False))
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    return [*parts, text[start:].strip()] if text.strip() else parts
+    return dict(
+        zip(
+            (t.name for t in kernel.template_params),
+            [p.strip() for p in split_top_level(inner, "()<>")] if inner.strip() else [],
+            strict=False,
+        )
+    )
 
 
 def sweep(

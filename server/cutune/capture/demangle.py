@@ -8,6 +8,8 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from cutune.cuda.lists import split_top_level
+
 _CAST = re.compile(r"^\((?:unsigned |signed )?(?:char|short|int|long|long long|bool)\)(-?\d+)$")
 _INTEGER = re.compile(r"^(-?\d+)(?:u|l|ul|ll|ull)?$", re.IGNORECASE)
 _ANONYMOUS = "(anonymous namespace)::"
@@ -58,7 +60,7 @@ def kernel_name(demangled: str) -> KernelName:
     args: tuple[str, ...] = ()
     if end < len(text) and text[end] == "<":
         close = _matching(text, end)
-        args = tuple(template_value(a) for a in _split_top(text[end + 1 : close]))
+        args = tuple(template_value(a) for a in _parts(text[end + 1 : close]))
     return KernelName(qualified, args)
 
 
@@ -101,12 +103,5 @@ def _matching(text: str, start: int) -> int:
     return len(text)
 
 
-def _split_top(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(ch, 0)
-        if ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
+def _parts(text: str) -> list[str]:
+    return [p.strip() for p in split_top_level(text, "()<>") if p.strip()]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cutune.capture.log import CaptureError
 from cutune.capture.match import Captured, Number
+from cutune.cuda.lists import split_top_level
 from cutune.cuda.model import Parameter
 from cutune.errors import ExpressionError
 from cutune.spec import ArgSpec, KernelSpec, Role
@@ -258,18 +259,8 @@ def _written_dims(todo: str) -> tuple[str, ...]:
         return (todo,)
     text = _QUALIFIER.sub("", m.group(1)).strip()
     inner = re.fullmatch(r"dim3\s*\((.*)\)", text)
-    parts = _split_top(inner.group(1)) if inner else [text]
+    parts = split_top_level(inner.group(1)) if inner else [text]
     return tuple(f"{_TODO}: {p.strip()}" for p in parts)
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    return [*parts, text[start:]]
 
 
 def _candidates(basis: str, values: Sequence[int], sizes: Mapping[str, int]) -> list[str]:

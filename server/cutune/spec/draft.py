@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from cutune.cuda.lists import split_top_level
 from cutune.errors import ExpressionError
 from cutune.spec.launcher import HostLaunch, shape_comment
 from cutune.spec.load import LIMIT_NAMES, TODO
@@ -193,7 +194,7 @@ def _launch_dims(text: str | None, known: set[str], key: str) -> tuple[str, ...]
     if text is None:
         return (f"{TODO}: no launch site found; write the {key} over the sizes and params",)
     m = _DIM3.match(text.strip())
-    parts = _split_commas(m.group(1)) if m else [text]
+    parts = split_top_level(m.group(1)) if m else [text]
     exprs = [_plain_expression(p, known) for p in parts]
     if None in exprs or not 1 <= len(exprs) <= 3:
         return (f"{TODO}: the launch writes `{text.strip()}`; write the {key} over the sizes and params",)
@@ -219,15 +220,3 @@ def _plain_expression(text: str, known: set[str]) -> str | None:
     except ExpressionError:
         return None
     return candidate if expr.names <= known else None
-
-
-def _split_commas(text: str) -> list[str]:
-    """Split at commas outside parentheses."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
