@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cutune.errors import ExpressionError, SpecError
-from cutune.limits import DeviceLimits
+from cutune.limits import BUILTIN, DeviceLimits
 from cutune.spec.locate import KeyPath, dotted, key_lines, line_of
 from cutune.spec.model import ArgSpec, IncludeRules, Init, KernelSpec, Role, SpecFile, Tolerance
 from cutune.template.dtypes import C_TYPES, DTYPES, INTEGER_DTYPES
@@ -249,7 +249,8 @@ def _check_every_size(spec: KernelSpec) -> None:
     spec lists them; parameters of the templatize recipes are unknown here."""
     defaults = dict(spec.space.default()) if spec.space is not None else {}
     numbers = {k: v for k, v in defaults.items() if not isinstance(v, str)}
-    limits = DeviceLimits(arch="")
+    # a representative GPU (the fewest SMs of the built-in parts): launches that scale with `sm_count` need one
+    limits = min(BUILTIN.values(), key=lambda d: d.sm_count)
     launch_texts = (*spec.grid, *spec.block, spec.shared_mem)
     for size in spec.sizes:
         at = ", ".join(f"{k}={v}" for k, v in size.items())
