@@ -132,6 +132,36 @@ def test_refuses_with_its_reason(kernel: str, reason: str) -> None:
     assert reason in refused.value.reason
 
 
+def test_a_block_uniform_early_return_leaves_the_row_undone() -> None:
+    # the block stays for the reductions (every thread must reach them); its row is neither read nor written
+    _, body = _data("row_grid.cu", "padded_rms_norm_kernel")
+    assert "return" not in body
+    assert "const bool cutune_row_ok = cutune_row_in && !(row >= num_rows);" in body
+    assert body.index("const int row = cutune_row;") < body.index("cutune_row_ok = cutune_row_in")
+
+
+def test_a_three_dimensional_grid_keeps_its_other_axes() -> None:
+    # one row per block: blockIdx.y/z and gridDim mean what they meant in the original launch
+    _, body = _data("row_grid.cu", "head_softmax_kernel")
+    assert "const int rows = gridDim.x;" in body and "blockIdx.z * batch_stride + blockIdx.y * head_stride" in body
+    assert "const unsigned int cutune_row = blockIdx.x;" in body and "threadIdx.y" not in body
+
+
+@pytest.mark.parametrize(
+    ("kernel", "reason"),
+    [
+        ("thread_exit_kernel", "leaves the kernel early on `threadIdx.x>=n`, not the same for every thread"),
+        ("ragged_exit_kernel", "leaves the kernel early on `lengths[blockIdx.x]==0`, which reads memory"),
+        ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
+    ],
+)
+def test_refuses_an_exit_it_cannot_prove_block_uniform(kernel: str, reason: str) -> None:
+    path = DATA / "row_grid.cu"
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(parse_source(path.read_text(), str(path)), kernel, None)
+    assert reason in refused.value.reason
+
+
 def test_refuses_an_elementwise_kernel() -> None:
     path = SAMPLES / "silu_and_mul.cu"
     with pytest.raises(TransformRefused, match=r"starts elsewhere than at threadIdx\.x"):
@@ -187,6 +217,8 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("layer_norm.cu", "layer_norm_kernel", ["layer_norm_kernel<1, 256, 4>", "layer_norm_kernel<1, 32, 8>"]),
         ("softmax.cu", "softmax_kernel", ["softmax_kernel<256, 1, 128, 8>", "softmax_kernel<256, 1, 1024, 4>"]),
         ("rms_norm_shfl.cu", "rms_norm_shfl_kernel", ["rms_norm_shfl_kernel<float, 1, 64, 4>"]),
+        ("row_grid.cu", "padded_rms_norm_kernel", ["padded_rms_norm_kernel<256, 1, 128, 4>"]),
+        ("row_grid.cu", "head_softmax_kernel", ["head_softmax_kernel<1, 256, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:

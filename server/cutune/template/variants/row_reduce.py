@@ -213,6 +213,9 @@ class RowReduce(Transform):
         loop, var, bound = rows
         body = loop.child_by_field_name("body")
         assert body is not None
+        for node in descendants(body, "return_statement"):
+            # one row per block would make it leave only its row; in the loop it leaves every later row too
+            self.refuse(f"leaves the kernel inside the persistent row loop (line {src.line(node)})")
         inner = node_text(src.data, body)[1:-1] if body.type == "compound_statement" else node_text(src.data, body)
         edits = EditList(src.data)
         edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
@@ -260,6 +263,7 @@ class _Rewriter:
         self.reduced: set[str] = set()
         self.lengths: list[int] = []  # the row length at each spec size, when the spec tells
         self.rows_arg = ""  # the argument counting rows, when rows may share a block
+        self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
         self.thread_names = {"threadIdx.x"} | {  # with the locals that only rename it (`int tid = threadIdx.x;`)
             self.text(_declared(d))
             for decl in src.body.named_children
@@ -284,11 +288,15 @@ class _Rewriter:
 
     def variant(self) -> Variant:
         body = self.src.body
-        self._check_whole_body(body)
         statements = [c for c in body.named_children if c.type != "comment"]
+        self.exits = [s for s in statements if self._is_exit(s)]
+        self._check_whole_body(body)
         loops = [(i, loop) for i, s in enumerate(statements) if (loop := self._row_loop(s)) is not None]
         if not loops:
             self.refuse("no block-stride loop over a row (`for (i = threadIdx.x; i < n; i += blockDim.x)`)")
+        for s in self.exits:
+            if statements.index(s) > loops[0][0]:
+                self.refuse("leaves the kernel after the first row loop; the rewrite needs every thread there", s)
         bounds = {self.compact(loop.bound) for _, loop in loops}
         if len(bounds) > 1:
             self.refuse(f"the row loops run to different lengths ({', '.join(sorted(bounds))})")
@@ -321,12 +329,65 @@ class _Rewriter:
             name = self.compact(call.child_by_field_name("function"))
             if name.startswith("atomic"):
                 self.refuse(f"updates memory with {name}: atomics do not survive a change of thread layout", call)
+        exits = {r.start_byte for s in self.exits for r in descendants(s, "return_statement")}
         for node in descendants(body, "return_statement", "goto_statement"):
-            self.refuse("leaves the kernel early; the rewrite needs every thread at each reduction", node)
+            if node.start_byte not in exits:
+                self.refuse("leaves the kernel early; the rewrite needs every thread at each reduction", node)
         for node in descendants(body, "field_expression"):
             text = self.compact(node)
-            if text in ("blockIdx.y", "blockIdx.z", "threadIdx.y", "threadIdx.z") or text.startswith("gridDim."):
-                self.refuse(f"uses {text}: rows are not one block each along x", node)
+            if text in ("threadIdx.y", "threadIdx.z"):
+                self.refuse(f"uses {text}: the threads of a row are not one row of the block along x", node)
+
+    def _is_exit(self, s: Node) -> bool:
+        """Whether `s` is `if (cond) return;` whose condition every thread of the block evaluates alike (it reads
+        only blockIdx, gridDim, parameters the kernel never writes and locals computed from those): the whole block
+        leaves, so the rewrite keeps the block and leaves its row undone instead. A refusal when it is an early
+        return the rewrite cannot prove block-uniform."""
+        if s.type != "if_statement":
+            return False
+        cond, then = s.child_by_field_name("condition"), s.child_by_field_name("consequence")
+        if cond is None or then is None or self.compact(then) not in ("return;", "{return;}"):
+            return False
+        if s.child_by_field_name("alternative") is not None:
+            self.refuse("leaves the kernel early on one branch only", s)
+        uniform = self._uniform_names(s)
+        shown = self.compact(_condition(s))
+        for node in descendants(cond, "call_expression", "subscript_expression", "pointer_expression"):
+            self.refuse(f"leaves the kernel early on `{shown}`, which reads memory or calls", node)
+        for node in descendants(cond, "field_expression"):
+            if self.compact(node.child_by_field_name("argument")) not in ("blockIdx", "gridDim"):
+                self.refuse(f"leaves the kernel early on `{shown}`, not the same for every thread", node)
+        fields = {self.text(f.child_by_field_name("field")) for f in descendants(cond, "field_expression")}
+        for ident in descendants(cond, "identifier"):
+            if self.text(ident) not in uniform | fields | {"blockIdx", "gridDim"}:
+                self.refuse(
+                    f"leaves the kernel early on `{self.text(ident)}`, not known to be the same for every thread", s
+                )
+        return True
+
+    def _uniform_names(self, before: Node) -> set[str]:
+        """Parameters the body never writes and the top-level locals declared before `before` from block-uniform
+        values only (blockIdx, gridDim, such parameters and locals; no memory reads, no calls)."""
+        body = self.src.body
+        written = written_names(self.src, body)
+        names = {p for p in self.params if p not in written}
+        for d in body.named_children:
+            if d.start_byte >= before.start_byte:
+                break
+            if d.type != "declaration" or any(self.text(c) == "__shared__" for c in d.children):
+                continue
+            reads = descendants(d, "call_expression", "subscript_expression", "pointer_expression")
+            fields = descendants(d, "field_expression")
+            if reads or any(
+                self.compact(f.child_by_field_name("argument")) not in ("blockIdx", "gridDim") for f in fields
+            ):
+                continue
+            declared = {self.text(i) for i in _declared_all(d)}
+            known = names | declared | {self.text(f.child_by_field_name("field")) for f in fields}
+            if self._idents(d) - known - {"blockIdx", "gridDim"}:
+                continue
+            names |= declared - written
+        return names
 
     def _starts_at_thread(self, loop: Node) -> bool:
         init = loop.child_by_field_name("initializer")
@@ -391,7 +452,11 @@ class _Rewriter:
                     ident = _declared(d)
                     if ident is not None:
                         self.decls[self.text(ident)] = (s, _type_of(self, s))
-            elif s.type in ("alias_declaration", "type_definition", "preproc_call") or self._is_sync(s):
+            elif (
+                s.type in ("alias_declaration", "type_definition", "preproc_call")
+                or self._is_sync(s)
+                or s in self.exits
+            ):
                 continue
             else:
                 self.refuse("does work before the first row loop that the rewrite cannot place", s)
@@ -783,17 +848,19 @@ class _Rewriter:
         rows_arg = self.rows_arg = self._rows_arg()
         rows = ROWS if rows_arg else "1"
         self._mark("field_expression", "blockIdx.x", "cutune_row")
+        ok = "cutune_row_in" if self.exits else "cutune_row_ok"
         out = [
             f"// cutune row_reduce: {THREADS} threads per row, {rows} rows per block, {VEC} elements per access;",
             "// the row stays in registers between the loops when its length is a compile-time constant that fits",
             f"const unsigned int cutune_row = blockIdx.x * {rows} + threadIdx.y;"
             if rows_arg
             else "const unsigned int cutune_row = blockIdx.x;",
-            f"const bool cutune_row_ok = static_cast<int>(cutune_row) < {rows_arg};"
-            if rows_arg
-            else "const bool cutune_row_ok = true;",
+            f"const bool {ok} = static_cast<int>(cutune_row) < {rows_arg};" if rows_arg else f"const bool {ok} = true;",
         ]
         out += [self._render(s) for s in self._live_prologue(prologue, loops, segments)]
+        if self.exits:  # the block stays for the reductions; its row is left undone as the original leaves it
+            stays = " && ".join(f"!({self._render(cond)})" for s in self.exits if (cond := _condition(s)) is not None)
+            out.append(f"const bool cutune_row_ok = {ok} && {stays};")
         out += [
             f"constexpr int cutune_len_ct = {ct or 0};",
             f"const int cutune_len = {self._render(loops[0].bound)};",
@@ -839,6 +906,10 @@ class _Rewriter:
         several rows per block can help: some row is short, or the spec does not tell how long rows are."""
         spec = self.spec
         if spec is None or len(spec.grid) != 1:
+            return ""
+        # rows share a block only where blockIdx.x alone picks the row: the shared grid has fewer blocks along x
+        other = {"blockIdx.y", "blockIdx.z", "gridDim.x", "gridDim.y", "gridDim.z"}
+        if any(self.compact(n) in other for n in descendants(self.src.body, "field_expression")):
             return ""
         if self.lengths and min(self.lengths) * self._elem_bytes() >= SHORT_ROW_BYTES:
             return ""
@@ -900,6 +971,8 @@ class _Rewriter:
             used |= {r.acc for r in seg.reductions}
             for v in seg.values:
                 used |= v.deps | {v.name}
+        for s in self.exits:
+            used |= self._idents(_condition(s))
         kept: list[Node] = []
         for s in reversed(prologue):
             if s.type != "declaration" or s in self.shared.values():
@@ -1075,6 +1148,15 @@ def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
     if var in written or set(re.findall(r"[A-Za-z_]\w*", bound)) & written:
         return None
     return loop, var, bound
+
+
+def _condition(statement: Node) -> Node | None:
+    """An if statement's condition without its parentheses."""
+    cond = statement.child_by_field_name("condition")
+    if cond is not None and cond.type in ("condition_clause", "parenthesized_expression"):
+        inner = cond.child_by_field_name("value") or next(iter(cond.named_children), None)
+        return inner if inner is not None else cond
+    return cond
 
 
 def _merge(old: str | None, new: str | None, acc: str, w: _Rewriter, node: Node) -> str | None:

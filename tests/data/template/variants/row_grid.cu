@@ -1,0 +1,89 @@
+// Row kernels whose grid is not a plain one block per row along x: a padded grid whose spare blocks return before
+// the reduction, and a (rows, heads, batch) grid where the row's place is flattened from blockIdx and gridDim.
+#include <cub/cub.cuh>
+
+// the launch rounds the rows up to a multiple of 8 blocks: the spare blocks leave at once
+template <int BLOCK>
+__global__ void padded_rms_norm_kernel(float* __restrict__ out, const float* __restrict__ in,
+                                       const float* __restrict__ weight, int num_rows, int hidden, float eps) {
+  using BlockReduce = cub::BlockReduce<float, BLOCK>;
+  __shared__ typename BlockReduce::TempStorage temp;
+  __shared__ float s_scale;
+  const int row = blockIdx.x;
+  if (row >= num_rows) return;
+  const long long offset = static_cast<long long>(row) * hidden;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    const float v = in[offset + i];
+    ss += v * v;
+  }
+  ss = BlockReduce(temp).Sum(ss);
+  if (threadIdx.x == 0) s_scale = rsqrtf(ss / hidden + eps);
+  __syncthreads();
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[offset + i] = in[offset + i] * s_scale * weight[i];
+}
+
+// one block per (row, head, batch): the row's place in the output is flattened from the 3-D grid
+__global__ void head_softmax_kernel(float* __restrict__ out, const float* __restrict__ scores, int cols,
+                                    long long head_stride, long long batch_stride) {
+  __shared__ float warp_max[32];
+  __shared__ float warp_sum[32];
+  const int rows = gridDim.x;
+  const int heads = gridDim.y;
+  const long long src = blockIdx.z * batch_stride + blockIdx.y * head_stride + static_cast<long long>(blockIdx.x) * cols;
+  const long long dst = ((static_cast<long long>(blockIdx.z) * heads + blockIdx.y) * rows + blockIdx.x) * cols;
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, scores[src + c]);
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  __syncthreads();
+  float row_max = warp_max[0];
+  for (int w = 1; w < blockDim.x / 32; ++w) row_max = fmaxf(row_max, warp_max[w]);
+  float s = 0.f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += __expf(scores[src + c] - row_max);
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x % 32 == 0) warp_sum[threadIdx.x / 32] = s;
+  __syncthreads();
+  float total = warp_sum[0];
+  for (int w = 1; w < blockDim.x / 32; ++w) total += warp_sum[w];
+  const float inv = 1.f / total;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out[dst + c] = __expf(scores[src + c] - row_max) * inv;
+}
+
+// the threads of one block disagree on leaving: not block-uniform
+__global__ void thread_exit_kernel(float* out, const float* in, int n) {
+  __shared__ float total;
+  if (threadIdx.x >= n) return;
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
+}
+
+// the exit reads memory (a per-row length): the rewrite does not prove it the same for every thread
+__global__ void ragged_exit_kernel(float* out, const float* in, const int* lengths, int n) {
+  __shared__ float total;
+  if (lengths[blockIdx.x] == 0) return;
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
+}
+
+// rows over a persistent grid that stop at the first empty one: leaving there ends every later row too
+__global__ void persistent_exit_kernel(float* out, const float* in, int rows, int n) {
+  __shared__ float total;
+  for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    if (n == 0) return;
+    float sum = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[r * n + j];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+    if (threadIdx.x == 0) total = sum;
+    __syncthreads();
+    for (int j = threadIdx.x; j < n; j += blockDim.x) out[r * n + j] = in[r * n + j] / total;
+  }
+}
