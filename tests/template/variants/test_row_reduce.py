@@ -147,15 +147,23 @@ def test_a_three_dimensional_grid_keeps_its_other_axes() -> None:
     assert "const unsigned int cutune_row = blockIdx.x;" in body and "threadIdx.y" not in body
 
 
+def test_pointers_moved_to_the_row_before_the_loops_stay_moved() -> None:
+    _, body = _data("row_grid.cu", "strided_scale_kernel")
+    assert "in += blockIdx.y * channel_stride + cutune_row * row_stride;" in body
+    assert body.index("out += ") < body.index("cutune_rr_load")
+    assert "amax = cutune_rr_allreduce<ROW_THREADS>(amax, cutune_rr_max{}" in body
+
+
 @pytest.mark.parametrize(
     ("kernel", "reason"),
     [
         ("thread_exit_kernel", "leaves the kernel early on `threadIdx.x>=n`, not the same for every thread"),
         ("ragged_exit_kernel", "leaves the kernel early on `lengths[blockIdx.x]==0`, which reads memory"),
         ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
+        ("thread_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
     ],
 )
-def test_refuses_an_exit_it_cannot_prove_block_uniform(kernel: str, reason: str) -> None:
+def test_refuses_an_exit_or_a_move_it_cannot_prove_block_uniform(kernel: str, reason: str) -> None:
     path = DATA / "row_grid.cu"
     with pytest.raises(TransformRefused) as refused:
         RowReduce().apply(parse_source(path.read_text(), str(path)), kernel, None)
@@ -219,6 +227,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("rms_norm_shfl.cu", "rms_norm_shfl_kernel", ["rms_norm_shfl_kernel<float, 1, 64, 4>"]),
         ("row_grid.cu", "padded_rms_norm_kernel", ["padded_rms_norm_kernel<256, 1, 128, 4>"]),
         ("row_grid.cu", "head_softmax_kernel", ["head_softmax_kernel<1, 256, 4>"]),
+        ("row_grid.cu", "strided_scale_kernel", ["strided_scale_kernel<1, 128, 8>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:

@@ -264,6 +264,7 @@ class _Rewriter:
         self.lengths: list[int] = []  # the row length at each spec size, when the spec tells
         self.rows_arg = ""  # the argument counting rows, when rows may share a block
         self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
+        self.rebases: dict[Node, str] = {}  # prologue `ptr += offset;` of a pointer parameter → the pointer
         self.thread_names = {"threadIdx.x"} | {  # with the locals that only rename it (`int tid = threadIdx.x;`)
             self.text(_declared(d))
             for decl in src.body.named_children
@@ -352,7 +353,7 @@ class _Rewriter:
             self.refuse("leaves the kernel early on one branch only", s)
         uniform = self._uniform_names(s)
         shown = self.compact(_condition(s))
-        for node in descendants(cond, "call_expression", "subscript_expression", "pointer_expression"):
+        for node in _reads(self, cond):
             self.refuse(f"leaves the kernel early on `{shown}`, which reads memory or calls", node)
         for node in descendants(cond, "field_expression"):
             if self.compact(node.child_by_field_name("argument")) not in ("blockIdx", "gridDim"):
@@ -376,7 +377,7 @@ class _Rewriter:
                 break
             if d.type != "declaration" or any(self.text(c) == "__shared__" for c in d.children):
                 continue
-            reads = descendants(d, "call_expression", "subscript_expression", "pointer_expression")
+            reads = _reads(self, d)
             fields = descendants(d, "field_expression")
             if reads or any(
                 self.compact(f.child_by_field_name("argument")) not in ("blockIdx", "gridDim") for f in fields
@@ -458,8 +459,29 @@ class _Rewriter:
                 or s in self.exits
             ):
                 continue
+            elif (name := self._rebased(s)) is not None:
+                self.rebases[s] = name
             else:
                 self.refuse("does work before the first row loop that the rewrite cannot place", s)
+
+    def _rebased(self, s: Node) -> str | None:
+        """The pointer parameter `s` moves to its row (`x += row * stride;`, the same for every thread); else None."""
+        expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+        if expr is None or expr.type != "assignment_expression":
+            return None
+        left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
+        name = self.compact(left)
+        param = self.params.get(name)
+        if param is None or "*" not in param.type or right is None or left is None or left.type != "identifier":
+            return None
+        if self.text(expr.child_by_field_name("operator")) not in ("+=", "-="):
+            return None
+        if _reads(self, right) or {
+            "threadIdx",
+            "blockDim",
+        } & self._idents(right):
+            return None
+        return name
 
     def _is_sync(self, node: Node) -> bool:
         return node.type == "expression_statement" and self.compact(node) == "__syncthreads();"
@@ -597,7 +619,8 @@ class _Rewriter:
         grew = True
         while grew:
             grew = False
-            for name, (decl, _) in self.decls.items():
+            moved = [(name, decl) for name, (decl, _) in self.decls.items()] + [(n, s) for s, n in self.rebases.items()]
+            for name, decl in moved:
                 if name not in rows and self._idents(decl) & rows:
                     rows.add(name)
                     grew = True
@@ -975,9 +998,12 @@ class _Rewriter:
             used |= self._idents(_condition(s))
         kept: list[Node] = []
         for s in reversed(prologue):
-            if s.type != "declaration" or s in self.shared.values():
+            if s in self.rebases:
+                names = {self.rebases[s]}
+            elif s.type != "declaration" or s in self.shared.values():
                 continue
-            names = {self.text(i) for i in _declared_all(s)}
+            else:
+                names = {self.text(i) for i in _declared_all(s)}
             if names & used:
                 if {"threadIdx", "blockDim"} & self._idents(s) or "threadIdx" in self.compact(s):
                     self.refuse("derives a value the loops read from the thread index", s)
@@ -1148,6 +1174,13 @@ def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
     if var in written or set(re.findall(r"[A-Za-z_]\w*", bound)) & written:
         return None
     return loop, var, bound
+
+
+def _reads(w: _Rewriter, node: Node | None) -> list[Node]:
+    """The memory reads and calls in an expression (a static_cast is neither): what may differ between threads or
+    change under them."""
+    found = descendants(node, "call_expression", "subscript_expression", "pointer_expression") if node else []
+    return [n for n in found if not (n.type == "call_expression" and w.compact(n).startswith("static_cast<"))]
 
 
 def _condition(statement: Node) -> Node | None:

@@ -1,6 +1,8 @@
 // Row kernels whose grid is not a plain one block per row along x: a padded grid whose spare blocks return before
-// the reduction, and a (rows, heads, batch) grid where the row's place is flattened from blockIdx and gridDim.
+// the reduction, (rows, heads, batch) and (rows, channels) grids whose row's place is flattened from blockIdx and
+// gridDim, as locals or by moving the pointer parameters to the row.
 #include <cub/cub.cuh>
+#include <cuda_fp16.h>
 
 // the launch rounds the rows up to a multiple of 8 blocks: the spare blocks leave at once
 template <int BLOCK>
@@ -48,6 +50,35 @@ __global__ void head_softmax_kernel(float* __restrict__ out, const float* __rest
   for (int w = 1; w < blockDim.x / 32; ++w) total += warp_sum[w];
   const float inv = 1.f / total;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) out[dst + c] = __expf(scores[src + c] - row_max) * inv;
+}
+
+// strided (row, channel) input moved to its row before the loops; a contiguous output
+__global__ void strided_scale_kernel(__half* __restrict__ out, const __half* __restrict__ in, int cols,
+                                     long long row_stride, long long channel_stride) {
+  __shared__ float partial[32];
+  in += blockIdx.y * channel_stride + blockIdx.x * row_stride;
+  out += (static_cast<long long>(blockIdx.y) * gridDim.x + blockIdx.x) * cols;
+  float amax = 0.f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) amax = fmaxf(amax, fabsf(__half2float(in[c])));
+  for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = amax;
+  __syncthreads();
+  float peak = partial[0];
+  for (int w = 1; w < blockDim.x / 32; ++w) peak = fmaxf(peak, partial[w]);
+  const float inv = peak > 0.f ? 1.f / peak : 0.f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out[c] = __float2half(__half2float(in[c]) * inv);
+}
+
+// each thread moves its own pointer: not a row's place, the same for every thread
+__global__ void thread_rebase_kernel(float* out, const float* in, int n) {
+  __shared__ float total;
+  in += threadIdx.x % 2;
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
 }
 
 // the threads of one block disagree on leaving: not block-uniform
