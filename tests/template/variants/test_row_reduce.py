@@ -147,6 +147,17 @@ def test_a_three_dimensional_grid_keeps_its_other_axes() -> None:
     assert "const unsigned int cutune_row = blockIdx.x;" in body and "threadIdx.y" not in body
 
 
+def test_a_two_dimensional_block_numbered_in_order_becomes_one_line_of_threads() -> None:
+    # dim3(32, warps): threadIdx.y picks a warp of the same row; the variant launches ROW_THREADS along x instead
+    path = DATA / "row_grid.cu"
+    variant = RowReduce().apply(parse_source(path.read_text(), str(path)), "warp_grid_rms_norm_kernel", None)
+    code = "\n".join(line for line in variant.body.splitlines() if not line.startswith("//"))
+    assert "threadIdx.y" not in code and "blockDim" not in code
+    assert "ss = cutune_rr_allreduce<ROW_THREADS>(ss, cutune_rr_sum{}, cutune_red0_0);" in variant.body
+    assert "const float scale = rsqrtf(ss / hidden + eps);" in variant.body
+    assert variant.launch is not None and variant.launch.block == ("ROW_THREADS", "1")
+
+
 def test_pointers_moved_to_the_row_before_the_loops_stay_moved() -> None:
     _, body = _data("row_grid.cu", "strided_scale_kernel")
     assert "in += blockIdx.y * channel_stride + cutune_row * row_stride;" in body
@@ -161,6 +172,7 @@ def test_pointers_moved_to_the_row_before_the_loops_stay_moved() -> None:
         ("ragged_exit_kernel", "leaves the kernel early on `lengths[blockIdx.x]==0`, which reads memory"),
         ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
         ("thread_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
+        ("rows_along_y_kernel", "derives a value the loops read from the thread index"),
     ],
 )
 def test_refuses_an_exit_or_a_move_it_cannot_prove_block_uniform(kernel: str, reason: str) -> None:
@@ -228,6 +240,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("row_grid.cu", "padded_rms_norm_kernel", ["padded_rms_norm_kernel<256, 1, 128, 4>"]),
         ("row_grid.cu", "head_softmax_kernel", ["head_softmax_kernel<1, 256, 4>"]),
         ("row_grid.cu", "strided_scale_kernel", ["strided_scale_kernel<1, 128, 8>"]),
+        ("row_grid.cu", "warp_grid_rms_norm_kernel", ["warp_grid_rms_norm_kernel<__half, 1, 256, 8>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:

@@ -43,6 +43,8 @@ SHORT_ROW_BYTES = 128 * 16
 _SPACE = re.compile(r"\s+")
 _OPS = {"sum": "cutune_rr_sum", "max": "cutune_rr_max", "min": "cutune_rr_min"}
 _MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
+# the count a loop over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`) steps by
+_FLAT_STEPS = ("blockDim.x*blockDim.y", "blockDim.y*blockDim.x")
 _INTEGRAL = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "int64_t", "uint64_t", "long", "size_t"}
 
 HELPERS = """\
@@ -164,6 +166,7 @@ class _Loop:
     writes: set[int] = field(default_factory=set)
     blind_writes: set[int] = field(default_factory=set)  # written only conditionally: load first
     updates: dict[str, str] = field(default_factory=dict)  # accumulator → op
+    flat: bool = False  # over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`)
 
 
 @dataclass
@@ -265,15 +268,22 @@ class _Rewriter:
         self.rows_arg = ""  # the argument counting rows, when rows may share a block
         self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
         self.rebases: dict[Node, str] = {}  # prologue `ptr += offset;` of a pointer parameter → the pointer
-        self.thread_names = {"threadIdx.x"} | {  # with the locals that only rename it (`int tid = threadIdx.x;`)
-            self.text(_declared(d))
-            for decl in src.body.named_children
-            if decl.type == "declaration"
-            for d in decl.children_by_field_name("declarator")
-            if d.type == "init_declarator" and self.compact(d.child_by_field_name("value")) == "threadIdx.x"
-        }
+        self.thread_names = {"threadIdx.x"} | self._renames({"threadIdx.x"})  # `int tid = threadIdx.x;`
+        ys = {"threadIdx.y"} | self._renames({"threadIdx.y"})
+        flat = {f for x in self.thread_names for y in ys for f in _flat_forms(x, y)}
+        self.flat_names = flat | self._renames(flat)  # `const int tid = threadIdx.y * blockDim.x + threadIdx.x;`
 
     # --- reading ---------------------------------------------------------------------------------------------
+
+    def _renames(self, values: set[str]) -> set[str]:
+        """The top-level locals declared as one of `values` (compact text)."""
+        return {
+            self.text(_declared(d))
+            for decl in self.src.body.named_children
+            if decl.type == "declaration"
+            for d in decl.children_by_field_name("declarator")
+            if d.type == "init_declarator" and self.compact(d.child_by_field_name("value")) in values
+        }
 
     def text(self, node: Node | None) -> str:
         return node_text(self.src.data, node) if node is not None else ""
@@ -291,13 +301,15 @@ class _Rewriter:
         body = self.src.body
         statements = [c for c in body.named_children if c.type != "comment"]
         self.exits = [s for s in statements if self._is_exit(s)]
-        self._check_whole_body(body)
         loops = [(i, loop) for i, s in enumerate(statements) if (loop := self._row_loop(s)) is not None]
+        self._check_whole_body(body, flat=any(loop.flat for _, loop in loops))
         if not loops:
             self.refuse("no block-stride loop over a row (`for (i = threadIdx.x; i < n; i += blockDim.x)`)")
         for s in self.exits:
             if statements.index(s) > loops[0][0]:
                 self.refuse("leaves the kernel after the first row loop; the rewrite needs every thread there", s)
+        if len({loop.flat for _, loop in loops}) > 1:
+            self.refuse("some row loops run over threadIdx.x and others over the whole 2-D block")
         bounds = {self.compact(loop.bound) for _, loop in loops}
         if len(bounds) > 1:
             self.refuse(f"the row loops run to different lengths ({', '.join(sorted(bounds))})")
@@ -325,7 +337,7 @@ class _Rewriter:
             self.refuse("no block-wide reduction between the row loops: not a row reduction")
         return self._emit(prologue, [loop for _, loop in loops], segments)
 
-    def _check_whole_body(self, body: Node) -> None:
+    def _check_whole_body(self, body: Node, flat: bool) -> None:
         for call in descendants(body, "call_expression"):
             name = self.compact(call.child_by_field_name("function"))
             if name.startswith("atomic"):
@@ -336,7 +348,8 @@ class _Rewriter:
                 self.refuse("leaves the kernel early; the rewrite needs every thread at each reduction", node)
         for node in descendants(body, "field_expression"):
             text = self.compact(node)
-            if text in ("threadIdx.y", "threadIdx.z"):
+            # threadIdx.y only numbers the row's threads (in a flat index) or its warps (in the reductions, rewritten)
+            if text == "threadIdx.z" or (text == "threadIdx.y" and not flat):
                 self.refuse(f"uses {text}: the threads of a row are not one row of the block along x", node)
 
     def _is_exit(self, s: Node) -> bool:
@@ -396,7 +409,7 @@ class _Rewriter:
         if init is not None and init.type == "declaration":
             decl = init.child_by_field_name("declarator")
             value = decl.child_by_field_name("value") if decl is not None else None
-        return value is not None and self.compact(value) in self.thread_names
+        return value is not None and self.compact(value) in self.thread_names | self.flat_names
 
     def _row_loop(self, node: Node) -> _Loop | None:
         """The statement as a block-stride row loop; None when it is not one; a refusal when it almost is."""
@@ -413,11 +426,11 @@ class _Rewriter:
                 var = self.compact(decl.child_by_field_name("declarator"))
                 var_type = self.text(init.child_by_field_name("type") or init)
                 value = self.compact(decl.child_by_field_name("value"))
-                var = var if value in self.thread_names else ""
+                var = var if value in self.thread_names | self.flat_names else ""
         elif (
             init is not None
             and init.type == "assignment_expression"
-            and self.compact(init.child_by_field_name("right")) in self.thread_names
+            and self.compact(init.child_by_field_name("right")) in self.thread_names | self.flat_names
         ):
             var = self.compact(init.child_by_field_name("left"))
         if not var or cond is None or body is None or cond.type != "binary_expression":
@@ -428,13 +441,19 @@ class _Rewriter:
         ):
             self.refuse(f"the row loop's condition is not `{var} < length`", node)
         step = self.compact(update)
-        if step not in (f"{var}+=blockDim.x", f"{var}={var}+blockDim.x"):
-            self.refuse(f"the row loop steps by `{step}`, not by blockDim.x", node)
+        start = init.child_by_field_name("right") if init is not None else None
+        if init is not None and init.type == "declaration":
+            decl = init.child_by_field_name("declarator")
+            start = decl.child_by_field_name("value") if decl is not None else None
+        flat = self.compact(start) in self.flat_names
+        strides = _FLAT_STEPS if flat else ("blockDim.x",)
+        if step not in {f"{var}{op}{by}" for by in strides for op in ("+=", f"={var}+")}:
+            self.refuse(f"the row loop steps by `{step}`, not by {strides[0]} (the threads it starts from)", node)
         bound = cond.child_by_field_name("right")
         assert bound is not None
         if "threadIdx" in self.compact(bound):
             self.refuse("the row length depends on the thread", node)
-        return _Loop(node, var, var_type, bound, body)
+        return _Loop(node, var, var_type, bound, body, flat=flat)
 
     def _collect_shared(self, body: Node) -> None:
         for decl in descendants(body, "declaration"):
@@ -1174,6 +1193,11 @@ def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
     if var in written or set(re.findall(r"[A-Za-z_]\w*", bound)) & written:
         return None
     return loop, var, bound
+
+
+def _flat_forms(x: str, y: str) -> set[str]:
+    """The spellings (compact) of thread y * blockDim.x + x: a 2-D block's threads numbered in order."""
+    return {f"{y}*blockDim.x+{x}", f"{x}+{y}*blockDim.x", f"blockDim.x*{y}+{x}", f"{x}+blockDim.x*{y}"}
 
 
 def _reads(w: _Rewriter, node: Node | None) -> list[Node]:

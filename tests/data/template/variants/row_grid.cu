@@ -69,6 +69,49 @@ __global__ void strided_scale_kernel(__half* __restrict__ out, const __half* __r
   for (int c = threadIdx.x; c < cols; c += blockDim.x) out[c] = __float2half(__half2float(in[c]) * inv);
 }
 
+// a dim3(32, warps) block per row: threadIdx.y picks the warp, the row's threads numbered y-major
+template <typename T>
+__global__ void warp_grid_rms_norm_kernel(T* __restrict__ out, const T* __restrict__ in, const T* __restrict__ weight,
+                                          unsigned int hidden, float eps) {
+  __shared__ float per_warp[32];
+  const unsigned int lane = threadIdx.x;
+  const unsigned int warp = threadIdx.y;
+  const unsigned int tid = warp * blockDim.x + lane;
+  const T* x = in + static_cast<size_t>(blockIdx.x) * hidden;
+  T* y = out + static_cast<size_t>(blockIdx.x) * hidden;
+  float ss = 0.f;
+  for (unsigned int i = threadIdx.y * blockDim.x + threadIdx.x; i < hidden; i += blockDim.x * blockDim.y) {
+    const float v = static_cast<float>(x[i]);
+    ss += v * v;
+  }
+  for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) per_warp[warp] = ss;
+  __syncthreads();
+  if (warp == 0) {
+    ss = lane < blockDim.y ? per_warp[lane] : 0.f;
+    for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) per_warp[0] = ss;
+  }
+  __syncthreads();
+  const float scale = rsqrtf(per_warp[0] / hidden + eps);
+  for (unsigned int i = tid; i < hidden; i += blockDim.x * blockDim.y) {
+    y[i] = static_cast<T>(static_cast<float>(x[i]) * scale * static_cast<float>(weight[i]));
+  }
+}
+
+// rows along y within a block, each row's threads along x: a row index from threadIdx.y the rewrite cannot move
+__global__ void rows_along_y_kernel(float* out, const float* in, int n) {
+  __shared__ float total[8];
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+  float sum = 0.f;
+  for (int j = tid; j < n; j += blockDim.x * blockDim.y) sum += in[row * n + j];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total[threadIdx.y] = sum;
+  __syncthreads();
+  for (int j = tid; j < n; j += blockDim.x * blockDim.y) out[row * n + j] = in[row * n + j] / total[0];
+}
+
 // each thread moves its own pointer: not a row's place, the same for every thread
 __global__ void thread_rebase_kernel(float* out, const float* in, int n) {
   __shared__ float total;
