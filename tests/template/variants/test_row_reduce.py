@@ -171,6 +171,7 @@ def test_pointers_moved_to_the_row_before_the_loops_stay_moved() -> None:
         ("thread_exit_kernel", "leaves the kernel early on `threadIdx.x>=n`, not the same for every thread"),
         ("ragged_exit_kernel", "leaves the kernel early on `lengths[blockIdx.x]==0`, which reads memory"),
         ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
+        ("scaled_exit_kernel", "reads memory after the early return, where the rows that leave would read it"),
         ("thread_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
         ("rows_along_y_kernel", "derives a value the loops read from the thread index"),
     ],

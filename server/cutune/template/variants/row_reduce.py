@@ -1032,6 +1032,9 @@ class _Rewriter:
             if names & used:
                 if {"threadIdx", "blockDim"} & self._idents(s) or "threadIdx" in self.compact(s):
                     self.refuse("derives a value the loops read from the thread index", s)
+                if any(e.start_byte < s.start_byte for e in self.exits) and _reads(self, s):
+                    # the rewrite runs the prologue for the rows that left too: a read there may be out of bounds
+                    self.refuse("reads memory after the early return, where the rows that leave would read it", s)
                 kept.append(s)
                 used |= self._idents(s)
         return list(reversed(kept))

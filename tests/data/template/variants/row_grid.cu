@@ -136,6 +136,19 @@ __global__ void thread_exit_kernel(float* out, const float* in, int n) {
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
 }
 
+// a per-row scale read past the early return: the rows that leave must not read it
+__global__ void scaled_exit_kernel(float* out, const float* in, const float* row_scale, int rows, int n) {
+  __shared__ float total;
+  if (blockIdx.x >= rows) return;
+  const float scale = row_scale[blockIdx.x];
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] * scale / total;
+}
+
 // the exit reads memory (a per-row length): the rewrite does not prove it the same for every thread
 __global__ void ragged_exit_kernel(float* out, const float* in, const int* lengths, int n) {
   __shared__ float total;
