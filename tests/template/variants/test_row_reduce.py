@@ -140,6 +140,13 @@ def test_a_block_uniform_early_return_leaves_the_row_undone() -> None:
     assert body.index("const int row = cutune_row;") < body.index("cutune_row_ok = cutune_row_in")
 
 
+def test_a_block_uniform_guard_around_the_rest_is_the_early_return_it_stands_for() -> None:
+    _, body = _data("row_grid.cu", "guarded_softmax_kernel")
+    assert "const bool cutune_row_ok = cutune_row_in && !(!(row < rows));" in body
+    assert "m = cutune_rr_allreduce<ROW_THREADS>(m, cutune_rr_max{}" in body
+    assert "s = cutune_rr_allreduce<ROW_THREADS>(s, cutune_rr_sum{}" in body
+
+
 def test_a_three_dimensional_grid_keeps_its_other_axes() -> None:
     # one row per block: blockIdx.y/z and gridDim mean what they meant in the original launch
     _, body = _data("row_grid.cu", "head_softmax_kernel")
@@ -242,6 +249,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("row_grid.cu", "head_softmax_kernel", ["head_softmax_kernel<1, 256, 4>"]),
         ("row_grid.cu", "strided_scale_kernel", ["strided_scale_kernel<1, 128, 8>"]),
         ("row_grid.cu", "warp_grid_rms_norm_kernel", ["warp_grid_rms_norm_kernel<__half, 1, 256, 8>"]),
+        ("row_grid.cu", "guarded_softmax_kernel", ["guarded_softmax_kernel<1, 128, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:

@@ -215,6 +215,14 @@ class RowReduce(Transform):
         if k.has_errors:
             self.refuse("the kernel has syntax errors tree-sitter could not parse")
         src = KernelSource(model, k)
+        guarded = _guarded_rest(src)
+        if guarded is not None:  # `if (row < rows) { rest }` last: the early return it is, checked as any
+            statement, cond, rest = guarded
+            edits = EditList(src.data)
+            edits.replace(
+                statement.start_byte, statement.end_byte, f"if (!({node_text(src.data, cond)})) return;\n{rest}"
+            )
+            return self.apply(parse_source(apply_edits(model.text, edits.edits), model.path), kernel, spec)
         rows = _persistent_rows(src)
         if rows is None:
             return _Rewriter(self, src, spec).variant()
@@ -1168,6 +1176,22 @@ class _Rewriter:
         grid = self.spec.grid if self.spec is not None else ("num_rows",)
         first = f"ceil_div({grid[0]}, {ROWS})" if rows else grid[0]
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"))
+
+
+def _guarded_rest(src: KernelSource) -> tuple[Node, Node, str] | None:
+    """For a body that is declarations and then `if (cond) { rest }` with no else and no row loop before it: the
+    if statement, its condition and the text of rest; else None."""
+    statements = [c for c in src.body.named_children if c.type != "comment"]
+    if not statements or any(s.type != "declaration" for s in statements[:-1]):
+        return None
+    last = statements[-1]
+    then = last.child_by_field_name("consequence")
+    if last.type != "if_statement" or last.child_by_field_name("alternative") is not None or then is None:
+        return None
+    if then.type != "compound_statement" or not descendants(then, "for_statement"):
+        return None
+    cond = _condition(last)
+    return (last, cond, node_text(src.data, then)[1:-1]) if cond is not None else None
 
 
 def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:

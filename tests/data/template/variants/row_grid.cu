@@ -174,3 +174,28 @@ __global__ void persistent_exit_kernel(float* out, const float* in, int rows, in
     for (int j = threadIdx.x; j < n; j += blockDim.x) out[r * n + j] = in[r * n + j] / total;
   }
 }
+
+// the spare blocks of a padded grid skip the whole row: the early return written as a guard around the rest
+__global__ void guarded_softmax_kernel(float* __restrict__ out, const float* __restrict__ in, int rows, int cols) {
+  __shared__ float red[32];
+  const int row = blockIdx.x;
+  if (row < rows) {
+    const float* x = in + static_cast<long long>(row) * cols;
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, x[c]);
+    for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+    __syncthreads();
+    float top = red[0];
+    for (int w = 1; w < blockDim.x / 32; ++w) top = fmaxf(top, red[w]);
+    __syncthreads();
+    float s = 0.f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) s += __expf(x[c] - top);
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = s;
+    __syncthreads();
+    float total = red[0];
+    for (int w = 1; w < blockDim.x / 32; ++w) total += red[w];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) out[static_cast<long long>(row) * cols + c] = __expf(x[c] - top) / total;
+  }
+}
