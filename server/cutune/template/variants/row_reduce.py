@@ -10,7 +10,8 @@ update (`acc += e`, `acc = fmaxf(acc, e)`), and the values computed from the red
 as written, runs it over ROW_VEC elements of each thread's packs, and replaces each reduction by an
 all-reduce after which every thread computes the values itself, so no broadcast is needed.
 
-Around that shape it also reads: a block-uniform `if (row >= rows) return;` before the first row loop (the block
+Around that shape it also reads: a block-uniform `if (row >= rows) return;` before the first row loop, or
+`if (row < rows) { ... }` around the rest (the block
 stays, its row undone, since every thread must reach the all-reduces); rows placed by blockIdx.y/z and gridDim
 (one row per block then: sharing a block would change gridDim.x); pointer parameters moved to the row before the
 loops (`x += row * stride;`); and row loops over a 2-D block's threads in order
