@@ -39,7 +39,7 @@ from cutune.tune.options import SelectionOptions, TuneOptions  # noqa: E402
 SPECS = ROOT / "benchmarks" / "corpus_specs"
 COMPILER = "auto"  # what tune uses: NVRTC, and nvcc where NVRTC cannot compile
 SLOW = 60.0
-# ten kernels in one short GPU step: 3 finalists, 3 selection and 3 confirmation rounds, one fresh-input re-check
+# eleven kernels in one short GPU step: 3 finalists, 3 selection and 3 confirmation rounds, one fresh-input re-check
 # of each finalist (every candidate is still checked against the original); no compute-sanitizer pass
 QUICK = TuneOptions(
     workspace=ROOT, selection=SelectionOptions(top_k=3, rounds=3, confirm_rounds=3, verify_seeds=1), sanitize=False
@@ -71,6 +71,7 @@ TABLE = [
     Entry("RMSNorm", "llama.cpp", f"{LLAMA}/norm.cu", "rms_norm_f32", "llama_rms_norm.tune.toml"),
     Entry("gather", "llama.cpp", f"{LLAMA}/getrows.cu", "k_get_rows_float", "llama_get_rows.tune.toml"),
     Entry("LayerNorm", "llama.cpp", f"{LLAMA}/norm.cu", "norm_f32", "llama_layer_norm.tune.toml"),
+    Entry("L2Norm", "llama.cpp", f"{LLAMA}/norm.cu", "l2_norm_f32", "llama_l2_norm.tune.toml"),
     Entry("quantisation", "llama.cpp", f"{LLAMA}/quantize.cu", "quantize_q8_1", "llama_quantize_q8_1.tune.toml"),
     Entry(
         "fused add + RMSNorm",

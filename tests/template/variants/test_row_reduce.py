@@ -132,6 +132,64 @@ def test_refuses_with_its_reason(kernel: str, reason: str) -> None:
     assert reason in refused.value.reason
 
 
+def test_a_block_uniform_early_return_leaves_the_row_undone() -> None:
+    # the block stays for the reductions (every thread must reach them); its row is neither read nor written
+    _, body = _data("row_grid.cu", "padded_rms_norm_kernel")
+    assert "return" not in body
+    assert "const bool cutune_row_ok = cutune_row_in && !(row >= num_rows);" in body
+    assert body.index("const int row = cutune_row;") < body.index("cutune_row_ok = cutune_row_in")
+
+
+def test_a_block_uniform_guard_around_the_rest_is_the_early_return_it_stands_for() -> None:
+    _, body = _data("row_grid.cu", "guarded_softmax_kernel")
+    assert "const bool cutune_row_ok = cutune_row_in && !(!(row < rows));" in body
+    assert "m = cutune_rr_allreduce<ROW_THREADS>(m, cutune_rr_max{}" in body
+    assert "s = cutune_rr_allreduce<ROW_THREADS>(s, cutune_rr_sum{}" in body
+
+
+def test_a_three_dimensional_grid_keeps_its_other_axes() -> None:
+    # one row per block: blockIdx.y/z and gridDim mean what they meant in the original launch
+    _, body = _data("row_grid.cu", "head_softmax_kernel")
+    assert "const int rows = gridDim.x;" in body and "blockIdx.z * batch_stride + blockIdx.y * head_stride" in body
+    assert "const unsigned int cutune_row = blockIdx.x;" in body and "threadIdx.y" not in body
+
+
+def test_a_two_dimensional_block_numbered_in_order_becomes_one_line_of_threads() -> None:
+    # dim3(32, warps): threadIdx.y picks a warp of the same row; the variant launches ROW_THREADS along x instead
+    path = DATA / "row_grid.cu"
+    variant = RowReduce().apply(parse_source(path.read_text(), str(path)), "warp_grid_rms_norm_kernel", None)
+    code = "\n".join(line for line in variant.body.splitlines() if not line.startswith("//"))
+    assert "threadIdx.y" not in code and "blockDim" not in code
+    assert "ss = cutune_rr_allreduce<ROW_THREADS>(ss, cutune_rr_sum{}, cutune_red0_0);" in variant.body
+    assert "const float scale = rsqrtf(ss / hidden + eps);" in variant.body
+    assert variant.launch is not None and variant.launch.block == ("ROW_THREADS", "1")
+
+
+def test_pointers_moved_to_the_row_before_the_loops_stay_moved() -> None:
+    _, body = _data("row_grid.cu", "strided_scale_kernel")
+    assert "in += blockIdx.y * channel_stride + cutune_row * row_stride;" in body
+    assert body.index("out += ") < body.index("cutune_rr_load")
+    assert "amax = cutune_rr_allreduce<ROW_THREADS>(amax, cutune_rr_max{}" in body
+
+
+@pytest.mark.parametrize(
+    ("kernel", "reason"),
+    [
+        ("thread_exit_kernel", "leaves the kernel early on `threadIdx.x>=n`, not the same for every thread"),
+        ("ragged_exit_kernel", "leaves the kernel early on `lengths[blockIdx.x]==0`, which reads memory"),
+        ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
+        ("scaled_exit_kernel", "reads memory after the early return, where the rows that leave would read it"),
+        ("thread_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
+        ("rows_along_y_kernel", "derives a value the loops read from the thread index"),
+    ],
+)
+def test_refuses_an_exit_or_a_move_it_cannot_prove_block_uniform(kernel: str, reason: str) -> None:
+    path = DATA / "row_grid.cu"
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(parse_source(path.read_text(), str(path)), kernel, None)
+    assert reason in refused.value.reason
+
+
 def test_refuses_an_elementwise_kernel() -> None:
     path = SAMPLES / "silu_and_mul.cu"
     with pytest.raises(TransformRefused, match=r"starts elsewhere than at threadIdx\.x"):
@@ -187,6 +245,11 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("layer_norm.cu", "layer_norm_kernel", ["layer_norm_kernel<1, 256, 4>", "layer_norm_kernel<1, 32, 8>"]),
         ("softmax.cu", "softmax_kernel", ["softmax_kernel<256, 1, 128, 8>", "softmax_kernel<256, 1, 1024, 4>"]),
         ("rms_norm_shfl.cu", "rms_norm_shfl_kernel", ["rms_norm_shfl_kernel<float, 1, 64, 4>"]),
+        ("row_grid.cu", "padded_rms_norm_kernel", ["padded_rms_norm_kernel<256, 1, 128, 4>"]),
+        ("row_grid.cu", "head_softmax_kernel", ["head_softmax_kernel<1, 256, 4>"]),
+        ("row_grid.cu", "strided_scale_kernel", ["strided_scale_kernel<1, 128, 8>"]),
+        ("row_grid.cu", "warp_grid_rms_norm_kernel", ["warp_grid_rms_norm_kernel<__half, 1, 256, 8>"]),
+        ("row_grid.cu", "guarded_softmax_kernel", ["guarded_softmax_kernel<1, 128, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:

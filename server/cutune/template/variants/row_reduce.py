@@ -9,6 +9,13 @@ update (`acc += e`, `acc = fmaxf(acc, e)`), and the values computed from the red
 `s_variance = rsqrtf(...)` of thread 0, broadcast through shared memory). The rewrite keeps every loop body
 as written, runs it over ROW_VEC elements of each thread's packs, and replaces each reduction by an
 all-reduce after which every thread computes the values itself, so no broadcast is needed.
+
+Around that shape it also reads: a block-uniform `if (row >= rows) return;` before the first row loop, or
+`if (row < rows) { ... }` around the rest (the block
+stays, its row undone, since every thread must reach the all-reduces); rows placed by blockIdx.y/z and gridDim
+(one row per block then: sharing a block would change gridDim.x); pointer parameters moved to the row before the
+loops (`x += row * stride;`); and row loops over a 2-D block's threads in order
+(`threadIdx.y * blockDim.x + threadIdx.x`, stepping by `blockDim.x * blockDim.y`), which the new 1-D block replaces.
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ SHORT_ROW_BYTES = 128 * 16
 _SPACE = re.compile(r"\s+")
 _OPS = {"sum": "cutune_rr_sum", "max": "cutune_rr_max", "min": "cutune_rr_min"}
 _MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
+# the count a loop over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`) steps by
+_FLAT_STEPS = ("blockDim.x*blockDim.y", "blockDim.y*blockDim.x")
 _INTEGRAL = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "int64_t", "uint64_t", "long", "size_t"}
 
 HELPERS = """\
@@ -164,6 +173,7 @@ class _Loop:
     writes: set[int] = field(default_factory=set)
     blind_writes: set[int] = field(default_factory=set)  # written only conditionally: load first
     updates: dict[str, str] = field(default_factory=dict)  # accumulator → op
+    flat: bool = False  # over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`)
 
 
 @dataclass
@@ -206,6 +216,14 @@ class RowReduce(Transform):
         if k.has_errors:
             self.refuse("the kernel has syntax errors tree-sitter could not parse")
         src = KernelSource(model, k)
+        guarded = _guarded_rest(src)
+        if guarded is not None:  # `if (row < rows) { rest }` last: the early return it is, checked as any
+            statement, cond, rest = guarded
+            edits = EditList(src.data)
+            edits.replace(
+                statement.start_byte, statement.end_byte, f"if (!({node_text(src.data, cond)})) return;\n{rest}"
+            )
+            return self.apply(parse_source(apply_edits(model.text, edits.edits), model.path), kernel, spec)
         rows = _persistent_rows(src)
         if rows is None:
             return _Rewriter(self, src, spec).variant()
@@ -213,6 +231,9 @@ class RowReduce(Transform):
         loop, var, bound = rows
         body = loop.child_by_field_name("body")
         assert body is not None
+        for node in descendants(body, "return_statement"):
+            # one row per block would make it leave only its row; in the loop it leaves every later row too
+            self.refuse(f"leaves the kernel inside the persistent row loop (line {src.line(node)})")
         inner = node_text(src.data, body)[1:-1] if body.type == "compound_statement" else node_text(src.data, body)
         edits = EditList(src.data)
         edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
@@ -260,15 +281,24 @@ class _Rewriter:
         self.reduced: set[str] = set()
         self.lengths: list[int] = []  # the row length at each spec size, when the spec tells
         self.rows_arg = ""  # the argument counting rows, when rows may share a block
-        self.thread_names = {"threadIdx.x"} | {  # with the locals that only rename it (`int tid = threadIdx.x;`)
-            self.text(_declared(d))
-            for decl in src.body.named_children
-            if decl.type == "declaration"
-            for d in decl.children_by_field_name("declarator")
-            if d.type == "init_declarator" and self.compact(d.child_by_field_name("value")) == "threadIdx.x"
-        }
+        self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
+        self.rebases: dict[Node, str] = {}  # prologue `ptr += offset;` of a pointer parameter → the pointer
+        self.thread_names = {"threadIdx.x"} | self._renames({"threadIdx.x"})  # `int tid = threadIdx.x;`
+        ys = {"threadIdx.y"} | self._renames({"threadIdx.y"})
+        flat = {f for x in self.thread_names for y in ys for f in _flat_forms(x, y)}
+        self.flat_names = flat | self._renames(flat)  # `const int tid = threadIdx.y * blockDim.x + threadIdx.x;`
 
     # --- reading ---------------------------------------------------------------------------------------------
+
+    def _renames(self, values: set[str]) -> set[str]:
+        """The top-level locals declared as one of `values` (compact text)."""
+        return {
+            self.text(_declared(d))
+            for decl in self.src.body.named_children
+            if decl.type == "declaration"
+            for d in decl.children_by_field_name("declarator")
+            if d.type == "init_declarator" and self.compact(d.child_by_field_name("value")) in values
+        }
 
     def text(self, node: Node | None) -> str:
         return node_text(self.src.data, node) if node is not None else ""
@@ -284,11 +314,17 @@ class _Rewriter:
 
     def variant(self) -> Variant:
         body = self.src.body
-        self._check_whole_body(body)
         statements = [c for c in body.named_children if c.type != "comment"]
+        self.exits = [s for s in statements if self._is_exit(s)]
         loops = [(i, loop) for i, s in enumerate(statements) if (loop := self._row_loop(s)) is not None]
+        self._check_whole_body(body, flat=any(loop.flat for _, loop in loops))
         if not loops:
             self.refuse("no block-stride loop over a row (`for (i = threadIdx.x; i < n; i += blockDim.x)`)")
+        for s in self.exits:
+            if statements.index(s) > loops[0][0]:
+                self.refuse("leaves the kernel after the first row loop; the rewrite needs every thread there", s)
+        if len({loop.flat for _, loop in loops}) > 1:
+            self.refuse("some row loops run over threadIdx.x and others over the whole 2-D block")
         bounds = {self.compact(loop.bound) for _, loop in loops}
         if len(bounds) > 1:
             self.refuse(f"the row loops run to different lengths ({', '.join(sorted(bounds))})")
@@ -316,17 +352,71 @@ class _Rewriter:
             self.refuse("no block-wide reduction between the row loops: not a row reduction")
         return self._emit(prologue, [loop for _, loop in loops], segments)
 
-    def _check_whole_body(self, body: Node) -> None:
+    def _check_whole_body(self, body: Node, flat: bool) -> None:
         for call in descendants(body, "call_expression"):
             name = self.compact(call.child_by_field_name("function"))
             if name.startswith("atomic"):
                 self.refuse(f"updates memory with {name}: atomics do not survive a change of thread layout", call)
+        exits = {r.start_byte for s in self.exits for r in descendants(s, "return_statement")}
         for node in descendants(body, "return_statement", "goto_statement"):
-            self.refuse("leaves the kernel early; the rewrite needs every thread at each reduction", node)
+            if node.start_byte not in exits:
+                self.refuse("leaves the kernel early; the rewrite needs every thread at each reduction", node)
         for node in descendants(body, "field_expression"):
             text = self.compact(node)
-            if text in ("blockIdx.y", "blockIdx.z", "threadIdx.y", "threadIdx.z") or text.startswith("gridDim."):
-                self.refuse(f"uses {text}: rows are not one block each along x", node)
+            # threadIdx.y only numbers the row's threads (in a flat index) or its warps (in the reductions, rewritten)
+            if text == "threadIdx.z" or (text == "threadIdx.y" and not flat):
+                self.refuse(f"uses {text}: the threads of a row are not one row of the block along x", node)
+
+    def _is_exit(self, s: Node) -> bool:
+        """Whether `s` is `if (cond) return;` whose condition every thread of the block evaluates alike (it reads
+        only blockIdx, gridDim, parameters the kernel never writes and locals computed from those): the whole block
+        leaves, so the rewrite keeps the block and leaves its row undone instead. A refusal when it is an early
+        return the rewrite cannot prove block-uniform."""
+        if s.type != "if_statement":
+            return False
+        cond, then = s.child_by_field_name("condition"), s.child_by_field_name("consequence")
+        if cond is None or then is None or self.compact(then) not in ("return;", "{return;}"):
+            return False
+        if s.child_by_field_name("alternative") is not None:
+            self.refuse("leaves the kernel early on one branch only", s)
+        uniform = self._uniform_names(s)
+        shown = self.compact(_condition(s))
+        for node in _reads(self, cond):
+            self.refuse(f"leaves the kernel early on `{shown}`, which reads memory or calls", node)
+        for node in descendants(cond, "field_expression"):
+            if self.compact(node.child_by_field_name("argument")) not in ("blockIdx", "gridDim"):
+                self.refuse(f"leaves the kernel early on `{shown}`, not the same for every thread", node)
+        fields = {self.text(f.child_by_field_name("field")) for f in descendants(cond, "field_expression")}
+        for ident in descendants(cond, "identifier"):
+            if self.text(ident) not in uniform | fields | {"blockIdx", "gridDim"}:
+                self.refuse(
+                    f"leaves the kernel early on `{self.text(ident)}`, not known to be the same for every thread", s
+                )
+        return True
+
+    def _uniform_names(self, before: Node) -> set[str]:
+        """Parameters the body never writes and the top-level locals declared before `before` from block-uniform
+        values only (blockIdx, gridDim, such parameters and locals; no memory reads, no calls)."""
+        body = self.src.body
+        written = written_names(self.src, body)
+        names = {p for p in self.params if p not in written}
+        for d in body.named_children:
+            if d.start_byte >= before.start_byte:
+                break
+            if d.type != "declaration" or any(self.text(c) == "__shared__" for c in d.children):
+                continue
+            reads = _reads(self, d)
+            fields = descendants(d, "field_expression")
+            if reads or any(
+                self.compact(f.child_by_field_name("argument")) not in ("blockIdx", "gridDim") for f in fields
+            ):
+                continue
+            declared = {self.text(i) for i in _declared_all(d)}
+            known = names | declared | {self.text(f.child_by_field_name("field")) for f in fields}
+            if self._idents(d) - known - {"blockIdx", "gridDim"}:
+                continue
+            names |= declared - written
+        return names
 
     def _starts_at_thread(self, loop: Node) -> bool:
         init = loop.child_by_field_name("initializer")
@@ -334,7 +424,7 @@ class _Rewriter:
         if init is not None and init.type == "declaration":
             decl = init.child_by_field_name("declarator")
             value = decl.child_by_field_name("value") if decl is not None else None
-        return value is not None and self.compact(value) in self.thread_names
+        return value is not None and self.compact(value) in self.thread_names | self.flat_names
 
     def _row_loop(self, node: Node) -> _Loop | None:
         """The statement as a block-stride row loop; None when it is not one; a refusal when it almost is."""
@@ -351,11 +441,11 @@ class _Rewriter:
                 var = self.compact(decl.child_by_field_name("declarator"))
                 var_type = self.text(init.child_by_field_name("type") or init)
                 value = self.compact(decl.child_by_field_name("value"))
-                var = var if value in self.thread_names else ""
+                var = var if value in self.thread_names | self.flat_names else ""
         elif (
             init is not None
             and init.type == "assignment_expression"
-            and self.compact(init.child_by_field_name("right")) in self.thread_names
+            and self.compact(init.child_by_field_name("right")) in self.thread_names | self.flat_names
         ):
             var = self.compact(init.child_by_field_name("left"))
         if not var or cond is None or body is None or cond.type != "binary_expression":
@@ -366,13 +456,19 @@ class _Rewriter:
         ):
             self.refuse(f"the row loop's condition is not `{var} < length`", node)
         step = self.compact(update)
-        if step not in (f"{var}+=blockDim.x", f"{var}={var}+blockDim.x"):
-            self.refuse(f"the row loop steps by `{step}`, not by blockDim.x", node)
+        start = init.child_by_field_name("right") if init is not None else None
+        if init is not None and init.type == "declaration":
+            decl = init.child_by_field_name("declarator")
+            start = decl.child_by_field_name("value") if decl is not None else None
+        flat = self.compact(start) in self.flat_names
+        strides = _FLAT_STEPS if flat else ("blockDim.x",)
+        if step not in {f"{var}{op}{by}" for by in strides for op in ("+=", f"={var}+")}:
+            self.refuse(f"the row loop steps by `{step}`, not by {strides[0]} (the threads it starts from)", node)
         bound = cond.child_by_field_name("right")
         assert bound is not None
         if "threadIdx" in self.compact(bound):
             self.refuse("the row length depends on the thread", node)
-        return _Loop(node, var, var_type, bound, body)
+        return _Loop(node, var, var_type, bound, body, flat=flat)
 
     def _collect_shared(self, body: Node) -> None:
         for decl in descendants(body, "declaration"):
@@ -391,10 +487,35 @@ class _Rewriter:
                     ident = _declared(d)
                     if ident is not None:
                         self.decls[self.text(ident)] = (s, _type_of(self, s))
-            elif s.type in ("alias_declaration", "type_definition", "preproc_call") or self._is_sync(s):
+            elif (
+                s.type in ("alias_declaration", "type_definition", "preproc_call")
+                or self._is_sync(s)
+                or s in self.exits
+            ):
                 continue
+            elif (name := self._rebased(s)) is not None:
+                self.rebases[s] = name
             else:
                 self.refuse("does work before the first row loop that the rewrite cannot place", s)
+
+    def _rebased(self, s: Node) -> str | None:
+        """The pointer parameter `s` moves to its row (`x += row * stride;`, the same for every thread); else None."""
+        expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+        if expr is None or expr.type != "assignment_expression":
+            return None
+        left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
+        name = self.compact(left)
+        param = self.params.get(name)
+        if param is None or "*" not in param.type or right is None or left is None or left.type != "identifier":
+            return None
+        if self.text(expr.child_by_field_name("operator")) not in ("+=", "-="):
+            return None
+        if _reads(self, right) or {
+            "threadIdx",
+            "blockDim",
+        } & self._idents(right):
+            return None
+        return name
 
     def _is_sync(self, node: Node) -> bool:
         return node.type == "expression_statement" and self.compact(node) == "__syncthreads();"
@@ -532,7 +653,8 @@ class _Rewriter:
         grew = True
         while grew:
             grew = False
-            for name, (decl, _) in self.decls.items():
+            moved = [(name, decl) for name, (decl, _) in self.decls.items()] + [(n, s) for s, n in self.rebases.items()]
+            for name, decl in moved:
                 if name not in rows and self._idents(decl) & rows:
                     rows.add(name)
                     grew = True
@@ -783,17 +905,19 @@ class _Rewriter:
         rows_arg = self.rows_arg = self._rows_arg()
         rows = ROWS if rows_arg else "1"
         self._mark("field_expression", "blockIdx.x", "cutune_row")
+        ok = "cutune_row_in" if self.exits else "cutune_row_ok"
         out = [
             f"// cutune row_reduce: {THREADS} threads per row, {rows} rows per block, {VEC} elements per access;",
             "// the row stays in registers between the loops when its length is a compile-time constant that fits",
             f"const unsigned int cutune_row = blockIdx.x * {rows} + threadIdx.y;"
             if rows_arg
             else "const unsigned int cutune_row = blockIdx.x;",
-            f"const bool cutune_row_ok = static_cast<int>(cutune_row) < {rows_arg};"
-            if rows_arg
-            else "const bool cutune_row_ok = true;",
+            f"const bool {ok} = static_cast<int>(cutune_row) < {rows_arg};" if rows_arg else f"const bool {ok} = true;",
         ]
         out += [self._render(s) for s in self._live_prologue(prologue, loops, segments)]
+        if self.exits:  # the block stays for the reductions; its row is left undone as the original leaves it
+            stays = " && ".join(f"!({self._render(cond)})" for s in self.exits if (cond := _condition(s)) is not None)
+            out.append(f"const bool cutune_row_ok = {ok} && {stays};")
         out += [
             f"constexpr int cutune_len_ct = {ct or 0};",
             f"const int cutune_len = {self._render(loops[0].bound)};",
@@ -839,6 +963,10 @@ class _Rewriter:
         several rows per block can help: some row is short, or the spec does not tell how long rows are."""
         spec = self.spec
         if spec is None or len(spec.grid) != 1:
+            return ""
+        # rows share a block only where blockIdx.x alone picks the row: the shared grid has fewer blocks along x
+        other = {"blockIdx.y", "blockIdx.z", "gridDim.x", "gridDim.y", "gridDim.z"}
+        if any(self.compact(n) in other for n in descendants(self.src.body, "field_expression")):
             return ""
         if self.lengths and min(self.lengths) * self._elem_bytes() >= SHORT_ROW_BYTES:
             return ""
@@ -900,14 +1028,22 @@ class _Rewriter:
             used |= {r.acc for r in seg.reductions}
             for v in seg.values:
                 used |= v.deps | {v.name}
+        for s in self.exits:
+            used |= self._idents(_condition(s))
         kept: list[Node] = []
         for s in reversed(prologue):
-            if s.type != "declaration" or s in self.shared.values():
+            if s in self.rebases:
+                names = {self.rebases[s]}
+            elif s.type != "declaration" or s in self.shared.values():
                 continue
-            names = {self.text(i) for i in _declared_all(s)}
+            else:
+                names = {self.text(i) for i in _declared_all(s)}
             if names & used:
                 if {"threadIdx", "blockDim"} & self._idents(s) or "threadIdx" in self.compact(s):
                     self.refuse("derives a value the loops read from the thread index", s)
+                if any(e.start_byte < s.start_byte for e in self.exits) and _reads(self, s):
+                    # the rewrite runs the prologue for the rows that left too: a read there may be out of bounds
+                    self.refuse("reads memory after the early return, where the rows that leave would read it", s)
                 kept.append(s)
                 used |= self._idents(s)
         return list(reversed(kept))
@@ -1043,6 +1179,22 @@ class _Rewriter:
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"))
 
 
+def _guarded_rest(src: KernelSource) -> tuple[Node, Node, str] | None:
+    """For a body that is declarations and then `if (cond) { rest }` with no else and no row loop before it: the
+    if statement, its condition and the text of rest; else None."""
+    statements = [c for c in src.body.named_children if c.type != "comment"]
+    if not statements or any(s.type != "declaration" for s in statements[:-1]):
+        return None
+    last = statements[-1]
+    then = last.child_by_field_name("consequence")
+    if last.type != "if_statement" or last.child_by_field_name("alternative") is not None or then is None:
+        return None
+    if then.type != "compound_statement" or not descendants(then, "for_statement"):
+        return None
+    cond = _condition(last)
+    return (last, cond, node_text(src.data, then)[1:-1]) if cond is not None else None
+
+
 def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
     """For a body that is declarations and then `for (int r = blockIdx.x; r < R; r += gridDim.x) {...}` (rows
     over a persistent grid, r and R unchanged inside): the loop, r and R; else None."""
@@ -1075,6 +1227,27 @@ def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
     if var in written or set(re.findall(r"[A-Za-z_]\w*", bound)) & written:
         return None
     return loop, var, bound
+
+
+def _flat_forms(x: str, y: str) -> set[str]:
+    """The spellings (compact) of thread y * blockDim.x + x: a 2-D block's threads numbered in order."""
+    return {f"{y}*blockDim.x+{x}", f"{x}+{y}*blockDim.x", f"blockDim.x*{y}+{x}", f"{x}+blockDim.x*{y}"}
+
+
+def _reads(w: _Rewriter, node: Node | None) -> list[Node]:
+    """The memory reads and calls in an expression (a static_cast is neither): what may differ between threads or
+    change under them."""
+    found = descendants(node, "call_expression", "subscript_expression", "pointer_expression") if node else []
+    return [n for n in found if not (n.type == "call_expression" and w.compact(n).startswith("static_cast<"))]
+
+
+def _condition(statement: Node) -> Node | None:
+    """An if statement's condition without its parentheses."""
+    cond = statement.child_by_field_name("condition")
+    if cond is not None and cond.type in ("condition_clause", "parenthesized_expression"):
+        inner = cond.child_by_field_name("value") or next(iter(cond.named_children), None)
+        return inner if inner is not None else cond
+    return cond
 
 
 def _merge(old: str | None, new: str | None, acc: str, w: _Rewriter, node: Node) -> str | None:
