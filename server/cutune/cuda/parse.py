@@ -160,6 +160,12 @@ class _Facts:
     def launches(self, kernel: str | None = None) -> tuple[LaunchSite, ...]:
         return tuple(lc.site for lc in self._launches if kernel is None or lc.kernel == kernel)
 
+    def launch_configs(self) -> tuple[tuple[int, int, int], ...]:
+        data = self._data
+        return tuple(
+            (*trim(data, c.start_byte, c.end_byte), slot) for lc in self._launches for slot, c in enumerate(lc.config)
+        )
+
     @_paused
     def literals(self, kernel: str | None = None) -> tuple[TunableLiteral, ...]:
         kernels = self._kernels if kernel is None else tuple(self._named(kernel))
