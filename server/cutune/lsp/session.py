@@ -64,6 +64,7 @@ class Session:
         self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
         self._asked: dict[str, str] = {}  # the kernel each document's last code actions were asked for
         self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
+        self._made: dict[tuple[str, str], tuple[KernelView, list[Offer] | None]] = {}  # each kernel's last offers
         # each document's lenses, and the analysis or outline and the jobs they were made from
         self._lenses: dict[str, tuple[object, frozenset[str], Serialized]] = {}
         # analyses run one at a time in their own thread; requests' own work in another, never behind them
@@ -167,6 +168,7 @@ class Session:
         self._outlines.pop(uri, None)
         self._lenses.pop(uri, None)
         self._asked.pop(uri, None)
+        self._made = {k: v for k, v in self._made.items() if k[0] != uri}
         for target in (uri, self._spec_uris.pop(uri, None)):
             if target is not None:
                 self._publish(target, [])
@@ -212,8 +214,15 @@ class Session:
         if analysis is None or view is None:
             return []
         self._asked[analysis.uri] = view.kernel.name
+        offers = self._kernel_offers(analysis, view)
+        earlier = self._made.get((analysis.uri, view.kernel.name))
+        if not offers.done() and earlier is not None:
+            # an earlier version's offers at once: their edits name the version they were made for, which the
+            # editor refuses to apply to another
+            view, found = earlier
+            return [] if found is None else actions_for(view, found, params)
         try:
-            found = await asyncio.wait_for(asyncio.shield(self._kernel_offers(analysis, view)), self.ACTIONS_WAIT_S)
+            found = await asyncio.wait_for(asyncio.shield(offers), self.ACTIONS_WAIT_S)
         except TimeoutError:
             return []
         return [] if found is None else actions_for(view, found, params)
@@ -225,7 +234,15 @@ class Session:
         if offers is None or (offers.done() and offers.exception() is not None):
             self._offers = {k: f for k, f in self._offers.items() if k[:2] == key[:2]}  # older versions' go
             offers = self._offers[key] = self._requests.run(lambda: kernel_offers(analysis, view))
+            offers.add_done_callback(lambda done: self._keep_offers(analysis, view, done))
         return offers
+
+    def _keep_offers(
+        self, analysis: DocumentAnalysis, view: KernelView, done: asyncio.Future[list[Offer] | None]
+    ) -> None:
+        """Remember a kernel's last offers made, for the requests of later versions until theirs are made."""
+        if not done.cancelled() and done.exception() is None and analysis.uri in self._analyses:
+            self._made[(analysis.uri, view.kernel.name)] = (view, done.result())
 
     def code_lenses(self, uri: str) -> Serialized | None:
         """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
