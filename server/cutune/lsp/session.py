@@ -14,6 +14,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from cutune.agent.settings import api_key_from_env
+from cutune.cuda.parse import collector_paused
 from cutune.errors import CutuneError
 from cutune.lsp import lenses
 from cutune.lsp.actions import Offer, actions_for, kernel_offers
@@ -258,6 +259,11 @@ class Session:
         cached = self._lenses[uri] = (source, tuning, self._render_lenses(uri, source, tuning))
         return cached[2]
 
+    def _paused_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
+        """The lenses, made with the collector paused (as the analysis they follow)."""
+        with collector_paused():
+            return self._render_lenses(uri, source, tuning)
+
     def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
         states = self._lens_states(uri, source, tuning)
         return serialized([lens for state in states for lens in lenses.kernel_lenses(uri, state)])
@@ -313,12 +319,13 @@ class Session:
         if path is None:
             return
         specified = specified_kernels(path)
+        stored = self.results.stored(path)
         for header in source.headers:
             yield KernelLensState(
                 header.name,
                 header.line,
                 header.templatized,
-                self.results.get(path, header.name),
+                self.results.get(path, header.name, stored),
                 False,
                 False,
                 header.name in tuning,
@@ -342,10 +349,13 @@ class Session:
         text, version, results = document.source, document.version, self.results
 
         def work() -> tuple[DocumentAnalysis, Serialized, list[types.Diagnostic]]:
-            analysis = analyze(uri, path, text, version, results, stop.is_set)
-            found = document_diagnostics(analysis, stop.is_set)
-            published = serialized_diagnostics(uri, found)
-            return analysis, published, spec_diagnostics(analysis)
+            # the collector paused throughout, not only while the model is built: with a large file's model
+            # alive, the collections the views and diagnostics trigger took half of a 200,000-line analysis
+            with collector_paused():
+                analysis = analyze(uri, path, text, version, results, stop.is_set)
+                found = document_diagnostics(analysis, stop.is_set)
+                published = serialized_diagnostics(uri, found)
+                return analysis, published, spec_diagnostics(analysis)
 
         try:
             analysis, published, in_spec = await self._analyser.run(work)
@@ -363,7 +373,7 @@ class Session:
         # the lenses after the diagnostics, in the same thread: until they are made, the last ones are answered
         tuning = self.jobs.kernels(uri)
         try:
-            lens_text = await self._analyser.run(lambda: self._render_lenses(uri, analysis, tuning))
+            lens_text = await self._analyser.run(lambda: self._paused_lenses(uri, analysis, tuning))
         except Exception:
             log.exception("cannot make the lenses of %s", uri)
             return analysis
