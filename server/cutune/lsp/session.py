@@ -259,10 +259,18 @@ class Session:
         cached = self._lenses[uri] = (source, tuning, self._render_lenses(uri, source, tuning))
         return cached[2]
 
-    def _paused_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
-        """The lenses, made with the collector paused (as the analysis they follow)."""
+    def _paused_lenses(
+        self, uri: str, source: DocumentAnalysis, tuning: frozenset[str], stop: threading.Event
+    ) -> Serialized:
+        """An analysis's lenses, made with the collector paused (as the analysis); raises Cancelled once a newer
+        version is to be analysed (it makes its own: these would hold its analysis back)."""
         with collector_paused():
-            return self._render_lenses(uri, source, tuning)
+            made = []
+            for state in self._lens_states(uri, source, tuning):
+                if stop.is_set():
+                    raise Cancelled(f"lenses of {uri} version {source.version}")
+                made += lenses.kernel_lenses(uri, state)
+            return serialized(made)
 
     def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
         states = self._lens_states(uri, source, tuning)
@@ -373,14 +381,18 @@ class Session:
         # the lenses after the diagnostics, in the same thread: until they are made, the last ones are answered
         tuning = self.jobs.kernels(uri)
         try:
-            lens_text = await self._analyser.run(lambda: self._paused_lenses(uri, analysis, tuning))
+            lens_text = await self._analyser.run(lambda: self._paused_lenses(uri, analysis, tuning, stop))
+        except Cancelled:
+            return analysis
         except Exception:
             log.exception("cannot make the lenses of %s", uri)
             return analysis
         if self._analyses.get(uri) is analysis:
             self._lenses[uri] = (analysis, tuning, lens_text)
         asked = analysis.view(self._asked.get(uri, ""))
-        if asked is not None:  # the kernel at the cursor: its actions are likely asked for next
+        # the kernel at the cursor: its actions are likely asked for next (unless a newer version is on its way:
+        # making them would hold back its analysis)
+        if asked is not None and not stop.is_set():
             self._kernel_offers(analysis, asked)
         self.refresh_lenses()
         return analysis
