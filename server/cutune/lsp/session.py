@@ -226,6 +226,10 @@ class Session:
             found = await asyncio.wait_for(asyncio.shield(offers), self.ACTIONS_WAIT_S)
         except TimeoutError:
             return []
+        except asyncio.CancelledError:
+            if not offers.cancelled():
+                raise  # the request itself was cancelled
+            return []  # a newer version's request replaced them
         return [] if found is None else actions_for(view, found, params)
 
     def _kernel_offers(self, analysis: DocumentAnalysis, view: KernelView) -> asyncio.Future[list[Offer] | None]:
@@ -233,6 +237,9 @@ class Session:
         key = (analysis.uri, analysis.version, view.kernel.name)
         offers = self._offers.get(key)
         if offers is None or (offers.done() and offers.exception() is not None):
+            for k, f in self._offers.items():
+                if k[0] == key[0] and k[1] != key[1]:
+                    f.cancel()  # an older version's, not begun: skipped (it would hold back the analyses)
             self._offers = {k: f for k, f in self._offers.items() if k[:2] == key[:2]}  # older versions' go
             offers = self._offers[key] = self._requests.run(lambda: kernel_offers(analysis, view))
             offers.add_done_callback(lambda done: self._keep_offers(analysis, view, done))
