@@ -427,3 +427,12 @@ def test_check_shows_its_progress_on_a_terminal(tmp_path: Path, monkeypatch: pyt
     assert res.exit_code == 0, res.output
     shown = terminal.getvalue()
     assert "compiling configurations of merge_attn_states_kernel for sm_90" in shown and "3/3" in shown
+
+
+@pytest.mark.parametrize("command", [[], ["tune"], ["check"], ["capture"], ["agent"], ["serve"]])
+def test_help_names_arguments_plainly_and_shows_no_type_on_flags(command: list[str]) -> None:
+    res = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "<bool>" not in res.output and "{" not in res.output
+    if command in (["tune"], ["check"]):
+        assert f"{command[0]} [OPTIONS] FILE" in res.output

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 from rich.syntax import Syntax
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from cutune.cli_render.output import OutputFormat, console, print_json, print_table, user_text
 from cutune.errors import CutuneError, NoGpuError
@@ -34,7 +35,41 @@ if TYPE_CHECKING:
     from cutune.tune.search import Progress as SearchProgress
 
 T = TypeVar("T")
+
+
+def _plain(params: list[Any]) -> list[Any]:
+    """Parameters as help shows them usually: `FILE` for an argument, a flag without its type."""
+    for param in params:
+        if isinstance(param, TyperArgument) and param.metavar is None:
+            param.metavar = (param.name or "").upper()
+        elif isinstance(param, TyperOption) and param.is_flag:
+            param.metavar = ""  # the flag says it all (typer shows its type, <bool>)
+    return params
+
+
+class Command(TyperCommand):
+    """A command whose help reads as usual: `FILE` in the usage line, no `<bool>` beside a flag."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The command's parameters (help included), shown plainly."""
+        return _plain(super().get_params(ctx))
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """The usage line's pieces, a required argument bare (typer wraps it in braces)."""
+        pieces = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
+
+class Group(TyperGroup):
+    """The command group, its help shown as its commands' is."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The group's parameters (help included), shown plainly."""
+        return _plain(super().get_params(ctx))
+
+
 app = typer.Typer(
+    cls=Group,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
@@ -115,7 +150,7 @@ def _user_errors() -> Iterator[None]:
         _fail(f"cannot use{where}: {e.strerror or e}{hint if STATE_DIR in str(e.filename) else ''}")
 
 
-@app.command()
+@app.command(cls=Command)
 def kernels(file: FileArg, output_format: FormatOpt = OutputFormat.TABLE) -> None:
     """List the kernels of a file, their launch sites and their hard-coded tunable choices."""
     from cutune.cli_render.kernels import kernels_json, render_kernels
@@ -133,7 +168,7 @@ def kernels(file: FileArg, output_format: FormatOpt = OutputFormat.TABLE) -> Non
         err.print(f"[yellow]{user_text(path)}:{issue.span.start.line + 1}: {user_text(issue.message)}[/]")
 
 
-@app.command()
+@app.command(cls=Command)
 def templatize(
     file: FileArg,
     kernel: KernelOpt,
@@ -227,7 +262,7 @@ def _variant_winners(ctx: KernelContext, combined: Combined, result: TuneResult,
         out.print("`--apply-variant` (or `cutune apply --write`) writes it into the file.")
 
 
-@app.command()
+@app.command(cls=Command)
 def check(
     file: FileArg,
     kernel: KernelOpt,
@@ -307,7 +342,7 @@ def _cache_dir(ctx: KernelContext) -> Path | None:
     return cache
 
 
-@app.command()
+@app.command(cls=Command)
 def tune(
     file: FileArg,
     kernel: KernelOpt,
@@ -464,7 +499,7 @@ def _human_output(output_format: OutputFormat) -> Iterator[None]:
         out = kept
 
 
-@app.command()
+@app.command(cls=Command)
 def worker(
     storage: Annotated[str, typer.Option(help="The study's storage: journal:/shared/file, or an RDB URL.")],
     study: Annotated[str | None, typer.Option(help="The study (default: the only cutune study there).")] = None,
@@ -576,7 +611,7 @@ def _wait(done: threading.Event, interrupted: Callable[[], None]) -> None:
             interrupted()
 
 
-@app.command()
+@app.command(cls=Command)
 def apply(
     file: FileArg,
     kernel: KernelOpt,
@@ -605,7 +640,7 @@ def apply(
         out.print(f"build it with {' '.join(applied.flags)} too: compile flags cannot be written into the source")
 
 
-@app.command()
+@app.command(cls=Command)
 def agent(
     file: FileArg,
     kernel: KernelOpt,
@@ -718,7 +753,7 @@ def _compile_only_variants(ctx: KernelContext, arch: str) -> None:
         out.print(f"[dim]transform {r.recipe} refused: {user_text(r.reason)}[/]")
 
 
-@app.command()
+@app.command(cls=Command)
 def capture(
     command: Annotated[
         list[str] | None, typer.Argument(help="The program to run, after `--` (e.g. -- python bench.py).")
@@ -768,7 +803,7 @@ def capture(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=Command)
 def serve(
     tcp: Annotated[str | None, typer.Option(help="HOST:PORT to listen on instead of stdio (debugging).")] = None,
 ) -> None:

@@ -23,3 +23,16 @@ def test_a_cancelled_tune_claims_no_verdict(tmp_path: Path) -> None:
     text = console.export_text()
     assert "no significant gain" not in text and "keeping it" not in text
     assert "stopped before any configuration was verified: no verdict" in text
+
+
+def test_a_run_reports_the_configurations_it_measured_itself(tmp_path: Path) -> None:
+    # a study others measured in too (earlier here; tests/tune/test_parallel.py races workers at once)
+    cancel = threading.Event()
+    options = TuneOptions(workspace=tmp_path, budget=Budget(trials=100), search=SearchOptions(seed=1))
+    tune(make_job(), FakeBackend(cancel_after=(8, cancel)), options, cancel=cancel)
+    result = tune(make_job(), FakeBackend(), options)
+    console = Console(width=200, record=True)
+    console.print(render_result(result))
+    text = console.export_text()
+    assert f"{result.trials} configurations measured in " in text
+    assert f", {result.trials - 8} of them by this run, 8 by earlier runs (" in text

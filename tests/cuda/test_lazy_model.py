@@ -44,3 +44,18 @@ def test_a_file_of_many_kernels_builds_only_the_one_asked_for() -> None:
     assert [lit.value for lit in model.literals_of("k7")] == [128]
     assert "kernels" not in model.__dict__ and "launches" not in model.__dict__ and "literals" not in model.__dict__
     assert len(model.kernels) == 300
+
+
+def test_launch_configs_are_the_launch_sites_configuration_spans() -> None:
+    configs = [
+        c
+        for p in FILES
+        for c in parse_source(p.read_text(encoding="utf-8", errors="replace"), f"{p}:configs").launch_configs
+    ]
+    sites = [
+        (span.start_byte, span.end_byte, slot)
+        for p in FILES
+        for site in parse_source(p.read_text(encoding="utf-8", errors="replace"), f"{p}:sites").launches
+        for slot, span in enumerate(site.config_spans)
+    ]
+    assert len(configs) > 40 and configs == sites

@@ -27,7 +27,7 @@ from cutune.tune.liveness import is_stale
 from cutune.tune.options import Budget, Liveness, SearchOptions, TuneOptions
 from cutune.tune.parallel import join, parse_devices
 from cutune.tune.plan import StudyPlan, from_json, plan_for, read_plan, to_json, write_plan
-from cutune.tune.search import run_search
+from cutune.tune.search import SearchOutcome, run_search
 from cutune.tune.space import Feasibility, feasible_configs
 from cutune.tune.study import WORKER, open_study, study_key
 from tests.tune.fake_backend import DEVICE, SPACE, SPEC, FakeBackend, make_job
@@ -205,6 +205,7 @@ def test_threads_racing_on_one_journal_measure_each_configuration_once(options: 
     backends = [PacedFakeBackend(seed=i) for i in range(4)]
     barrier = threading.Barrier(len(backends))
     errors: list[BaseException] = []
+    outcomes: list[SearchOutcome] = []
 
     def work(i: int, budget: Budget) -> None:
         backend = backends[i]
@@ -212,7 +213,8 @@ def test_threads_racing_on_one_journal_measure_each_configuration_once(options: 
         study = open_study(key, options.storage())  # each worker its own storage object
         barrier.wait()
         try:
-            run_search(study, backend, check, feasible, budget, SearchOptions(sampler="tpe", seed=1), queue_start=i / 4)
+            options_ = SearchOptions(sampler="tpe", seed=1)
+            outcomes.append(run_search(study, backend, check, feasible, budget, options_, queue_start=i / 4))
         except BaseException as e:
             errors.append(e)
 
@@ -231,6 +233,8 @@ def test_threads_racing_on_one_journal_measure_each_configuration_once(options: 
     # as the baseline of its objectives on its own device
     workers = sum(1 for b in backends if b.calls)
     assert 1 <= sum(c == default for b in backends for c in b.calls) <= workers
+    # each reports what it measured itself, not the whole study's count
+    assert sum(o.own for o in outcomes) == 30 and all(o.measured == 30 for o in outcomes)
 
 
 def test_the_plan_round_trips_through_json() -> None:

@@ -105,9 +105,8 @@ def _caption(result: TuneResult) -> list[str]:
         )
     lines.extend(_check_lines(result))
     failures = ", ".join(f"{n} {reason}" for reason, n in sorted(result.failures.items())) or "none"
-    resumed = f", resuming {result.resumed_trials} measured by earlier runs" if result.resumed_trials else ""
     lines.append(
-        f"{result.trials} configurations measured in {result.search_seconds:.0f} s{resumed} "
+        f"{result.trials} configurations measured in {result.search_seconds:.0f} s{_shared(result)} "
         f"({result.sampler}, stopped: {result.stop}); failed: {failures}"
     )
     if result.phases:
@@ -116,6 +115,18 @@ def _caption(result: TuneResult) -> list[str]:
     if result.importances:
         lines.append("importance: " + ", ".join(f"{k} {v:.0%}" for k, v in result.importances.items()))
     return lines
+
+
+def _shared(result: TuneResult) -> str:
+    """Which of the study's configurations this run measured, where others measured some too."""
+    if result.own_trials is None:
+        return f", resuming {result.resumed_trials} measured by earlier runs" if result.resumed_trials else ""
+    at_once = result.trials - result.own_trials - result.resumed_trials
+    if not result.resumed_trials and at_once <= 0:
+        return ""
+    others = [f"{result.resumed_trials} by earlier runs"] if result.resumed_trials else []
+    others += [f"{at_once} by other workers at the same time"] if at_once > 0 else []
+    return f", {result.own_trials} of them by this run, {' and '.join(others)}"
 
 
 def _check_lines(result: TuneResult) -> list[str]:

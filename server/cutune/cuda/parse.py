@@ -64,7 +64,7 @@ _MODELS_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Python's cycle collector off while a model is built: the build allocates hundreds of thousands of
     small acyclic objects, and the collections they trigger took a third of a 50,000-line file's build."""
     was_enabled = gc.isenabled()
@@ -82,11 +82,11 @@ def _model(text: str, path: str | None) -> SourceModel:
 
 
 def _paused(build: Callable[_P, _T]) -> Callable[_P, _T]:
-    """A build step run with the cycle collector paused (see `_collector_paused`)."""
+    """A build step run with the cycle collector paused (see `collector_paused`)."""
 
     @functools.wraps(build)
     def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        with _collector_paused():
+        with collector_paused():
             return build(*args, **kwargs)
 
     return run
@@ -159,6 +159,12 @@ class _Facts:
 
     def launches(self, kernel: str | None = None) -> tuple[LaunchSite, ...]:
         return tuple(lc.site for lc in self._launches if kernel is None or lc.kernel == kernel)
+
+    def launch_configs(self) -> tuple[tuple[int, int, int], ...]:
+        data = self._data
+        return tuple(
+            (*trim(data, c.start_byte, c.end_byte), slot) for lc in self._launches for slot, c in enumerate(lc.config)
+        )
 
     @_paused
     def literals(self, kernel: str | None = None) -> tuple[TunableLiteral, ...]:

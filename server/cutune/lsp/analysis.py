@@ -91,11 +91,12 @@ def analyze(
     model = parse_source(text, str(path))
     analysis = DocumentAnalysis(uri, path, version, model)
     structs = {t.name: t for t in model.types}
+    stored = results.stored(path)
     views = []
     for k in model.kernels:
         if stop():
             raise Cancelled(f"analysis of {uri} version {version}")
-        views.append(_view(analysis, k, structs.get(tuning_name(k.name)), results.get(path, k.name)))
+        views.append(_view(analysis, k, structs.get(tuning_name(k.name)), results.get(path, k.name, stored)))
     analysis.kernels = tuple(views)
     return analysis
 

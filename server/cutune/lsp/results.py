@@ -45,12 +45,21 @@ class ResultStore:
             workspace = self._workspaces[source.parent] = workspace_dir(source)
         return result_path(workspace / STATE_DIR, str(source), kernel)
 
-    def get(self, source: Path, kernel: str) -> TuneResult | None:
-        """The stored result of a kernel, or None (unreadable files are logged and count as none)."""
+    def stored(self, source: Path) -> frozenset[str]:
+        """The kernels of `source` that have a result file: one listing for a whole file's kernels (most kernels
+        of a large file have none)."""
         folder = self._folders.get(source)
         if folder is None:
             folder = self._folders[source] = self.path(source, "").parent
-        if f"{source.stem}.{kernel}.json" not in self._names(folder):  # most kernels of a large file: no result
+        prefix, suffix = f"{source.stem}.", ".json"
+        return frozenset(
+            n[len(prefix) : -len(suffix)] for n in self._names(folder) if n.startswith(prefix) and n.endswith(suffix)
+        )
+
+    def get(self, source: Path, kernel: str, stored: frozenset[str] | None = None) -> TuneResult | None:
+        """The stored result of a kernel, or None (unreadable files are logged and count as none); `stored` is
+        what `stored(source)` said, where the caller looks at many kernels."""
+        if kernel not in (self.stored(source) if stored is None else stored):
             return None
         path = self.path(source, kernel)
         try:

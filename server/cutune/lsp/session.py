@@ -14,6 +14,7 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from cutune.agent.settings import api_key_from_env
+from cutune.cuda.parse import collector_paused
 from cutune.errors import CutuneError
 from cutune.lsp import lenses
 from cutune.lsp.actions import Offer, actions_for, kernel_offers
@@ -64,6 +65,7 @@ class Session:
         self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
         self._asked: dict[str, str] = {}  # the kernel each document's last code actions were asked for
         self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
+        self._made: dict[tuple[str, str], tuple[KernelView, list[Offer] | None]] = {}  # each kernel's last offers
         # each document's lenses, and the analysis or outline and the jobs they were made from
         self._lenses: dict[str, tuple[object, frozenset[str], Serialized]] = {}
         # analyses run one at a time in their own thread; requests' own work in another, never behind them
@@ -167,6 +169,7 @@ class Session:
         self._outlines.pop(uri, None)
         self._lenses.pop(uri, None)
         self._asked.pop(uri, None)
+        self._made = {k: v for k, v in self._made.items() if k[0] != uri}
         for target in (uri, self._spec_uris.pop(uri, None)):
             if target is not None:
                 self._publish(target, [])
@@ -212,10 +215,21 @@ class Session:
         if analysis is None or view is None:
             return []
         self._asked[analysis.uri] = view.kernel.name
+        offers = self._kernel_offers(analysis, view)
+        earlier = self._made.get((analysis.uri, view.kernel.name))
+        if not offers.done() and earlier is not None:
+            # an earlier version's offers at once: their edits name the version they were made for, which the
+            # editor refuses to apply to another
+            view, found = earlier
+            return [] if found is None else actions_for(view, found, params)
         try:
-            found = await asyncio.wait_for(asyncio.shield(self._kernel_offers(analysis, view)), self.ACTIONS_WAIT_S)
+            found = await asyncio.wait_for(asyncio.shield(offers), self.ACTIONS_WAIT_S)
         except TimeoutError:
             return []
+        except asyncio.CancelledError:
+            if not offers.cancelled():
+                raise  # the request itself was cancelled
+            return []  # a newer version's request replaced them
         return [] if found is None else actions_for(view, found, params)
 
     def _kernel_offers(self, analysis: DocumentAnalysis, view: KernelView) -> asyncio.Future[list[Offer] | None]:
@@ -223,9 +237,20 @@ class Session:
         key = (analysis.uri, analysis.version, view.kernel.name)
         offers = self._offers.get(key)
         if offers is None or (offers.done() and offers.exception() is not None):
+            for k, f in self._offers.items():
+                if k[0] == key[0] and k[1] != key[1]:
+                    f.cancel()  # an older version's, not begun: skipped (it would hold back the analyses)
             self._offers = {k: f for k, f in self._offers.items() if k[:2] == key[:2]}  # older versions' go
             offers = self._offers[key] = self._requests.run(lambda: kernel_offers(analysis, view))
+            offers.add_done_callback(lambda done: self._keep_offers(analysis, view, done))
         return offers
+
+    def _keep_offers(
+        self, analysis: DocumentAnalysis, view: KernelView, done: asyncio.Future[list[Offer] | None]
+    ) -> None:
+        """Remember a kernel's last offers made, for the requests of later versions until theirs are made."""
+        if not done.cancelled() and done.exception() is None and analysis.uri in self._analyses:
+            self._made[(analysis.uri, view.kernel.name)] = (view, done.result())
 
     def code_lenses(self, uri: str) -> Serialized | None:
         """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
@@ -240,6 +265,19 @@ class Session:
             return None
         cached = self._lenses[uri] = (source, tuning, self._render_lenses(uri, source, tuning))
         return cached[2]
+
+    def _paused_lenses(
+        self, uri: str, source: DocumentAnalysis, tuning: frozenset[str], stop: threading.Event
+    ) -> Serialized:
+        """An analysis's lenses, made with the collector paused (as the analysis); raises Cancelled once a newer
+        version is to be analysed (it makes its own: these would hold its analysis back)."""
+        with collector_paused():
+            made = []
+            for state in self._lens_states(uri, source, tuning):
+                if stop.is_set():
+                    raise Cancelled(f"lenses of {uri} version {source.version}")
+                made += lenses.kernel_lenses(uri, state)
+            return serialized(made)
 
     def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
         states = self._lens_states(uri, source, tuning)
@@ -296,12 +334,13 @@ class Session:
         if path is None:
             return
         specified = specified_kernels(path)
+        stored = self.results.stored(path)
         for header in source.headers:
             yield KernelLensState(
                 header.name,
                 header.line,
                 header.templatized,
-                self.results.get(path, header.name),
+                self.results.get(path, header.name, stored),
                 False,
                 False,
                 header.name in tuning,
@@ -325,10 +364,13 @@ class Session:
         text, version, results = document.source, document.version, self.results
 
         def work() -> tuple[DocumentAnalysis, Serialized, list[types.Diagnostic]]:
-            analysis = analyze(uri, path, text, version, results, stop.is_set)
-            found = document_diagnostics(analysis, stop.is_set)
-            published = serialized_diagnostics(uri, found)
-            return analysis, published, spec_diagnostics(analysis)
+            # the collector paused throughout, not only while the model is built: with a large file's model
+            # alive, the collections the views and diagnostics trigger took half of a 200,000-line analysis
+            with collector_paused():
+                analysis = analyze(uri, path, text, version, results, stop.is_set)
+                found = document_diagnostics(analysis, stop.is_set)
+                published = serialized_diagnostics(uri, found)
+                return analysis, published, spec_diagnostics(analysis)
 
         try:
             analysis, published, in_spec = await self._analyser.run(work)
@@ -346,14 +388,18 @@ class Session:
         # the lenses after the diagnostics, in the same thread: until they are made, the last ones are answered
         tuning = self.jobs.kernels(uri)
         try:
-            lens_text = await self._analyser.run(lambda: self._render_lenses(uri, analysis, tuning))
+            lens_text = await self._analyser.run(lambda: self._paused_lenses(uri, analysis, tuning, stop))
+        except Cancelled:
+            return analysis
         except Exception:
             log.exception("cannot make the lenses of %s", uri)
             return analysis
         if self._analyses.get(uri) is analysis:
             self._lenses[uri] = (analysis, tuning, lens_text)
         asked = analysis.view(self._asked.get(uri, ""))
-        if asked is not None:  # the kernel at the cursor: its actions are likely asked for next
+        # the kernel at the cursor: its actions are likely asked for next (unless a newer version is on its way:
+        # making them would hold back its analysis)
+        if asked is not None and not stop.is_set():
             self._kernel_offers(analysis, asked)
         self.refresh_lenses()
         return analysis

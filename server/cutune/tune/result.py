@@ -106,6 +106,7 @@ class TuneResult:
     held_out_note: str = ""  # why no held-out size was measured, where none was
     unchecked: tuple[str, ...] = ()  # ranges between tuned sizes that no held-out size checks, in words
     resumed_trials: int = 0  # configurations an earlier run of the study had measured already
+    own_trials: int | None = None  # configurations this run measured (None: not recorded, in older results)
     search_estimate: float | None = None  # the search's best speedup, from one measurement per configuration
     rounds: tuple[int, int] = (0, 0)  # selection and confirmation rounds
     checks: str = ""  # the correctness checks beyond the spec sizes (ragged sizes, multiple_of), in words

@@ -187,6 +187,7 @@ def tune(
         held_out_note=held_out.skipped if held_out is not None else "",
         unchecked=held_out.unchecked if held_out is not None else (),
         resumed_trials=resumed,
+        own_trials=outcome.own,
         search_estimate=_search_estimate(outcome),
         rounds=(options.selection.rounds, options.selection.confirm_rounds) if selection is not None else (0, 0),
         checks="; ".join((describe_checks(job.spec, ragged_sizes(job.spec)), *device.notes)),

@@ -97,6 +97,7 @@ class SearchOutcome:
     stop: StopReason
     seconds: float  # search wall time over all runs of the study
     evaluation_s: float = 0.0  # what one evaluation cost in this run, compiling aside (median)
+    own: int = 0  # configurations this search measured (the rest: earlier runs, or workers at the same time)
 
     @property
     def measured(self) -> int:
@@ -230,6 +231,7 @@ class _Search:
         self.deadline = deadline
         self.keep_back: KeepBack = lambda _s, _n: 0.0
         self.evaluation_s: list[float] = []  # this run's evaluations: clock time less compile time
+        self.own = 0  # configurations this search measured
         self.step_s: list[float] = []  # this run's measured trials, start to end
 
     def _refresh(self, mine: int | None = None) -> bool:
@@ -331,6 +333,7 @@ class _Search:
             stop=stop,
             seconds=self.seconds,
             evaluation_s=self._evaluation_s(),
+            own=self.own,
         )
 
     def _original(self) -> TrialRecord:
@@ -481,6 +484,7 @@ class _Search:
             log.warning("trial %d was retried elsewhere (this worker was silent too long); dropped", trial.number)
             return False
         self.known[record.config] = record
+        self.own += record.measured
         return True
 
     def _tell(self, trial: optuna.Trial, record: TrialRecord) -> None:
