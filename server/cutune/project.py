@@ -112,7 +112,7 @@ def open_kernel(
     model = parse_source(text, str(p))
     k = model.kernel(kernel)
     template = templatize(model, kernel, recipes=recipes)
-    template_model = parse_source(template.source, str(p))
+    template_model = parse_source(template.source, str(p), rewrite=True)
     spec_path = spec_path_for(p)
     spec: KernelSpec | None = None
     spec_error: SpecError | None = None

@@ -26,7 +26,7 @@ def context_with(ctx: KernelContext, template: Template) -> KernelContext:
     spec = ctx.spec
     if spec is not None and spec.space is not None:
         spec = dataclasses.replace(spec, space=None)
-    model = parse_source(template.source, str(ctx.path))
+    model = parse_source(template.source, str(ctx.path), rewrite=True)
     return dataclasses.replace(ctx, template=template, template_model=model, spec=spec)
 
 

@@ -295,7 +295,7 @@ def combined_context(ctx: KernelContext, variants: Sequence[Variant]) -> KernelC
     template, spec = with_variants(ctx.template_model, ctx.kernel.name, variants, ctx.spec, base=ctx.template)
     if spec is not None and spec.space is not None:
         spec = dataclasses.replace(spec, space=None)  # the template's space replaces the spec's own
-    model = parse_source(template.source, str(ctx.path))
+    model = parse_source(template.source, str(ctx.path), rewrite=True)
     return dataclasses.replace(ctx, template=template, template_model=model, spec=spec)
 
 

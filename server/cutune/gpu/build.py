@@ -75,7 +75,7 @@ class JobBuilder:
         self.arch = arch
         self.compiler = check_choice(compiler)
         self.cache = cache
-        self.model = parse_source(job.template.source, job.source_path)
+        self.model = parse_source(job.template.source, job.source_path, rewrite=True)
         self.model.kernel(job.template.kernel)  # raises SourceError when absent
 
     def key(self, config: Config, sizes: Sequence[Mapping[str, int]]) -> tuple[BuildKey, list[str]]:

@@ -27,7 +27,7 @@ def templatize(model: SourceModel, kernel: str, *, recipes: Sequence[str] | None
     refused: list[Refusal] = []
     for recipe in _chosen(recipes):
         if current.text != draft.text:
-            current = parse_source(draft.text, model.path)
+            current = parse_source(draft.text, model.path, rewrite=True)
         try:
             result = recipe.apply(current, current.kernel(kernel), draft)
         except RecipeRefused as e:

@@ -219,7 +219,7 @@ def stored_result_path(options: TuneOptions, job: Job) -> Path:
 def _kernel_hash(job: Job) -> str:
     """The kernel's device-code hash, or "" when the template holds no such kernel to hash."""
     try:
-        return kernel_hash(parse_source(job.template.source, job.source_path), job.template.kernel)
+        return kernel_hash(parse_source(job.template.source, job.source_path, rewrite=True), job.template.kernel)
     except CutuneError:
         return ""
 

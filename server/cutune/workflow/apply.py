@@ -95,7 +95,7 @@ def apply_result(ctx: KernelContext, result: TuneResult, *, combined: Combined |
     pruned = replace(
         ctx,
         template=replace(ctx.template, source=kept, space=space),
-        template_model=parse_source(kept, str(ctx.path)),
+        template_model=parse_source(kept, str(ctx.path), rewrite=True),
     )
     applied = _written(pruned, space, _only(plan, names), _narrow(single, names), sizes, note)
     return replace(
@@ -159,5 +159,5 @@ def result_is_current(ctx: KernelContext, result: TuneResult) -> bool:
     except CutuneError:  # the space or the struct changed: not what was tuned
         return False
     if result.kernel_hash:  # per kernel: edits to other kernels or host code leave it current
-        return kernel_hash(parse_source(source, str(ctx.path)), ctx.kernel.name) == result.kernel_hash
+        return kernel_hash(parse_source(source, str(ctx.path), rewrite=True), ctx.kernel.name) == result.kernel_hash
     return text_hash(source) == result.source_hash

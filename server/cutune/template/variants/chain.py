@@ -28,7 +28,7 @@ def chain(parent: Variant, transform: Transform, model: SourceModel, kernel: str
     if parent.helpers.strip():
         edits.insert(k.span.start_byte, parent.helpers.strip() + "\n\n")
     edits.replace(k.body_span.start_byte + 1, k.body_span.end_byte - 1, "\n" + parent.body + "\n")
-    child = transform.apply(parse_source(apply_edits(model.text, edits.edits), model.path), kernel, spec)
+    child = transform.apply(parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True), kernel, spec)
     clash = {p.name for p in parent.params} & {p.name for p in child.params}
     if clash:
         raise TransformRefused(transform.name, f"on {parent.name}: both name a parameter {sorted(clash)[0]}")

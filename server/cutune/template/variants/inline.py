@@ -88,7 +88,7 @@ def inline_helpers(model: SourceModel, kernel: str, *, looping: bool = False) ->
         if depth == _DEPTH:
             refusals.append(f"helpers nested deeper than {_DEPTH} calls are not inlined")
             break
-        model = parse_source(apply_edits(model.text, edits.edits), model.path)
+        model = parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
         calls += len(edited)
     return Inlined(model, calls, tuple(dict.fromkeys(refusals)))
 

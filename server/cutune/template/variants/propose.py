@@ -49,7 +49,7 @@ def combine(
 ) -> Combined:
     """`variants` combined with the recipes' template `base` (parsed as `model`), numbered in their order."""
     template, combined_spec = with_variants(model, kernel, variants, spec, base=base)
-    parsed = model if template.source == model.text else parse_source(template.source, model.path)
+    parsed = model if template.source == model.text else parse_source(template.source, model.path, rewrite=True)
     return Combined(template, parsed, combined_spec, tuple(variants), tuple(refusals))
 
 

@@ -223,7 +223,9 @@ class RowReduce(Transform):
             edits.replace(
                 statement.start_byte, statement.end_byte, f"if (!({node_text(src.data, cond)})) return;\n{rest}"
             )
-            return self.apply(parse_source(apply_edits(model.text, edits.edits), model.path), kernel, spec)
+            return self.apply(
+                parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True), kernel, spec
+            )
         rows = _persistent_rows(src)
         if rows is None:
             return _Rewriter(self, src, spec).variant()
@@ -237,7 +239,7 @@ class RowReduce(Transform):
         inner = node_text(src.data, body)[1:-1] if body.type == "compound_statement" else node_text(src.data, body)
         edits = EditList(src.data)
         edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
-        one = parse_source(apply_edits(model.text, edits.edits), model.path)
+        one = parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
         variant = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec).variant()
         first = "const unsigned int cutune_row = blockIdx.x;"
         if first not in variant.body:

@@ -54,7 +54,7 @@ def counted_to_stride(model: SourceModel, kernel: str) -> SourceModel | str | No
             edits.replace(loop.start_byte, loop.end_byte, result)
             done.append((loop.start_byte, loop.end_byte))
     if edits.edits:
-        return parse_source(apply_edits(model.text, edits.edits), model.path)
+        return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
     return "; ".join(reasons) if reasons else None
 
 

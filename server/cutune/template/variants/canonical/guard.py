@@ -127,7 +127,7 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     edits = EditList(src.data)
     start = chunk[0].parent.start_byte if chunk is not None and chunk[0].parent is not None else index.start_byte
     edits.replace(start, region_end, text)
-    return parse_source(apply_edits(model.text, edits.edits), model.path)
+    return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
 
 
 def _checked_index(

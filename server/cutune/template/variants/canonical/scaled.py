@@ -71,7 +71,7 @@ def scaled_to_packs(model: SourceModel, kernel: str) -> SourceModel | str | None
         edits.replace(loop.start_byte, loop.end_byte, indented(text, line_indent(src.data, loop.start_byte)).lstrip())
         done.append((loop.start_byte, loop.end_byte))
     if edits.edits:
-        return parse_source(apply_edits(model.text, edits.edits), model.path)
+        return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
     return "; ".join(reasons) if reasons else None
 
 

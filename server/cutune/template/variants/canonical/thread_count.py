@@ -63,7 +63,7 @@ def block_size_strides(model: SourceModel, kernel: str) -> SourceModel | str | N
     edits = EditList(src.data)
     for s in steps:
         edits.replace(s.start_byte, s.end_byte, "blockDim.x")
-    return parse_source(apply_edits(model.text, edits.edits), model.path)
+    return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
 
 
 Count = Callable[[tuple[str, ...]], str | None]

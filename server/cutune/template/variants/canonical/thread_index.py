@@ -70,7 +70,7 @@ def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
             edits.replace(node.start_byte, node.end_byte, f"{_GROUP_BUILTINS[field.group(2)]}.{field.group(3)}")
     if not edits.edits:
         return None
-    return parse_source(apply_edits(model.text, edits.edits), model.path)
+    return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
 
 
 def _thread_blocks(src: KernelSource) -> set[str]:

@@ -47,7 +47,7 @@ def while_to_for(model: SourceModel, kernel: str) -> SourceModel | str | None:
                 edits.replace(start, end, text)
             done.append((loop.start_byte, loop.end_byte))
     if edits.edits:
-        return parse_source(apply_edits(model.text, edits.edits), model.path)
+        return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
     return "; ".join(reasons) if reasons else None
 
 
