@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.variants import BIG, measure  # noqa: E402
+from benchmarks.variants import BIG, measure, size_table  # noqa: E402
 from tests.corpus.sources import corpora  # noqa: E402
 
 from cutune.check import check_kernel  # noqa: E402
@@ -156,17 +156,7 @@ def markdown(results: list[dict[str, object]], summary: dict[str, object], devic
     for r in results:
         lines += ["", f"## {r['kind']}: {r['kernel']} ({r['file']})", ""]
         lines += [f"variants: {', '.join(v['name'] for v in r['variants']) or 'none'}", ""]  # type: ignore[attr-defined]
-        lines += [
-            "| size | MB | original µs | tuned µs | speedup | % of floor | variant |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for row in r["rows"]:  # type: ignore[attr-defined]
-            size = ", ".join(f"{k}={v}" for k, v in row["size"].items())
-            pct = "-" if row["pct_of_floor"] is None else f"{row['pct_of_floor']:.0f}"
-            lines.append(
-                f"| {size} | {row['bytes_moved'] / 1e6:.1f} | {row['original_us']:.1f} | {row['tuned_us']:.1f} | "
-                f"{row['speedup']:.2f}× | {pct} | {row['variant']} |"
-            )
+        lines += size_table(r["rows"])  # type: ignore[arg-type]
     return "\n".join(lines) + "\n"
 
 

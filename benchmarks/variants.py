@@ -21,6 +21,7 @@ import math
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 
@@ -121,19 +122,24 @@ def markdown(samples: list[dict[str, object]], device: str, date: str) -> str:
             bar = f"geomean {s['geomean']:.2f}×; no regression: {'yes' if s['never_slower'] else 'NO'}"
         lines += ["", f"## {s['kernel']} ({s['file']})", "", bar, ""]
         lines.append(f"variants: {', '.join(v['name'] for v in s['variants']) or 'none'}; trials {s['trials']}")  # type: ignore[attr-defined]
-        lines += [
-            "",
-            "| size | MB | original µs | tuned µs | speedup | % of floor | variant |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in s["rows"]:  # type: ignore[attr-defined]
-            size = ", ".join(f"{k}={v}" for k, v in r["size"].items())
-            pct = "-" if r["pct_of_floor"] is None else f"{r['pct_of_floor']:.0f}"
-            lines.append(
-                f"| {size} | {r['bytes_moved'] / 1e6:.1f} | {r['original_us']:.1f} | {r['tuned_us']:.1f} | "
-                f"{r['speedup']:.2f}× | {pct} | {r['variant']} |"
-            )
+        lines += ["", *size_table(s["rows"])]  # type: ignore[arg-type]
     return "\n".join(lines) + "\n"
+
+
+def size_table(rows: list[dict[str, Any]]) -> list[str]:
+    """One markdown row per size: bytes moved, original and tuned times, speedup, % of the floor, variant."""
+    lines = [
+        "| size | MB | original µs | tuned µs | speedup | % of floor | variant |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        size = ", ".join(f"{k}={v}" for k, v in r["size"].items())
+        pct = "-" if r["pct_of_floor"] is None else f"{r['pct_of_floor']:.0f}"
+        lines.append(
+            f"| {size} | {r['bytes_moved'] / 1e6:.1f} | {r['original_us']:.1f} | {r['tuned_us']:.1f} | "
+            f"{r['speedup']:.2f}× | {pct} | {r['variant']} |"
+        )
+    return lines
 
 
 def main() -> None:
