@@ -122,6 +122,13 @@ class Editor:
             )
         )
 
+    def close(self, uri: str) -> None:
+        """Close an open document."""
+        del self.documents[uri]
+        self.client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
+
     def text(self, uri: str) -> str:
         """An open document's current text."""
         return self.documents[uri].source
