@@ -197,7 +197,7 @@ def templatize(
         from cutune.spec import dump_kernel_spec
 
         out.print(f"\n[bold]the kernel's spec[/] ({ctx.spec_path.name}, used by check and tune):")
-        out.print(Syntax(dump_kernel_spec(ctx.spec), "toml", theme="ansi_dark"))
+        out.print(Syntax(dump_kernel_spec(ctx.spec, ctx.spec_path.parent), "toml", theme="ansi_dark"))
     else:
         out.print(f"\n[bold]drafted spec[/] ({ctx.spec_path.name}):")
         out.print(Syntax(res.spec_text, "toml", theme="ansi_dark"))

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cutune.cuda.headers import project_include_dirs
 from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, SpecError
@@ -54,6 +55,7 @@ class KernelContext:
         kernel = self.template_model.kernel(self.kernel.name)
         launches = self.template_model.launches_of(kernel.name)
         spec = draft_spec(kernel, launches[0] if launches else None, self.template.space, self.template_model)
+        spec = replace(spec, include_dirs=project_include_dirs(self.path))
         # specialised size arguments are renamed in the kernel (d → d_rt): the spec keeps the user's names
         renamed = {
             runtime_param(p.arg): p.arg for p in self.template.space.params if p.binding is Binding.SPECIALIZE and p.arg
@@ -144,7 +146,7 @@ def templatize_file(
     """Templatize one kernel; with `write`, rewrite the file and create its spec when it has none."""
     ctx = open_kernel(path, kernel, recipes=recipes)
     diff = unified_diff(ctx.model.text, ctx.template.source, ctx.path.name)
-    spec_text = dump_kernel_spec(ctx.drafted_spec())
+    spec_text = dump_kernel_spec(ctx.drafted_spec(), ctx.spec_path.parent)
     wrote_source = wrote_spec = False
     if write:
         if ctx.template.source != ctx.model.text:

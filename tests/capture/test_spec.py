@@ -235,3 +235,29 @@ def test_a_launch_whose_parameter_sizes_differ_from_the_source_is_named(workspac
     outcome = specs_from_log(read_log(log), workspace)
     assert outcome.kernels == ()
     assert "hidden_size is 8 bytes at the launch, 4 as `const int`" in outcome.errors[0]
+
+
+def test_a_kernel_name_defined_in_two_files_matches_the_one_with_the_launched_parameters(tmp_path: Path) -> None:
+    # a training copy and an inference copy of one op, as projects keep them: same name, other parameters
+    (tmp_path / "a_training.cu").write_text(
+        "__global__ void fused_bias_act(const float* in, const float* bias, float* out, int n, int iters) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = in[i] + bias[i % iters];\n}\n"
+        "void launch_a(const float* in, const float* b, float* out, int n) {\n"
+        "  fused_bias_act<<<(n + 255) / 256, 256>>>(in, b, out, n, 4);\n}\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "b_inference.cu").write_text(
+        "__global__ void fused_bias_act(float* inout, const float* bias, int n, int width) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) inout[i] += bias[i % width];\n}\n"
+        "void launch_b(float* io, const float* b, int n, int width) {\n"
+        "  fused_bias_act<<<(n + 255) / 256, 256>>>(io, b, n, width);\n}\n",
+        encoding="utf-8",
+    )
+    name = "_Z14fused_bias_actPfPKfii"
+    lines = [
+        launch(name, (-(-n // 256),), (256,), [ptr(0x1000, n * 4), ptr(0x2000, 4096 * 4), i32(n), i32(4096)], 3)
+        for n in (4096 * 8, 4096 * 64)
+    ]
+    outcome = specs_from_log(read_log(write_log(tmp_path / "l.jsonl", lines)), tmp_path)
+    [result] = outcome.kernels
+    assert result.path.name == "b_inference.cu" and not outcome.errors

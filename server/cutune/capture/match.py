@@ -74,7 +74,7 @@ def matched_launches(log: CaptureLog, kernels: dict[str, list[Path]]) -> tuple[l
     out, notes = [], []
     for launch in log.launches:
         kname = kernel_name(names[launch.name])
-        kernel = _find(kname, kernels, models)
+        kernel = _find(kname, kernels, models, launch)
         if kernel is None:
             continue
         path, k = kernel
@@ -86,17 +86,21 @@ def matched_launches(log: CaptureLog, kernels: dict[str, list[Path]]) -> tuple[l
 
 
 def _find(
-    kname: KernelName, kernels: dict[str, list[Path]], models: dict[Path, dict[str, Kernel]]
+    kname: KernelName, kernels: dict[str, list[Path]], models: dict[Path, dict[str, Kernel]], launch: LoggedLaunch
 ) -> tuple[Path, Kernel] | None:
-    """The workspace kernel a demangled name is: same name, and the same namespace where both have one."""
+    """The workspace kernel a demangled name is: same name, and the same namespace where both have one; where
+    files define kernels of the same name (a training and an inference copy), the one whose parameter count is
+    the launch's."""
+    found = []
     for path in kernels.get(kname.name, ()):
         if path not in models:
             _, text = read_source(path)
             models[path] = {k.name: k for k in parse_source(text, str(path)).kernels}
         k = models[path].get(kname.name)
         if k is not None and (not kname.namespace or k.namespace.endswith(kname.namespace) or not k.namespace):
-            return path, k
-    return None
+            found.append((path, k))
+    fits = [(p, k) for p, k in found if launch.params is not None and len(launch.params) == len(k.params)]
+    return (fits or found or [None])[0]
 
 
 def _read(path: Path, kernel: Kernel, kname: KernelName, launch: LoggedLaunch) -> Captured:

@@ -256,7 +256,7 @@ def write_spec(result: KernelCapture, log: CaptureLog) -> Path:
         f"# captured{where} {log.date}: sizes are the problems `{' '.join(log.command)}` launched, weights "
         f"their launch counts\n"
     )
-    table = header + dump_kernel_spec(result.spec)
+    table = header + dump_kernel_spec(result.spec, spec_path.parent)
     old = spec_path.read_text(encoding="utf-8") if spec_path.exists() else None
     spec_path.write_text(merged_table(old, result.kernel, table), encoding="utf-8")
     if result.real_inputs and log.data_dir:  # beside the snapshots' folder

@@ -63,6 +63,36 @@ def declared_names(header: Path, include_dirs: Sequence[str]) -> Declared:
     return Declared(frozenset(names), frozenset(namespaces), frozenset(torch))
 
 
+_CONVENTIONAL = ("", "include", "includes")  # where projects keep headers, under a folder above the source
+_ANCESTORS = 5  # folders above the source's own that are searched (the source's folder first)
+
+
+def project_include_dirs(source: Path) -> tuple[str, ...]:
+    """The include folders a project's build evidently passes: for each quoted `#include` (followed through the
+    headers it reaches) that resolves neither beside its includer nor in a folder found so far, the nearest folder
+    above the source, or its `include/` or `includes/`, that holds it. Absolute paths, nearest first."""
+    source = source.resolve()
+    candidates = [a / c for a in list(source.parents)[: _ANCESTORS + 1] for c in _CONVENTIONAL]
+    found: list[str] = []
+    seen: set[Path] = set()
+    todo = [source]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for target in _read(str(path), _stamp(path))[2]:
+            hit = resolve_header(target, (str(path.parent), *found))
+            if hit is None:
+                folder = next((d for d in candidates if (d / target).is_file()), None)
+                if folder is None:  # a system or generated header: the build's business
+                    continue
+                found.append(str(folder))
+                hit = (folder / target).resolve()
+            todo.append(hit)
+    return tuple(found)
+
+
 def _stamp(path: Path) -> int:
     try:
         return path.stat().st_mtime_ns

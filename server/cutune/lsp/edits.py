@@ -27,7 +27,7 @@ def spec_changes(ctx: KernelContext) -> list[DocumentChange]:
     """Create the spec file with a drafted table for the kernel, or append the table; nothing if it has one."""
     if ctx.spec is not None or ctx.spec_error is not None:
         return []
-    text = dump_kernel_spec(ctx.drafted_spec())
+    text = dump_kernel_spec(ctx.drafted_spec(), ctx.spec_path.parent)
     uri = path_uri(ctx.spec_path)
     if ctx.spec_path.exists():
         return [append_to(uri, ctx.spec_path.read_text(encoding="utf-8"), text)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 
@@ -16,8 +17,9 @@ _ARG_DEFAULTS = ArgSpec(name="", dtype="")
 TomlValue = str | int | float | bool | Sequence["TomlValue"] | Mapping[str, "TomlValue"]
 
 
-def dump_kernel_spec(spec: KernelSpec) -> str:
-    """The `[kernel.<name>]` table of a spec file, with comments; placeholders get `# TODO:` notes."""
+def dump_kernel_spec(spec: KernelSpec, base: str | os.PathLike[str] | None = None) -> str:
+    """The `[kernel.<name>]` table of a spec file, with comments; placeholders get `# TODO:` notes. Include
+    folders are written relative to `base` (the spec file's folder, which the loader resolves them against)."""
     table = f"kernel.{_key(spec.kernel)}"
     lines = [f"[{table}]"]
     if spec.template_args:
@@ -46,7 +48,8 @@ def dump_kernel_spec(spec: KernelSpec) -> str:
         lines.append(_entry("reference", spec.reference))
     if spec.bytes_moved is not None:
         lines.append(_entry("bytes_moved", spec.bytes_moved))
-    for key, value in (("flags", spec.flags), ("defines", spec.defines), ("include_dirs", spec.include_dirs)):
+    dirs = tuple(os.path.relpath(d, base) if base is not None and os.path.isabs(d) else d for d in spec.include_dirs)
+    for key, value in (("flags", spec.flags), ("defines", spec.defines), ("include_dirs", dirs)):
         if value:
             lines.append(_entry(key, value if isinstance(value, dict) else list(value)))
     if spec.includes:

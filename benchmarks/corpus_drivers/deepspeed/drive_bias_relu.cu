@@ -1,0 +1,9 @@
+// Drives DeepSpeed's csrc/transformer/inference/csrc/relu.cu through its own host launcher.
+#include "transformer/inference/csrc/relu.cu"
+
+#include "../wrap.h"
+
+CORPUS_ENTRY bias_relu(__half * input, const __half * bias, int intermediate_size, int batch_size) {
+    launch_bias_relu<__half>(input, bias, intermediate_size, batch_size, 0);
+    CORPUS_STATUS;
+}
