@@ -100,7 +100,7 @@ def _find(
         if k is not None and (not kname.namespace or k.namespace.endswith(kname.namespace) or not k.namespace):
             found.append((path, k))
     fits = [(p, k) for p, k in found if launch.params is not None and len(launch.params) == len(k.params)]
-    return (fits or found or [None])[0]
+    return next(iter(fits or found), None)
 
 
 def _read(path: Path, kernel: Kernel, kname: KernelName, launch: LoggedLaunch) -> Captured:
