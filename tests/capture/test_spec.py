@@ -201,6 +201,10 @@ def test_data_snapshots_are_listed_as_the_real_inputs_of_each_size(workspace: Pa
     header["data_dir"] = str(workspace / ".cutune" / "capture" / "data")
     text = (workspace / "l.jsonl").read_text().splitlines()
     (workspace / "l.jsonl").write_text("\n".join([json.dumps(header), *text[1:]]) + "\n")
+    data = workspace / ".cutune" / "capture" / "data" / "abc"
+    data.mkdir(parents=True)
+    for i in range(3):
+        (data / f"{i}.bin").write_bytes(bytes(range(i, i + 64)))
     [result] = specs_from_log(read_log(log), workspace).kernels
     assert set(result.real_inputs[0]) == {"input", "weight"}  # `out` is written, not read
     manifest = json.loads(
@@ -208,6 +212,12 @@ def test_data_snapshots_are_listed_as_the_real_inputs_of_each_size(workspace: Pa
     )
     assert manifest["sizes"][0]["size"] == {"num_tokens": 8, "hidden_size": 1024}
     assert manifest["sizes"][0]["inputs"]["input"].endswith("abc/1.bin")
+    # the spec names them per size (relative to itself), and tuning fills those arrays from them
+    text = (workspace / "layernorm_kernels.tune.toml").read_text(encoding="utf-8")
+    assert 'data = [".cutune/capture/data/abc/1.bin"]' in text
+    spec = load_spec(workspace / "layernorm_kernels.tune.toml").kernels["rms_norm_kernel"]
+    by_name = {a.name: a for a in spec.args}
+    assert by_name["input"].data == (str(data / "1.bin"),) and not by_name["out"].data
 
 
 ACTIVATION = SAMPLE.with_name("activation_kernels.cu")

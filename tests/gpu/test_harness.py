@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from cutune.gpu.harness import (
     make_problem,
     next_target,
     poison,
+    real_inputs,
     rotated_args,
     rotation_count,
     scalar,
@@ -201,3 +203,32 @@ def test_graph_timing_rotates_enough_input_copies_to_keep_the_l2_cold() -> None:
 def test_a_timing_mode_must_be_known() -> None:
     with pytest.raises(CutuneError, match="unknown timing 'graphs'; choose one of events, graph"):
         TimingOptions(mode="graphs")
+
+
+def test_an_array_with_the_programs_data_holds_it_at_that_size_and_random_values_elsewhere(tmp_path: Path) -> None:
+    slots = np.array([7, 3, 5, 1], dtype=np.int64)
+    (tmp_path / "slots.bin").write_bytes(slots.tobytes())
+    (tmp_path / "half.bin").write_bytes(np.arange(4, dtype=np.float32).tobytes())  # capped: half the array
+    spec = KernelSpec(
+        kernel="k",
+        args=(
+            ArgSpec("out", "float32", Role.OUT, shape=("n",)),
+            ArgSpec("slot", "int64", Role.IN, shape=("n",), data=(str(tmp_path / "slots.bin"), "")),
+            ArgSpec("x", "float32", Role.IN, shape=("n",), data=("", str(tmp_path / "half.bin"))),
+            ArgSpec("n", "int32", value="n"),
+        ),
+        sizes=({"n": 4}, {"n": 8}),
+        grid=("1",),
+        block=("n",),
+    )
+    first = make_problem(spec, {"n": 4}, RNG(0), np, guard_bytes=0)
+    assert first.pristine["slot"].tolist() == [7, 3, 5, 1]
+    second = make_problem(spec, {"n": 8}, RNG(0), np, guard_bytes=0)
+    assert second.pristine["x"][:4].tolist() == [0.0, 1.0, 2.0, 3.0] and np.all(second.pristine["x"][4:] != 0)
+    assert len(set(second.pristine["slot"].tolist())) > 1  # no data at this size: the spec's init
+    ragged = make_problem(spec, {"n": 4}, RNG(0), np, guard_bytes=0, timed=False)  # a size cutune added
+    assert ragged.pristine["slot"].tolist() != [7, 3, 5, 1]
+    assert real_inputs(spec) == (
+        "inputs from the program's own run (cutune capture --data): `slot` (1 of 2 sizes), `x` (1 of 2 sizes); "
+        "the others random"
+    )

@@ -79,6 +79,11 @@ def spec_from_captures(
     block = _fit_dims("block", basis.block, [p.block for p in problems], problems, fixed, notes)
     smem = _fit("shared_mem", basis.shared_mem, [p.smem for p in problems], problems, fixed, notes)
     merged = _merged(problems)
+    # the program's own input values at each size, where --data kept them: tuning reads them instead of random
+    kept = {name for p in merged for name in p.snapshot}
+    args = tuple(
+        replace(a, data=tuple(p.snapshot.get(a.name, "") for p in merged)) if a.name in kept else a for a in args
+    )
     spec = replace(
         basis,
         args=args,

@@ -46,6 +46,7 @@ from cutune.gpu.harness import (
     Timer,
     compare,
     make_problem,
+    real_inputs,
     rotated_args,
     rotation_count,
     summarize,
@@ -151,7 +152,8 @@ class CupyBackend(Backend):
         self._timer = Timer(self._limits.l2_bytes)
         info = device_info(self._timer, self.device, graph=job.timing.mode == "graph")
         self._rotations = {}
-        notes: list[str] = []
+        real = real_inputs(job.spec)
+        notes: list[str] = [real] if real else []
         for _ in range(RAGGED_ATTEMPTS):
             try:
                 self._problems = self._reference(job.seed)

@@ -79,6 +79,25 @@ def fill(arg: ArgSpec, shape: tuple[int, ...], rng: Any, xp: ModuleType) -> Arra
     return stored.reshape(shape)
 
 
+def fill_from(arg: ArgSpec, shape: tuple[int, ...], path: str, rng: Any, xp: ModuleType) -> Array:
+    """`arg`'s array holding the program's own values (raw bytes in `path`, as `cutune capture --data` kept
+    them) from its start; a snapshot capped short of the array leaves the rest as the spec's init fills it."""
+    values = fill(arg, shape, rng, xp)
+    flat = values.reshape(-1)
+    raw = np.fromfile(path, dtype=np.uint8)
+    n = min(flat.size, raw.size // flat.dtype.itemsize)
+    flat[:n] = xp.asarray(raw[: n * flat.dtype.itemsize].view(flat.dtype))
+    return values
+
+
+def real_inputs(spec: KernelSpec) -> str | None:
+    """What a report says about inputs from the program's run: which arrays, at how many sizes (None: none)."""
+    real = [f"`{a.name}` ({sum(1 for f in a.data if f)} of {len(spec.sizes)} sizes)" for a in spec.args if any(a.data)]
+    if not real:
+        return None
+    return "inputs from the program's own run (cutune capture --data): " + ", ".join(real) + "; the others random"
+
+
 def scalar(arg: ArgSpec, value: float | int | bool) -> np.generic:
     """A scalar kernel argument as the numpy type that makes CuPy pass it with the right C type."""
     if arg.dtype == "bfloat16":
@@ -378,6 +397,8 @@ def make_problem(
     """Allocate (inside armed guards) and fill every argument of `spec` for one problem size."""
     shapes = spec.array_shapes(size)
     values = spec.scalar_values(size)
+    # the program's own values where the capture kept them for this size (not at the ragged sizes cutune adds)
+    index = spec.sizes.index(dict(size)) if timed and dict(size) in spec.sizes else None
     pattern = guard_pattern(guard_bytes, xp)
     args: list[Any] = []
     arrays: dict[str, Array] = {}
@@ -391,7 +412,9 @@ def make_problem(
         g.arm(pattern)
         arrays[a.name] = g.array
         if a.role is not Role.OUT:
-            pristine[a.name] = fill(a, shapes[a.name], rng, xp)
+            data = a.data[index] if index is not None and a.data else ""
+            made = fill_from(a, shapes[a.name], data, rng, xp) if data else fill(a, shapes[a.name], rng, xp)
+            pristine[a.name] = made
             xp.copyto(g.array, pristine[a.name])
         args.append(g.array)
     return Problem(dict(size), spec.args, args, arrays, pristine, guarded=guarded, pattern=pattern, timed=timed)

@@ -26,7 +26,7 @@ KERNEL_KEYS = (
     "flags", "defines", "include_dirs", "includes", "constraints", "args", "params", "multiple_of",
 )  # fmt: skip
 INCLUDES_KEYS = ("drop", "substitute")
-ARG_KEYS = ("name", "dtype", "role", "shape", "value", "init", "low", "high", "scale")
+ARG_KEYS = ("name", "dtype", "role", "shape", "value", "init", "low", "high", "scale", "data")
 PARAM_KEYS = ("values", "default", "binding", "flag", "arg", "description")
 TOLERANCE_KEYS = ("rtol", "atol")
 LIMIT_NAMES = frozenset(DeviceLimits(arch="").as_names())
@@ -233,6 +233,12 @@ def _read_kernel(reader: _Reader, name: str, raw: Any) -> KernelSpec:
         line=line_of(reader.lines, at),
         lines={dotted(p[2:]): n for p, n in reader.lines.items() if p[:2] == at and len(p) > 2},
     )
+    for a in spec.args:
+        if a.data and len(a.data) != len(spec.sizes):
+            raise reader.error(
+                (*at, "args", spec.args.index(a), "data"),
+                f"{a.name!r} lists data for {len(a.data)} sizes; the spec has {len(spec.sizes)}",
+            )
     _check_every_size(spec)
     return spec
 
@@ -430,7 +436,7 @@ def _read_args(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -
             "line": line_of(reader.lines, here),
         }
         if "value" in table:
-            extra = [k for k in ("init", "low", "high", "scale") if k in table]
+            extra = [k for k in ("init", "low", "high", "scale", "data") if k in table]
             if extra:
                 raise reader.error((*here, extra[0]), f"{extra[0]} applies to arrays; scalar {name!r} has a value")
             if role is not Role.IN:
@@ -451,12 +457,25 @@ def _read_args(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -
         if init is Init.PERMUTATION and common["dtype"] not in INTEGER_DTYPES:
             raise reader.error((*here, "init"), f"init 'permutation' needs an integer dtype, not {common['dtype']!r}")
         scale = reader.number(table.get("scale", 1.0), (*here, "scale"))
-        args.append(ArgSpec(**common, shape=shape, init=init, low=low, high=high, scale=scale))
+        data = _read_data(reader, table.get("data", []), (*here, "data"), name, role)
+        args.append(ArgSpec(**common, shape=shape, init=init, low=low, high=high, scale=scale, data=data))
     if not args:
         raise reader.error(at, "args is empty: list the kernel's parameters in order")
     if not any(a.is_array and a.role is not Role.IN for a in args):
         raise reader.error(at, 'no array arg has role "out" or "inout": there is nothing to check')
     return tuple(args)
+
+
+def _read_data(reader: _Reader, value: Any, at: KeyPath, name: str, role: Role) -> tuple[str, ...]:
+    """An array's per-size data files (relative to the spec file), each present; "" where a size has none."""
+    files = reader.strings(value, at)
+    if files and role is Role.OUT:
+        raise reader.error(at, f"output {name!r} is written by the kernel: data applies to what it reads")
+    for i, f in enumerate(files):
+        path = _beside(reader.path, (f,))[0] if f else ""
+        if path and not os.path.isfile(path):
+            raise reader.error((*at, i), f"{name!r}: data file {f!r} not found (from `cutune capture --data`)")
+    return tuple(_beside(reader.path, (f,))[0] if f else "" for f in files)
 
 
 def _read_tolerance(reader: _Reader, value: Any, at: KeyPath) -> Tolerance | None:

@@ -53,6 +53,9 @@ class ArgSpec:
     low: float = -1.0
     high: float = 1.0
     scale: float = 1.0
+    # an array's values at each size, from the program's own run (`cutune capture --data`): one file of raw
+    # bytes per size, "" where none was kept; the file's bytes fill the array from its start, the spec's init the rest
+    data: tuple[str, ...] = ()
     line: int | None = None  # where it is written in the spec file (1-based)
 
     @property

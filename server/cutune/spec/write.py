@@ -48,7 +48,7 @@ def dump_kernel_spec(spec: KernelSpec, base: str | os.PathLike[str] | None = Non
         lines.append(_entry("reference", spec.reference))
     if spec.bytes_moved is not None:
         lines.append(_entry("bytes_moved", spec.bytes_moved))
-    dirs = tuple(os.path.relpath(d, base) if base is not None and os.path.isabs(d) else d for d in spec.include_dirs)
+    dirs = tuple(_relative(d, base) for d in spec.include_dirs)
     for key, value in (("flags", spec.flags), ("defines", spec.defines), ("include_dirs", dirs)):
         if value:
             lines.append(_entry(key, value if isinstance(value, dict) else list(value)))
@@ -59,13 +59,18 @@ def dump_kernel_spec(spec: KernelSpec, base: str | os.PathLike[str] | None = Non
     lines.append("# the kernel's parameters, in order: arrays have a shape, scalars a value")
     for arg in spec.args:
         lines.append(f"[[{table}.args]]")
-        lines.extend(_arg_entries(arg))
+        lines.extend(_arg_entries(arg, base))
         lines.append("")
     for param in spec.space.params if spec.space else ():
         lines.append(f"[{table}.params.{_key(param.name)}]")
         lines.extend(_param_entries(param))
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _relative(path: str, base: str | os.PathLike[str] | None) -> str:
+    """An absolute path as the spec file writes it: relative to its folder (`base`), which the loader resolves."""
+    return os.path.relpath(path, base) if base is not None and os.path.isabs(path) else path
 
 
 def _weighted(size: Mapping[str, int], weight: float | None) -> Mapping[str, TomlValue]:
@@ -75,7 +80,7 @@ def _weighted(size: Mapping[str, int], weight: float | None) -> Mapping[str, Tom
     return {**size, WEIGHT: int(weight) if float(weight).is_integer() else weight}
 
 
-def _arg_entries(arg: ArgSpec) -> list[str]:
+def _arg_entries(arg: ArgSpec, base: str | os.PathLike[str] | None) -> list[str]:
     out = [_entry("name", arg.name), _entry("dtype", arg.dtype)]
     if arg.shape is None:
         return [*out, _entry("value", arg.value or "")]
@@ -85,6 +90,9 @@ def _arg_entries(arg: ArgSpec) -> list[str]:
     for key in ("low", "high", "scale"):
         if getattr(arg, key) != getattr(_ARG_DEFAULTS, key):
             out.append(_entry(key, getattr(arg, key)))
+    if arg.data:
+        out.append("# the program's own values at each size (cutune capture --data)")
+        out.append(_entry("data", [_relative(f, base) if f else "" for f in arg.data]))
     if arg.role is Role.INOUT:
         out.append("# inout: read and written, compared after the run like an output")
     return out
