@@ -57,7 +57,7 @@ def main() -> None:
         for path in corpus.files:
             model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
             for kernel in dict.fromkeys(k.name for k in model.kernels if not k.has_errors):
-                canonical = canonicalise(model, kernel)
+                canonical = canonicalise(model, kernel, list(map(str, corpus.include_dirs)))
                 if not canonical.applied:
                     continue
                 why = compiles(canonical.model, kernel, dirs)
