@@ -22,7 +22,7 @@ from cutune.cuda.extract import extract_kernel  # noqa: E402
 from cutune.cuda.model import SourceModel  # noqa: E402
 from cutune.cuda.parse import parse_source  # noqa: E402
 from cutune.errors import CutuneError  # noqa: E402
-from cutune.gpu.nvcc import compile_resources  # noqa: E402
+from cutune.gpu.compile import compile_resources  # noqa: E402
 from cutune.template.variants.canonical import canonicalise  # noqa: E402
 
 STUBS = ROOT / "benchmarks" / "corpus_specs" / "stubs"  # cuBLAS's header, where the toolkit lacks it
