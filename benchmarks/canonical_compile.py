@@ -22,7 +22,7 @@ from cutune.cuda.extract import extract_kernel  # noqa: E402
 from cutune.cuda.model import SourceModel  # noqa: E402
 from cutune.cuda.parse import parse_source  # noqa: E402
 from cutune.errors import CutuneError  # noqa: E402
-from cutune.gpu.nvcc import compile_resources  # noqa: E402
+from cutune.gpu.compile import compile_resources  # noqa: E402
 from cutune.template.variants.canonical import canonicalise  # noqa: E402
 
 STUBS = ROOT / "benchmarks" / "corpus_specs" / "stubs"  # cuBLAS's header, where the toolkit lacks it
@@ -57,7 +57,7 @@ def main() -> None:
         for path in corpus.files:
             model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
             for kernel in dict.fromkeys(k.name for k in model.kernels if not k.has_errors):
-                canonical = canonicalise(model, kernel)
+                canonical = canonicalise(model, kernel, list(map(str, corpus.include_dirs)))
                 if not canonical.applied:
                     continue
                 why = compiles(canonical.model, kernel, dirs)

@@ -1,9 +1,10 @@
 """Generality count: every structural transform tried on every kernel of samples/ and of the production corpora
 (flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them), the way
-`cutune templatize` proposes variants (canonicalised first). Per transform: where it applied and where it refused,
-by reason; per corpus: kernels, kernels with a launch in their file, and those that get at least one variant; the
-row-reduction kernels (norms and softmax, by name) and whether row_reduce applies to each. No transform may crash:
-an unexpected exception is counted and printed as a crash.
+`cutune templatize` proposes variants (canonicalised first), with the include folders each corpus's build uses (as
+a spec's `include_dirs` names them: loop macros are looked up in the headers there). Per transform: where it
+applied and where it refused, by reason; per corpus: kernels, kernels with a launch in their file, and those that
+get at least one variant; the row-reduction kernels (norms and softmax, by name) and whether row_reduce applies to
+each. No transform may crash: an unexpected exception is counted and printed as a crash.
 
     python benchmarks/transform_report.py [--json FILE] [--corpus NAME ...]
 """
@@ -35,11 +36,11 @@ ROW_REDUCTION = re.compile(r"(?<!re)norm|softmax", re.IGNORECASE)
 NOT_ROW_REDUCTION = re.compile(r"rope|all_?reduce|lamport", re.IGNORECASE)  # rotary "rope_norm", comm kernels
 
 
-def sources(names: list[str] | None = None) -> dict[str, list[Path]]:
-    """The samples' .cu files, then each corpus's kernel files, by corpus name."""
-    found = {"samples": sorted((ROOT / "samples").rglob("*.cu"))}
+def sources(names: list[str] | None = None) -> dict[str, tuple[list[Path], list[str]]]:
+    """The samples' .cu files, then each corpus's kernel files, by corpus name, each with its include folders."""
+    found = {"samples": (sorted((ROOT / "samples").rglob("*.cu")), [])}
     for name, corpus in corpora().items():
-        found[name] = list(corpus.files)
+        found[name] = (list(corpus.files), [str(d) for d in corpus.include_dirs])
     return {k: v for k, v in found.items() if not names or k in names}
 
 
@@ -72,7 +73,7 @@ def main() -> None:
     row_kernels: list[dict[str, object]] = []
     slowest = (0.0, "")
     files = sources(args.corpus)
-    for corpus, paths in files.items():
+    for corpus, (paths, include_dirs) in files.items():
         counts = per_corpus.setdefault(corpus, Counter())
         for path in paths:
             try:
@@ -84,7 +85,7 @@ def main() -> None:
             for kernel in model.kernels:
                 start = time.perf_counter()
                 try:
-                    variants, refusals = propose_variants(model, kernel.name, None)
+                    variants, refusals = propose_variants(model, kernel.name, None, include_dirs=include_dirs)
                 except CutuneError as e:
                     crashes.append(f"{path.name}:{kernel.name}: {type(e).__name__}: {e}")
                     continue
@@ -96,7 +97,7 @@ def main() -> None:
                 origins = {v.provenance.origin for v in variants} & set(TRANSFORMS)
                 for name in origins:
                     applied[name] += 1
-                for step in canonicalise(model, kernel.name).applied:
+                for step in canonicalise(model, kernel.name, include_dirs).applied:
                     applied[f"canonical {step}"] += 1
                 for r in refusals:
                     if r.recipe not in origins:
@@ -118,7 +119,7 @@ def main() -> None:
                         }
                     )
     kernels = sum(c["kernels"] for c in per_corpus.values())
-    print(f"{kernels} kernels in {sum(len(p) for p in files.values())} files")
+    print(f"{kernels} kernels in {sum(len(p) for p, _ in files.values())} files")
     print(f"{'corpus':>10} {'kernels':>8} {'launched':>9} {'any variant':>12} {'launched+variant':>17}")
     for corpus, c in per_corpus.items():
         share = c["with_launch_any_variant"] / c["with_launch"] if c["with_launch"] else 0.0
@@ -148,7 +149,7 @@ def main() -> None:
             "device": cpu_name(),
             "date": datetime.date.today().isoformat(),
             "kernels": kernels,
-            "files": sum(len(p) for p in files.values()),
+            "files": sum(len(p) for p, _ in files.values()),
             "corpora": {k: dict(v) for k, v in per_corpus.items()},
             "launched": launched,
             "launched_with_variant": launched_variant,

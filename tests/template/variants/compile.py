@@ -21,9 +21,12 @@ def name_expressions(template: Template, spec: KernelSpec, configs: Sequence[Map
     return [instantiation(kernel, qualified, spec, template.space, Config.of(c), spec.sizes[0]) for c in configs]
 
 
-def compile_both(template: Template, expressions: Sequence[str], tmp_path: Path) -> tuple[list[str], dict[str, str]]:
-    """Compile the configurations with nvcc (entry names ptxas reports) and NVRTC (lowered names)."""
-    model = parse_source(template.source)
+def compile_both(
+    template: Template, expressions: Sequence[str], tmp_path: Path, path: Path | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """Compile the configurations with nvcc (entry names ptxas reports) and NVRTC (lowered names); `path`, the
+    file the template was made from, finds the headers beside it."""
+    model = parse_source(template.source, str(path) if path else None)
     nvcc_unit = extract_kernel(model, template.kernel, instantiations=expressions)
     nvrtc_unit = extract_kernel(model, template.kernel, instantiations=expressions, for_nvrtc=True)
     return nvcc_compiled_functions(nvcc_unit, tmp_path, "--expt-relaxed-constexpr"), nvrtc_lowered_names(nvrtc_unit)

@@ -172,9 +172,19 @@ def test_pointers_moved_to_the_row_before_the_loops_stay_moved() -> None:
     assert "amax = cutune_rr_allreduce<ROW_THREADS>(amax, cutune_rr_max{}" in body
 
 
+def test_pointers_moved_under_a_block_uniform_branch_stay_moved_by_the_whole_branch() -> None:
+    _, body = _data("row_grid.cu", "gated_rms_norm_kernel")
+    block = "if constexpr (kGated) {\n    const int gate_row = cutune_row % gate_rows;"
+    assert block in body and body.index(block) < body.index("cutune_rr_load")
+    assert "gate[g]" in body  # a read of the gate only under its branch stays there, one element at a time
+
+
 @pytest.mark.parametrize(
     ("kernel", "reason"),
     [
+        ("thread_gated_kernel", "derives a value the loops read from the thread index"),
+        ("flagged_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
+        ("optional_gate_kernel", "reads `gate[blockIdx.x*n+j]` only under a condition"),
         ("thread_exit_kernel", "leaves the kernel early on `threadIdx.x>=n`, not the same for every thread"),
         ("ragged_exit_kernel", "leaves the kernel early on `lengths[blockIdx.x]==0`, which reads memory"),
         ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
@@ -250,6 +260,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("row_grid.cu", "strided_scale_kernel", ["strided_scale_kernel<1, 128, 8>"]),
         ("row_grid.cu", "warp_grid_rms_norm_kernel", ["warp_grid_rms_norm_kernel<__half, 1, 256, 8>"]),
         ("row_grid.cu", "guarded_softmax_kernel", ["guarded_softmax_kernel<1, 128, 4>"]),
+        ("row_grid.cu", "gated_rms_norm_kernel", ["gated_rms_norm_kernel<true, 1, 128, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:

@@ -54,14 +54,20 @@ def combine(
 
 
 def propose_variants(
-    model: SourceModel, kernel: str, spec: KernelSpec | None, *, transforms: dict[str, Transform] | None = None
+    model: SourceModel,
+    kernel: str,
+    spec: KernelSpec | None,
+    *,
+    transforms: dict[str, Transform] | None = None,
+    include_dirs: Sequence[str] = (),
 ) -> tuple[list[Variant], list[Refusal]]:
     """The variants the transforms (all registered ones, or those given) make of `kernel`, and why the
-    others refused; two transforms that produce the same body keep the first."""
+    others refused; two transforms that produce the same body keep the first. Headers are looked up beside the
+    file, then in `include_dirs` and the spec's."""
     from cutune.template.variants import TRANSFORMS
 
     model.kernel(kernel)  # raises SourceError naming the kernels when absent
-    canonical = canonicalise(model, kernel)
+    canonical = canonicalise(model, kernel, (*include_dirs, *(spec.include_dirs if spec is not None else ())))
     model = canonical.model  # the transforms read the canonical forms; their bodies fit the original kernel
     variants: list[Variant] = []
     refusals: list[Refusal] = [Refusal(f"canonical {step}", reason) for step, reason in canonical.refusals]

@@ -172,6 +172,8 @@ class _Loop:
     reads: set[int] = field(default_factory=set)  # stream indices read
     writes: set[int] = field(default_factory=set)
     blind_writes: set[int] = field(default_factory=set)  # written only conditionally: load first
+    guarded_reads: dict[int, Node] = field(default_factory=dict)  # stream → a read of it made only on a condition
+    plain_reads: set[int] = field(default_factory=set)  # streams read whatever the conditions
     updates: dict[str, str] = field(default_factory=dict)  # accumulator → op
     flat: bool = False  # over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`)
 
@@ -284,7 +286,8 @@ class _Rewriter:
         self.lengths: list[int] = []  # the row length at each spec size, when the spec tells
         self.rows_arg = ""  # the argument counting rows, when rows may share a block
         self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
-        self.rebases: dict[Node, str] = {}  # prologue `ptr += offset;` of a pointer parameter → the pointer
+        # prologue `ptr += offset;` of pointer parameters (or such moves under a block-uniform `if`) → the pointers
+        self.rebases: dict[Node, frozenset[str]] = {}
         self.thread_names = {"threadIdx.x"} | self._renames({"threadIdx.x"})  # `int tid = threadIdx.x;`
         ys = {"threadIdx.y"} | self._renames({"threadIdx.y"})
         flat = {f for x in self.thread_names for y in ys for f in _flat_forms(x, y)}
@@ -495,13 +498,16 @@ class _Rewriter:
                 or s in self.exits
             ):
                 continue
-            elif (name := self._rebased(s)) is not None:
-                self.rebases[s] = name
+            elif (names := self._rebased(s)) is not None:
+                self.rebases[s] = names
             else:
                 self.refuse("does work before the first row loop that the rewrite cannot place", s)
 
-    def _rebased(self, s: Node) -> str | None:
-        """The pointer parameter `s` moves to its row (`x += row * stride;`, the same for every thread); else None."""
+    def _rebased(self, s: Node) -> frozenset[str] | None:
+        """The pointer parameters `s` moves to its row (`x += row * stride;`, the same for every thread, or such
+        moves under a block-uniform `if`, with the declarations they read); else None."""
+        if s.type == "if_statement":
+            return self._rebased_block(s)
         expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
         if expr is None or expr.type != "assignment_expression":
             return None
@@ -517,7 +523,55 @@ class _Rewriter:
             "blockDim",
         } & self._idents(right):
             return None
-        return name
+        return frozenset((name,))
+
+    def _rebased_block(self, s: Node) -> frozenset[str] | None:
+        """For `if (C) { DECLS; x += offset; ... }` (no else; C and DECLS read no memory and no thread index, so
+        every thread of a row takes the same branch): the pointers it moves; else None. Kept whole in the
+        prologue, the block moves them exactly as before."""
+        cond, body = _condition(s), s.child_by_field_name("consequence")
+        if cond is None or body is None or s.child_by_field_name("alternative") is not None:
+            return None
+        if _reads(self, cond) or {"threadIdx", "blockDim"} & self._idents(cond):
+            return None
+        moved: set[str] = set()
+        for t in body.named_children if body.type == "compound_statement" else [body]:
+            if t.type == "comment":
+                continue
+            if t.type == "declaration":
+                if _reads(self, t) or {"threadIdx", "blockDim"} & self._idents(t):
+                    return None
+                continue
+            names = self._rebased(t)
+            if names is None:
+                return None
+            moved |= names
+        return frozenset(moved) or None
+
+    def _conditional(self, node: Node, top: Node) -> bool:
+        """Whether `node`, inside `top`, runs only on a condition: a branch of an `if` or `?:` whose other branch
+        does not make the same access, or the right side of `&&` / `||` (a condition itself is always evaluated)."""
+        child, parent = node, node.parent
+        while parent is not None and child != top:
+            if parent.type in ("if_statement", "conditional_expression"):
+                branches = [
+                    b
+                    for f in ("consequence", "alternative")
+                    if (b := parent.child_by_field_name(f)) is not None and b != child
+                ]
+                same = any(
+                    self.compact(other) == self.compact(node) for b in branches for other in descendants(b, node.type)
+                )
+                if child != parent.child_by_field_name("condition") and not (len(branches) == 1 and same):
+                    return True
+            if (
+                parent.type == "binary_expression"
+                and self.text(parent.child_by_field_name("operator")) in ("&&", "||")
+                and child == parent.child_by_field_name("right")
+            ):
+                return True
+            child, parent = parent, parent.parent
+        return False
 
     def _is_sync(self, node: Node) -> bool:
         return node.type == "expression_statement" and self.compact(node) == "__syncthreads();"
@@ -532,6 +586,13 @@ class _Rewriter:
         for sub in descendants(loop.body, "subscript_expression"):
             if loop.var in self._idents(sub.child_by_field_name("indices")):
                 self._access(loop, sub)
+        for stream, sub in loop.guarded_reads.items():
+            if stream not in loop.plain_reads:
+                self.refuse(
+                    f"reads `{self.compact(sub)}` only under a condition: loading the row's packs would read it where "
+                    "the original does not (a pointer that may be null or short)",
+                    sub,
+                )
         for node in descendants(loop.body, "assignment_expression", "update_expression"):
             target = node.child_by_field_name("left") or node.child_by_field_name("argument")
             if target is None or (target.type == "subscript_expression" and loop.var in self._idents(target)):
@@ -616,6 +677,10 @@ class _Rewriter:
         )
         operator = parent.child_by_field_name("operator") if parent is not None else None
         if not written or self.text(operator or parent) != "=":
+            if self._conditional(sub, loop.body):
+                loop.guarded_reads.setdefault(stream.index, sub)
+            else:
+                loop.plain_reads.add(stream.index)
             loop.reads.add(stream.index)
         if written:
             loop.writes.add(stream.index)
@@ -655,7 +720,8 @@ class _Rewriter:
         grew = True
         while grew:
             grew = False
-            moved = [(name, decl) for name, (decl, _) in self.decls.items()] + [(n, s) for s, n in self.rebases.items()]
+            moved = [(name, decl) for name, (decl, _) in self.decls.items()]
+            moved += [(n, s) for s, names in self.rebases.items() for n in names]
             for name, decl in moved:
                 if name not in rows and self._idents(decl) & rows:
                     rows.add(name)
@@ -1035,7 +1101,7 @@ class _Rewriter:
         kept: list[Node] = []
         for s in reversed(prologue):
             if s in self.rebases:
-                names = {self.rebases[s]}
+                names = set(self.rebases[s])
             elif s.type != "declaration" or s in self.shared.values():
                 continue
             else:

@@ -199,3 +199,77 @@ __global__ void guarded_softmax_kernel(float* __restrict__ out, const float* __r
     for (int c = threadIdx.x; c < cols; c += blockDim.x) out[static_cast<long long>(row) * cols + c] = __expf(x[c] - top) / total;
   }
 }
+
+// an optional gate broadcast over rows and columns, moved to its row only when the kernel is built with one (a
+// compile-time branch); its columns repeat every gate_cols
+template <bool kGated>
+__global__ void gated_rms_norm_kernel(float* __restrict__ out, const float* __restrict__ in,
+                                      const float* __restrict__ gate, int hidden, int gate_rows, int gate_cols,
+                                      float eps) {
+  __shared__ float partial[32];
+  in += static_cast<long long>(blockIdx.x) * hidden;
+  out += static_cast<long long>(blockIdx.x) * hidden;
+  if constexpr (kGated) {
+    const int gate_row = blockIdx.x % gate_rows;
+    gate += static_cast<long long>(gate_row) * gate_cols;
+  }
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) ss += in[i] * in[i];
+  for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float total = partial[0];
+  for (int w = 1; w < blockDim.x / 32; ++w) total += partial[w];
+  const float scale = rsqrtf(total / hidden + eps);
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    if constexpr (kGated) {
+      const int g = i % gate_cols;
+      out[i] = in[i] * scale * gate[g];
+    } else {
+      out[i] = in[i] * scale;
+    }
+  }
+}
+
+// a move under a condition on the thread (through a local): the threads of a row disagree on it
+__global__ void thread_gated_kernel(float* out, const float* in, int n) {
+  __shared__ float total;
+  const int lane = threadIdx.x % 32;
+  if (lane < 16) {
+    in += n;
+  }
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
+}
+
+// a move under a condition read from memory: not known to be the same for every thread
+__global__ void flagged_rebase_kernel(float* out, const float* in, const int* skip, int n) {
+  __shared__ float total;
+  if (skip[0]) {
+    in += n;
+  }
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
+}
+
+// a gate read only where it is given: packs of it loaded for every element would read through a null pointer
+__global__ void optional_gate_kernel(float* out, const float* in, const float* gate, int n) {
+  __shared__ float total;
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float v = in[blockIdx.x * n + j] / total;
+    out[blockIdx.x * n + j] = gate != nullptr ? v * gate[blockIdx.x * n + j] : v;
+  }
+}

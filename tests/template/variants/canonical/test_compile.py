@@ -13,6 +13,7 @@ from tests.cuda.test_extract import needs_nvrtc, nvcc_compiled_functions, nvrtc_
 
 from .test_counted import COUNTED
 from .test_guard import EARLY, ENCLOSING
+from .test_loop_macros import LOOPED
 from .test_scaled import PACKED
 from .test_while_loops import ROWS
 
@@ -22,6 +23,7 @@ CASES = [
     (COUNTED, "k", "counted_loops"),
     (ROWS, "k", "while_loops"),
     (PACKED, "k<float>", "scaled_loops"),
+    (LOOPED, "k<float>", "loop_macros"),
 ]
 
 

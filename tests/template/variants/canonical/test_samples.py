@@ -27,6 +27,12 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 4, "ITEMS_BLOCK_DIV": 4}],
         "persistent_grid": [{"BLOCKS_PER_SM": 4}],
     },
+    # a grid-stride loop written through a macro from a project header beside the file
+    ("scaled_residual.cu", "scaled_residual_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2, "BLOCK_DIV": 4}, {"VEC_BYTES": 8}],
+        "packs_per_thread": [{"ITEMS": 4, "ITEMS_BLOCK_DIV": 2}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 8}],
+    },
     # a persistent loop over rows, block-stride loops and a block reduction inside
     ("persistent_rms_norm.cu", "persistent_rms_norm_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
@@ -72,5 +78,5 @@ def test_every_variant_compiles_with_nvcc_and_nvrtc(file: str, kernel: str, tmp_
         for values in CASES[file, kernel][variant.name]
     ]
     expressions = name_expressions(combined.template, combined.spec, configs)
-    entries, lowered = compile_both(combined.template, expressions, tmp_path)
+    entries, lowered = compile_both(combined.template, expressions, tmp_path, SAMPLES / file)
     assert len(set(entries)) == len(set(expressions)) and set(lowered) == set(expressions)

@@ -8,7 +8,8 @@ variants' bodies are over the kernel's own parameters, so they stand beside the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cutune.cuda.model import SourceModel
@@ -19,6 +20,8 @@ from cutune.template.variants.canonical.guard import NAME as GUARD
 from cutune.template.variants.canonical.guard import grid_stride_guard
 from cutune.template.variants.canonical.inline import NAME as INLINE
 from cutune.template.variants.canonical.inline import inline_looping_helpers
+from cutune.template.variants.canonical.loop_macros import NAME as LOOP_MACROS
+from cutune.template.variants.canonical.loop_macros import expand_loop_macros
 from cutune.template.variants.canonical.scaled import NAME as SCALED
 from cutune.template.variants.canonical.scaled import scaled_to_packs
 from cutune.template.variants.canonical.thread_count import NAME as THREAD_COUNT
@@ -29,10 +32,12 @@ from cutune.template.variants.canonical.while_loops import NAME as WHILE
 from cutune.template.variants.canonical.while_loops import while_to_for
 
 Step = Callable[[SourceModel, str], SourceModel | str | None]
-# in order: an index spelled through a helper is written out first (the guard reads it), inlined helpers' loops
+# in order: loops written through macros are expanded before anything reads loops, an index spelled through a
+# helper is written out first (the guard reads it), inlined helpers' loops
 # are the kernel's own before loop forms are read, the loop forms are stride loops before the guard step looks
 # for a kernel that has none
 STEPS: dict[str, Step] = {
+    LOOP_MACROS: expand_loop_macros,
     THREAD_INDEX: written_out,
     INLINE: inline_looping_helpers,
     THREAD_COUNT: block_size_strides,
@@ -52,12 +57,17 @@ class Canonical:
     refusals: tuple[tuple[str, str], ...]  # (step, reason)
 
 
-def canonicalise(model: SourceModel, kernel: str) -> Canonical:
-    """`kernel`'s file with every step that applies applied, in order."""
+def canonicalise(model: SourceModel, kernel: str, include_dirs: Sequence[str] = ()) -> Canonical:
+    """`kernel`'s file with every step that applies applied, in order (loop macros' definitions looked up in the
+    headers the file includes, found beside it or in `include_dirs`)."""
+    steps: dict[str, Step] = {
+        **STEPS,
+        LOOP_MACROS: functools.partial(expand_loop_macros, include_dirs=tuple(include_dirs)),
+    }
     applied: list[str] = []
     refusals: list[tuple[str, str]] = []
     current = model
-    for name, step in STEPS.items():
+    for name, step in steps.items():
         try:
             if current.kernel(kernel).has_errors:
                 break
