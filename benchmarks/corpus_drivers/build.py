@@ -5,9 +5,9 @@ project's other host functions, which reach the rest of their library, are dropp
 from __future__ import annotations
 
 import glob
+import importlib.util
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,8 +22,9 @@ def cublas_include() -> list[str]:
     toolkit = Path(nvcc).resolve().parents[1] / "include" if nvcc else None
     if toolkit is not None and (toolkit / "cublas_v2.h").exists():
         return []
-    found = sorted(glob.glob(f"{sys.prefix}/lib/python3*/site-packages/nvidia/*/include/cublas_v2.h"))
-    found += sorted(glob.glob("/usr/local/lib/python3*/dist-packages/nvidia/*/include/cublas_v2.h"))
+    spec = importlib.util.find_spec("nvidia")  # the nvidia-cublas wheel PyTorch depends on
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    found = sorted(h for f in folders for h in glob.glob(f"{f}/*/include/cublas_v2.h"))
     return [f"-I{Path(found[0]).parent}"] if found else []
 
 
