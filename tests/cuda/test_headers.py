@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cutune.cuda.headers import project_include_dirs
+from cutune.cuda.headers import project_constants, project_include_dirs
 from cutune.project import open_kernel, templatize_file
 from cutune.spec import load_spec
 
@@ -59,3 +59,35 @@ def test_the_drafted_spec_carries_them_relative_to_the_spec_file(tmp_path: Path)
     assert 'include_dirs = ["..", "../../include"]' in text
     loaded = load_spec(ctx.spec_path).kernels["scale_f32"]
     assert loaded.include_dirs == project_include_dirs(source)
+
+
+def test_integer_macros_of_the_source_and_its_headers_are_found_nearest_first(tmp_path: Path) -> None:
+    source = _project(tmp_path / "lib")
+    (tmp_path / "lib" / "src" / "cuda" / "common.cuh").write_text(
+        '#pragma once\n#include "impl.h"\n#define WARP 32\n#define ROWS_PER_BLOCK (WARP * 4)\n'
+        '#define LOG(x) printf("%d", x)\n#define NAME "scale"\n#define LONG_ONE 1 + \\\n  2\n'
+        "__device__ inline float to_float(lib_float v) { return v; }\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "lib" / "include" / "lib.h").write_text("#pragma once\n#define WARP 64\n", encoding="utf-8")
+    found = project_constants(source)
+    # function-like, string and continued macros are no integer constant; the nearer WARP wins
+    assert found == {"WARP": "32", "ROWS_PER_BLOCK": "(WARP * 4)"}
+
+
+def test_a_launch_written_with_block_size_macros_drafts_its_grid_and_block(tmp_path: Path) -> None:
+    (tmp_path / "ops.cuh").write_text("#pragma once\n#define OPS_BLOCK_SIZE 256\n", encoding="utf-8")
+    (tmp_path / "ops.cu").write_text(
+        '#include "ops.cuh"\n\n'
+        "static __global__ void relu_f32(const float* x, float* dst, const int k) {\n"
+        "  const int i = blockDim.x * blockIdx.x + threadIdx.x;\n  if (i >= k) return;\n"
+        "  dst[i] = fmaxf(x[i], 0.0f);\n}\n\n"
+        "static void relu_f32_cuda(const float* x, float* dst, const int k, cudaStream_t stream) {\n"
+        "  const int num_blocks = (k + OPS_BLOCK_SIZE - 1) / OPS_BLOCK_SIZE;\n"
+        "  relu_f32<<<num_blocks, OPS_BLOCK_SIZE, 0, stream>>>(x, dst, k);\n}\n",
+        encoding="utf-8",
+    )
+    spec = open_kernel(tmp_path / "ops.cu", "relu_f32").drafted_spec()
+    assert spec.block == ("256",)
+    # the templatized launch divides the grid by ITEMS_PER_THREAD: the draft keeps that, so the search can use it
+    assert spec.grid == ("(((k + 256 - 1) / 256) + ITEMS_PER_THREAD - 1) / ITEMS_PER_THREAD",)

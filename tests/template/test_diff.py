@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,39 @@ def _whole(before: str, after: str) -> str:
     )
 
 
+def _patched(before: str, diff: str) -> str:
+    """`before` with a unified diff's hunks applied (as `patch` does), checking every context and removed line."""
+    lines, out, at = before.splitlines(keepends=True), [], 0
+    for hunk in re.split(r"^(?=@@ )", diff, flags=re.M)[1:]:
+        header, *body = hunk.splitlines(keepends=True)
+        start = int(re.match(r"@@ -(\d+)", header).group(1)) - 1  # type: ignore[union-attr]
+        start = max(start, 0) if ",0 " not in header.split("+")[0] else start + 1
+        out += lines[at:start]
+        at = start
+        for line in body:
+            if line.startswith((" ", "-")):
+                assert lines[at] == line[1:], f"line {at + 1} is not what the hunk says"
+                at += 1
+            if line.startswith((" ", "+")):
+                out.append(line[1:])
+    return "".join(out + lines[at:])
+
+
+def _changed(diff: str) -> tuple[int, int]:
+    body = [line for line in diff.splitlines() if not line.startswith(("---", "+++", "@@"))]
+    return sum(line.startswith("+") for line in body), sum(line.startswith("-") for line in body)
+
+
 @pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.cu")), ids=lambda p: p.name)
-def test_a_templatized_sample_diffs_as_difflib_does(path: Path) -> None:
+def test_a_templatized_sample_diffs_as_diff_u_does(path: Path) -> None:
+    """Applied, the diff gives the templatized text, with as few changed lines as difflib's; where an added block
+    borders a line equal to its own last one (a blank line), either side may hold that line, as in `diff -u`."""
     model = parse_source(path.read_text(encoding="utf-8"), str(path))
     for kernel in model.kernels:
         after = templatize(model, kernel.name).source
-        assert unified_diff(model.text, after, "f.cu") == _whole(model.text, after)
+        diff = unified_diff(model.text, after, "f.cu")
+        assert _patched(model.text, diff) == after
+        assert _changed(diff) == _changed(_whole(model.text, after))
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,9 @@ from cutune.cuda.includes import TORCH_PREFIXES
 from cutune.cuda.syntax import parse_tree
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+# an object-like `#define NAME value` (a function-like one has `(` right after its name) on one line
+_OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*?)[ \t]*$", re.M)
+INTEGER_ARITHMETIC = re.compile(r"[\w\s+\-*/%()]+")  # integer arithmetic over literals and other names
 _ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
@@ -52,11 +55,12 @@ def declared_names(header: Path, include_dirs: Sequence[str]) -> Declared:
         if path in seen:
             continue
         seen.add(path)
-        own, spaces, included, framework = _read(str(path), _stamp(path))
+        own, spaces = _declared(str(path), _stamp(path))
+        read = _scan(str(path), _stamp(path))
         names |= own
         namespaces |= spaces
-        torch |= framework
-        for target in included:
+        torch |= read.torch
+        for target in read.includes:
             found = resolve_header(target, (str(path.parent), *include_dirs))
             if found is not None:
                 todo.append(found)
@@ -81,7 +85,7 @@ def project_include_dirs(source: Path) -> tuple[str, ...]:
         if path in seen:
             continue
         seen.add(path)
-        for target in _read(str(path), _stamp(path))[2]:
+        for target in _scan(str(path), _stamp(path)).includes:
             hit = resolve_header(target, (str(path.parent), *found))
             if hit is None:
                 folder = next((d for d in candidates if (d / target).is_file()), None)
@@ -100,24 +104,67 @@ def _stamp(path: Path) -> int:
         return 0
 
 
+def project_constants(source: Path) -> dict[str, str]:
+    """Object-like `#define NAME value` whose value is integer arithmetic (block sizes and their kin, such as
+    `#define CUDA_SCALE_BLOCK_SIZE 256`), from the source and the project headers it reaches; the first
+    definition met wins, the source's own first."""
+    source = source.resolve()
+    dirs = project_include_dirs(source)
+    found: dict[str, str] = {}
+    seen: set[Path] = set()
+    todo = [source]
+    while todo:
+        path = todo.pop(0)  # breadth first: nearer headers before the ones they include
+        if path in seen:
+            continue
+        seen.add(path)
+        read = _scan(str(path), _stamp(path))
+        for name, value in read.constants:
+            found.setdefault(name, value)
+        for target in read.includes:
+            hit = resolve_header(target, (str(path.parent), *dirs))
+            if hit is not None:
+                todo.append(hit)
+    return found
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What a file's preprocessor lines say, read without parsing it (cheap for a 50,000-line source)."""
+
+    includes: tuple[str, ...]  # quoted include targets
+    torch: frozenset[str]  # torch headers it includes
+    constants: tuple[tuple[str, str], ...]  # object-like integer macros, in order
+
+
 @functools.lru_cache(maxsize=512)
-def _read(path: str, stamp: int) -> tuple[frozenset[str], frozenset[str], tuple[str, ...], frozenset[str]]:
-    """A header's own declared names, their namespaces, its quoted include targets and the torch headers it
-    includes."""
-    del stamp  # part of the cache key only: an edited header is read again
+def _scan(path: str, stamp: int) -> _Scan:
+    """A file's quoted include targets, the torch headers it includes and its integer macros."""
+    del stamp  # part of the cache key only: an edited file is read again
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return _Scan((), frozenset(), ())
+    constants = tuple(
+        (m.group(1), m.group(2))
+        for m in _OBJECT_MACRO.finditer(text)
+        if INTEGER_ARITHMETIC.fullmatch(m.group(2)) and not m.group(2).endswith("\\")
+    )
+    torch = frozenset(t for t in _ANY_INCLUDE.findall(text) if t.startswith(TORCH_PREFIXES))
+    return _Scan(tuple(_INCLUDE.findall(text)), torch, constants)
+
+
+@functools.lru_cache(maxsize=512)
+def _declared(path: str, stamp: int) -> tuple[frozenset[str], frozenset[str]]:
+    """A header's own declared names and the namespaces they live in."""
+    del stamp
     try:
         data = Path(path).read_bytes()
     except OSError:
-        return frozenset(), frozenset(), (), frozenset()
+        return frozenset(), frozenset()
     names: set[str] = set()
     namespaces: set[str] = set()
     for d in collect_decls(parse_tree(data).root_node, data):
         names.update(d.names)
         namespaces.update(d.namespace)
-    text = data.decode("utf-8", errors="replace")
-    return (
-        frozenset(names - {""}),
-        frozenset(namespaces - {""}),
-        tuple(_INCLUDE.findall(text)),
-        frozenset(t for t in _ANY_INCLUDE.findall(text) if t.startswith(TORCH_PREFIXES)),
-    )
+    return frozenset(names - {""}), frozenset(namespaces - {""})

@@ -53,6 +53,7 @@ def draft_spec(
     passed = launch.args if launch is not None and len(launch.args) == len(kernel.params) else ()
     renames = {a.strip(): p.name for a, p in zip(passed, kernel.params, strict=False) if p.name in integer_params}
     keep = set(renames) | {n for n, v in host.locals.items() if _SIZE_SOURCE.search(v)}
+    keep |= {p.name for p in space.params} if space else set()  # a tuned `#define` stays a parameter
     # with one integer parameter (`n`) every array is likely n long; else each array gets its own size
     shared = integer_params[0] if len(integer_params) == 1 else None
     sizes: dict[str, int] = {}

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from cutune.cuda.headers import INTEGER_ARITHMETIC, project_constants
 from cutune.cuda.model import LaunchSite, SourceModel
 from cutune.cuda.syntax import parse_tree
 
@@ -35,6 +37,8 @@ class HostLaunch:
     dispatch: str | None = None  # the C type the dtype dispatch hands the kernel (`scalar_t`)
     macro_args: dict[str, str] = field(default_factory=dict)  # for a launch in a #define: parameter → argument
     comments: dict[str, tuple[str, ...]] = field(default_factory=dict)  # tensor → `// [..., d]` of its parameter
+    # integer `#define`s of the file and the project headers it reaches (`CUDA_SCALE_BLOCK_SIZE` → `256`)
+    constants: dict[str, str] = field(default_factory=dict)
 
     functions: frozenset[str] = frozenset()  # the device functions of the file
 
@@ -68,7 +72,8 @@ class HostLaunch:
         return None
 
     def resolve(self, text: str, keep: set[str]) -> str:
-        """`text` with host locals not in `keep` replaced by their values (transitively), `std::` dropped."""
+        """`text` with host locals and integer macros not in `keep` replaced by their values (transitively),
+        `std::` dropped."""
         out = text.replace("std::", "")
         for _ in range(8):  # locals defined from locals: a few rounds suffice
             changed = False
@@ -76,10 +81,10 @@ class HostLaunch:
             def sub(m: re.Match[str]) -> str:
                 nonlocal changed
                 name = m.group(0)
-                if name in keep or name not in self.locals:
+                value = self.locals.get(name, self.constants.get(name))
+                if name in keep or value is None:
                     return name
                 changed = True
-                value = self.locals[name]
                 return value if _WORD.fullmatch(value) or value.isdigit() else f"({value})"
 
             out = _WORD.sub(sub, out)
@@ -108,6 +113,8 @@ def read_host(model: SourceModel, site: LaunchSite) -> HostLaunch:
     host.comments = {m.group(1): shape_comment(m.group(2)) for m in _TENSOR_COMMENT.finditer(text)}
     if site.macro is not None:
         host.macro_args = _macro_arguments(model, site.macro)
+    own = {m.name: m.value.strip() for m in model.macros if INTEGER_ARITHMETIC.fullmatch(m.value.strip() or "-")}
+    host.constants = {**(project_constants(Path(model.path)) if model.path else {}), **own}  # the text as edited
     return host
 
 
