@@ -67,3 +67,5 @@ def test_deepspeed_bias_gelu_matches_the_inference_copy_and_takes_its_template_a
     assert result.spec.template_args == {"T": "__half"}
     text = (result.path.with_suffix(".tune.toml")).read_text(encoding="utf-8")
     assert "TODO" not in text and "../../../includes" in text and "../includes" in text
+    # the launch's own grid, `sizeof(T)` read as the captured __half's 2 bytes: the block size stays searchable
+    assert result.spec.grid == ("(total_count + ((BLOCK_THREADS) * (16 / 2)) - 1) / ((BLOCK_THREADS) * (16 / 2))",)

@@ -91,3 +91,23 @@ def test_a_launch_written_with_block_size_macros_drafts_its_grid_and_block(tmp_p
     assert spec.block == ("256",)
     # the templatized launch divides the grid by ITEMS_PER_THREAD: the draft keeps that, so the search can use it
     assert spec.grid == ("(((k + 256 - 1) / 256) + ITEMS_PER_THREAD - 1) / ITEMS_PER_THREAD",)
+
+
+def test_namespace_constants_are_known_by_their_qualified_names(tmp_path: Path) -> None:
+    (tmp_path / "pointwise.h").write_text(
+        "#pragma once\nnamespace pw {\nconstexpr int granularity = 16;  // bytes per access\n"
+        "constexpr int threads = 256;\nconstexpr int per_block = threads * 4;\n}  // namespace pw\n"
+        "namespace other { constexpr int threads = 1024; }\n"
+        "struct Limits { static constexpr int member = 7; };\n"
+        "inline int f() { constexpr int local = 5; return local; }\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "add.cu").write_text('#include "pointwise.h"\n', encoding="utf-8")
+    found = project_constants(tmp_path / "add.cu")
+    # a bare name inside a namespace is that namespace's; class members and locals are not namespace constants
+    assert found == {
+        "pw::granularity": "16",
+        "pw::threads": "256",
+        "pw::per_block": "pw::threads * 4",
+        "other::threads": "1024",
+    }

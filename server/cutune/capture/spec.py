@@ -19,6 +19,7 @@ from cutune.cuda.lists import split_top_level
 from cutune.cuda.model import Parameter
 from cutune.errors import ExpressionError
 from cutune.spec import ArgSpec, KernelSpec, Role
+from cutune.spec.draft import SIZEOF, element_bytes
 from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, dtype_size, parse_c_type
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, Space
@@ -75,6 +76,14 @@ def spec_from_captures(
     problems, values = _problems(basis, args, chosen, names, notes, data_dir)
     args = tuple(replace(a, value=values[a.name]) if a.name in values else a for a in args)
     fixed = {**limits, **{k: v for k, v in tuned.items() if isinstance(v, int | bool)}}
+    # `sizeof(T)` a drafted launch kept is the captured instantiation's (the draft could only guess T)
+    sized = {t: size for t, c in template_args.items() if (size := element_bytes(c)) is not None}
+    basis = replace(
+        basis,
+        grid=tuple(_sized(d, sized) for d in basis.grid),
+        block=tuple(_sized(d, sized) for d in basis.block),
+        shared_mem=_sized(basis.shared_mem, sized),
+    )
     grid = _fit_dims("grid", basis.grid, [p.grid for p in problems], problems, fixed, notes)
     block = _fit_dims("block", basis.block, [p.block for p in problems], problems, fixed, notes)
     smem = _fit("shared_mem", basis.shared_mem, [p.smem for p in problems], problems, fixed, notes)
@@ -210,6 +219,11 @@ def _literal(value: Number, dtype: str) -> str:
     if isinstance(value, float):
         return f"{value:.7g}" if dtype in ("float32", "float16", "bfloat16") else repr(value)
     return str(value)
+
+
+def _sized(text: str, sizes: Mapping[str, str]) -> str:
+    """`text` with `sizeof(T)` of a type parameter whose captured C type is known written as its bytes."""
+    return SIZEOF.sub(lambda m: sizes.get(m.group(1), m.group(0)), text)
 
 
 def _fit_dims(

@@ -21,6 +21,13 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 # an object-like `#define NAME value` (a function-like one has `(` right after its name) on one line
 _OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n]*?)[ \t]*$", re.M)
 INTEGER_ARITHMETIC = re.compile(r"[\w\s+\-*/%()]+")  # integer arithmetic over literals and other names
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# what a namespace-aware scan needs: a namespace opening, a brace, an integer constexpr constant
+_SCOPED = re.compile(
+    r"\bnamespace\s+([\w:]+)\s*\{|(\{)|(\})|\b(?:static\s+)?constexpr\s+(?:static\s+)?(?:const\s+)?"
+    r"(?:unsigned\s+|signed\s+)?(?:int|long|short|size_t|u?int(?:8|16|32|64)_t|unsigned)\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
+)
 _ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 
@@ -151,7 +158,39 @@ def _scan(path: str, stamp: int) -> _Scan:
         if INTEGER_ARITHMETIC.fullmatch(m.group(2)) and not m.group(2).endswith("\\")
     )
     torch = frozenset(t for t in _ANY_INCLUDE.findall(text) if t.startswith(TORCH_PREFIXES))
-    return _Scan(tuple(_INCLUDE.findall(text)), torch, constants)
+    return _Scan(tuple(_INCLUDE.findall(text)), torch, constants + _namespace_constants(text))
+
+
+def _in_namespace(prefix: str, known: set[str], word: re.Match[str]) -> str:
+    """A bare name as the constant of namespace `prefix` it names, where that one is `known`."""
+    qualified = f"{prefix}::{word.group(0)}"
+    return qualified if qualified in known else word.group(0)
+
+
+def _namespace_constants(text: str) -> tuple[tuple[str, str], ...]:
+    """Integer `constexpr` constants at namespace scope, by qualified name (`namespace pwise { constexpr int
+    threads = 256; }` → `pwise::threads`); those inside functions or classes are left to the host reading."""
+    found = []
+    known: set[str] = set()
+    scopes: list[str | None] = []  # per open brace: the namespace it opened, or None (a function, a class)
+    for m in _SCOPED.finditer(_COMMENT.sub(" ", text)):
+        namespace, opened, closed, name, value = m.groups()
+        if namespace is not None:
+            scopes.append(namespace)
+        elif opened:
+            scopes.append(None)
+        elif closed:
+            if scopes:
+                scopes.pop()
+        elif None not in scopes and INTEGER_ARITHMETIC.fullmatch(value.strip()):
+            prefix = "::".join(s for s in scopes if s)
+            # a name of the same namespace in the value (`vals_per_block = threads * 4`) is that constant
+            own = functools.partial(_in_namespace, prefix, known)
+            qualified = _WORD.sub(own, value.strip()) if prefix else value.strip()
+            key = f"{prefix}::{name}" if prefix else name
+            known.add(key)
+            found.append((key, qualified))
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=512)

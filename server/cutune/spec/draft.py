@@ -10,7 +10,7 @@ from cutune.errors import ExpressionError
 from cutune.spec.launcher import HostLaunch, shape_comment
 from cutune.spec.load import LIMIT_NAMES, TODO
 from cutune.spec.model import ArgSpec, Init, KernelSpec, Role
-from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, parse_c_type
+from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, dtype_size, parse_c_type
 from cutune.template.expr import compile_expr
 from cutune.template.model import Space
 
@@ -27,6 +27,7 @@ _SHAPE_COMMENT = re.compile(r"[\s,)]*//\s*(\[[^\]]*\])")
 _EPS = re.compile(r"(?i)^eps|epsilon")
 _EPSILON = "1e-6"
 _INTEGER_LITERAL = re.compile(r"\d+[uUlL]*")
+SIZEOF = re.compile(r"\bsizeof\s*\(\s*([\w:]+)\s*\)")
 _TENSOR_SIZE = re.compile(r"\b(\w+)\s*\.\s*size\s*\(\s*(-?\d+)\s*\)")
 
 
@@ -89,12 +90,14 @@ def draft_spec(
             unknown = f"{TODO}: `{p.type}` is no known element type; pick a dtype and a value"
             args.append(ArgSpec(p.name, unknown, value=unknown))
     known = set(sizes) | LIMIT_NAMES | ({p.name for p in space.params} if space else set())
-    block = _host_dims(launch.block, host, keep, renames, shapes) if launch else None
+    block = _host_dims(launch.block, host, keep, renames, shapes, type_names) if launch else None
     return KernelSpec(
         kernel=kernel.name,
         args=tuple(args),
         sizes=(sizes,),
-        grid=_launch_dims(_host_dims(launch.grid, host, keep, renames, shapes) if launch else None, known, "grid"),
+        grid=_launch_dims(
+            _host_dims(launch.grid, host, keep, renames, shapes, type_names) if launch else None, known, "grid"
+        ),
         block=_launch_dims(_tuned_block(kernel, launch, space) or block, known, "block"),
         shared_mem=_shared_mem(launch, known),
         template_args=template_args,
@@ -123,16 +126,30 @@ def _renamed(text: str, renames: dict[str, str]) -> str:
 
 
 def _host_dims(
-    text: str, host: HostLaunch, keep: set[str], renames: dict[str, str], shapes: dict[str, tuple[str, ...]]
+    text: str,
+    host: HostLaunch,
+    keep: set[str],
+    renames: dict[str, str],
+    shapes: dict[str, tuple[str, ...]],
+    types: dict[str, str],
 ) -> str:
-    """A launch's grid or block over spec names: host locals such as `dim3 grid(num_tokens)` followed, and
-    `t.size(i)` written at the launch read from the drafted shape of the array `t` passes."""
+    """A launch's grid or block over spec names: host locals and integer constants followed (`dim3
+    grid(num_tokens)`, `CUDA_SCALE_BLOCK_SIZE`, `pwise::threads`), `sizeof` of a C element type as its bytes (a
+    type parameter's stays: the draft's guess of its type is no launch's; a capture reads it), and `t.size(i)`
+    written at the launch read from the drafted shape of the array `t` passes."""
     resolved = _renamed(host.resolve(text.strip(), keep | {"dim3"}), renames)
+    resolved = SIZEOF.sub(lambda m: (m.group(1) not in types and element_bytes(m.group(1))) or m.group(0), resolved)
     resolved = _TENSOR_SIZE.sub(
         lambda m: _dimension(shapes.get(m.group(1), ()), int(m.group(2))) or m.group(0), resolved
     )
     inner = _DIM3.match(resolved) or re.fullmatch(r"\((.*)\)", resolved)
     return f"dim3({inner.group(1)})" if inner else resolved
+
+
+def element_bytes(c_type: str) -> str | None:
+    """The bytes of one element of a C type cutune knows (`__half` → "2"), else None."""
+    dtype = C_TYPES.get(c_type) or C_TYPES.get(c_type.removeprefix("std::"))
+    return str(dtype_size(dtype)) if dtype is not None else None
 
 
 def _dimension(shape: tuple[str, ...], index: int) -> str | None:

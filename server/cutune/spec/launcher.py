@@ -21,6 +21,7 @@ _NUMEL = re.compile(r"^(\w+)\s*\.\s*numel\s*\(\s*\)\s*(?:/\s*(.+))?$")
 _TENSOR_ARG = re.compile(r"\b(\w+)\s*\.\s*(?:data_ptr|mutable_data_ptr|const_data_ptr|data)\s*[<(]")
 _DISPATCH = re.compile(r"\b(\w*DISPATCH\w*)\s*\(")
 _WORD = re.compile(r"[A-Za-z_]\w*")
+_NAME = re.compile(r"(?:[A-Za-z_]\w*\s*::\s*)*[A-Za-z_]\w*")  # a name, qualified or not
 _FUNCTION = re.compile(r"(?:\w+::)*(\w+)\s*(?:<[^<>]*>)?")
 _TENSOR_COMMENT = re.compile(r"Tensor\s*&?\s*(\w+)\s*[,)]?\s*//\s*(\[[^\]\n]*\])")
 # a dispatch's scalar types, most wanted first: serving kernels run in bf16
@@ -72,22 +73,22 @@ class HostLaunch:
         return None
 
     def resolve(self, text: str, keep: set[str]) -> str:
-        """`text` with host locals and integer macros not in `keep` replaced by their values (transitively),
-        `std::` dropped."""
+        """`text` with host locals and integer constants (macros, namespace `constexpr`s such as `pwise::threads`)
+        not in `keep` replaced by their values (transitively), `std::` dropped."""
         out = text.replace("std::", "")
         for _ in range(8):  # locals defined from locals: a few rounds suffice
             changed = False
 
             def sub(m: re.Match[str]) -> str:
                 nonlocal changed
-                name = m.group(0)
-                value = self.locals.get(name, self.constants.get(name))
+                name = re.sub(r"\s*::\s*", "::", m.group(0))
+                value = self.constants.get(name) if "::" in name else self.locals.get(name, self.constants.get(name))
                 if name in keep or value is None:
                     return name
                 changed = True
                 return value if _WORD.fullmatch(value) or value.isdigit() else f"({value})"
 
-            out = _WORD.sub(sub, out)
+            out = _NAME.sub(sub, out)
             if not changed:
                 break
         return " ".join(out.split())
