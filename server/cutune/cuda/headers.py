@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,23 +56,29 @@ def declared_names(header: Path, include_dirs: Sequence[str]) -> Declared:
     names: set[str] = set()
     namespaces: set[str] = set()
     torch: set[str] = set()
+    for path in _walk(header, lambda path, target: resolve_header(target, (str(path.parent), *include_dirs))):
+        own, spaces = _declared(str(path), _stamp(path))
+        names |= own
+        namespaces |= spaces
+        torch |= _scan(str(path), _stamp(path)).torch
+    return Declared(frozenset(names), frozenset(namespaces), frozenset(torch))
+
+
+def _walk(start: Path, resolve: Callable[[Path, str], Path | None]) -> Iterator[Path]:
+    """`start`, then every file its quoted includes reach, transitively (each once, breadth first: nearer
+    headers before the ones they include); `resolve(includer, target)` finds an include's file, or None."""
     seen: set[Path] = set()
-    todo = [header]
-    while todo:
-        path = todo.pop()
+    queue = deque([start])
+    while queue:
+        path = queue.popleft()
         if path in seen:
             continue
         seen.add(path)
-        own, spaces = _declared(str(path), _stamp(path))
-        read = _scan(str(path), _stamp(path))
-        names |= own
-        namespaces |= spaces
-        torch |= read.torch
-        for target in read.includes:
-            found = resolve_header(target, (str(path.parent), *include_dirs))
+        yield path
+        for target in _scan(str(path), _stamp(path)).includes:
+            found = resolve(path, target)
             if found is not None:
-                todo.append(found)
-    return Declared(frozenset(names), frozenset(namespaces), frozenset(torch))
+                queue.append(found)
 
 
 _CONVENTIONAL = ("", "include", "includes")  # where projects keep headers, under a folder above the source
@@ -85,22 +92,19 @@ def project_include_dirs(source: Path) -> tuple[str, ...]:
     source = source.resolve()
     candidates = [a / c for a in list(source.parents)[: _ANCESTORS + 1] for c in _CONVENTIONAL]
     found: list[str] = []
-    seen: set[Path] = set()
-    todo = [source]
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        for target in _scan(str(path), _stamp(path)).includes:
-            hit = resolve_header(target, (str(path.parent), *found))
-            if hit is None:
-                folder = next((d for d in candidates if (d / target).is_file()), None)
-                if folder is None:  # a system or generated header: the build's business
-                    continue
-                found.append(str(folder))
-                hit = (folder / target).resolve()
-            todo.append(hit)
+
+    def resolve(path: Path, target: str) -> Path | None:
+        hit = resolve_header(target, (str(path.parent), *found))
+        if hit is not None:
+            return hit
+        folder = next((d for d in candidates if (d / target).is_file()), None)
+        if folder is None:  # a system or generated header: the build's business
+            return None
+        found.append(str(folder))
+        return (folder / target).resolve()
+
+    for _ in _walk(source, resolve):
+        pass
     return tuple(found)
 
 
@@ -112,26 +116,15 @@ def _stamp(path: Path) -> int:
 
 
 def project_constants(source: Path) -> dict[str, str]:
-    """Object-like `#define NAME value` whose value is integer arithmetic (block sizes and their kin, such as
-    `#define CUDA_SCALE_BLOCK_SIZE 256`), from the source and the project headers it reaches; the first
-    definition met wins, the source's own first."""
+    """Integer constants of the source and the project headers it reaches: object-like `#define NAME value`
+    whose value is integer arithmetic (`#define CUDA_SCALE_BLOCK_SIZE 256`), and namespace-scope `constexpr`
+    integers by qualified name (`pwise::threads`); the first definition met wins, the source's own first."""
     source = source.resolve()
     dirs = project_include_dirs(source)
     found: dict[str, str] = {}
-    seen: set[Path] = set()
-    todo = [source]
-    while todo:
-        path = todo.pop(0)  # breadth first: nearer headers before the ones they include
-        if path in seen:
-            continue
-        seen.add(path)
-        read = _scan(str(path), _stamp(path))
-        for name, value in read.constants:
+    for path in _walk(source, lambda path, target: resolve_header(target, (str(path.parent), *dirs))):
+        for name, value in _scan(str(path), _stamp(path)).constants:
             found.setdefault(name, value)
-        for target in read.includes:
-            hit = resolve_header(target, (str(path.parent), *dirs))
-            if hit is not None:
-                todo.append(hit)
     return found
 
 
