@@ -6,7 +6,7 @@ the project does). Per kernel: the TODOs of the spec cutune drafts without a cap
 
 GPU (nvcc, PyTorch, cupti-python); about 6 minutes on an H100 with --seconds 8.
 
-    python3 benchmarks/corpus_capture.py OUT_DIR [--seconds 8] [--cases acc,rms_norm]
+    python3 benchmarks/corpus_capture.py OUT_DIR [--seconds 8] [--cases acc,rms_norm | --corpus deepspeed] [--label L]
 
 Writes OUT_DIR/corpus_capture.<device>.<date>.json and .md, and each corpus's capture log beside them. The
 workspaces are copies of the corpus trees in $TMPDIR (capture writes specs beside the sources).
@@ -190,6 +190,8 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--cases", default="")
+    parser.add_argument("--corpus", choices=("llama.cpp", "deepspeed"), help="only this corpus's cases")
+    parser.add_argument("--label", default="", help="appended to the result files' names")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -197,8 +199,9 @@ def main() -> int:
     device = torch.cuda.get_device_name().replace(" ", "-")
     date = datetime.date.today().isoformat()
     record = {"device": device, "date": date, "seconds": args.seconds}
-    record.update(run(args.out, args.seconds, [n for n in args.cases.split(",") if n]))
-    stem = f"corpus_capture.{device}.{date}"
+    names = [n for n in args.cases.split(",") if n] or [c.name for c in CASES if args.corpus in (None, c.corpus)]
+    record.update(run(args.out, args.seconds, names))
+    stem = f"corpus_capture.{device}.{date}{'.' + args.label if args.label else ''}"
     (args.out / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     (args.out / f"{stem}.md").write_text(markdown(record), encoding="utf-8")
     print(markdown(record))

@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
 # capture_torch capture_paths selection_cost_a selection_cost_b graph_tests timing_modes checks_spread checks_spread_rms canonical
-# corpus_variants corpus_capture
+# corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
@@ -59,6 +59,10 @@ for s in "${steps[@]}"; do
       tests/template/variants/canonical/test_samples_gpu.py ;;
     corpus_capture) step corpus_capture "${T_CORPUS_CAPTURE:-540}" python3 benchmarks/corpus_capture.py "$dir" \
       --seconds "${CAPTURE_SECONDS:-6}" ${CAPTURE_CASES:+--cases "$CAPTURE_CASES"} ;;
+    corpus_capture_llama) step corpus_capture_llama "${T_CORPUS_CAPTURE:-540}" python3 benchmarks/corpus_capture.py \
+      "$dir" --seconds "${CAPTURE_SECONDS:-6}" --corpus llama.cpp --label llama ;;
+    corpus_capture_deepspeed) step corpus_capture_deepspeed "${T_CORPUS_CAPTURE:-360}" python3 \
+      benchmarks/corpus_capture.py "$dir" --seconds "${CAPTURE_SECONDS:-6}" --corpus deepspeed --label deepspeed ;;
     corpus_variants) step corpus_variants "${T_CORPUS:-240}" python3 benchmarks/corpus_variants.py "$dir" \
       ${CORPUS_ARGS:---trials 8 --seconds 6} ${CORPUS_KERNELS:+--only "$CORPUS_KERNELS"} ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
