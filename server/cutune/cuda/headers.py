@@ -24,10 +24,12 @@ _OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n
 INTEGER_ARITHMETIC = re.compile(r"[\w\s+\-*/%()]+")  # integer arithmetic over literals and other names
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-# what a namespace-aware scan needs: a namespace opening, a brace, an integer constexpr constant
-_SCOPED = re.compile(
-    r"\bnamespace\s+([\w:]+)\s*\{|(\{)|(\})|\b(?:static\s+)?constexpr\s+(?:static\s+)?(?:const\s+)?"
-    r"(?:unsigned\s+|signed\s+)?(?:int|long|short|size_t|u?int(?:8|16|32|64)_t|unsigned)\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
+# a namespace-aware scan: keywords and braces first (one cheap pattern), each keyword's declaration read where it is
+_TOKENS = re.compile(r"[{}]|\bnamespace\b|\bconstexpr\b")
+_NAMESPACE = re.compile(r"namespace\s+([\w:]+)\s*\{")
+_CONSTEXPR = re.compile(
+    r"constexpr\s+(?:static\s+)?(?:const\s+)?(?:unsigned\s+|signed\s+)?"
+    r"(?:int|long|short|size_t|u?int(?:8|16|32|64)_t|unsigned)\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
 )
 _ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
@@ -163,26 +165,37 @@ def _in_namespace(prefix: str, known: set[str], word: re.Match[str]) -> str:
 def _namespace_constants(text: str) -> tuple[tuple[str, str], ...]:
     """Integer `constexpr` constants at namespace scope, by qualified name (`namespace pwise { constexpr int
     threads = 256; }` → `pwise::threads`); those inside functions or classes are left to the host reading."""
+    last = text.rfind("constexpr")
+    if last < 0:  # most sources: no scan
+        return ()
+    text = _COMMENT.sub(" ", text[: text.find(";", last) + 1])  # braces after the last constant change nothing
     found = []
     known: set[str] = set()
     scopes: list[str | None] = []  # per open brace: the namespace it opened, or None (a function, a class)
-    for m in _SCOPED.finditer(_COMMENT.sub(" ", text)):
-        namespace, opened, closed, name, value = m.groups()
-        if namespace is not None:
-            scopes.append(namespace)
-        elif opened:
+    skip = -1  # the `{` a namespace match consumed
+    for token in _TOKENS.finditer(text):
+        at = token.start()
+        if at == skip:
+            continue
+        if token.group(0) == "namespace":
+            if (m := _NAMESPACE.match(text, at)) is not None:
+                scopes.append(m.group(1))
+                skip = m.end() - 1
+        elif token.group(0) == "{":
             scopes.append(None)
-        elif closed:
+        elif token.group(0) == "}":
             if scopes:
                 scopes.pop()
-        elif None not in scopes and INTEGER_ARITHMETIC.fullmatch(value.strip()):
+        elif None not in scopes and (m := _CONSTEXPR.match(text, at)) is not None:
+            name, value = m.group(1), m.group(2).strip()
+            if not INTEGER_ARITHMETIC.fullmatch(value):
+                continue
             prefix = "::".join(s for s in scopes if s)
             # a name of the same namespace in the value (`vals_per_block = threads * 4`) is that constant
             own = functools.partial(_in_namespace, prefix, known)
-            qualified = _WORD.sub(own, value.strip()) if prefix else value.strip()
             key = f"{prefix}::{name}" if prefix else name
             known.add(key)
-            found.append((key, qualified))
+            found.append((key, _WORD.sub(own, value) if prefix else value))
     return tuple(found)
 
 
