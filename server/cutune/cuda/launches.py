@@ -10,7 +10,7 @@ from tree_sitter import Node
 
 from cutune.cuda.decls import Decl, FunctionIndex
 from cutune.cuda.model import LaunchSite
-from cutune.cuda.syntax import anchored, node_text, parse_tree, trim
+from cutune.cuda.syntax import node_text, parse_tree, trim
 from cutune.cuda.text import LineIndex
 
 _CHEVRONS = re.compile(rb"<<<")
@@ -53,18 +53,36 @@ class Launch:
         )
 
 
-def find_launches(root: Node, data: bytes, index: LineIndex, functions: FunctionIndex) -> list[Launch]:
-    """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s, in source order."""
-    found = [_launch(call, data, index, functions) for call in launch_calls(root, data)]
-    for macro_root, name in macro_trees(root, data):
-        found += [_launch(call, data, index, functions, name) for call in launch_calls(macro_root, data)]
-    return sorted(found, key=lambda lc: lc.call.start_byte)
+_CALLEE_REACH = 1024  # bytes before `<<<` a launch's kernel name (with its template arguments) is looked for in
 
 
-def launch_calls(root: Node, data: bytes) -> list[Node]:
-    """The call expressions of the `<<<...>>>` launches under `root`."""
+def find_launches(
+    root: Node, data: bytes, index: LineIndex, functions: FunctionIndex, kernel: str | None = None
+) -> list[Launch]:
+    """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s, in source order; with `kernel`,
+    those of that kernel (the others are not built: a 50,000-line file has thousands)."""
+    near = kernel.encode() if kernel else None
+    found = [_launch(call, data, index, functions) for call in launch_calls(root, data, near)]
+    for macro_root, name in macro_trees(root, data, near):
+        found += [_launch(call, data, index, functions, name) for call in launch_calls(macro_root, data, near)]
+    return sorted((lc for lc in found if kernel in (None, lc.kernel)), key=lambda lc: lc.call.start_byte)
+
+
+def _chevrons(data: bytes, near: bytes | None) -> list[re.Match[bytes]]:
+    """The `<<<` tokens of the text; with `near`, those that name it in the bytes before them."""
+    found = list(_CHEVRONS.finditer(data))
+    if near is None:
+        return found
+    return [m for m in found if data.rfind(near, max(0, m.start() - _CALLEE_REACH), m.start()) >= 0]
+
+
+def launch_calls(root: Node, data: bytes, near: bytes | None = None) -> list[Node]:
+    """The call expressions of the `<<<...>>>` launches under `root` (with `near`, of launches naming it)."""
     calls = []
-    for token in anchored(root, data, _CHEVRONS):
+    for m in _chevrons(data, near):
+        token = root.descendant_for_byte_range(m.start(), m.end())
+        if token is None:
+            continue
         config = token.parent
         call = config.parent if config is not None and config.type == "kernel_call_syntax" else None
         if call is not None and call.type == "call_expression":
@@ -72,11 +90,12 @@ def launch_calls(root: Node, data: bytes) -> list[Node]:
     return calls
 
 
-def macro_trees(root: Node, data: bytes) -> list[tuple[Node, str]]:
-    """Each `#define` whose body launches a kernel, parsed as a function of the macro's name: the same bytes
-    at the same offsets, the rest of the file blanked, so its nodes' offsets are those of the file."""
+def macro_trees(root: Node, data: bytes, near: bytes | None = None) -> list[tuple[Node, str]]:
+    """Each `#define` whose body launches a kernel (with `near`, a launch naming it), parsed as a function of the
+    macro's name: the same bytes at the same offsets, the rest of the file blanked, so its nodes' offsets are
+    those of the file."""
     found: list[tuple[Node, Node, str]] = []
-    for match in _CHEVRONS.finditer(data):
+    for match in _chevrons(data, near):
         node: Node | None = root.descendant_for_byte_range(match.start(), match.end())
         while node is not None and node.type not in ("preproc_function_def", "preproc_def"):
             node = node.parent

@@ -102,6 +102,7 @@ class _Facts:
         self._data = data
         self._tree = tree  # keeps the nodes below valid
         self._root = tree.root_node
+        self._by_kernel: dict[str, list[Launch]] = {}  # one kernel's launches, where not all were built
 
     @functools.cached_property
     def _index(self) -> LineIndex:
@@ -161,7 +162,18 @@ class _Facts:
                     yield kernel
 
     def launches(self, kernel: str | None = None) -> tuple[LaunchSite, ...]:
+        if kernel is not None and "_launches" not in self.__dict__:  # one kernel's, without building the others
+            return tuple(lc.site for lc in self._kernel_launches(kernel))
         return tuple(lc.site for lc in self._launches if kernel is None or lc.kernel == kernel)
+
+    @_paused
+    def _kernel_launches(self, kernel: str) -> list[Launch]:
+        found = self._by_kernel.get(kernel)
+        if found is None:
+            found = self._by_kernel[kernel] = find_launches(
+                self._root, self._data, self._index, self._functions, kernel
+            )
+        return found
 
     def launch_configs(self) -> tuple[tuple[int, int, int], ...]:
         data = self._data
