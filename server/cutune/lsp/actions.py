@@ -26,7 +26,7 @@ def kernel_offers(analysis: DocumentAnalysis, view: KernelView) -> list[Offer] |
     """Every edit offered for one kernel (the costly part: it templatizes the kernel and proposes its
     variants); None when the kernel cannot be templatized (its warning diagnostic says why)."""
     try:
-        ctx = analysis.context(view.kernel.name)
+        ctx = analysis.context(view.name)
     except CutuneError:
         return None
     offers: list[tuple[Edit | None, tuple[str, ...]]] = [
@@ -43,7 +43,7 @@ def actions_for(view: KernelView, offers: Sequence[Offer], params: types.CodeAct
     ours = [
         d
         for d in params.context.diagnostics
-        if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.kernel.name
+        if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.name
     ]
     found = []
     for edit, codes in offers:
@@ -59,7 +59,7 @@ def _apply(analysis: DocumentAnalysis, view: KernelView) -> Edit | None:
     if view.result is None or view.stale or not view.result.significant:
         return None
     try:
-        return apply_edit(analysis, analysis.context(view.kernel.name), view.result)
+        return apply_edit(analysis, analysis.context(view.name), view.result)
     except CutuneError:
         return None
 

@@ -118,7 +118,7 @@ def did_open(ls: CutuneServer, params: types.DidOpenTextDocumentParams) -> None:
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: CutuneServer, params: types.DidChangeTextDocumentParams) -> None:
     """Analyse again once typing pauses."""
-    ls.session.refresh(params.text_document.uri, delay=ls.session.CHANGE_DELAY_S)
+    ls.session.refresh(params.text_document.uri, delay=ls.session.CHANGE_DELAY_S, edited=True)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -211,7 +211,7 @@ async def show_results(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str
     """The stored results of a kernel (or of every kernel of the file) as Markdown."""
     analysis = await ls.session.analysis(args.uri)
     views = analysis.kernels if analysis is not None else ()
-    wanted = [v for v in views if args.kernel in ("", v.kernel.name)]
+    wanted = [v for v in views if args.kernel in ("", v.name)]
     parts = [describe.result_markdown(v.result, v.stale) for v in wanted if v.result is not None]
     return {"markdown": "\n\n".join(parts) or f"no stored results for {args.kernel or args.uri}"}
 

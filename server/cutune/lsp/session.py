@@ -21,13 +21,14 @@ from cutune.lsp.actions import Offer, actions_for, kernel_offers
 from cutune.lsp.analysis import DocumentAnalysis, KernelView, analyze
 from cutune.lsp.capture import specified_kernels
 from cutune.lsp.convert import path_uri
-from cutune.lsp.diagnostics import document_diagnostics, spec_diagnostics
+from cutune.lsp.diagnostics import DocumentDiagnostics, document_diagnostics, spec_diagnostics
+from cutune.lsp.incremental import reanalyze
 from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
 from cutune.lsp.lenses import KernelLensState
 from cutune.lsp.results import ResultStore
 from cutune.lsp.scan import KernelHeader, scan_kernels
 from cutune.lsp.settings import Settings, parse_settings
-from cutune.lsp.wire import Serialized, serialized, serialized_diagnostics
+from cutune.lsp.wire import Serialized, serialized
 from cutune.lsp.worker import Cancelled, Worker
 from cutune.project import KernelContext
 from cutune.tune.result import TuneResult
@@ -60,6 +61,8 @@ class Session:
         self.jobs = Jobs(self._job_changed_in_thread)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._analyses: dict[str, DocumentAnalysis] = {}  # each document's last analysis, of any version
+        self._diagnostics: dict[str, DocumentDiagnostics] = {}  # and its diagnostics
+        self._whole: set[str] = set()  # documents whose next analysis must be whole (more than their text changed)
         self._outlines: dict[str, _Outline] = {}  # first looks, before the first analysis
         self._pending: dict[str, asyncio.Task[DocumentAnalysis | None]] = {}
         self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
@@ -134,11 +137,14 @@ class Session:
 
     # documents and their analyses
 
-    def refresh(self, uri: str, delay: float = 0.0) -> None:
+    def refresh(self, uri: str, delay: float = 0.0, *, edited: bool = False) -> None:
         """Analyse a document again in the background, then publish its diagnostics and refresh lenses; an
-        analysis of an older version still running is stopped."""
+        analysis of an older version still running is stopped. An `edited` document (nothing else changed: specs,
+        results, settings) is analysed from its last analysis where the edit allows (lsp/incremental.py)."""
         if not uri.endswith(SOURCE_SUFFIXES):
             return
+        if not edited:
+            self._whole.add(uri)
         self._stop(uri)
         stop = self._stops[uri] = threading.Event()
         self._pending[uri] = asyncio.ensure_future(self._analyse(uri, delay, stop))
@@ -166,6 +172,8 @@ class Session:
         self._stop(uri)
         self._pending.pop(uri, None)
         self._analyses.pop(uri, None)
+        self._diagnostics.pop(uri, None)
+        self._whole.discard(uri)
         self._outlines.pop(uri, None)
         self._lenses.pop(uri, None)
         self._asked.pop(uri, None)
@@ -214,9 +222,9 @@ class Session:
         view = analysis.view_at(params.range.start.line) if analysis is not None else None
         if analysis is None or view is None:
             return []
-        self._asked[analysis.uri] = view.kernel.name
+        self._asked[analysis.uri] = view.name
         offers = self._kernel_offers(analysis, view)
-        earlier = self._made.get((analysis.uri, view.kernel.name))
+        earlier = self._made.get((analysis.uri, view.name))
         if not offers.done() and earlier is not None:
             # an earlier version's offers at once: their edits name the version they were made for, which the
             # editor refuses to apply to another
@@ -234,7 +242,7 @@ class Session:
 
     def _kernel_offers(self, analysis: DocumentAnalysis, view: KernelView) -> asyncio.Future[list[Offer] | None]:
         """A kernel's offers in this analysis, computed once in the requests' thread."""
-        key = (analysis.uri, analysis.version, view.kernel.name)
+        key = (analysis.uri, analysis.version, view.name)
         offers = self._offers.get(key)
         if offers is None or (offers.done() and offers.exception() is not None):
             for k, f in self._offers.items():
@@ -250,7 +258,7 @@ class Session:
     ) -> None:
         """Remember a kernel's last offers made, for the requests of later versions until theirs are made."""
         if not done.cancelled() and done.exception() is None and analysis.uri in self._analyses:
-            self._made[(analysis.uri, view.kernel.name)] = (view, done.result())
+            self._made[(analysis.uri, view.name)] = (view, done.result())
 
     def code_lenses(self, uri: str) -> Serialized | None:
         """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
@@ -320,14 +328,14 @@ class Session:
             specified = specified_kernels(source.path)
             for v in source.kernels:
                 yield KernelLensState(
-                    v.kernel.name,
-                    v.kernel.span.start.line,
+                    v.name,
+                    v.lines()[0],
                     v.struct is not None,
                     v.result,
                     v.stale,
                     v.applied,
-                    v.kernel.name in tuning,
-                    v.kernel.name in specified,
+                    v.name in tuning,
+                    v.name in specified,
                 )
             return
         path = _path(uri)
@@ -362,24 +370,33 @@ class Session:
             return None
         document = self.server.workspace.get_text_document(uri)
         text, version, results = document.source, document.version, self.results
+        whole = uri in self._whole
+        previous, previous_found = self._analyses.get(uri), self._diagnostics.get(uri)
 
-        def work() -> tuple[DocumentAnalysis, Serialized, list[types.Diagnostic]]:
+        def work() -> tuple[DocumentAnalysis, DocumentDiagnostics, Serialized, list[types.Diagnostic]]:
             # the collector paused throughout, not only while the model is built: with a large file's model
             # alive, the collections the views and diagnostics trigger took half of a 200,000-line analysis
             with collector_paused():
-                analysis = analyze(uri, path, text, version, results, stop.is_set)
-                found = document_diagnostics(analysis, stop.is_set)
-                published = serialized_diagnostics(uri, found)
-                return analysis, published, spec_diagnostics(analysis)
+                made = None
+                if not whole and previous is not None and previous_found is not None:
+                    made = reanalyze(previous, previous_found, text, version, stop.is_set)
+                if made is None:
+                    analysis = analyze(uri, path, text, version, results, stop.is_set)
+                    made = analysis, document_diagnostics(analysis, stop.is_set)
+                analysis, found = made
+                return analysis, found, found.serialized(uri), spec_diagnostics(analysis)
 
         try:
-            analysis, published, in_spec = await self._analyser.run(work)
+            analysis, found, published, in_spec = await self._analyser.run(work)
         except Cancelled:  # a newer version replaced it
             return None
         except Exception:  # a bug in the core on some text: keep serving the other features and documents
             log.exception("cannot analyse %s", uri)
             return None
         self._analyses[uri] = analysis
+        self._diagnostics[uri] = found
+        if whole:
+            self._whole.discard(uri)
         self._outlines.pop(uri, None)
         self.server.protocol.notify(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, published)
         spec_uri = path_uri(analysis.spec_path)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from pygls.protocol import LanguageServerProtocol, default_converter
 
-_CONVERTER = default_converter()
+CONVERTER = default_converter()  # lsprotocol's values to JSON-ready data, as pygls converts them
 
 
 class Serialized(str):
@@ -29,13 +29,8 @@ def serialized(value: object) -> Serialized:
     return Serialized(_json(value))
 
 
-def serialized_diagnostics(uri: str, diagnostics: list[Any]) -> Serialized:
-    """The parameters of `textDocument/publishDiagnostics`, as JSON text."""
-    return Serialized(f'{{"uri":{json.dumps(uri)},"diagnostics":{serialized(diagnostics)}}}')
-
-
 def _json(value: object) -> str:
-    return json.dumps(_CONVERTER.unstructure(value), separators=(",", ":"))
+    return json.dumps(CONVERTER.unstructure(value), separators=(",", ":"))
 
 
 class Protocol(LanguageServerProtocol):
