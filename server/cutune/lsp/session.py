@@ -28,7 +28,7 @@ from cutune.lsp.lenses import KernelLensState
 from cutune.lsp.results import ResultStore
 from cutune.lsp.scan import KernelHeader, scan_kernels
 from cutune.lsp.settings import Settings, parse_settings
-from cutune.lsp.wire import Serialized, serialized
+from cutune.lsp.wire import Serialized
 from cutune.lsp.worker import Cancelled, Worker
 from cutune.project import KernelContext
 from cutune.tune.result import TuneResult
@@ -280,16 +280,10 @@ class Session:
         """An analysis's lenses, made with the collector paused (as the analysis); raises Cancelled once a newer
         version is to be analysed (it makes its own: these would hold its analysis back)."""
         with collector_paused():
-            made = []
-            for state in self._lens_states(uri, source, tuning):
-                if stop.is_set():
-                    raise Cancelled(f"lenses of {uri} version {source.version}")
-                made += lenses.kernel_lenses(uri, state)
-            return serialized(made)
+            return Serialized(lenses.lenses_json(uri, self._lens_states(uri, source, tuning), stop.is_set))
 
     def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
-        states = self._lens_states(uri, source, tuning)
-        return serialized([lens for state in states for lens in lenses.kernel_lenses(uri, state)])
+        return Serialized(lenses.lenses_json(uri, self._lens_states(uri, source, tuning)))
 
     async def first_look(self, uri: str) -> None:
         """Find where a document's kernels are, for its lenses before its first analysis."""
