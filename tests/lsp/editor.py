@@ -60,6 +60,7 @@ class Editor:
         self.applied: list[types.ApplyWorkspaceEditParams] = []
         self.accept_edits = True
         self.configuration_requests = 0
+        self.lens_refreshes = 0  # `workspace/codeLens/refresh` requests: new lenses are made
         self.registrations: list[types.Registration] = []
         self._messages_seen = 0
         self._register()
@@ -218,7 +219,7 @@ class Editor:
             self.statuses.append(params if isinstance(params, dict) else params._asdict())
 
         def refresh(params: None) -> None:
-            return None
+            self.lens_refreshes += 1
 
         def register(params: types.RegistrationParams) -> None:
             self.registrations += params.registrations

@@ -56,7 +56,8 @@ async def test_lenses_and_actions_are_answered_while_an_edit_is_analysed(editor:
     while not await editor.actions(uri, 2):
         assert time.monotonic() < deadline, "no code action for the first kernel"
     published = editor.publications(uri)
-    editor.change(uri, "// an edit\n" + editor.text(uri))
+    # a launch edited: a whole analysis (a comment or a kernel's body would be analysed from the last one at once)
+    editor.change(uri, editor.text(uri).replace("256>>>", "128>>>", 1))
     await asyncio.sleep(0.2)  # past the typing pause: the analysis of the edit runs
     action_s = await _timed(editor.actions(uri, 2))
     lens_s = await _timed(editor.lenses(uri))  # with this client's own conversion of 8,000 lenses

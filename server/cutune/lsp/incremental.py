@@ -48,10 +48,8 @@ def reanalyze(
     model = parse_source(text, str(previous.path))
     analysis = DocumentAnalysis(previous.uri, previous.path, version, model)
     trivia = old == new or only_trivia(model, old[edit.start : edit.old_end], edit.start, edit.new_end)
-    edited = None if trivia else _edited_kernel(previous, edit, old, new)
-    if not trivia and edited is None:
-        return None
     try:
+        edited = _edited_kernel(previous, edit, old, new, trivia)
         views, found = _moved(analysis, previous, diagnostics, edit, edited, stop)
         analysis.launches = tuple(_launch(e, edit) for e in previous.launches)
     except Overlaps:
@@ -65,28 +63,40 @@ def reanalyze(
 _Edited = tuple[int, Kernel, tuple[TunableLiteral, ...]]
 
 
-def _edited_kernel(previous: DocumentAnalysis, edit: Edit, old: bytes, new: bytes) -> _Edited | None:
-    """The one kernel whose body holds an edit of its code, parsed again alone; None when the edit may reach
-    further (a directive, a launch, a name that decides a literal's kernel) or is not in one kernel's body."""
-    inside = [i for i, v in enumerate(previous.kernels) if v.body()[0] < edit.start and edit.old_end < v.body()[1]]
-    if len(inside) != 1:
-        return None
-    index = inside[0]
+def _edited_kernel(previous: DocumentAnalysis, edit: Edit, old: bytes, new: bytes, trivia: bool) -> _Edited | None:
+    """The kernel an edit changed, parsed again alone; None when it changed none (only whitespace and comments
+    between kernels or in a body). Raises Overlaps when the edit may reach further than one kernel (a directive,
+    a launch, a name that decides a literal's kernel, code outside any kernel's body)."""
+    if trivia:  # in a kernel's head, a comment can change where tree-sitter says the definition begins
+        held = [
+            i
+            for i, v in enumerate(previous.kernels)
+            if v.found.span.start_byte + v.shift.bytes < edit.old_end
+            and edit.start < v.found.span.end_byte + v.shift.bytes
+            and not v.body()[0] < edit.start <= edit.old_end < v.body()[1]
+        ]
+        if not held:
+            return None
+    else:
+        held = [i for i, v in enumerate(previous.kernels) if v.body()[0] < edit.start and edit.old_end < v.body()[1]]
+        lines = (_lines(old, edit.start, edit.old_end), _lines(new, edit.start, edit.new_end))
+        if any(b"#" in text for text in lines) or any(
+            m.group().decode() in previous.owned_names for text in lines for m in _IDENTIFIER.finditer(text)
+        ):
+            raise Overlaps(edit)
+    if len(held) != 1:
+        raise Overlaps(edit)
+    index = held[0]
     before = previous.kernels[index].kernel
-    lines = (_lines(old, edit.start, edit.old_end), _lines(new, edit.start, edit.new_end))
-    if any(b"#" in text for text in lines):
-        return None
-    if any(m.group().decode() in previous.owned_names for text in lines for m in _IDENTIFIER.finditer(text)):
-        return None
     start = before.span.start_byte
     line_start = new.rfind(b"\n", 0, start) + 1
     end = edit.offset(before.span.end_byte, end=True)
     fragment = new[line_start:end]
     if new[line_start:start].strip() or b"<<<" in fragment:
-        return None
+        raise Overlaps(edit)
     alone = parse_source(fragment.decode("utf-8", errors="replace"))
     if len(alone.kernels) != 1 or alone.issues or alone.kernels[0].name != before.name:
-        return None
+        raise Overlaps(edit)
     place = Edit.prefix(line_start, Position(before.span.start.line, 0))
     kernel = dataclasses.replace(
         place.kernel(alone.kernels[0]),
@@ -133,12 +143,8 @@ def _moved(
             moved = kernel_view(analysis, moved.kernel, moved.struct, view.result)
             remade = tuple(placed(d) for d in view_diagnostics(analysis, moved))
             found.append((remade + tuple(_place(p, edit) for p in _at(own, lines) if p.code == LITERAL), 0))
-        elif moved is view:
-            found.append((own, lines))
-        elif moved.shift != view.shift:  # moved by whole lines, as its diagnostics (they are at or below it)
-            found.append((own, lines + moved.shift.lines - view.shift.lines))
         else:
-            found.append((tuple(_place(p, edit) for p in _at(own, lines)), 0))
+            found.append(_moved_group(own, lines, edit))
         views.append(moved)
     return tuple(views), tuple(found)
 
@@ -168,6 +174,19 @@ def _at(own: tuple[Placed, ...], lines: int) -> list[Placed]:
         )
         for p in own
     ]
+
+
+def _moved_group(own: tuple[Placed, ...], lines: int, edit: Edit) -> _Group:
+    """A kernel's diagnostics, moved (a kernel's launches, and their literals, can be anywhere in the file)."""
+    if not own:
+        return own, lines
+    first = min((p.start.line, p.start.character) for p in own)
+    last = max((p.end.line, p.end.character) for p in own)
+    if last[0] + lines < edit.start_at.line:
+        return own, lines
+    if first[0] + lines > edit.old_end_at.line:
+        return own, lines + edit.lines
+    return tuple(_place(p, edit) for p in _at(own, lines)), 0
 
 
 def _place(p: Placed, edit: Edit) -> Placed:

@@ -1,0 +1,115 @@
+"""An edit's analysis made from the last one: the diagnostics and lenses of a whole analysis, only the edited
+kernel looked at again."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+
+from tests.lsp.editor import Editor
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+KERNEL = """
+template <typename T>
+__global__ void scale_{i}_kernel(T* __restrict__ out, const T* __restrict__ in, int n) {{
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * static_cast<T>({i});
+}}
+
+void launch_scale_{i}(float* out, const float* in, int n) {{
+  scale_{i}_kernel<float><<<(n + 255) / 256, 256>>>(out, in, n);
+}}
+"""
+
+SHARED = """
+#define ROWS 4
+__global__ void rows_kernel(float* out) {
+#pragma unroll 2
+  for (int r = 0; r < ROWS; ++r) out[r] = 0.f;
+}
+"""
+
+
+def _summary(diagnostics: list[types.Diagnostic]) -> list[tuple[int, int, int, int, str | int | None, str]]:
+    return sorted(
+        (d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character, d.code, d.message)
+        for d in diagnostics
+    )
+
+
+def _after(text: str, line: str, *inserted: str) -> str:
+    """The text with lines inserted after the first line that is `line`."""
+    lines = text.split("\n")
+    at = lines.index(line) + 1
+    return "\n".join(lines[:at] + list(inserted) + lines[at:])
+
+
+HEAD = "__global__ void scale_20_kernel(T* __restrict__ out, const T* __restrict__ in, int n) {"
+EDITS = [  # each made on the text the one before left
+    lambda t: _after(
+        t, "void launch_scale_19(float* out, const float* in, int n) {", "  // a comment in a host function"
+    ),
+    lambda t: _after(t, "}", "// a comment between two kernels"),  # whitespace and comments: moved
+    lambda t: _after(t, HEAD, "  const int vec = 16 / sizeof(T);"),  # one kernel's body: that kernel again
+    lambda t: _after(t, HEAD, "  const int unused = vec + 1;"),
+    lambda t: _after(t, HEAD, "  int r = ROWS;"),  # a name that decides a `#define`'s kernel: a whole analysis
+    lambda t: t.replace("scale_3_kernel<float><<<(n + 255) / 256, 256>>>", "scale_3_kernel<float><<<1, 64>>>"),
+    lambda t: t.replace("  const int i = blockIdx.x", "  const  int i = blockIdx.x", 1),  # spaces: moved
+    lambda t: t.replace("__global__ void scale_7_kernel", "// gone\n__global__ void scale_7_kernel", 1),
+    lambda t: t.replace("  const int unused = vec + 1;\n", ""),
+]
+
+
+async def test_an_edits_diagnostics_and_lenses_are_those_of_a_whole_analysis(editor: Editor, tmp_path: Path) -> None:
+    editor.use(tmp_path)
+    text = SHARED + "".join(KERNEL.format(i=i) for i in range(40))
+    (tmp_path / "big.cu").write_text(text, encoding="utf-8")
+    uri = editor.open("big.cu")
+    await editor.diagnostics(uri)
+    for n, edit in enumerate(EDITS):
+        text = edit(text)
+        published, refreshes = editor.publications(uri), editor.lens_refreshes
+        editor.change(uri, text)
+        found = await editor.diagnostics(uri, since=published)
+        await editor.wait(lambda: editor.lens_refreshes > refreshes)  # the edit's lenses are made
+        lenses = await editor.lenses(uri)
+        refreshes = editor.lens_refreshes
+        whole = editor.open(f"whole_{n}.cu", text)  # the same text, analysed whole
+        assert _summary(found) == _summary(await editor.diagnostics(whole)), f"edit {n}"
+        await editor.wait(lambda: editor.lens_refreshes > refreshes)
+        assert [(lens.range, lens.command.title) for lens in lenses if lens.command] == [
+            (lens.range, lens.command.title) for lens in await editor.lenses(whole) if lens.command
+        ], f"edit {n}"
+        editor.close(whole)
+    editor.close(uri)
+
+
+async def test_an_edit_in_one_kernel_looks_again_at_that_kernel_only(editor: Editor, tuned: Path) -> None:
+    editor.use(tuned)
+    results = tuned / ".cutune" / "results"
+    hidden = tuned / "hidden"
+    shutil.move(results, hidden)  # scale_kernel's result is not there when the file is opened
+    uri = editor.open("scale.cu")
+    assert not [d for d in await editor.diagnostics(uri) if d.code == "tuned"]
+    shutil.move(hidden, results)  # back, without telling the server: only a whole analysis reads it
+    text = editor.text(uri)
+    published = editor.publications(uri)
+    editor.change(uri, text.replace("    out[i] = x[i] + y[i];", "    out[i] = x[i] + y[i];\n    out[i] *= 2.f;"))
+    found = await editor.diagnostics(uri, since=published)
+    assert not [d for d in found if d.code == "tuned"], "add_kernel's edit looked at scale_kernel again"
+    assert [(d.range.start.line, d.message) for d in found if d.code == "tunable-literal"] == [
+        (18, "unroll factor fixed at 4 — templatize to tune"),
+        (30, "grid size fixed at 1024 — templatize to tune"),
+        (30, "threads per block fixed at 256 — templatize to tune"),
+    ]
+    published = editor.publications(uri)
+    editor.client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    found = await editor.diagnostics(uri, since=published)
+    assert [d.range.start.line for d in found if d.code == "tuned"] == [10], "a save analyses the file whole"
+    editor.close(uri)
