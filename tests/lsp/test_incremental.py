@@ -48,6 +48,11 @@ def _after(text: str, line: str, *inserted: str) -> str:
     return "\n".join(lines[:at] + list(inserted) + lines[at:])
 
 
+async def _lenses_made(editor: Editor, refreshes: int) -> None:
+    """Wait until the server has made lenses again since it had asked for `refreshes` refreshes."""
+    await editor.wait(lambda: editor.lens_refreshes > refreshes)
+
+
 HEAD = "__global__ void scale_20_kernel(T* __restrict__ out, const T* __restrict__ in, int n) {"
 EDITS = [  # each made on the text the one before left
     lambda t: _after(
@@ -75,12 +80,12 @@ async def test_an_edits_diagnostics_and_lenses_are_those_of_a_whole_analysis(edi
         published, refreshes = editor.publications(uri), editor.lens_refreshes
         editor.change(uri, text)
         found = await editor.diagnostics(uri, since=published)
-        await editor.wait(lambda: editor.lens_refreshes > refreshes)  # the edit's lenses are made
+        await _lenses_made(editor, refreshes)  # the edit's
         lenses = await editor.lenses(uri)
         refreshes = editor.lens_refreshes
         whole = editor.open(f"whole_{n}.cu", text)  # the same text, analysed whole
         assert _summary(found) == _summary(await editor.diagnostics(whole)), f"edit {n}"
-        await editor.wait(lambda: editor.lens_refreshes > refreshes)
+        await _lenses_made(editor, refreshes)
         assert [(lens.range, lens.command.title) for lens in lenses if lens.command] == [
             (lens.range, lens.command.title) for lens in await editor.lenses(whole) if lens.command
         ], f"edit {n}"
