@@ -4,11 +4,16 @@ kernel looked at again."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from lsprotocol import types
 
+from cutune.lsp.analysis import analyze
+from cutune.lsp.diagnostics import document_diagnostics
+from cutune.lsp.incremental import reanalyze
+from cutune.lsp.results import ResultStore
 from tests.lsp.editor import Editor
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -59,6 +64,7 @@ EDITS = [  # each made on the text the one before left
         t, "void launch_scale_19(float* out, const float* in, int n) {", "  // a comment in a host function"
     ),
     lambda t: _after(t, "}", "// a comment between two kernels"),  # whitespace and comments: moved
+    lambda t: t.replace("// a comment between", "// another\n// a comment between"),  # differs in `nother\n// a`
     lambda t: _after(t, HEAD, "  const int vec = 16 / sizeof(T);"),  # one kernel's body: that kernel again
     lambda t: _after(t, HEAD, "  const int unused = vec + 1;"),
     lambda t: _after(t, HEAD, "  int r = ROWS;"),  # a name that decides a `#define`'s kernel: a whole analysis
@@ -91,6 +97,25 @@ async def test_an_edits_diagnostics_and_lenses_are_those_of_a_whole_analysis(edi
         ], f"edit {n}"
         editor.close(whole)
     editor.close(uri)
+
+
+@pytest.mark.parametrize(
+    ("edit", "again"),
+    [(EDITS[0], False), (EDITS[1], False), (EDITS[2], False), (EDITS[3], True), (EDITS[5], None), (EDITS[6], None)],
+)
+async def test_which_edits_are_analysed_from_the_last_analysis(
+    edit: Callable[[str], str], again: bool | None, tmp_path: Path
+) -> None:
+    """None: a whole analysis; else whether scale_20_kernel is parsed again (False: every kernel only moved)."""
+    path = tmp_path / "big.cu"
+    text = SHARED + "".join(KERNEL.format(i=i) for i in range(40))
+    text = EDITS[1](text)
+    previous = analyze(path.as_uri(), path, text, 1, ResultStore())
+    made = reanalyze(previous, document_diagnostics(previous), edit(text), 2, lambda: False)
+    assert (made is None) is (again is None)
+    if made is not None:
+        view = made[0].view("scale_20_kernel")
+        assert view is not None and (view.found is not previous.kernels[21].found) is again
 
 
 async def test_an_edit_in_one_kernel_looks_again_at_that_kernel_only(editor: Editor, tuned: Path) -> None:

@@ -31,9 +31,16 @@ class Edit:
     new_end_at: Position  # where the new text ends, in the new text
 
     @classmethod
-    def between(cls, old: bytes, new: bytes) -> Edit:
-        """The edit that turns `old` into `new` (both UTF-8)."""
+    def between(cls, old: bytes, new: bytes, *, whole_lines: bool = False) -> Edit:
+        """The edit that turns `old` into `new` (both UTF-8): the fewest bytes that differ, or those bytes' whole
+        lines (the fewest can cut tokens: a line `// b` put above `// a` differs from it in `b\n// ` only)."""
         start, old_end, new_end = changed_range(old, new)
+        if whole_lines:
+            start = old.rfind(b"\n", 0, start) + 1
+            if old_end > 0 and old[old_end - 1] != 0x0A:  # to the end of the line where the replaced text ends
+                line_end = old.find(b"\n", old_end)
+                grown = (len(old) if line_end < 0 else line_end + 1) - old_end
+                old_end, new_end = old_end + grown, new_end + grown
         return cls(start, old_end, new_end, _position(old, start), _position(old, old_end), _position(new, new_end))
 
     @classmethod

@@ -44,10 +44,13 @@ def reanalyze(
     if diagnostics.issues or len(diagnostics.kernels) != len(previous.kernels):
         return None  # a file with syntax errors: an edit can move the regions tree-sitter gives up on
     old, new = previous.model.text.encode("utf-8", errors="replace"), text.encode("utf-8", errors="replace")
-    edit = Edit.between(old, new)
     model = parse_source(text, str(previous.path))
     analysis = DocumentAnalysis(previous.uri, previous.path, version, model)
-    trivia = old == new or only_trivia(model, old[edit.start : edit.old_end], edit.start, edit.new_end)
+    edit, trivia = Edit.between(old, new), old == new
+    for tried in (edit, Edit.between(old, new, whole_lines=True)):
+        if trivia or only_trivia(model, old[tried.start : tried.old_end], tried.start, tried.new_end):
+            edit, trivia = tried, True
+            break
     try:
         edited = _edited_kernel(previous, edit, old, new, trivia)
         views, found = _moved(analysis, previous, diagnostics, edit, edited, stop)
