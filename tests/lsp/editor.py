@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -154,14 +155,29 @@ class Editor:
         return await self.client.workspace_execute_command_async(params)
 
     async def actions(
-        self, uri: str, line: int, diagnostics: list[types.Diagnostic] | None = None, only: list[str] | None = None
+        self,
+        uri: str,
+        line: int,
+        diagnostics: list[types.Diagnostic] | None = None,
+        only: list[str] | None = None,
+        *,
+        wait: bool = True,
     ) -> list[types.CodeAction]:
-        """The code actions at a line."""
+        """The code actions at a line; with `wait`, asked again (as an editor does when the cursor moves) until
+        there are some: the server answers at once, with none until it has made a kernel's offers."""
         at = types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0))
         context = types.CodeActionContext(diagnostics=diagnostics or [], only=only)
         params = types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri=uri), range=at, context=context)
-        result = await self.client.text_document_code_action_async(params)
-        return [a for a in result or [] if isinstance(a, types.CodeAction)]
+        deadline = time.monotonic() + 30
+        while True:
+            result = [
+                a
+                for a in await self.client.text_document_code_action_async(params) or []
+                if isinstance(a, types.CodeAction)
+            ]
+            if result or not wait or time.monotonic() > deadline:
+                return result
+            await asyncio.sleep(0.05)
 
     async def hover(self, uri: str, line: int, character: int) -> types.Hover | None:
         """Hover at a position."""
