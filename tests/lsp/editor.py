@@ -144,10 +144,13 @@ class Editor:
         """How many times diagnostics were published for `uri`."""
         return len(self.published.get(uri, []))
 
-    async def lenses(self, uri: str) -> list[types.CodeLens]:
-        """The code lenses of a document."""
+    async def lenses(self, uri: str, *, resolve: bool = True) -> list[types.CodeLens]:
+        """The code lenses of a document, each resolved (as an editor resolves the lenses it shows)."""
         params = types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
-        return list(await self.client.text_document_code_lens_async(params) or [])
+        found = list(await self.client.text_document_code_lens_async(params) or [])
+        if not resolve:
+            return found
+        return [lens if lens.command else await self.client.code_lens_resolve_async(lens) for lens in found]
 
     async def command(self, command: str, uri: str, kernel: str) -> Any:
         """Run a cutune command with its `{uri, kernel}` argument."""

@@ -133,7 +133,7 @@ def did_close(ls: CutuneServer, params: types.DidCloseTextDocumentParams) -> Non
     ls.session.close(params.text_document.uri)
 
 
-@server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+@server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=True))
 async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens] | Serialized:
     """Lenses above each kernel, from the last analysis or, before the first, from a quick look."""
     uri = params.text_document.uri
@@ -142,6 +142,12 @@ async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[type
         await ls.session.first_look(uri)
         found = ls.session.code_lenses(uri)
     return found if found is not None else []
+
+
+@server.feature(types.CODE_LENS_RESOLVE)
+def code_lens_resolve(ls: CutuneServer, lens: types.CodeLens) -> types.CodeLens:
+    """A lens's command: lenses come without one, and the editor resolves those it shows."""
+    return ls.session.resolve_lens(lens)
 
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)

@@ -76,6 +76,8 @@ class Session:
         self._analyser = Worker("cutune-analysis")
         self._requests = Worker("cutune-requests")
         self._spec_uris: dict[str, str] = {}  # document → the spec file it published diagnostics to
+        self._documents: dict[str, int] = {}  # document → the number its lenses carry (`_document`)
+        self._uris: list[str] = []  # and back
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Remember the event loop, for notifications from the job thread."""
@@ -281,10 +283,34 @@ class Session:
         """An analysis's lenses, made with the collector paused (as the analysis); raises Cancelled once a newer
         version is to be analysed (it makes its own: these would hold its analysis back)."""
         with collector_paused():
-            return Serialized(lenses.lenses_json(uri, self._lens_states(uri, source, tuning), stop.is_set))
+            states = self._lens_states(uri, source, tuning)
+            return Serialized(lenses.lenses_json(self._document(uri), states, stop.is_set))
 
     def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
-        return Serialized(lenses.lenses_json(uri, self._lens_states(uri, source, tuning)))
+        return Serialized(lenses.lenses_json(self._document(uri), self._lens_states(uri, source, tuning)))
+
+    def _document(self, uri: str) -> int:
+        """A small number for a document's URI, which its lenses carry instead of the URI."""
+        found = self._documents.get(uri)
+        if found is None:
+            found = self._documents[uri] = len(self._uris)
+            self._uris.append(uri)
+        return found
+
+    def resolve_lens(self, lens: types.CodeLens) -> types.CodeLens:
+        """A lens with its command, from what its kernel shows now (`lenses.lenses_json` sent it without)."""
+        data = lens.data
+        if not (
+            isinstance(data, list) and len(data) == 3 and isinstance(data[0], int) and 0 <= data[0] < len(self._uris)
+        ):
+            return lens  # not one of ours: left as it is
+        uri, kernel, index = self._uris[data[0]], str(data[1]), data[2]
+        source: DocumentAnalysis | _Outline | None = self._analyses.get(uri) or self._outlines.get(uri)
+        state = None
+        if source is not None:
+            state = next(self._lens_states(uri, source, self.jobs.kernels(uri), only=kernel), None)
+        lens.command = lenses.resolved(uri, state, index if isinstance(index, int) else -1)
+        return lens
 
     async def first_look(self, uri: str) -> None:
         """Find where a document's kernels are, for its lenses before its first analysis."""
@@ -316,12 +342,13 @@ class Session:
         return view.result
 
     def _lens_states(
-        self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]
+        self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str], only: str | None = None
     ) -> Iterator[KernelLensState]:
-        """What each kernel's lenses show: from an analysis, or from a first look."""
+        """What each kernel's lenses show (or the one kernel `only`'s): from an analysis, or from a first look."""
         if isinstance(source, DocumentAnalysis):
             specified = specified_kernels(source.path)
-            for v in source.kernels:
+            views = source.kernels if only is None else [v for v in [source.view(only)] if v is not None]
+            for v in views:
                 yield KernelLensState(
                     v.name,
                     v.lines()[0],
@@ -339,6 +366,8 @@ class Session:
         specified = specified_kernels(path)
         stored = self.results.stored(path)
         for header in source.headers:
+            if only not in (None, header.name):
+                continue
             yield KernelLensState(
                 header.name,
                 header.line,
