@@ -143,3 +143,40 @@ async def test_an_edit_in_one_kernel_looks_again_at_that_kernel_only(editor: Edi
     found = await editor.diagnostics(uri, since=published)
     assert [d.range.start.line for d in found if d.code == "tuned"] == [10], "a save analyses the file whole"
     editor.close(uri)
+
+
+def _source_edits(actions: list[types.CodeAction], uri: str) -> list[tuple[str, int | None, list[object]]]:
+    """Each action's title, and the version and edits of its changes to `uri`."""
+    found = []
+    for a in actions:
+        assert a.edit is not None
+        for c in a.edit.document_changes or []:
+            if isinstance(c, types.TextDocumentEdit) and c.text_document.uri == uri:
+                edits = [(e.range, e.new_text) for e in c.edits if isinstance(e, types.TextEdit)]
+                found.append((a.title, c.text_document.version, edits))
+    return found
+
+
+async def test_a_kernels_code_actions_move_with_an_edit_elsewhere(editor: Editor, tmp_path: Path) -> None:
+    editor.use(tmp_path)
+    text = SHARED + "".join(KERNEL.format(i=i) for i in range(3))
+    (tmp_path / "big.cu").write_text(text, encoding="utf-8")
+    uri = editor.open("big.cu")
+    await editor.diagnostics(uri)
+    line = text.split("\n").index(HEAD.replace("20", "0"))
+    before = await editor.actions(uri, line, only=["refactor.rewrite"])  # made for version 1
+    assert before
+    edited = _after(text, HEAD.replace("20", "2"), "  const int unused = 2;")  # in a kernel below
+    published = editor.publications(uri)
+    editor.change(uri, edited)
+    await editor.diagnostics(uri, since=published)
+    moved = await editor.actions(uri, line, only=["refactor.rewrite"], wait=False)  # at once: not made again
+    assert [(title, version) for title, version, _ in _source_edits(moved, uri)] == [
+        (title, 2) for title, _, _ in _source_edits(before, uri)
+    ]
+    fresh = editor.open("fresh.cu", edited)  # the same text: its offers made from it
+    await editor.diagnostics(fresh)
+    made = await editor.actions(fresh, line, only=["refactor.rewrite"])
+    assert [edits for _, _, edits in _source_edits(moved, uri)] == [edits for _, _, edits in _source_edits(made, fresh)]
+    editor.close(fresh)
+    editor.close(uri)

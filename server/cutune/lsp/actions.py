@@ -7,10 +7,13 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
+from cutune.cuda.edit import Edit as TextEdit
+from cutune.cuda.edit import Overlaps
+from cutune.cuda.text import Position
 from cutune.errors import CutuneError
 from cutune.lsp import diagnostics
 from cutune.lsp.analysis import DocumentAnalysis, KernelView
-from cutune.lsp.convert import document_edit, line_edits
+from cutune.lsp.convert import document_edit, line_edits, lsp_position
 from cutune.lsp.edits import Edit, apply_edit, draft_spec_edit, templatize_edit
 from cutune.project import KernelContext
 from cutune.template.variants import keep_variant
@@ -84,6 +87,31 @@ def variant_edits(analysis: DocumentAnalysis, ctx: KernelContext) -> list[Edit]:
         title = f"Rewrite {ctx.kernel.name} as variant {v.name} ({v.provenance.origin}{note}; {params})"
         edits.append(Edit(title, types.WorkspaceEdit(document_changes=[change])))
     return edits
+
+
+def moved_offers(offers: Sequence[Offer], uri: str, version: int | None, edit: TextEdit) -> list[Offer]:
+    """A kernel's offers after an edit that did not change it: the edits of its document moved and made for
+    `version` (the editor refuses them on another). Raises Overlaps when one touches the edited text."""
+    moved = []
+    for offer, codes in offers:
+        changes = [
+            document_edit(uri, version, [_moved(e, edit) for e in c.edits])
+            if isinstance(c, types.TextDocumentEdit) and c.text_document.uri == uri
+            else c
+            for c in offer.edit.document_changes or []
+        ]
+        moved.append((Edit(offer.title, types.WorkspaceEdit(document_changes=changes), offer.note), codes))
+    return moved
+
+
+def _moved(e: types.TextEdit | types.AnnotatedTextEdit | types.SnippetTextEdit, edit: TextEdit) -> types.TextEdit:
+    if not isinstance(e, types.TextEdit) or isinstance(e, types.AnnotatedTextEdit):
+        raise Overlaps(e)
+    r = e.range
+    start, end = edit.range(Position(r.start.line, r.start.character), Position(r.end.line, r.end.character))
+    if (start.line, start.character) > (end.line, end.character):  # an insertion where the edit was
+        raise Overlaps(e)
+    return types.TextEdit(range=types.Range(start=lsp_position(start), end=lsp_position(end)), new_text=e.new_text)
 
 
 def _kind(kind: types.CodeActionKind | str | None) -> str:

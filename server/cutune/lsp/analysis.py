@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cutune.apply.dispatch import MARKER
-from cutune.cuda.edit import NO_SHIFT, Shift
+from cutune.cuda.edit import NO_SHIFT, Edit, Shift
 from cutune.cuda.model import Kernel, LaunchExtent, LiteralKind, SourceModel, TunableLiteral, TypeDecl
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
@@ -67,6 +67,9 @@ class DocumentAnalysis:
     launches: tuple[LaunchExtent, ...] = ()
     # the names of literals whose kernel is the one kernel using them: an edit naming one may change whose it is
     owned_names: frozenset[str] = frozenset()
+    # made from the analysis of another version (lsp/incremental.py): that version, the edit between them, and
+    # the kernels looked at again (the others are as they were, moved)
+    moved_from: tuple[int | None, Edit, frozenset[str]] | None = None
     _contexts: dict[str, KernelContext | CutuneError] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -58,6 +58,8 @@ def reanalyze(
     except Overlaps:
         return None
     analysis.kernels = views
+    again = {v.name for v in previous.kernels if v.result is not None}
+    analysis.moved_from = previous.version, edit, frozenset(again | ({views[edited[0]].name} if edited else set()))
     analysis.owned_names = previous.owned_names | (owned_names(edited[2]) if edited is not None else frozenset())
     return analysis, DocumentDiagnostics((), found)
 

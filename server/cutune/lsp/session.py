@@ -15,10 +15,11 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from cutune.agent.settings import api_key_from_env
+from cutune.cuda.edit import Overlaps
 from cutune.cuda.parse import collector_paused
 from cutune.errors import CutuneError
 from cutune.lsp import lenses
-from cutune.lsp.actions import Offer, actions_for, kernel_offers
+from cutune.lsp.actions import Offer, actions_for, kernel_offers, moved_offers
 from cutune.lsp.analysis import DocumentAnalysis, KernelView, analyze
 from cutune.lsp.capture import specified_kernels
 from cutune.lsp.convert import path_uri
@@ -70,7 +71,8 @@ class Session:
         self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
         self._asked: dict[str, str] = {}  # the kernel each document's last code actions were asked for
         self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
-        self._made: dict[tuple[str, str], tuple[KernelView, list[Offer] | None]] = {}  # each kernel's last offers
+        # each kernel's last offers, and the version they were made for
+        self._made: dict[tuple[str, str], tuple[int | None, KernelView, list[Offer] | None]] = {}
         # each document's lenses, and the analysis or outline and the jobs they were made from
         self._lenses: dict[str, tuple[object, frozenset[str], Serialized]] = {}
         # analyses run one at a time in their own thread; requests' own work in another, never behind them
@@ -232,13 +234,13 @@ class Session:
         if earlier is not None and pending is not None and not pending.done():
             # while a newer version is analysed, its offers are not begun: they would hold its analysis back (at
             # 200,000 lines a kernel's offers take seconds), and it makes them for this kernel when it ends
-            view, found = earlier
+            _, view, found = earlier
             return [] if found is None else actions_for(view, found, params)
         offers = self._kernel_offers(analysis, view)
         if not offers.done() and earlier is not None:
             # an earlier version's offers at once: their edits name the version they were made for, which the
             # editor refuses to apply to another
-            view, found = earlier
+            _, view, found = earlier
             return [] if found is None else actions_for(view, found, params)
         try:
             found = await asyncio.wait_for(asyncio.shield(offers), self.ACTIONS_WAIT_S)
@@ -266,12 +268,35 @@ class Session:
             offers.add_done_callback(lambda done: self._keep_offers(analysis, view, done))
         return offers
 
+    def _carry_offers(self, analysis: DocumentAnalysis) -> None:
+        """The offers made for the version an analysis was made from, moved to its version, for the kernels above
+        the edit it did not look at again: their code actions answer at once, without being made again (at
+        200,000 lines that takes seconds, and held every thread back). Not those below: a variant's rewrite
+        names lines of its kernel, which the edit moved."""
+        if analysis.moved_from is None:
+            return
+        version, edit, again = analysis.moved_from
+        for (uri, kernel), (made, _, found) in list(self._made.items()):
+            view = analysis.view(kernel)
+            if uri != analysis.uri or made != version or kernel in again or view is None:
+                continue
+            if view.lines()[1] >= edit.start_at.line:
+                continue
+            try:
+                moved = None if found is None else moved_offers(found, uri, analysis.version, edit)
+            except Overlaps:
+                continue
+            self._made[(uri, kernel)] = (analysis.version, view, moved)
+            future: asyncio.Future[list[Offer] | None] = asyncio.get_running_loop().create_future()
+            future.set_result(moved)
+            self._offers[(uri, analysis.version, kernel)] = future
+
     def _keep_offers(
         self, analysis: DocumentAnalysis, view: KernelView, done: asyncio.Future[list[Offer] | None]
     ) -> None:
         """Remember a kernel's last offers made, for the requests of later versions until theirs are made."""
         if not done.cancelled() and done.exception() is None and analysis.uri in self._analyses:
-            self._made[(analysis.uri, view.name)] = (view, done.result())
+            self._made[(analysis.uri, view.name)] = (analysis.version, view, done.result())
 
     def code_lenses(self, uri: str) -> Serialized | None:
         """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
@@ -431,6 +456,7 @@ class Session:
             return None
         self._analyses[uri] = analysis
         self._diagnostics[uri] = found
+        self._carry_offers(analysis)
         if whole:
             self._whole.discard(uri)
         self._outlines.pop(uri, None)
