@@ -316,7 +316,7 @@ def main() -> None:
         results["backend"] = "replay (synthetic TEST-ONLY recording)"
         results.update(asyncio.run(measure(args.trials)))
     results["large_files"] = {}
-    results["edit"] = EDITED[args.edit].strip()
+    results["edit"] = {"kind": args.edit, "inserts": EDITED[args.edit].strip()}
     for lines in (int(n) for n in args.sizes.split(",") if n):
         results["large_files"][str(lines)] = asyncio.run(large_file(lines, args.edit))
         print(json.dumps(results["large_files"][str(lines)]), flush=True)
