@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ class Editor:
         self.applied: list[types.ApplyWorkspaceEditParams] = []
         self.accept_edits = True
         self.configuration_requests = 0
+        self.lens_refreshes = 0  # `workspace/codeLens/refresh` requests: new lenses are made
         self.registrations: list[types.Registration] = []
         self._messages_seen = 0
         self._register()
@@ -142,10 +144,13 @@ class Editor:
         """How many times diagnostics were published for `uri`."""
         return len(self.published.get(uri, []))
 
-    async def lenses(self, uri: str) -> list[types.CodeLens]:
-        """The code lenses of a document."""
+    async def lenses(self, uri: str, *, resolve: bool = True) -> list[types.CodeLens]:
+        """The code lenses of a document, each resolved (as an editor resolves the lenses it shows)."""
         params = types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
-        return list(await self.client.text_document_code_lens_async(params) or [])
+        found = list(await self.client.text_document_code_lens_async(params) or [])
+        if not resolve:
+            return found
+        return [lens if lens.command else await self.client.code_lens_resolve_async(lens) for lens in found]
 
     async def command(self, command: str, uri: str, kernel: str) -> Any:
         """Run a cutune command with its `{uri, kernel}` argument."""
@@ -153,14 +158,29 @@ class Editor:
         return await self.client.workspace_execute_command_async(params)
 
     async def actions(
-        self, uri: str, line: int, diagnostics: list[types.Diagnostic] | None = None, only: list[str] | None = None
+        self,
+        uri: str,
+        line: int,
+        diagnostics: list[types.Diagnostic] | None = None,
+        only: list[str] | None = None,
+        *,
+        wait: bool = True,
     ) -> list[types.CodeAction]:
-        """The code actions at a line."""
+        """The code actions at a line; with `wait`, asked again (as an editor does when the cursor moves) until
+        there are some: the server answers at once, with none until it has made a kernel's offers."""
         at = types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0))
         context = types.CodeActionContext(diagnostics=diagnostics or [], only=only)
         params = types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri=uri), range=at, context=context)
-        result = await self.client.text_document_code_action_async(params)
-        return [a for a in result or [] if isinstance(a, types.CodeAction)]
+        deadline = time.monotonic() + 30
+        while True:
+            result = [
+                a
+                for a in await self.client.text_document_code_action_async(params) or []
+                if isinstance(a, types.CodeAction)
+            ]
+            if result or not wait or time.monotonic() > deadline:
+                return result
+            await asyncio.sleep(0.05)
 
     async def hover(self, uri: str, line: int, character: int) -> types.Hover | None:
         """Hover at a position."""
@@ -218,7 +238,7 @@ class Editor:
             self.statuses.append(params if isinstance(params, dict) else params._asdict())
 
         def refresh(params: None) -> None:
-            return None
+            self.lens_refreshes += 1
 
         def register(params: types.RegistrationParams) -> None:
             self.registrations += params.registrations

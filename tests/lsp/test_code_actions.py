@@ -104,4 +104,4 @@ async def test_no_actions_outside_kernels(editor: Editor, tmp_path: Path) -> Non
     editor.use(copy_workspace("lenses", tmp_path))
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
-    assert await editor.actions(uri, 0) == []
+    assert await editor.actions(uri, 0, wait=False) == []

@@ -48,3 +48,20 @@ async def test_a_stored_result_reads_as_a_speedup_with_apply(editor: Editor, tun
     assert re.fullmatch(rf"⚡ 1\.35× faster · 45% of speed-of-light · {REPLAYED} · Apply", title)
     assert (9, "Autotune", "cutune.autotune") in titles
     assert not any(t == "Templatize" for line, t, _ in titles if line == 9)  # already templatized
+
+
+async def test_lenses_come_without_commands_and_resolve_to_them(editor: Editor, tmp_path: Path) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
+    uri = editor.open("scale.cu")
+    await editor.diagnostics(uri)
+    bare = await editor.lenses(uri, resolve=False)
+    assert [lens.command for lens in bare] == [None] * 6  # the editor resolves only those it shows
+    third = await editor.client.code_lens_resolve_async(bare[2])
+    assert third.command is not None
+    assert (third.command.title, third.command.command) == ("Capture launches…", "cutune.capture")
+    assert list(third.command.arguments or []) == [{"uri": uri, "kernel": "scale_kernel"}]
+    assert isinstance(bare[2].data, list)
+    gone = types.CodeLens(range=bare[2].range, data=[bare[2].data[0], "renamed_kernel", 0])  # asked before an edit
+    resolved = await editor.client.code_lens_resolve_async(gone)
+    assert resolved.command is not None and resolved.command.command == ""
+    editor.close(uri)

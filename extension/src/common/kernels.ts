@@ -1,5 +1,6 @@
 // Which kernel a palette command acts on: the server's code lenses name the kernels of a document
-// (each lens command carries `{ uri, kernel }`, docs/protocol.md); the one at or above the cursor wins.
+// (each lens command carries `{ uri, kernel }`, an unresolved lens's data `[document, kernel, index]`,
+// docs/protocol.md); the one at or above the cursor wins.
 
 /** The argument object of every cutune server command. */
 export interface KernelTarget {
@@ -11,6 +12,8 @@ export interface KernelTarget {
 export interface WireCodeLens {
   readonly range: { readonly start: { readonly line: number } };
   readonly command?: { readonly arguments?: readonly unknown[] } | undefined;
+  /** `[document, kernel, index]` on a lens the server sends without its command (resolved when shown). */
+  readonly data?: unknown;
 }
 
 export interface KernelAt {
@@ -22,15 +25,23 @@ export interface KernelAt {
 export function kernelsFromLenses(lenses: readonly WireCodeLens[]): KernelAt[] {
   const byName = new Map<string, number>();
   for (const lens of lenses) {
-    const argument = lens.command?.arguments?.[0];
-    if (typeof argument === "object" && argument !== null) {
-      const kernel = (argument as Record<string, unknown>)["kernel"];
-      if (typeof kernel === "string" && kernel !== "" && !byName.has(kernel)) {
-        byName.set(kernel, lens.range.start.line);
-      }
+    const kernel = lensKernel(lens);
+    if (kernel !== undefined && kernel !== "" && !byName.has(kernel)) {
+      byName.set(kernel, lens.range.start.line);
     }
   }
   return [...byName].map(([kernel, line]) => ({ kernel, line })).sort((a, b) => a.line - b.line);
+}
+
+/** The kernel a lens is for: its command's argument, or its data before it is resolved. */
+function lensKernel(lens: WireCodeLens): string | undefined {
+  const argument = lens.command?.arguments?.[0];
+  if (typeof argument === "object" && argument !== null) {
+    const kernel = (argument as Record<string, unknown>)["kernel"];
+    return typeof kernel === "string" ? kernel : undefined;
+  }
+  const kernel = Array.isArray(lens.data) ? (lens.data as unknown[])[1] : undefined;
+  return typeof kernel === "string" ? kernel : undefined;
 }
 
 /**

@@ -16,6 +16,18 @@ describe("kernels", () => {
     ]);
   });
 
+  it("reads the kernel of a lens sent without its command from its data", () => {
+    const unresolved = [
+      { range: { start: { line: 12 } }, data: [0, "b", 0] },
+      { range: { start: { line: 2 } }, data: [0, "a", 1] },
+      { range: { start: { line: 5 } }, data: "not ours" },
+    ];
+    assert.deepEqual(kernelsFromLenses(unresolved), [
+      { kernel: "a", line: 2 },
+      { kernel: "b", line: 12 },
+    ]);
+  });
+
   it("picks the kernel at or above the cursor", () => {
     const kernels = [
       { kernel: "a", line: 10 },

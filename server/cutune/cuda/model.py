@@ -103,6 +103,17 @@ class LaunchSite:
     macro: str | None = None  # the `#define` whose body holds the launch, when it is written in one
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchExtent:
+    """Where a launch is written: its bytes and (zero-based) lines, and the kernel it launches."""
+
+    start_byte: int
+    end_byte: int
+    first_line: int
+    last_line: int
+    kernel: str
+
+
 class LiteralKind(enum.Enum):
     DEFINE = "define"  # #define NAME 256
     CONSTEXPR = "constexpr"  # constexpr int kThreads = 256;
@@ -170,6 +181,7 @@ class SourceFacts(Protocol):
     def device_functions(self) -> tuple[DeviceFunction, ...]: ...
     def launches(self, kernel: str | None = None) -> tuple[LaunchSite, ...]: ...
     def launch_configs(self) -> tuple[tuple[int, int, int], ...]: ...
+    def launch_extents(self) -> tuple[LaunchExtent, ...]: ...
     def literals(self, kernel: str | None = None) -> tuple[TunableLiteral, ...]: ...
     def macros(self) -> tuple[Macro, ...]: ...
     def types(self) -> tuple[TypeDecl, ...]: ...
@@ -208,6 +220,11 @@ class SourceModel:
         """Each launch's `<<<...>>>` expressions as (start byte, end byte, slot: 0 grid, 1 block, 2 smem, 3 stream),
         without building the launch sites."""
         return self.facts.launch_configs()
+
+    @functools.cached_property
+    def launch_extents(self) -> tuple[LaunchExtent, ...]:
+        """Where each launch is and which kernel it launches, without building the launch sites."""
+        return self.facts.launch_extents()
 
     @functools.cached_property
     def literals(self) -> tuple[TunableLiteral, ...]:

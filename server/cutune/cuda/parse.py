@@ -22,6 +22,7 @@ from cutune.cuda.model import (
     Include,
     Kernel,
     LaunchBounds,
+    LaunchExtent,
     LaunchSite,
     Macro,
     Parameter,
@@ -179,6 +180,13 @@ class _Facts:
         data = self._data
         return tuple(
             (*trim(data, c.start_byte, c.end_byte), slot) for lc in self._launches for slot, c in enumerate(lc.config)
+        )
+
+    def launch_extents(self) -> tuple[LaunchExtent, ...]:
+        return tuple(
+            LaunchExtent(c.start_byte, c.end_byte, c.start_point.row, c.end_point.row, lc.kernel)
+            for lc in self._launches
+            if (c := lc.call)
         )
 
     @_paused
@@ -444,3 +452,47 @@ def _include(d: Decl, data: bytes, index: LineIndex) -> Include | None:
     raw = node_text(data, target).strip()
     system = raw.startswith("<")
     return Include(raw.strip('<>"'), system, index.span(*trim(data, d.start, d.end)))
+
+
+# whitespace and whole comments; a backslash (a continued line, a continued `//` comment) is left out
+_TRIVIA = re.compile(rb"(?:[ \t\r\n\f\v]|//[^\n\\]*|/\*(?:[^*\\]|\*(?!/))*\*/)*")
+_IN_COMMENT = re.compile(rb"[^\n*/\\]*")  # text that cannot end the comment it is typed in, or start another
+_CONDITIONAL = frozenset(("preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif", "preproc_elifdef"))
+
+
+def only_trivia(model: SourceModel, removed: bytes, start: int, new_end: int) -> bool:
+    """Whether an edit that replaced `removed` by the model's bytes [start, new_end) changed only whitespace and
+    comments outside any directive: then the old text's tokens are the model's, moved. False when unsure (a
+    text with syntax errors, a string or directive line edited, a comment merged with code)."""
+    facts = model.facts
+    if not isinstance(facts, _Facts) or facts._root.has_error:
+        return False
+    inserted = facts._data[start:new_end]
+    node = facts._root.descendant_for_byte_range(start, new_end)
+    if node is None:
+        return False
+    if node.type == "comment" and (node.start_byte, node.end_byte) != (start, new_end):  # typed in a comment
+        return bool(_IN_COMMENT.fullmatch(removed) and _IN_COMMENT.fullmatch(inserted)) and _outside_directives(node)
+    if not (_TRIVIA.fullmatch(removed) and _TRIVIA.fullmatch(inserted)):
+        return False
+    if node.child_count == 0:  # a token: the whole of an inserted comment, else the edit is inside it
+        return node.type == "comment" and _outside_directives(node)
+    child = node.first_child_for_byte(start)
+    while child is not None and child.start_byte < new_end:
+        if child.start_byte < start or child.end_byte > new_end or child.type != "comment":
+            return False  # a token across the edit's bounds, or one inside it
+        child = child.next_sibling
+    return _outside_directives(node)
+
+
+def _outside_directives(node: Node) -> bool:
+    """Whether a node is in no directive, except in the body of an `#if`/`#ifdef` branch."""
+    at = node.start_byte
+    up: Node | None = node
+    while up is not None:
+        if up.type.startswith("preproc"):
+            head = up.child_by_field_name("condition") or up.child_by_field_name("name")
+            if up.type not in _CONDITIONAL or (head is not None and head.end_byte >= at):
+                return False
+        up = up.parent
+    return True

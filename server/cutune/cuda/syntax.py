@@ -82,7 +82,7 @@ class _RecentTrees:
     @staticmethod
     def _edited(data: bytes, base: bytes, tree: Tree) -> Tree | None:
         """A copy of `base`'s tree edited into `data`'s shape, None when the texts share too little to gain."""
-        start, old_end, new_end = _changed_range(base, data)
+        start, old_end, new_end = changed_range(base, data)
         if 2 * (new_end - start) > len(data):  # mostly new text: nothing worth re-using
             return None
         edited = tree.copy()  # the cached tree is shared: never edit it in place
@@ -112,7 +112,7 @@ def _reader(data: bytes) -> Callable[[int, Point], bytes]:
     return read
 
 
-def _changed_range(old: bytes, new: bytes) -> tuple[int, int, int]:
+def changed_range(old: bytes, new: bytes) -> tuple[int, int, int]:
     """(start, old end, new end) of the one region in which two texts differ."""
     n = min(len(old), len(new))
     lo, hi = 0, n  # the common prefix length, by bisection on slices (each compare is a memcmp)

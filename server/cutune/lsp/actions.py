@@ -7,10 +7,13 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
+from cutune.cuda.edit import Edit as TextEdit
+from cutune.cuda.edit import Overlaps
+from cutune.cuda.text import Position
 from cutune.errors import CutuneError
 from cutune.lsp import diagnostics
 from cutune.lsp.analysis import DocumentAnalysis, KernelView
-from cutune.lsp.convert import document_edit, line_edits
+from cutune.lsp.convert import document_edit, line_edits, lsp_position
 from cutune.lsp.edits import Edit, apply_edit, draft_spec_edit, templatize_edit
 from cutune.project import KernelContext
 from cutune.template.variants import keep_variant
@@ -26,7 +29,7 @@ def kernel_offers(analysis: DocumentAnalysis, view: KernelView) -> list[Offer] |
     """Every edit offered for one kernel (the costly part: it templatizes the kernel and proposes its
     variants); None when the kernel cannot be templatized (its warning diagnostic says why)."""
     try:
-        ctx = analysis.context(view.kernel.name)
+        ctx = analysis.context(view.name)
     except CutuneError:
         return None
     offers: list[tuple[Edit | None, tuple[str, ...]]] = [
@@ -43,7 +46,7 @@ def actions_for(view: KernelView, offers: Sequence[Offer], params: types.CodeAct
     ours = [
         d
         for d in params.context.diagnostics
-        if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.kernel.name
+        if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.name
     ]
     found = []
     for edit, codes in offers:
@@ -59,7 +62,7 @@ def _apply(analysis: DocumentAnalysis, view: KernelView) -> Edit | None:
     if view.result is None or view.stale or not view.result.significant:
         return None
     try:
-        return apply_edit(analysis, analysis.context(view.kernel.name), view.result)
+        return apply_edit(analysis, analysis.context(view.name), view.result)
     except CutuneError:
         return None
 
@@ -84,6 +87,31 @@ def variant_edits(analysis: DocumentAnalysis, ctx: KernelContext) -> list[Edit]:
         title = f"Rewrite {ctx.kernel.name} as variant {v.name} ({v.provenance.origin}{note}; {params})"
         edits.append(Edit(title, types.WorkspaceEdit(document_changes=[change])))
     return edits
+
+
+def moved_offers(offers: Sequence[Offer], uri: str, version: int | None, edit: TextEdit) -> list[Offer]:
+    """A kernel's offers after an edit that did not change it: the edits of its document moved and made for
+    `version` (the editor refuses them on another). Raises Overlaps when one touches the edited text."""
+    moved = []
+    for offer, codes in offers:
+        changes = [
+            document_edit(uri, version, [_moved(e, edit) for e in c.edits])
+            if isinstance(c, types.TextDocumentEdit) and c.text_document.uri == uri
+            else c
+            for c in offer.edit.document_changes or []
+        ]
+        moved.append((Edit(offer.title, types.WorkspaceEdit(document_changes=changes), offer.note), codes))
+    return moved
+
+
+def _moved(e: types.TextEdit | types.AnnotatedTextEdit | types.SnippetTextEdit, edit: TextEdit) -> types.TextEdit:
+    if not isinstance(e, types.TextEdit) or isinstance(e, types.AnnotatedTextEdit):
+        raise Overlaps(e)
+    r = e.range
+    start, end = edit.range(Position(r.start.line, r.start.character), Position(r.end.line, r.end.character))
+    if (start.line, start.character) > (end.line, end.character):  # an insertion where the edit was
+        raise Overlaps(e)
+    return types.TextEdit(range=types.Range(start=lsp_position(start), end=lsp_position(end)), new_text=e.new_text)
 
 
 def _kind(kind: types.CodeActionKind | str | None) -> str:

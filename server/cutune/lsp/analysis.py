@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cutune.apply.dispatch import MARKER
-from cutune.cuda.model import Kernel, SourceModel, TypeDecl
+from cutune.cuda.edit import NO_SHIFT, Edit, Shift
+from cutune.cuda.model import Kernel, LaunchExtent, LiteralKind, SourceModel, TunableLiteral, TypeDecl
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.lsp.results import ResultStore
@@ -24,12 +26,33 @@ from cutune.workflow import result_is_current
 class KernelView:
     """One kernel as the editor shows it."""
 
-    kernel: Kernel
-    struct: TypeDecl | None  # its `<kernel>_tuning` struct, once templatized
+    found: Kernel  # the kernel where the analysis that parsed it found it
+    struct: TypeDecl | None  # its `<kernel>_tuning` struct, once templatized (where it is now)
     result: TuneResult | None
     stale: bool  # the result was measured on another source
     applied: bool  # the source holds the result's configuration already
     error: CutuneError | None  # why the kernel could not be templatized or its spec read
+    shift: Shift = NO_SHIFT  # how edits above it moved it since (lsp/incremental.py)
+
+    @property
+    def name(self) -> str:
+        """The kernel's name."""
+        return self.found.name
+
+    @functools.cached_property
+    def kernel(self) -> Kernel:
+        """The kernel where it is now (moved when first read: after an edit, most kernels are never read)."""
+        return self.shift.kernel(self.found)
+
+    def lines(self) -> tuple[int, int]:
+        """The (zero-based) first and last lines of its definition, without moving the kernel."""
+        span = self.found.span
+        return span.start.line + self.shift.lines, span.end.line + self.shift.lines
+
+    def body(self) -> tuple[int, int]:
+        """The byte range of its `{ ... }` body, without moving the kernel."""
+        body = self.found.body_span
+        return body.start_byte + self.shift.bytes, body.end_byte + self.shift.bytes
 
 
 @dataclass
@@ -41,6 +64,12 @@ class DocumentAnalysis:
     version: int | None
     model: SourceModel
     kernels: tuple[KernelView, ...] = ()
+    launches: tuple[LaunchExtent, ...] = ()
+    # the names of literals whose kernel is the one kernel using them: an edit naming one may change whose it is
+    owned_names: frozenset[str] = frozenset()
+    # made from the analysis of another version (lsp/incremental.py): that version, the edit between them, and
+    # the kernels looked at again (the others are as they were, moved)
+    moved_from: tuple[int | None, Edit, frozenset[str]] | None = None
     _contexts: dict[str, KernelContext | CutuneError] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -61,16 +90,18 @@ class DocumentAnalysis:
 
     def view(self, kernel: str) -> KernelView | None:
         """The view of a kernel by name."""
-        return next((v for v in self.kernels if v.kernel.name == kernel), None)
+        return next((v for v in self.kernels if v.name == kernel), None)
 
     def view_at(self, line: int) -> KernelView | None:
         """The kernel whose definition, tuning struct or launch site covers a (zero-based) line."""
         for v in self.kernels:
-            spans = [v.kernel.span] if v.struct is None else [v.kernel.span, v.struct.span]
-            if any(s.start.line <= line <= s.end.line for s in spans):
+            first, last = v.lines()
+            if first <= line <= last or (
+                v.struct is not None and v.struct.span.start.line <= line <= v.struct.span.end.line
+            ):
                 return v
         # one pass over the launches: a lookup per kernel would walk them all for each kernel
-        site = next((s for s in self.model.launches if s.span.start.line <= line <= s.span.end.line), None)
+        site = next((s for s in self.launches if s.first_line <= line <= s.last_line), None)
         return self.view(site.kernel) if site is not None else None
 
     @property
@@ -96,12 +127,24 @@ def analyze(
     for k in model.kernels:
         if stop():
             raise Cancelled(f"analysis of {uri} version {version}")
-        views.append(_view(analysis, k, structs.get(tuning_name(k.name)), results.get(path, k.name, stored)))
+        views.append(kernel_view(analysis, k, structs.get(tuning_name(k.name)), results.get(path, k.name, stored)))
     analysis.kernels = tuple(views)
+    analysis.launches = model.launch_extents
+    analysis.owned_names = owned_names(model.literals)
     return analysis
 
 
-def _view(analysis: DocumentAnalysis, kernel: Kernel, struct: TypeDecl | None, result: TuneResult | None) -> KernelView:
+SHARED_KINDS = frozenset((LiteralKind.DEFINE, LiteralKind.CONSTEXPR, LiteralKind.VECTOR_WIDTH))
+
+
+def owned_names(literals: Iterable[TunableLiteral]) -> frozenset[str]:
+    """The names of the literals that belong to whichever one kernel uses them (a `#define`, a `constexpr`)."""
+    return frozenset(lit.name for lit in literals if lit.kind in SHARED_KINDS and lit.name)
+
+
+def kernel_view(
+    analysis: DocumentAnalysis, kernel: Kernel, struct: TypeDecl | None, result: TuneResult | None
+) -> KernelView:
     """A kernel's view; templatized kernels get their spec checked and tuned ones their staleness."""
     if struct is None and result is None:
         return KernelView(kernel, struct, result, stale=False, applied=False, error=None)

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import bisect
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from lsprotocol import types
 
 from cutune.cuda.model import LiteralKind, SourceModel, TunableLiteral
+from cutune.cuda.text import Position
 from cutune.errors import SpecError
 from cutune.lsp import describe
 from cutune.lsp.analysis import DocumentAnalysis, KernelView
 from cutune.lsp.convert import line_range, lsp_range, path_uri
+from cutune.lsp.wire import CONVERTER, Serialized
 from cutune.lsp.worker import Cancelled
 
 SOURCE = "cutune"
@@ -26,45 +30,92 @@ PARSE_ERROR = "parse-error"
 MAX_PARSE_ISSUES = 10  # a badly broken file needs a few pointers, not hundreds
 
 
-def document_diagnostics(
-    analysis: DocumentAnalysis, stop: Callable[[], bool] = lambda: False
-) -> list[types.Diagnostic]:
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A diagnostic written as JSON once, but for its range: the range moves with edits above it."""
+
+    start: Position
+    end: Position
+    code: str
+    rest: str  # the JSON members after `range`
+
+    def json(self, lines: int = 0) -> str:
+        """The diagnostic as JSON, `lines` lower than it was found."""
+        s, e = self.start, self.end
+        return (
+            f'{{"range":{{"start":{{"line":{s.line + lines},"character":{s.character}}},'
+            f'"end":{{"line":{e.line + lines},"character":{e.character}}}}},{self.rest}}}'
+        )
+
+
+def placed(diagnostic: types.Diagnostic) -> Placed:
+    """A diagnostic as JSON but for its range."""
+    members = CONVERTER.unstructure(diagnostic)
+    r = diagnostic.range
+    del members["range"]
+    return Placed(
+        Position(r.start.line, r.start.character),
+        Position(r.end.line, r.end.character),
+        str(diagnostic.code),
+        json.dumps(members, separators=(",", ":"))[1:-1],
+    )
+
+
+@dataclass(frozen=True)
+class DocumentDiagnostics:
+    """The diagnostics of one analysed document: its parse issues, then each kernel's (as the analysis lists
+    its kernels), kept apart so that an edit's analysis re-uses those of the kernels it did not change."""
+
+    issues: tuple[Placed, ...]
+    # each kernel's, and how many lines edits above them moved them since they were made
+    kernels: tuple[tuple[tuple[Placed, ...], int], ...]
+
+    def serialized(self, uri: str) -> Serialized:
+        """The parameters of `textDocument/publishDiagnostics`."""
+        items = ",".join(p.json(lines) for group, lines in ((self.issues, 0), *self.kernels) for p in group)
+        return Serialized(f'{{"uri":{json.dumps(uri)},"diagnostics":[{items}]}}')
+
+
+def document_diagnostics(analysis: DocumentAnalysis, stop: Callable[[], bool] = lambda: False) -> DocumentDiagnostics:
     """The diagnostics of the `.cu` document itself; raises Cancelled once `stop()` says they are not wanted."""
-    found = [
-        types.Diagnostic(
-            range=lsp_range(issue.span),
-            message=f"{issue.message}; cutune skips this region",
-            severity=types.DiagnosticSeverity.Information,
-            code=PARSE_ERROR,
-            source=SOURCE,
+    issues = tuple(
+        placed(
+            types.Diagnostic(
+                range=lsp_range(issue.span),
+                message=f"{issue.message}; cutune skips this region",
+                severity=types.DiagnosticSeverity.Information,
+                code=PARSE_ERROR,
+                source=SOURCE,
+            )
         )
         for issue in analysis.model.issues[:MAX_PARSE_ISSUES]
-    ]
+    )
     # the file's literals found once and grouped: a lookup per kernel walks the whole file each time
     literals: dict[str | None, list[TunableLiteral]] = {}
     for lit in analysis.model.literals:
         literals.setdefault(lit.kernel, []).append(lit)
     slots = _launch_slots(analysis.model)
+    found = []
     for view in analysis.kernels:
         if stop():
             raise Cancelled(f"diagnostics of {analysis.uri} version {analysis.version}")
-        found += _kernel_diagnostics(analysis, view, literals.get(view.kernel.name, ()), slots)
-    return found
+        own = view_diagnostics(analysis, view) + literal_diagnostics(view, literals.get(view.name, ()), slots)
+        found.append((tuple(placed(d) for d in own), 0))
+    return DocumentDiagnostics(issues, tuple(found))
 
 
 def spec_diagnostics(analysis: DocumentAnalysis) -> list[types.Diagnostic]:
     """The diagnostics of the document's spec file: its errors, at their lines."""
     return [
-        _diagnostic(_spec_range(v.error), v.error.detail, types.DiagnosticSeverity.Warning, SPEC_INVALID, v.kernel.name)
+        _diagnostic(_spec_range(v.error), v.error.detail, types.DiagnosticSeverity.Warning, SPEC_INVALID, v.name)
         for v in analysis.kernels
         if isinstance(v.error, SpecError) and _is_file(v.error.path, analysis.spec_path)
     ]
 
 
-def _kernel_diagnostics(
-    analysis: DocumentAnalysis, view: KernelView, literals: Sequence[TunableLiteral], slots: _Slots
-) -> list[types.Diagnostic]:
-    name = view.kernel.name
+def view_diagnostics(analysis: DocumentAnalysis, view: KernelView) -> list[types.Diagnostic]:
+    """A kernel's diagnostics about itself: its result, and what keeps it from being tuned."""
+    name = view.name
     at = lsp_range(view.kernel.name_span)
     found = []
     if view.result is not None:
@@ -88,11 +139,26 @@ def _kernel_diagnostics(
             "sizes and argument shapes"
         )
         found.append(_diagnostic(at, message, types.DiagnosticSeverity.Warning, SPEC_MISSING, name))
-    if view.struct is None:
-        for lit in literals:
-            message = describe.literal_message(lit, slots.of(lit))
-            found.append(_diagnostic(lsp_range(lit.span), message, types.DiagnosticSeverity.Hint, LITERAL, name))
     return found
+
+
+def literal_diagnostics(
+    view: KernelView, literals: Sequence[TunableLiteral], slots: _Slots | None = None
+) -> list[types.Diagnostic]:
+    """The hints on a kernel's hard-coded tuning choices, until it is templatized (`slots` tells which launch
+    expression a launch literal is in)."""
+    if view.struct is not None:
+        return []
+    return [
+        _diagnostic(
+            lsp_range(lit.span),
+            describe.literal_message(lit, slots.of(lit) if slots is not None else None),
+            types.DiagnosticSeverity.Hint,
+            LITERAL,
+            view.name,
+        )
+        for lit in literals
+    ]
 
 
 class _Slots:

@@ -22,11 +22,11 @@ def hover(analysis: DocumentAnalysis, position: types.Position) -> types.Hover |
     word = _word_at(analysis.model.text, position)
     if view is None or word is None:
         return None
-    if word[0] == view.kernel.name and view.result is not None:  # the per-size picture
+    if word[0] == view.name and view.result is not None:  # the per-size picture
         text = describe.result_markdown(view.result, view.stale)
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text), range=word[1])
     try:
-        param = analysis.context(view.kernel.name).space.param(word[0])
+        param = analysis.context(view.name).space.param(word[0])
     except (CutuneError, KeyError):
         return None
     text = describe.param_markdown(param, view.result, view.stale)

@@ -118,7 +118,7 @@ def did_open(ls: CutuneServer, params: types.DidOpenTextDocumentParams) -> None:
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: CutuneServer, params: types.DidChangeTextDocumentParams) -> None:
     """Analyse again once typing pauses."""
-    ls.session.refresh(params.text_document.uri, delay=ls.session.CHANGE_DELAY_S)
+    ls.session.refresh(params.text_document.uri, delay=ls.session.CHANGE_DELAY_S, edited=True)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
@@ -133,7 +133,7 @@ def did_close(ls: CutuneServer, params: types.DidCloseTextDocumentParams) -> Non
     ls.session.close(params.text_document.uri)
 
 
-@server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+@server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=True))
 async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens] | Serialized:
     """Lenses above each kernel, from the last analysis or, before the first, from a quick look."""
     uri = params.text_document.uri
@@ -142,6 +142,12 @@ async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[type
         await ls.session.first_look(uri)
         found = ls.session.code_lenses(uri)
     return found if found is not None else []
+
+
+@server.feature(types.CODE_LENS_RESOLVE)
+def code_lens_resolve(ls: CutuneServer, lens: types.CodeLens) -> types.CodeLens:
+    """A lens's command: lenses come without one, and the editor resolves those it shows."""
+    return ls.session.resolve_lens(lens)
 
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)
@@ -211,7 +217,7 @@ async def show_results(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str
     """The stored results of a kernel (or of every kernel of the file) as Markdown."""
     analysis = await ls.session.analysis(args.uri)
     views = analysis.kernels if analysis is not None else ()
-    wanted = [v for v in views if args.kernel in ("", v.kernel.name)]
+    wanted = [v for v in views if args.kernel in ("", v.name)]
     parts = [describe.result_markdown(v.result, v.stale) for v in wanted if v.result is not None]
     return {"markdown": "\n\n".join(parts) or f"no stored results for {args.kernel or args.uri}"}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -14,20 +15,22 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from cutune.agent.settings import api_key_from_env
+from cutune.cuda.edit import Overlaps
 from cutune.cuda.parse import collector_paused
 from cutune.errors import CutuneError
 from cutune.lsp import lenses
-from cutune.lsp.actions import Offer, actions_for, kernel_offers
+from cutune.lsp.actions import Offer, actions_for, kernel_offers, moved_offers
 from cutune.lsp.analysis import DocumentAnalysis, KernelView, analyze
 from cutune.lsp.capture import specified_kernels
 from cutune.lsp.convert import path_uri
-from cutune.lsp.diagnostics import document_diagnostics, spec_diagnostics
+from cutune.lsp.diagnostics import DocumentDiagnostics, document_diagnostics, spec_diagnostics
+from cutune.lsp.incremental import reanalyze
 from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
 from cutune.lsp.lenses import KernelLensState
 from cutune.lsp.results import ResultStore
 from cutune.lsp.scan import KernelHeader, scan_kernels
 from cutune.lsp.settings import Settings, parse_settings
-from cutune.lsp.wire import Serialized, serialized, serialized_diagnostics
+from cutune.lsp.wire import Serialized
 from cutune.lsp.worker import Cancelled, Worker
 from cutune.project import KernelContext
 from cutune.tune.result import TuneResult
@@ -50,8 +53,9 @@ class Session:
     # for the analysis to re-use
     OPEN_DELAY_S = 0.25
     # a kernel's code actions are computed once per document version, off the request path; a request waits
-    # this long for them, then answers with none (the editor asks again as the cursor moves)
-    ACTIONS_WAIT_S = 0.5
+    # this long for them, then answers with none (the editor asks again as the cursor moves): a kernel's first
+    # offers take from 0.1 s to seconds in a large file, and a request waiting for them held the editor back
+    ACTIONS_WAIT_S = 0.03
 
     def __init__(self, server: CutuneServer) -> None:
         self.server = server
@@ -60,18 +64,23 @@ class Session:
         self.jobs = Jobs(self._job_changed_in_thread)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._analyses: dict[str, DocumentAnalysis] = {}  # each document's last analysis, of any version
+        self._diagnostics: dict[str, DocumentDiagnostics] = {}  # and its diagnostics
+        self._whole: set[str] = set()  # documents whose next analysis must be whole (more than their text changed)
         self._outlines: dict[str, _Outline] = {}  # first looks, before the first analysis
         self._pending: dict[str, asyncio.Task[DocumentAnalysis | None]] = {}
         self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
         self._asked: dict[str, str] = {}  # the kernel each document's last code actions were asked for
         self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
-        self._made: dict[tuple[str, str], tuple[KernelView, list[Offer] | None]] = {}  # each kernel's last offers
+        # each kernel's last offers, and the version they were made for
+        self._made: dict[tuple[str, str], tuple[int | None, KernelView, list[Offer] | None]] = {}
         # each document's lenses, and the analysis or outline and the jobs they were made from
         self._lenses: dict[str, tuple[object, frozenset[str], Serialized]] = {}
         # analyses run one at a time in their own thread; requests' own work in another, never behind them
         self._analyser = Worker("cutune-analysis")
         self._requests = Worker("cutune-requests")
         self._spec_uris: dict[str, str] = {}  # document → the spec file it published diagnostics to
+        self._documents: dict[str, int] = {}  # document → the number its lenses carry (`_document`)
+        self._uris: list[str] = []  # and back
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Remember the event loop, for notifications from the job thread."""
@@ -134,11 +143,14 @@ class Session:
 
     # documents and their analyses
 
-    def refresh(self, uri: str, delay: float = 0.0) -> None:
+    def refresh(self, uri: str, delay: float = 0.0, *, edited: bool = False) -> None:
         """Analyse a document again in the background, then publish its diagnostics and refresh lenses; an
-        analysis of an older version still running is stopped."""
+        analysis of an older version still running is stopped. An `edited` document (nothing else changed: specs,
+        results, settings) is analysed from its last analysis where the edit allows (lsp/incremental.py)."""
         if not uri.endswith(SOURCE_SUFFIXES):
             return
+        if not edited:
+            self._whole.add(uri)
         self._stop(uri)
         stop = self._stops[uri] = threading.Event()
         self._pending[uri] = asyncio.ensure_future(self._analyse(uri, delay, stop))
@@ -166,6 +178,8 @@ class Session:
         self._stop(uri)
         self._pending.pop(uri, None)
         self._analyses.pop(uri, None)
+        self._diagnostics.pop(uri, None)
+        self._whole.discard(uri)
         self._outlines.pop(uri, None)
         self._lenses.pop(uri, None)
         self._asked.pop(uri, None)
@@ -214,13 +228,19 @@ class Session:
         view = analysis.view_at(params.range.start.line) if analysis is not None else None
         if analysis is None or view is None:
             return []
-        self._asked[analysis.uri] = view.kernel.name
+        self._asked[analysis.uri] = view.name
+        earlier = self._made.get((analysis.uri, view.name))
+        pending = self._pending.get(analysis.uri)
+        if earlier is not None and pending is not None and not pending.done():
+            # while a newer version is analysed, its offers are not begun: they would hold its analysis back (at
+            # 200,000 lines a kernel's offers take seconds), and it makes them for this kernel when it ends
+            _, view, found = earlier
+            return [] if found is None else actions_for(view, found, params)
         offers = self._kernel_offers(analysis, view)
-        earlier = self._made.get((analysis.uri, view.kernel.name))
         if not offers.done() and earlier is not None:
             # an earlier version's offers at once: their edits name the version they were made for, which the
             # editor refuses to apply to another
-            view, found = earlier
+            _, view, found = earlier
             return [] if found is None else actions_for(view, found, params)
         try:
             found = await asyncio.wait_for(asyncio.shield(offers), self.ACTIONS_WAIT_S)
@@ -234,23 +254,49 @@ class Session:
 
     def _kernel_offers(self, analysis: DocumentAnalysis, view: KernelView) -> asyncio.Future[list[Offer] | None]:
         """A kernel's offers in this analysis, computed once in the requests' thread."""
-        key = (analysis.uri, analysis.version, view.kernel.name)
+        key = (analysis.uri, analysis.version, view.name)
         offers = self._offers.get(key)
         if offers is None or (offers.done() and offers.exception() is not None):
             for k, f in self._offers.items():
                 if k[0] == key[0] and k[1] != key[1]:
-                    f.cancel()  # an older version's, not begun: skipped (it would hold back the analyses)
+                    # an older version's, not begun: skipped (it would hold back the analyses); one under way
+                    # ends, and its offers answer until these are made (cancelled, they were lost: at 200,000
+                    # lines a kernel's offers take longer than the pause between two edits, and none were made)
+                    self._requests.skip(f)
             self._offers = {k: f for k, f in self._offers.items() if k[:2] == key[:2]}  # older versions' go
-            offers = self._offers[key] = self._requests.run(lambda: kernel_offers(analysis, view))
+            offers = self._offers[key] = self._requests.run(lambda: settled(kernel_offers(analysis, view)))
             offers.add_done_callback(lambda done: self._keep_offers(analysis, view, done))
         return offers
+
+    def _carry_offers(self, analysis: DocumentAnalysis) -> None:
+        """The offers made for the version an analysis was made from, moved to its version, for the kernels above
+        the edit it did not look at again: their code actions answer at once, without being made again (at
+        200,000 lines that takes seconds, and held every thread back). Not those below: a variant's rewrite
+        names lines of its kernel, which the edit moved."""
+        if analysis.moved_from is None:
+            return
+        version, edit, again = analysis.moved_from
+        for (uri, kernel), (made, _, found) in list(self._made.items()):
+            view = analysis.view(kernel)
+            if uri != analysis.uri or made != version or kernel in again or view is None:
+                continue
+            if view.lines()[1] >= edit.start_at.line:
+                continue
+            try:
+                moved = None if found is None else moved_offers(found, uri, analysis.version, edit)
+            except Overlaps:
+                continue
+            self._made[(uri, kernel)] = (analysis.version, view, moved)
+            future: asyncio.Future[list[Offer] | None] = asyncio.get_running_loop().create_future()
+            future.set_result(moved)
+            self._offers[(uri, analysis.version, kernel)] = future
 
     def _keep_offers(
         self, analysis: DocumentAnalysis, view: KernelView, done: asyncio.Future[list[Offer] | None]
     ) -> None:
         """Remember a kernel's last offers made, for the requests of later versions until theirs are made."""
         if not done.cancelled() and done.exception() is None and analysis.uri in self._analyses:
-            self._made[(analysis.uri, view.kernel.name)] = (view, done.result())
+            self._made[(analysis.uri, view.name)] = (analysis.version, view, done.result())
 
     def code_lenses(self, uri: str) -> Serialized | None:
         """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
@@ -272,16 +318,34 @@ class Session:
         """An analysis's lenses, made with the collector paused (as the analysis); raises Cancelled once a newer
         version is to be analysed (it makes its own: these would hold its analysis back)."""
         with collector_paused():
-            made = []
-            for state in self._lens_states(uri, source, tuning):
-                if stop.is_set():
-                    raise Cancelled(f"lenses of {uri} version {source.version}")
-                made += lenses.kernel_lenses(uri, state)
-            return serialized(made)
+            states = self._lens_states(uri, source, tuning)
+            return Serialized(lenses.lenses_json(self._document(uri), states, stop.is_set))
 
     def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
-        states = self._lens_states(uri, source, tuning)
-        return serialized([lens for state in states for lens in lenses.kernel_lenses(uri, state)])
+        return Serialized(lenses.lenses_json(self._document(uri), self._lens_states(uri, source, tuning)))
+
+    def _document(self, uri: str) -> int:
+        """A small number for a document's URI, which its lenses carry instead of the URI."""
+        found = self._documents.get(uri)
+        if found is None:
+            found = self._documents[uri] = len(self._uris)
+            self._uris.append(uri)
+        return found
+
+    def resolve_lens(self, lens: types.CodeLens) -> types.CodeLens:
+        """A lens with its command, from what its kernel shows now (`lenses.lenses_json` sent it without)."""
+        data = lens.data
+        if not (
+            isinstance(data, list) and len(data) == 3 and isinstance(data[0], int) and 0 <= data[0] < len(self._uris)
+        ):
+            return lens  # not one of ours: left as it is
+        uri, kernel, index = self._uris[data[0]], str(data[1]), data[2]
+        source: DocumentAnalysis | _Outline | None = self._analyses.get(uri) or self._outlines.get(uri)
+        state = None
+        if source is not None:
+            state = next(self._lens_states(uri, source, self.jobs.kernels(uri), only=kernel), None)
+        lens.command = lenses.resolved(uri, state, index if isinstance(index, int) else -1)
+        return lens
 
     async def first_look(self, uri: str) -> None:
         """Find where a document's kernels are, for its lenses before its first analysis."""
@@ -313,21 +377,22 @@ class Session:
         return view.result
 
     def _lens_states(
-        self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]
+        self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str], only: str | None = None
     ) -> Iterator[KernelLensState]:
-        """What each kernel's lenses show: from an analysis, or from a first look."""
+        """What each kernel's lenses show (or the one kernel `only`'s): from an analysis, or from a first look."""
         if isinstance(source, DocumentAnalysis):
             specified = specified_kernels(source.path)
-            for v in source.kernels:
+            views = source.kernels if only is None else [v for v in [source.view(only)] if v is not None]
+            for v in views:
                 yield KernelLensState(
-                    v.kernel.name,
-                    v.kernel.span.start.line,
+                    v.name,
+                    v.lines()[0],
                     v.struct is not None,
                     v.result,
                     v.stale,
                     v.applied,
-                    v.kernel.name in tuning,
-                    v.kernel.name in specified,
+                    v.name in tuning,
+                    v.name in specified,
                 )
             return
         path = _path(uri)
@@ -336,6 +401,8 @@ class Session:
         specified = specified_kernels(path)
         stored = self.results.stored(path)
         for header in source.headers:
+            if only not in (None, header.name):
+                continue
             yield KernelLensState(
                 header.name,
                 header.line,
@@ -362,24 +429,36 @@ class Session:
             return None
         document = self.server.workspace.get_text_document(uri)
         text, version, results = document.source, document.version, self.results
+        whole = uri in self._whole
+        previous, previous_found = self._analyses.get(uri), self._diagnostics.get(uri)
 
-        def work() -> tuple[DocumentAnalysis, Serialized, list[types.Diagnostic]]:
+        def work() -> tuple[DocumentAnalysis, DocumentDiagnostics, Serialized, list[types.Diagnostic]]:
             # the collector paused throughout, not only while the model is built: with a large file's model
             # alive, the collections the views and diagnostics trigger took half of a 200,000-line analysis
             with collector_paused():
-                analysis = analyze(uri, path, text, version, results, stop.is_set)
-                found = document_diagnostics(analysis, stop.is_set)
-                published = serialized_diagnostics(uri, found)
-                return analysis, published, spec_diagnostics(analysis)
+                made = None
+                if not whole and previous is not None and previous_found is not None:
+                    made = reanalyze(previous, previous_found, text, version, stop.is_set)
+                if made is None:
+                    analysis = analyze(uri, path, text, version, results, stop.is_set)
+                    made = analysis, document_diagnostics(analysis, stop.is_set)
+                analysis, found = made
+                made_all = analysis, found, found.serialized(uri), spec_diagnostics(analysis)
+                settle()
+                return made_all
 
         try:
-            analysis, published, in_spec = await self._analyser.run(work)
+            analysis, found, published, in_spec = await self._analyser.run(work)
         except Cancelled:  # a newer version replaced it
             return None
         except Exception:  # a bug in the core on some text: keep serving the other features and documents
             log.exception("cannot analyse %s", uri)
             return None
         self._analyses[uri] = analysis
+        self._diagnostics[uri] = found
+        self._carry_offers(analysis)
+        if whole:
+            self._whole.discard(uri)
         self._outlines.pop(uri, None)
         self.server.protocol.notify(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, published)
         spec_uri = path_uri(analysis.spec_path)
@@ -477,6 +556,20 @@ class _Outline:
 
     version: int | None
     headers: tuple[KernelHeader, ...]
+
+
+def settle() -> None:
+    """Take what is alive now out of the cycle collector's reach (`gc.freeze`): a large file's analysis leaves
+    millions of long-lived objects, and each collection walked them all again, holding every thread back (at
+    200,000 lines, 0.5 to 0.7 s a collection, collecting nothing). They are still freed when no longer used
+    (reference counting); only cycles among them would stay, and an analysis makes none."""
+    gc.freeze()
+
+
+def settled(value: _T) -> _T:
+    """`value`, after `settle()`."""
+    settle()
+    return value
 
 
 def _path(uri: str) -> Path | None:

@@ -2,7 +2,8 @@
 
 pygls turns each answer into JSON on the event loop, through cattrs: the lenses and diagnostics of a
 20,000-line file took about 90 ms each time (a 200,000-line file's, about a second), and requests waited
-meanwhile. A `Serialized` answer is made once per analysis, off the event loop, and costs only its write.
+meanwhile. A `Serialized` answer is made once per analysis, off the event loop, and costs only its write (the
+lenses and diagnostics write their JSON themselves: lsp/lenses.py, lsp/diagnostics.py).
 """
 
 from __future__ import annotations
@@ -14,28 +15,11 @@ from typing import Any, ClassVar
 
 from pygls.protocol import LanguageServerProtocol, default_converter
 
-_CONVERTER = default_converter()
+CONVERTER = default_converter()  # lsprotocol's values to JSON-ready data, as pygls converts them
 
 
 class Serialized(str):
     """JSON text of a result or notification's parameters, sent without being converted again."""
-
-
-def serialized(value: object) -> Serialized:
-    """An LSP value (lsprotocol objects, lists of them) as JSON text. A list is written item by item: one
-    `json.dumps` of 40,000 lenses holds the GIL for a third of a second, and the event loop with it."""
-    if isinstance(value, list):
-        return Serialized(f"[{','.join(_json(item) for item in value)}]")
-    return Serialized(_json(value))
-
-
-def serialized_diagnostics(uri: str, diagnostics: list[Any]) -> Serialized:
-    """The parameters of `textDocument/publishDiagnostics`, as JSON text."""
-    return Serialized(f'{{"uri":{json.dumps(uri)},"diagnostics":{serialized(diagnostics)}}}')
-
-
-def _json(value: object) -> str:
-    return json.dumps(_CONVERTER.unstructure(value), separators=(",", ":"))
 
 
 class Protocol(LanguageServerProtocol):

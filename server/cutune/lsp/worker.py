@@ -28,6 +28,7 @@ class Worker:
         self._queue: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]]]
         self._queue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._running: asyncio.Future[Any] | None = None  # the future of the call under way
 
     def run(self, work: Callable[[], _T]) -> asyncio.Future[_T]:
         """Queue `work`; cancelling the future before it starts skips it."""
@@ -39,9 +40,15 @@ class Worker:
         self._queue.put((work, loop, future))
         return future
 
+    def skip(self, future: asyncio.Future[Any]) -> None:
+        """Cancel a call that has not begun; one under way runs to its end and its future gets its result."""
+        if future is not self._running:
+            future.cancel()
+
     def _serve(self) -> None:
         while True:
             work, loop, future = self._queue.get()
+            self._running = future
             if future.cancelled():  # replaced before it began
                 continue
             try:
