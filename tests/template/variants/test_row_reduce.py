@@ -200,6 +200,18 @@ def test_refuses_an_exit_or_a_move_it_cannot_prove_block_uniform(kernel: str, re
     assert reason in refused.value.reason
 
 
+def test_a_pair_accumulator_is_two_reductions_of_its_parts() -> None:
+    _, body = _data("pair_layer_norm.cu", "pair_layer_norm_kernel")
+    assert "float2" not in body and "warp_sum" not in body
+    assert "stats_x = cutune_rr_allreduce<ROW_THREADS>(stats_x, cutune_rr_sum{}" in body
+    assert "stats_y = cutune_rr_allreduce<ROW_THREADS>(stats_y, cutune_rr_sum{}" in body
+    assert "const float rstd = rsqrtf(stats_y / hidden - mean * mean + eps);" in body
+    path = DATA / "pair_layer_norm.cu"
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(parse_source(path.read_text(), str(path)), "merged_layer_norm_kernel", None)
+    assert "accumulates into `stats.x`, a part of a compound value" in refused.value.reason
+
+
 def test_refuses_an_elementwise_kernel() -> None:
     path = SAMPLES / "silu_and_mul.cu"
     with pytest.raises(TransformRefused, match=r"starts elsewhere than at threadIdx\.x"):
@@ -261,6 +273,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("row_grid.cu", "warp_grid_rms_norm_kernel", ["warp_grid_rms_norm_kernel<__half, 1, 256, 8>"]),
         ("row_grid.cu", "guarded_softmax_kernel", ["guarded_softmax_kernel<1, 128, 4>"]),
         ("row_grid.cu", "gated_rms_norm_kernel", ["gated_rms_norm_kernel<true, 1, 128, 4>"]),
+        ("pair_layer_norm.cu", "pair_layer_norm_kernel", ["pair_layer_norm_kernel<256, 1, 128, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
@@ -285,6 +298,26 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
     result = tune(job, create_backend("cupy"), options)
     assert result.original == template.space.default()  # measured first, as the reference
     # variant configurations measured, each equal to the original (proposals outside the space are turned away)
+    assert result.trials >= 3 and set(result.failures) <= {"infeasible"}
+
+
+@pytest.mark.gpu
+def test_the_pair_accumulator_variant_equals_the_original_on_the_gpu(tmp_path: Path) -> None:
+    kernel = "pair_layer_norm_kernel"
+    ctx = open_kernel(DATA / "pair_layer_norm.cu", kernel)
+    spec = ctx.require_spec()
+    variant = RowReduce().apply(ctx.template_model, kernel, spec)
+    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
+    assert combined is not None
+    job = Job(
+        str(ctx.path),
+        template,
+        combined,
+        only_the_variant(template.space),
+        timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0),
+    )
+    options = replace(tune_options(ctx, trials=8, seconds=60), workspace=tmp_path, sanitize=False)
+    result = tune(job, create_backend("cupy"), options)
     assert result.trials >= 3 and set(result.failures) <= {"infeasible"}
 
 

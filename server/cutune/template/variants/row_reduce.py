@@ -15,7 +15,8 @@ Around that shape it also reads: a block-uniform `if (row >= rows) return;` befo
 stays, its row undone, since every thread must reach the all-reduces); rows placed by blockIdx.y/z and gridDim
 (one row per block then: sharing a block would change gridDim.x); pointer parameters moved to the row before the
 loops (`x += row * stride;`); and row loops over a 2-D block's threads in order
-(`threadIdx.y * blockDim.x + threadIdx.x`, stepping by `blockDim.x * blockDim.y`), which the new 1-D block replaces.
+(`threadIdx.y * blockDim.x + threadIdx.x`, stepping by `blockDim.x * blockDim.y`), which the new 1-D block replaces;
+and pair accumulators (`float2 mean_var`, summed part by part) split into their scalar parts first (compound.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.specialize import static_param
+from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.loops import written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
@@ -218,6 +220,9 @@ class RowReduce(Transform):
         if k.has_errors:
             self.refuse("the kernel has syntax errors tree-sitter could not parse")
         src = KernelSource(model, k)
+        split = split_compound_accumulators(src)
+        if split is not None:  # a pair accumulator (float2): its parts are two reductions, read as such
+            return self.apply(parse_source(split, model.path, rewrite=True), kernel, spec)
         guarded = _guarded_rest(src)
         if guarded is not None:  # `if (row < rows) { rest }` last: the early return it is, checked as any
             statement, cond, rest = guarded
