@@ -42,6 +42,7 @@ def test_the_pair_becomes_two_scalars_and_each_whole_move_is_written_per_part() 
 def test_a_pair_used_whole_any_other_way_is_left_alone() -> None:
     assert _split("acc = combine(acc, acc);") is None
     assert _split("double2 copy = acc;") is None
+    assert _split("for (int i = 0; i < n; ++i) { acc.x += x[i]; acc = rotate(acc); }") is None
     assert _split("if (threadIdx.x == 0) s[0] = acc; out[0] = s[0].x;", shared="__shared__ double2 s[4];") is None
     no_pair = parse_source("__global__ void k(float* o) { float s = 0.f; o[0] = s; }")
     assert split_compound_accumulators(KernelSource(no_pair, no_pair.kernel("k"))) is None

@@ -3,9 +3,11 @@ squares of a LayerNorm, summed together) reads as two scalar reductions row_redu
 
 `float2 acc = make_float2(a, b);` (or `{a, b}`) becomes `float acc_x = a, acc_y = b;`, every `acc.x` / `acc.y`
 becomes `acc_x` / `acc_y`, and the statements that move the whole value are written once per part: `acc =
-f(acc);` (a reduction helper: sums, maxima and minima of a pair are taken part by part), `s[i] = acc;` and `acc =
-s[j];` with `s` a `__shared__` array of the pair type, which becomes one array per part. Any other use of the
-whole value (passed to a helper with other arguments, copied, compared) leaves the kernel as it is.
+f(acc);` (a reduction helper: sums, maxima and minima of a pair are taken part by part; never inside a loop that
+updates the parts, where it would act element by element), `s[i] = acc;` and `acc = s[j];` with `s` a `__shared__`
+array of the pair type, which becomes one array per part. Any other use of the whole value (passed to a helper with
+other arguments, copied, compared) leaves the kernel as it is. row_reduce then keeps only the loops and the values
+computed from the reduced totals: a whole-pair move between the loops must be one of the reductions it identifies.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def split_compound_accumulators(src: KernelSource) -> str | None:
                 edits.replace(parent.start_byte, parent.end_byte, f"{pair.name}_{src.field(parent, 'field')}")
                 continue
             statement = _whole_move(src, ident, pair.name, shared)
-            if statement is None:
+            if statement is None or _in_accumulating_loop(src, statement, pair.name):
                 return None
             if all(m.start_byte != statement.start_byte for m in moves):
                 moves.append(statement)
@@ -70,6 +72,19 @@ def split_compound_accumulators(src: KernelSource) -> str | None:
         parts = " ".join(f"__shared__ {scalar} {name}_{c}[{size}];" for c in _PARTS)
         edits.replace(declaration.start_byte, declaration.end_byte, parts)
     return apply_edits(src.model.text, edits.edits)
+
+
+def _in_accumulating_loop(src: KernelSource, statement: Node, name: str) -> bool:
+    """Whether `statement` sits in a loop that also updates the pair's parts: there a helper of the whole pair
+    runs element by element, and taking it part by part could change what it computes."""
+    node = statement.parent
+    while node is not None and node != src.body:
+        if node.type in ("for_statement", "while_statement", "do_statement") and any(
+            src.text(f.child_by_field_name("argument") or f) == name for f in descendants(node, "field_expression")
+        ):
+            return True
+        node = node.parent
+    return False
 
 
 def _inside(node: Node, outer: Node) -> bool:
