@@ -212,6 +212,22 @@ def test_a_pair_accumulator_is_two_reductions_of_its_parts() -> None:
     assert "accumulates into `stats.x`, a part of a compound value" in refused.value.reason
 
 
+def test_rows_on_the_blocks_y_axis_become_one_row_per_block() -> None:
+    path = DATA / "rows_on_y.cu"
+    model = parse_source(path.read_text(), str(path))
+    spec = load_spec(DATA / "rows_on_y.tune.toml").kernel("warp_rows_rms_norm_kernel")
+    variant = RowReduce().apply(model, "warp_rows_rms_norm_kernel", spec)
+    assert "const int row = cutune_row;" in variant.body and "threadIdx.y" not in variant.body
+    assert "const bool cutune_row_ok = cutune_row_in && !(row >= rows);" in variant.body  # the spare rows leave
+    assert "x += int64_t(row) * hidden;" in variant.body  # an integer's functional cast reads no memory
+    _, combined = with_variants(model, "warp_rows_rms_norm_kernel", [variant], spec)
+    assert combined is not None
+    names = {**limits_for("sm_90").as_names(), "rows": 9, "hidden": 1000, "VARIANT": 1, "ROW_THREADS": 128}
+    assert combined.launch({**names, "ROW_VEC": 4})[:2] == ((12, 1, 1), (128, 1, 1))  # 3 blocks of 4 rows: 12 rows
+    with pytest.raises(TransformRefused, match=r"uses threadIdx\.y"):  # its y axis also picks a shared slot
+        RowReduce().apply(model, "slot_rows_kernel", None)
+
+
 def test_refuses_an_elementwise_kernel() -> None:
     path = SAMPLES / "silu_and_mul.cu"
     with pytest.raises(TransformRefused, match=r"starts elsewhere than at threadIdx\.x"):
@@ -274,6 +290,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("row_grid.cu", "guarded_softmax_kernel", ["guarded_softmax_kernel<1, 128, 4>"]),
         ("row_grid.cu", "gated_rms_norm_kernel", ["gated_rms_norm_kernel<true, 1, 128, 4>"]),
         ("pair_layer_norm.cu", "pair_layer_norm_kernel", ["pair_layer_norm_kernel<256, 1, 128, 4>"]),
+        ("rows_on_y.cu", "warp_rows_rms_norm_kernel", ["warp_rows_rms_norm_kernel<1, 128, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
@@ -302,9 +319,12 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
 
 
 @pytest.mark.gpu
-def test_the_pair_accumulator_variant_equals_the_original_on_the_gpu(tmp_path: Path) -> None:
-    kernel = "pair_layer_norm_kernel"
-    ctx = open_kernel(DATA / "pair_layer_norm.cu", kernel)
+@pytest.mark.parametrize(
+    ("file", "kernel"),
+    [("pair_layer_norm.cu", "pair_layer_norm_kernel"), ("rows_on_y.cu", "warp_rows_rms_norm_kernel")],
+)
+def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:
+    ctx = open_kernel(DATA / file, kernel)
     spec = ctx.require_spec()
     variant = RowReduce().apply(ctx.template_model, kernel, spec)
     template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)

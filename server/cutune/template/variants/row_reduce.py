@@ -16,7 +16,8 @@ stays, its row undone, since every thread must reach the all-reduces); rows plac
 (one row per block then: sharing a block would change gridDim.x); pointer parameters moved to the row before the
 loops (`x += row * stride;`); and row loops over a 2-D block's threads in order
 (`threadIdx.y * blockDim.x + threadIdx.x`, stepping by `blockDim.x * blockDim.y`), which the new 1-D block replaces;
-and pair accumulators (`float2 mean_var`, summed part by part) split into their scalar parts first (compound.py).
+pair accumulators (`float2 mean_var`, summed part by part) split into their scalar parts first (compound.py); and
+rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`) read as one row per block (rows_on_y.py).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.loops import written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.rows_on_y import GRID_X, rows_on_y
 
 THREADS = "ROW_THREADS"
 ROWS = "ROWS_PER_BLOCK"
@@ -223,6 +225,19 @@ class RowReduce(Transform):
         split = split_compound_accumulators(src)
         if split is not None:  # a pair accumulator (float2): its parts are two reductions, read as such
             return self.apply(parse_source(split, model.path, rewrite=True), kernel, spec)
+        on_y = rows_on_y(src)
+        if on_y is not None:  # rows on the block's y axis: one row per block, on grid.x * block.y blocks
+            if spec is not None and len(spec.block) > 1:
+                spec = dataclasses.replace(
+                    spec, grid=(f"({spec.grid[0]}) * ({spec.block[1]})", *spec.grid[1:]), block=spec.block[:1]
+                )
+            variant = self.apply(parse_source(on_y, model.path, rewrite=True), kernel, spec)
+            assert variant.launch is not None  # row_reduce always sets its launch
+            launch = dataclasses.replace(variant.launch, grid=(GRID_X, "{grid}", "{grid}"))
+            note = f"{variant.provenance.note}; each row of threads along y a block of its own"
+            return dataclasses.replace(
+                variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
+            )
         guarded = _guarded_rest(src)
         if guarded is not None:  # `if (row < rows) { rest }` last: the early return it is, checked as any
             statement, cond, rest = guarded
@@ -1308,10 +1323,15 @@ def _flat_forms(x: str, y: str) -> set[str]:
 
 
 def _reads(w: _Rewriter, node: Node | None) -> list[Node]:
-    """The memory reads and calls in an expression (a static_cast is neither): what may differ between threads or
+    """The memory reads and calls in an expression (a conversion is neither): what may differ between threads or
     change under them."""
     found = descendants(node, "call_expression", "subscript_expression", "pointer_expression") if node else []
-    return [n for n in found if not (n.type == "call_expression" and w.compact(n).startswith("static_cast<"))]
+    return [n for n in found if not (n.type == "call_expression" and _is_cast(w, n))]
+
+
+def _is_cast(w: _Rewriter, call: Node) -> bool:
+    """Whether a call is a conversion: `static_cast<T>(v)` or an integer type's functional cast (`int64_t(row)`)."""
+    return w.compact(call).startswith("static_cast<") or w.compact(call.child_by_field_name("function")) in _INTEGRAL
 
 
 def _condition(statement: Node) -> Node | None:
