@@ -20,6 +20,7 @@ from cutune.spec import KernelSpec, load_spec
 from cutune.template.model import Space, Template
 from cutune.template.templatize import templatize
 from cutune.template.variants import TRANSFORMS, with_variants
+from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
@@ -47,8 +48,9 @@ def _sample(stem: str, kernel: str, sizes: tuple[dict[str, int], ...] = ()) -> t
 
 
 def _data(file: str, kernel: str) -> tuple[Template, str]:
+    """The data file's kernel with its row_reduce variant, read in its canonical form as templatize reads it."""
     path = DATA / file
-    model = parse_source(path.read_text(), str(path))
+    model = canonicalise(parse_source(path.read_text(), str(path)), kernel).model
     variant = RowReduce().apply(model, kernel, None)
     template, _ = with_variants(model, kernel, [variant], None)
     return template, variant.body
@@ -228,6 +230,18 @@ def test_rows_on_the_blocks_y_axis_become_one_row_per_block() -> None:
         RowReduce().apply(model, "slot_rows_kernel", None)
 
 
+def test_an_accumulator_set_afresh_between_the_loops_is_set_afresh_after_its_reduction() -> None:
+    path = DATA / "group_rows.cu"
+    model = canonicalise(parse_source(path.read_text(), str(path)), "group_norm_kernel").model  # offset loops
+    body = RowReduce().apply(model, "group_norm_kernel", None).body
+    mean = body.index("const float mean =")
+    assert mean < body.index("\nacc = 0.f;", mean) < body.index("acc += d * d;")  # the variance sums from zero
+    conditional = path.read_text().replace("  acc = 0.f;\n", "  if (threadIdx.x == 0) acc = 0.f;\n")
+    model = canonicalise(parse_source(conditional, str(path)), "group_norm_kernel").model
+    with pytest.raises(TransformRefused, match="sets `acc` afresh on a condition after its reduction"):
+        RowReduce().apply(model, "group_norm_kernel", None)
+
+
 def test_refuses_an_elementwise_kernel() -> None:
     path = SAMPLES / "silu_and_mul.cu"
     with pytest.raises(TransformRefused, match=r"starts elsewhere than at threadIdx\.x"):
@@ -291,6 +305,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("row_grid.cu", "gated_rms_norm_kernel", ["gated_rms_norm_kernel<true, 1, 128, 4>"]),
         ("pair_layer_norm.cu", "pair_layer_norm_kernel", ["pair_layer_norm_kernel<256, 1, 128, 4>"]),
         ("rows_on_y.cu", "warp_rows_rms_norm_kernel", ["warp_rows_rms_norm_kernel<1, 128, 4>"]),
+        ("group_rows.cu", "group_norm_kernel", ["group_norm_kernel<256, 1, 128, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
@@ -321,7 +336,11 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("file", "kernel"),
-    [("pair_layer_norm.cu", "pair_layer_norm_kernel"), ("rows_on_y.cu", "warp_rows_rms_norm_kernel")],
+    [
+        ("pair_layer_norm.cu", "pair_layer_norm_kernel"),
+        ("rows_on_y.cu", "warp_rows_rms_norm_kernel"),
+        ("group_rows.cu", "group_norm_kernel"),
+    ],
 )
 def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:
     ctx = open_kernel(DATA / file, kernel)

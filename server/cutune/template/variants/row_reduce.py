@@ -931,6 +931,8 @@ class _Rewriter:
                     continue
                 name = self.text(target)
                 if name in self.reduced and name in {r.acc for r in seg.reductions} | seg.aliases.keys():
+                    if self._is_reset(node, rhs, name, statements):  # set afresh for a later loop: kept, in order
+                        values.append(_Value(name, rhs, "", self._idents(rhs)))
                     continue  # the reduction itself, or the variable its partials were combined into
                 deps = self._value_deps(rhs, seg)
                 if deps is None or not deps <= allowed | {v.name for v in values} | _functions(self, rhs):
@@ -945,6 +947,17 @@ class _Rewriter:
             if sum(w.name == v.name for w in kept) > 1:
                 self.refuse(f"`{v.name}` is assigned twice from the reduction", v.rhs)
         return kept
+
+    def _is_reset(self, node: Node, rhs: Node, acc: str, statements: list[Node]) -> bool:
+        """Whether `node` is `acc = v;` with v reading neither acc, shared memory nor memory at all: the accumulator
+        set afresh after its reduction, for a later loop to accumulate again. A refusal when only some threads do."""
+        if node.type != "assignment_expression" or _reads(self, rhs) or acc in self._idents(rhs):
+            return False
+        if self._idents(rhs) & self.shared.keys():
+            return False
+        if node.parent is None or node.parent not in statements:
+            self.refuse(f"sets `{acc}` afresh on a condition after its reduction", node)
+        return True
 
     def _value_deps(self, rhs: Node, seg: _Segment) -> set[str] | None:
         """The names a value reads, outside reduction calls; None when it reads a thread index or shared memory."""
