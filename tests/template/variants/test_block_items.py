@@ -202,3 +202,11 @@ def test_refuses_a_macro_or_inline_ptx_that_reads_the_block_index() -> None:
         BlockItems().apply(parse_source(source), "k", None)
     ptx = 'unsigned b; asm("mov.u32 %0, %%ctaid.x;" : "=r"(b)); out[b + blockIdx.x] = 0.f;'
     assert "inline PTX reads the block's place" in _refusal(ptx)
+
+
+def test_refuses_a_launch_that_gives_dynamic_shared_memory() -> None:
+    source = KERNEL.format(body="out[blockIdx.x] = x[threadIdx.x];") + (
+        "void run(float* o, const float* x, int d) { k<<<64, 128, 512>>>(o, x, d); }\n"
+    )
+    with pytest.raises(TransformRefused, match="dynamic shared memory"):
+        BlockItems().apply(parse_source(source), "k", None)

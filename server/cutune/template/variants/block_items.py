@@ -59,6 +59,10 @@ class BlockItems(Transform):
         src = kernel_source(self.name, model, kernel)
         if spec is not None and any(squeezed(b) != "1" for b in spec.block[1:]):
             self.refuse("the launch's block has more than one dimension already")
+        dynamic = [s.shared_mem for s in model.launches if s.kernel == kernel and s.shared_mem is not None]
+        dynamic += [spec.shared_mem] if spec is not None else []
+        if any(squeezed(m) not in ("0", "") for m in dynamic):
+            self.refuse("its launch gives it dynamic shared memory: the items of one block would share it")
         loops, _ = stride_loops(src)
         grid = next((lp for lp in loops if lp.grid_stride), None)
         if grid is not None:
