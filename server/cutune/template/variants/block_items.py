@@ -27,6 +27,7 @@ from cutune.spec import KernelSpec
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource
+from cutune.template.variants.canonical.loop_macros import split_args
 from cutune.template.variants.loops import kernel_source, squeezed, stride_loops
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
@@ -46,6 +47,8 @@ _WARP_WIDE = re.compile(
 )
 _OTHER_AXES = re.compile(r"(threadIdx|blockDim)\s*\.\s*[yz]\b")
 _GRID_READS = re.compile(r"\b(blockIdx|gridDim)\b")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^<>;{}]*>)?\s*\(")
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)", re.M)
 
 
 class BlockItems(Transform):
@@ -59,8 +62,7 @@ class BlockItems(Transform):
         src = kernel_source(self.name, model, kernel)
         if spec is not None and any(squeezed(b) != "1" for b in spec.block[1:]):
             self.refuse("the launch's block has more than one dimension already")
-        dynamic = [s.shared_mem for s in model.launches if s.kernel == kernel and s.shared_mem is not None]
-        dynamic += [spec.shared_mem] if spec is not None else []
+        dynamic = [*_launch_shared_mems(model.text, kernel), *([spec.shared_mem] if spec is not None else [])]
         if any(squeezed(m) not in ("0", "") for m in dynamic):
             self.refuse("its launch gives it dynamic shared memory: the items of one block would share it")
         loops, _ = stride_loops(src)
@@ -164,23 +166,51 @@ def _launch_bound(t: BlockItems, src: KernelSource) -> str:
     return cap
 
 
+def _launch_shared_mems(text: str, kernel: str) -> list[str]:
+    """The dynamic shared memory of each `kernel<<<grid, block, smem>>>` launch in the file's text (read from the
+    text: on a file of thousands of kernels, building every launch site costs more than the rewrite)."""
+    launch = re.compile(rf"\b{re.escape(kernel)}\s*(?:<[^;{{}}]*?>)?\s*<<<(.*?)>>>", re.S)
+    return [args[2] for m in launch.finditer(text) if len(args := split_args(m.group(1))) >= 3]
+
+
 def _called_helpers(src: KernelSource) -> list[tuple[str, str]]:
-    """The file's `__device__` functions the kernel calls, and those they call in turn: (name, text) each."""
-    functions: dict[str, list[str]] = {}
-    for f in src.model.device_functions:
-        functions.setdefault(f.name, []).append(src.data[f.span.start_byte : f.span.end_byte].decode("utf-8"))
-    todo = [_called_name(src.text(c)) for c in src.in_body("call_expression")]
+    """The file's `__device__` function definitions the kernel calls, and those they call in turn: (name, text)
+    each, found in the file's text by name."""
+    text = src.model.text
+    todo = {_called_name(src.text(c)) for c in src.in_body("call_expression")} - {""}
     seen: set[str] = set()
-    texts: list[tuple[str, str]] = []
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in functions:
-            continue
-        seen.add(name)
-        for text in functions[name]:
-            texts.append((name, text))
-            todo += [m.group(1) for m in re.finditer(r"\b([A-Za-z_]\w*)\s*(?:<[^<>;{}]*>)?\s*\(", text)]
-    return texts
+    found: list[tuple[str, str]] = []
+    while todo - seen:
+        names = todo - seen
+        seen |= names
+        pattern = rf"__device__[^;{{}}]*?\b({'|'.join(re.escape(n) for n in sorted(names))})\s*\("
+        for m in re.finditer(pattern, text):
+            definition = _definition(text, m.start(), m.end() - 1)
+            if definition is not None:
+                found.append((m.group(1), definition))
+                todo |= set(_CALLED.findall(definition))
+    return found
+
+
+def _definition(text: str, start: int, paren: int) -> str | None:
+    """The text of the function definition from `start` whose parameter list opens at `paren`; None for a
+    declaration (no body)."""
+    depth, at = 0, paren
+    while at < len(text):
+        depth += {"(": 1, ")": -1}.get(text[at], 0)
+        at += 1
+        if depth == 0:
+            break
+    body = min((i for i in (text.find("{", at), text.find(";", at)) if i >= 0), default=-1)
+    if body < 0 or text[body] == ";":
+        return None
+    depth, at = 0, body
+    while at < len(text):
+        depth += {"{": 1, "}": -1}.get(text[at], 0)
+        at += 1
+        if depth == 0:
+            return text[start:at]
+    return None
 
 
 def _called_name(call: str) -> str:
@@ -193,11 +223,10 @@ def _called_name(call: str) -> str:
 def _macro_reading_grid(src: KernelSource) -> str | None:
     """Why a macro of the file the kernel uses would see the original block layout; None when none does."""
     used = {src.text(n) for n in src.in_body("identifier")}
-    for macro in src.model.macros:
-        if macro.name in used and (
-            _GRID_READS.search(macro.value) or _OTHER_AXES.search(macro.value) or _BLOCK_WIDE.search(macro.value)
-        ):
-            return f"uses the macro {macro.name}, which reads the block index, grid size or block shape itself"
+    for m in _DEFINE.finditer(src.model.text):
+        name, value = m.group(1), m.group(2)
+        if name in used and (_GRID_READS.search(value) or _OTHER_AXES.search(value) or _BLOCK_WIDE.search(value)):
+            return f"uses the macro {name}, which reads the block index, grid size or block shape itself"
     return None
 
 
