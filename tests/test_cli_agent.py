@@ -24,4 +24,7 @@ def test_the_compile_only_agent_proposes_structural_variants(tmp_path: Path) -> 
     source = tmp_path / "silu_and_mul.cu"
     res = runner.invoke(app, ["agent", str(source), "-k", "silu_and_mul_kernel", "--iterations", "1"])
     assert res.exit_code == 0, res.output
-    assert "variant 1 packs_per_thread (built-in transform): compiles" in res.output, res.output  # as templatize
+    # as templatize: its tail loop reads as a block-stride loop (offset_loops), so the loop transforms chain onto
+    # split_items, and the tokens pack into blocks (block_items)
+    assert "variant 2 split_packs_per_thread (built-in transform): compiles" in res.output, res.output
+    assert "variant 4 block_items (built-in transform): compiles" in res.output, res.output

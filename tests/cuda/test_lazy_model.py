@@ -59,3 +59,13 @@ def test_launch_configs_are_the_launch_sites_configuration_spans() -> None:
         for slot, span in enumerate(site.config_spans)
     ]
     assert len(configs) > 40 and configs == sites
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_kernel_looked_up_first_walks_only_the_parts_that_name_it(path: Path) -> None:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    whole = parse_source(text, None)
+    for kernel in whole.kernels:
+        alone = parse_source(text, f"{path}:{kernel.name}:first")
+        assert alone.kernel(kernel.name) == whole.kernel(kernel.name), kernel.name
+        assert "_decls" not in alone.facts.__dict__  # the file's declarations were not all collected

@@ -59,15 +59,33 @@ class _Context:
     c_block: bool = False
 
 
-def collect_decls(root: Node, data: bytes) -> list[Decl]:
-    """Every declaration at file or namespace scope, in source order (error regions searched too)."""
+def collect_decls(root: Node, data: bytes, naming: bytes | None = None) -> list[Decl]:
+    """Every declaration at file or namespace scope, in source order (error regions searched too); with `naming`,
+    only those in the file's top-level parts whose text holds it (a declaration of a name is among them: on a file
+    of thousands of definitions, finding one costs that part, not the file)."""
     out: list[Decl] = []
-    _walk(root.children, data, _Context(), out)
+    items = root.children
+    if naming is not None:
+        starts = {c.start_byte: i for i, c in enumerate(items)}
+        wanted: set[int] = set()
+        at = data.find(naming)
+        while at >= 0:
+            node: Node | None = root.descendant_for_byte_range(at, at + len(naming))
+            while node is not None and node.parent is not None and node.parent != root:
+                node = node.parent
+            if node is not None and node.start_byte in starts:
+                wanted.add(starts[node.start_byte])
+            at = data.find(naming, at + len(naming))
+        _walk(items, data, _Context(), out, wanted)
+    else:
+        _walk(items, data, _Context(), out)
     return out
 
 
-def _walk(items: list[Node], data: bytes, ctx: _Context, out: list[Decl]) -> None:
+def _walk(items: list[Node], data: bytes, ctx: _Context, out: list[Decl], only: set[int] | None = None) -> None:
     for i, child in enumerate(items):
+        if only is not None and i not in only:
+            continue
         t = child.type
         if t == "namespace_definition":
             body = child.child_by_field_name("body")

@@ -114,6 +114,10 @@ class _Facts:
     def _decls(self) -> list[Decl]:
         return collect_decls(self._root, self._data)
 
+    @_paused
+    def _decls_naming(self, name: bytes) -> list[Decl]:
+        return collect_decls(self._root, self._data, naming=name)
+
     @functools.cached_property
     def _errors(self) -> list[tuple[Node, str]]:
         return _error_nodes(self._root)
@@ -155,7 +159,9 @@ class _Facts:
         # only the definitions that declare `name` (a definition's declared name is its kernel's name), and
         # those recovered from error regions
         encoded = name.encode()
-        for p in _kernel_parts([d for d in self._decls if d.name == name], self._errors):
+        # the declarations in the parts of the file that name it: the file's are only walked once something needs them
+        decls = self._decls if "_decls" in self.__dict__ else self._decls_naming(encoded)
+        for p in _kernel_parts([d for d in decls if d.name == name], self._errors):
             found = declarator_name(p.declarator.child_by_field_name("declarator"))
             if found is not None and self._data[found.start_byte : found.end_byte] == encoded:
                 kernel = _kernel(p, self._data, self._index, self._error_ranges)

@@ -194,7 +194,7 @@ def _rotary():  # type: ignore[no-untyped-def]
 
 def test_on_rotary_embedding_vectorize_chains_onto_the_split() -> None:
     rotary = _rotary()
-    assert [v.name for v in rotary.variants] == ["split_vectorized", "split_packs_per_thread", "split"]
+    assert [v.name for v in rotary.variants] == ["split_vectorized", "split_packs_per_thread", "split", "block_items"]
     vectorized = rotary.variants[0]
     assert [p.name for p in vectorized.params] == ["SPLIT", "VEC_BYTES", "PACKS", "BLOCK_DIV"]
     assert vectorized.body.count("cutune_vec_store<") == 4  # x and y halves of query and of key

@@ -20,6 +20,7 @@ from cutune.spec import KernelSpec, load_spec
 from cutune.template.model import Space, Template
 from cutune.template.templatize import templatize
 from cutune.template.variants import TRANSFORMS, with_variants
+from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
@@ -47,8 +48,9 @@ def _sample(stem: str, kernel: str, sizes: tuple[dict[str, int], ...] = ()) -> t
 
 
 def _data(file: str, kernel: str) -> tuple[Template, str]:
+    """The data file's kernel with its row_reduce variant, read in its canonical form as templatize reads it."""
     path = DATA / file
-    model = parse_source(path.read_text(), str(path))
+    model = canonicalise(parse_source(path.read_text(), str(path)), kernel).model
     variant = RowReduce().apply(model, kernel, None)
     template, _ = with_variants(model, kernel, [variant], None)
     return template, variant.body
@@ -200,6 +202,46 @@ def test_refuses_an_exit_or_a_move_it_cannot_prove_block_uniform(kernel: str, re
     assert reason in refused.value.reason
 
 
+def test_a_pair_accumulator_is_two_reductions_of_its_parts() -> None:
+    _, body = _data("pair_layer_norm.cu", "pair_layer_norm_kernel")
+    assert "float2" not in body and "warp_sum" not in body
+    assert "stats_x = cutune_rr_allreduce<ROW_THREADS>(stats_x, cutune_rr_sum{}" in body
+    assert "stats_y = cutune_rr_allreduce<ROW_THREADS>(stats_y, cutune_rr_sum{}" in body
+    assert "const float rstd = rsqrtf(stats_y / hidden - mean * mean + eps);" in body
+    path = DATA / "pair_layer_norm.cu"
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(parse_source(path.read_text(), str(path)), "merged_layer_norm_kernel", None)
+    assert "accumulates into `stats.x`, a part of a compound value" in refused.value.reason
+
+
+def test_rows_on_the_blocks_y_axis_become_one_row_per_block() -> None:
+    path = DATA / "rows_on_y.cu"
+    model = parse_source(path.read_text(), str(path))
+    spec = load_spec(DATA / "rows_on_y.tune.toml").kernel("warp_rows_rms_norm_kernel")
+    variant = RowReduce().apply(model, "warp_rows_rms_norm_kernel", spec)
+    assert "const int row = cutune_row;" in variant.body and "threadIdx.y" not in variant.body
+    assert "const bool cutune_row_ok = cutune_row_in && !(row >= rows);" in variant.body  # the spare rows leave
+    assert "x += int64_t(row) * hidden;" in variant.body  # an integer's functional cast reads no memory
+    _, combined = with_variants(model, "warp_rows_rms_norm_kernel", [variant], spec)
+    assert combined is not None
+    names = {**limits_for("sm_90").as_names(), "rows": 9, "hidden": 1000, "VARIANT": 1, "ROW_THREADS": 128}
+    assert combined.launch({**names, "ROW_VEC": 4})[:2] == ((12, 1, 1), (128, 1, 1))  # 3 blocks of 4 rows: 12 rows
+    with pytest.raises(TransformRefused, match=r"uses threadIdx\.y"):  # its y axis also picks a shared slot
+        RowReduce().apply(model, "slot_rows_kernel", None)
+
+
+def test_an_accumulator_set_afresh_between_the_loops_is_set_afresh_after_its_reduction() -> None:
+    path = DATA / "group_rows.cu"
+    model = canonicalise(parse_source(path.read_text(), str(path)), "group_norm_kernel").model  # offset loops
+    body = RowReduce().apply(model, "group_norm_kernel", None).body
+    mean = body.index("const float mean =")
+    assert mean < body.index("\nacc = 0.f;", mean) < body.index("acc += d * d;")  # the variance sums from zero
+    conditional = path.read_text().replace("  acc = 0.f;\n", "  if (threadIdx.x == 0) acc = 0.f;\n")
+    model = canonicalise(parse_source(conditional, str(path)), "group_norm_kernel").model
+    with pytest.raises(TransformRefused, match="sets `acc` afresh on a condition after its reduction"):
+        RowReduce().apply(model, "group_norm_kernel", None)
+
+
 def test_refuses_an_elementwise_kernel() -> None:
     path = SAMPLES / "silu_and_mul.cu"
     with pytest.raises(TransformRefused, match=r"starts elsewhere than at threadIdx\.x"):
@@ -261,6 +303,9 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("row_grid.cu", "warp_grid_rms_norm_kernel", ["warp_grid_rms_norm_kernel<__half, 1, 256, 8>"]),
         ("row_grid.cu", "guarded_softmax_kernel", ["guarded_softmax_kernel<1, 128, 4>"]),
         ("row_grid.cu", "gated_rms_norm_kernel", ["gated_rms_norm_kernel<true, 1, 128, 4>"]),
+        ("pair_layer_norm.cu", "pair_layer_norm_kernel", ["pair_layer_norm_kernel<256, 1, 128, 4>"]),
+        ("rows_on_y.cu", "warp_rows_rms_norm_kernel", ["warp_rows_rms_norm_kernel<1, 128, 4>"]),
+        ("group_rows.cu", "group_norm_kernel", ["group_norm_kernel<256, 1, 128, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
@@ -285,6 +330,34 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
     result = tune(job, create_backend("cupy"), options)
     assert result.original == template.space.default()  # measured first, as the reference
     # variant configurations measured, each equal to the original (proposals outside the space are turned away)
+    assert result.trials >= 3 and set(result.failures) <= {"infeasible"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("file", "kernel"),
+    [
+        ("pair_layer_norm.cu", "pair_layer_norm_kernel"),
+        ("rows_on_y.cu", "warp_rows_rms_norm_kernel"),
+        ("group_rows.cu", "group_norm_kernel"),
+    ],
+)
+def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:
+    ctx = open_kernel(DATA / file, kernel)
+    spec = ctx.require_spec()
+    # read in canonical form (group_rows' loops run over offset ranges), as templatize reads it
+    variant = RowReduce().apply(canonicalise(ctx.template_model, kernel).model, kernel, spec)
+    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
+    assert combined is not None
+    job = Job(
+        str(ctx.path),
+        template,
+        combined,
+        only_the_variant(template.space),
+        timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0),
+    )
+    options = replace(tune_options(ctx, trials=8, seconds=60), workspace=tmp_path, sanitize=False)
+    result = tune(job, create_backend("cupy"), options)
     assert result.trials >= 3 and set(result.failures) <= {"infeasible"}
 
 

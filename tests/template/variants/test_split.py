@@ -78,16 +78,16 @@ def _combined(file: str, kernel: str):  # type: ignore[no-untyped-def]
 
 def test_on_the_elementwise_samples_the_loop_transforms_chain_onto_the_split() -> None:
     gated = _combined("gated_activation.cu", "act_and_mul_kernel")
-    assert [v.name for v in gated.variants] == ["split_vectorized", "split_packs_per_thread", "split"]
-    assert [v.provenance.parent for v in gated.variants] == ["split", "split", ""]
+    assert [v.name for v in gated.variants] == ["split_vectorized", "split_packs_per_thread", "split", "block_items"]
+    assert [v.provenance.parent for v in gated.variants] == ["split", "split", "", ""]
     assert [p.name for p in gated.variants[0].params] == ["SPLIT", "VEC_BYTES", "PACKS", "BLOCK_DIV"]
     assert gated.spec is not None
     # SPLIT is shared by the three variants: free while any of them runs, pinned for the original
     assert f"{VARIANT} == 1 or {VARIANT} == 2 or {VARIANT} == 3 or SPLIT == 1" in gated.spec.constraints
-    assert gated.spec.grid[0] == "num_tokens"  # the item axis is the original's
+    assert gated.spec.grid[0].endswith("if VARIANT == 4 else (num_tokens)")  # the split's item axis is the original's
     assert gated.spec.grid[1].startswith("(SPLIT) if VARIANT == 1 else")
     rotary = _combined("rotary_embedding.cu", "rotary_embedding_kernel")
-    assert [v.name for v in rotary.variants] == ["split_vectorized", "split_packs_per_thread", "split"]
+    assert [v.name for v in rotary.variants] == ["split_vectorized", "split_packs_per_thread", "split", "block_items"]
 
 
 @pytest.mark.nvcc

@@ -1,6 +1,7 @@
 """Structural variants of a kernel: the model, the built-in transforms that produce them, and the
 combined template that holds them all behind `VARIANT`."""
 
+from cutune.template.variants.block_items import BlockItems
 from cutune.template.variants.combine import VARIANT, variant_launch, with_variants
 from cutune.template.variants.grid_shape import GridShape
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
@@ -13,12 +14,13 @@ from cutune.template.variants.vectorize import Vectorize
 
 # in the order they are tried (and numbered as VARIANT = 1, 2, ... when all apply)
 TRANSFORMS: dict[str, Transform] = {
-    t.name: t for t in (Vectorize(), PacksPerThread(), GridShape(), RowReduce(), SplitItems())
+    t.name: t for t in (Vectorize(), PacksPerThread(), GridShape(), RowReduce(), SplitItems(), BlockItems())
 }
 
 __all__ = [
     "TRANSFORMS",
     "VARIANT",
+    "BlockItems",
     "Combined",
     "GridShape",
     "Launch",

@@ -44,6 +44,13 @@ def chain(parent: Variant, transform: Transform, model: SourceModel, kernel: str
     )
 
 
+def explicit(expr: str, dim: int) -> str:
+    """`expr` with its bare `{grid}` and `{block}` naming dimension `dim` outright (`{grid.y}`)."""
+    return PLACEHOLDER.sub(
+        lambda m: m.group(0) if m.group(2) or m.group(1) == "shared_mem" else f"{{{m.group(1)}.{'xyz'[dim]}}}", expr
+    )
+
+
 def composed(parent: Launch | None, child: Launch | None) -> Launch | None:
     """The child's launch with its placeholders standing for the parent's launch (same dimension); a
     dimension only the parent sets stays the parent's; either alone when the other keeps the spec's."""
@@ -55,8 +62,12 @@ def composed(parent: Launch | None, child: Launch | None) -> Launch | None:
         def one(m: re.Match[str]) -> str:
             if m.group(1) == "shared_mem":
                 return f"({parent.shared_mem})"
+            at = "xyz".index(m.group(2)) if m.group(2) else dim
             mine = outer[m.group(1)]
-            return f"({mine[dim]})" if dim < len(mine) else m.group(0)
+            # the parent's own placeholders name its dimension outright: the child may read it in another one
+            if at >= len(mine):
+                return m.group(0)
+            return f"({mine[at] if at == dim else explicit(mine[at], at)})"
 
         return PLACEHOLDER.sub(one, expr)
 

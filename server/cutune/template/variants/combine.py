@@ -7,7 +7,8 @@ variant's TEMPLATE parameters become members of the kernel's tuning struct and t
 default to them: at the defaults the file behaves exactly as the original.
 
 The spec's launch becomes `a if VARIANT == 1 else (b if VARIANT == 2 else original)`. A variant's launch
-expressions may write `{grid}`, `{block}` and `{shared_mem}` for the spec's own (same dimension).
+expressions may write `{grid}`, `{block}` and `{shared_mem}` for the spec's own (same dimension), and `{grid.x}`,
+`{block.y}`, ... for one dimension of it named outright.
 
 Constraints keep the search free of duplicates: a variant's parameters are pinned to their defaults
 whenever another variant runs (a parameter several variants share, as a chained variant shares its
@@ -32,7 +33,7 @@ from cutune.template.variants.loops import balanced, line_indent
 from cutune.template.variants.model import Variant
 
 VARIANT = "VARIANT"
-PLACEHOLDER = re.compile(r"\{(grid|block|shared_mem)\}")
+PLACEHOLDER = re.compile(r"\{(grid|block|shared_mem)(?:\.([xyz]))?\}")
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
 
 
@@ -140,9 +141,14 @@ def _bare(expr: str) -> str:
 
 def _expand(expr: str, spec: KernelSpec, dim: int = 0) -> str:
     """A variant's launch expression with `{grid}`, `{block}`, `{shared_mem}` replaced by the spec's own
-    (of dimension `dim`)."""
-    whole = {"grid": _dim(spec.grid, dim), "block": _dim(spec.block, dim), "shared_mem": spec.shared_mem}
-    return PLACEHOLDER.sub(lambda m: f"({whole[m.group(1)]})", expr)
+    (of dimension `dim`, or of the one a `{grid.x}` names)."""
+
+    def own(m: re.Match[str]) -> str:
+        at = "xyz".index(m.group(2)) if m.group(2) else dim
+        dims = {"grid": spec.grid, "block": spec.block}.get(m.group(1))
+        return f"({spec.shared_mem if dims is None else _dim(dims, at)})"
+
+    return PLACEHOLDER.sub(own, expr)
 
 
 def _spec_with(spec: KernelSpec, variants: Sequence[Variant], space: Space) -> KernelSpec:

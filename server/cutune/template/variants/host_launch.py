@@ -1,13 +1,15 @@
 """host_launch: a variant's launch (spec expressions) written as C++ at a host launch site, in the host's own
-terms: `{grid}` and `{block}` become the site's own grid and block (`dim3(grid).x`), the variant's
-parameters the tuning struct's members (or values), `warp_size` 32, a problem size the host's own name for it
-(the launch's argument for the kernel parameter of that name, or a host variable of that name declared before
-the launch); `min`, `max` and `ceil_div` are spelled out. Anything else (a device limit such as `sm_count`)
-has no host spelling cutune can know: HostLaunchError says which name."""
+terms: `{grid}` and `{block}` become the site's own grid and block (`dim3(grid).x`; `{grid.x}` names the axis
+outright), the variant's parameters the tuning struct's members (or values), `warp_size` 32,
+`max_threads_per_block` 1024, conditions (`a if c else b`, comparisons, `and`, `or`) C's, a problem size the
+host's own name for it (the launch's argument for the kernel parameter of that name, or a host variable of that
+name declared before the launch); `min`, `max` and `ceil_div` are spelled out. Anything else (a device limit such
+as `sm_count`) has no host spelling cutune can know: HostLaunchError says which name."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Sequence
 
@@ -29,6 +31,15 @@ _OPERATORS: dict[type[ast.operator], str] = {
     ast.Mod: "%",
 }
 _WARP_SIZE = "32"
+_MAX_THREADS = "1024"  # threads per block on every compute capability since 2.0
+_COMPARISONS: dict[type[ast.cmpop], str] = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+}
 
 
 class HostLaunchError(CutuneError):
@@ -45,8 +56,15 @@ def host_config(
     """The new grid, block and (when the site passes one, or the variant needs one) shared-memory texts of
     the launch `site` for `launch`; `ref` names a variant parameter where the launch is (a tuning-struct
     member, or its value), `sizes` a problem size (None: the host has no name for it)."""
+    own_dims = {"grid": site.grid, "block": site.block}
     shared = site.shared_mem if site.shared_mem is not None else "0"
-    names = {"cutune_shared": f"({shared})", "warp_size": _WARP_SIZE, **{p: ref(p) for p in params}}
+    names = {
+        "cutune_shared": f"({shared})",
+        "warp_size": _WARP_SIZE,
+        "max_threads_per_block": _MAX_THREADS,
+        **{f"cutune_{what}_{axis}": f"dim3({own}).{axis}" for what, own in own_dims.items() for axis in _AXES},
+        **{p: ref(p) for p in params},
+    }
     for expr in (*launch.grid, *launch.block, launch.shared_mem):
         for name in _free_names(PLACEHOLDER.sub("cutune_placeholder", expr)):
             if name not in names and (spelled := sizes(name)) is not None:
@@ -58,14 +76,19 @@ def host_config(
         texts = []
         for i, e in enumerate(exprs):
             axis = _AXES[i]
-            spelled = PLACEHOLDER.sub(lambda m: f"cutune_{m.group(1).replace('shared_mem', 'shared')}", e)
-            texts.append(_cxx(spelled, {**names, f"cutune_{what}": f"dim3({outer}).{axis}"}))
+            spelled = PLACEHOLDER.sub(functools.partial(_placeholder_name, axis=axis), e)
+            texts.append(_cxx(spelled, names))
         return texts[0] if len(texts) == 1 else f"dim3({', '.join(texts)})"
 
     config = [dims(launch.grid, site.grid, "grid"), dims(launch.block, site.block, "block")]
     if site.shared_mem is not None or launch.shared_mem.strip() != "0":
         config.append(_cxx(PLACEHOLDER.sub("cutune_shared", launch.shared_mem), names))
     return config
+
+
+def _placeholder_name(m: re.Match[str], axis: str) -> str:
+    """The name a launch placeholder takes in `host_config`'s names (`{grid}` in dimension y: cutune_grid_y)."""
+    return "cutune_shared" if m.group(1) == "shared_mem" else f"cutune_{m.group(1)}_{m.group(2) or axis}"
 
 
 def config_edits(site: LaunchSite, config: Sequence[str]) -> list[tuple[int, int, str]]:
@@ -120,6 +143,14 @@ def _node(node: ast.expr, names: dict[str, str]) -> str:
         return names[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
         return f"({_node(node.left, names)} {_OPERATORS[type(node.op)]} {_node(node.right, names)})"
+    if isinstance(node, ast.IfExp):
+        return f"({_node(node.test, names)} ? {_node(node.body, names)} : {_node(node.orelse, names)})"
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARISONS:
+        op = _COMPARISONS[type(node.ops[0])]
+        return f"({_node(node.left, names)} {op} {_node(node.comparators[0], names)})"
+    if isinstance(node, ast.BoolOp):
+        joiner = " && " if isinstance(node.op, ast.And) else " || "
+        return f"({joiner.join(_node(v, names) for v in node.values)})"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2 and not node.keywords:
         a, b = (_node(x, names) for x in node.args)
         if node.func.id == "min":

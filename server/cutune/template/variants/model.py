@@ -59,6 +59,9 @@ class Transform(ABC):
     # its variant keeps the kernel's loops and is the original at its parameters' defaults: the other
     # transforms also apply to its body, and such a chained variant stands in for their plain one
     chainable: ClassVar[bool] = False
+    # whether it is also tried on a chainable variant's body (one that regroups the same loops does; one that
+    # regroups the items the other spreads does not)
+    chains_onto: ClassVar[bool] = True
 
     @abstractmethod
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:

@@ -15,7 +15,9 @@ Around that shape it also reads: a block-uniform `if (row >= rows) return;` befo
 stays, its row undone, since every thread must reach the all-reduces); rows placed by blockIdx.y/z and gridDim
 (one row per block then: sharing a block would change gridDim.x); pointer parameters moved to the row before the
 loops (`x += row * stride;`); and row loops over a 2-D block's threads in order
-(`threadIdx.y * blockDim.x + threadIdx.x`, stepping by `blockDim.x * blockDim.y`), which the new 1-D block replaces.
+(`threadIdx.y * blockDim.x + threadIdx.x`, stepping by `blockDim.x * blockDim.y`), which the new 1-D block replaces;
+pair accumulators (`float2 mean_var`, summed part by part) split into their scalar parts first (compound.py); and
+rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`) read as one row per block (rows_on_y.py).
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.specialize import static_param
+from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.loops import written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.rows_on_y import GRID_X, rows_on_y
 
 THREADS = "ROW_THREADS"
 ROWS = "ROWS_PER_BLOCK"
@@ -218,6 +222,22 @@ class RowReduce(Transform):
         if k.has_errors:
             self.refuse("the kernel has syntax errors tree-sitter could not parse")
         src = KernelSource(model, k)
+        split = split_compound_accumulators(src)
+        if split is not None:  # a pair accumulator (float2): its parts are two reductions, read as such
+            return self.apply(parse_source(split, model.path, rewrite=True), kernel, spec)
+        on_y = rows_on_y(src)
+        if on_y is not None:  # rows on the block's y axis: one row per block, on grid.x * block.y blocks
+            if spec is not None and len(spec.block) > 1:
+                spec = dataclasses.replace(
+                    spec, grid=(f"({spec.grid[0]}) * ({spec.block[1]})", *spec.grid[1:]), block=spec.block[:1]
+                )
+            variant = self.apply(parse_source(on_y, model.path, rewrite=True), kernel, spec)
+            assert variant.launch is not None  # row_reduce always sets its launch
+            launch = dataclasses.replace(variant.launch, grid=(GRID_X, "{grid}", "{grid}"))
+            note = f"{variant.provenance.note}; each row of threads along y a block of its own"
+            return dataclasses.replace(
+                variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
+            )
         guarded = _guarded_rest(src)
         if guarded is not None:  # `if (row < rows) { rest }` last: the early return it is, checked as any
             statement, cond, rest = guarded
@@ -911,6 +931,8 @@ class _Rewriter:
                     continue
                 name = self.text(target)
                 if name in self.reduced and name in {r.acc for r in seg.reductions} | seg.aliases.keys():
+                    if self._is_reset(node, rhs, name, statements):  # set afresh for a later loop: kept, in order
+                        values.append(_Value(name, rhs, "", self._idents(rhs)))
                     continue  # the reduction itself, or the variable its partials were combined into
                 deps = self._value_deps(rhs, seg)
                 if deps is None or not deps <= allowed | {v.name for v in values} | _functions(self, rhs):
@@ -925,6 +947,17 @@ class _Rewriter:
             if sum(w.name == v.name for w in kept) > 1:
                 self.refuse(f"`{v.name}` is assigned twice from the reduction", v.rhs)
         return kept
+
+    def _is_reset(self, node: Node, rhs: Node, acc: str, statements: list[Node]) -> bool:
+        """Whether `node` is `acc = v;` with v reading neither acc, shared memory nor memory at all: the accumulator
+        set afresh after its reduction, for a later loop to accumulate again. A refusal when only some threads do."""
+        if node.type != "assignment_expression" or _reads(self, rhs) or acc in self._idents(rhs):
+            return False
+        if self._idents(rhs) & self.shared.keys():
+            return False
+        if node.parent is None or node.parent not in statements:
+            self.refuse(f"sets `{acc}` afresh on a condition after its reduction", node)
+        return True
 
     def _value_deps(self, rhs: Node, seg: _Segment) -> set[str] | None:
         """The names a value reads, outside reduction calls; None when it reads a thread index or shared memory."""
@@ -1303,10 +1336,15 @@ def _flat_forms(x: str, y: str) -> set[str]:
 
 
 def _reads(w: _Rewriter, node: Node | None) -> list[Node]:
-    """The memory reads and calls in an expression (a static_cast is neither): what may differ between threads or
+    """The memory reads and calls in an expression (a conversion is neither): what may differ between threads or
     change under them."""
     found = descendants(node, "call_expression", "subscript_expression", "pointer_expression") if node else []
-    return [n for n in found if not (n.type == "call_expression" and w.compact(n).startswith("static_cast<"))]
+    return [n for n in found if not (n.type == "call_expression" and _is_cast(w, n))]
+
+
+def _is_cast(w: _Rewriter, call: Node) -> bool:
+    """Whether a call is a conversion: `static_cast<T>(v)` or an integer type's functional cast (`int64_t(row)`)."""
+    return w.compact(call).startswith("static_cast<") or w.compact(call.child_by_field_name("function")) in _INTEGRAL
 
 
 def _condition(statement: Node) -> Node | None:

@@ -20,6 +20,7 @@ CASES = {
         "split_vectorized": [{"SPLIT": 4, "VEC_BYTES": 16, "PACKS": 2, "BLOCK_DIV": 4}],
         "split_packs_per_thread": [{"SPLIT": 1, "ITEMS": 4}],
         "split": [{"SPLIT": 8}],
+        "block_items": [{"ITEMS_Y": 4}],
     },
     # one element per thread, an early return past the end
     ("bias_gelu.cu", "bias_gelu_kernel"): {

@@ -32,7 +32,7 @@ def test_a_thread_count_every_launch_matches_is_read_as_blockdim() -> None:
     assert result is not None and not isinstance(result, str), result
     assert "c += blockDim.x)" in result.text and "c += kThreads" not in result.text
     variants, _ = propose_variants(parse_source(COUNTED_THREADS), "k", None)
-    assert [v.name for v in variants] == ["split_vectorized", "split_packs_per_thread", "split"]
+    assert [v.name for v in variants] == ["split_vectorized", "split_packs_per_thread", "split", "block_items"]
 
 
 def test_a_launch_with_another_block_size_is_refused_with_the_reason() -> None:

@@ -29,7 +29,7 @@ def test_a_while_stride_loop_becomes_a_for_loop_the_transforms_read() -> None:
     assert "for (int c = threadIdx.x; c < n; c += blockDim.x) {" in body
     assert "// one element of the row" in body and "while" not in body
     variants, _ = propose_variants(parse_source(ROWS), "k", None)
-    assert [v.name for v in variants] == ["split_vectorized", "split_packs_per_thread", "split"]
+    assert [v.name for v in variants] == ["split_vectorized", "split_packs_per_thread", "split", "block_items"]
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,7 @@ def expand_loop_macros(model: SourceModel, kernel: str, include_dirs: Sequence[s
         if isinstance(found, str):
             return f"`{name}(...)` {found}"
         params, body = found
-        args = _split_args(text[match.end() : end - 1])
+        args = split_args(text[match.end() : end - 1])
         if len(args) != len(params):
             return f"`{name}(...)` is given {len(args)} arguments where its `#define` takes {len(params)}"
         expansion = _substituted(body, dict(zip(params, args, strict=True)))
@@ -88,8 +88,9 @@ def _opens_statement(text: str, end: int) -> bool:
     return rest.startswith("{") or bool(re.match(r"(?:[A-Za-z_]\w*(?:\s*[\[.(]|\s*(?:[-+*/]?=|\+\+|--)))", rest))
 
 
-def _split_args(text: str) -> list[str]:
-    """A macro call's arguments: split at the commas outside parentheses, brackets and braces."""
+def split_args(text: str) -> list[str]:
+    """A macro call's (or a launch configuration's) arguments: split at the commas outside parentheses, brackets and
+    braces."""
     args: list[str] = []
     current: list[str] = []
     depth = 0

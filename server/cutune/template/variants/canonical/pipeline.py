@@ -22,6 +22,8 @@ from cutune.template.variants.canonical.inline import NAME as INLINE
 from cutune.template.variants.canonical.inline import inline_looping_helpers
 from cutune.template.variants.canonical.loop_macros import NAME as LOOP_MACROS
 from cutune.template.variants.canonical.loop_macros import expand_loop_macros
+from cutune.template.variants.canonical.offset import NAME as OFFSET
+from cutune.template.variants.canonical.offset import offset_to_row
 from cutune.template.variants.canonical.scaled import NAME as SCALED
 from cutune.template.variants.canonical.scaled import scaled_to_packs
 from cutune.template.variants.canonical.thread_count import NAME as THREAD_COUNT
@@ -35,13 +37,14 @@ Step = Callable[[SourceModel, str], SourceModel | str | None]
 # in order: loops written through macros are expanded before anything reads loops, an index spelled through a
 # helper is written out first (the guard reads it), inlined helpers' loops
 # are the kernel's own before loop forms are read, the loop forms are stride loops before the guard step looks
-# for a kernel that has none
+# for a kernel that has none (an offset range's loop is read once its step is blockDim.x and it is a `for`)
 STEPS: dict[str, Step] = {
     LOOP_MACROS: expand_loop_macros,
     THREAD_INDEX: written_out,
     INLINE: inline_looping_helpers,
     THREAD_COUNT: block_size_strides,
     WHILE: while_to_for,
+    OFFSET: offset_to_row,
     COUNTED: counted_to_stride,
     SCALED: scaled_to_packs,
     GUARD: grid_stride_guard,

@@ -1,0 +1,241 @@
+"""block_items: a one-block-per-item kernel (the block index is the work item) runs ITEMS_Y items side by side in
+one block, one item per row of threads along y, so small blocks (a warp per item, as dequantisation, per-token
+elementwise and per-head kernels launch) fill an SM with fewer, larger blocks.
+
+Item `blockIdx.x` becomes `cutune_item = blockIdx.x * blockDim.y + threadIdx.y`, and `gridDim.x` becomes
+`gridDim.x * blockDim.y`: every thread computes exactly what the thread with the same `threadIdx.x` computed in
+block `cutune_item` of the original launch, so the body stays as written. That holds only where the rows of a
+block never meet: no shared memory, no barrier, no block-wide cooperative group (a warp-level exchange stays
+within one item when the block's x size is a whole number of warps, which the launch checks), no other use of
+the block's y or z axis, no helper or macro of the file and no inline PTX that reads the block index, grid size or
+block shape itself, no clusters. (Helpers and macros the file does not define are taken at their word: what they
+compute, as every variant, is checked equal to the original before it is searched.)
+
+The launch keeps the original's item count: the block gets ITEMS_Y rows only where the items divide evenly, the
+block stays within the device's and the kernel's `__launch_bounds__` limits (and is whole warps, when warps
+exchange values); elsewhere it runs one row, the original. The block's y size carries ITEMS_Y into the kernel,
+so one instantiation serves every size.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cutune.cuda.model import SourceModel
+from cutune.errors import TransformRefused
+from cutune.spec import KernelSpec
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.model import Binding, TunableParam
+from cutune.template.recipes.base import KernelSource
+from cutune.template.variants.canonical.loop_macros import split_args
+from cutune.template.variants.loops import kernel_source, squeezed, stride_loops
+from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+
+NAME = "block_items"
+ITEMS = "ITEMS_Y"
+ITEM = "cutune_item"
+# what makes the rows of one block meet: shared memory, barriers, block-wide groups and block-wide libraries
+_BLOCK_WIDE = re.compile(
+    r"__shared__|__syncthreads\w*|cooperative_groups|this_thread_block|this_grid|this_cluster|cub|grid_group"
+)
+# PTX that reads the block's place or shape, or waits at a barrier
+_ASM_LAYOUT = re.compile(r"ctaid|nctaid|%tid\.[yz]|ntid|\bbar\.|barrier|cluster")
+# what makes the threads of one warp meet: fine while a warp lies within one item
+_WARP_WIDE = re.compile(
+    r"__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync|__activemask|__reduce_\w+_sync|__match_\w+"
+    r"|tiled_partition|__any|__all|__ballot"
+)
+_OTHER_AXES = re.compile(r"(threadIdx|blockDim)\s*\.\s*[yz]\b")
+_GRID_READS = re.compile(r"\b(blockIdx|gridDim)\b")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^<>;{}]*>)?\s*\(")
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+
+
+class BlockItems(Transform):
+    """Several items of a one-block-per-item kernel in one block, one per row of threads along y."""
+
+    name = NAME
+    chains_onto = False  # on split_items' body it would pack again the items that body spreads over blocks
+
+    def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
+        """The variant of `kernel` with ITEMS_Y items per block, or TransformRefused saying why not."""
+        src = kernel_source(self.name, model, kernel)
+        if spec is not None and any(squeezed(b) != "1" for b in spec.block[1:]):
+            self.refuse("the launch's block has more than one dimension already")
+        dynamic = [*_launch_shared_mems(model.text, kernel), *([spec.shared_mem] if spec is not None else [])]
+        if any(squeezed(m) not in ("0", "") for m in dynamic):
+            self.refuse("its launch gives it dynamic shared memory: the items of one block would share it")
+        loops, _ = stride_loops(src)
+        grid = next((lp for lp in loops if lp.grid_stride), None)
+        if grid is not None:
+            self.refuse(
+                f"the loop at line {src.line(grid.node)} is grid-stride: any grid covers its range (grid_shape)"
+            )
+        for node in src.in_body("field_expression"):
+            if _OTHER_AXES.fullmatch(squeezed(src.text(node))):
+                self.refuse(f"uses {squeezed(src.text(node))} (line {src.line(node)}): the block has rows already")
+        for node in src.in_body("identifier"):
+            parent = node.parent
+            if src.text(node) in ("blockIdx", "gridDim") and (parent is None or parent.type != "field_expression"):
+                self.refuse(f"reads {src.text(node)} whole (line {src.line(node)}): only its x axis can be remapped")
+            if src.text(node) == ITEM:
+                self.refuse(f"already names something {ITEM} (line {src.line(node)})")
+        for node in src.in_body("identifier", "namespace_identifier", "type_qualifier", "type_identifier"):
+            if _BLOCK_WIDE.fullmatch(src.text(node)):
+                self.refuse(
+                    f"threads of a block cooperate through {src.text(node)} (line {src.line(node)}): items sharing "
+                    "a block would share it"
+                )
+        helper = _helper_reading_grid(src)
+        if helper is not None:
+            self.refuse(helper)
+        macro = _macro_reading_grid(src)
+        if macro is not None:
+            self.refuse(macro)
+        body = src.text(src.body)
+        if re.search(r"\basm\b", body) and _ASM_LAYOUT.search(body):
+            self.refuse("inline PTX reads the block's place or shape, or waits at a barrier")
+        if src.kernel.launch_bounds is not None and src.kernel.launch_bounds.max_cluster is not None:
+            self.refuse("the kernel runs in thread block clusters, which group blocks by their index")
+        if not any(squeezed(src.text(n)) == "blockIdx.x" for n in src.in_body("field_expression")):
+            self.refuse("the kernel does not read blockIdx.x: it is not one block per item")
+        if src.in_body("lambda_expression"):
+            self.refuse("defines a lambda, whose captures the rewrite does not follow")
+        warps = any(
+            _WARP_WIDE.fullmatch(src.text(n)) for n in src.in_body("identifier", "namespace_identifier")
+        ) or any(_WARP_WIDE.search(t) for _, t in _called_helpers(src))
+        limit = _launch_bound(self, src)
+        edits = EditList(src.data)
+        for node in src.in_body("field_expression"):
+            text = squeezed(src.text(node))
+            if text == "blockIdx.x":
+                edits.replace(node.start_byte, node.end_byte, ITEM)
+            elif text == "gridDim.x":
+                edits.replace(node.start_byte, node.end_byte, "(gridDim.x * blockDim.y)")
+        first = src.body.start_byte + 1
+        edits.insert(
+            first,
+            f"\n  // cutune block_items: blockDim.y items per block, item {ITEM} on the threads of row threadIdx.y\n"
+            f"  const unsigned int {ITEM} = blockIdx.x * blockDim.y + threadIdx.y;",
+        )
+        rewritten = apply_edits(src.model.text, edits.edits).encode("utf-8")
+        shift = len(rewritten) - len(src.data)
+        inner = rewritten[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
+        rows = _rows(limit, warps)
+        return Variant(
+            name=NAME,
+            body=inner,
+            params=(
+                TunableParam(ITEMS, (1, 2, 4, 8), 1, Binding.LAUNCH, description="work items per block (block y)"),
+            ),
+            launch=Launch(
+                grid=(f"({{grid}}) // {rows}", "{grid}", "{grid}"), block=("{block}", rows), shared_mem="{shared_mem}"
+            ),
+            provenance=Provenance(
+                self.name,
+                note=f"{ITEMS} items per block, one per row of threads (block y)"
+                + ("; whole warps only, as warps exchange values" if warps else ""),
+            ),
+        )
+
+    def refuse(self, reason: str) -> None:
+        """Stop: this kernel cannot hold several items per block, for `reason`."""
+        raise TransformRefused(self.name, reason)
+
+
+def _rows(limit: str, warps: bool) -> str:
+    """The launch's rows per block: ITEMS_Y where the items divide evenly and the block stays within its limits,
+    else 1 (the original launch)."""
+    tests = [
+        f"({{grid.x}}) % {ITEMS} == 0",
+        f"({{block.x}}) * {ITEMS} <= max_threads_per_block",
+        *([f"({{block.x}}) * {ITEMS} <= {limit}"] if limit else []),
+        *(["({block.x}) % warp_size == 0"] if warps else []),
+    ]
+    return f"({ITEMS} if {' and '.join(tests)} else 1)"
+
+
+def _launch_bound(t: BlockItems, src: KernelSource) -> str:
+    """The kernel's `__launch_bounds__` thread cap as a number ('' when it has none); a refusal when it is not one."""
+    bounds = src.kernel.launch_bounds
+    if bounds is None:
+        return ""
+    cap = squeezed(bounds.max_threads)
+    if not cap.isdigit():
+        t.refuse(f"__launch_bounds__({bounds.max_threads}) caps the block at a count the launch cannot compare")
+    return cap
+
+
+def _launch_shared_mems(text: str, kernel: str) -> list[str]:
+    """The dynamic shared memory of each `kernel<<<grid, block, smem>>>` launch in the file's text (read from the
+    text: on a file of thousands of kernels, building every launch site costs more than the rewrite)."""
+    launch = re.compile(rf"\b{re.escape(kernel)}\s*(?:<[^;{{}}]*?>)?\s*<<<(.*?)>>>", re.S)
+    return [args[2] for m in launch.finditer(text) if len(args := split_args(m.group(1))) >= 3]
+
+
+def _called_helpers(src: KernelSource) -> list[tuple[str, str]]:
+    """The file's `__device__` function definitions the kernel calls, and those they call in turn: (name, text)
+    each, found in the file's text by name."""
+    text = src.model.text
+    todo = {_called_name(src.text(c)) for c in src.in_body("call_expression")} - {""}
+    seen: set[str] = set()
+    found: list[tuple[str, str]] = []
+    while todo - seen:
+        names = todo - seen
+        seen |= names
+        pattern = rf"__device__[^;{{}}]*?\b({'|'.join(re.escape(n) for n in sorted(names))})\s*\("
+        for m in re.finditer(pattern, text):
+            definition = _definition(text, m.start(), m.end() - 1)
+            if definition is not None:
+                found.append((m.group(1), definition))
+                todo |= set(_CALLED.findall(definition))
+    return found
+
+
+def _definition(text: str, start: int, paren: int) -> str | None:
+    """The text of the function definition from `start` whose parameter list opens at `paren`; None for a
+    declaration (no body)."""
+    depth, at = 0, paren
+    while at < len(text):
+        depth += {"(": 1, ")": -1}.get(text[at], 0)
+        at += 1
+        if depth == 0:
+            break
+    body = min((i for i in (text.find("{", at), text.find(";", at)) if i >= 0), default=-1)
+    if body < 0 or text[body] == ";":
+        return None
+    depth, at = 0, body
+    while at < len(text):
+        depth += {"{": 1, "}": -1}.get(text[at], 0)
+        at += 1
+        if depth == 0:
+            return text[start:at]
+    return None
+
+
+def _called_name(call: str) -> str:
+    """The unqualified name a call's text calls (`ns::f<T>(x)` → `f`)."""
+    head = call.split("(", 1)[0]
+    head = re.sub(r"<.*", "", head)
+    return head.split("::")[-1].strip()
+
+
+def _macro_reading_grid(src: KernelSource) -> str | None:
+    """Why a macro of the file the kernel uses would see the original block layout; None when none does."""
+    used = {src.text(n) for n in src.in_body("identifier")}
+    for m in _DEFINE.finditer(src.model.text):
+        name, value = m.group(1), m.group(2)
+        if name in used and (_GRID_READS.search(value) or _OTHER_AXES.search(value) or _BLOCK_WIDE.search(value)):
+            return f"uses the macro {name}, which reads the block index, grid size or block shape itself"
+    return None
+
+
+def _helper_reading_grid(src: KernelSource) -> str | None:
+    """Why a helper the kernel calls would see the original block layout (it reads the block index, grid size or
+    other thread axes, or cooperates across the block); None when none does."""
+    for called, text in _called_helpers(src):
+        if _GRID_READS.search(text) or _OTHER_AXES.search(text):
+            return f"calls {called}, which reads the block index, grid size or block shape itself"
+        if _BLOCK_WIDE.search(text):
+            return f"calls {called}, which makes the threads of a block cooperate"
+    return None

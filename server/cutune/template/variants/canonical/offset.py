@@ -1,0 +1,138 @@
+"""offset_loops: a block-stride loop over a range of absolute indices (a group, a segment, a row found by its start),
+written as a loop over the range's own elements, so the row and loop transforms read it:
+
+    const int start = base + threadIdx.x;            for (int j = threadIdx.x; j < (long long)(end) - (long long)(base);
+    for (int j = start; j < end; j += blockDim.x)  →      j += blockDim.x)
+      y[j] = f(x[j]);                                  y[(int)(base) + j] = f(x[(int)(base) + j]);
+
+The thread with index `threadIdx.x` meets the same elements in the same order: element `base + threadIdx.x + k *
+blockDim.x` of each array, while it lies below `end` (the bound is taken in 64 bits, so an empty range stays empty
+whatever the types of `end` and `base`). Only where that is certain: the index is a signed integer, `base` reads no
+thread index, neither `base`, `end` nor the index changes inside the loop, and the body reads the index only as a
+whole subscript (`a[j]`); refused with the reason where the loop has the shape but the body reads the index otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.variants.canonical.shape import kernel_body
+from cutune.template.variants.loops import index_form, local_values, squeezed, written_names
+
+NAME = "offset_loops"
+_SIGNED = {"int", "long", "long long", "int32_t", "int64_t", "ptrdiff_t", "long int", "long long int"}
+_THREAD = "threadIdx.x"
+
+
+def offset_to_row(model: SourceModel, kernel: str) -> SourceModel | str | None:
+    """The model with `kernel`'s loops over an offset range written over the range's elements; why not; None when
+    it has none."""
+    body = kernel_body(model, kernel)
+    if "for" not in body or _THREAD not in body:
+        return None
+    src = KernelSource(model, model.kernel(kernel))
+    locals_ = local_values(src)
+    written = written_names(src, src.body)
+    edits = EditList(src.data)
+    found = False
+    for loop in src.in_body("for_statement"):
+        shape = _offset_loop(src, loop, locals_, written)
+        if isinstance(shape, str):
+            return f"the loop at line {src.line(loop)} {shape}"
+        if shape is None:
+            continue
+        value, bound, uses, base, var_type = shape
+        cast = f"({var_type})({base})"
+        edits.replace(value.start_byte, value.end_byte, _THREAD)
+        edits.replace(bound.start_byte, bound.end_byte, f"(long long)({src.text(bound)}) - (long long)({base})")
+        for index in uses:
+            edits.replace(index.start_byte, index.end_byte, f"{cast} + {src.text(index)}")
+        found = True
+    if not found:
+        return None
+    return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
+
+
+def _offset_loop(
+    src: KernelSource, loop: Node, locals_: dict[str, str], written: set[str]
+) -> tuple[Node, Node, list[Node], str, str] | str | None:
+    """For `for (T j = base + threadIdx.x; j < end; j += blockDim.x)`: its start's and bound's nodes, the index's
+    subscript uses, base's text and T; a reason when it has the shape but cannot be rewritten; else None."""
+    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    body = loop.child_by_field_name("body")
+    if init is None or cond is None or update is None or body is None or init.type != "declaration":
+        return None
+    declarators = init.children_by_field_name("declarator")
+    if len(declarators) != 1 or declarators[0].type != "init_declarator":
+        return None
+    name, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
+    if name is None or value is None or name.type != "identifier":
+        return None
+    var = src.text(name)
+    start = index_form(locals_.get(squeezed(src.text(value)), squeezed(src.text(value))))
+    terms = _terms(start)
+    if terms is None or terms.count(_THREAD) != 1 or len(terms) < 2:
+        return None
+    bound = cond.child_by_field_name("right")
+    if cond.type != "binary_expression" or src.field(cond, "operator") != "<" or src.field(cond, "left") != var:
+        return None
+    step = update.child_by_field_name("right")
+    if (
+        update.type != "assignment_expression"
+        or src.field(update, "operator") != "+="
+        or src.field(update, "left") != var
+    ):
+        return None
+    if (
+        bound is None
+        or step is None
+        or index_form(locals_.get(squeezed(src.text(step)), src.text(step))) != "blockDim.x"
+    ):
+        return None
+    base = "+".join(t for t in terms if t != _THREAD)
+    if "threadIdx" in base:
+        return None
+    var_type = " ".join(src.text(init)[: name.start_byte - init.start_byte].replace("const", " ").split())
+    if var_type not in _SIGNED:
+        return f"runs an index of type `{var_type}` over an offset range: only a signed index is rewritten"
+    changed = written_names(src, body)
+    names = set(re.findall(r"[A-Za-z_]\w*", base + " " + src.text(bound)))
+    if var in changed or names & changed or (names - {var}) & written:
+        return "changes its index, its start or its bound while it runs"
+    uses = []
+    for ident in descendants(body, "identifier"):
+        if src.text(ident) != var:
+            continue
+        indices = ident.parent  # `[j]`: the subscript's argument list, holding the index alone
+        inside = [c for c in indices.named_children if c.type != "comment"] if indices is not None else []
+        if (
+            indices is None
+            or indices.type != "subscript_argument_list"
+            or len(inside) != 1
+            or inside[0].start_byte != ident.start_byte
+        ):
+            return f"reads its index {var} other than as a whole subscript (line {src.line(ident)})"
+        uses.append(ident)
+    return value, bound, uses, base, var_type
+
+
+def _terms(text: str) -> list[str] | None:
+    """The top-level terms of a sum (squeezed text); None when it subtracts at the top level."""
+    terms, depth, current = [], 0, ""
+    for ch in text:
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(ch, 0)
+        if depth == 0 and ch == "-" and current and current[-1] not in "*/(":
+            return None
+        if depth == 0 and ch == "+":
+            terms.append(current)
+            current = ""
+        else:
+            current += ch
+    terms.append(current)
+    return terms

@@ -1,0 +1,79 @@
+// One-block-per-item kernels with small blocks, as serving code writes them: a group-quantised weight dequantised
+// by one warp per group, a per-token scale (absmax over the token by warp shuffles), a bias add whose rows are
+// walked by a loop over the grid, and kernels whose blocks cooperate (which block_items refuses).
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+struct group_q8 {
+  half scale;
+  int8_t q[64];
+};
+
+__device__ __forceinline__ float dequant_one(const group_q8& g, int i) { return __half2float(g.scale) * g.q[i]; }
+
+// one block of 32 threads per group of 64 values; the launch rounds the groups up to a multiple of 4
+template <typename out_t>
+__global__ void dequant_group_kernel(const void* __restrict__ packed, out_t* __restrict__ out, int num_groups) {
+  const int64_t group = blockIdx.x;
+  const int lane = threadIdx.x;
+  if (group >= num_groups) {
+    return;
+  }
+  const group_q8& g = static_cast<const group_q8*>(packed)[group];
+  out_t* y = out + group * 64;
+  for (int j = lane; j < 64; j += 32) {
+    y[j] = static_cast<out_t>(dequant_one(g, j));
+  }
+}
+
+// one warp per token: the token's absmax by butterfly shuffles, then every value scaled into int8
+__global__ void token_quant_kernel(int8_t* __restrict__ out, float* __restrict__ scales, const float* __restrict__ x,
+                                   int hidden) {
+  const int token = blockIdx.x;
+  const float* row = x + static_cast<int64_t>(token) * hidden;
+  float amax = 0.f;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) amax = fmaxf(amax, fabsf(row[i]));
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float scale = amax > 0.f ? 127.f / amax : 0.f;
+  if (threadIdx.x == 0) scales[token] = amax / 127.f;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    out[static_cast<int64_t>(token) * hidden + i] = static_cast<int8_t>(rintf(row[i] * scale));
+  }
+}
+
+// rows walked by a loop over the blocks of the grid (as many blocks as the launch gives)
+__global__ void bias_rows_kernel(float* __restrict__ out, const float* __restrict__ bias, int rows, int cols) {
+  for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+      out[static_cast<int64_t>(r) * cols + c] += bias[c];
+    }
+  }
+}
+
+// a block-wide sum through shared memory: the items of one block would share it
+__global__ void row_sum_kernel(float* __restrict__ out, const float* __restrict__ x, int cols) {
+  __shared__ float partial[32];
+  float s = 0.f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += x[blockIdx.x * cols + c];
+  partial[threadIdx.x % 32] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+}
+
+__device__ __forceinline__ int flat_block() { return blockIdx.y * gridDim.x + blockIdx.x; }
+
+// the item is computed by a helper that reads the block index itself
+__global__ void helper_index_kernel(float* __restrict__ out, int cols) {
+  const int b = flat_block();
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out[b * cols + c] = 1.f;
+}
+
+void launch_all(const void* packed, half* deq, int num_groups, int8_t* q, float* scales, const float* x, int tokens,
+                int hidden, float* out, const float* bias, int rows, int cols, cudaStream_t stream) {
+  dequant_group_kernel<half><<<(num_groups + 3) / 4 * 4, 32, 0, stream>>>(packed, deq, num_groups);
+  token_quant_kernel<<<tokens, 32, 0, stream>>>(q, scales, x, hidden);
+  bias_rows_kernel<<<rows < 1024 ? rows : 1024, 128, 0, stream>>>(out, bias, rows, cols);
+  row_sum_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
+  helper_index_kernel<<<dim3(rows, 2), 128, 0, stream>>>(out, cols);
+}

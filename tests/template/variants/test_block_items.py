@@ -1,0 +1,212 @@
+"""block_items: several items of a one-block-per-item kernel in one block, one per row of threads along y. Checked
+textually, through the launch it asks for at sizes that divide and that do not, by compiling with nvcc and NVRTC,
+by the reasons it refuses, at a host launch site, and equal to the original on the GPU."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.gpu.backend import Job, TimingOptions
+from cutune.gpu.registry import create_backend
+from cutune.limits import limits_for
+from cutune.project import open_kernel, tune_options
+from cutune.spec import load_spec
+from cutune.template.variants import TRANSFORMS, BlockItems, with_variants
+from cutune.template.variants.block_items import ITEM, ITEMS
+from cutune.template.variants.chain import composed
+from cutune.template.variants.host_launch import host_config
+from cutune.template.variants.model import Launch
+from cutune.tune.run import tune
+from tests.cuda.test_extract import needs_nvrtc
+
+from .compile import compile_both, name_expressions
+from .test_row_reduce import only_the_variant
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "template" / "variants"
+FILE = DATA / "block_items.cu"
+KERNEL = """
+__global__ void k(float* __restrict__ out, const float* __restrict__ x, int d) {{
+  {body}
+}}
+"""
+
+
+def _model():  # type: ignore[no-untyped-def]
+    return parse_source(FILE.read_text(), str(FILE))
+
+
+def _refusal(body: str) -> str:
+    with pytest.raises(TransformRefused) as caught:
+        BlockItems().apply(parse_source(KERNEL.format(body=body)), "k", None)
+    return caught.value.reason
+
+
+def test_registered_last_so_the_other_transforms_keep_their_numbers() -> None:
+    assert list(TRANSFORMS)[-1] == "block_items"
+
+
+def test_the_block_index_becomes_the_item_of_the_threads_row() -> None:
+    variant = BlockItems().apply(_model(), "dequant_group_kernel", None)
+    assert f"const unsigned int {ITEM} = blockIdx.x * blockDim.y + threadIdx.y;" in variant.body
+    assert f"const int64_t group = {ITEM};" in variant.body
+    assert "blockIdx.x;" not in variant.body.split(ITEM, 2)[-1]  # no other read of the original block index
+    assert "return;" in variant.body  # a thread past the end leaves alone, as before: no other thread waits on it
+    assert [(p.name, p.default) for p in variant.params] == [(ITEMS, 1)]  # 1: the original launch
+
+
+def test_the_grid_size_counts_the_items_of_the_original_launch() -> None:
+    variant = BlockItems().apply(_model(), "bias_rows_kernel", None)
+    assert f"for (int r = {ITEM}; r < rows; r += (gridDim.x * blockDim.y))" in variant.body
+
+
+def test_the_launch_packs_items_only_where_they_divide_and_the_block_fits() -> None:
+    spec = load_spec(DATA / "block_items.tune.toml").kernel("token_quant_kernel")
+    model = _model()
+    variant = BlockItems().apply(model, "token_quant_kernel", spec)
+    assert variant.launch is not None and "% warp_size == 0" in variant.launch.block[1]  # it shuffles
+    template, combined = with_variants(model, "token_quant_kernel", [variant], spec)
+    assert combined is not None
+    names = limits_for("sm_90").as_names()
+
+    def launch(tokens: int, items: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        grid, block, _ = combined.launch({**names, "num_tokens": tokens, "hidden": 64, "VARIANT": 1, ITEMS: items})
+        return grid, block
+
+    assert launch(4096, 8) == ((512, 1, 1), (32, 8, 1))
+    assert launch(6, 2) == ((3, 1, 1), (32, 2, 1))
+    assert launch(6, 4) == ((6, 1, 1), (32, 1, 1))  # 6 tokens do not split in 4s: the original launch
+    assert launch(4096, 1) == ((4096, 1, 1), (32, 1, 1))
+    assert template.space.default()[ITEMS] == 1
+
+
+def test_a_block_at_the_thread_limit_stays_one_item() -> None:
+    variant = BlockItems().apply(
+        parse_source(KERNEL.format(body="out[blockIdx.x * d + threadIdx.x] = 0.f;")), "k", None
+    )
+    spec = replace(load_spec(DATA / "block_items.tune.toml").kernel("token_quant_kernel"), block=("512",))
+    _, combined = with_variants(parse_source(KERNEL.format(body="")), "k", [variant], spec)
+    assert combined is not None
+    names = {**limits_for("sm_90").as_names(), "num_tokens": 64, "hidden": 8, "VARIANT": 1}
+    assert combined.launch({**names, ITEMS: 2})[1] == (512, 2, 1)
+    assert combined.launch({**names, ITEMS: 4})[1] == (512, 1, 1)
+
+
+def test_a_literal_launch_bound_caps_the_packed_block() -> None:
+    source = KERNEL.format(body="out[blockIdx.x * d + threadIdx.x] = 0.f;").replace(
+        "__global__ void", "__global__ void __launch_bounds__(256)"
+    )
+    variant = BlockItems().apply(parse_source(source), "k", None)
+    assert variant.launch is not None and "* ITEMS_Y <= 256" in variant.launch.block[1]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            "__shared__ float s[32]; s[threadIdx.x] = x[blockIdx.x]; out[blockIdx.x] = s[0];",
+            "cooperate through __shared__",
+        ),
+        ("out[blockIdx.x * d + threadIdx.x] = 0.f; __syncthreads();", "cooperate through __syncthreads"),
+        ("out[blockIdx.x * 4 + threadIdx.y] = 0.f;", "uses threadIdx.y (line 3): the block has rows already"),
+        ("for (int i = threadIdx.x; i < d; i += blockDim.x) out[i] = x[i];", "does not read blockIdx.x"),
+        (
+            "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < d; i += blockDim.x * gridDim.x) out[i] = 0.f;",
+            "grid-stride",
+        ),
+        ("const uint3 b = blockIdx; out[b.x] = 0.f;", "reads blockIdx whole"),
+        ("const int cutune_item = 0; out[blockIdx.x + cutune_item] = 0.f;", "already names something cutune_item"),
+    ],
+)
+def test_refuses_where_the_items_of_one_block_would_meet(body: str, reason: str) -> None:
+    assert reason in _refusal(body)
+
+
+def test_refuses_a_helper_that_reads_the_block_index_itself() -> None:
+    with pytest.raises(TransformRefused, match="calls flat_block, which reads the block index"):
+        BlockItems().apply(_model(), "helper_index_kernel", None)
+    with pytest.raises(TransformRefused, match="cooperate through __shared__"):
+        BlockItems().apply(_model(), "row_sum_kernel", None)
+
+
+def test_refuses_a_launch_bound_it_cannot_compare() -> None:
+    source = (
+        "template <int T> __global__ void __launch_bounds__(T) k(float* o) { o[blockIdx.x * T + threadIdx.x] = 0; }"
+    )
+    with pytest.raises(TransformRefused, match="caps the block at a count the launch cannot compare"):
+        BlockItems().apply(parse_source(source), "k", None)
+
+
+def test_a_child_reading_one_axis_of_its_parents_launch_gets_that_axis() -> None:
+    parent = Launch(grid=("{grid}", "SPLIT"), block=("{block} / 2",))
+    child = Launch(grid=("{grid}",), block=("{block}", "{grid.x} % 2 + {block.x}"))
+    assert composed(parent, child) == Launch(
+        grid=("({grid})", "SPLIT"), block=("({block} / 2)", "({grid.x}) % 2 + ({block.x} / 2)")
+    )
+
+
+def test_the_launch_is_written_at_a_host_launch_site() -> None:
+    model = _model()
+    variant = BlockItems().apply(model, "token_quant_kernel", None)
+    assert variant.launch is not None
+    site = next(s for s in model.launches if s.kernel == "token_quant_kernel")
+    grid, block = host_config(variant.launch, site, [ITEMS], lambda p: f"cfg::{p}")[:2]
+    rows = (
+        "((((dim3(tokens).x % cfg::ITEMS_Y) == 0) && ((dim3(32).x * cfg::ITEMS_Y) <= 1024) && "
+        "((dim3(32).x % 32) == 0)) ? cfg::ITEMS_Y : 1)"
+    )
+    assert grid == f"dim3((dim3(tokens).x / {rows}), dim3(tokens).y, dim3(tokens).z)"
+    assert block == f"dim3(dim3(32).x, {rows})"
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_the_variants_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
+    model = _model()
+    spec = load_spec(DATA / "block_items.tune.toml").kernel("token_quant_kernel")
+    for kernel in ("token_quant_kernel", "bias_rows_kernel", "dequant_group_kernel"):
+        variant = BlockItems().apply(model, kernel, None)
+        template, _ = with_variants(model, kernel, [variant], None)
+        if kernel == "dequant_group_kernel":
+            expressions = ["dequant_group_kernel<half, 1>"]
+        else:
+            expressions = name_expressions(template, replace(spec, kernel=kernel, template_args={}), [{"VARIANT": 1}])
+        entries, lowered = compile_both(template, expressions, tmp_path, FILE)
+        assert len(lowered) == 1 and set(lowered.values()) <= set(entries), kernel
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["token_quant_kernel", "bias_rows_kernel"])
+def test_the_variant_equals_the_original_on_the_gpu(kernel: str, tmp_path: Path) -> None:
+    ctx = open_kernel(FILE, kernel)
+    spec = ctx.require_spec()
+    variant = BlockItems().apply(ctx.template_model, kernel, spec)
+    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
+    assert combined is not None
+    space = only_the_variant(template.space)
+    job = Job(str(ctx.path), template, combined, space, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))
+    options = replace(tune_options(ctx, trials=8, seconds=60), workspace=tmp_path, sanitize=False)
+    result = tune(job, create_backend("cupy"), options)
+    assert result.original == template.space.default()
+    # every ITEMS_Y measured at both sizes (6 tokens and 1000 rows fall back to one item per block), each equal
+    assert result.trials >= 3 and set(result.failures) <= {"infeasible"}
+
+
+def test_refuses_a_macro_or_inline_ptx_that_reads_the_block_index() -> None:
+    source = "#define ROW (blockIdx.x * 2)\n" + KERNEL.format(body="out[ROW + blockIdx.x] = 0.f;")
+    with pytest.raises(TransformRefused, match="uses the macro ROW, which reads the block index"):
+        BlockItems().apply(parse_source(source), "k", None)
+    ptx = 'unsigned b; asm("mov.u32 %0, %%ctaid.x;" : "=r"(b)); out[b + blockIdx.x] = 0.f;'
+    assert "inline PTX reads the block's place" in _refusal(ptx)
+
+
+def test_refuses_a_launch_that_gives_dynamic_shared_memory() -> None:
+    source = KERNEL.format(body="out[blockIdx.x] = x[threadIdx.x];") + (
+        "void run(float* o, const float* x, int d) { k<<<64, 128, 512>>>(o, x, d); }\n"
+    )
+    with pytest.raises(TransformRefused, match="dynamic shared memory"):
+        BlockItems().apply(parse_source(source), "k", None)
