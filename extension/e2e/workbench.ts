@@ -3,7 +3,7 @@
 // in `close()`, and on process exit as a last resort.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
 
 import { chromium, type BrowserContext, type Locator, type Page } from "playwright-core";
@@ -214,9 +214,35 @@ export class Workbench {
 
   /**
    * Replaces the user settings the way a person does: in the settings.json editor, saved with Ctrl+S (the workbench
-   * does not reliably see a file written behind its back).
+   * does not reliably see a file written behind its back). A setting the workbench writes itself while the editor is
+   * dirty can make the save fail ("Unable to write into user settings ... unsaved changes", seen in CI): the file is
+   * read back, and the edit made again until it holds (three tries).
    */
   async changeSettings(settings: Record<string, unknown>): Promise<void> {
+    const wanted = { ...QUIET_SETTINGS, ...settings };
+    for (let attempt = 1; ; attempt++) {
+      await this.editSettings(wanted);
+      const found = this.savedSettings();
+      if (Object.entries(wanted).every(([key, value]) => JSON.stringify(found?.[key]) === JSON.stringify(value))) {
+        return;
+      }
+      if (attempt === 3) {
+        throw new Error(`settings.json does not hold the settings after ${attempt} saves: ${JSON.stringify(found)}`);
+      }
+      await this.clearNotifications();
+    }
+  }
+
+  /** The user settings on disk, or undefined where the file is not plain JSON (the workbench may add comments). */
+  private savedSettings(): Record<string, unknown> | undefined {
+    try {
+      return JSON.parse(readFileSync(path.join(this.dirs.userData, "User", "settings.json"), "utf8"));
+    } catch {
+      return undefined;
+    }
+  }
+
+  private async editSettings(wanted: Record<string, unknown>): Promise<void> {
     await this.runCommand("Preferences: Open User Settings (JSON)");
     const tab = this.page.locator(".tabs-container .tab.active", { hasText: "settings.json" });
     await tab.waitFor();
@@ -224,9 +250,13 @@ export class Workbench {
     await editor.locator(".view-lines").click();
     await this.page.keyboard.press("Control+A");
     await this.page.keyboard.press("Delete");
-    await this.page.keyboard.insertText(JSON.stringify({ ...QUIET_SETTINGS, ...settings }));
+    await this.page.keyboard.insertText(JSON.stringify(wanted));
     await this.page.keyboard.press("Control+S");
-    await this.page.locator(".tabs-container .tab.dirty", { hasText: "settings.json" }).waitFor({ state: "detached" });
+    // a failed save leaves the tab dirty: the editor is reverted and closed all the same, and the caller reads the file
+    await this.page
+      .locator(".tabs-container .tab.dirty", { hasText: "settings.json" })
+      .waitFor({ state: "detached", timeout: 10_000 })
+      .catch(() => undefined);
     // the workbench may write a setting of its own into the open editor meanwhile (seen in CI): Ctrl+W would then
     // ask whether to save; closing with a revert never asks, and what was saved stays saved
     await this.runCommand("View: Revert and Close Editor");
