@@ -236,7 +236,8 @@ export class Workbench {
   /** The user settings on disk, or undefined where the file is not plain JSON (the workbench may add comments). */
   private savedSettings(): Record<string, unknown> | undefined {
     try {
-      return JSON.parse(readFileSync(path.join(this.dirs.userData, "User", "settings.json"), "utf8"));
+      const parsed: unknown = JSON.parse(readFileSync(path.join(this.dirs.userData, "User", "settings.json"), "utf8"));
+      return typeof parsed === "object" && parsed !== null ? (parsed as Record<string, unknown>) : undefined;
     } catch {
       return undefined;
     }
