@@ -222,25 +222,25 @@ export class Workbench {
     const wanted = { ...QUIET_SETTINGS, ...settings };
     for (let attempt = 1; ; attempt++) {
       await this.editSettings(wanted);
-      const found = this.savedSettings();
-      if (Object.entries(wanted).every(([key, value]) => JSON.stringify(found?.[key]) === JSON.stringify(value))) {
+      if (this.settingsHold(wanted)) {
         return;
       }
       if (attempt === 3) {
-        throw new Error(`settings.json does not hold the settings after ${attempt} saves: ${JSON.stringify(found)}`);
+        throw new Error(`settings.json does not hold the settings after ${attempt} saves`);
       }
-      await this.clearNotifications();
     }
   }
 
-  /** The user settings on disk, or undefined where the file is not plain JSON (the workbench may add comments). */
-  private savedSettings(): Record<string, unknown> | undefined {
+  /** Whether the user settings on disk set each of `wanted` (read as text: the editor may have added a bracket). */
+  private settingsHold(wanted: Record<string, unknown>): boolean {
+    let text: string;
     try {
-      const parsed: unknown = JSON.parse(readFileSync(path.join(this.dirs.userData, "User", "settings.json"), "utf8"));
-      return typeof parsed === "object" && parsed !== null ? (parsed as Record<string, unknown>) : undefined;
+      text = readFileSync(path.join(this.dirs.userData, "User", "settings.json"), "utf8").replace(/\s+/g, "");
     } catch {
-      return undefined;
+      return false;
     }
+    const entry = (key: string, value: unknown): string => `${JSON.stringify(key)}:${JSON.stringify(value)}`.replace(/\s+/g, "");
+    return Object.entries(wanted).every(([key, value]) => text.includes(entry(key, value)));
   }
 
   private async editSettings(wanted: Record<string, unknown>): Promise<void> {
