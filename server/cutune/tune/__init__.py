@@ -1,13 +1,57 @@
 """cutune.tune: the Optuna search over a template's space, noise-aware selection and the result."""
 
-from cutune.tune.options import Budget, SearchOptions, SelectionOptions, TuneOptions
-from cutune.tune.result import SizeResult, TuneResult, read_result, result_path, write_result
-from cutune.tune.run import stored_result_path, tune
-from cutune.tune.samplers import NAMES as SAMPLER_NAMES
-from cutune.tune.search import Progress, ProgressFn, SearchOutcome, StopReason, run_search
-from cutune.tune.select import Selection, Verdict, select, shortlist
-from cutune.tune.space import Feasibility, distributions, feasible_configs
-from cutune.tune.study import StudyKey, open_study, study_key
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cutune.tune.options import Budget, SearchOptions, SelectionOptions, TuneOptions
+    from cutune.tune.result import SizeResult, TuneResult, read_result, result_path, write_result
+    from cutune.tune.run import stored_result_path, tune
+    from cutune.tune.samplers import NAMES as SAMPLER_NAMES
+    from cutune.tune.search import Progress, ProgressFn, SearchOutcome, StopReason, run_search
+    from cutune.tune.select import Selection, Verdict, select, shortlist
+    from cutune.tune.space import Feasibility, distributions, feasible_configs
+    from cutune.tune.study import StudyKey, open_study, study_key
+
+# name → (module, attribute): imported when first asked for, so that `cutune.tune.options` (read by commands that
+# never search) does not load Optuna and the search with the package
+_EXPORTS = {
+    "Budget": ("options", "Budget"),
+    "SearchOptions": ("options", "SearchOptions"),
+    "SelectionOptions": ("options", "SelectionOptions"),
+    "TuneOptions": ("options", "TuneOptions"),
+    "SizeResult": ("result", "SizeResult"),
+    "TuneResult": ("result", "TuneResult"),
+    "read_result": ("result", "read_result"),
+    "result_path": ("result", "result_path"),
+    "write_result": ("result", "write_result"),
+    "stored_result_path": ("run", "stored_result_path"),
+    "tune": ("run", "tune"),
+    "SAMPLER_NAMES": ("samplers", "NAMES"),
+    "Progress": ("search", "Progress"),
+    "ProgressFn": ("search", "ProgressFn"),
+    "SearchOutcome": ("search", "SearchOutcome"),
+    "StopReason": ("search", "StopReason"),
+    "run_search": ("search", "run_search"),
+    "Selection": ("select", "Selection"),
+    "Verdict": ("select", "Verdict"),
+    "select": ("select", "select"),
+    "shortlist": ("select", "shortlist"),
+    "Feasibility": ("space", "Feasibility"),
+    "distributions": ("space", "distributions"),
+    "feasible_configs": ("space", "feasible_configs"),
+    "StudyKey": ("study", "StudyKey"),
+    "open_study": ("study", "open_study"),
+    "study_key": ("study", "study_key"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'cutune.tune' has no attribute {name!r}")
+    module, attribute = _EXPORTS[name]
+    return getattr(importlib.import_module(f"cutune.tune.{module}"), attribute)
+
 
 __all__ = [
     "SAMPLER_NAMES",

@@ -14,7 +14,7 @@ from cutune.gpu.backend import Timing
 from cutune.gpu.replay import ReplaySource
 from cutune.template.model import Config
 from cutune.tune.dispatch import DispatchPlan
-from cutune.tune.select import weighted_geomean
+from cutune.tune.geomean import weighted_geomean
 
 FORMAT_VERSION = 1
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from optuna.samplers import BaseSampler, RandomSampler, TPESampler
+from typing import TYPE_CHECKING
 
 from cutune.errors import StudyError
+
+if TYPE_CHECKING:  # Optuna loads when a search starts: commands that only read options need not wait for it
+    from optuna.samplers import BaseSampler
 
 AUTO = "auto"
 GRID = "grid"  # every feasible configuration, enqueued one by one (default first, then seeded order)
@@ -16,14 +18,21 @@ def _tpe(seed: int) -> BaseSampler:
     # One trial at a time (two kernels timed at once on one GPU spoil each other's numbers), so there
     # are no running trials for constant_liar to lie about; RUNNING trials left by a dead run are
     # failed when the study is opened.
+    from optuna.samplers import TPESampler
+
     return TPESampler(seed=seed, multivariate=True, constant_liar=False)
+
+
+def _random(seed: int) -> BaseSampler:
+    from optuna.samplers import RandomSampler
+
+    return RandomSampler(seed=seed)
 
 
 SAMPLERS: dict[str, Callable[[int], BaseSampler]] = {
     "tpe": _tpe,
-    "random": lambda seed: RandomSampler(seed=seed),
-    # never consulted for a parameter: every grid trial is enqueued with fixed values
-    GRID: lambda seed: RandomSampler(seed=seed),
+    "random": _random,
+    GRID: _random,  # never consulted for a parameter: every grid trial is enqueued with fixed values
 }
 # No CMA-ES/GP/QMC: every parameter is categorical (a tuple of candidate values), which those
 # samplers hand to an independent random sampler anyway.

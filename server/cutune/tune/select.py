@@ -54,6 +54,7 @@ from cutune.gpu.backend import Backend, Timing
 from cutune.gpu.replay import clock_of
 from cutune.template.model import Config
 from cutune.tune.deadline import MIN_ROUNDS, Deadline
+from cutune.tune.geomean import weighted_geomean
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome
 
@@ -171,12 +172,6 @@ class Selection:
     def best_for_size(self, index: int) -> Contender | None:
         """The confirmed winner at size `index`; None when the original stands there."""
         return self.confirmation.of(self.chosen[index])
-
-
-def weighted_geomean(values: Sequence[float], weights: Sequence[float] | None = None) -> float:
-    """exp(Σ w·log v / Σ w); equal weights when `weights` is None."""
-    w = [1.0] * len(values) if weights is None else list(weights)
-    return math.exp(sum(wi * math.log(v) for wi, v in zip(w, values, strict=True)) / sum(w))
 
 
 def shortlist(outcome: SearchOutcome, top_k: int, per_file: Sequence[str] = ()) -> tuple[Config, ...]:

@@ -11,7 +11,6 @@ from cutune.project import KernelContext
 from cutune.template.variants import VARIANT, Combined, Variant, combine_all
 from cutune.template.variants.store import ATTR, variants_from_json, variants_json
 from cutune.tune.result import TuneResult
-from cutune.tune.study import load_study
 
 
 def variants_of(ctx: KernelContext) -> Combined:
@@ -37,6 +36,9 @@ def searches_variants(choice: bool | None, replay: Path | None) -> bool:
 def store_variants(storage: str, study: str, variants: Sequence[Variant]) -> tuple[Variant, ...] | None:
     """Store the searched variants with the study (source, parameters, launch, provenance); returns the
     variants an earlier run stored there instead, when it did (a resumed study keeps its first ones)."""
+    # Optuna loads for a run that stores, not for every command that shows variants
+    from cutune.tune.study import load_study
+
     stored = load_study(storage, study)
     if ATTR in stored.user_attrs:
         return variants_from_json(stored.user_attrs[ATTR])
