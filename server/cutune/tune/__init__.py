@@ -9,12 +9,13 @@ if TYPE_CHECKING:
     from cutune.tune.run import stored_result_path, tune
     from cutune.tune.samplers import NAMES as SAMPLER_NAMES
     from cutune.tune.search import Progress, ProgressFn, SearchOutcome, StopReason, run_search
-    from cutune.tune.select import Selection, Verdict, select, shortlist
+    from cutune.tune.select import Selection, Verdict, shortlist
     from cutune.tune.space import Feasibility, distributions, feasible_configs
     from cutune.tune.study import StudyKey, open_study, study_key
 
 # name → (module, attribute): imported when first asked for, so that `cutune.tune.options` (read by commands that
-# never search) does not load Optuna and the search with the package
+# never search) does not load Optuna and the search with the package; no name is also a module's (an imported
+# submodule would stand in its place): `select` is imported from `cutune.tune.select`
 _EXPORTS = {
     "Budget": ("options", "Budget"),
     "SearchOptions": ("options", "SearchOptions"),
@@ -35,7 +36,6 @@ _EXPORTS = {
     "run_search": ("search", "run_search"),
     "Selection": ("select", "Selection"),
     "Verdict": ("select", "Verdict"),
-    "select": ("select", "select"),
     "shortlist": ("select", "shortlist"),
     "Feasibility": ("space", "Feasibility"),
     "distributions": ("space", "distributions"),
@@ -75,7 +75,6 @@ __all__ = [
     "read_result",
     "result_path",
     "run_search",
-    "select",
     "shortlist",
     "stored_result_path",
     "study_key",

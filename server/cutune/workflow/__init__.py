@@ -6,24 +6,25 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cutune.workflow.agent import agent_autotune
     from cutune.workflow.apply import AppliedResult, apply_result, apply_to_source, result_is_current
-    from cutune.workflow.autotune import Autotuned, Prepared, autotune, prepare, run_prepared
+    from cutune.workflow.autotuning import Autotuned, Prepared, autotune, prepare, run_prepared
     from cutune.workflow.backends import backend_ref, unavailable, usable_backend
     from cutune.workflow.request import AgentRequest, BackendChoice, Hooks, TuneRequest
     from cutune.workflow.variants import variant_names, variants_of, with_combined
 
 # name → module: imported when first asked for, so that a command showing variants or applying a result does not
-# load the agent, the search and Optuna with the package
+# load the agent, the search and Optuna with the package (no name is also a module's: an imported submodule would
+# stand in its place)
 _EXPORTS = {
     "agent_autotune": "agent",
     "AppliedResult": "apply",
     "apply_result": "apply",
     "apply_to_source": "apply",
     "result_is_current": "apply",
-    "Autotuned": "autotune",
-    "Prepared": "autotune",
-    "autotune": "autotune",
-    "prepare": "autotune",
-    "run_prepared": "autotune",
+    "Autotuned": "autotuning",
+    "Prepared": "autotuning",
+    "autotune": "autotuning",
+    "prepare": "autotuning",
+    "run_prepared": "autotuning",
     "backend_ref": "backends",
     "unavailable": "backends",
     "usable_backend": "backends",
