@@ -48,6 +48,42 @@ _EXITS = ("break_statement", "return_statement", "goto_statement")
 
 
 @dataclass(frozen=True)
+class CountingLoop:
+    """`for (T i = start; i < bound; i += step) body`: the loop shape several canonical forms start from."""
+
+    index: str
+    index_type: str  # T as written, `const` dropped
+    start: Node
+    bound: Node
+    step: Node
+    body: Node
+
+
+def counting_loop(src: KernelSource, loop: Node) -> CountingLoop | None:
+    """The loop as a CountingLoop when it declares one index, bounds it with `<` and steps it with `+=`."""
+    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    body = loop.child_by_field_name("body")
+    if init is None or cond is None or update is None or body is None or init.type != "declaration":
+        return None
+    declarators = init.children_by_field_name("declarator")
+    if len(declarators) != 1 or declarators[0].type != "init_declarator":
+        return None
+    name, start = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
+    if name is None or start is None or name.type != "identifier":
+        return None
+    index = src.text(name)
+    bound, step = cond.child_by_field_name("right"), update.child_by_field_name("right")
+    if cond.type != "binary_expression" or update.type != "assignment_expression" or bound is None or step is None:
+        return None
+    if (src.field(cond, "operator"), src.field(update, "operator")) != ("<", "+="):
+        return None
+    if src.field(cond, "left").strip() != index or src.field(update, "left").strip() != index:
+        return None
+    index_type = " ".join(re.sub(r"\bconst\b", " ", src.text(init)[: name.start_byte - init.start_byte]).split())
+    return CountingLoop(index, index_type, start, bound, step, body)
+
+
+@dataclass(frozen=True)
 class StrideLoop:
     """A block- or grid-stride loop of a kernel, with the texts of its parts."""
 

@@ -23,7 +23,7 @@ from cutune.cuda.parse import parse_source
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import index_form, local_values, squeezed, written_names
+from cutune.template.variants.loops import counting_loop, index_form, local_values, squeezed, written_names
 
 NAME = "offset_loops"
 _SIGNED = {"int", "long", "long long", "int32_t", "int64_t", "ptrdiff_t", "long int", "long long int"}
@@ -64,41 +64,20 @@ def _offset_loop(
 ) -> tuple[Node, Node, list[Node], str, str] | str | None:
     """For `for (T j = base + threadIdx.x; j < end; j += blockDim.x)`: its start's and bound's nodes, the index's
     subscript uses, base's text and T; a reason when it has the shape but cannot be rewritten; else None."""
-    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
-    body = loop.child_by_field_name("body")
-    if init is None or cond is None or update is None or body is None or init.type != "declaration":
+    found = counting_loop(src, loop)
+    if found is None:
         return None
-    declarators = init.children_by_field_name("declarator")
-    if len(declarators) != 1 or declarators[0].type != "init_declarator":
-        return None
-    name, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
-    if name is None or value is None or name.type != "identifier":
-        return None
-    var = src.text(name)
-    start = index_form(locals_.get(squeezed(src.text(value)), squeezed(src.text(value))))
-    terms = _terms(start)
+    var, value, bound, step, body, var_type = (
+        found.index, found.start, found.bound, found.step, found.body, found.index_type
+    )  # fmt: skip
+    terms = _terms(index_form(locals_.get(squeezed(src.text(value)), squeezed(src.text(value)))))
     if terms is None or terms.count(_THREAD) != 1 or len(terms) < 2:
         return None
-    bound = cond.child_by_field_name("right")
-    if cond.type != "binary_expression" or src.field(cond, "operator") != "<" or src.field(cond, "left") != var:
-        return None
-    step = update.child_by_field_name("right")
-    if (
-        update.type != "assignment_expression"
-        or src.field(update, "operator") != "+="
-        or src.field(update, "left") != var
-    ):
-        return None
-    if (
-        bound is None
-        or step is None
-        or index_form(locals_.get(squeezed(src.text(step)), src.text(step))) != "blockDim.x"
-    ):
+    if index_form(locals_.get(squeezed(src.text(step)), src.text(step))) != "blockDim.x":
         return None
     base = "+".join(t for t in terms if t != _THREAD)
     if "threadIdx" in base:
         return None
-    var_type = " ".join(src.text(init)[: name.start_byte - init.start_byte].replace("const", " ").split())
     if var_type not in _SIGNED:
         return f"runs an index of type `{var_type}` over an offset range: only a signed index is rewritten"
     changed = written_names(src, body)

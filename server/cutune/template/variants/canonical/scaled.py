@@ -24,7 +24,15 @@ from cutune.template.recipes.base import KernelSource
 from cutune.template.recipes.items_per_thread import _bare as bare
 from cutune.template.variants.canonical.guard import compile_time
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import indented, index_form, line_indent, local_values, stride_axes, written_names
+from cutune.template.variants.loops import (
+    counting_loop,
+    indented,
+    index_form,
+    line_indent,
+    local_values,
+    stride_axes,
+    written_names,
+)
 
 NAME = "scaled_loops"
 PREFIX = "cutune_pack_"
@@ -77,22 +85,11 @@ def scaled_to_packs(model: SourceModel, kernel: str) -> SourceModel | str | None
 
 def _scaled(src: KernelSource, loop: Node, locals_: dict[str, str]) -> tuple[str, str, str, str, str, str] | None:
     """(index, its type, START, STEP, W, BOUND) of `for (T i = START * W; i < BOUND; i += STEP * W)`, else None."""
-    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
-    if init is None or cond is None or update is None or init.type != "declaration":
+    found = counting_loop(src, loop)
+    if found is None:
         return None
-    declarators = init.children_by_field_name("declarator")
-    if len(declarators) != 1 or declarators[0].type != "init_declarator":
-        return None
-    name, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
-    if name is None or value is None or name.type != "identifier":
-        return None
-    var = src.text(name)
-    if cond.type != "binary_expression" or src.field(cond, "operator") != "<" or src.field(cond, "left").strip() != var:
-        return None
-    if update.type != "assignment_expression" or src.field(update, "operator") != "+=":
-        return None
-    start_factors = _factors(src, bare(src, value))
-    step_factors = _factors(src, bare(src, update.child_by_field_name("right") or update))
+    start_factors = _factors(src, bare(src, found.start))
+    step_factors = _factors(src, bare(src, found.step))
     for width in start_factors:
         if not compile_time(src, width) or width not in step_factors:
             continue
@@ -105,8 +102,7 @@ def _scaled(src: KernelSource, loop: Node, locals_: dict[str, str]) -> tuple[str
             return index_form(re.sub(r"[A-Za-z_]\w*", lambda m: locals_.get(m.group(0), m.group(0)), text))
 
         if stride_axes(form(start), form(step)) is not None:
-            vtype = re.sub(r"\bconst\b", "", src.text(init)[: name.start_byte - init.start_byte]).strip() or "int"
-            return var, vtype, start, step, width, src.field(cond, "right")
+            return found.index, found.index_type or "int", start, step, width, src.text(found.bound)
     return None
 
 
