@@ -60,7 +60,7 @@ def run_sample(path: Path, kernel: str, storage: str, args: argparse.Namespace) 
     large = {
         " ".join(f"{k}={v}" for k, v in s.size.items())
         for s in (run.result.sizes if run.result else ())
-        if spec.moved_bytes(s.size) >= LARGE
+        if (spec.moved_bytes(s.size) or 0) >= LARGE
     }
     worst = min((final[label] for label in large if label in final), default=None)
     profile: dict[str, Any] | str = "not profiled (--no-profile)"

@@ -7,6 +7,7 @@ the project does). Per kernel: the TODOs of the spec cutune drafts without a cap
 GPU (nvcc, PyTorch, cupti-python); about 6 minutes on an H100 with --seconds 8.
 
     python3 benchmarks/corpus_capture.py OUT_DIR [--seconds 8] [--cases acc,rms_norm | --corpus deepspeed] [--label L]
+        [--data]  (the capture keeps each problem's inputs: tuning reads the program's own values)
 
 Writes OUT_DIR/corpus_capture.<device>.<date>.json and .md, and each corpus's capture log beside them. The
 workspaces are copies of the corpus trees in $TMPDIR (capture writes specs beside the sources).
@@ -103,7 +104,7 @@ def tune_row(case: Case, source: Path, seconds: float) -> dict[str, Any]:
     return row
 
 
-def run(out: Path, seconds: float, names: list[str]) -> dict[str, Any]:
+def run(out: Path, seconds: float, names: list[str], data: bool) -> dict[str, Any]:
     cases = [c for c in CASES if not names or c.name in names]
     work = Path(tempfile.gettempdir()) / "cutune_corpus_capture"
     shutil.rmtree(work, ignore_errors=True)
@@ -124,8 +125,9 @@ def run(out: Path, seconds: float, names: list[str]) -> dict[str, Any]:
         log = out / f"corpus_capture.{corpus}.launches.jsonl"
         kernels = [a for c in group for a in ("-k", c.kernel)]
         program = [sys.executable, str(DRIVERS / "program.py"), str(work / "lib"), *(c.name for c in group)]
-        done = cutune("capture", "--root", str(spaces[corpus][1]), "--log", str(log), *kernels, "--", *program,
-                      timeout=600)  # fmt: skip
+        keep = ["--data"] if data else []
+        done = cutune("capture", "--root", str(spaces[corpus][1]), "--log", str(log), *keep, *kernels, "--",
+                      *program, timeout=600)  # fmt: skip
         record[f"capture_{corpus}"] = {"returncode": done.returncode, "output": (done.stdout + done.stderr)[-3000:]}
     for c in cases:
         row = rows[c.name]
@@ -192,15 +194,16 @@ def main() -> int:
     parser.add_argument("--cases", default="")
     parser.add_argument("--corpus", choices=("llama.cpp", "deepspeed"), help="only this corpus's cases")
     parser.add_argument("--label", default="", help="appended to the result files' names")
+    parser.add_argument("--data", action="store_true", help="capture with --data: tune on the program's own inputs")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
 
     device = torch.cuda.get_device_name().replace(" ", "-")
     date = datetime.date.today().isoformat()
-    record = {"device": device, "date": date, "seconds": args.seconds}
+    record = {"device": device, "date": date, "seconds": args.seconds, "data": args.data}
     names = [n for n in args.cases.split(",") if n] or [c.name for c in CASES if args.corpus in (None, c.corpus)]
-    record.update(run(args.out, args.seconds, names))
+    record.update(run(args.out, args.seconds, names, args.data))
     stem = f"corpus_capture.{device}.{date}{'.' + args.label if args.label else ''}"
     (args.out / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     (args.out / f"{stem}.md").write_text(markdown(record), encoding="utf-8")

@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
 # capture_torch capture_paths selection_cost_a selection_cost_b graph_tests timing_modes checks_spread checks_spread_rms canonical
-# corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed
+# corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed retest (RETEST: the test ids to run)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
@@ -26,6 +26,7 @@ for s in "${steps[@]}"; do
   case $s in
     tests) step tests "${T_TESTS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_variants_gpu.py tests/template/variants/test_row_reduce.py \
+      tests/template/variants/test_block_items.py tests/template/variants/canonical/test_samples_gpu.py \
       tests/gpu/test_profile.py tests/agent/test_steps_gpu.py tests/gpu/test_wrong_templates.py ;;
     variants) step variants "${T_VARIANTS:-300}" python3 benchmarks/variants.py "$dir" ${VARIANT_ARGS:---trials 30 --seconds 20} \
       --only "${VARIANT_KERNELS:-rotary_embedding_kernel,silu_and_mul_kernel,merge_attn_states_kernel}" ;;
@@ -55,14 +56,16 @@ for s in "${steps[@]}"; do
     checks_spread) step checks_spread "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" --only silu_and_mul ;;
     checks_spread_rms) step checks_spread_rms "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" \
       --only rms_norm --variants "checks off, old timer,checks on, old timer,checks off,checks on" ;;
+    retest) step retest "${T_RETEST:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu ${RETEST:?RETEST: test ids} ;;
     canonical) step canonical "${T_CANONICAL:-180}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/canonical/test_samples_gpu.py ;;
     corpus_capture) step corpus_capture "${T_CORPUS_CAPTURE:-540}" python3 benchmarks/corpus_capture.py "$dir" \
-      --seconds "${CAPTURE_SECONDS:-6}" ${CAPTURE_CASES:+--cases "$CAPTURE_CASES"} ;;
+      --seconds "${CAPTURE_SECONDS:-6}" ${CAPTURE_CASES:+--cases "$CAPTURE_CASES"} ${CAPTURE_DATA:+--data} ;;
     corpus_capture_llama) step corpus_capture_llama "${T_CORPUS_CAPTURE:-540}" python3 benchmarks/corpus_capture.py \
-      "$dir" --seconds "${CAPTURE_SECONDS:-6}" --corpus llama.cpp --label llama ;;
+      "$dir" --seconds "${CAPTURE_SECONDS:-6}" --corpus llama.cpp --label llama ${CAPTURE_DATA:+--data} ;;
     corpus_capture_deepspeed) step corpus_capture_deepspeed "${T_CORPUS_CAPTURE:-360}" python3 \
-      benchmarks/corpus_capture.py "$dir" --seconds "${CAPTURE_SECONDS:-6}" --corpus deepspeed --label deepspeed ;;
+      benchmarks/corpus_capture.py "$dir" --seconds "${CAPTURE_SECONDS:-6}" --corpus deepspeed --label deepspeed \
+      ${CAPTURE_DATA:+--data} ;;
     corpus_variants) step corpus_variants "${T_CORPUS:-240}" python3 benchmarks/corpus_variants.py "$dir" \
       ${CORPUS_ARGS:---trials 8 --seconds 6} ${CORPUS_KERNELS:+--only "$CORPUS_KERNELS"} ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;

@@ -83,7 +83,7 @@ def measure(
             }
         )
     geomean = math.exp(sum(math.log(s.speedup) for s in result.sizes) / len(result.sizes))
-    big = [s.pct_of_sol or 0.0 for s in result.sizes if spec.moved_bytes(s.size) >= BIG]
+    big = [s.pct_of_sol or 0.0 for s in result.sizes if (spec.moved_bytes(s.size) or 0) >= BIG]
     return {
         "file": file,
         "kernel": kernel,

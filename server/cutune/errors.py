@@ -81,3 +81,7 @@ class ReferenceInvalid(CutuneError):
     def __init__(self, message: str, arg: str | None = None) -> None:
         super().__init__(message)
         self.arg = arg
+
+
+class ParseStopped(CutuneError):
+    """A parse ended early because its caller no longer wanted it (an editor's newer version)."""

@@ -69,3 +69,35 @@ def test_deepspeed_bias_gelu_matches_the_inference_copy_and_takes_its_template_a
     assert "TODO" not in text and "../../../includes" in text and "../includes" in text
     # the launch's own grid, `sizeof(T)` read as the captured __half's 2 bytes: the block size stays searchable
     assert result.spec.grid == ("(total_count + ((BLOCK_THREADS) * (16 / 2)) - 1) / ((BLOCK_THREADS) * (16 / 2))",)
+
+
+RECORDED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "capture_logs"
+
+
+@pytest.mark.skipif(len(FOUND) < 2, reason="the llama.cpp and DeepSpeed sdists are not unpacked (scripts/corpus.sh)")
+@pytest.mark.parametrize(
+    ("corpus", "log", "sub"),
+    [
+        ("llama.cpp", "llama.cpp.NVIDIA-H100-80GB-HBM3.2026-11-25.launches.jsonl", "src/ggml-cuda"),
+        ("deepspeed", "deepspeed.NVIDIA-H100-80GB-HBM3.2026-11-25.launches.jsonl", ""),
+    ],
+)
+def test_the_launches_recorded_on_an_h100_give_every_kernel_but_a_struct_by_value_a_spec_with_nothing_todo(
+    corpus: str, log: str, sub: str, tmp_path: Path
+) -> None:
+    """Replays what `benchmarks/corpus_capture.py` recorded (14 llama.cpp kernels, 7 DeepSpeed ones, each called
+    through its own host launcher): the snapshots it kept stayed on the GPU machine, so inputs are the spec's."""
+    header, *launches = (RECORDED / log).read_text(encoding="utf-8").splitlines()
+    recorded = tmp_path / "launches.jsonl"
+    recorded.write_text("\n".join([header.replace('"data_dir": "', '"data_dir_on_gpu": "'), *launches]) + "\n")
+    root = _tree(corpus, tmp_path, "template-instances")
+    outcome = specs_from_log(read_log(recorded), root / sub if sub else root)
+    assert outcome.errors == ()
+    left = {r.kernel for r in outcome.kernels if any("still TODO" in n for n in r.notes)}
+    # rope_neox takes `const rope_corr_dims corr_dims`: a struct passed by value has no spec dtype yet
+    assert left == ({"rope_neox"} if corpus == "llama.cpp" else set())
+    assert len(outcome.kernels) == (14 if corpus == "llama.cpp" else 7)
+    for r in outcome.kernels:
+        assert len(r.spec.sizes) == 3 and sum(r.spec.weights) == 17, r.kernel  # 12, 4 and 1 launches
+        # a length only the allocation bounds is marked so, and what the kernel writes there compares as inout
+        assert all(a.role.value == "inout" for a in r.spec.args if a.bound and a.name in ("dst", "output")), r.kernel

@@ -11,7 +11,7 @@ import pytest
 
 from cutune.capture.log import CaptureError, read_log
 from cutune.capture.run import specs_from_log
-from cutune.spec import load_spec
+from cutune.spec import Role, load_spec
 from tests.capture.logs import RMS_BF16, RMS_HALF, f32, i32, launch, ptr, rms_launch, write_log
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "vllm_style" / "layernorm_kernels.cu"
@@ -127,6 +127,27 @@ def test_a_fitting_expression_is_found_over_the_sizes(tmp_path: Path) -> None:
     )
     [result] = specs_from_log(read_log(log), tmp_path).kernels
     assert result.spec.grid == ("ceil_div(n, 256)",)
+
+
+def test_a_guessed_length_the_allocations_contradict_becomes_their_bound_and_an_output_inout(tmp_path: Path) -> None:
+    (tmp_path / "scale.cu").write_text(GEOMETRY)  # one integer parameter: the drafter guesses every array is n long
+    # `out` is allocated 2 MB per call (a caching allocator's block), `in` exactly n; 5 launches at each n
+    lines = [
+        launch(SCALE, (-(-n // 256),), (256,), [ptr(0x1000 + k, 2 << 20), ptr(0x9000, n * 4), i32(n)], 1)
+        for n in (1000, 70000)
+        for k in range(5)
+    ]
+    [result] = specs_from_log(read_log(write_log(tmp_path / "l.jsonl", lines)), tmp_path).kernels
+    spec = load_spec(tmp_path / "scale.tune.toml").kernel("scale_kernel")
+    out, in_ = spec.args[0], spec.args[1]
+    assert (out.shape, out.bound, out.role) == (("n_out",), True, Role.INOUT)
+    assert (in_.shape, in_.bound, in_.role) == (("n",), False, Role.IN)  # the allocation matches the guess
+    # launches differing only in the allocation are one size; no launch expression and no dispatch reads one
+    assert [s["n"] for s in spec.sizes] == [1000, 70000] and spec.weights == (5.0, 5.0)
+    assert [s["n_out"] for s in spec.sizes] == [(2 << 20) // 4] * 2
+    assert spec.grid == ("ceil_div(n, 256)",) and spec.keyed_sizes() == ({"n": 1000}, {"n": 70000})
+    assert spec.moved_bytes(spec.sizes[0]) is None  # the bytes it moves are unknown: no floor is claimed
+    assert any("n_out, an upper bound" in note and "inout" in note for note in result.notes)
 
 
 def test_a_malformed_log_is_one_clear_error(tmp_path: Path) -> None:

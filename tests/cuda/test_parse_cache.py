@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tree_sitter import Parser
 
 from cutune.cuda.parse import parse_source
 from cutune.cuda.syntax import LANGUAGE, parse_tree
+from cutune.errors import ParseStopped
 from cutune.template.tuning import find_struct
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,3 +64,18 @@ __global__ void k(float* p) { p[threadIdx.x] = 0; }
     assert found is not None
     assert [(m.name, m.value, m.comment) for m in found.members] == [("BLOCK_THREADS", "128", "threads per block")]
     assert data[found.start : found.end].startswith(b"struct k_tuning {")
+
+
+def test_a_parse_its_caller_stops_raises_and_leaves_nothing_cached() -> None:
+    text = (_sample() * 40).decode() + "\n// stopped parse\n"  # long enough that tree-sitter asks as it goes
+    asked = []
+
+    def stop() -> bool:
+        asked.append(True)
+        return len(asked) > 2
+
+    with pytest.raises(ParseStopped, match="a newer text replaced this one"):
+        parse_source(text, "stopped.cu", stop=stop)
+    assert 3 <= len(asked) <= 4  # it ends at the first yes (and asks once more to tell why it failed)
+    model = parse_source(text, "stopped.cu", stop=lambda: False)  # parsed in full this time, and kept
+    assert model.kernels and parse_source(text, "stopped.cu") is model

@@ -77,7 +77,7 @@ def test_samples_check_and_time_on_the_gpu(file: str, kernel: str, compiler: str
         assert default.ok and default.max_error == 0.0, default.detail
         assert default.compile is not None and default.compile.registers > 0
         for t, size in zip(default.timings, job.spec.sizes, strict=True):
-            floor = sol_floor_us(job.spec.moved_bytes(size, job.space.default()), info)
+            floor = sol_floor_us(job.spec.moved_bytes(size, job.space.default()) or 0, info)
             print(f"  {size}: {t.median_us:.2f} us, floor {floor:.2f} us ({floor / t.median_us:.0%} of SOL)")
             assert t.median_us >= floor * 0.9 and t.reps >= QUICK.reps
         for config in others:

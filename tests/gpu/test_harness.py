@@ -226,8 +226,11 @@ def test_an_array_with_the_programs_data_holds_it_at_that_size_and_random_values
     second = make_problem(spec, {"n": 8}, RNG(0), np, guard_bytes=0)
     assert second.pristine["x"][:4].tolist() == [0.0, 1.0, 2.0, 3.0] and np.all(second.pristine["x"][4:] != 0)
     assert len(set(second.pristine["slot"].tolist())) > 1  # no data at this size: the spec's init
-    ragged = make_problem(spec, {"n": 4}, RNG(0), np, guard_bytes=0, timed=False)  # a size cutune added
-    assert ragged.pristine["slot"].tolist() != [7, 3, 5, 1]
+    # a ragged size cutune derived from sizes[1] reads that size's data from its start (none from elsewhere)
+    ragged = make_problem(spec, {"n": 6}, RNG(0), np, guard_bytes=0, timed=False, base=1)
+    assert ragged.pristine["x"][:4].tolist() == [0.0, 1.0, 2.0, 3.0] and len(set(ragged.pristine["slot"].tolist())) > 1
+    elsewhere = make_problem(spec, {"n": 3}, RNG(0), np, guard_bytes=0, timed=False)
+    assert not np.any(elsewhere.pristine["x"][:3] == np.arange(3, dtype=np.float32))
     assert real_inputs(spec) == (
         "inputs from the program's own run (cutune capture --data): `slot` (1 of 2 sizes), `x` (1 of 2 sizes); "
         "the others random"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from cutune.errors import SpecError
-from cutune.spec import KernelSpec, load_spec, parse_spec
+from cutune.spec import KernelSpec, Role, load_spec, parse_spec
 from cutune.spec.ragged import RaggedSize, describe_checks, ragged_failure, ragged_sizes
 from cutune.spec.write import dump_kernel_spec
 
@@ -127,16 +128,35 @@ def test_a_ragged_failure_names_the_size_and_the_multiple_of_16_byte_packs() -> 
         "address; the CUDA context is lost; it evidently needs d a multiple of 8 (whole 16-byte packs): tails are "
         "checked at such sizes instead (write `multiple_of = { d = 8 }` in the spec to say so)"
     )
-    kept = failure.apply(spec)
-    assert kept.multiple_of == {"d": 8}
+    kept, note = failure.apply(spec, last=False)
+    assert kept.multiple_of == {"d": 8} and note == failure.message()
     assert ragged_sizes(kept)[0].size == {"tokens": 15, "d": 4088}
     assert all(r.size["d"] % 8 == 0 for r in ragged_sizes(kept))
 
 
 def test_a_second_failure_asks_twice_the_multiple_and_a_moved_outer_size_asks_nothing() -> None:
     spec = load_spec(PACKS).kernel("pack_scale_kernel")
-    kept = ragged_failure(spec, ragged_sizes(spec)[0], "wrong").apply(spec)
+    kept, _ = ragged_failure(spec, ragged_sizes(spec)[0], "wrong").apply(spec, last=False)
     again = ragged_failure(kept, ragged_sizes(kept)[0], "wrong")
     assert again.multiples == {"d": 16}
     outer = ragged_failure(spec, RaggedSize({"tokens": 15, "d": 4096}, 0, ("tokens",)), "wrong")
     assert outer.multiples == {} and "no multiple_of is evident" in outer.message()
+
+
+def test_with_no_multiple_evident_or_at_the_last_attempt_no_ragged_size_is_checked_and_the_note_says_so() -> None:
+    spec = load_spec(PACKS).kernel("pack_scale_kernel")
+    outer = ragged_failure(spec, RaggedSize({"tokens": 15, "d": 4096}, 0, ("tokens",)), "fault: illegal address")
+    for failure, last in ((outer, False), (ragged_failure(spec, ragged_sizes(spec)[0], "wrong"), True)):
+        off, note = failure.apply(spec, last=last)
+        assert ragged_sizes(off) == () and off.sizes == spec.sizes
+        assert note.endswith("tails are not checked at sizes the spec does not list") and "(from sizes[0])" in note
+
+
+def test_an_allocation_bound_is_never_moved_or_halved() -> None:
+    spec = load_spec(PACKS).kernel("pack_scale_kernel")
+    out = next(i for i, a in enumerate(spec.args) if a.role is not Role.IN)
+    args = list(spec.args)
+    args[out] = replace(args[out], shape=("n_out",), bound=True, role=Role.INOUT)
+    bounded = replace(spec, args=tuple(args), sizes=tuple({**s, "n_out": 1 << 26} for s in spec.sizes))
+    derived = ragged_sizes(bounded, cap_bytes=1 << 30)
+    assert derived and all(r.size["n_out"] == 1 << 26 and "n_out" not in r.moved for r in derived)

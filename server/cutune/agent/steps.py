@@ -371,7 +371,7 @@ def _target(result: TuneResult | None, spec: KernelSpec, options: LoopOptions) -
     sizes = [s for s in result.sizes if s.sol_floor_us]
     if not sizes:
         return None
-    large = [s for s in sizes if spec.moved_bytes(s.size) >= options.large_bytes] or sizes
+    large = [s for s in sizes if (spec.moved_bytes(s.size) or 0) >= options.large_bytes] or sizes
     labels = [_label(s.size) for s in large]
     worst = min(pct[label] for label in labels)
     if worst < options.target_pct:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -55,10 +55,13 @@ class _Problem:
 
 
 def spec_from_captures(
-    basis: KernelSpec, captured: Sequence[Captured], limits: Mapping[str, int], data_dir: Path | None = None
+    basis: KernelSpec,
+    captured: Sequence[Captured],
+    limits: Mapping[str, int],
+    data_dir: Path | None = None,
 ) -> KernelCapture:
     """The spec `basis` becomes with what `captured` (launches of one kernel) saw; raises CaptureError where
-    a drafted array shape is larger than the allocation the program passed."""
+    an array shape is larger than the allocation the program passed."""
     first = captured[0]
     notes: list[str] = []
     tuned = {p.name: p.default for p in basis.space.params} if basis.space else {}
@@ -71,9 +74,9 @@ def spec_from_captures(
                 notes.append(f"the program launches {name} = {value}; the search starts from {tuned[name]}")
             continue
         template_args[name] = value
-    args = _typed_args(basis, kernel.params, template_args)
-    names = list(basis.size_names())
-    problems, values = _problems(basis, args, chosen, names, notes, data_dir)
+    args, bound = _bounded(_typed_args(basis, kernel.params, template_args), basis, chosen, notes)
+    names = list(dict.fromkeys((*basis.size_names(), *bound)))
+    problems, values = _problems(basis, args, chosen, names, bound, notes, data_dir)
     args = tuple(replace(a, value=values[a.name]) if a.name in values else a for a in args)
     fixed = {**limits, **{k: v for k, v in tuned.items() if isinstance(v, int | bool)}}
     # `sizeof(T)` a drafted launch kept is the captured instantiation's (the draft could only guess T)
@@ -84,10 +87,10 @@ def spec_from_captures(
         block=tuple(_sized(d, sized) for d in basis.block),
         shared_mem=_sized(basis.shared_mem, sized),
     )
-    grid = _fit_dims("grid", basis.grid, [p.grid for p in problems], problems, fixed, notes)
-    block = _fit_dims("block", basis.block, [p.block for p in problems], problems, fixed, notes)
-    smem = _fit("shared_mem", basis.shared_mem, [p.smem for p in problems], problems, fixed, notes)
-    merged = _merged(problems)
+    grid = _fit_dims("grid", basis.grid, [p.grid for p in problems], problems, fixed, bound, notes)
+    block = _fit_dims("block", basis.block, [p.block for p in problems], problems, fixed, bound, notes)
+    smem = _fit("shared_mem", basis.shared_mem, [p.smem for p in problems], problems, fixed, bound, notes)
+    merged = _merged(problems, bound)
     # the program's own input values at each size, where --data kept them: tuning reads them instead of random
     kept = {name for p in merged for name in p.snapshot}
     args = tuple(
@@ -144,17 +147,66 @@ def _typed_args(
     return (*out, *basis.args[len(out) :])
 
 
+def _bounded(
+    args: Sequence[ArgSpec], basis: KernelSpec, chosen: Sequence[Captured], notes: list[str]
+) -> tuple[tuple[ArgSpec, ...], dict[str, str]]:
+    """The arguments with each single-dimension array whose length the capture can only bound sized by the
+    allocation the program passed (`bound`, a size variable of its own; written, it is compared as `inout`):
+    one whose length no launch argument gives, and one whose drafted length is a guess that the allocation
+    does not match at every launch. Also each such size variable → its array."""
+    value_of = {a.value: a.name for a in args if a.value is not None}
+    launch_names = set().union(*(_names(t) for t in (*basis.grid, *basis.block, basis.shared_mem)))
+    shape_uses: dict[str, int] = {}
+    for a in args:
+        for n in {n for d in a.shape or () for n in _names(d)}:
+            shape_uses[n] = shape_uses.get(n, 0) + 1
+    taken = set(basis.size_names()) | {a.name for a in args}
+    out, bound = [], {}
+    for a in args:
+        if a.shape is None or len(a.shape) != 1 or any(a.name not in c.extents for c in chosen):
+            out.append(a)
+            continue
+        extents = [c.extents[a.name] for c in chosen]
+        dim = a.shape[0]
+        free = dim not in value_of and dim not in launch_names and shape_uses.get(dim) == 1
+        if not free:
+            scalar = value_of.get(dim, "")
+            exact = all(c.scalars.get(scalar) == e // dtype_size(a.dtype) for c, e in zip(chosen, extents, strict=True))
+            if not a.guessed or exact:
+                out.append(a)
+                continue
+            dim = next(n for i in range(len(taken) + 1) if (n := f"n_{a.name}" + (f"_{i}" if i else "")) not in taken)
+            taken.add(dim)
+        written = a.role is Role.OUT
+        out.append(replace(a, shape=(dim,), bound=True, role=Role.INOUT if written else a.role))
+        bound[dim] = a.name
+        notes.append(
+            f"{a.name}: its length is the allocation the program passed ({dim}, an upper bound)"
+            + ("; written, so compared as inout: the elements the kernel leaves keep their values" if written else "")
+        )
+    return tuple(out), bound
+
+
+def _names(text: str) -> frozenset[str]:
+    """The names an expression reads (none for a TODO the drafter left)."""
+    try:
+        return compile_expr(text).names
+    except ExpressionError:
+        return frozenset()
+
+
 def _problems(
     basis: KernelSpec,
     args: Sequence[ArgSpec],
     chosen: Sequence[Captured],
     names: list[str],
+    bound: Mapping[str, str],
     notes: list[str],
     data_dir: Path | None,
 ) -> tuple[list[_Problem], dict[str, str]]:
     """Each launch as size values: from the scalars passed to size arguments, the grid and block dimensions
-    the basis writes as a size alone, and (last) single-dimension arrays' allocations; and the values of the
-    scalars that are no size."""
+    the basis writes as a size alone, and (last) the allocations of the arrays only they bound; and the values
+    of the scalars that are no size."""
     scalar_vars = {a.name: str(a.value) for a in args if a.value is not None and a.value in names}
     literal_args = [a for a in args if a.value is not None and a.value not in names]
     problems = []
@@ -168,12 +220,9 @@ def _problems(
             for text, value in zip(dims, got, strict=False):
                 if text in names and text not in sizes:
                     sizes[text] = value
-        for arg in args:
-            if arg.shape is not None and len(arg.shape) == 1 and arg.shape[0] in names and arg.shape[0] not in sizes:
-                extent = c.extents.get(arg.name)
-                if extent is not None:
-                    sizes[arg.shape[0]] = extent // dtype_size(arg.dtype)
-                    notes.append(f"{arg.shape[0]} is read from {arg.name}'s allocation (an upper bound)")
+        for var, name in bound.items():
+            arg = next(a for a in args if a.name == name)
+            sizes[var] = c.extents[name] // dtype_size(arg.dtype)
         for var in names:
             if var not in sizes:
                 sizes[var] = basis.sizes[0][var]
@@ -232,6 +281,7 @@ def _fit_dims(
     values: Sequence[tuple[int, int, int]],
     problems: list[_Problem],
     fixed: Mapping[str, int],
+    bound: Collection[str],
     notes: list[str],
 ) -> tuple[str, ...]:
     """A grid or block: per axis, an expression that gives every captured value."""
@@ -239,7 +289,15 @@ def _fit_dims(
         basis = _written_dims(basis[0])
     axes = max([len(basis)] + [i + 1 for v in values for i in range(3) if v[i] != 1])
     dims = [
-        _fit(f"{key}_{_AXES[i]}", basis[i] if i < len(basis) else "1", [v[i] for v in values], problems, fixed, notes)
+        _fit(
+            f"{key}_{_AXES[i]}",
+            basis[i] if i < len(basis) else "1",
+            [v[i] for v in values],
+            problems,
+            fixed,
+            bound,
+            notes,
+        )
         for i in range(axes)
     ]
     while len(dims) > 1 and dims[-1] == "1":
@@ -248,12 +306,19 @@ def _fit_dims(
 
 
 def _fit(
-    key: str, basis: str, values: Sequence[int], problems: list[_Problem], fixed: Mapping[str, int], notes: list[str]
+    key: str,
+    basis: str,
+    values: Sequence[int],
+    problems: list[_Problem],
+    fixed: Mapping[str, int],
+    bound: Collection[str],
+    notes: list[str],
 ) -> str:
     """The basis expression where it gives every captured value, else the simplest expression over the sizes
-    that does, else a size variable `key` holding each problem's value (per-size literals)."""
+    (no allocation bound: a launch does not follow one) that does, else a size variable `key` holding each
+    problem's value (per-size literals)."""
     envs = [{**fixed, **p.sizes} for p in problems]
-    for candidate in _candidates(basis, values, problems[0].sizes):
+    for candidate in _candidates(basis, values, {k: v for k, v in problems[0].sizes.items() if k not in bound}):
         if all(_gives(candidate, env, v) for env, v in zip(envs, values, strict=True)):
             if candidate != basis and not basis.startswith(_TODO) and basis != "1":
                 notes.append(
@@ -304,19 +369,21 @@ def _gives(text: str, env: Mapping[str, Number], value: int) -> bool:
     return not isinstance(got, bool) and got == value
 
 
-def _merged(problems: list[_Problem]) -> list[_Problem]:
-    """Launches with the same size values are one problem; their counts add up, the smallest allocation holds."""
+def _merged(problems: list[_Problem], bound: Collection[str]) -> list[_Problem]:
+    """Launches with the same size values (allocation bounds aside) are one problem; their counts add up, the
+    smallest allocation holds."""
     out: dict[tuple[tuple[str, int], ...], _Problem] = {}
     for p in problems:
-        key = tuple(sorted(p.sizes.items()))
+        key = tuple(sorted((k, v) for k, v in p.sizes.items() if k not in bound))
         kept = out.get(key)
         if kept is None:
             out[key] = _Problem(dict(p.sizes), p.grid, p.block, p.smem, p.count, dict(p.extents), dict(p.snapshot))
             continue
+        kept.sizes.update({k: min(v, p.sizes[k]) for k, v in kept.sizes.items() if k in bound})
         kept.count += p.count
         kept.extents = {k: min(v, p.extents.get(k, v)) for k, v in kept.extents.items()}
         kept.snapshot = kept.snapshot or p.snapshot
-    return sorted(out.values(), key=lambda p: tuple(p.sizes.values()))
+    return sorted(out.values(), key=lambda p: tuple(v for k, v in p.sizes.items() if k not in bound))
 
 
 def _without_unused_launch_params(spec: KernelSpec, notes: list[str]) -> KernelSpec:

@@ -41,19 +41,22 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 
 
-def parse_source(text: str, path: str | None = None, *, rewrite: bool = False) -> SourceModel:
+def parse_source(
+    text: str, path: str | None = None, *, rewrite: bool = False, stop: Callable[[], bool] | None = None
+) -> SourceModel:
     """The source model of a CUDA text: kernels, device functions, types, launches, tunable literals.
 
     A text modelled recently under the same path gives the same (immutable) model again: templatize, the
     spec drafter and the variant proposals each ask for the model of the same rewritten text. A `rewrite` of
     the file (templatize's drafts) is parsed incrementally from the last rewrite, not from the file's own last
-    text, so the editor's next parse of the file still starts from the version it edited."""
+    text, so the editor's next parse of the file still starts from the version it edited. Raises ParseStopped
+    as soon as `stop()` says the model is no longer wanted (tree-sitter asks it as it goes)."""
     with _MODELS_LOCK:
         cached = _MODELS.get((path, text))
         if cached is not None:
             _MODELS.move_to_end((path, text))
             return cached
-    model = _model(text, path, rewrite)
+    model = _model(text, path, rewrite, stop)
     with _MODELS_LOCK:
         _MODELS[(path, text)] = model
         while len(_MODELS) > _CACHED_MODELS:
@@ -79,10 +82,10 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _model(text: str, path: str | None, rewrite: bool = False) -> SourceModel:
+def _model(text: str, path: str | None, rewrite: bool = False, stop: Callable[[], bool] | None = None) -> SourceModel:
     data = text.encode("utf-8", errors="replace")
     key = f"{path}\0rewrite" if rewrite and path is not None else path
-    return SourceModel(path=path, text=text, facts=_Facts(data, parse_tree(data, key=key)))
+    return SourceModel(path=path, text=text, facts=_Facts(data, parse_tree(data, key=key, stop=stop)))
 
 
 def _paused(build: Callable[_P, _T]) -> Callable[_P, _T]:

@@ -154,15 +154,16 @@ class CupyBackend(Backend):
         self._rotations = {}
         real = real_inputs(job.spec)
         notes: list[str] = [real] if real else []
-        for _ in range(RAGGED_ATTEMPTS):
+        for attempt in range(RAGGED_ATTEMPTS):
             try:
                 self._problems = self._reference(job.seed)
                 return dataclasses.replace(info, notes=tuple(notes))
             except RaggedSizeFailed as e:
-                if not e.failure.multiples or not self._healthy:
+                if not self._healthy:
                     raise
-                notes.append(e.failure.message())
-                job = self._job = dataclasses.replace(job, spec=e.failure.apply(job.spec))
+                spec, note = e.failure.apply(job.spec, last=attempt >= RAGGED_ATTEMPTS - 2)
+                notes.append(note)
+                job = self._job = dataclasses.replace(job, spec=spec)
         raise CutuneError(f"{notes[-1]}; still failing after {RAGGED_ATTEMPTS} attempts")
 
     def run_each(
@@ -208,7 +209,9 @@ class CupyBackend(Backend):
         guard = GUARD_BYTES if self.checks else 0
         problems = [make_problem(job.spec, size, rng, cp, guard_bytes=guard) for size in job.spec.sizes]
         ragged = ragged_sizes(job.spec) if self.checks else ()
-        problems += [make_problem(job.spec, r.size, rng, cp, guard_bytes=guard, timed=False) for r in ragged]
+        problems += [
+            make_problem(job.spec, r.size, rng, cp, guard_bytes=guard, timed=False, base=r.base) for r in ragged
+        ]
         original = job.space.default()
         try:
             launches, _ = self._prepare(original, problems)

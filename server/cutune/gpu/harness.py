@@ -393,12 +393,14 @@ def make_problem(
     *,
     guard_bytes: int = GUARD_BYTES,
     timed: bool = True,
+    base: int | None = None,
 ) -> Problem:
-    """Allocate (inside armed guards) and fill every argument of `spec` for one problem size."""
+    """Allocate (inside armed guards) and fill every argument of `spec` for one problem size; a ragged size
+    derived from `spec.sizes[base]` takes that size's captured inputs (from their start)."""
     shapes = spec.array_shapes(size)
     values = spec.scalar_values(size)
-    # the program's own values where the capture kept them for this size (not at the ragged sizes cutune adds)
-    index = spec.sizes.index(dict(size)) if timed and dict(size) in spec.sizes else None
+    # the program's own values where the capture kept them for this size, or the size a ragged one comes from
+    index = spec.sizes.index(dict(size)) if base is None and dict(size) in spec.sizes else base
     pattern = guard_pattern(guard_bytes, xp)
     args: list[Any] = []
     arrays: dict[str, Array] = {}

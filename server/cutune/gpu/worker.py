@@ -171,14 +171,13 @@ class IsolatedBackend(Backend):
         """Start a child and open the job there; where the original fails at a ragged size and the child's
         CUDA context is lost, reopen in a new child assuming the `multiple_of` it evidently needs."""
         notes: list[str] = []
-        for _ in range(RAGGED_ATTEMPTS):
+        for attempt in range(RAGGED_ATTEMPTS):
             try:
                 info = self._start_once()
             except RaggedSizeFailed as e:
-                if not e.failure.multiples:
-                    raise CutuneError(str(e)) from None
-                notes.append(str(e))
-                self._job = replace(self._require_job(), spec=e.failure.apply(self._require_job().spec))
+                spec, note = e.failure.apply(self._require_job().spec, last=attempt >= RAGGED_ATTEMPTS - 2)
+                notes.append(note)
+                self._job = replace(self._require_job(), spec=spec)
                 continue
             self._info = info = replace(info, notes=(*notes, *info.notes))
             return info

@@ -12,7 +12,7 @@ from cutune.apply.dispatch import MARKER
 from cutune.cuda.edit import NO_SHIFT, Edit, Shift
 from cutune.cuda.model import Kernel, LaunchExtent, LiteralKind, SourceModel, TunableLiteral, TypeDecl
 from cutune.cuda.parse import parse_source
-from cutune.errors import CutuneError
+from cutune.errors import CutuneError, ParseStopped
 from cutune.lsp.results import ResultStore
 from cutune.lsp.worker import Cancelled
 from cutune.project import KernelContext, open_kernel
@@ -118,8 +118,12 @@ def analyze(
     uri: str, path: Path, text: str, version: int | None, results: ResultStore, stop: Callable[[], bool] = _never
 ) -> DocumentAnalysis:
     """Parse a document and look at each kernel; templatizes in memory only the kernels that need it. Raises
-    Cancelled as soon as `stop()` says the analysis is no longer wanted (checked between kernels)."""
-    model = parse_source(text, str(path))
+    Cancelled as soon as `stop()` says the analysis is no longer wanted (asked while parsing, and between
+    kernels)."""
+    try:
+        model = parse_source(text, str(path), stop=stop)
+    except ParseStopped:
+        raise Cancelled(f"analysis of {uri} version {version}") from None
     analysis = DocumentAnalysis(uri, path, version, model)
     structs = {t.name: t for t in model.types}
     stored = results.stored(path)

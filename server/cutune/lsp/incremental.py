@@ -18,6 +18,7 @@ from cutune.cuda.edit import Edit, Overlaps, Shift
 from cutune.cuda.model import Kernel, LaunchExtent, TunableLiteral
 from cutune.cuda.parse import only_trivia, parse_source
 from cutune.cuda.text import Position
+from cutune.errors import ParseStopped
 from cutune.lsp.analysis import DocumentAnalysis, KernelView, kernel_view, owned_names
 from cutune.lsp.diagnostics import (
     LITERAL,
@@ -44,7 +45,10 @@ def reanalyze(
     if diagnostics.issues or len(diagnostics.kernels) != len(previous.kernels):
         return None  # a file with syntax errors: an edit can move the regions tree-sitter gives up on
     old, new = previous.model.text.encode("utf-8", errors="replace"), text.encode("utf-8", errors="replace")
-    model = parse_source(text, str(previous.path))
+    try:
+        model = parse_source(text, str(previous.path), stop=stop)
+    except ParseStopped:
+        raise Cancelled(f"analysis of {previous.uri} version {version}") from None
     analysis = DocumentAnalysis(previous.uri, previous.path, version, model)
     edit, trivia = Edit.between(old, new), old == new
     for tried in (edit, Edit.between(old, new, whole_lines=True)):

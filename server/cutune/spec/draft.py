@@ -67,6 +67,7 @@ def draft_spec(
             tensor = host.tensor(passed[i]) if passed else None
             comment = _param_comment(model, p) if model is not None else None
             shape = host.shape(tensor or "", comment) if tensor or comment else None
+            guessed = shape is None
             if shape is not None:
                 shape = tuple(_renamed(host.resolve(d, keep), renames) for d in shape)
                 sizes.update({n: SCALAR_SIZE for d in shape for n in _NAME.findall(d) if n not in sizes})
@@ -78,7 +79,7 @@ def draft_spec(
             # an integer array that indexes another array's rows: distinct in-range values, as a slot mapping
             init = Init.PERMUTATION if p.name in indices and dtype in INTEGER_DTYPES else Init.NORMAL
             role = Role(roles.get(p.name) or ("in" if c_type.const else "out"))
-            args.append(ArgSpec(p.name, dtype or "float32", role, shape=shape, init=init))
+            args.append(ArgSpec(p.name, dtype or "float32", role, shape=shape, init=init, guessed=guessed))
         elif dtype in INTEGER_DTYPES:
             sizes.setdefault(p.name, SCALAR_SIZE)
             args.append(ArgSpec(p.name, dtype, value=p.name))

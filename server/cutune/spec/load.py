@@ -26,7 +26,7 @@ KERNEL_KEYS = (
     "flags", "defines", "include_dirs", "includes", "constraints", "args", "params", "multiple_of",
 )  # fmt: skip
 INCLUDES_KEYS = ("drop", "substitute")
-ARG_KEYS = ("name", "dtype", "role", "shape", "value", "init", "low", "high", "scale", "data")
+ARG_KEYS = ("name", "dtype", "role", "shape", "value", "init", "low", "high", "scale", "data", "bound")
 PARAM_KEYS = ("values", "default", "binding", "flag", "arg", "description")
 TOLERANCE_KEYS = ("rtol", "atol")
 LIMIT_NAMES = frozenset(DeviceLimits(arch="").as_names())
@@ -124,6 +124,11 @@ class _Reader:
                 v = str(v)
             out[key] = self.string(v, (*at, key))
         return out
+
+    def boolean(self, value: Any, at: KeyPath) -> bool:
+        if not isinstance(value, bool):
+            raise self.error(at, f"expected true or false, got {_kind(value)}")
+        return value
 
     def number(self, value: Any, at: KeyPath) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -436,7 +441,7 @@ def _read_args(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -
             "line": line_of(reader.lines, here),
         }
         if "value" in table:
-            extra = [k for k in ("init", "low", "high", "scale", "data") if k in table]
+            extra = [k for k in ("init", "low", "high", "scale", "data", "bound") if k in table]
             if extra:
                 raise reader.error((*here, extra[0]), f"{extra[0]} applies to arrays; scalar {name!r} has a value")
             if role is not Role.IN:
@@ -458,7 +463,10 @@ def _read_args(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -
             raise reader.error((*here, "init"), f"init 'permutation' needs an integer dtype, not {common['dtype']!r}")
         scale = reader.number(table.get("scale", 1.0), (*here, "scale"))
         data = _read_data(reader, table.get("data", []), (*here, "data"), name, role)
-        args.append(ArgSpec(**common, shape=shape, init=init, low=low, high=high, scale=scale, data=data))
+        bound = reader.boolean(table.get("bound", False), (*here, "bound"))
+        if bound and role is Role.OUT:  # the elements past what the kernel writes are never written
+            raise reader.error((*here, "role"), f'bound array {name!r} is written: declare it role = "inout"')
+        args.append(ArgSpec(**common, shape=shape, init=init, low=low, high=high, scale=scale, data=data, bound=bound))
     if not args:
         raise reader.error(at, "args is empty: list the kernel's parameters in order")
     if not any(a.is_array and a.role is not Role.IN for a in args):

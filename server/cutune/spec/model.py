@@ -56,6 +56,10 @@ class ArgSpec:
     # an array's values at each size, from the program's own run (`cutune capture --data`): one file of raw
     # bytes per size, "" where none was kept; the file's bytes fill the array from its start, the spec's init the rest
     data: tuple[str, ...] = ()
+    # the shape is the allocation the program passed (`cutune capture`), an upper bound of what the kernel
+    # touches: the bytes it moves are unknown, so no speed-of-light floor is claimed
+    bound: bool = False
+    guessed: bool = field(default=False, compare=False)  # the drafter's guess of the shape (never written)
     line: int | None = None  # where it is written in the spec file (1-based)
 
     @property
@@ -126,6 +130,7 @@ class KernelSpec:
     constraints: tuple[str, ...] = ()  # over sizes, parameters and limits; also in `space` when it is set
     # size variable → the divisor every value of it keeps (the kernel relies on it; ragged checks respect it)
     multiple_of: dict[str, int] = field(default_factory=dict)
+    ragged: bool = True  # tails are checked at derived sizes (off once the original does not run at them)
     # per size, how much it counts in the overall geometric mean (a size entry's `weight`); empty: all 1
     weights: tuple[float, ...] = ()
     line: int | None = None  # the `[kernel.<name>]` header (1-based)
@@ -153,11 +158,14 @@ class KernelSpec:
             if a.value is not None
         }
 
-    def moved_bytes(self, size: Mapping[str, int], params: Mapping[str, Value] | None = None) -> int:
-        """The fewest bytes to move: `bytes_moved`, or each input read once and each output written once."""
+    def moved_bytes(self, size: Mapping[str, int], params: Mapping[str, Value] | None = None) -> int | None:
+        """The fewest bytes to move: `bytes_moved`, or each input read once and each output written once (None
+        where an array's shape is only a bound)."""
         if self.bytes_moved is not None:
             names = {**size, **{k: v for k, v in (params or {}).items() if not isinstance(v, str)}}
             return self._count("bytes_moved", self.bytes_moved, names, minimum=0)
+        if any(a.bound for a in self.args):
+            return None
         total = 0
         shapes = self.array_shapes(size)
         for a in self.args:
@@ -181,6 +189,19 @@ class KernelSpec:
     def size_names(self) -> tuple[str, ...]:
         """The problem-size variables (every entry of `sizes` defines the same ones)."""
         return tuple(self.sizes[0]) if self.sizes else ()
+
+    def bound_names(self) -> frozenset[str]:
+        """The size variables of `bound` arrays' shapes: allocations, which no launch knows (nor keys on)."""
+        return frozenset(n for a in self.args if a.bound for d in a.shape or () for n in compile_expr(d).names)
+
+    def keyed_sizes(self) -> tuple[dict[str, int], ...]:
+        """The sizes without the `bound_names`: the variables a per-size dispatch can key on."""
+        bound = self.bound_names()
+        return tuple({k: v for k, v in s.items() if k not in bound} for s in self.sizes)
+
+    def with_bounds(self, size: Mapping[str, int]) -> dict[str, int]:
+        """`size` with each of the `bound_names` at its largest value over the sizes (an allocation that fits)."""
+        return {**size, **{n: max(s[n] for s in self.sizes) for n in self.bound_names()}}
 
     def line_of(self, key: str) -> int | None:
         """The line where `key` (e.g. "args[1].shape") or its closest written parent is."""

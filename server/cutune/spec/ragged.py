@@ -12,7 +12,7 @@ size that breaks a size-only constraint or gives an invalid shape is dropped.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from cutune.errors import ExpressionError, SpecError
@@ -38,19 +38,23 @@ class RaggedSize:
 
 
 def ragged_sizes(spec: KernelSpec, *, cap_bytes: int = DEFAULT_CAP_BYTES) -> tuple[RaggedSize, ...]:
-    """The ragged sizes to check `spec`'s kernel at, besides its own sizes (deduplicated, in order)."""
-    if not spec.sizes:
+    """The ragged sizes to check `spec`'s kernel at, besides its own sizes (deduplicated, in order); an
+    allocation bound (`bound` arrays) stays as captured: it bounds the smaller size as well."""
+    if not spec.sizes or not spec.ragged:
         return ()
+    bound = spec.bound_names()
     seen = {_key(s) for s in spec.sizes}
     out: list[RaggedSize] = []
     smallest = min(range(len(spec.sizes)), key=lambda i: _bytes(spec, spec.sizes[i]) or 0)
     for index, base in enumerate(spec.sizes):
-        small = _shrink(spec, base, cap_bytes)
+        small = _shrink(spec, base, cap_bytes, bound)
         if small is None:
             continue
         steps = (1, 2) if index == smallest else (1,)
         for step in steps:
-            derived = {n: _off_multiples(v, spec.multiple_of.get(n, 1), step) for n, v in small.items()}
+            derived = {
+                n: v if n in bound else _off_multiples(v, spec.multiple_of.get(n, 1), step) for n, v in small.items()
+            }
             moved = tuple(name for name in derived if derived[name] != base[name])
             if not moved or _key(derived) in seen or not _valid(spec, derived, cap_bytes):
                 continue
@@ -79,11 +83,14 @@ def _off_multiples(value: int, multiple: int, step: int) -> int:
     return want * multiple if want > 0 else value
 
 
-def _shrink(spec: KernelSpec, base: Mapping[str, int], cap_bytes: int) -> dict[str, int] | None:
-    """`base` with its largest variables halved (keeping their divisors) until its arrays fit the cap."""
+def _shrink(spec: KernelSpec, base: Mapping[str, int], cap_bytes: int, fixed: Collection[str]) -> dict[str, int] | None:
+    """`base` with its largest variables (not the `fixed`) halved, keeping their divisors, until its arrays fit
+    the cap."""
     size = dict(base)
     while (total := _bytes(spec, size)) is not None and total > cap_bytes:
-        candidates = [n for n in size if size[n] // 2 >= spec.multiple_of.get(n, 1) and size[n] // 2 >= 1]
+        candidates = [
+            n for n in size if n not in fixed and size[n] // 2 >= spec.multiple_of.get(n, 1) and size[n] // 2 >= 1
+        ]
         if not candidates:
             return None
         name = max(candidates, key=lambda n: size[n])
@@ -144,9 +151,13 @@ class RaggedFailure:
             f"sizes instead (write `multiple_of = {{ {wanted} }}` in the spec to say so)"
         )
 
-    def apply(self, spec: KernelSpec) -> KernelSpec:
-        """`spec` assuming the evident multiples (its ragged sizes then keep them)."""
-        return replace(spec, multiple_of={**spec.multiple_of, **self.multiples})
+    def apply(self, spec: KernelSpec, last: bool) -> tuple[KernelSpec, str]:
+        """`spec` assuming the evident multiples (its ragged sizes then keep them), or, with none evident or at
+        the `last` attempt, checking no ragged size (the original does not run at them); and the note to show."""
+        if self.multiples and not last:
+            return replace(spec, multiple_of={**spec.multiple_of, **self.multiples}), self.message()
+        where = f"the original configuration fails at the ragged size {self.ragged.describe()}: {self.detail}"
+        return replace(spec, ragged=False), f"{where}; tails are not checked at sizes the spec does not list"
 
 
 def ragged_failure(spec: KernelSpec, ragged: RaggedSize, detail: str) -> RaggedFailure:

@@ -93,6 +93,9 @@ def _arg_entries(arg: ArgSpec, base: str | os.PathLike[str] | None) -> list[str]
     if arg.data:
         out.append("# the program's own values at each size (cutune capture --data)")
         out.append(_entry("data", [_relative(f, base) if f else "" for f in arg.data]))
+    if arg.bound:
+        out.append("# bound: the shape is the allocation the program passed, more than the kernel may touch")
+        out.append(_entry("bound", True))
     if arg.role is Role.INOUT:
         out.append("# inout: read and written, compared after the run like an output")
     return out

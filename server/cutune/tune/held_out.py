@@ -58,12 +58,13 @@ def check_held_out(
     launches at, it won every round or lost every round so far. Without time for the rounds before
     `deadline`, the held-out sizes are left unmeasured and said so."""
     spec, original, chosen = job.spec, selection.original, selection.chosen
-    plan = plan_dispatch(spec.sizes, chosen, original)
-    held = held_out_sizes(spec.sizes, spec.multiple_of)
+    keyed = spec.keyed_sizes()
+    plan = plan_dispatch(keyed, chosen, original)
+    held = [(i, spec.with_bounds(s)) for i, s in held_out_sizes(keyed, spec.multiple_of)]
     launched = [plan.config_for(size) for _, size in held]  # the tuned size below's, as the rule launches
     configs = list(dict.fromkeys(c for c in launched if c != original))
     if not configs:
-        return HeldOut(plan, (), unchecked=unchecked_ranges(plan, spec.sizes, spec.multiple_of))
+        return HeldOut(plan, (), unchecked=unchecked_ranges(plan, keyed, spec.multiple_of))
     backend.close()
     try:
         held_spec = dataclasses.replace(spec, sizes=tuple(s for _, s in held), weights=())
@@ -79,7 +80,7 @@ def check_held_out(
     if not rounds.original_series or any(c.overall.rounds < MIN_ROUNDS for c in rounds.contenders):
         # out of time: the tuned sizes stand, the ranges between them are unchecked
         why = "the time budget ran out before the held-out sizes were measured"
-        return HeldOut(plan, (), skipped=why, unchecked=unchecked_ranges(plan, spec.sizes, spec.multiple_of))
+        return HeldOut(plan, (), skipped=why, unchecked=unchecked_ranges(plan, keyed, spec.multiple_of))
     slower_from: dict[int, int] = {}
     results = []
     for j, (lo, size) in enumerate(held):
@@ -101,8 +102,8 @@ def check_held_out(
                 held_out=True,
             )
         )
-    final = plan_dispatch(spec.sizes, chosen, original, slower_from=slower_from)
-    return HeldOut(final, tuple(results), unchecked=unchecked_ranges(final, spec.sizes, spec.multiple_of))
+    final = plan_dispatch(keyed, chosen, original, slower_from=slower_from)
+    return HeldOut(final, tuple(results), unchecked=unchecked_ranges(final, keyed, spec.multiple_of))
 
 
 def _decided(launched: list[Config]) -> Callable[[Rounds], set[Config]]:

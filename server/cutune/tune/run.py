@@ -284,7 +284,8 @@ def _sizes(
             tuned = selection.timing(config, i)
             if selection.single is not None:
                 single = selection.timing(selection.single, i)
-        floor = sol_floor_us(spec.moved_bytes(o.size, config), device)
+        moved = spec.moved_bytes(o.size, config)
+        floor = sol_floor_us(moved, device) if moved is not None else 0.0
         sizes.append(
             SizeResult(
                 size=o.size,
@@ -293,7 +294,7 @@ def _sizes(
                 best_config=config,
                 best_timing=tuned,
                 significant=config != outcome.original.config,
-                sol_floor_us=floor if floor > 0 else None,  # 0: the device's speed of light was not measured
+                sol_floor_us=floor if floor > 0 else None,  # 0: no speed of light measured, or no bytes known
                 weight=weights[i],
                 single=single,
             )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 
 from cutune.cuda.extract import extract_kernel, qualified_name
 from cutune.cuda.parse import parse_source
+from cutune.gpu.backend import Failure, Job
 from cutune.spec import KernelSpec
 from cutune.template.instantiate import instantiation
 from cutune.template.model import Config, Template, Value
@@ -30,3 +32,32 @@ def compile_both(
     nvcc_unit = extract_kernel(model, template.kernel, instantiations=expressions)
     nvrtc_unit = extract_kernel(model, template.kernel, instantiations=expressions, for_nvrtc=True)
     return nvcc_compiled_functions(nvcc_unit, tmp_path, "--expt-relaxed-constexpr"), nvrtc_lowered_names(nvrtc_unit)
+
+
+def measured_failures(job: Job, spec: KernelSpec, vary: Set[str]) -> tuple[int, list[str]]:
+    """Every feasible configuration of `job`'s space with the parameters not in `vary` at their defaults, measured
+    on the GPU: how many passed the check against the original, and each other one as `config: failure: detail`
+    (infeasible launches and configurations the GPU cannot launch, which the search skips too, are neither)."""
+    from cutune.gpu.registry import create_backend
+    from cutune.limits import limits_for
+    from cutune.tune.space import Feasibility
+
+    backend = create_backend("cupy")
+    info = backend.open(job)
+    try:
+        defaults = job.space.default()
+        varied = [p for p in job.space.params if p.name in vary]
+        vary_names, values = [p.name for p in varied], [p.values for p in varied]
+        check = Feasibility(job.space, spec, limits_for(info.arch))
+        picks = (Config.of({**defaults, **dict(zip(vary_names, v, strict=True))}) for v in itertools.product(*values))
+        configs = [config for config in picks if check.violation(config) is None]
+        passed, failed = 0, []
+        for config in configs:
+            m = backend.evaluate(config)
+            if m.ok:
+                passed += 1
+            elif m.failure not in (Failure.INFEASIBLE, Failure.RESOURCES):
+                failed.append(f"{dict(config)}: {m.failure}: {m.detail[:400]}")
+        return passed, failed
+    finally:
+        backend.close()

@@ -330,7 +330,8 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
     result = tune(job, create_backend("cupy"), options)
     assert result.original == template.space.default()  # measured first, as the reference
     # variant configurations measured, each equal to the original (proposals outside the space are turned away)
-    assert result.trials >= 3 and set(result.failures) <= {"infeasible"}
+    # registers are known after the compile: a configuration the GPU cannot launch is skipped, as in a search
+    assert result.trials >= 3 and set(result.failures) <= {"infeasible", "resources"}
 
 
 @pytest.mark.gpu
@@ -358,7 +359,8 @@ def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kern
     )
     options = replace(tune_options(ctx, trials=8, seconds=60), workspace=tmp_path, sanitize=False)
     result = tune(job, create_backend("cupy"), options)
-    assert result.trials >= 3 and set(result.failures) <= {"infeasible"}
+    # registers are known after the compile: a configuration the GPU cannot launch is skipped, as in a search
+    assert result.trials >= 3 and set(result.failures) <= {"infeasible", "resources"}
 
 
 def only_the_variant(space: Space) -> Space:
