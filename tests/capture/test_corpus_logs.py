@@ -82,7 +82,7 @@ RECORDED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "cap
         ("deepspeed", "deepspeed.NVIDIA-H100-80GB-HBM3.2026-11-25.launches.jsonl", ""),
     ],
 )
-def test_the_launches_recorded_on_an_h100_give_every_kernel_but_a_struct_by_value_a_spec_with_nothing_todo(
+def test_the_launches_recorded_on_an_h100_give_every_kernel_a_spec_with_nothing_todo(
     corpus: str, log: str, sub: str, tmp_path: Path
 ) -> None:
     """Replays what `benchmarks/corpus_capture.py` recorded (14 llama.cpp kernels, 7 DeepSpeed ones, each called
@@ -93,9 +93,11 @@ def test_the_launches_recorded_on_an_h100_give_every_kernel_but_a_struct_by_valu
     root = _tree(corpus, tmp_path, "template-instances")
     outcome = specs_from_log(read_log(recorded), root / sub if sub else root)
     assert outcome.errors == ()
-    left = {r.kernel for r in outcome.kernels if any("still TODO" in n for n in r.notes)}
-    # rope_neox takes `const rope_corr_dims corr_dims`: a struct passed by value has no spec dtype yet
-    assert left == ({"rope_neox"} if corpus == "llama.cpp" else set())
+    assert not [r.kernel for r in outcome.kernels if any("still TODO" in n for n in r.notes)]
+    if corpus == "llama.cpp":  # rope_neox takes `const rope_corr_dims corr_dims`: the bytes its launches passed
+        [rope] = [r.spec for r in outcome.kernels if r.kernel == "rope_neox"]
+        corr = next(a for a in rope.args if a.name == "corr_dims")
+        assert (corr.dtype, corr.value) == ("bytes8", "0x0000000000000000")
     assert len(outcome.kernels) == (14 if corpus == "llama.cpp" else 7)
     for r in outcome.kernels:
         assert len(r.spec.sizes) == 3 and sum(r.spec.weights) == 17, r.kernel  # 12, 4 and 1 launches

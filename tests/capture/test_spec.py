@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from cutune.capture.log import CaptureError, read_log
 from cutune.capture.run import specs_from_log
 from cutune.spec import Role, load_spec
-from tests.capture.logs import RMS_BF16, RMS_HALF, f32, i32, launch, ptr, rms_launch, write_log
+from tests.capture.logs import RMS_BF16, RMS_HALF, Arg, f32, i32, launch, ptr, rms_launch, write_log
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "vllm_style" / "layernorm_kernels.cu"
 
@@ -292,3 +293,28 @@ def test_a_kernel_name_defined_in_two_files_matches_the_one_with_the_launched_pa
     outcome = specs_from_log(read_log(write_log(tmp_path / "l.jsonl", lines)), tmp_path)
     [result] = outcome.kernels
     assert result.path.name == "b_inference.cu" and not outcome.errors
+
+
+STRUCT = """
+struct Ranges { float low, high; };
+struct Table { const float* values; int n; };
+__global__ void clamp_kernel(float* __restrict__ out, const float* __restrict__ in, Ranges r, Table t, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = fminf(fmaxf(in[i], r.low), r.high) + (t.n ? t.values[0] : 0.f);
+}
+"""
+CLAMP = "_Z12clamp_kernelPfPKf6Ranges5Tablei"
+
+
+def test_a_struct_by_value_is_its_bytes_unless_it_holds_a_pointer(tmp_path: Path) -> None:
+    (tmp_path / "clamp.cu").write_text(STRUCT)
+    ranges = Arg(struct.pack("<ff", -1.0, 2.5))  # the bytes of Ranges{-1, 2.5}
+    table = Arg(struct.pack("<Qi4x", 0x7F00_1000_2000, 7))  # a pointer into the region `in` lies in
+    args = [ptr(0x7F00_0000_1000, 4 * 4096), ptr(0x7F00_0001_1000, 4 * 4096), ranges, table, i32(4096)]
+    log = write_log(tmp_path / "l.jsonl", [launch(CLAMP, (16,), (256,), args, 3)])
+    [result] = specs_from_log(read_log(log), tmp_path).kernels
+    r, t = result.spec.args[2], result.spec.args[3]
+    assert (r.dtype, r.value) == ("bytes8", "0x40200000bf800000")  # little-endian: high's bytes first
+    pointer = "t: the `Table` passed by value holds what looks like a device pointer"
+    assert t.dtype.startswith("TODO") and t.value == t.dtype and any(pointer in n for n in result.notes)
+    assert int(r.value or "0", 16).to_bytes(8, "little") == ranges.raw

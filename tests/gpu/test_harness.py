@@ -73,6 +73,9 @@ def test_scalars_get_their_c_type() -> None:
     assert type(scalar(ArgSpec("n", "uint32"), 7)) is np.uint32
     assert scalar(ArgSpec("s", "bfloat16"), 1.0) == np.uint16(0x3F80)
     assert storage_dtype("bfloat16") == np.uint16 and storage_dtype("float16") == np.float16
+    # a struct by value: its bytes, in memory order, as one structured scalar CuPy passes by value
+    struct = scalar(ArgSpec("r", "bytes8"), 0x40200000BF800000)
+    assert struct.dtype.itemsize == 8 and struct.tobytes() == np.array([-1.0, 2.5], dtype=np.float32).tobytes()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int32", "uint8"])

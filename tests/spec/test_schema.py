@@ -66,6 +66,6 @@ def test_schema_and_loader_know_the_same_keys_and_values() -> None:
     assert set(defs["arg"]["properties"]) == set(ARG_KEYS)
     assert set(defs["param"]["properties"]) == set(PARAM_KEYS)
     assert set(defs["kernel"]["properties"]["tolerance"]["properties"]) == set(TOLERANCE_KEYS)
-    assert defs["dtype"]["enum"] == list(DTYPES)
+    assert defs["dtype"]["anyOf"][0]["enum"] == list(DTYPES)
     assert defs["param"]["properties"]["binding"]["enum"] == [b.value for b in Binding]
     assert all("description" in p for p in defs["kernel"]["properties"].values())

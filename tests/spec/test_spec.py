@@ -225,3 +225,17 @@ def test_a_size_weight_counts_in_the_overall_figure_and_is_not_a_size_variable()
     assert load_spec(DATA / "good.tune.toml").kernel("scale").size_weights() == (1.0,) * len(spec.sizes)
     with pytest.raises(SpecError, match=r"sizes\[0\]\.weight\] weight must be positive, got -1"):
         parse_spec(weighted.replace("weight = 8", "weight = -1"), "bad.tune.toml")
+
+
+def test_a_struct_by_value_is_a_bytes_scalar_and_only_a_scalar() -> None:
+    text = (DATA / "good.tune.toml").read_text()
+    scalar = '[[kernel.scale.args]]\nname = "r"\ndtype = "bytes8"\nvalue = "0x40200000bf800000"\n'
+    spec = parse_spec(text + "\n" + scalar, "struct.tune.toml").kernel("scale")
+    r = spec.args[-1]
+    assert (r.dtype, dtype_size(r.dtype)) == ("bytes8", 8)
+    assert spec.scalar_values(spec.sizes[0])["r"] == 0x40200000BF800000
+    array = scalar.replace('value = "0x40200000bf800000"', 'shape = ["n"]')
+    with pytest.raises(SpecError, match="bytes8 is a struct passed by value: it takes a `value`, not a `shape`"):
+        parse_spec(text + "\n" + array, "struct.tune.toml")
+    with pytest.raises(SpecError, match=r"bytesN \(a struct by value\)"):
+        dtype_size("bytes")

@@ -125,8 +125,8 @@ def _read(path: Path, kernel: Kernel, kname: KernelName, launch: LoggedLaunch) -
                 if value.extent is not None:
                     extents[p.name] = value.extent
                 continue
-            decoded = decode_scalar(value.raw, dtype) if dtype else None
-            if decoded is not None:
+            decoded = decode_scalar(value.raw, dtype) if dtype else int.from_bytes(value.raw, "little")
+            if decoded is not None:  # a type no dtype names (a struct by value): its bytes, as one integer
                 scalars[p.name] = decoded
     return Captured(path, kernel, kname, launch, targs, scalars, extents, problem)
 

@@ -20,7 +20,7 @@ from cutune.cuda.model import Parameter
 from cutune.errors import ExpressionError
 from cutune.spec import ArgSpec, KernelSpec, Role
 from cutune.spec.draft import SIZEOF, element_bytes
-from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, dtype_size, parse_c_type
+from cutune.template.dtypes import C_TYPES, INTEGER_DTYPES, dtype_size, parse_c_type, struct_bytes
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, Space
 
@@ -74,7 +74,8 @@ def spec_from_captures(
                 notes.append(f"the program launches {name} = {value}; the search starts from {tuned[name]}")
             continue
         template_args[name] = value
-    args, bound = _bounded(_typed_args(basis, kernel.params, template_args), basis, chosen, notes)
+    typed = _structs(_typed_args(basis, kernel.params, template_args), kernel.params, chosen, notes)
+    args, bound = _bounded(typed, basis, chosen, notes)
     names = list(dict.fromkeys((*basis.size_names(), *bound)))
     problems, values = _problems(basis, args, chosen, names, bound, notes, data_dir)
     args = tuple(replace(a, value=values[a.name]) if a.name in values else a for a in args)
@@ -147,6 +148,33 @@ def _typed_args(
     return (*out, *basis.args[len(out) :])
 
 
+def _structs(
+    args: Sequence[ArgSpec], params: Sequence[Parameter], chosen: Sequence[Captured], notes: list[str]
+) -> tuple[ArgSpec, ...]:
+    """Each scalar of a type no dtype names (a struct passed by value) as the bytes the launches passed
+    (`bytesN`; its value is filled in with the other scalars'), unless they hold what looks like a device
+    pointer: the memory it points to is the program's, gone once it exits."""
+    out = []
+    for i, (a, p) in enumerate(zip(args, params, strict=False)):
+        raws = [c.launch.params[i].raw for c in chosen if c.launch.params is not None]
+        if a.shape is not None or not a.dtype.startswith(_TODO) or not raws or parse_c_type(p.type).pointer:
+            out.append(a)
+            continue
+        if any(_pointer_like(raw, c) for raw, c in zip(raws, chosen, strict=False)):
+            notes.append(f"{a.name}: the `{p.type}` passed by value holds what looks like a device pointer")
+            out.append(a)
+            continue
+        out.append(replace(a, dtype=f"bytes{len(raws[0])}", value=f"{_TODO}: the bytes passed"))
+    return (*out, *args[len(out) :])
+
+
+def _pointer_like(raw: bytes, c: Captured) -> bool:
+    """Whether an 8-byte word of `raw` falls in the 4 GiB region of a pointer the same launch passed."""
+    regions = {int.from_bytes(p.raw, "little") >> 32 for p in c.launch.params or () if p.is_pointer}
+    words = (int.from_bytes(raw[k : k + 8], "little") for k in range(0, len(raw) - 7, 8))
+    return any(w >> 32 in regions for w in words if w)
+
+
 def _bounded(
     args: Sequence[ArgSpec], basis: KernelSpec, chosen: Sequence[Captured], notes: list[str]
 ) -> tuple[tuple[ArgSpec, ...], dict[str, str]]:
@@ -208,7 +236,7 @@ def _problems(
     the basis writes as a size alone, and (last) the allocations of the arrays only they bound; and the values
     of the scalars that are no size."""
     scalar_vars = {a.name: str(a.value) for a in args if a.value is not None and a.value in names}
-    literal_args = [a for a in args if a.value is not None and a.value not in names]
+    literal_args = [a for a in args if a.value is not None and a.value not in names and not a.dtype.startswith(_TODO)]
     problems = []
     for c in chosen:
         sizes: dict[str, int] = {}
@@ -263,6 +291,8 @@ def _literal_values(
 
 
 def _literal(value: Number, dtype: str) -> str:
+    if (size := struct_bytes(dtype)) is not None:  # little-endian bytes, as the struct lies in memory
+        return f"0x{int(value):0{2 * size}x}"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):

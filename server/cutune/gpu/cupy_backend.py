@@ -19,7 +19,7 @@ from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cutune.errors import CutuneError, NoGpuError
+from cutune.errors import CutuneError, NoGpuError, ReferenceInvalid
 from cutune.gpu.backend import (
     RAGGED_ATTEMPTS,
     Backend,
@@ -228,10 +228,12 @@ class CupyBackend(Backend):
                     second = problem.snapshot()
                     rerun = partial(self._run_poisoned, problem, launch)
                     self._guard(partial(problem.validate_reference, job.spec, second, cp, rerun))
-            except _Failed as e:
-                failure = f"{e.failure.value}: {e.detail}"
+            except (_Failed, ReferenceInvalid) as e:
+                failure = f"{e.failure.value}: {e.detail}" if isinstance(e, _Failed) else f"no reference: {e}"
                 if i >= len(job.spec.sizes):  # a ragged size cutune added itself: the spec's sizes passed
                     raise RaggedSizeFailed(ragged_failure(job.spec, ragged[i - len(job.spec.sizes)], failure)) from None
+                if isinstance(e, ReferenceInvalid):
+                    raise
                 raise CutuneError(
                     f"the original configuration ({original}) cannot serve as the reference: {failure}"
                 ) from None

@@ -19,6 +19,7 @@ from cutune.errors import ReferenceInvalid
 from cutune.gpu.backend import Failure, TimingOptions
 from cutune.gpu.guards import GUARD_BYTES, GuardedArray, allocate, breaches, guard_pattern
 from cutune.spec import ArgSpec, Init, KernelSpec, Role, Tolerance, default_tolerance
+from cutune.template.dtypes import struct_bytes
 
 Array = Any  # a numpy.ndarray or cupy.ndarray
 
@@ -102,6 +103,9 @@ def scalar(arg: ArgSpec, value: float | int | bool) -> np.generic:
     """A scalar kernel argument as the numpy type that makes CuPy pass it with the right C type."""
     if arg.dtype == "bfloat16":
         return np.uint16(bf16_from_float32(np.asarray([value], dtype=np.float32), np)[0])
+    if (size := struct_bytes(arg.dtype)) is not None:  # CuPy passes a structured scalar's bytes by value
+        raw = int(value).to_bytes(size, "little")
+        return np.frombuffer(raw, dtype=np.dtype([("bytes", np.uint8, (size,))]))[0]
     return storage_dtype(arg.dtype).type(value)
 
 

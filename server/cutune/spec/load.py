@@ -14,7 +14,7 @@ from cutune.errors import ExpressionError, SpecError
 from cutune.limits import BUILTIN, DeviceLimits
 from cutune.spec.locate import KeyPath, dotted, key_lines, line_of
 from cutune.spec.model import ArgSpec, IncludeRules, Init, KernelSpec, Role, SpecFile, Tolerance
-from cutune.template.dtypes import C_TYPES, DTYPES, INTEGER_DTYPES
+from cutune.template.dtypes import C_TYPES, DTYPES, INTEGER_DTYPES, struct_bytes
 from cutune.template.expr import CONSTANTS, FUNCTIONS, compile_expr
 from cutune.template.model import Binding, Space, TunableParam, Value
 
@@ -436,7 +436,7 @@ def _read_args(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -
         role = Role(reader.choice(table.get("role", "in"), (*here, "role"), [r.value for r in Role]))
         common: dict[str, Any] = {
             "name": name,
-            "dtype": reader.choice(table["dtype"], (*here, "dtype"), DTYPES, C_TYPES),
+            "dtype": _dtype(reader, table, (*here, "dtype")),
             "role": role,
             "line": line_of(reader.lines, here),
         }
@@ -472,6 +472,16 @@ def _read_args(reader: _Reader, value: Any, at: KeyPath, size_names: set[str]) -
     if not any(a.is_array and a.role is not Role.IN for a in args):
         raise reader.error(at, 'no array arg has role "out" or "inout": there is nothing to check')
     return tuple(args)
+
+
+def _dtype(reader: _Reader, table: dict[str, Any], at: KeyPath) -> str:
+    """An element dtype, or `bytesN` for a scalar struct passed by value (its value: the bytes as an integer)."""
+    value = table["dtype"]
+    if isinstance(value, str) and struct_bytes(value) is not None:
+        if "shape" in table:
+            raise reader.error(at, f"{value} is a struct passed by value: it takes a `value`, not a `shape`")
+        return value
+    return reader.choice(value, at, DTYPES, C_TYPES)
 
 
 def _read_data(reader: _Reader, value: Any, at: KeyPath, name: str, role: Role) -> tuple[str, ...]:

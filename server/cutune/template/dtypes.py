@@ -24,12 +24,24 @@ DTYPES: tuple[str, ...] = tuple(DTYPE_SIZES)
 INTEGER_DTYPES = frozenset({"int8", "uint8", "int32", "uint32", "int64"})
 
 
+# a struct passed by value, as the bytes a launch passed (`cutune capture`): `bytes8` for 8 bytes
+_BYTES = re.compile(r"bytes([1-9][0-9]{0,3})")
+
+
+def struct_bytes(dtype: str) -> int | None:
+    """The size of a by-value struct dtype (`bytesN`), None for any other dtype."""
+    m = _BYTES.fullmatch(dtype)
+    return int(m.group(1)) if m else None
+
+
 def dtype_size(dtype: str) -> int:
-    """The size in bytes of one element of `dtype` (one of DTYPES)."""
+    """The size in bytes of one element of `dtype` (one of DTYPES, or `bytesN`)."""
     try:
         return DTYPE_SIZES[dtype]
     except KeyError:
-        raise SpecError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}") from None
+        if (size := struct_bytes(dtype)) is not None:
+            return size
+        raise SpecError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}, bytesN (a struct by value)") from None
 
 
 # C/C++ element types as kernels spell them → dtype (used to draft specs and to suggest fixes)
