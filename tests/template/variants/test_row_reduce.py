@@ -124,6 +124,7 @@ def test_shuffle_rms_norm_drops_its_warp_sums() -> None:
         ("unknown_reduce_kernel", "the block-wide reduction of `sum` is not one the rewrite can identify"),
         ("paired_kernel", "accumulates into `acc.s`, a part of a compound value"),
         ("online_kernel", "`s` is carried from element to element"),
+        ("counted_rows_kernel", "the loop at line 92 counts from 0 (`int i = 0`) with the thread in its index"),
     ],
 )
 def test_refuses_with_its_reason(kernel: str, reason: str) -> None:

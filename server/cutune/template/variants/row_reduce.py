@@ -356,7 +356,12 @@ class _Rewriter:
         self.flat = any(loop.flat for _, loop in loops)
         self._check_whole_body(body, flat=self.flat)
         if not loops:
-            self.refuse("no block-stride loop over a row (`for (i = threadIdx.x; i < n; i += blockDim.x)`)")
+            nearest = self._nearest()
+            self.refuse(
+                f"no block-stride loop over a row: {nearest}"
+                if nearest
+                else "no block-stride loop over a row (`for (i = threadIdx.x; i < n; i += blockDim.x)`)"
+            )
         for s in self.exits:
             if statements.index(s) > loops[0][0]:
                 self.refuse("leaves the kernel after the first row loop; the rewrite needs every thread there", s)
@@ -388,6 +393,28 @@ class _Rewriter:
         if not any(seg.reductions for seg in segments):
             self.refuse("no block-wide reduction between the row loops: not a row reduction")
         return self._emit(prologue, [loop for _, loop in loops], segments)
+
+    def _nearest(self) -> str:
+        """What the kernel's loop over the thread's elements is instead of a block-stride row loop, to say so."""
+        threads = {"threadIdx"}
+        for decl in self.src.body.named_children:  # the locals computed from the thread index
+            if decl.type == "declaration" and self._idents(decl) & threads:
+                threads |= {self.text(i) for i in _declared_all(decl)}
+        for loop in descendants(self.src.body, "for_statement", "while_statement"):
+            init = loop.child_by_field_name("initializer")
+            if not (self._idents(loop.child_by_field_name("body")) | self._idents(init)) & threads:
+                continue
+            shown = _SPACE.sub(" ", self.text(init)).rstrip("; ")
+            if loop.type == "while_statement":
+                return f"the loop at line {self.line(loop)} over the thread's elements is a while loop"
+            if init is not None and re.search(r"=\s*0\s*;?$", shown):
+                return (
+                    f"the loop at line {self.line(loop)} counts from 0 (`{shown}`) with the thread in its index, "
+                    "a block-stride loop only with the bounds check inside (`if (i * STEP + START < BOUND)`)"
+                )
+            if init is not None and self._idents(init) & threads:
+                return f"the loop at line {self.line(loop)} starts at `{shown}`, not at the thread index"
+        return ""
 
     def _check_whole_body(self, body: Node, flat: bool) -> None:
         for call in descendants(body, "call_expression"):
