@@ -58,7 +58,9 @@ __global__ void every_thread_stores_kernel(float* __restrict__ out, float* __res
   float total = 0.f;
   for (int w = 0; w < (blockDim.x + 31) / 32; ++w) total += partial[w];
   mean_out[blockIdx.x] = total / hidden;
-  for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[blockIdx.x * hidden + i] = in[blockIdx.x * hidden + i] - total / hidden;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+    out[blockIdx.x * hidden + i] = in[blockIdx.x * hidden + i] - total / hidden;
+  }
 }
 
 void launch(float* out, float* mean, float* rstd, const float* in, const float* gamma, const float* beta, int rows,
