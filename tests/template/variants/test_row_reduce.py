@@ -254,6 +254,12 @@ def test_a_per_row_value_the_first_thread_stores_is_stored_by_the_rows_first_thr
     assert "if (tid == 0)" not in body and "partial[" not in body
 
 
+def test_a_per_row_store_of_a_shared_trees_total_under_a_uniform_branch_stores_the_total() -> None:
+    _, body = _data("row_stats.cu", "tree_mean_kernel")
+    assert "if (cutune_row_ok && threadIdx.x == 0 && (save_mean)) mean_out[cutune_row] = local / n;" in body
+    assert "buf[" not in body
+
+
 def test_refuses_a_per_row_store_not_made_by_the_first_thread_alone() -> None:
     path = DATA / "row_stats.cu"
     with pytest.raises(TransformRefused) as refused:
@@ -326,6 +332,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("rows_on_y.cu", "warp_rows_rms_norm_kernel", ["warp_rows_rms_norm_kernel<1, 128, 4>"]),
         ("group_rows.cu", "group_norm_kernel", ["group_norm_kernel<256, 1, 128, 4>"]),
         ("row_stats.cu", "train_layer_norm_kernel", ["train_layer_norm_kernel<1, 256, 4>"]),
+        ("row_stats.cu", "tree_mean_kernel", ["tree_mean_kernel<1, 128, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:

@@ -46,6 +46,28 @@ __global__ void train_layer_norm_kernel(float* __restrict__ out, float* __restri
   }
 }
 
+// a shared-memory tree's total stored straight from its first slot, under a block-uniform branch around the test
+__global__ void tree_mean_kernel(float* __restrict__ out, float* __restrict__ mean_out, const float* __restrict__ in,
+                                 int n, int save_mean) {
+  __shared__ float buf[1024];
+  __shared__ float s_mean;
+  const int tid = threadIdx.x;
+  float local = 0.f;
+  for (int i = tid; i < n; i += blockDim.x) local += in[blockIdx.x * n + i];
+  buf[tid] = local;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (tid < s) buf[tid] += buf[tid + s];
+    __syncthreads();
+  }
+  if (save_mean) {
+    if (tid == 0) mean_out[blockIdx.x] = buf[0] / n;
+  }
+  if (tid == 0) s_mean = buf[0] / n;
+  __syncthreads();
+  for (int i = tid; i < n; i += blockDim.x) out[blockIdx.x * n + i] = in[blockIdx.x * n + i] - s_mean;
+}
+
 // every thread stores the mean at the row's place: not the first thread's per-row value, refused
 __global__ void every_thread_stores_kernel(float* __restrict__ out, float* __restrict__ mean_out,
                                            const float* __restrict__ in, int hidden) {
