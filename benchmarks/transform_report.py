@@ -139,7 +139,7 @@ def main() -> None:
     rows_done = sum(bool(r["row_reduce"]) for r in row_kernels)
     print(f"\nrow-reduction kernels (norm/softmax by name): row_reduce applies to {rows_done} of {len(row_kernels)}")
     for r in row_kernels:
-        print(f"  {'yes' if r['row_reduce'] else 'no ':3} {r['corpus']}:{r['kernel']} {r['refused'][:100]}")
+        print(f"  {'yes' if r['row_reduce'] else 'no ':3} {r['corpus']}:{r['kernel']} {r['refused'][:160]}")
     print(f"\nslowest kernel: {slowest[0]:.2f} s ({slowest[1]})")
     print(f"crashes: {len(crashes)}")
     for c in crashes:

@@ -211,6 +211,19 @@ def test_constructs_tree_sitter_cannot_parse() -> None:
     assert all(i.message for i in m.issues)
 
 
+def test_alignment_argument_with_parentheses_parses() -> None:
+    text = (
+        "__global__ void staged(float* x) {\n"
+        "  extern __shared__ __align__(sizeof(float4)) unsigned char smem[];\n"
+        "  __shared__ __align__(alignof(double)) float s;\n"
+        "  x[0] = s + smem[0];\n"
+        "}\n"
+    )
+    (k,) = parse_source(text).kernels
+    assert (k.name, k.has_errors) == ("staged", False)
+    assert parse_source(text.replace("sizeof(float4)", "sizeof(float4")).kernels[0].has_errors
+
+
 def test_never_raises_on_damaged_or_foreign_text() -> None:
     rng = random.Random(7)
     texts = ["", "#define A 1\n#define B(x) x\n" * 20, "\x00\xff}}{{<<<>>>", "template <", "__global__"]

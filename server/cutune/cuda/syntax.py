@@ -19,10 +19,11 @@ LANGUAGE = Language(tree_sitter_cuda.language())
 
 # CUDA attributes tree-sitter-cuda does not know; blanked (same byte length, newlines kept) before
 # parsing so offsets stay valid: `struct __align__(16) S`, `__cluster_dims__(2,1,1)`, `__maxnreg__(64)`
+# (their argument may hold one level of parentheses: `extern __shared__ __align__(sizeof(float)) char s[];`)
 # and the execution-space specifiers of extended lambdas `[] __device__ (int i) {...}`. Two patterns,
 # not one alternation: each keeps the regex engine's fast literal-prefix scan (1 ms vs 4 ms per 250 KB).
 _UNPARSED_ATTRIBUTES = (
-    re.compile(rb"__(?:align|cluster_dims|maxnreg)__\s*\([^()]*\)"),
+    re.compile(rb"__(?:align|cluster_dims|maxnreg)__\s*\((?:[^()]|\([^()]*\))*\)"),
     re.compile(rb"\][ \t]*__(?:host|device)__(?:\s+__(?:host|device)__)?"),
 )
 _INT_LITERAL = re.compile(r"(0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)([uUlLzZ]*)")

@@ -124,6 +124,7 @@ def test_shuffle_rms_norm_drops_its_warp_sums() -> None:
         ("unknown_reduce_kernel", "the block-wide reduction of `sum` is not one the rewrite can identify"),
         ("paired_kernel", "accumulates into `acc.s`, a part of a compound value"),
         ("online_kernel", "`s` is carried from element to element"),
+        ("counted_rows_kernel", "the loop at line 92 counts from 0 (`int i = 0`) with the thread in its index"),
     ],
 )
 def test_refuses_with_its_reason(kernel: str, reason: str) -> None:
@@ -242,6 +243,30 @@ def test_an_accumulator_set_afresh_between_the_loops_is_set_afresh_after_its_red
         RowReduce().apply(model, "group_norm_kernel", None)
 
 
+def test_a_per_row_value_the_first_thread_stores_is_stored_by_the_rows_first_thread() -> None:
+    # training LayerNorm: mean and rstd saved for the backward pass; every thread has them after the all-reduce
+    _, body = _data("row_stats.cu", "train_layer_norm_kernel")
+    assert "if (cutune_row_ok && threadIdx.x == 0) mean_out[row] = s_mean;" in body
+    assert "if (cutune_row_ok && threadIdx.x == 0 && (save_rstd)) rstd_out[row] = s_rstd;" in body
+    # each store after the value it reads, and the row's last loop after both
+    assert body.index("float s_mean = total / hidden;") < body.index("mean_out[row] = s_mean;")
+    assert body.index("float s_rstd = ") < body.index("rstd_out[row] = s_rstd;") < body.rindex("cutune_rr_store(")
+    assert "if (tid == 0)" not in body and "partial[" not in body
+
+
+def test_a_per_row_store_of_a_shared_trees_total_under_a_uniform_branch_stores_the_total() -> None:
+    _, body = _data("row_stats.cu", "tree_mean_kernel")
+    assert "if (cutune_row_ok && threadIdx.x == 0 && (save_mean)) mean_out[cutune_row] = local / n;" in body
+    assert "buf[" not in body
+
+
+def test_refuses_a_per_row_store_not_made_by_the_first_thread_alone() -> None:
+    path = DATA / "row_stats.cu"
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(parse_source(path.read_text(), str(path)), "every_thread_stores_kernel", None)
+    assert "writes `mean_out[blockIdx.x]` between the row loops" in refused.value.reason
+
+
 def test_refuses_an_elementwise_kernel() -> None:
     path = SAMPLES / "silu_and_mul.cu"
     with pytest.raises(TransformRefused, match=r"starts elsewhere than at threadIdx\.x"):
@@ -306,6 +331,8 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("pair_layer_norm.cu", "pair_layer_norm_kernel", ["pair_layer_norm_kernel<256, 1, 128, 4>"]),
         ("rows_on_y.cu", "warp_rows_rms_norm_kernel", ["warp_rows_rms_norm_kernel<1, 128, 4>"]),
         ("group_rows.cu", "group_norm_kernel", ["group_norm_kernel<256, 1, 128, 4>"]),
+        ("row_stats.cu", "train_layer_norm_kernel", ["train_layer_norm_kernel<1, 256, 4>"]),
+        ("row_stats.cu", "tree_mean_kernel", ["tree_mean_kernel<1, 128, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
@@ -341,6 +368,7 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
         ("pair_layer_norm.cu", "pair_layer_norm_kernel"),
         ("rows_on_y.cu", "warp_rows_rms_norm_kernel"),
         ("group_rows.cu", "group_norm_kernel"),
+        ("row_stats.cu", "train_layer_norm_kernel"),
     ],
 )
 def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:

@@ -209,6 +209,15 @@ class _Segment:
     ends: dict[int, int]  # and its end byte
     # a variable the shared partials are combined into (`total += partial[w]`) → the accumulator it totals
     aliases: dict[str, str] = field(default_factory=dict)
+    stats: list[_Stat] = field(default_factory=list)
+
+
+@dataclass
+class _Stat:
+    """A per-row value the row's first thread stores between the loops (`if (tid == 0) mean_out[row] = mean;`)."""
+
+    store: Node  # the assignment
+    conditions: list[Node]  # the block-uniform conditions beside the first-thread test
 
 
 class RowReduce(Transform):
@@ -303,9 +312,11 @@ class _Rewriter:
         self.streams: dict[tuple[str, str], _Stream] = {}
         self.replace: dict[int, tuple[int, str]] = {}  # start byte → (end byte, new text)
         self.reduced: set[str] = set()
+        self.valued: set[str] = set()  # the values computed from the totals so far
         self.lengths: list[int] = []  # the row length at each spec size, when the spec tells
         self.rows_arg = ""  # the argument counting rows, when rows may share a block
         self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
+        self.flat = False  # the row loops run over a 2-D block's threads in order
         # prologue `ptr += offset;` of pointer parameters (or such moves under a block-uniform `if`) → the pointers
         self.rebases: dict[Node, frozenset[str]] = {}
         self.thread_names = {"threadIdx.x"} | self._renames({"threadIdx.x"})  # `int tid = threadIdx.x;`
@@ -342,9 +353,15 @@ class _Rewriter:
         statements = [c for c in body.named_children if c.type != "comment"]
         self.exits = [s for s in statements if self._is_exit(s)]
         loops = [(i, loop) for i, s in enumerate(statements) if (loop := self._row_loop(s)) is not None]
-        self._check_whole_body(body, flat=any(loop.flat for _, loop in loops))
+        self.flat = any(loop.flat for _, loop in loops)
+        self._check_whole_body(body, flat=self.flat)
         if not loops:
-            self.refuse("no block-stride loop over a row (`for (i = threadIdx.x; i < n; i += blockDim.x)`)")
+            nearest = self._nearest()
+            self.refuse(
+                f"no block-stride loop over a row: {nearest}"
+                if nearest
+                else "no block-stride loop over a row (`for (i = threadIdx.x; i < n; i += blockDim.x)`)"
+            )
         for s in self.exits:
             if statements.index(s) > loops[0][0]:
                 self.refuse("leaves the kernel after the first row loop; the rewrite needs every thread there", s)
@@ -376,6 +393,28 @@ class _Rewriter:
         if not any(seg.reductions for seg in segments):
             self.refuse("no block-wide reduction between the row loops: not a row reduction")
         return self._emit(prologue, [loop for _, loop in loops], segments)
+
+    def _nearest(self) -> str:
+        """What the kernel's loop over the thread's elements is instead of a block-stride row loop, to say so."""
+        threads = {"threadIdx"}
+        for decl in self.src.body.named_children:  # the locals computed from the thread index
+            if decl.type == "declaration" and self._idents(decl) & threads:
+                threads |= {self.text(i) for i in _declared_all(decl)}
+        for loop in descendants(self.src.body, "for_statement", "while_statement"):
+            init = loop.child_by_field_name("initializer")
+            if not (self._idents(loop.child_by_field_name("body")) | self._idents(init)) & threads:
+                continue
+            shown = _SPACE.sub(" ", self.text(init)).rstrip("; ")
+            if loop.type == "while_statement":
+                return f"the loop at line {self.line(loop)} over the thread's elements is a while loop"
+            if init is not None and re.search(r"=\s*0\s*;?$", shown):
+                return (
+                    f"the loop at line {self.line(loop)} counts from 0 (`{shown}`) with the thread in its index, "
+                    "a block-stride loop only with the bounds check inside (`if (i * STEP + START < BOUND)`)"
+                )
+            if init is not None and self._idents(init) & threads:
+                return f"the loop at line {self.line(loop)} starts at `{shown}`, not at the thread index"
+        return ""
 
     def _check_whole_body(self, body: Node, flat: bool) -> None:
         for call in descendants(body, "call_expression"):
@@ -760,8 +799,12 @@ class _Rewriter:
                 target = node.child_by_field_name("left") or node.child_by_field_name("argument")
                 if target is not None and target.type != "identifier":
                     root = _root_name(self, target)
-                    if root not in self.shared:
+                    if root in self.shared:
+                        continue
+                    stat = self._row_stat(node, s)
+                    if stat is None:
                         self.refuse(f"writes `{self.compact(target)}` between the row loops", node)
+                    seg.stats.append(stat)
         if last and not statements:
             return seg
         self._find_reductions(statements, pending, seg)
@@ -772,7 +815,10 @@ class _Rewriter:
             self.reduced.add(r.acc)
         self.reduced |= seg.aliases.keys()
         used_later = set().union(*(self._idents(s) for s in later)) if later else set()
-        seg.values = self._find_values(statements, seg, used_later)
+        stored = set().union(*(self._idents(st.store) for st in seg.stats)) if seg.stats else set()
+        seg.values = self._find_values(statements, seg, used_later | stored)
+        self.valued |= {v.name for v in seg.values}
+        self._check_stats(statements, seg)
         assigned = {
             self.text(t)
             for s in statements
@@ -795,6 +841,71 @@ class _Rewriter:
         if stale and last:
             self.refuse(f"`{sorted(stale)[0]}` is read after the row loops but never reduced over the block")
         return seg
+
+    def _row_stat(self, node: Node, top: Node) -> _Stat | None:
+        """`node` as a per-row value stored by the row's first thread: `out[<row>] = v;` in an expression statement
+        under `if (tid == 0)` (beside block-uniform conditions, `&&` or nested ifs without else), `out` a
+        parameter and the index reading the row; None when it is not one."""
+        target, value = node.child_by_field_name("left"), node.child_by_field_name("right")
+        operator = node.child_by_field_name("operator")
+        if target is None or value is None or target.type != "subscript_expression" or self.text(operator) != "=":
+            return None
+        array, indices = target.child_by_field_name("argument"), target.child_by_field_name("indices")
+        if array is None or array.type != "identifier" or self.text(array) not in self.params:
+            return None
+        index_names = self._idents(indices)
+        if not index_names & self._row_names() or "threadIdx" in self.compact(indices) or _reads(self, indices):
+            return None
+        statement = node.parent
+        if statement is None or statement.type != "expression_statement":
+            return None
+        firsts = {f"{t}==0" for t in self.thread_names | (self.flat_names if self.flat else set())}
+        firsts |= {f"0=={t}" for t in firsts}
+        first, conditions, uniform = False, [], self._uniform_names(top)
+        current: Node = statement
+        while current != top:
+            parent = current.parent
+            if parent is None:
+                return None
+            if parent.type == "if_statement":
+                if parent.child_by_field_name("alternative") is not None:
+                    return None
+                for part in _conjuncts(_condition(parent)):
+                    if self.compact(part).strip("()") in firsts and not first:
+                        first = True
+                    elif _reads(self, part) or "threadIdx" in self.compact(part) or self._idents(part) - uniform:
+                        return None
+                    else:
+                        conditions.append(part)
+            elif parent.type != "compound_statement":
+                return None
+            current = parent
+        return _Stat(node, conditions) if first else None
+
+    def _check_stats(self, statements: list[Node], seg: _Segment) -> None:
+        """Each stored per-row value reads only what every thread has once the reductions are all-reduced, and
+        nothing the segment changes after the store."""
+        known = set(self.params) | set(self.decls) | self.reduced | self.valued
+        for stat in seg.stats:
+            value = stat.store.child_by_field_name("right")
+            assert value is not None  # _row_stat read it
+            deps = self._value_deps(value, seg)
+            # memory other threads may have changed; the shared image of a total (`buf[0]`) is the total itself
+            reads = [
+                n
+                for n in _reads(self, value)
+                if n.type != "call_expression" and not any(s <= n.start_byte < seg.ends[s] for s in seg.calls)
+            ]
+            if deps is None or not deps <= known | _functions(self, value) or reads:
+                self.refuse(f"stores `{self.compact(stat.store)}` from values the rewrite cannot trace", stat.store)
+            for s in statements:
+                for node in descendants(s, "assignment_expression", "update_expression"):
+                    target = node.child_by_field_name("left") or node.child_by_field_name("argument")
+                    if node.start_byte > stat.store.end_byte and self.compact(target) in deps:
+                        self.refuse(
+                            f"stores `{self.compact(stat.store)}` before `{self.compact(target)}` changes again",
+                            stat.store,
+                        )
 
     def _find_reductions(self, statements: list[Node], pending: dict[str, str], seg: _Segment) -> None:
         found: dict[str, str | None] = {}
@@ -1129,6 +1240,8 @@ class _Rewriter:
             used |= {r.acc for r in seg.reductions}
             for v in seg.values:
                 used |= v.deps | {v.name}
+            for stat in seg.stats:
+                used |= self._idents(stat.store) | {n for c in stat.conditions for n in self._idents(c)}
         for s in self.exits:
             used |= self._idents(_condition(s))
         kept: list[Node] = []
@@ -1249,6 +1362,10 @@ class _Rewriter:
         for v in seg.values:
             rhs = self._render(v.rhs, extra)
             lines.append(f"{v.declare} {v.name} = {rhs};" if v.declare else f"{v.name} = {rhs};")
+        for stat in seg.stats:  # the row's first thread, as in the original, once every thread has the values
+            conditions = [f"({self._render(c)})" for c in stat.conditions]
+            when = " && ".join(["cutune_row_ok", "threadIdx.x == 0", *conditions])
+            lines.append(f"if ({when}) {self._render(stat.store, extra)};")
         return lines
 
     def _rows(self) -> str:
@@ -1354,6 +1471,18 @@ def _condition(statement: Node) -> Node | None:
         inner = cond.child_by_field_name("value") or next(iter(cond.named_children), None)
         return inner if inner is not None else cond
     return cond
+
+
+def _conjuncts(cond: Node | None) -> list[Node]:
+    """The parts of `a && b && ...` (the condition itself when it is no conjunction)."""
+    if cond is None:
+        return []
+    while cond.type == "parenthesized_expression" and cond.named_child_count == 1:
+        cond = cond.named_children[0]
+    operator = cond.child_by_field_name("operator")
+    if cond.type == "binary_expression" and operator is not None and operator.type == "&&":
+        return [*_conjuncts(cond.child_by_field_name("left")), *_conjuncts(cond.child_by_field_name("right"))]
+    return [cond]
 
 
 def _merge(old: str | None, new: str | None, acc: str, w: _Rewriter, node: Node) -> str | None:
