@@ -21,6 +21,7 @@ from cutune.lsp.capture import capture_launches
 from cutune.lsp.edits import Edit, apply_edit, templatize_edit
 from cutune.lsp.hover import hover
 from cutune.lsp.session import Session
+from cutune.lsp.stdio import serve_stdio
 from cutune.lsp.wire import Protocol, Serialized
 from cutune.project import stored_result, tune_options
 
@@ -274,7 +275,7 @@ def start(tcp: tuple[str, int] | None) -> None:
     # than every 5 ms, so that requests answered from the last analysis are not kept waiting
     sys.setswitchinterval(0.001)
     if tcp is None:
-        server.start_io()
+        serve_stdio(server)
         return
     try:
         server.start_tcp(*tcp)

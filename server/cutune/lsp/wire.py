@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+from collections.abc import Generator
 from typing import Any, ClassVar
 
+from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol, default_converter
+from pygls.protocol.language_server import lsp_method
 
 CONVERTER = default_converter()  # lsprotocol's values to JSON-ready data, as pygls converts them
 
@@ -23,7 +26,8 @@ class Serialized(str):
 
 
 class Protocol(LanguageServerProtocol):
-    """pygls's protocol, writing `Serialized` results and parameters as they are."""
+    """pygls's protocol, writing `Serialized` results and parameters as they are, and shutting down while requests
+    are pending."""
 
     _writing: ClassVar[set[asyncio.Future[Any]]] = set()  # writes under way (on an asynchronous transport)
 
@@ -40,3 +44,14 @@ class Protocol(LanguageServerProtocol):
             task = asyncio.ensure_future(written)
             self._writing.add(task)
             task.add_done_callback(self._writing.discard)
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
+        """pygls's `shutdown`, once the other pending requests are cancelled: pygls cancels them while iterating
+        over its dict of them, from which a cancelled command removes itself at once (RuntimeError, and a
+        traceback on stderr). Read from stdin by the event loop (lsp/stdio.py), a `shutdown` sent right behind
+        commands finds them still pending."""
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != self.msg_id and not future.done():
+                future.cancel()
+        yield from super().lsp_shutdown(*args)
