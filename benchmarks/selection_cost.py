@@ -1,7 +1,7 @@
 """What selection costs next to the search: sequential selection (the default) against every round measured.
 
     python benchmarks/selection_cost.py OUT_DIR [--only silu_and_mul,rms_norm] [--trials 30]   # GPU
-    python benchmarks/selection_cost.py OUT_DIR --replay                                        # CPU
+    python benchmarks/selection_cost.py OUT_DIR --replay [--seeds 8]                            # CPU
 
 GPU: per sample, one `tune` as `cutune tune` runs it (sequential selection, compute-sanitizer where it is on
 PATH) in a fresh study: its wall time against its search phase (target: at most 1.5×). Then, on the same
@@ -15,7 +15,11 @@ CPU (`--replay`): the same comparison on the recordings in benchmarks/results/re
 replay noise (`--noise`, default 1%); the cost is counted in evaluations (one evaluation = one
 configuration timed at every size), which is what a GPU run's selection time is made of. A recording
 serves a configuration's measurements in turn, so a different call order gets other recorded values:
-the replayed speedups of the two modes differ by that too, not by noise alone.
+the replayed speedups of the two modes differ by that too, not by noise alone. One noise seed is one draw
+of that lottery (the compile-flag tie of silu_and_mul goes one way or the other): `--seeds N` replays
+seeds 1..N and reports the mean evaluations and the mean per-size geomean speedup of each mode.
+`--against OLD.json` (a report of another version's replay) compares its sequential runs, seed by seed,
+with this one's: the confirmed per-size speedups before and after a change.
 
 Writes OUT_DIR/selection_cost.<device>.<date>.json and prints one line per run.
 """
@@ -27,6 +31,7 @@ import datetime
 import json
 import platform
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -41,6 +46,7 @@ from cutune.gpu.registry import create_backend
 from cutune.gpu.replay import ReplayBackend
 from cutune.project import build_job, open_kernel, tune_options
 from cutune.template.model import Config
+from cutune.tune.geomean import weighted_geomean
 from cutune.tune.options import TuneOptions
 from cutune.tune.result import TuneResult
 from cutune.tune.run import tune
@@ -128,7 +134,7 @@ def gpu_runs(sample: str, trials: int) -> list[dict[str, Any]]:
     return runs
 
 
-def replay_runs(sample: str, noise: float) -> list[dict[str, Any]]:
+def replay_runs(sample: str, noise: float, seed: int = 1) -> list[dict[str, Any]]:
     """Both selections on a recording, each in a fresh study, with the same seeded noise."""
     recording, spec_dir = RECORDINGS[sample]
     runs = []
@@ -145,15 +151,41 @@ def replay_runs(sample: str, noise: float) -> list[dict[str, Any]]:
                 selection=replace(options.selection, sequential=sequential),
             )
             path = ROOT / "benchmarks" / "results" / "recordings" / recording
-            backend = Counted(ReplayBackend(path, noise=noise, seed=1))
+            backend = Counted(ReplayBackend(path, noise=noise, seed=seed))
             began = time.perf_counter()
             result = tune(job, backend, options)
             run = summary(result, time.perf_counter() - began, mode, backend.evaluations)
             run["search_evaluations"] = result.trials + 1  # the trials, and the baseline of their objectives
             run["evaluations_over_search"] = backend.evaluations / run["search_evaluations"]
+            run["seed"] = seed
             runs.append(run)
             print(line(run), flush=True)
     return runs
+
+
+def over_seeds(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per mode, over the noise seeds: mean evaluations, mean evaluations / search, mean geomean speedup."""
+    out: dict[str, Any] = {}
+    for mode in dict.fromkeys(r["mode"] for r in runs):
+        mine = [r for r in runs if r["mode"] == mode]
+        out[mode] = {
+            "seeds": len(mine),
+            "mean_evaluations": statistics.mean(r["evaluations"] for r in mine),
+            "mean_evaluations_over_search": statistics.mean(r["evaluations_over_search"] for r in mine),
+            "mean_geomean_speedup": statistics.mean(weighted_geomean(r["speedups"]) for r in mine),
+        }
+    return out
+
+
+def against(old: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per seed both reports replayed: `compare` of their sequential runs, and the two per-size speedups."""
+    mine = {r.get("seed", 1): r for r in new if r["mode"] == "sequential"}
+    out = {}
+    for r in old:
+        if r["mode"] == "sequential" and r.get("seed", 1) in mine:
+            seed = r.get("seed", 1)
+            out[str(seed)] = {**compare(r, mine[seed]), "before": r["speedups"], "after": mine[seed]["speedups"]}
+    return out
 
 
 def line(run: dict[str, Any]) -> str:
@@ -183,6 +215,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--replay", action="store_true", help="the CPU version, on recordings")
     ap.add_argument("--noise", type=float, default=0.01, help="replay: seeded noise per measurement (log sd)")
+    ap.add_argument("--seeds", type=int, default=1, help="replay: noise seeds 1..N, each a run of both modes")
+    ap.add_argument("--against", type=Path, help="replay: a report of another version to compare, seed by seed")
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -192,15 +226,23 @@ def main() -> None:
     for sample in args.only.split(","):
         if args.replay and sample not in RECORDINGS:
             continue
-        runs = replay_runs(sample, args.noise) if args.replay else gpu_runs(sample, args.trials)
-        by_mode = {r["mode"]: r for r in runs}
+        if args.replay:
+            runs = [run for seed in range(1, args.seeds + 1) for run in replay_runs(sample, args.noise, seed)]
+        else:
+            runs = gpu_runs(sample, args.trials)
+        by_mode = {r["mode"]: r for r in runs if r.get("seed", 1) == 1}
         entry: dict[str, Any] = {"runs": runs}
+        if args.replay and args.seeds > 1:
+            entry["over_seeds"] = over_seeds(runs)
         sequential = by_mode.get("sequential") or by_mode["default"]
         entry["sequential_vs_every_round"] = compare(sequential, by_mode["every round"])
         if "default" in by_mode:
             entry["default_wall_over_search"] = by_mode["default"]["wall_over_search"]
             seq, full = sequential["phases"], by_mode["every round"]["phases"]
             entry["selection_seconds"] = {"sequential": seq.get("selection"), "every round": full.get("selection")}
+        if args.against is not None:
+            old = json.loads(args.against.read_text())["samples"][sample]["runs"]
+            entry["against"] = against(old, runs)
         report["samples"][sample] = entry
         print(f"{sample}: {json.dumps({k: v for k, v in entry.items() if k != 'runs'})}", flush=True)
     devices = sorted({r["device"] for e in report["samples"].values() for r in e["runs"]})

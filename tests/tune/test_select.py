@@ -1,15 +1,16 @@
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pytest
 
 from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
 from cutune.template.model import Config
+from cutune.tune.deadline import round_evaluations
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome, StopReason
-from cutune.tune.select import Verdict, select, shortlist, weighted_geomean
+from cutune.tune.select import Verdict, measure_rounds, select, shortlist, weighted_geomean
 from cutune.tune.study import TrialRecord
 from tests.tune.fake_backend import SPACE, FakeBackend, make_job, table_time
 
@@ -214,7 +215,12 @@ def test_rounds_below_three_are_refused() -> None:
 
 @pytest.mark.parametrize(
     "rounds",
-    [SelectionOptions(), SelectionOptions(rounds=3, confirm_rounds=3), SelectionOptions(sequential=False)],
+    [
+        SelectionOptions(),
+        SelectionOptions(rounds=3, confirm_rounds=3),
+        SelectionOptions(sequential=False),
+        SelectionOptions(between=1),
+    ],
     ids=str,
 )
 def test_candidates_identical_to_the_original_win_at_most_1_percent_of_the_time(rounds: SelectionOptions) -> None:
@@ -273,5 +279,51 @@ def test_sequential_selection_prunes_and_stops_early_with_the_same_picks() -> No
         selection = select(backend, ORIGINAL, candidates, SelectionOptions(sequential=sequential))
         assert selection is not None and selection.chosen == (FAST, FAST) and selection.single == FAST
         counts[sequential] = len(backend.calls)
-    assert counts[False] == 5 * (2 * 6 + 1) + 5 * 3  # every round: 6 finalists, then FAST confirmed
-    assert counts[True] <= 0.6 * counts[False]  # 45 of 80 here
+    # every round: 6 finalists, two between original runs (A c c A c c A c c A), then FAST confirmed (A c A)
+    assert counts[False] == 5 * (6 + 3 + 1) + 5 * 3
+    assert counts[True] <= 0.6 * counts[False]
+
+
+def test_selection_rounds_of_four_or_more_run_two_finalists_between_original_runs() -> None:
+    """A c1 c2 A c3 c4 A: each finalist's ratio is against the original runs around its pair, so a slow drift
+    still cancels (to half a run's drift, alternating in sign as the rotation moves a finalist in its pair)."""
+    backend = opened(FakeBackend(noise=0.0))
+    four = NOOPS[:4]
+
+    def drifting(config: Config, size: Mapping[str, int], calls: list[Config] = backend.calls) -> float:
+        return table_time(ORIGINAL, size) * (1.0 + 0.002 * len(calls))  # 0.2% slower every run, all configs
+
+    backend.time_of = drifting
+    rounds = measure_rounds(backend, ORIGINAL, four, 3, between=2)
+    assert rounds is not None
+    assert backend.calls[:7] == [ORIGINAL, four[0], four[1], ORIGINAL, four[2], four[3], ORIGINAL]
+    assert len(backend.calls) == 3 * round_evaluations(4, between=2) == 3 * 7
+    # 3 rounds of 7 runs: the drift adds 4% over the run; each ratio is within half a run's drift (0.1%)
+    assert all(abs(c.per_size[0].ratio - 1.0) < 0.0012 for c in rounds.contenders)
+    assert len(rounds.original_series[0]) == 3 * 3
+    # fewer than four finalists keep A c A: their original runs estimate the noise
+    assert round_evaluations(3, between=2) == 2 * 3 + 1 and round_evaluations(8, between=2) == 8 + 4 + 1
+
+
+def test_finalists_that_cannot_gain_more_than_one_percent_are_neither_picked_nor_confirmed() -> None:
+    """At 0.05% noise, finalists 0.2% faster than the original win every round (picked and confirmed before), yet
+    cannot change a speedup by more than 1%: they leave as soon as that is clear, nothing is picked, and the
+    confirmation measures no candidate; a finalist 3% faster at one size is still picked and confirmed there."""
+
+    def gains(real: float) -> Callable[[Config, Mapping[str, int]], float]:
+        def time_of(config: Config, size: Mapping[str, int]) -> float:
+            gain = real if config == SMALL_ONLY and size["N"] == 1 << 20 else 0.998 if config != ORIGINAL else 1.0
+            return table_time(ORIGINAL, size) * gain
+
+        return time_of
+
+    for seed in range(5):
+        backend = opened(FakeBackend(noise=0.0005, seed=seed, time_of=gains(0.998)))
+        selection = select(backend, ORIGINAL, NOOPS, SelectionOptions())
+        assert selection is not None and selection.chosen == (ORIGINAL, ORIGINAL) and selection.single is None
+        assert selection.confirmation.contenders == ()
+        assert len(backend.calls) <= 3 * round_evaluations(5, between=2) + 1  # at most MIN_ROUNDS rounds, then A
+        real = opened(FakeBackend(noise=0.0005, seed=seed, time_of=gains(0.97)))
+        found = select(real, ORIGINAL, [SMALL_ONLY, *NOOPS[:4]], SelectionOptions())
+        assert found is not None and found.chosen[0] == SMALL_ONLY
+        assert found.speedup(SMALL_ONLY, 0) == pytest.approx(1 / 0.97, rel=0.005)

@@ -16,9 +16,18 @@ from cutune.gpu.clock import Clock
 from cutune.tune.options import SelectionOptions
 
 MIN_ROUNDS = 3  # fewer rounds decide nothing: no pick, no confirmation, no pruning
+# rounds of fewer candidates run A c A: grouping them (SelectionOptions.between) would save a run or two and
+# leave too few original runs to estimate the noise from (two finalists: 0.0005 estimated for a true 0.005)
+GROUP_FROM = 4
 
 SANITIZER_S = 10.0  # compute-sanitizer on the winners: 6–17 s measured on an H100 (DESIGN.md)
 _MAX_RESERVE = 0.4  # the search keeps at least 60% of the budget unless three finalists need more
+
+
+def round_evaluations(candidates: int, between: int = 1) -> int:
+    """Evaluations of one round of `candidates`, `between` of them between two original runs (from GROUP_FROM)."""
+    step = between if candidates >= GROUP_FROM else 1
+    return candidates + math.ceil(candidates / step) + 1
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,11 @@ class PhasePlan:
 
     def picking(self, finalists: int) -> int:
         """Evaluations of the selection rounds for `finalists`."""
-        return self._rounds(self.selection.rounds) * (2 * finalists + 1) if finalists else 0
+        return (
+            self._rounds(self.selection.rounds) * round_evaluations(finalists, self.selection.between)
+            if finalists
+            else 0
+        )
 
     def confirming(self, finalists: int) -> int:
         """Evaluations of the confirmation rounds: the picks and the single best (about two configs)."""

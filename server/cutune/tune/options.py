@@ -47,6 +47,9 @@ class SelectionOptions:
     top_k: int = 5
     rounds: int = 5  # selection rounds: pick the per-size winners
     confirm_rounds: int = 5  # separate rounds that confirm them and give the reported times
+    # selection rounds: finalists measured between two original runs (A c1 c2 A c3 c4 A for 2); drift is
+    # slow, so an original every two finalists cancels it as well. Confirmation rounds keep A c A.
+    between: int = 2
     verify_seeds: int = 3  # fresh-input re-checks of every finalist before it can win (0: none)
     # decide each finalist and size as soon as the evidence is enough (after at least 3 rounds), pruning
     # finalists that are clearly slower; False measures every round for every finalist
@@ -57,6 +60,8 @@ class SelectionOptions:
             raise StudyError(f"top_k must be at least 1, not {self.top_k}")
         if self.rounds < 3:  # p10..p90 of fewer rounds says nothing about the spread
             raise StudyError(f"selection needs at least 3 rounds, not {self.rounds}")
+        if self.between < 1:
+            raise StudyError(f"at least one finalist runs between two original runs, not {self.between}")
         if self.confirm_rounds < 3:
             raise StudyError(f"confirmation needs at least 3 rounds, not {self.confirm_rounds}")
 

@@ -2,13 +2,18 @@
 
 Every round measures A c1 A c2 A ... ck A (A the original, the candidates rotated from round to round),
 so every candidate time is divided by the mean of the two original times around it: drift of clocks
-and temperature cancels out. That gives one time ratio per round and problem size.
+and temperature cancels out. That gives one time ratio per round and problem size. Selection rounds of
+at least GROUP_FROM finalists run `SelectionOptions.between` of them between two original runs (A c1 c2 A
+c3 c4 A: drift is slow, and a quarter fewer evaluations); confirmation rounds always run A c A, and so do
+rounds of fewer finalists, whose few original runs would estimate the noise badly (see deadline.py).
 
 Two phases, on separate rounds, so that the numbers reported for a winner never come from the rounds
 that picked it (the best of several noisy candidates always looks better than it is):
 
 1. **Selection rounds** (`rounds`): every shortlisted candidate. At each size the candidate with the
-   lowest median ratio is picked when its gain exceeds the ratios' p10–p90 width; candidates whose
+   lowest median ratio is picked when its gain exceeds the ratios' p10–p90 width and, within chance of
+   its median, may exceed TIE_CAP (a pick that cannot gain more than 1% cannot change a speedup by more
+   than 1%: the original stays, unconfirmed, and no confirmation rounds are spent on it); candidates whose
    ratio is within the noise of that lowest one, and at most 1% slower, are ties, and a tie goes to the
    candidate that changes the fewest parameters of the original (a smaller diff for a gain no
    measurement can tell apart, and the same pick from runs whose noise ordered the ties differently).
@@ -17,7 +22,8 @@ that picked it (the best of several noisy candidates always looks better than it
    cannot differ per launch (compile flags for the whole file) are chosen once: per value of them the
    per-size picks are scored by the weighted geometric mean, the best such group is kept, and what it
    gives up against free per-size picks is recorded (`per_file_cost`). The single best configuration
-   overall (lowest weighted geomean ratio) is kept too, to state the gain of per-size picks over it.
+   overall (lowest weighted geomean ratio, among those that may gain more than TIE_CAP at some size) is
+   kept too, to state the gain of per-size picks over it.
 2. **Confirmation rounds** (`confirm_rounds`): only the picks and the single best, again interleaved
    with the original. A pick stands at a size when, in these rounds, it was faster than the original
    in every round *and* its median gain exceeds the p10–p90 width; else the original is kept there.
@@ -26,12 +32,13 @@ that picked it (the best of several noisy candidates always looks better than it
    test (tests/tune/test_select.py) measures the false-winner rate over many seeds at ≤ 1%.
 
 Sequential (the default, `SelectionOptions.sequential`): both phases decide as soon as the evidence is
-enough. After every selection round, a finalist leaves when at every size its median ratio is behind the
-size's leader by more than chance makes of two medians (twice that before MIN_ROUNDS, while the noise
-itself is estimated from few runs) and it is not a tie for the single best; from MIN_ROUNDS on, also where
-it lost every round to the original. The selection rounds end at MIN_ROUNDS unless, at some size, a
-finalist more than 1% behind the leader is still within the noise of it (more rounds could move the pick
-by more than a tie may give up, TIE_CAP); the confirmation rounds, not these, decide what stands. A candidate leaves the
+enough. After every selection round, a finalist leaves when at no size it may gain more than TIE_CAP,
+or when at every size its median ratio is behind the size's leader by more than chance makes of two
+medians (twice that before MIN_ROUNDS, while the noise itself is estimated from few runs) and it is not a
+tie for the single best; from MIN_ROUNDS on, also where it lost every round to the original. The
+selection rounds end at MIN_ROUNDS unless, at some size, a finalist that may gain more than TIE_CAP there
+is more than 1% behind the leader and still within the noise of it (more rounds could move the pick by
+more than a tie may give up); the confirmation rounds, not these, decide what stands. A candidate leaves the
 confirmation rounds once each size it may be launched at is decided: it lost a round there (it can no
 longer be confirmed) or it already passes the confirmation rule. Each round measures every size at once
 (one evaluation times all sizes), so rounds are shared across sizes. A `Deadline` ends either phase early
@@ -53,7 +60,7 @@ from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Timing
 from cutune.gpu.replay import clock_of
 from cutune.template.model import Config
-from cutune.tune.deadline import MIN_ROUNDS, Deadline
+from cutune.tune.deadline import GROUP_FROM, MIN_ROUNDS, Deadline, round_evaluations
 from cutune.tune.geomean import weighted_geomean
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome
@@ -62,6 +69,7 @@ log = logging.getLogger(__name__)
 
 _Z = 3.0  # one-sided: a null median this far below 1 happens in about 0.1% of confirmations
 TIE_CAP = math.log(1.01)  # the most speed a tie gives up for a config closer to the original
+_WIDEN = math.sqrt(1.5)  # a round's ratio holds a candidate's noise and half of each neighbouring original's
 # seconds to keep for later phases, given what one evaluation costs now
 KeepFn = Callable[[float], float]
 
@@ -223,7 +231,7 @@ def select(
     prune = _pruner(options) if options.sequential else None
     picking = measure_rounds(
         backend, original, candidates, options.rounds, weights=weights, cancel=cancel, settled=prune,
-        deadline=deadline, keep_s=lambda e: after(e) + confirming * e,
+        deadline=deadline, keep_s=lambda e: after(e) + confirming * e, between=options.between,
     )  # fmt: skip
     if picking is None or not picking.original_series:
         return None
@@ -232,7 +240,8 @@ def select(
     picking_noise = original_noise(picking)
     margins = [min(tie_margin(n, options.rounds), TIE_CAP) for n in picking_noise]
     overall_margin = min(tie_margin(combined_noise(picking_noise, w), options.rounds), TIE_CAP)
-    picks, per_file_values, cost = _pick(picking, original, margins, overall_margin, weights, per_file)
+    ratio_noise = [_WIDEN * n for n in picking_noise]
+    picks, per_file_values, cost = _pick(picking, original, margins, ratio_noise, overall_margin, weights, per_file)
     for i in range(sizes_count):  # why a size keeps the original, at DEBUG level (the benchmarks log it)
         fastest = min(picking.contenders, key=_ratio_at(i), default=None)
         if fastest is not None:
@@ -242,7 +251,9 @@ def select(
                 i, dict(fastest.config), v.ratio, v.spread, v.wins, v.rounds,
                 "significant" if v.significant else "within its spread", dict(picks[i]),
             )  # fmt: skip
-    single = _fastest(picking.contenders, lambda c: c.overall.ratio, original, overall_margin)
+    # the single best is confirmed and stands in where a pick is not: only one that may gain more than 1% somewhere
+    relevant = [c for c in picking.contenders if any(map(_may_gain, c.per_size, ratio_noise))]
+    single = _fastest(relevant, lambda c: c.overall.ratio, original, overall_margin)
     confirm = list(dict.fromkeys([*(p for p in picks if p != original), *([single.config] if single else [])]))
     # where a size's pick is not confirmed, the single best stands in if confirmed there (and its compile flags
     # are the file's): the confirmation rounds measured it too, and it beats launching the original
@@ -293,11 +304,14 @@ def _pruner(options: SelectionOptions) -> Settled:
             return {c.config for c in alive} if n >= MIN_ROUNDS else set()
         # a round's ratio holds a candidate's noise and half of each neighbouring original's: sqrt(1.5) sigma;
         # before MIN_ROUNDS the noise itself is estimated from few runs, so the margin is doubled
-        widen = math.sqrt(1.5) * (1.0 if n >= MIN_ROUNDS else 2.0)
+        widen = _WIDEN * (1.0 if n >= MIN_ROUNDS else 2.0)
         overall_noise = combined_noise(noise, [1.0] * len(noise))
         overall_best = min(c.overall.ratio for c in alive)
         dropped = set()
         for c in alive:
+            if not any(_may_gain(c.per_size[i], widen * noise[i]) for i in range(len(noise))):
+                dropped.add(c.config)  # at most 1% faster than the original anywhere: no pick can matter
+                continue
             if math.log(c.overall.ratio) - math.log(overall_best) <= tie_margin(widen * overall_noise, n):
                 continue  # could still be the single best
             if all(_clearly_slower(c, alive, i, widen * noise[i], n) for i in range(len(noise))):
@@ -313,11 +327,20 @@ def _pruner(options: SelectionOptions) -> Settled:
 
 
 def _unsettled(alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
-    """At size `i`: some finalist is more than TIE_CAP behind the leader, yet within what chance makes of two
-    medians over `rounds`: more rounds could move the pick there by more than 1%."""
-    leader = math.log(min(c.per_size[i].ratio for c in alive))
+    """At size `i`: some finalist that may gain more than TIE_CAP there is more than TIE_CAP behind the leader,
+    yet within what chance makes of two medians over `rounds`: more rounds could move the pick by more than 1%."""
+    relevant = [c for c in alive if _may_gain(c.per_size[i], noise)]
+    if not relevant:
+        return False  # whatever is picked there, or the original, is within 1% of the others
+    leader = math.log(min(c.per_size[i].ratio for c in relevant))
     margin = tie_margin(noise, rounds)
-    return any(TIE_CAP < math.log(c.per_size[i].ratio) - leader <= margin for c in alive)
+    return any(TIE_CAP < math.log(c.per_size[i].ratio) - leader <= margin for c in relevant)
+
+
+def _may_gain(v: Verdict, noise: float) -> bool:
+    """The median ratio of `v` is within chance (`noise`: the sd of one round's log ratio) of a gain over the
+    original beyond TIE_CAP: where no finalist may, no pick can change the outcome by more than 1%."""
+    return -math.log(v.ratio) + _Z * 1.2533 * noise / math.sqrt(max(v.rounds, 1)) > TIE_CAP
 
 
 def _clearly_slower(c: Contender, alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
@@ -382,12 +405,14 @@ def _pick(
     rounds: Rounds,
     original: Config,
     margins: Sequence[float],
+    noise: Sequence[float],
     overall_margin: float,
     weights: Sequence[float] | None,
     per_file: Sequence[str],
 ) -> tuple[list[Config], Config, float]:
-    """Per size the significantly fastest contender (a tie within `margins` to the one closest to the
-    original), all sharing one value of the per-file parameters (a tie within `overall_margin` likewise)."""
+    """Per size the significantly fastest contender that may gain more than TIE_CAP (`noise`: the sd of a
+    round's log ratio), a tie within `margins` going to the one closest to the original, all sharing one
+    value of the per-file parameters (a tie within `overall_margin` likewise)."""
 
     def group_of(config: Config) -> Config:
         return _flags(config, per_file)
@@ -395,7 +420,11 @@ def _pick(
     def picks_in(allowed: Callable[[Config], bool], fallback: Config | None) -> list[Config] | None:
         picks: list[Config] = []
         for i, margin in enumerate(margins):
-            winners = [c for c in rounds.contenders if allowed(c.config) and c.per_size[i].significant]
+            winners = [
+                c
+                for c in rounds.contenders
+                if allowed(c.config) and c.per_size[i].significant and _may_gain(c.per_size[i], noise[i])
+            ]
             best = _fastest(winners, _ratio_at(i), original, margin)
             if best is None and fallback is None:
                 return None  # a size would need the original, whose compile flags differ
@@ -450,9 +479,12 @@ def measure_rounds(
     settled: Settled | None = None,
     deadline: Deadline | None = None,
     keep_s: KeepFn | None = None,
+    between: int = 1,
 ) -> Rounds | None:
     """Up to `count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled.
 
+    `between` candidates run between two original runs (A c1 c2 A c3 c4 A for 2), each divided by the mean
+    of those two, in rounds of at least GROUP_FROM candidates.
     After each round, the candidates `settled` names leave the later rounds (their rounds so far stand).
     A round starts only if it ends before `deadline` with `keep_s` (given one evaluation's cost) to spare.
     """
@@ -468,29 +500,30 @@ def measure_rounds(
             return None
         if round_ > 0 and not active:
             break
-        planned = 2 * len(active) + 1
+        step = between if len(active) >= GROUP_FROM else 1
+        planned = round_evaluations(len(active), between)
         if deadline is not None and not deadline.allows(planned * evaluation_s + (keep_s or _none)(evaluation_s)):
             break
         began = clock.now()
         shift = round_ % len(active) if active else 0
-        before = _measure_original(backend, original)
-        original_runs.append(before)
-        for config in active[shift:] + active[:shift]:
-            measurement = backend.evaluate(config)
-            after = _measure_original(backend, original)
+        order = active[shift:] + active[:shift]
+        original_runs.append(_measure_original(backend, original))
+        for start in range(0, len(order), step):
+            measured = [(config, backend.evaluate(config)) for config in order[start : start + step]]
+            before, after = original_runs[-1], _measure_original(backend, original)
             original_runs.append(after)
-            if measurement.ok:
-                runs[config].append(measurement.timings)
-                ratios[config].append(
-                    [
-                        t.median_us / ((b.median_us + a.median_us) / 2)
-                        for t, b, a in zip(measurement.timings, before, after, strict=True)
-                    ]
-                )
-            else:  # correct during the search, not now: flaky, never reported as a speedup
-                del runs[config], ratios[config]
-                active.remove(config)
-            before = after
+            for config, measurement in measured:
+                if measurement.ok:
+                    runs[config].append(measurement.timings)
+                    ratios[config].append(
+                        [
+                            t.median_us / ((b.median_us + a.median_us) / 2)
+                            for t, b, a in zip(measurement.timings, before, after, strict=True)
+                        ]
+                    )
+                else:  # correct during the search, not now: flaky, never reported as a speedup
+                    del runs[config], ratios[config]
+                    active.remove(config)
         evaluation_s = (clock.now() - began) / planned
         if settled is not None:
             done = settled(_rounds(runs, ratios, original_runs, weights))
