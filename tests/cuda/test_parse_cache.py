@@ -9,7 +9,7 @@ import pytest
 from tree_sitter import Parser
 
 from cutune.cuda.parse import parse_source
-from cutune.cuda.syntax import LANGUAGE, parse_tree
+from cutune.cuda.syntax import LANGUAGE, parse_tree, stoppable
 from cutune.errors import ParseStopped
 from cutune.template.tuning import find_struct
 
@@ -74,8 +74,17 @@ def test_a_parse_its_caller_stops_raises_and_leaves_nothing_cached() -> None:
         asked.append(True)
         return len(asked) > 2
 
-    with pytest.raises(ParseStopped, match="a newer text replaced this one"):
-        parse_source(text, "stopped.cu", stop=stop)
+    with pytest.raises(ParseStopped, match="a newer text replaced this one"), stoppable(stop):
+        parse_source(text, "stopped.cu")
     assert 3 <= len(asked) <= 4  # it ends at the first yes (and asks once more to tell why it failed)
-    model = parse_source(text, "stopped.cu", stop=lambda: False)  # parsed in full this time, and kept
+    with stoppable(lambda: False):
+        model = parse_source(text, "stopped.cu")  # parsed in full this time, and kept
     assert model.kernels and parse_source(text, "stopped.cu") is model
+
+
+def test_building_a_parsed_models_kernels_stops_too_and_is_built_again_when_wanted() -> None:
+    text = (_sample() * 40).decode() + "\n// stopped build\n"
+    model = parse_source(text, "built.cu")
+    with pytest.raises(ParseStopped), stoppable(lambda: True):
+        _ = model.kernels
+    assert len(model.kernels) == 40 * len(parse_source(_sample().decode(), "one.cu").kernels)

@@ -8,7 +8,7 @@ import gc
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
@@ -33,30 +33,29 @@ from cutune.cuda.model import (
     TunableLiteral,
     TypeDecl,
 )
-from cutune.cuda.syntax import declarator_name, node_text, parse_tree, split_arguments, trim
+from cutune.cuda.syntax import check_stop, declarator_name, node_text, parse_tree, split_arguments, trim
 from cutune.cuda.text import LineIndex
 
 _TRAILING_COMMENT = re.compile(r"\s*(?://.*|/\*.*?\*/\s*)$", re.S)
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
+_I = TypeVar("_I")
 
 
-def parse_source(
-    text: str, path: str | None = None, *, rewrite: bool = False, stop: Callable[[], bool] | None = None
-) -> SourceModel:
+def parse_source(text: str, path: str | None = None, *, rewrite: bool = False) -> SourceModel:
     """The source model of a CUDA text: kernels, device functions, types, launches, tunable literals.
 
     A text modelled recently under the same path gives the same (immutable) model again: templatize, the
     spec drafter and the variant proposals each ask for the model of the same rewritten text. A `rewrite` of
     the file (templatize's drafts) is parsed incrementally from the last rewrite, not from the file's own last
-    text, so the editor's next parse of the file still starts from the version it edited. Raises ParseStopped
-    as soon as `stop()` says the model is no longer wanted (tree-sitter asks it as it goes)."""
+    text, so the editor's next parse of the file still starts from the version it edited. Inside
+    `syntax.stoppable`, parsing and the model's builders raise ParseStopped once it is no longer wanted."""
     with _MODELS_LOCK:
         cached = _MODELS.get((path, text))
         if cached is not None:
             _MODELS.move_to_end((path, text))
             return cached
-    model = _model(text, path, rewrite, stop)
+    model = _model(text, path, rewrite)
     with _MODELS_LOCK:
         _MODELS[(path, text)] = model
         while len(_MODELS) > _CACHED_MODELS:
@@ -82,10 +81,10 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _model(text: str, path: str | None, rewrite: bool = False, stop: Callable[[], bool] | None = None) -> SourceModel:
+def _model(text: str, path: str | None, rewrite: bool = False) -> SourceModel:
     data = text.encode("utf-8", errors="replace")
     key = f"{path}\0rewrite" if rewrite and path is not None else path
-    return SourceModel(path=path, text=text, facts=_Facts(data, parse_tree(data, key=key, stop=stop)))
+    return SourceModel(path=path, text=text, facts=_Facts(data, parse_tree(data, key=key)))
 
 
 def _paused(build: Callable[_P, _T]) -> Callable[_P, _T]:
@@ -140,7 +139,9 @@ class _Facts:
     @functools.cached_property
     @_paused
     def _kernels(self) -> tuple[Kernel, ...]:
-        return tuple(k for p in self._parts if (k := _kernel(p, self._data, self._index, self._error_ranges)))
+        return tuple(
+            k for p in _stoppable(self._parts) if (k := _kernel(p, self._data, self._index, self._error_ranges))
+        )
 
     @functools.cached_property
     @_paused
@@ -194,7 +195,7 @@ class _Facts:
     def launch_extents(self) -> tuple[LaunchExtent, ...]:
         return tuple(
             LaunchExtent(c.start_byte, c.end_byte, c.start_point.row, c.end_point.row, lc.kernel)
-            for lc in self._launches
+            for lc in _stoppable(self._launches)
             if (c := lc.call)
         )
 
@@ -255,6 +256,15 @@ def outline(text: str, path: str | None = None) -> Outline:
             counted = p.start
             kernels.append((node_text(data, name), line))
     return Outline(tuple(kernels), frozenset(d.name for d in decls if d.kind is DeclKind.TYPE and d.name))
+
+
+def _stoppable(items: Sequence[_I], every: int = 64) -> Iterator[_I]:
+    """`items`, asking the enclosing `stoppable` block every `every` items whether they are still wanted (the
+    kernels of a 100,000-line file take half a second to build)."""
+    for i, item in enumerate(items):
+        if i % every == 0:
+            check_stop()
+        yield item
 
 
 def _kernel_parts(decls: list[Decl], errors: list[tuple[Node, str]]) -> list[_KernelParts]:

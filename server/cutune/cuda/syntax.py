@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import tree_sitter_cuda
@@ -35,30 +37,53 @@ def _blank(match: re.Match[bytes]) -> bytes:
     return text[:keep] + bytes(b if b == 0x0A else 0x20 for b in text[keep:])
 
 
-def parse_tree(data: bytes, key: str | None = None, stop: Callable[[], bool] | None = None) -> Tree:
+# what says a parse (and the model built from it) is no longer wanted, in the thread that set it (`stoppable`)
+_STOP: ContextVar[Callable[[], bool] | None] = ContextVar("cutune_stop", default=None)
+
+
+@contextlib.contextmanager
+def stoppable(stop: Callable[[], bool]) -> Iterator[None]:
+    """Within the block, parsing and building a source model raise ParseStopped soon after `stop()` says yes
+    (an editor's newer version): tree-sitter asks as it parses, the model's builders between items."""
+    token = _STOP.set(stop)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)
+
+
+def check_stop() -> None:
+    """Raise ParseStopped where the enclosing `stoppable` block's `stop()` says so."""
+    stop = _STOP.get()
+    if stop is not None and stop():
+        raise ParseStopped("stopped: a newer text replaced this one")
+
+
+def parse_tree(data: bytes, key: str | None = None) -> Tree:
     """Parse UTF-8 CUDA source with the attributes tree-sitter-cuda cannot read blanked out.
 
     A text parsed recently is not parsed again: its tree is shared (trees are never edited in place).
     A new text is parsed incrementally from the last tree parsed under `key` (a file path), or without a
     key from the last tree parsed at all: a recipe's rewrite of a 50,000-line file re-parses in
-    milliseconds instead of 300. Raises ParseStopped once `stop()` says the tree is no longer wanted.
+    milliseconds instead of 300. Inside `stoppable`, raises ParseStopped once the tree is no longer wanted.
     """
     for pattern in _UNPARSED_ATTRIBUTES:
         data = pattern.sub(_blank, data)
-    return _RECENT.parse(data, key, stop)
+    return _RECENT.parse(data, key)
 
 
-def _parsed(data: bytes, old: Tree | None, stop: Callable[[], bool] | None) -> Tree:
-    """A new tree of `data` (re-using `old`'s unchanged parts); tree-sitter asks `stop` as it goes (a
-    200,000-line parse takes a second) and fails once it says yes."""
+def _parsed(data: bytes, old: Tree | None) -> Tree:
+    """A new tree of `data` (re-using `old`'s unchanged parts); inside `stoppable`, tree-sitter asks its `stop`
+    as it goes (a 200,000-line parse takes a second) and fails once it says yes."""
     parser = Parser(LANGUAGE)
+    stop = _STOP.get()
     # tree-sitter takes neither None for the old tree nor for the callback: only what is given is passed
     given: dict[str, Any] = {"progress_callback": lambda _offset, _has_error: stop()} if stop is not None else {}
     try:
         return parser.parse(_reader(data), old, **given) if old is not None else parser.parse(_reader(data), **given)
     except ValueError:
         if stop is not None and stop():
-            raise ParseStopped("the parse was stopped: a newer text replaced this one") from None
+            raise ParseStopped("stopped: a newer text replaced this one") from None
         raise
 
 
@@ -71,14 +96,14 @@ class _RecentTrees:
         self._last: dict[str, bytes] = {}  # key → the text last parsed under it
         self._lock = threading.Lock()  # guards the two maps; parsing runs outside it
 
-    def parse(self, data: bytes, key: str | None, stop: Callable[[], bool] | None = None) -> Tree:
+    def parse(self, data: bytes, key: str | None) -> Tree:
         with self._lock:
             tree = self._trees.get(data)
             if tree is None:
                 base = self._base(key)
                 old = self._edited(data, base, self._trees[base]) if base is not None else None
         if tree is None:
-            tree = _parsed(data, old, stop)
+            tree = _parsed(data, old)
         with self._lock:
             tree = self._trees.setdefault(data, tree)  # a text another thread parsed meanwhile keeps its tree
             self._trees.move_to_end(data)

@@ -12,6 +12,7 @@ from cutune.apply.dispatch import MARKER
 from cutune.cuda.edit import NO_SHIFT, Edit, Shift
 from cutune.cuda.model import Kernel, LaunchExtent, LiteralKind, SourceModel, TunableLiteral, TypeDecl
 from cutune.cuda.parse import parse_source
+from cutune.cuda.syntax import check_stop, stoppable
 from cutune.errors import CutuneError, ParseStopped
 from cutune.lsp.results import ResultStore
 from cutune.lsp.worker import Cancelled
@@ -118,23 +119,24 @@ def analyze(
     uri: str, path: Path, text: str, version: int | None, results: ResultStore, stop: Callable[[], bool] = _never
 ) -> DocumentAnalysis:
     """Parse a document and look at each kernel; templatizes in memory only the kernels that need it. Raises
-    Cancelled as soon as `stop()` says the analysis is no longer wanted (asked while parsing, and between
-    kernels)."""
+    Cancelled as soon as `stop()` says the analysis is no longer wanted (asked while parsing, while the model
+    is built, and between kernels)."""
     try:
-        model = parse_source(text, str(path), stop=stop)
+        with stoppable(stop):
+            model = parse_source(text, str(path))
+            analysis = DocumentAnalysis(uri, path, version, model)
+            structs = {t.name: t for t in model.types}
+            stored = results.stored(path)
+            views = []
+            for k in model.kernels:
+                check_stop()
+                tuned = results.get(path, k.name, stored)
+                views.append(kernel_view(analysis, k, structs.get(tuning_name(k.name)), tuned))
+            analysis.kernels = tuple(views)
+            analysis.launches = model.launch_extents
+            analysis.owned_names = owned_names(model.literals)
     except ParseStopped:
         raise Cancelled(f"analysis of {uri} version {version}") from None
-    analysis = DocumentAnalysis(uri, path, version, model)
-    structs = {t.name: t for t in model.types}
-    stored = results.stored(path)
-    views = []
-    for k in model.kernels:
-        if stop():
-            raise Cancelled(f"analysis of {uri} version {version}")
-        views.append(kernel_view(analysis, k, structs.get(tuning_name(k.name)), results.get(path, k.name, stored)))
-    analysis.kernels = tuple(views)
-    analysis.launches = model.launch_extents
-    analysis.owned_names = owned_names(model.literals)
     return analysis
 
 

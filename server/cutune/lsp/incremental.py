@@ -17,6 +17,7 @@ from collections.abc import Callable
 from cutune.cuda.edit import Edit, Overlaps, Shift
 from cutune.cuda.model import Kernel, LaunchExtent, TunableLiteral
 from cutune.cuda.parse import only_trivia, parse_source
+from cutune.cuda.syntax import stoppable
 from cutune.cuda.text import Position
 from cutune.errors import ParseStopped
 from cutune.lsp.analysis import DocumentAnalysis, KernelView, kernel_view, owned_names
@@ -46,7 +47,8 @@ def reanalyze(
         return None  # a file with syntax errors: an edit can move the regions tree-sitter gives up on
     old, new = previous.model.text.encode("utf-8", errors="replace"), text.encode("utf-8", errors="replace")
     try:
-        model = parse_source(text, str(previous.path), stop=stop)
+        with stoppable(stop):
+            model = parse_source(text, str(previous.path))
     except ParseStopped:
         raise Cancelled(f"analysis of {previous.uri} version {version}") from None
     analysis = DocumentAnalysis(previous.uri, previous.path, version, model)
