@@ -214,7 +214,8 @@ def test_an_overridable_macro_block_size_is_a_define_parameter(tmp_path: Path) -
     assert ctx.template.source.count("ROW_THREADS") == ctx.model.text.count("ROW_THREADS")  # no rewrite
     spec = ctx.drafted_spec()
     assert spec.block == ("ROW_THREADS",)
-    spec = dataclasses.replace(spec, grid=("64",))  # the host function's `rows` is no kernel argument
+    # the host function's `rows` is no kernel argument; only ROW_THREADS is searched (one nvcc run per value)
+    spec = dataclasses.replace(spec, grid=("64",), space=Space((param,), ()))
     rows = check_kernel(dataclasses.replace(ctx, spec=spec), limit=64, compiler="nvcc").rows
     smem = {r.config["ROW_THREADS"]: r.usage.shared_bytes for r in rows if r.usage is not None}
     assert smem[128] == 512 and smem[256] == 1024 and smem[32] == 128, smem
