@@ -239,3 +239,6 @@ def test_a_struct_by_value_is_a_bytes_scalar_and_only_a_scalar() -> None:
         parse_spec(text + "\n" + array, "struct.tune.toml")
     with pytest.raises(SpecError, match=r"bytesN \(a struct by value\)"):
         dtype_size("bytes")
+    wide = scalar.replace("0x40200000bf800000", "0x140200000bf800000")  # 9 bytes in an 8-byte struct
+    with pytest.raises(SpecError, match=r"r is 8 bytes: its value must be an integer from 0 to 0xffffffffffffffff"):
+        parse_spec(text + "\n" + wide, "struct.tune.toml")

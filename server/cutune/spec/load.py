@@ -267,7 +267,7 @@ def _check_every_size(spec: KernelSpec) -> None:
         at = ", ".join(f"{k}={v}" for k, v in size.items())
         try:
             shapes = spec.array_shapes(size)
-            spec.scalar_values(size)
+            scalars = spec.scalar_values(size)
             spec.moved_bytes(size, numbers)
             names = {**limits.as_names(), **size, **numbers}
             known = all(compile_expr(t).names <= names.keys() for t in launch_texts)
@@ -275,6 +275,13 @@ def _check_every_size(spec: KernelSpec) -> None:
         except SpecError as e:
             raise SpecError(f"{e.detail} at size {at}", path=e.path, line=e.line, key=e.key) from None
         for i, a in enumerate(spec.args):
+            struct = struct_bytes(a.dtype)
+            if struct is not None and not (isinstance(scalars[a.name], int) and 0 <= scalars[a.name] < 256**struct):
+                raise spec.error(
+                    f"args[{i}].value",
+                    f"{a.name} is {struct} bytes: its value must be an integer from 0 to 0x{'ff' * struct}, "
+                    f"got {scalars[a.name]!r} at size {at}",
+                )
             elements = 1
             for n in shapes.get(a.name, ()):
                 elements *= n
