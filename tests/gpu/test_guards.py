@@ -166,6 +166,28 @@ def test_an_output_the_original_never_writes_asks_about_the_shape() -> None:
         with_reference(too_long, original)
 
 
+def test_a_bound_output_is_checked_where_the_original_writes_and_a_kernel_skipping_some_of_it_fails() -> None:
+    """An allocation-bound output (as `cutune capture` writes it) is longer than what the kernel writes: the
+    elements the original leaves pass as they are, the ones it writes must be written."""
+    bound = spec_of(
+        ArgSpec("out", "float32", Role.INOUT, shape=("n_out",), bound=True),
+        ArgSpec("x", "float32", Role.IN, shape=("n",)),
+        sizes=({"n": 100, "n_out": 256},),
+    )
+
+    def original(q: Problem) -> None:  # writes the first n elements of a 256-element allocation
+        q.arrays["out"][:100] = 2 * q.arrays["x"]
+
+    p = with_reference(bound, original)  # no "never written": the rest keeps what the allocation held
+    assert judge(p, bound, original)[0] is None
+
+    def no_tail(q: Problem) -> None:  # a planted wrong kernel: skips the last 4 elements it owns
+        q.arrays["out"][:96] = 2 * q.arrays["x"][:96]
+
+    failure, detail = judge(p, bound, no_tail)
+    assert failure is Failure.UNWRITTEN and "`out`: 4 of 256 elements not written back (still the input)" in detail
+
+
 def test_integer_outputs_may_hold_all_ones_values() -> None:
     ints = spec_of(ArgSpec("slots", "int32", Role.OUT, shape=("n",)), ArgSpec("x", "float32", shape=("n",)))
 

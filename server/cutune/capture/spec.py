@@ -55,10 +55,7 @@ class _Problem:
 
 
 def spec_from_captures(
-    basis: KernelSpec,
-    captured: Sequence[Captured],
-    limits: Mapping[str, int],
-    data_dir: Path | None = None,
+    basis: KernelSpec, captured: Sequence[Captured], limits: Mapping[str, int], data_dir: Path | None = None
 ) -> KernelCapture:
     """The spec `basis` becomes with what `captured` (launches of one kernel) saw; raises CaptureError where
     an array shape is larger than the allocation the program passed."""
