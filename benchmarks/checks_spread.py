@@ -150,7 +150,7 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--only", default="silu_and_mul")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=";".join(VARIANTS), help="names separated by `;` (names hold commas)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"date": datetime.date.today().isoformat(), "samples": {}}
@@ -159,7 +159,7 @@ def main() -> None:
     report["device"] = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     for sample in args.only.split(","):
         runs = []
-        for variant in args.variants.split(","):
+        for variant in args.variants.split(";"):
             runs.append(run_variant(sample, variant, args.rounds))
             small = [s for s in runs[-1]["sizes"] if s["original_us"] <= SMALL_US]
             spreads = ", ".join(f"{max(s['ratio_spreads'], default=0):.3f}" for s in small)

@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
 # capture_torch capture_paths selection_cost_a selection_cost_b graph_tests timing_modes checks_spread checks_spread_rms canonical
-# corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed retest (RETEST: the test ids to run)
+# corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl pdl_tests retest (RETEST: the test ids to run)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
@@ -55,7 +55,9 @@ for s in "${steps[@]}"; do
     timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;
     checks_spread) step checks_spread "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" --only silu_and_mul ;;
     checks_spread_rms) step checks_spread_rms "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" \
-      --only rms_norm --variants "checks off, old timer,checks on, old timer,checks off,checks on" ;;
+      --only rms_norm --variants "checks off, old timer;checks on, old timer;checks off;checks on" ;;
+    pdl) step pdl "${T_PDL:-420}" python3 benchmarks/pdl.py "$dir" ${PDL_ARGS:---trials 40 --seconds 120} ;;
+    pdl_tests) step pdl_tests "${T_PDL_TESTS:-120}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu tests/gpu/test_pdl.py ;;
     retest) step retest "${T_RETEST:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu ${RETEST:?RETEST: test ids} ;;
     canonical) step canonical "${T_CANONICAL:-180}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/canonical/test_samples_gpu.py ;;

@@ -242,3 +242,11 @@ def test_a_struct_by_value_is_a_bytes_scalar_and_only_a_scalar() -> None:
     wide = scalar.replace("0x40200000bf800000", "0x140200000bf800000")  # 9 bytes in an 8-byte struct
     with pytest.raises(SpecError, match=r"r is 8 bytes: its value must be an integer from 0 to 0xffffffffffffffff"):
         parse_spec(text + "\n" + wide, "struct.tune.toml")
+
+
+def test_a_launch_bound_pdl_needs_no_launch_expression() -> None:
+    """A kernel that waits on griddepcontrol itself: PDL only sets the launch attribute."""
+    text = (ROOT / "tests" / "data" / "spec" / "launch_unused.tune.toml").read_text().replace("CAP", "PDL")
+    text = text.replace("values = [256, 1024]\ndefault = 1024", "values = [false, true]\ndefault = false")
+    spec = parse_spec(text).kernel("scale")
+    assert spec.space is not None and spec.space.param("PDL").binding is Binding.LAUNCH

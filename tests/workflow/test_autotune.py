@@ -12,8 +12,10 @@ from cutune.agent.record import StepRecord
 from cutune.agent.settings import AgentSettings
 from cutune.agent.steps import LoopOptions
 from cutune.errors import CutuneError, NoGpuError
+from cutune.gpu.backend import TimingOptions
 from cutune.gpu.device import gpu_available
 from cutune.project import KernelContext, open_kernel, stored_result
+from cutune.template.model import PDL
 from cutune.workflow import (
     AgentRequest,
     BackendChoice,
@@ -96,3 +98,10 @@ def test_the_agent_runs_on_recorded_measurements_and_rejects_what_they_lack(silu
     assert len(run.records) == len(steps) == 1 and run.kept == ()
     assert "this recording does not match silu_and_mul_kernel: the tuning space differs" in steps[0].reason
     assert stored_result(silu) is not None
+
+
+def test_graph_timing_searches_pdl_and_events_timing_does_not(silu: KernelContext) -> None:
+    graph = prepare(silu, TuneRequest(backend=REPLAY, timing=TimingOptions(mode="graph")), require_device=False)
+    events = prepare(silu, TuneRequest(backend=REPLAY), require_device=False)
+    assert graph.context.space.params[-1].name == PDL
+    assert PDL not in {p.name for p in events.context.space.params}

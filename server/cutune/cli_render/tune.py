@@ -93,7 +93,8 @@ def _caption(result: TuneResult) -> list[str]:
     if result.per_file:
         cost = (result.per_file_cost - 1.0) * 100
         lines.append(
-            f"compile flags apply to the whole file, so they are chosen once ({result.per_file}); "
+            f"compile flags (and PDL's launch attribute) apply to the whole file, so they are chosen once "
+            f"({result.per_file}); "
             f"choosing them per size would have been {cost:.1f}% faster"
         )
     if result.held_out_note:

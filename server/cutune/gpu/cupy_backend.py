@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -52,13 +52,14 @@ from cutune.gpu.harness import (
     summarize,
     tolerance_for,
 )
+from cutune.gpu.launch_ex import DependentLaunch
 from cutune.gpu.nvcc import excerpt
 from cutune.gpu.occupancy import occupancy
 from cutune.gpu.sol import cache_dir, device_info
 from cutune.limits import DeviceLimits
 from cutune.spec import Role
 from cutune.spec.ragged import ragged_failure, ragged_sizes
-from cutune.template.model import Config
+from cutune.template.model import PDL, Config
 
 if TYPE_CHECKING:
     from cutune.gpu.profile import Profile
@@ -406,7 +407,7 @@ class CupyBackend(Backend):
                 raise _Failed(Failure.RESOURCES, fits.message or "no block fits on one SM")
             if smem > limits.max_smem_per_block:
                 self._guard(partial(setattr, function, "max_dynamic_shared_size_bytes", smem))
-            launches.append(_launcher(function, grid, block, smem, problem.args))
+            launches.append(_launcher(function, grid, block, smem, problem.args, bool(config.get(PDL, False))))
         info = module.info[per_size[0]]
         return launches, dataclasses.replace(info, fallback=module.fallback) if module.fallback else info
 
@@ -516,9 +517,19 @@ class _Launch:
     block: tuple[int, int, int]
     smem: int
     args: tuple[Any, ...]
+    dependent: bool = False  # launched with programmatic stream serialization (programmatic dependent launch)
 
     def __call__(self) -> None:
-        self.function(self.grid, self.block, self.args, shared_mem=self.smem)
+        if self.dependent:
+            import cupy
+
+            self._dependent(cupy.cuda.get_current_stream().ptr)
+        else:
+            self.function(self.grid, self.block, self.args, shared_mem=self.smem)
+
+    @cached_property
+    def _dependent(self) -> DependentLaunch:
+        return DependentLaunch(self.function, self.grid, self.block, self.smem, self.args)
 
     def on(self, args: Sequence[Any]) -> _Launch:
         """The same launch on other arguments."""
@@ -526,9 +537,14 @@ class _Launch:
 
 
 def _launcher(
-    function: Any, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int, args: Sequence[Any]
+    function: Any,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    smem: int,
+    args: Sequence[Any],
+    dependent: bool = False,
 ) -> _Launch:
-    return _Launch(function, grid, block, smem, tuple(args))
+    return _Launch(function, grid, block, smem, tuple(args), dependent)
 
 
 def _compile_info(function: Any, kernel: CompiledKernel, compiler: str) -> CompileInfo:

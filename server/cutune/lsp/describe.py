@@ -155,7 +155,8 @@ def result_markdown(result: TuneResult, stale: bool) -> str:
     if result.per_file:
         lines += [
             "",
-            f"compile flags apply to the whole file and are chosen once ({result.per_file}): "
+            f"compile flags (and PDL's launch attribute) apply to the whole file and are chosen once "
+            f"({result.per_file}): "
             f"{(result.per_file_cost - 1) * 100:.1f}% given up against per-size flags",
         ]
     if result.importances:

@@ -16,7 +16,7 @@ from cutune.spec.locate import KeyPath, dotted, key_lines, line_of
 from cutune.spec.model import ArgSpec, IncludeRules, Init, KernelSpec, Role, SpecFile, Tolerance
 from cutune.template.dtypes import C_TYPES, DTYPES, INTEGER_DTYPES, struct_bytes
 from cutune.template.expr import CONSTANTS, FUNCTIONS, compile_expr
-from cutune.template.model import Binding, Space, TunableParam, Value
+from cutune.template.model import PDL, Binding, Space, TunableParam, Value
 
 WEIGHT = "weight"  # a size entry's weight in the overall figure, not a size variable
 TODO = "TODO"  # a string value starting with this is a placeholder left by `draft_spec`
@@ -303,7 +303,9 @@ def _check_launch_params(
 ) -> None:
     used = set().union(*(compile_expr(t).names for t in launch))
     for p in params:
-        if p.binding is Binding.LAUNCH and p.name not in used:
+        # PDL bound to the launch alone: a kernel that waits on griddepcontrol itself, launched with or without
+        # the attribute (see template/recipes/pdl.py)
+        if p.binding is Binding.LAUNCH and p.name not in used and p.name != PDL:
             raise reader.error(
                 (*at, p.name, "binding"),
                 f"{p.name} has binding 'launch' but no grid/block/shared_mem uses it",

@@ -7,6 +7,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 Value = int | bool | str
+# the parameter of programmatic dependent launch: besides its binding, true launches the kernel with the
+# programmatic-stream-serialization attribute (template/recipes/pdl.py)
+PDL = "PDL"
 
 
 class Binding(enum.Enum):

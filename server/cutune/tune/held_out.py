@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Job
-from cutune.template.model import Binding, Config, Space
+from cutune.template.model import PDL, Binding, Config, Space
 from cutune.tune.deadline import Deadline
 from cutune.tune.dispatch import DispatchPlan, held_out_sizes, plan_dispatch, unchecked_ranges
 from cutune.tune.options import SelectionOptions
@@ -39,8 +39,9 @@ class HeldOut:
 
 
 def per_file_params(space: Space) -> tuple[str, ...]:
-    """Parameters that cannot differ per launch: compile flags and defines apply to the whole file."""
-    return tuple(p.name for p in space.params if p.binding in _PER_FILE)
+    """Parameters that cannot differ per launch: compile flags and defines apply to the whole file, and PDL's
+    launch attribute is written at the launch site every size shares."""
+    return tuple(p.name for p in space.params if p.binding in _PER_FILE or p.name == PDL)
 
 
 def check_held_out(

@@ -141,6 +141,27 @@ class TuneResult:
         """`on NVIDIA H200, 2026-11-22`, or `replayed from <recording> (<device>, <date>)`."""
         return self.replayed.label() if self.replayed is not None else f"on {self.device}, {self.date[:10]}"
 
+    def without(self, name: str) -> TuneResult:
+        """The result with parameter `name` left out of every configuration it names (a launch feature written
+        apart from the configuration, such as PDL)."""
+
+        def drop(config: Config) -> Config:
+            return Config.of({k: v for k, v in config.items() if k != name})
+
+        def sized(s: SizeResult) -> SizeResult:
+            return dataclasses.replace(s, best_config=drop(s.best_config))
+
+        return dataclasses.replace(
+            self,
+            original=drop(self.original),
+            best=drop(self.best),
+            sizes=tuple(sized(s) for s in self.sizes),
+            held_out=tuple(sized(s) for s in self.held_out),
+            single=drop(self.single) if self.single is not None else None,
+            per_file=drop(self.per_file),
+            dispatch=self.dispatch.with_configs(drop) if self.dispatch is not None else None,
+        )
+
     def launched(self) -> tuple[Config, ...]:
         """The distinct configurations the result launches (the original where it stands)."""
         return tuple(dict.fromkeys(s.best_config for s in self.sizes))

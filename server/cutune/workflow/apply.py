@@ -6,17 +6,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from cutune.apply.config import apply_config, apply_dispatch, launchable
+from cutune.apply.pdl import with_dependent_launch
 from cutune.cuda.extract import kernel_hash
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.project import KernelContext, open_kernel
 from cutune.source_file import text_hash
 from cutune.template.edits import apply_edits
-from cutune.template.model import Binding, Config, Space
+from cutune.template.model import PDL, Binding, Config, Space
 from cutune.template.variants import VARIANT, Combined, Variant, combine, keep_variant, winning_variant
 from cutune.template.variants.host_launch import HostLaunchError
 from cutune.tune.dispatch import DispatchPlan
 from cutune.tune.result import TuneResult
+from cutune.workflow.pdl import with_pdl
 from cutune.workflow.variants import variants_of, with_combined
 
 
@@ -52,7 +54,23 @@ def apply_result(ctx: KernelContext, result: TuneResult, *, combined: Combined |
     configurations, else the one configuration as the kernel's defaults. With structural variants: the
     winning variant's body alone (`keep_variant`) when one variant runs at every size, else the kernel with
     its variants behind VARIANT and a dispatch whose branches launch each variant with its own grid and block.
-    `combined` is the template the result was tuned on (`variants_of(ctx)`, recomputed when not given)."""
+    `combined` is the template the result was tuned on (`variants_of(ctx)`, recomputed when not given). PDL,
+    where tuning chose it, is written last: the kernel's wait and every launch's attribute."""
+    if PDL not in result.original:
+        return _applied(ctx, result, combined, dependent=False)
+    applied = _applied(ctx, result.without(PDL), combined, dependent=True)
+    if not result.per_file.get(PDL, False):
+        return applied
+    text, why = with_dependent_launch(applied.text, str(ctx.path), ctx.kernel.name)
+    if why:
+        return replace(applied, notes=(*applied.notes, f"PDL won, but the file keeps its ordinary launch: {why}"))
+    return replace(
+        applied, text=text, notes=(*applied.notes, "PDL won: written as griddepcontrol and each launch's attribute")
+    )
+
+
+def _applied(ctx: KernelContext, result: TuneResult, combined: Combined | None, *, dependent: bool) -> AppliedResult:
+    """`apply_result` without PDL; `dependent`: the kernel was tuned with PDL's prologue (it is in its hash)."""
     plan = result.dispatch if result.dispatch is not None and len(result.dispatch.configs) > 1 else None
     launched = result.launched()
     single = launched[0] if len(launched) == 1 else result.best
@@ -63,8 +81,9 @@ def apply_result(ctx: KernelContext, result: TuneResult, *, combined: Combined |
     combined = combined or variants_of(ctx)
     tuned = with_combined(ctx, combined)
     missing = sorted(set(result.original) - {p.name for p in tuned.space.params})
+    measured = with_pdl(tuned) if dependent else tuned
     # VARIANT = k means the k-th variant of the run that tuned: the kernel it measured must be this one
-    if missing or (result.kernel_hash and kernel_hash(tuned.template_model, ctx.kernel.name) != result.kernel_hash):
+    if missing or (result.kernel_hash and kernel_hash(measured.template_model, ctx.kernel.name) != result.kernel_hash):
         raise CutuneError(
             f"the structural variants of {ctx.kernel.name} differ from those it was tuned with "
             f"({', '.join(missing) + ' missing; ' if missing else ''}the transforms or the kernel changed): "
@@ -154,8 +173,13 @@ def result_is_current(ctx: KernelContext, result: TuneResult) -> bool:
     try:
         base = {p.name for p in ctx.space.params}
         source = apply_to_source(ctx, _narrow(result.original, base)).text
-        if VARIANT in result.original:  # tuned on the combined template at its defaults: combine this file too
-            source = variants_of(open_kernel(ctx.path, ctx.kernel.name, text=source)).template.source
+        if VARIANT in result.original or PDL in result.original:
+            searched = open_kernel(ctx.path, ctx.kernel.name, text=source)
+            if VARIANT in result.original:  # tuned on the combined template at its defaults: combine this file too
+                searched = with_combined(searched, variants_of(searched))
+            if PDL in result.original:  # and with PDL's prologue, under graph timing
+                searched = with_pdl(searched)
+            source = searched.template.source
     except CutuneError:  # the space or the struct changed: not what was tuned
         return False
     if result.kernel_hash:  # per kernel: edits to other kernels or host code leave it current

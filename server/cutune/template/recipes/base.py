@@ -129,6 +129,15 @@ class KernelSource:
             node = node.parent
         return node
 
+    def body_indent(self) -> str:
+        """The indent of the body's first statement (two spaces past the kernel's own where there is none)."""
+        first = next((c for c in self.body.named_children if c.type != "comment"), None)
+        if first is None:
+            return _indent_of(self.data, self.kernel.span.start_byte) + "  "
+        line_start = self.data.rfind(b"\n", 0, first.start_byte) + 1
+        prefix = self.data[line_start : first.start_byte].decode("utf-8")
+        return prefix if not prefix.strip() else "  "
+
     def in_body(self, *node_types: str) -> list[Node]:
         """The nodes of the given types inside the kernel's body, in source order."""
         return descendants(self.body, *node_types)
