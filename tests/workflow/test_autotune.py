@@ -100,8 +100,10 @@ def test_the_agent_runs_on_recorded_measurements_and_rejects_what_they_lack(silu
     assert stored_result(silu) is not None
 
 
-def test_graph_timing_searches_pdl_and_events_timing_does_not(silu: KernelContext) -> None:
-    graph = prepare(silu, TuneRequest(backend=REPLAY, timing=TimingOptions(mode="graph")), require_device=False)
-    events = prepare(silu, TuneRequest(backend=REPLAY), require_device=False)
-    assert graph.context.space.params[-1].name == PDL
-    assert PDL not in {p.name for p in events.context.space.params}
+def test_graph_timing_searches_pdl_and_events_timing_or_a_replay_without_it_does_not(silu: KernelContext) -> None:
+    graph = TimingOptions(mode="graph")
+    measured = prepare(silu, TuneRequest(timing=graph), require_device=False)
+    events = prepare(silu, TuneRequest(), require_device=False)
+    replayed = prepare(silu, TuneRequest(backend=REPLAY, timing=graph), require_device=False)  # recorded without
+    assert measured.context.space.params[-1].name == PDL
+    assert all(PDL not in {p.name for p in x.context.space.params} for x in (events, replayed))

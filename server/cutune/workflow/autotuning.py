@@ -11,7 +11,7 @@ from cutune.tune.parallel import BackendRef, tune_on_devices
 from cutune.tune.result import TuneResult
 from cutune.tune.run import tune
 from cutune.workflow.backends import backend_ref, cannot_run, recording_of, unavailable
-from cutune.workflow.pdl import with_pdl
+from cutune.workflow.pdl import searches_pdl, with_pdl
 from cutune.workflow.request import Hooks, TuneRequest
 from cutune.workflow.variants import searches_variants, store_variants, variants_of, with_combined
 
@@ -57,7 +57,7 @@ def prepare(ctx: KernelContext, request: TuneRequest, *, require_device: bool = 
     searched = searches_variants(request.variants, recording_of(ref))
     combined = variants_of(ctx) if searched else None
     context = with_combined(ctx, combined) if combined is not None else ctx
-    if request.timing.mode == "graph":  # its gain is between back-to-back launches: only graphs time them
+    if searches_pdl(request.timing, recording_of(ref)):
         context = with_pdl(context)
     return Prepared(ctx, context, combined, ref, request, why)
 

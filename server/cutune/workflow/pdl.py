@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from cutune.cuda.parse import parse_source
 from cutune.errors import RecipeRefused
+from cutune.gpu.backend import TimingOptions
+from cutune.gpu.replay import read_recording
 from cutune.project import KernelContext
 from cutune.template.model import PDL, Refusal, Space
 from cutune.template.recipes.base import Draft
 from cutune.template.recipes.pdl import Pdl, pdl_param
+
+
+def searches_pdl(timing: TimingOptions, replay: Path | None) -> bool:
+    """Whether tuning searches PDL: under graph timing, except when replaying a recording whose space has no
+    PDL (it holds only what it measured)."""
+    if timing.mode != "graph":  # its gain is between back-to-back launches: only graphs time them
+        return False
+    return replay is None or PDL in read_recording(replay).header.get("params", {})
 
 
 def with_pdl(ctx: KernelContext) -> KernelContext:
