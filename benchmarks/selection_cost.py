@@ -43,7 +43,7 @@ from typing import Any
 
 import optuna
 
-from cutune.gpu.backend import Backend, Check, DeviceInfo, Job, Measurement
+from cutune.gpu.backend import Backend, Capability, Check, DeviceInfo, Job, Measurement
 from cutune.gpu.registry import create_backend
 from cutune.gpu.replay import ReplayBackend
 from cutune.project import build_job, open_kernel, tune_options
@@ -68,7 +68,8 @@ RECORDINGS = {  # sample → (recording, the spec it was made with, where that i
 
 
 class Counted(Backend):
-    """Counts the evaluations of the backend it wraps (the replay's cost unit)."""
+    """Counts the evaluations of the backend it wraps (the replay's cost unit); forwards everything else, so a
+    GPU run around it compiles ahead, sanitizes and reports its capabilities as the backend alone would."""
 
     name = "counted"
 
@@ -82,6 +83,16 @@ class Counted(Backend):
     def evaluate(self, config: Config) -> Measurement:
         self.evaluations += 1
         return self.inner.evaluate(config)
+
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        self.inner.prefetch(configs)
+
+    def can(self, capability: Capability) -> bool:
+        return self.inner.can(capability)
+
+    @property
+    def healthy(self) -> bool:
+        return self.inner.healthy
 
     def verify(self, config: Config, seed: int) -> Check | None:
         return self.inner.verify(config, seed)
