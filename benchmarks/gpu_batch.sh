@@ -3,8 +3,9 @@
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
-# capture_torch capture_paths selection_cost_a selection_cost_b graph_tests timing_modes checks_spread checks_spread_rms canonical
-# corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl pdl_tests retest (RETEST: the test ids to run)
+# capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d graph_tests timing_modes
+# checks_spread checks_spread_rms canonical corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
+# pdl_tests retest (RETEST: the test ids to run)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
@@ -46,10 +47,15 @@ for s in "${steps[@]}"; do
     compiler) step compiler "${T_COMPILER:-240}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_ragged_original.py tests/gpu/test_cupy_backend.py ;;
     corpus_tune) step corpus_tune "${T_CORPUS_TUNE:-200}" python3 benchmarks/corpus_tune.py "$dir" --kernels 24 --seconds 160 ;;
-    selection_cost_a) step selection_cost_a "${T_SELECTION:-200}" python3 benchmarks/selection_cost.py "$dir" \
-      --only silu_and_mul,kv_cache_write --trials "${SELECTION_TRIALS:-24}" ;;
-    selection_cost_b) step selection_cost_b "${T_SELECTION:-200}" python3 benchmarks/selection_cost.py "$dir" \
-      --only rms_norm,gated_activation --trials "${SELECTION_TRIALS:-24}" ;;
+    # selection_cost_*: one default `cutune tune` (200 trials, 600 s) per sample, a step each (about 200 s)
+    selection_cost_a) step selection_cost_a "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir" \
+      --only silu_and_mul --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
+    selection_cost_b) step selection_cost_b "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir" \
+      --only rms_norm --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
+    selection_cost_c) step selection_cost_c "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir" \
+      --only kv_cache_write --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
+    selection_cost_d) step selection_cost_d "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir" \
+      --only gated_activation --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
     graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_graph_timing.py ;;
     timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;

@@ -1,15 +1,17 @@
 """What selection costs next to the search: sequential selection (the default) against every round measured.
 
-    python benchmarks/selection_cost.py OUT_DIR [--only silu_and_mul,rms_norm] [--trials 30]   # GPU
-    python benchmarks/selection_cost.py OUT_DIR --replay [--seeds 8]                            # CPU
+    python benchmarks/selection_cost.py OUT_DIR [--only silu_and_mul] [--trials 200] [--every-round]   # GPU
+    python benchmarks/selection_cost.py OUT_DIR --replay [--seeds 8]                                    # CPU
 
-GPU: per sample, one `tune` as `cutune tune` runs it (sequential selection, compute-sanitizer where it is on
-PATH) in a fresh study: its wall time against its search phase (target: at most 1.5×). Then, on the same
+GPU: per sample, one `tune` as `cutune tune` runs it by default (200 trials, a 600 s budget, sequential
+selection, compute-sanitizer where it is on PATH) in a fresh study: its wall time against its search phase
+(target: at most 1.5×), and the evaluations after the search (what one costs: the selection's seconds over
+its evaluations, so the ratio at other trial counts follows). With `--every-round`, then, on the same
 study (the search is done, so the same finalists), the selection again with every round measured
-(`SelectionOptions(sequential=False)`, what selection did before), without the sanitizer: the same GPU,
-the same run, the same finalists, so the confirmed per-size speedups compare (target: within 1% where
-both modes confirm a size) and so do the selection phases' wall times. The second run's backend compiles
-the finalists again (from CuPy's disk cache, warm by then); its selection phase does not include that.
+(`SelectionOptions(sequential=False)`), without the sanitizer: the same GPU, the same run, the same
+finalists, so the confirmed per-size speedups compare (target: within 1% where both modes confirm a size)
+and so do the selection phases' wall times. The second run's backend compiles the finalists again (from
+CuPy's disk cache, warm by then); its selection phase does not include that.
 
 CPU (`--replay`): the same comparison on the recordings in benchmarks/results/recordings, with seeded
 replay noise (`--noise`, default 1%); the cost is counted in evaluations (one evaluation = one
@@ -41,7 +43,7 @@ from typing import Any
 
 import optuna
 
-from cutune.gpu.backend import Backend, Check, DeviceInfo, Job, Measurement
+from cutune.gpu.backend import Backend, Capability, Check, DeviceInfo, Job, Measurement
 from cutune.gpu.registry import create_backend
 from cutune.gpu.replay import ReplayBackend
 from cutune.project import build_job, open_kernel, tune_options
@@ -66,7 +68,8 @@ RECORDINGS = {  # sample → (recording, the spec it was made with, where that i
 
 
 class Counted(Backend):
-    """Counts the evaluations of the backend it wraps (the replay's cost unit)."""
+    """Counts the evaluations of the backend it wraps (the replay's cost unit); forwards everything else, so a
+    GPU run around it compiles ahead, sanitizes and reports its capabilities as the backend alone would."""
 
     name = "counted"
 
@@ -80,6 +83,16 @@ class Counted(Backend):
     def evaluate(self, config: Config) -> Measurement:
         self.evaluations += 1
         return self.inner.evaluate(config)
+
+    def prefetch(self, configs: Sequence[Config]) -> None:
+        self.inner.prefetch(configs)
+
+    def can(self, capability: Capability) -> bool:
+        return self.inner.can(capability)
+
+    @property
+    def healthy(self) -> bool:
+        return self.inner.healthy
 
     def verify(self, config: Config, seed: int) -> Check | None:
         return self.inner.verify(config, seed)
@@ -115,21 +128,27 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     return {"max_difference": max((abs(a / b - 1) for a, b in both), default=0.0), "sizes_confirmed_by_one": only}
 
 
-def gpu_runs(sample: str, trials: int) -> list[dict[str, Any]]:
-    """The default run, then the selection with every round measured on its study."""
+def gpu_runs(sample: str, trials: int, seconds: float, every_round: bool) -> list[dict[str, Any]]:
+    """The default run, then (`every_round`) the selection with every round measured on its study."""
     ctx = open_kernel(ROOT / "samples" / f"{sample}.cu", SAMPLES[sample])
     job = build_job(with_combined(ctx, variants_of(ctx)))  # the structural variants too, as `cutune tune` does
     runs = []
     with tempfile.TemporaryDirectory() as workspace:
-        options = replace(tune_options(ctx, trials=trials, seconds=None), workspace=Path(workspace))
-        plan: list[tuple[str, TuneOptions]] = [
-            ("default", options),
-            ("every round", replace(options, selection=replace(options.selection, sequential=False), sanitize=False)),
-        ]
+        options = replace(tune_options(ctx, trials=trials, seconds=seconds), workspace=Path(workspace))
+        plan: list[tuple[str, TuneOptions]] = [("default", options)]
+        if every_round:
+            every = replace(options.selection, sequential=False)
+            plan.append(("every round", replace(options, selection=every, sanitize=False)))
         for mode, opts in plan:
+            backend = Counted(create_backend("cupy"))
             began = time.perf_counter()
-            result = tune(job, create_backend("cupy"), opts)
-            runs.append(summary(result, time.perf_counter() - began, mode))
+            result = tune(job, backend, opts)
+            runs.append(summary(result, time.perf_counter() - began, mode, backend.evaluations))
+            # the search's evaluations: the trials this run measured and the original's baseline
+            after = backend.evaluations - (result.own_trials or 0) - 1
+            runs[-1]["evaluations_after_search"] = after
+            selection_s = result.phases.get("selection", 0.0)
+            runs[-1]["selection_seconds_per_evaluation"] = selection_s / after if after > 0 else None
             print(line(runs[-1]), flush=True)
     return runs
 
@@ -212,7 +231,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
     ap.add_argument("--only", default=",".join(SAMPLES))
-    ap.add_argument("--trials", type=int, default=30)
+    ap.add_argument("--trials", type=int, default=200, help="GPU: the trial budget (`cutune tune`'s default)")
+    ap.add_argument("--seconds", type=float, default=600.0, help="GPU: the time budget (`cutune tune`'s default)")
+    ap.add_argument("--every-round", action="store_true", help="GPU: also the selection with every round measured")
     ap.add_argument("--replay", action="store_true", help="the CPU version, on recordings")
     ap.add_argument("--noise", type=float, default=0.01, help="replay: seeded noise per measurement (log sd)")
     ap.add_argument("--seeds", type=int, default=1, help="replay: noise seeds 1..N, each a run of both modes")
@@ -229,17 +250,21 @@ def main() -> None:
         if args.replay:
             runs = [run for seed in range(1, args.seeds + 1) for run in replay_runs(sample, args.noise, seed)]
         else:
-            runs = gpu_runs(sample, args.trials)
+            runs = gpu_runs(sample, args.trials, args.seconds, args.every_round)
         by_mode = {r["mode"]: r for r in runs if r.get("seed", 1) == 1}
         entry: dict[str, Any] = {"runs": runs}
         if args.replay and args.seeds > 1:
             entry["over_seeds"] = over_seeds(runs)
         sequential = by_mode.get("sequential") or by_mode["default"]
-        entry["sequential_vs_every_round"] = compare(sequential, by_mode["every round"])
+        full = by_mode.get("every round")
+        if full is not None:
+            entry["sequential_vs_every_round"] = compare(sequential, full)
         if "default" in by_mode:
             entry["default_wall_over_search"] = by_mode["default"]["wall_over_search"]
-            seq, full = sequential["phases"], by_mode["every round"]["phases"]
-            entry["selection_seconds"] = {"sequential": seq.get("selection"), "every round": full.get("selection")}
+            entry["selection_seconds"] = {
+                "sequential": sequential["phases"].get("selection"),
+                "every round": full["phases"].get("selection") if full is not None else None,
+            }
         if args.against is not None:
             old = json.loads(args.against.read_text())["samples"][sample]["runs"]
             entry["against"] = against(old, runs)

@@ -7,10 +7,10 @@ import pytest
 from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
 from cutune.template.model import Config
-from cutune.tune.deadline import round_evaluations
+from cutune.tune.deadline import PICK_ROUNDS, round_evaluations
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome, StopReason
-from cutune.tune.select import Verdict, measure_rounds, select, shortlist, weighted_geomean
+from cutune.tune.select import Verdict, measure_rounds, original_noise, select, shortlist, weighted_geomean
 from cutune.tune.study import TrialRecord
 from tests.tune.fake_backend import SPACE, FakeBackend, make_job, table_time
 
@@ -152,7 +152,7 @@ def test_a_tie_gives_up_at_most_one_percent_for_a_config_closer_to_the_original(
 
 
 def test_a_size_whose_pick_is_not_confirmed_launches_the_single_best_where_that_is() -> None:
-    # LUCKY looks 0.7x at the small size while it is picked (the first 25 runs: 5 rounds of A L A S A), then
+    # LUCKY looks 0.7x at the small size while it is picked (the first 10 runs: 2 rounds of A L A S A), then
     # runs as fast as the original; STEADY is 0.8x at both sizes throughout and the single best
     lucky = Config.of({"THREADS": 128, "VEC": 1, "UNROLL": 1})
     steady = Config.of({"THREADS": 256, "VEC": 4, "UNROLL": 1})
@@ -160,7 +160,7 @@ def test_a_size_whose_pick_is_not_confirmed_launches_the_single_best_where_that_
 
     def time_of(config: Config, size: Mapping[str, int], calls: list[Config] = backend.calls) -> float:
         small = size["N"] == 1 << 20
-        picking = len(calls) <= 25
+        picking = len(calls) <= 10
         gain = {lucky: (0.7 if small else 1.1) if picking else 1.0, steady: 0.8}.get(config, 1.0)
         return table_time(ORIGINAL, size) * gain
 
@@ -322,8 +322,34 @@ def test_finalists_that_cannot_gain_more_than_one_percent_are_neither_picked_nor
         selection = select(backend, ORIGINAL, NOOPS, SelectionOptions())
         assert selection is not None and selection.chosen == (ORIGINAL, ORIGINAL) and selection.single is None
         assert selection.confirmation.contenders == ()
-        assert len(backend.calls) <= 3 * round_evaluations(5, between=2) + 1  # at most MIN_ROUNDS rounds, then A
+        assert len(backend.calls) <= PICK_ROUNDS * round_evaluations(5, between=2) + 1  # the picking rounds, then A
         real = opened(FakeBackend(noise=0.0005, seed=seed, time_of=gains(0.97)))
         found = select(real, ORIGINAL, [SMALL_ONLY, *NOOPS[:4]], SelectionOptions())
         assert found is not None and found.chosen[0] == SMALL_ONLY
         assert found.speedup(SMALL_ONLY, 0) == pytest.approx(1 / 0.97, rel=0.005)
+
+
+def test_picks_take_two_rounds_and_confirmation_runs_two_candidates_between_original_runs() -> None:
+    """Sequential: the picks are made on PICK_ROUNDS rounds (A c1 A c2 A for two finalists); the confirmation
+    then runs the pick and the single best between the same two original runs (A c1 c2 A), its noise bound
+    pooling the original runs of both phases."""
+    backend = opened(FakeBackend(noise=0.002, time_of=small_vs_large))
+    selection = select(backend, ORIGINAL, [SMALL_ONLY, LARGE_ONLY], SelectionOptions())
+    assert selection is not None and selection.chosen == (SMALL_ONLY, LARGE_ONLY)
+    picking = PICK_ROUNDS * round_evaluations(2)
+    a, small, large = ORIGINAL, SMALL_ONLY, LARGE_ONLY
+    assert backend.calls[:picking] == [a, small, a, large, a, a, large, a, small, a]  # two rounds, rotated
+    confirming = backend.calls[picking:]
+    assert confirming[0] == confirming[3] == a and {*confirming[1:3]} == {small, large}
+    assert len(confirming) % 4 == 0  # whole rounds of A c1 c2 A
+
+
+def test_the_noise_bound_is_one_standard_error_above_the_estimate() -> None:
+    """Confirmation reads the noise one standard error high (a MAD of m log ratios: about 1/sqrt(m) of itself),
+    so that a noise estimated low from a few original runs cannot let a no-op change through."""
+    backend = opened(FakeBackend(noise=0.03, seed=1, time_of=same))
+    rounds = measure_rounds(backend, ORIGINAL, NOOPS[:2], 3)
+    assert rounds is not None
+    m = len(rounds.original_series[0]) - 2  # log ratios: every original run but the first and the last
+    for plain, bound in zip(original_noise(rounds), original_noise(rounds, bound=True), strict=True):
+        assert plain > 0 and bound == pytest.approx(plain * (1 + 1 / m**0.5))

@@ -15,19 +15,29 @@ from dataclasses import dataclass
 from cutune.gpu.clock import Clock
 from cutune.tune.options import SelectionOptions
 
-MIN_ROUNDS = 3  # fewer rounds decide nothing: no pick, no confirmation, no pruning
-# rounds of fewer candidates run A c A: grouping them (SelectionOptions.between) would save a run or two and
+MIN_ROUNDS = 3  # fewer rounds confirm nothing
+# sequential selection picks on this many rounds: the confirmation rounds, not these, decide what stands, and a third
+# round moved the confirmed speedups of the replays by less than their seed-to-seed spread (benchmarks/README.md)
+PICK_ROUNDS = 2
+# selection rounds of fewer candidates run A c A: grouping them (SelectionOptions.between) would save a run or two and
 # leave too few original runs to estimate the noise from (two finalists: 0.0005 estimated for a true 0.005)
 GROUP_FROM = 4
+# confirmation rounds group from two candidates: their noise is estimated with the selection rounds' original runs
+CONFIRM_GROUP_FROM = 2
 
 SANITIZER_S = 10.0  # compute-sanitizer on the winners: 6–17 s measured on an H100 (DESIGN.md)
 _MAX_RESERVE = 0.4  # the search keeps at least 60% of the budget unless three finalists need more
 
 
-def round_evaluations(candidates: int, between: int = 1) -> int:
-    """Evaluations of one round of `candidates`, `between` of them between two original runs (from GROUP_FROM)."""
-    step = between if candidates >= GROUP_FROM else 1
+def round_evaluations(candidates: int, between: int = 1, group_from: int = GROUP_FROM) -> int:
+    """Evaluations of one round of `candidates`, `between` of them between two original runs (from `group_from`)."""
+    step = between if candidates >= group_from else 1
     return candidates + math.ceil(candidates / step) + 1
+
+
+def confirm_round_evaluations(finalists: int, options: SelectionOptions) -> int:
+    """Evaluations of one confirmation round after `finalists`: about two configs (a pick, the single best)."""
+    return round_evaluations(min(finalists, 2), options.between, CONFIRM_GROUP_FROM) if finalists else 0
 
 
 @dataclass(frozen=True)
@@ -59,21 +69,18 @@ class PhasePlan:
     sizes: int
     sanitizer: bool  # whether compute-sanitizer runs on the winners (a fixed cost, not in evaluations)
 
-    def _rounds(self, rounds: int) -> int:
-        """Rounds a phase plans for: sequential phases may end after MIN_ROUNDS (more if time is left)."""
-        return MIN_ROUNDS if self.selection.sequential else rounds
+    def _rounds(self, rounds: int, sequential: int = MIN_ROUNDS) -> int:
+        """Rounds a phase plans for: sequential phases may end after `sequential` rounds (more if time is left)."""
+        return sequential if self.selection.sequential else rounds
 
     def picking(self, finalists: int) -> int:
         """Evaluations of the selection rounds for `finalists`."""
-        return (
-            self._rounds(self.selection.rounds) * round_evaluations(finalists, self.selection.between)
-            if finalists
-            else 0
-        )
+        rounds = self._rounds(self.selection.rounds, PICK_ROUNDS)
+        return rounds * round_evaluations(finalists, self.selection.between) if finalists else 0
 
     def confirming(self, finalists: int) -> int:
         """Evaluations of the confirmation rounds: the picks and the single best (about two configs)."""
-        return self._rounds(self.selection.confirm_rounds) * (2 * min(finalists, 2) + 1) if finalists else 0
+        return self._rounds(self.selection.confirm_rounds) * confirm_round_evaluations(finalists, self.selection)
 
     def held_out(self, finalists: int) -> int:
         """Evaluations of the held-out rounds: the original against about one launched config."""

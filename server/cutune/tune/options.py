@@ -45,14 +45,14 @@ class SelectionOptions:
     """The final re-measurement of the best configurations, interleaved with the original."""
 
     top_k: int = 5
-    rounds: int = 5  # selection rounds: pick the per-size winners
+    rounds: int = 5  # selection rounds: pick the per-size winners (sequential: PICK_ROUNDS, see tune/deadline.py)
     confirm_rounds: int = 5  # separate rounds that confirm them and give the reported times
-    # selection rounds: finalists measured between two original runs (A c1 c2 A c3 c4 A for 2); drift is
-    # slow, so an original every two finalists cancels it as well. Confirmation rounds keep A c A.
+    # finalists measured between two original runs (A c1 c2 A c3 c4 A for 2); drift is slow, so an original
+    # every two finalists cancels it as well (selection rounds of four or more, confirmation rounds of two or more)
     between: int = 2
     verify_seeds: int = 3  # fresh-input re-checks of every finalist before it can win (0: none)
-    # decide each finalist and size as soon as the evidence is enough (after at least 3 rounds), pruning
-    # finalists that are clearly slower; False measures every round for every finalist
+    # pick on PICK_ROUNDS rounds, pruning finalists clearly slower after the first, and confirm each candidate
+    # and size as soon as the evidence is enough (after at least 3 rounds); False measures every round
     sequential: bool = True
 
     def __post_init__(self) -> None:

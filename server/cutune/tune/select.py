@@ -3,19 +3,20 @@
 Every round measures A c1 A c2 A ... ck A (A the original, the candidates rotated from round to round),
 so every candidate time is divided by the mean of the two original times around it: drift of clocks
 and temperature cancels out. That gives one time ratio per round and problem size. Selection rounds of
-at least GROUP_FROM finalists run `SelectionOptions.between` of them between two original runs (A c1 c2 A
-c3 c4 A: drift is slow, and a quarter fewer evaluations); confirmation rounds always run A c A, and so do
-rounds of fewer finalists, whose few original runs would estimate the noise badly (see deadline.py).
+at least GROUP_FROM finalists, and confirmation rounds of at least CONFIRM_GROUP_FROM candidates, run
+`SelectionOptions.between` of them between two original runs (A c1 c2 A c3 c4 A: drift is slow, and a
+quarter fewer evaluations); smaller selection rounds run A c A, whose few original runs would otherwise
+estimate the noise badly (see deadline.py).
 
 Two phases, on separate rounds, so that the numbers reported for a winner never come from the rounds
 that picked it (the best of several noisy candidates always looks better than it is):
 
-1. **Selection rounds** (`rounds`): every shortlisted candidate. At each size the candidate with the
-   lowest median ratio is picked when its gain exceeds the ratios' p10–p90 width and, within chance of
-   its median, may exceed TIE_CAP (a pick that cannot gain more than 1% cannot change a speedup by more
-   than 1%: the original stays, unconfirmed, and no confirmation rounds are spent on it); candidates whose
-   ratio is within the noise of that lowest one, and at most 1% slower, are ties, and a tie goes to the
-   candidate that changes the fewest parameters of the original (a smaller diff for a gain no
+1. **Selection rounds** (`rounds`; PICK_ROUNDS when sequential): every shortlisted candidate. At each size the
+   candidate with the lowest median ratio is picked when its gain exceeds the ratios' p10–p90 width and,
+   within chance of its median, may exceed TIE_CAP (a pick that cannot gain more than 1% cannot change a
+   speedup by more than 1%: the original stays, unconfirmed, and no confirmation rounds are spent on it);
+   candidates whose ratio is within the noise of that lowest one, and at most 1% slower, are ties, and a tie
+   goes to the candidate that changes the fewest parameters of the original (a smaller diff for a gain no
    measurement can tell apart, and the same pick from runs whose noise ordered the ties differently).
    The 1% cap: a smaller diff is worth little speed, and at few-µs sizes the noise alone spans 4–12%
    (rotary on an H100 gave that up at 4 of 7 sizes before the cap). Parameters that
@@ -31,18 +32,21 @@ that picked it (the best of several noisy candidates always looks better than it
    confirmation alone has probability 2^-confirm_rounds, on top of having been picked: the simulation
    test (tests/tune/test_select.py) measures the false-winner rate over many seeds at ≤ 1%.
 
-Sequential (the default, `SelectionOptions.sequential`): both phases decide as soon as the evidence is
-enough. After every selection round, a finalist leaves when at no size it may gain more than TIE_CAP,
-or when at every size its median ratio is behind the size's leader by more than chance makes of two
-medians (twice that before MIN_ROUNDS, while the noise itself is estimated from few runs) and it is not a
-tie for the single best; from MIN_ROUNDS on, also where it lost every round to the original. The
-selection rounds end at MIN_ROUNDS unless, at some size, a finalist that may gain more than TIE_CAP there
-is more than 1% behind the leader and still within the noise of it (more rounds could move the pick by
-more than a tie may give up); the confirmation rounds, not these, decide what stands. A candidate leaves the
+Sequential (the default, `SelectionOptions.sequential`): the picks are made on PICK_ROUNDS selection rounds,
+and the confirmation rounds end as soon as the evidence is enough. After the first selection round, a finalist
+leaves when at no size it may gain more than TIE_CAP, or when at every size its ratio is behind the size's
+leader by more than twice what chance makes of two medians (the noise is estimated from one round's few
+original runs) and it is not a tie for the single best. The picks need no more rounds: the confirmation
+rounds, not these, decide what stands and report it, so a pick made on fewer rounds can cost speed (a
+near-tie picked the wrong way round) but never lets a slower configuration through. A candidate leaves the
 confirmation rounds once each size it may be launched at is decided: it lost a round there (it can no
-longer be confirmed) or it already passes the confirmation rule. Each round measures every size at once
-(one evaluation times all sizes), so rounds are shared across sizes. A `Deadline` ends either phase early
-with what it has: nothing is confirmed on fewer than MIN_ROUNDS rounds, so the original stands there.
+longer be confirmed) or it already passes the confirmation rule. Confirmation rounds of two or more
+candidates run `between` of them between two original runs too: their noise is estimated with the
+selection rounds' original runs as well, and that estimate is taken one standard error high (a MAD of m
+log ratios is off by about 1/sqrt(m) of itself), so that a noise estimated low from few runs does not let a
+no-op change through. Each round measures every size at once (one evaluation times all sizes), so rounds
+are shared across sizes. A `Deadline` ends either phase early with what it has: nothing is confirmed on
+fewer than MIN_ROUNDS rounds, so the original stands there.
 
 Reported times (original and tuned, per size) are the confirmation rounds' pooled medians.
 """
@@ -60,7 +64,15 @@ from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Timing
 from cutune.gpu.replay import clock_of
 from cutune.template.model import Config
-from cutune.tune.deadline import GROUP_FROM, MIN_ROUNDS, Deadline, round_evaluations
+from cutune.tune.deadline import (
+    CONFIRM_GROUP_FROM,
+    GROUP_FROM,
+    MIN_ROUNDS,
+    PICK_ROUNDS,
+    Deadline,
+    confirm_round_evaluations,
+    round_evaluations,
+)
 from cutune.tune.geomean import weighted_geomean
 from cutune.tune.options import SelectionOptions
 from cutune.tune.search import SearchOutcome
@@ -87,8 +99,8 @@ class Verdict:
 
     @property
     def significant(self) -> bool:
-        """Faster by more than the spread, or faster in every round (over at least MIN_ROUNDS rounds)."""
-        if self.rounds < MIN_ROUNDS:
+        """Faster by more than the spread, or faster in every round (over at least PICK_ROUNDS rounds)."""
+        if self.rounds < PICK_ROUNDS:
             return False
         # at sizes of a few µs a round's ratio varies by 15% or more, and a candidate 15% faster in every
         # round would fail the spread; winning every round is the distribution-free evidence (a sign test),
@@ -96,11 +108,12 @@ class Verdict:
         return 1.0 - self.ratio > self.spread or (self.rounds > 0 and self.wins == self.rounds)
 
     def confirmed(self, noise: float) -> bool:
-        """Significant, faster in every round, and a gain beyond what `noise` (the sd of one
-        original-against-original log ratio) can make of the median of these rounds."""
+        """Significant over at least MIN_ROUNDS rounds, faster in every round, and a gain beyond what `noise`
+        (the sd of one original-against-original log ratio) can make of the median of these rounds."""
         # the median of n draws has about 1.25 sigma / sqrt(n) of spread; Z of those is chance ≪ 1%
         margin = _Z * 1.2533 * noise / math.sqrt(max(self.rounds, 1))
-        return self.significant and self.wins == self.rounds and -math.log(self.ratio) > margin
+        enough = self.rounds >= MIN_ROUNDS and self.significant
+        return enough and self.wins == self.rounds and -math.log(self.ratio) > margin
 
     @property
     def lost(self) -> bool:
@@ -227,19 +240,20 @@ def select(
     """
     after = keep_s or (lambda _e: 0.0)
     if confirming is None:
-        confirming = options.confirm_rounds * (2 * min(len(candidates), 2) + 1)
-    prune = _pruner(options) if options.sequential else None
+        confirming = options.confirm_rounds * confirm_round_evaluations(len(candidates), options)
     picking = measure_rounds(
-        backend, original, candidates, options.rounds, weights=weights, cancel=cancel, settled=prune,
-        deadline=deadline, keep_s=lambda e: after(e) + confirming * e, between=options.between,
+        backend, original, candidates, PICK_ROUNDS if options.sequential else options.rounds, weights=weights,
+        cancel=cancel, settled=_pruner() if options.sequential else None, deadline=deadline,
+        keep_s=lambda e: after(e) + confirming * e, between=options.between,
     )  # fmt: skip
     if picking is None or not picking.original_series:
         return None
     sizes_count = len(picking.original_timings)
     w = [1.0] * sizes_count if weights is None else list(weights)
-    picking_noise = original_noise(picking)
-    margins = [min(tie_margin(n, options.rounds), TIE_CAP) for n in picking_noise]
-    overall_margin = min(tie_margin(combined_noise(picking_noise, w), options.rounds), TIE_CAP)
+    picking_noise = original_noise(picking, bound=True)
+    picked_on = max(c.overall.rounds for c in picking.contenders) if picking.contenders else 1
+    margins = [min(tie_margin(n, picked_on), TIE_CAP) for n in picking_noise]
+    overall_margin = min(tie_margin(combined_noise(picking_noise, w), picked_on), TIE_CAP)
     ratio_noise = [_WIDEN * n for n in picking_noise]
     picks, per_file_values, cost = _pick(picking, original, margins, ratio_noise, overall_margin, weights, per_file)
     for i in range(sizes_count):  # why a size keeps the original, at DEBUG level (the benchmarks log it)
@@ -261,11 +275,11 @@ def select(
     decided = _decider(picking, picks, single.config if single else None, fallback, w) if options.sequential else None
     checking = measure_rounds(
         backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel, settled=decided,
-        deadline=deadline, keep_s=after,
+        deadline=deadline, keep_s=after, between=options.between, group_from=CONFIRM_GROUP_FROM,
     )  # fmt: skip
     if checking is None or not checking.original_series:
         return None
-    noise = original_noise(picking, checking)
+    noise = original_noise(picking, checking, bound=True)
     chosen = []
     for i, pick in enumerate(picks):
         confirmed = original
@@ -292,19 +306,19 @@ def select(
 Settled = Callable[[Rounds], set[Config]]
 
 
-def _pruner(options: SelectionOptions) -> Settled:
-    """The selection rounds' early decisions: finalists clearly slower everywhere leave after any round, and
-    from MIN_ROUNDS on the rounds end unless more of them could move a pick by more than 1% (see the module)."""
+def _pruner() -> Settled:
+    """The selection rounds' early decisions: after a round, the finalists that may gain more than TIE_CAP at no
+    size, or that are clearly slower than the leader at every size and no tie for the single best, leave."""
 
     def settled(rounds: Rounds) -> set[Config]:
         n = max((c.overall.rounds for c in rounds.contenders), default=0)
         alive = [c for c in rounds.contenders if c.overall.rounds == n]
         noise = original_noise(rounds)
         if len(alive) <= 1 or not any(noise):  # nothing to compare, or no spread to compare with yet
-            return {c.config for c in alive} if n >= MIN_ROUNDS else set()
+            return set()
         # a round's ratio holds a candidate's noise and half of each neighbouring original's: sqrt(1.5) sigma;
-        # before MIN_ROUNDS the noise itself is estimated from few runs, so the margin is doubled
-        widen = _WIDEN * (1.0 if n >= MIN_ROUNDS else 2.0)
+        # the noise itself is estimated from few original runs (those of one round), so the margins are doubled
+        widen = 2.0 * _WIDEN
         overall_noise = combined_noise(noise, [1.0] * len(noise))
         overall_best = min(c.overall.ratio for c in alive)
         dropped = set()
@@ -316,25 +330,9 @@ def _pruner(options: SelectionOptions) -> Settled:
                 continue  # could still be the single best
             if all(_clearly_slower(c, alive, i, widen * noise[i], n) for i in range(len(noise))):
                 dropped.add(c.config)
-        left = [c for c in alive if c.config not in dropped]
-        if n >= MIN_ROUNDS and not any(_unsettled(left, i, widen * noise[i], n) for i in range(len(noise))):
-            # the picks are made: a tie goes to the config closest to the original and gives up at most 1%
-            # (TIE_CAP), and the confirmation rounds, not these, decide whether a pick stands and report it
-            return {c.config for c in alive}
-        return dropped if n < options.rounds else {c.config for c in alive}
+        return dropped
 
     return settled
-
-
-def _unsettled(alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
-    """At size `i`: some finalist that may gain more than TIE_CAP there is more than TIE_CAP behind the leader,
-    yet within what chance makes of two medians over `rounds`: more rounds could move the pick by more than 1%."""
-    relevant = [c for c in alive if _may_gain(c.per_size[i], noise)]
-    if not relevant:
-        return False  # whatever is picked there, or the original, is within 1% of the others
-    leader = math.log(min(c.per_size[i].ratio for c in relevant))
-    margin = tie_margin(noise, rounds)
-    return any(TIE_CAP < math.log(c.per_size[i].ratio) - leader <= margin for c in relevant)
 
 
 def _may_gain(v: Verdict, noise: float) -> bool:
@@ -344,13 +342,9 @@ def _may_gain(v: Verdict, noise: float) -> bool:
 
 
 def _clearly_slower(c: Contender, alive: Sequence[Contender], i: int, noise: float, rounds: int) -> bool:
-    """At size `i`: slower than the leader by more than chance makes of two medians over `rounds`, or (after
-    MIN_ROUNDS) slower than the original in every round."""
-    v = c.per_size[i]
-    if rounds >= MIN_ROUNDS and v.wins == 0:
-        return True
+    """At size `i`: slower than the leader by more than chance makes of two medians over `rounds`."""
     leader = min(alive, key=_ratio_at(i)).per_size[i]
-    return math.log(v.ratio) - math.log(leader.ratio) > tie_margin(noise, rounds)
+    return math.log(c.per_size[i].ratio) - math.log(leader.ratio) > tie_margin(noise, rounds)
 
 
 def _decider(
@@ -360,7 +354,7 @@ def _decider(
     decided (a round lost there, or the confirmation rule already met), and, for the single best, overall."""
 
     def settled(rounds: Rounds) -> set[Config]:
-        noise = original_noise(picking, rounds)
+        noise = original_noise(picking, rounds, bound=True)
         overall = combined_noise(noise, weights)
         done = set()
         for c in rounds.contenders:
@@ -480,11 +474,12 @@ def measure_rounds(
     deadline: Deadline | None = None,
     keep_s: KeepFn | None = None,
     between: int = 1,
+    group_from: int = GROUP_FROM,
 ) -> Rounds | None:
     """Up to `count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled.
 
     `between` candidates run between two original runs (A c1 c2 A c3 c4 A for 2), each divided by the mean
-    of those two, in rounds of at least GROUP_FROM candidates.
+    of those two, in rounds of at least `group_from` candidates.
     After each round, the candidates `settled` names leave the later rounds (their rounds so far stand).
     A round starts only if it ends before `deadline` with `keep_s` (given one evaluation's cost) to spare.
     """
@@ -500,8 +495,8 @@ def measure_rounds(
             return None
         if round_ > 0 and not active:
             break
-        step = between if len(active) >= GROUP_FROM else 1
-        planned = round_evaluations(len(active), between)
+        step = between if len(active) >= group_from else 1
+        planned = round_evaluations(len(active), between, group_from)
         if deadline is not None and not deadline.allows(planned * evaluation_s + (keep_s or _none)(evaluation_s)):
             break
         began = clock.now()
@@ -556,9 +551,10 @@ def _rounds(
     return Rounds(original_timings=_pooled(original_runs), contenders=contenders, original_series=series)
 
 
-def original_noise(*phases: Rounds) -> tuple[float, ...]:
+def original_noise(*phases: Rounds, bound: bool = False) -> tuple[float, ...]:
     """Per size, the robust sd of log(A / mean of its two neighbours) over the original's runs: how far
-    a configuration identical to the original lands from it in one round."""
+    a configuration identical to the original lands from it in one round. With `bound`, one standard error
+    above that estimate (a MAD of m values is off by about 1/sqrt(m) of itself): what the decisions use."""
     sizes = len(phases[0].original_timings)
     noise = []
     for i in range(sizes):
@@ -567,7 +563,7 @@ def original_noise(*phases: Rounds) -> tuple[float, ...]:
             a = phase.original_series[i]
             logs += [math.log(a[j] / ((a[j - 1] + a[j + 1]) / 2)) for j in range(1, len(a) - 1)]
         mad = statistics.median(abs(x - statistics.median(logs)) for x in logs) if logs else 0.0
-        noise.append(1.4826 * mad)
+        noise.append(1.4826 * mad * (1.0 + 1.0 / math.sqrt(len(logs)) if bound and logs else 1.0))
     return tuple(noise)
 
 
