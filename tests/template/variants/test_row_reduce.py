@@ -115,6 +115,23 @@ def test_shuffle_rms_norm_drops_its_warp_sums() -> None:
     assert "warp_sums" not in body and "__shfl" not in body and "lane" not in body
 
 
+def test_cooperative_groups_tile_shuffles_are_the_block_reduction_and_the_variance_is_finished_in_place() -> None:
+    _, body = _data("tile_layer_norm.cu", "tile_layer_norm_kernel")
+    assert "sum = cutune_rr_allreduce<ROW_THREADS>(sum, cutune_rr_sum{}" in body
+    assert "variance = cutune_rr_allreduce<ROW_THREADS>(variance, cutune_rr_sum{}" in body
+    # the in-place steps after the reduction stay, in order, before the value and the per-row store that read them
+    finish = ["variance /= hidden;", "variance += eps;", "const float rstd = rsqrtf(variance);", "rstd_out[row] = rstd"]
+    assert all(step in body for step in finish)
+    assert [body.index(step) for step in finish] == sorted(body.index(step) for step in finish)
+    assert "shfl" not in body and "partials" not in body and "g.thread_rank" not in body
+
+
+def test_a_shuffle_wrapper_without_a_mask_unrolled_by_hand_is_reduced_once() -> None:
+    _, body = _data("tile_layer_norm.cu", "warp_rms_norm_kernel")
+    assert body.count("cutune_rr_allreduce") == 1 and "shfl_xor_sync" not in body
+    assert "sum_sq /= hidden;" in body  # an update of the total after its reduction, not a step of it
+
+
 @pytest.mark.parametrize(
     ("kernel", "reason"),
     [
@@ -333,6 +350,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("group_rows.cu", "group_norm_kernel", ["group_norm_kernel<256, 1, 128, 4>"]),
         ("row_stats.cu", "train_layer_norm_kernel", ["train_layer_norm_kernel<1, 256, 4>"]),
         ("row_stats.cu", "tree_mean_kernel", ["tree_mean_kernel<1, 128, 4>"]),
+        ("tile_layer_norm.cu", "tile_layer_norm_kernel", ["tile_layer_norm_kernel<1, 512, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
@@ -369,6 +387,8 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
         ("rows_on_y.cu", "warp_rows_rms_norm_kernel"),
         ("group_rows.cu", "group_norm_kernel"),
         ("row_stats.cu", "train_layer_norm_kernel"),
+        ("tile_layer_norm.cu", "tile_layer_norm_kernel"),
+        ("tile_layer_norm.cu", "warp_rms_norm_kernel"),
     ],
 )
 def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ _OPS = {"sum": "cutune_rr_sum", "max": "cutune_rr_max", "min": "cutune_rr_min"}
 _MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
 # the count a loop over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`) steps by
 _FLAT_STEPS = ("blockDim.x*blockDim.y", "blockDim.y*blockDim.x")
+_SHUFFLE = re.compile(r"(__)?shfl(_xor|_down|_up)?(_sync)?")
 _INTEGRAL = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "int64_t", "uint64_t", "long", "size_t"}
 
 HELPERS = """\
@@ -199,6 +200,7 @@ class _Value:
     rhs: Node
     declare: str  # the type to declare it with; "" to assign an existing variable
     deps: set[str]
+    op: str = "="  # a compound update of a total or value (`variance /= n;`) keeps its operator
 
 
 @dataclass
@@ -923,9 +925,8 @@ class _Rewriter:
                     found[acc] = _merge(found.get(acc), op, acc, self, call)
                     seg.calls[call.start_byte] = acc
                     seg.ends[call.start_byte] = call.end_byte
-                elif self.compact(fn).startswith("__shfl"):
-                    args = _args(call)
-                    acc = self._accumulator_arg(args[1] if len(args) > 1 else None, pending, call)
+                elif (value := _shuffled(self, call)) is not None:
+                    acc = self._accumulator_arg(value, pending, call)
                     found[acc] = _merge(found.get(acc), self._combine_op(call, acc), acc, self, call)
             for node in descendants(s, "assignment_expression"):
                 left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
@@ -1038,9 +1039,19 @@ class _Rewriter:
                 op = node.child_by_field_name("operator")
                 if target is None or rhs is None or target.type != "identifier":
                     continue
-                if op is not None and self.text(op) != "=":
-                    continue
+                if node.type == "init_declarator" and node.parent not in statements:
+                    continue  # declared in a nested scope (a shuffle loop's counter): gone after it
                 name = self.text(target)
+                if op is not None and self.text(op) != "=":  # `variance /= n;`: the total updated in place
+                    updated = name in self.reduced or any(v.name == name for v in values)
+                    deps = self._value_deps(rhs, seg)
+                    # a combine step of the reduction itself (`sum += __shfl_xor_sync(...)`, `sum += partial[w]`)
+                    # is what the all-reduce replaces
+                    combines = any(_shuffled(self, c) is not None for c in descendants(rhs, "call_expression"))
+                    shared = self._idents(rhs) & self.shared.keys()
+                    if updated and node.parent in statements and deps is not None and not combines and not shared:
+                        values.append(_Value(name, rhs, "", deps | {name}, self.text(op)))
+                    continue
                 if name in self.reduced and name in {r.acc for r in seg.reductions} | seg.aliases.keys():
                     if self._is_reset(node, rhs, name, statements):  # set afresh for a later loop: kept, in order
                         values.append(_Value(name, rhs, "", self._idents(rhs)))
@@ -1055,7 +1066,7 @@ class _Rewriter:
                 needed |= v.deps
         kept = [v for v in values if v.name in needed]
         for v in kept:
-            if sum(w.name == v.name for w in kept) > 1:
+            if v.op == "=" and sum(w.name == v.name and w.op == "=" for w in kept) > 1:
                 self.refuse(f"`{v.name}` is assigned twice from the reduction", v.rhs)
         return kept
 
@@ -1361,7 +1372,7 @@ class _Rewriter:
         extra = {start: (end, acc) for start, (end, acc) in calls.items()}
         for v in seg.values:
             rhs = self._render(v.rhs, extra)
-            lines.append(f"{v.declare} {v.name} = {rhs};" if v.declare else f"{v.name} = {rhs};")
+            lines.append(f"{v.declare} {v.name} = {rhs};" if v.declare else f"{v.name} {v.op} {rhs};")
         for stat in seg.stats:  # the row's first thread, as in the original, once every thread has the values
             conditions = [f"({self._render(c)})" for c in stat.conditions]
             when = " && ".join(["cutune_row_ok", "threadIdx.x == 0", *conditions])
@@ -1490,6 +1501,17 @@ def _merge(old: str | None, new: str | None, acc: str, w: _Rewriter, node: Node)
     if old is not None and new is not None and old != new:
         w.refuse(f"`{acc}` is combined both as a {old} and as a {new}", node)
     return new if new is not None else old
+
+
+def _shuffled(w: _Rewriter, call: Node) -> Node | None:
+    """The value a warp shuffle exchanges (`__shfl_xor_sync(mask, v, o)`, a tile's `g.shfl_down(v, o)`, a wrapper
+    `math::shfl_xor_sync(v, o)`), or None when `call` is not a shuffle."""
+    name = re.split(r"\.|::|->", w.compact(call.child_by_field_name("function")))[-1]
+    if not _SHUFFLE.fullmatch(name):
+        return None
+    args = _args(call)
+    at = 1 if name.startswith("__") and name.endswith("_sync") else 0  # the intrinsics' mask comes first
+    return args[at] if len(args) > at else None
 
 
 def _args(call: Node) -> list[Node]:
