@@ -26,7 +26,7 @@ from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
 from tests.cuda.test_extract import needs_nvrtc, nvrtc_compiled
 
-from .compile import compile_both
+from .compile import compile_both, name_expressions
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "template" / "variants"
@@ -316,6 +316,33 @@ def test_samples_compile_at_several_configurations(stem: str, kernel: str, tmp_p
     assert set(nvrtc_names) == set(rows) and set(nvrtc_names.values()) <= set(nvcc_names)
 
 
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_a_row_kept_in_register_arrays_compiles_with_the_arrays_as_its_cache(tmp_path: Path) -> None:
+    # the input gradient: two local arrays, a tile's shuffles, a conditional read of beta, an accumulator set afresh
+    template, spec = _sample("register_layer_norm", "layer_norm_bwd_input_kernel")
+    assert {p.name: p.values for p in template.space.params}["ROW_THREADS"] == (256, 512, 1024)  # >= the launch's
+    default = template.space.default()
+    configs = [{**default, "VARIANT": 1, "ROW_THREADS": 256}, {**default, "VARIANT": 1, "ROW_VEC": 2}]
+    expressions = name_expressions(template, spec, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path)
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+def test_a_row_kept_in_register_arrays_is_never_loaded_nor_stored() -> None:
+    _, spec = _sample("register_layer_norm", "layer_norm_fwd_kernel")
+    path = SAMPLES / "register_layer_norm.cu"
+    variant = RowReduce().apply(parse_source(path.read_text(), str(path)), "layer_norm_fwd_kernel", spec)
+    # the original's 16 floats a thread, in packs of ROW_VEC, indexed by the thread's pack of the row
+    assert (
+        "cutune_s0_cache[cutune_one_pass ? cutune_chunks : (REGS_PER_THREAD + ROW_VEC - 1) / ROW_VEC];" in variant.body
+    )
+    assert "auto& cutune_s0 = cutune_s0_cache[cutune_c];" in variant.body
+    assert "row_vals" not in variant.body and "cutune_rr_load(cutune_s0" not in variant.body
+    assert "cutune_rr_store(row_vals" not in variant.body and "cutune_rr_store(out, cutune_s" in variant.body
+    assert "if (cutune_row_ok && threadIdx.x == 0 && (training)) mean_out[row] = mean;" in variant.body
+
+
 @needs_nvrtc
 def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -> None:
     # 256 threads over a row of 8192 bf16: 4 packs of 16 bytes each. Issued one after another's use, a row costs
@@ -350,7 +377,6 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("group_rows.cu", "group_norm_kernel", ["group_norm_kernel<256, 1, 128, 4>"]),
         ("row_stats.cu", "train_layer_norm_kernel", ["train_layer_norm_kernel<1, 256, 4>"]),
         ("row_stats.cu", "tree_mean_kernel", ["tree_mean_kernel<1, 128, 4>"]),
-        ("tile_layer_norm.cu", "tile_layer_norm_kernel", ["tile_layer_norm_kernel<1, 512, 4>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
@@ -361,7 +387,13 @@ def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("stem", "kernel"), [("rms_norm", "rms_norm_kernel"), ("fused_add_rms_norm", "fused_add_rms_norm_kernel")]
+    ("stem", "kernel"),
+    [
+        ("rms_norm", "rms_norm_kernel"),
+        ("fused_add_rms_norm", "fused_add_rms_norm_kernel"),
+        ("register_layer_norm", "layer_norm_fwd_kernel"),
+        ("register_layer_norm", "layer_norm_bwd_input_kernel"),
+    ],
 )
 def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:
     ctx = open_kernel(SAMPLES / f"{stem}.cu", kernel)

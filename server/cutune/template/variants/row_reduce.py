@@ -43,6 +43,7 @@ from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.loops import written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.register_rows import register_rows
 from cutune.template.variants.rows_on_y import GRID_X, rows_on_y
 
 THREADS = "ROW_THREADS"
@@ -158,6 +159,7 @@ class _Stream:
     array: Node
     base: Node | None
     cached: bool = False  # kept in registers from one loop to the next (one-pass form)
+    register: tuple[str, str] | None = None  # a local array of the row's values, never memory: (type, size)
 
     @property
     def name(self) -> str:
@@ -229,20 +231,29 @@ class RowReduce(Transform):
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         """The row-reduction variant of `kernel`, or TransformRefused saying why it cannot be rewritten."""
+        return self._apply(model, kernel, spec, {})
+
+    def _apply(
+        self, model: SourceModel, kernel: str, spec: KernelSpec | None, arrays: dict[str, tuple[str, str]]
+    ) -> Variant:
+        """`apply` on a reading of the kernel whose `arrays` (name → element type, size) hold the row's values."""
         k = model.kernel(kernel)
         if k.has_errors:
             self.refuse("the kernel has syntax errors tree-sitter could not parse")
         src = KernelSource(model, k)
         split = split_compound_accumulators(src)
         if split is not None:  # a pair accumulator (float2): its parts are two reductions, read as such
-            return self.apply(parse_source(split, model.path, rewrite=True), kernel, spec)
+            return self._apply(parse_source(split, model.path, rewrite=True), kernel, spec, arrays)
+        registers = register_rows(src, self.name) if not arrays else None
+        if registers is not None:  # the row kept in local arrays by counted loops: read as stride loops over it
+            return self._apply(parse_source(registers.text, model.path, rewrite=True), kernel, spec, registers.arrays)
         on_y = rows_on_y(src)
         if on_y is not None:  # rows on the block's y axis: one row per block, on grid.x * block.y blocks
             if spec is not None and len(spec.block) > 1:
                 spec = dataclasses.replace(
                     spec, grid=(f"({spec.grid[0]}) * ({spec.block[1]})", *spec.grid[1:]), block=spec.block[:1]
                 )
-            variant = self.apply(parse_source(on_y, model.path, rewrite=True), kernel, spec)
+            variant = self._apply(parse_source(on_y, model.path, rewrite=True), kernel, spec, arrays)
             assert variant.launch is not None  # row_reduce always sets its launch
             launch = dataclasses.replace(variant.launch, grid=(GRID_X, "{grid}", "{grid}"))
             note = f"{variant.provenance.note}; each row of threads along y a block of its own"
@@ -256,12 +267,12 @@ class RowReduce(Transform):
             edits.replace(
                 statement.start_byte, statement.end_byte, f"if (!({node_text(src.data, cond)})) return;\n{rest}"
             )
-            return self.apply(
-                parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True), kernel, spec
+            return self._apply(
+                parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True), kernel, spec, arrays
             )
         rows = _persistent_rows(src)
         if rows is None:
-            return _Rewriter(self, src, spec).variant()
+            return _Rewriter(self, src, spec, arrays).variant()
         # one row per iteration of a persistent loop: the row's body rewritten as one block per row, looped
         loop, var, bound = rows
         body = loop.child_by_field_name("body")
@@ -273,7 +284,7 @@ class RowReduce(Transform):
         edits = EditList(src.data)
         edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
         one = parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
-        variant = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec).variant()
+        variant = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays).variant()
         first = "const unsigned int cutune_row = blockIdx.x;"
         if first not in variant.body:
             self.refuse("a persistent row loop whose rows could not stay one per block")
@@ -304,10 +315,13 @@ class RowReduce(Transform):
 class _Rewriter:
     """Reads one kernel's row structure and writes the new body."""
 
-    def __init__(self, transform: RowReduce, src: KernelSource, spec: KernelSpec | None) -> None:
+    def __init__(
+        self, transform: RowReduce, src: KernelSource, spec: KernelSpec | None, arrays: dict[str, tuple[str, str]]
+    ) -> None:
         self.t = transform
         self.src = src
         self.spec = spec
+        self.arrays = arrays  # local arrays holding the row's values (register_rows.py): name → (type, size)
         self.params = {p.name: p for p in src.kernel.params}
         self.shared: dict[str, Node] = {}  # __shared__ name → its declaration
         self.decls: dict[str, tuple[Node, str]] = {}  # prologue local → (declaration, type)
@@ -647,13 +661,6 @@ class _Rewriter:
         for sub in descendants(loop.body, "subscript_expression"):
             if loop.var in self._idents(sub.child_by_field_name("indices")):
                 self._access(loop, sub)
-        for stream, sub in loop.guarded_reads.items():
-            if stream not in loop.plain_reads:
-                self.refuse(
-                    f"reads `{self.compact(sub)}` only under a condition: loading the row's packs would read it where "
-                    "the original does not (a pointer that may be null or short)",
-                    sub,
-                )
         for node in descendants(loop.body, "assignment_expression", "update_expression"):
             target = node.child_by_field_name("left") or node.child_by_field_name("argument")
             if target is None or (target.type == "subscript_expression" and loop.var in self._idents(target)):
@@ -729,7 +736,9 @@ class _Rewriter:
         key = (self.compact(array), self.compact(base))
         stream = self.streams.get(key)
         if stream is None:
-            stream = self.streams[key] = _Stream(len(self.streams), array, base)
+            stream = self.streams[key] = _Stream(len(self.streams), array, base, register=self.arrays.get(key[0]))
+            if stream.register is not None:
+                stream.cached = True  # its registers are all there is of it
         loop.accesses.append((sub, stream))
         parent = sub.parent
         written = parent is not None and (
@@ -758,6 +767,8 @@ class _Rewriter:
         rows = self._row_names()
         for loop in loops:
             for sub, stream in loop.accesses:
+                if stream.register is not None:
+                    continue
                 if stream.index in loop.writes and not (
                     self._idents(stream.array) & rows or (stream.base and self._idents(stream.base) & rows)
                 ):
@@ -766,6 +777,11 @@ class _Rewriter:
             self._idents(s.array) & rows or (s.base and self._idents(s.base) & rows) for s in self.streams.values()
         ):
             self.refuse("no row loop indexes a row by blockIdx.x: not one block per row")
+        for loop in loops:
+            self._direct_reads(loop)
+        for stream in self.streams.values():
+            if stream.register is not None:
+                self._check_register(stream, loops)
         seen: set[int] = set()
         for loop in loops:
             touched = loop.reads | loop.writes
@@ -774,6 +790,42 @@ class _Rewriter:
                 if i in seen and i in loop.reads:
                     stream.cached = True
             seen |= touched
+
+    def _direct_reads(self, loop: _Loop) -> None:
+        """An array the loop reads only under a condition (`flag ? (x[i] - b[i]) : x[i]`, a pointer that may be null
+        or short) is read where the original reads it, element by element, instead of in packs the rewrite would
+        load whatever the condition; the loop must not also write it (its packs are stored after the loop body)."""
+        streams = {s.index: s for s in self.streams.values()}
+        direct = {
+            i for i in loop.guarded_reads if i not in loop.plain_reads and streams[i].register is None
+        }  # a register array is never loaded: it stays as it is
+        for i in direct & loop.writes:
+            self.refuse(
+                f"reads `{self.compact(loop.guarded_reads[i])}` only under a condition and writes it too: loading "
+                "the row's packs would read it where the original does not (a pointer that may be null or short)",
+                loop.guarded_reads[i],
+            )
+        loop.accesses = [(sub, s) for sub, s in loop.accesses if s.index not in direct]
+        loop.reads -= direct
+
+    def _check_register(self, stream: _Stream, loops: list[_Loop]) -> None:
+        """A register array's values are the loops' own: the first loop that touches it sets each element before
+        anything reads it (its registers start empty in the rewrite, as they do in the original)."""
+        if stream.base is not None:
+            self.refuse(f"indexes the register array `{self.compact(stream.array)}` off the row's element")
+        first = next(loop for loop in loops if stream.index in loop.reads | loop.writes)
+        sub = min((sub for sub, s in first.accesses if s is stream), key=lambda n: n.start_byte)
+        parent = sub.parent
+        right = parent.child_by_field_name("right") if parent is not None else None
+        if (
+            parent is None
+            or parent.type != "assignment_expression"
+            or parent.child_by_field_name("left") != sub
+            or self.text(parent.child_by_field_name("operator")) != "="
+            or stream.index in first.blind_writes
+            or self.compact(stream.array) in self._idents(right)
+        ):
+            self.refuse(f"reads the register array `{self.compact(stream.array)}` before a loop sets it", sub)
 
     def _row_names(self) -> set[str]:
         """`blockIdx` and every prologue local computed from it (the row pointers and offsets)."""
@@ -1105,8 +1157,8 @@ class _Rewriter:
             return _type_of(self, node.parent)
         if name in self.shared:
             return _type_of(self, self.shared[name])
-        if name in self.decls or name in self.params:
-            return ""
+        if name in self.decls or name in self.params or name in self.reduced | self.valued:
+            return ""  # declared already: in the prologue, or by an earlier segment (an accumulator set afresh)
         return "auto"
 
     def _type_of_name(self, name: str) -> str:
@@ -1153,8 +1205,11 @@ class _Rewriter:
             "constexpr bool cutune_exact = cutune_one_pass && cutune_len_ct % cutune_step == 0;",
         ]
         for stream in sorted(self.streams.values(), key=lambda s: s.index):
-            if stream.cached:
-                pack = f"cutune_rr_pack<{self._elem(stream)}, {VEC}>"
+            pack = f"cutune_rr_pack<{self._elem(stream)}, {VEC}>"
+            if stream.register is not None:  # as many elements a thread as the original's array holds
+                room = f"({stream.register[1]} + {VEC} - 1) / {VEC}"
+                out.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : {room}];")
+            elif stream.cached:
                 out.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : 1];")
         seen: set[int] = set()
         for loop, seg in zip(loops, segments, strict=True):
@@ -1162,10 +1217,11 @@ class _Rewriter:
             seen |= loop.reads | loop.writes
             out += self._emit_segment(seg, segments.index(seg))
         body = "\n".join(out)
+        registers = any(s.register is not None for s in self.streams.values())
         return Variant(
             name="row_reduce",
             body=body,
-            params=self._params(bool(rows_arg)),
+            params=self._params(bool(rows_arg), registers),
             constraints=(
                 (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128")
                 if rows_arg
@@ -1177,7 +1233,13 @@ class _Rewriter:
                 self.t.name,
                 note=f"{len(loops)} row loop(s), {sum(len(s.reductions) for s in segments)} reduction(s) "
                 f"({', '.join(r.op + ' of ' + r.acc for s in segments for r in s.reductions)}), "
-                f"{'one pass over registers when ' + length + ' is specialised' if ct else 'two vectorised passes'}",
+                + (
+                    "the row in registers as the original's arrays keep it"
+                    if registers
+                    else f"one pass over registers when {length} is specialised"
+                    if ct
+                    else "two vectorised passes"
+                ),
             ),
         )
 
@@ -1274,6 +1336,8 @@ class _Rewriter:
         return list(reversed(kept))
 
     def _elem(self, stream: _Stream) -> str:
+        if stream.register is not None:
+            return stream.register[0]
         return f"typename cutune_rr_elem<decltype(&({self._render(stream.array)})[0])>::type"
 
     def _pointer(self, stream: _Stream) -> str:
@@ -1287,11 +1351,14 @@ class _Rewriter:
         aligned and whose length is a multiple of ROW_VEC load with one vector access per pack and no branch."""
         touched = sorted(loop.reads | loop.writes)
         streams = {s.index: s for s in self.streams.values()}
-        loaded = [i for i in touched if i in loop.reads or i in loop.blind_writes]
+        memory = [i for i in touched if streams[i].register is None]  # a register array is never loaded nor stored
+        loaded = [i for i in memory if i in loop.reads or i in loop.blind_writes]
         grouped = [i for i in loaded if not streams[i].cached]
 
         def slot(i: int) -> str:
             s = streams[i]
+            if s.register is not None:
+                return f"{s.name}_cache[cutune_c]"
             if s.cached:
                 return f"{s.name}_cache[cutune_one_pass ? cutune_c : 0]"
             return f"{s.name}_group[cutune_c - cutune_g]"
@@ -1310,7 +1377,7 @@ class _Rewriter:
                 out.append(f"if constexpr (!cutune_one_pass) {call}" if s.cached and i in seen else call)
             return out
 
-        aligned = " && ".join(f"cutune_rr_whole<{VEC}>({self._pointer(streams[i])}, cutune_len)" for i in touched)
+        aligned = " && ".join(f"cutune_rr_whole<{VEC}>({self._pointer(streams[i])}, cutune_len)" for i in memory)
         lines = [
             f"// {self.text(loop.node).splitlines()[0].strip()}",
             "{",
@@ -1347,7 +1414,7 @@ class _Rewriter:
             + _indent(body, "      ").lstrip(),
             "    }",
         ]
-        for i in touched:
+        for i in memory:
             if i in loop.writes:
                 s = streams[i]
                 lines.append(
@@ -1382,7 +1449,7 @@ class _Rewriter:
     def _rows(self) -> str:
         return ROWS if self.rows_arg else "1"
 
-    def _params(self, rows: bool) -> tuple[TunableParam, ...]:
+    def _params(self, rows: bool, registers: bool = False) -> tuple[TunableParam, ...]:
         vec = tuple(dict.fromkeys(max(1, b // self._elem_bytes()) for b in (8, 16)))  # 8- and 16-byte accesses
         # more threads than the longest row has packs would only idle; so few that the longest row cannot stay
         # in registers (MAX_CACHED elements a thread) would stream it through small blocks
@@ -1392,15 +1459,31 @@ class _Rewriter:
             for t in (32, 64, 128, 256, 512, 1024)
             if not longest or ((t == 32 or t * vec[0] <= longest) and (t == 1024 or t * MAX_CACHED >= longest))
         )
-        params = [
-            TunableParam(THREADS, threads, min(256, threads[-1]), Binding.TEMPLATE, description="threads per row"),
-        ]
+        if registers:
+            # the original's arrays hold a thread's elements of any row its launch runs, so as many registers a
+            # thread hold the row where a row has at least as many threads as the original launch gives it
+            floor = self._launched_threads()
+            threads = tuple(t for t in dict.fromkeys((*threads, 1024)) if t >= floor)
+        default = threads[-1] if registers else min(256, threads[-1])
+        params = [TunableParam(THREADS, threads, default, Binding.TEMPLATE, description="threads per row")]
         if rows:
             params.append(TunableParam(ROWS, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="rows per block"))
         params.append(
             TunableParam(VEC, vec, vec[-1], Binding.TEMPLATE, description="consecutive elements per load and store")
         )
         return tuple(params)
+
+    def _launched_threads(self) -> int:
+        """The most threads per block the spec's launch runs at any of its sizes; without them, the most a block
+        can have."""
+        spec = self.spec
+        if spec is None or not spec.block or not spec.sizes:
+            return 1024
+        try:
+            block = compile_expr(spec.block[0])
+            return max(int(block.evaluate({**spec.scalar_values(size), **size})) for size in spec.sizes)
+        except CutuneError:
+            return 1024
 
     def _launch(self, rows: bool) -> Launch:
         grid = self.spec.grid if self.spec is not None else ("num_rows",)
