@@ -21,10 +21,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
+from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants import TRANSFORMS, propose_variants
 from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.loops import grid_index_axis, index_form
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,6 +45,26 @@ def sources(names: list[str] | None = None) -> dict[str, tuple[list[Path], list[
     for name, corpus in corpora().items():
         found[name] = (list(corpus.files), [str(d) for d in corpus.include_dirs])
     return {k: v for k, v in found.items() if not names or k in names}
+
+
+def column_reduction(model: SourceModel, kernel: str) -> str:
+    """Why a kernel named like a norm reduces columns, not rows (blocks tile the columns by
+    `blockIdx.x * blockDim.x + threadIdx.x` and a loop walks the rows from threadIdx.y), or ''."""
+    k = model.kernel(kernel)
+    if k.has_errors:
+        return ""
+    src = KernelSource(model, k)
+    columns = [d for d in src.in_body("init_declarator") if grid_index_axis(src.field(d, "value")) == "x"]
+    for loop in src.in_body("for_statement"):
+        init = loop.child_by_field_name("initializer")
+        starts = [d.child_by_field_name("value") for d in descendants(init, "init_declarator")] if init else []
+        if columns and any(v is not None and index_form(src.text(v)) == "threadIdx.y" for v in starts):
+            column = src.field(columns[0], "declarator")
+            return (
+                f"a column reduction: blocks tile the columns (`{column}` at line {src.line(columns[0])}), the loop "
+                f"at line {src.line(loop)} walks the rows from threadIdx.y"
+            )
+    return ""
 
 
 def reason_kind(reason: str) -> str:
@@ -71,6 +94,7 @@ def main() -> None:
     crashes: list[str] = []
     per_corpus: dict[str, dict[str, int]] = {}
     row_kernels: list[dict[str, object]] = []
+    column_kernels: list[dict[str, object]] = []  # named like norms, but reducing columns: not row reductions
     slowest = (0.0, "")
     files = sources(args.corpus)
     for corpus, (paths, include_dirs) in files.items():
@@ -109,14 +133,16 @@ def main() -> None:
                 counts["with_launch_any_variant"] += bool(origins) and has_launch
                 if ROW_REDUCTION.search(kernel.name) and not NOT_ROW_REDUCTION.search(kernel.name):
                     why = next((r.reason for r in refusals if r.recipe == "row_reduce"), "")
-                    row_kernels.append(
-                        {
-                            "corpus": corpus,
-                            "file": str(path.relative_to(path.parents[2])),
-                            "kernel": kernel.name,
-                            "row_reduce": "row_reduce" in origins,
-                            "refused": "" if "row_reduce" in origins else why,
-                        }
+                    entry = {
+                        "corpus": corpus,
+                        "file": str(path.relative_to(path.parents[2])),
+                        "kernel": kernel.name,
+                        "row_reduce": "row_reduce" in origins,
+                        "refused": "" if "row_reduce" in origins else why,
+                    }
+                    columns = "" if "row_reduce" in origins else column_reduction(model, kernel.name)
+                    (column_kernels if columns else row_kernels).append(
+                        {**entry, "excluded": columns} if columns else entry
                     )
     kernels = sum(c["kernels"] for c in per_corpus.values())
     print(f"{kernels} kernels in {sum(len(p) for p, _ in files.values())} files")
@@ -140,6 +166,9 @@ def main() -> None:
     print(f"\nrow-reduction kernels (norm/softmax by name): row_reduce applies to {rows_done} of {len(row_kernels)}")
     for r in row_kernels:
         print(f"  {'yes' if r['row_reduce'] else 'no ':3} {r['corpus']}:{r['kernel']} {r['refused'][:160]}")
+    print(f"excluded, named like norms but not row reductions: {len(column_kernels)}")
+    for r in column_kernels:
+        print(f"  --  {r['corpus']}:{r['kernel']} {r['excluded']}")
     print(f"\nslowest kernel: {slowest[0]:.2f} s ({slowest[1]})")
     print(f"crashes: {len(crashes)}")
     for c in crashes:
@@ -156,6 +185,7 @@ def main() -> None:
             "applied": dict(applied),
             "refused": {k: dict(v.most_common()) for k, v in refused.items()},
             "row_reduction_kernels": row_kernels,
+            "excluded_kernels": column_kernels,
             "slowest_kernel_s": round(slowest[0], 3),
             "crashes": crashes,
         }

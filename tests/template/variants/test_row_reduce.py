@@ -141,7 +141,7 @@ def test_a_shuffle_wrapper_without_a_mask_unrolled_by_hand_is_reduced_once() -> 
         ("unknown_reduce_kernel", "the block-wide reduction of `sum` is not one the rewrite can identify"),
         ("paired_kernel", "accumulates into `acc.s`, a part of a compound value"),
         ("online_kernel", "`s` is carried from element to element"),
-        ("counted_rows_kernel", "the loop at line 92 counts from 0 (`int i = 0`) with the thread in its index"),
+        ("counted_rows_kernel", "the loop over `iterations` rounds leaves the thread's last, partial round undone"),
     ],
 )
 def test_refuses_with_its_reason(kernel: str, reason: str) -> None:
@@ -199,12 +199,18 @@ def test_pointers_moved_under_a_block_uniform_branch_stay_moved_by_the_whole_bra
     assert "gate[g]" in body  # a read of the gate only under its branch stays there, one element at a time
 
 
+def test_an_array_read_only_under_a_condition_is_read_there_element_by_element() -> None:
+    _, body = _data("row_grid.cu", "optional_gate_kernel")
+    # a null gate is never loaded: the original's test guards the one read of each element
+    assert "gate != nullptr ? v * gate[cutune_row * n + j] : v;" in body and "cutune_rr_load(cutune_s2" not in body
+
+
 @pytest.mark.parametrize(
     ("kernel", "reason"),
     [
         ("thread_gated_kernel", "derives a value the loops read from the thread index"),
         ("flagged_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
-        ("optional_gate_kernel", "reads `gate[blockIdx.x*n+j]` only under a condition"),
+        ("optional_scale_kernel", "reads `x[blockIdx.x*n+j]` only under a condition and writes it too"),
         ("thread_exit_kernel", "leaves the kernel early on `threadIdx.x>=n`, not the same for every thread"),
         ("ragged_exit_kernel", "leaves the kernel early on `lengths[blockIdx.x]==0`, which reads memory"),
         ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
