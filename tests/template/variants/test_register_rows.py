@@ -40,6 +40,12 @@ def test_a_loop_after_the_count_took_in_the_tail_runs_over_every_element_alone()
     assert "in_grad[r] = grad_vals[r] - sum;" in body and body.count("r < hidden") == 5
 
 
+def test_a_loop_over_the_rounds_without_an_array_is_read_as_well() -> None:
+    body = _read(DATA, "reread_kernel")
+    assert "for (int r = threadIdx.x; r < n; r += blockDim.x) {\nsum += row[r];\n}" in body
+    assert body.count("r < n") == 3 and "rounds" not in body
+
+
 def test_a_loop_over_a_template_count_is_left_alone() -> None:
     model = parse_source(DATA.read_text(), str(DATA))
     assert register_rows(KernelSource(model, model.kernel("unrolled_kernel")), "row_reduce") is None

@@ -52,6 +52,8 @@ def register_rows(src: KernelSource, transform: str) -> RegisterRow | None:
     # (`UNROLL`, a template parameter) is a fixed number of packs a thread, not this shape
     if not arrays or not any(_divided(src, s, count) for s in statements for count in counts):
         return None
+    # every loop over the rounds, with or without an array in it (one may read the row straight from memory)
+    rounds = [s for s in statements if (r := _round(src, s, {})) is not None and r[1] in counts]
     return _Reader(src, transform, statements, arrays).read(rounds)
 
 
@@ -71,7 +73,8 @@ def _arrays(src: KernelSource, statements: list[Node]) -> dict[str, tuple[str, s
 
 
 def _round(src: KernelSource, loop: Node, arrays: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
-    """(round index, count) of `for (int i = 0; i < count; i++)` indexing a register array by `i`, else None."""
+    """(round index, count) of `for (int i = 0; i < count; i++)` indexing one of `arrays` by `i` (any loop of that
+    form, where `arrays` is empty), else None."""
     if loop.type != "for_statement":
         return None
     init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
@@ -84,7 +87,7 @@ def _round(src: KernelSource, loop: Node, arrays: dict[str, tuple[str, str]]) ->
         return None
     body = loop.child_by_field_name("body")
     subscripts = descendants(body, "subscript_expression") if body is not None else []
-    if not any(_subscript(src, sub) in ((a, i) for a in arrays) for sub in subscripts):
+    if arrays and not any(_subscript(src, sub) in ((a, i) for a in arrays) for sub in subscripts):
         return None
     return i, count.group(1)
 
@@ -172,7 +175,7 @@ class _Reader:
         """The loop at statement `at` (and its tail) written as one block-stride loop: the statement after them and
         whether `count` then counts the partial round too."""
         loop = self.statements[at]
-        var = (_round(self.src, loop, self.arrays) or ("", ""))[0]
+        var = (_round(self.src, loop, {}) or ("", ""))[0]
         body = self._body(loop, var, count, highs)
         tail = self.statements[at + 1] if at + 1 < len(self.statements) else None
         read = self._tail(tail, count, highs, length) if tail is not None else None

@@ -78,6 +78,29 @@ __global__ void unset_kernel(float* out, const float* in, int n) {
   for (int r = 0; r < rounds; r++) out[blockIdx.x * n + r * blockDim.x + tid] = vals[r] / sum;
 }
 
+// keeps the centred row in registers, reads the input again from memory for the second moment
+__global__ void reread_kernel(float* out, const float* in, int n) {
+  __shared__ float partial[32];
+  float centred[REGS];
+  const int tid = threadIdx.x;
+  int rounds = n / blockDim.x;
+  const int last = rounds * blockDim.x + tid;
+  const float* row = in + blockIdx.x * n;
+  float sum = 0.f;
+  for (int r = 0; r < rounds; r++) sum += row[r * blockDim.x + tid];
+  if (last < n) sum += row[last];
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (tid % 32 == 0) partial[tid / 32] = sum;
+  __syncthreads();
+  const float mean = partial[0] / n;
+  for (int r = 0; r < rounds; r++) centred[r] = row[r * blockDim.x + tid] - mean;
+  if (last < n) {
+    centred[rounds] = row[last] - mean;
+    rounds++;
+  }
+  for (int r = 0; r < rounds; r++) out[blockIdx.x * n + r * blockDim.x + tid] = centred[r];
+}
+
 // a fixed number of packs a thread (a template count): not rounds of the block over a row, left alone
 template <int UNROLL>
 __global__ void unrolled_kernel(float* out, const float* in, int n) {
