@@ -26,7 +26,7 @@ from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
 from tests.cuda.test_extract import needs_nvrtc, nvrtc_compiled
 
-from .compile import compile_both, name_expressions
+from .compile import compile_both
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "template" / "variants"
@@ -130,6 +130,17 @@ def test_a_shuffle_wrapper_without_a_mask_unrolled_by_hand_is_reduced_once() -> 
     _, body = _data("tile_layer_norm.cu", "warp_rms_norm_kernel")
     assert body.count("cutune_rr_allreduce") == 1 and "shfl_xor_sync" not in body
     assert "sum_sq /= hidden;" in body  # an update of the total after its reduction, not a step of it
+
+
+def test_a_half2_row_in_float2_registers_under_an_arch_guard_keeps_the_guard_and_its_pointers() -> None:
+    _, body = _data("half2_layer_norm.cu", "half2_layer_norm_kernel")
+    lines = body.strip().splitlines()
+    assert lines[0] == "#if __CUDA_ARCH__ >= 530" and lines[-1] == "#endif"  # where it is compiled, as the original
+    # local __half2 pointers moved to the row, one declared between the passes, each a row the loops read
+    assert "in2 += cutune_row * pairs;" in body and "const __half2* gamma2 = reinterpret_cast" in body
+    assert "cutune_rr_store(out2, " in body and "cutune_rr_pack<float2, ROW_VEC> cutune_s0_cache[" in body
+    # each pair's parts updated in place in the registers
+    assert "cutune_s0.v[cutune_v].x -= mean;" in body and "vals" not in body
 
 
 @pytest.mark.parametrize(
@@ -322,17 +333,13 @@ def test_samples_compile_at_several_configurations(stem: str, kernel: str, tmp_p
     assert set(nvrtc_names) == set(rows) and set(nvrtc_names.values()) <= set(nvcc_names)
 
 
-@pytest.mark.nvcc
-@needs_nvrtc
-def test_a_row_kept_in_register_arrays_compiles_with_the_arrays_as_its_cache(tmp_path: Path) -> None:
-    # the input gradient: two local arrays, a tile's shuffles, a conditional read of beta, an accumulator set afresh
+def test_an_input_gradient_in_register_arrays_reads_beta_where_asked_and_sets_its_sum_afresh() -> None:
     template, spec = _sample("register_layer_norm", "layer_norm_bwd_input_kernel")
     assert {p.name: p.values for p in template.space.params}["ROW_THREADS"] == (256, 512, 1024)  # >= the launch's
-    default = template.space.default()
-    configs = [{**default, "VARIANT": 1, "ROW_THREADS": 256}, {**default, "VARIANT": 1, "ROW_VEC": 2}]
-    expressions = name_expressions(template, spec, configs)
-    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path)
-    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+    path = SAMPLES / "register_layer_norm.cu"
+    variant = RowReduce().apply(parse_source(path.read_text(), str(path)), "layer_norm_bwd_input_kernel", spec)
+    assert "(saved_v - beta[r]) / g" in re.sub(r"cutune_s\d\.v\[cutune_v\]", "saved_v", variant.body)
+    assert "\nsum = 0.f;\n" in variant.body and "auto sum" not in variant.body  # assigned, not declared again
 
 
 def test_a_row_kept_in_register_arrays_is_never_loaded_nor_stored() -> None:
@@ -383,6 +390,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("group_rows.cu", "group_norm_kernel", ["group_norm_kernel<256, 1, 128, 4>"]),
         ("row_stats.cu", "train_layer_norm_kernel", ["train_layer_norm_kernel<1, 256, 4>"]),
         ("row_stats.cu", "tree_mean_kernel", ["tree_mean_kernel<1, 128, 4>"]),
+        ("half2_layer_norm.cu", "half2_layer_norm_kernel", ["half2_layer_norm_kernel<1, 256, 2>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
@@ -427,6 +435,7 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
         ("row_stats.cu", "train_layer_norm_kernel"),
         ("tile_layer_norm.cu", "tile_layer_norm_kernel"),
         ("tile_layer_norm.cu", "warp_rms_norm_kernel"),
+        ("half2_layer_norm.cu", "half2_layer_norm_kernel"),
     ],
 )
 def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:

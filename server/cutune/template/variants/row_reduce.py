@@ -244,6 +244,11 @@ class RowReduce(Transform):
         split = split_compound_accumulators(src)
         if split is not None:  # a pair accumulator (float2): its parts are two reductions, read as such
             return self._apply(parse_source(split, model.path, rewrite=True), kernel, spec, arrays)
+        under = _under_directive(src)
+        if under is not None:  # a body wholly under `#ifdef X`: read inside, the variant under the same condition
+            text, opening = under
+            variant = self._apply(parse_source(text, model.path, rewrite=True), kernel, spec, arrays)
+            return dataclasses.replace(variant, body=f"{opening}\n{variant.body}\n#endif")
         registers = register_rows(src, self.name) if not arrays else None
         if registers is not None:  # the row kept in local arrays by counted loops: read as stride loops over it
             return self._apply(parse_source(registers.text, model.path, rewrite=True), kernel, spec, registers.arrays)
@@ -575,6 +580,8 @@ class _Rewriter:
                 continue
             elif (names := self._rebased(s)) is not None:
                 self.rebases[s] = names
+            elif (misread := _misread_declaration(self, s)) is not None:
+                self.decls[misread[0]] = (s, misread[1])
             else:
                 self.refuse("does work before the first row loop that the rewrite cannot place", s)
 
@@ -589,7 +596,11 @@ class _Rewriter:
         left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
         name = self.compact(left)
         param = self.params.get(name)
-        if param is None or "*" not in param.type or right is None or left is None or left.type != "identifier":
+        # a pointer parameter, or a local pointer declared before (`const __half2* x2 = reinterpret_cast<...>(x)`)
+        pointer = (
+            "*" in param.type if param is not None else name in self.decls and "*" in self.text(self.decls[name][0])
+        )
+        if not pointer or right is None or left is None or left.type != "identifier":
             return None
         if self.text(expr.child_by_field_name("operator")) not in ("+=", "-="):
             return None
@@ -663,7 +674,12 @@ class _Rewriter:
                 self._access(loop, sub)
         for node in descendants(loop.body, "assignment_expression", "update_expression"):
             target = node.child_by_field_name("left") or node.child_by_field_name("argument")
-            if target is None or (target.type == "subscript_expression" and loop.var in self._idents(target)):
+            base = target
+            while base is not None and base.type == "field_expression":  # `a[i].x`: part of an element
+                base = base.child_by_field_name("argument")
+            if target is None or (
+                base is not None and base.type == "subscript_expression" and loop.var in self._idents(base)
+            ):
                 continue  # an element of the row
             name = _root_name(self, target)
             if name in local or name == loop.var:
@@ -740,13 +756,14 @@ class _Rewriter:
             if stream.register is not None:
                 stream.cached = True  # its registers are all there is of it
         loop.accesses.append((sub, stream))
-        parent = sub.parent
+        whole = _whole_value(sub)  # `a[i].x` writes part of the element: the rest must be there to store
+        parent = whole.parent
         written = parent is not None and (
-            (parent.type == "assignment_expression" and parent.child_by_field_name("left") == sub)
+            (parent.type == "assignment_expression" and parent.child_by_field_name("left") == whole)
             or parent.type == "update_expression"
         )
         operator = parent.child_by_field_name("operator") if parent is not None else None
-        if not written or self.text(operator or parent) != "=":
+        if not written or whole != sub or self.text(operator or parent) != "=":
             if self._conditional(sub, loop.body):
                 loop.guarded_reads.setdefault(stream.index, sub)
             else:
@@ -877,8 +894,7 @@ class _Rewriter:
             self.text(t)
             for s in statements
             for node in descendants(s, "assignment_expression", "init_declarator")
-            if (t := node.child_by_field_name("left") or node.child_by_field_name("declarator")) is not None
-            and t.type == "identifier"
+            if (t := node.child_by_field_name("left") or _declarator_name(node)) is not None and t.type == "identifier"
         }
         scoped = {  # declared in a nested scope of the segment (a loop counter): gone after it
             self.text(i)
@@ -1086,7 +1102,7 @@ class _Rewriter:
         allowed = set(self.params) | set(self.decls) | self.reduced
         for s in statements:
             for node in descendants(s, "assignment_expression", "init_declarator"):
-                target = node.child_by_field_name("left") or node.child_by_field_name("declarator")
+                target = node.child_by_field_name("left") or _declarator_name(node)
                 rhs = node.child_by_field_name("right") or node.child_by_field_name("value")
                 op = node.child_by_field_name("operator")
                 if target is None or rhs is None or target.type != "identifier":
@@ -1154,7 +1170,11 @@ class _Rewriter:
     def _declared_type(self, name: str, node: Node) -> str:
         """How to bring a value into the new body: '' to assign a prologue local or parameter, else its type."""
         if node.type == "init_declarator" and node.parent is not None:
-            return _type_of(self, node.parent)
+            declarator = node.child_by_field_name("declarator")
+            stars = ""  # `const __half2* g = ...`: the pointer is the declarator's
+            while declarator is not None and declarator.type == "pointer_declarator":
+                stars, declarator = f"{stars}*", declarator.child_by_field_name("declarator")
+            return _type_of(self, node.parent) + stars
         if name in self.shared:
             return _type_of(self, self.shared[name])
         if name in self.decls or name in self.params or name in self.reduced | self.valued:
@@ -1321,6 +1341,8 @@ class _Rewriter:
         for s in reversed(prologue):
             if s in self.rebases:
                 names = set(self.rebases[s])
+            elif (misread := _misread_declaration(self, s)) is not None:
+                names = {misread[0]}
             elif s.type != "declaration" or s in self.shared.values():
                 continue
             else:
@@ -1491,6 +1513,26 @@ class _Rewriter:
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"))
 
 
+def _under_directive(src: KernelSource) -> tuple[str, str] | None:
+    """For a body that is one `#ifdef X` / `#if C` block without `#else` (the kernel does nothing where it is not
+    compiled in): the file's text with the directive's two lines blanked, and its opening line; else None."""
+    statements = [c for c in src.body.named_children if c.type != "comment"]
+    if len(statements) != 1 or statements[0].type not in ("preproc_ifdef", "preproc_if"):
+        return None
+    block = statements[0]
+    if block.child_by_field_name("alternative") is not None or block.children[-1].type != "#endif":
+        return None
+    line_end = src.data.find(b"\n", block.start_byte, block.end_byte)
+    if line_end < 0:
+        return None
+    opening = src.data[block.start_byte : line_end].decode("utf-8")
+    end = block.children[-1]
+    edits = EditList(src.data)  # blanked, not removed: the lines the rewrite's notes name stay the file's
+    edits.replace(block.start_byte, line_end, " " * (line_end - block.start_byte))
+    edits.replace(end.start_byte, end.end_byte, " " * (end.end_byte - end.start_byte))
+    return apply_edits(src.model.text, edits.edits), opening
+
+
 def _guarded_rest(src: KernelSource) -> tuple[Node, Node, str] | None:
     """For a body that is declarations and then `if (cond) { rest }` with no else and no row loop before it: the
     if statement, its condition and the text of rest; else None."""
@@ -1597,6 +1639,35 @@ def _shuffled(w: _Rewriter, call: Node) -> Node | None:
     return args[at] if len(args) > at else None
 
 
+def _whole_value(sub: Node) -> Node:
+    """The expression whose value `sub` is part of through member accesses: `a[i].x` for `a[i]`, else `sub`."""
+    node = sub
+    while (
+        node.parent is not None
+        and node.parent.type == "field_expression"
+        and node.parent.child_by_field_name("argument") == node
+    ):
+        node = node.parent
+    return node
+
+
+def _misread_declaration(w: _Rewriter, s: Node) -> tuple[str, str] | None:
+    """(name, type) of a declaration `T<N> name = value;` that tree-sitter, not knowing T for a template, read as the
+    comparison `(T < N) > (name = value)` (`cg::thread_block_tile<32> g = ...`); None for any other statement."""
+    expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+    if expr is None or expr.type != "binary_expression" or w.text(expr.child_by_field_name("operator")) != ">":
+        return None
+    left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
+    if left is None or right is None or left.type != "binary_expression" or right.type != "assignment_expression":
+        return None
+    name = right.child_by_field_name("left")
+    if w.text(left.child_by_field_name("operator")) != "<" or name is None or name.type != "identifier":
+        return None
+    if w.text(right.child_by_field_name("operator")) != "=" or not re.fullmatch(r"[\w:]+<[^<>;]*", w.compact(left)):
+        return None
+    return w.text(name), f"{w.compact(left)}>"
+
+
 def _args(call: Node) -> list[Node]:
     args = call.child_by_field_name("arguments")
     return [a for a in args.named_children if a.type != "comment"] if args is not None else []
@@ -1608,6 +1679,12 @@ def _declared(declarator: Node) -> Node | None:
     while node is not None and node.type != "identifier":
         node = node.child_by_field_name("declarator")
     return node
+
+
+def _declarator_name(node: Node) -> Node | None:
+    """The identifier an init declarator declares (`p` of `const T* p = v`), None for other nodes."""
+    declarator = node.child_by_field_name("declarator")
+    return _declared(declarator) if declarator is not None else None
 
 
 def _declared_all(decl: Node) -> list[Node]:
@@ -1645,11 +1722,14 @@ def _is_target(sub: Node) -> bool:
 
 def _functions(w: _Rewriter, node: Node) -> set[str]:
     """Names called as functions in an expression (rsqrtf, expf, ...): not data."""
-    return {
-        w.text(f)
-        for call in descendants(node, "call_expression")
-        if (f := call.child_by_field_name("function")) is not None and f.type == "identifier"
-    }
+    names = set()
+    for call in descendants(node, "call_expression"):
+        f = call.child_by_field_name("function")
+        if f is not None and f.type == "template_function":  # `reinterpret_cast<const __half2*>(p)`
+            f = f.child_by_field_name("name")
+        if f is not None and f.type == "identifier":
+            names.add(w.text(f))
+    return names
 
 
 def _chunks() -> list[str]:
