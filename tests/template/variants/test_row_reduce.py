@@ -141,6 +141,10 @@ def test_a_half2_row_in_float2_registers_under_an_arch_guard_keeps_the_guard_and
     assert "cutune_rr_store(out2, " in body and "cutune_rr_pack<float2, ROW_VEC> cutune_s0_cache[" in body
     # each pair's parts updated in place in the registers
     assert "cutune_s0.v[cutune_v].x -= mean;" in body and "vals" not in body
+    # templatized, the specialised size is declared before the directive: still the whole body under it
+    ctx = open_kernel(DATA / "half2_layer_norm.cu", "half2_layer_norm_kernel")
+    variant = RowReduce().apply(ctx.template_model, "half2_layer_norm_kernel", ctx.require_spec())
+    assert variant.body.startswith("#if __CUDA_ARCH__ >= 530\n") and "const int pairs = PAIRS_CT" in variant.body
 
 
 @pytest.mark.parametrize(

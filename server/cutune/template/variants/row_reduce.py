@@ -1515,15 +1515,18 @@ class _Rewriter:
 
 def _under_directive(src: KernelSource) -> tuple[str, str] | None:
     """For a body that is one `#ifdef X` / `#if C` block without `#else` (the kernel does nothing where it is not
-    compiled in): the file's text with the directive's two lines blanked, and its opening line; else None."""
+    compiled in), after declarations at most (a specialised size's `const int n = N_CT > 0 ? N_CT : n_rt;`): the
+    file's text with the directive's two lines blanked, and its opening line; else None."""
     statements = [c for c in src.body.named_children if c.type != "comment"]
-    if len(statements) != 1 or statements[0].type not in ("preproc_ifdef", "preproc_if"):
+    if not statements or statements[-1].type not in ("preproc_ifdef", "preproc_if"):
         return None
-    block = statements[0]
+    if any(s.type != "declaration" or descendants(s, "call_expression") for s in statements[:-1]):
+        return None  # work done whatever the directive says
+    block = statements[-1]
     if block.child_by_field_name("alternative") is not None or block.children[-1].type != "#endif":
         return None
     line_end = src.data.find(b"\n", block.start_byte, block.end_byte)
-    if line_end < 0:
+    if line_end < 0 or src.data[:line_end].rstrip().endswith(b"\\"):  # a condition continued on the next line
         return None
     opening = src.data[block.start_byte : line_end].decode("utf-8")
     end = block.children[-1]
