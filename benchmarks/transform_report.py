@@ -1,5 +1,6 @@
 """Generality count: every structural transform tried on every kernel of samples/ and of the production corpora
-(flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them), the way
+(flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them), each
+definition on its own (overloads of one name too, the others renamed for it), the way
 `cutune templatize` proposes variants (canonicalised first), with the include folders each corpus's build uses (as
 a spec's `include_dirs` names them: loop macros are looked up in the headers there). Per transform: where it
 applied and where it refused, by reason; per corpus: kernels, kernels with a launch in their file, and those that
@@ -21,7 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cutune.cuda.model import SourceModel
+from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
 from cutune.template.recipes.base import KernelSource, descendants
@@ -45,6 +46,24 @@ def sources(names: list[str] | None = None) -> dict[str, tuple[list[Path], list[
     for name, corpus in corpora().items():
         found[name] = (list(corpus.files), [str(d) for d in corpus.include_dirs])
     return {k: v for k, v in found.items() if not names or k in names}
+
+
+def definitions(model: SourceModel) -> list[tuple[Kernel, SourceModel]]:
+    """Each kernel with the model to judge it in: where several definitions share a name (overloads for float and
+    __half), one model per definition with the others renamed, so that a lookup by name finds that one."""
+    named = Counter(k.name for k in model.kernels)
+    found: list[tuple[Kernel, SourceModel]] = []
+    data = model.text.encode("utf-8")
+    for k in model.kernels:
+        if named[k.name] == 1:
+            found.append((k, model))
+            continue
+        text = bytearray(data)
+        others = [o for o in model.kernels if o.name == k.name and o is not k]
+        for o in sorted(others, key=lambda o: -o.name_span.start_byte):
+            text[o.name_span.start_byte : o.name_span.end_byte] = f"{o.name}_overload".encode()
+        found.append((k, parse_source(text.decode("utf-8"), model.path)))
+    return found
 
 
 def column_reduction(model: SourceModel, kernel: str) -> str:
@@ -101,12 +120,12 @@ def main() -> None:
         counts = per_corpus.setdefault(corpus, Counter())
         for path in paths:
             try:
-                model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
+                file_model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
             except CutuneError as e:
                 crashes.append(f"{path}: parse: {e}")
                 continue
-            launched = {site.kernel for site in model.launches}
-            for kernel in model.kernels:
+            launched = {site.kernel for site in file_model.launches}
+            for kernel, model in definitions(file_model):
                 start = time.perf_counter()
                 try:
                     variants, refusals = propose_variants(model, kernel.name, None, include_dirs=include_dirs)
@@ -137,6 +156,7 @@ def main() -> None:
                         "corpus": corpus,
                         "file": str(path.relative_to(path.parents[2])),
                         "kernel": kernel.name,
+                        "line": kernel.span.start.line + 1,
                         "row_reduce": "row_reduce" in origins,
                         "refused": "" if "row_reduce" in origins else why,
                     }
@@ -165,10 +185,11 @@ def main() -> None:
     rows_done = sum(bool(r["row_reduce"]) for r in row_kernels)
     print(f"\nrow-reduction kernels (norm/softmax by name): row_reduce applies to {rows_done} of {len(row_kernels)}")
     for r in row_kernels:
-        print(f"  {'yes' if r['row_reduce'] else 'no ':3} {r['corpus']}:{r['kernel']} {r['refused'][:160]}")
+        where = f"{r['corpus']}:{r['kernel']}:{r['line']}"
+        print(f"  {'yes' if r['row_reduce'] else 'no ':3} {where} {r['refused'][:160]}")
     print(f"excluded, named like norms but not row reductions: {len(column_kernels)}")
     for r in column_kernels:
-        print(f"  --  {r['corpus']}:{r['kernel']} {r['excluded']}")
+        print(f"  --  {r['corpus']}:{r['kernel']}:{r['line']} {r['excluded']}")
     print(f"\nslowest kernel: {slowest[0]:.2f} s ({slowest[1]})")
     print(f"crashes: {len(crashes)}")
     for c in crashes:
