@@ -58,6 +58,7 @@ def test_a_loop_over_a_template_count_is_left_alone() -> None:
         ("odd_tail_kernel", "the tail does not do to the last element what the loop does to the others"),
         ("round_number_kernel", "reads the round `r` otherwise than in `r * blockDim.x + threadIdx.x`"),
         ("unset_kernel", "reads the register array `vals` before a loop sets it"),
+        ("shrinking_row_kernel", "changes `n`, which `rounds` is counted from"),
     ],
 )
 def test_refuses_with_its_reason(kernel: str, reason: str) -> None:

@@ -28,7 +28,7 @@ from tree_sitter import Node
 from cutune.errors import TransformRefused
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.variants.loops import index_form, local_values, squeezed
+from cutune.template.variants.loops import index_form, local_values, squeezed, written_names
 
 _ROUND = re.compile(r"(?:const)?(?:int|unsigned|unsignedint|int32_t|uint32_t)(\w+)=0;?")
 
@@ -107,6 +107,8 @@ def _subscript(src: KernelSource, sub: Node) -> tuple[str, str]:
 
 
 class _Reader:
+    """Reads one kernel's loops over the rounds and writes them as stride loops (the edits of the file's text)."""
+
     def __init__(
         self, src: KernelSource, transform: str, statements: list[Node], arrays: dict[str, tuple[str, str]]
     ) -> None:
@@ -139,6 +141,10 @@ class _Reader:
             )
         if len(_declared_names(src, declared)) > 1:
             raise self.refuse(f"declares `{count}` beside other names", declared)
+        read = {src.text(i) for i in descendants(declared, "identifier")}
+        moved = sorted((written_names(src, src.body) - {count}) & read)
+        if moved:  # the row's length, or the block size it is divided by, changes on the way
+            raise self.refuse(f"changes `{moved[0]}`, which `{count}` is counted from", declared)
         position = self.statements.index(declared)
         for s in self.statements[:position]:
             if self._mentions(s, set(self.arrays)) and not self._declares(s, set(self.arrays)):

@@ -101,6 +101,27 @@ __global__ void reread_kernel(float* out, const float* in, int n) {
   for (int r = 0; r < rounds; r++) out[blockIdx.x * n + r * blockDim.x + tid] = centred[r];
 }
 
+// drops the row's last element after counting the rounds: the rounds were counted over a longer row
+__global__ void shrinking_row_kernel(float* out, const float* in, int n) {
+  float vals[REGS];
+  const int tid = threadIdx.x;
+  int rounds = n / blockDim.x;
+  const int last = rounds * blockDim.x + tid;
+  n -= 1;
+  float sum = 0.f;
+  for (int r = 0; r < rounds; r++) {
+    vals[r] = in[blockIdx.x * n + r * blockDim.x + tid];
+    sum += vals[r];
+  }
+  if (last < n) {
+    vals[rounds] = in[blockIdx.x * n + last];
+    sum += vals[rounds];
+    rounds++;
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  for (int r = 0; r < rounds; r++) out[blockIdx.x * n + r * blockDim.x + tid] = vals[r] / sum;
+}
+
 // a fixed number of packs a thread (a template count): not rounds of the block over a row, left alone
 template <int UNROLL>
 __global__ void unrolled_kernel(float* out, const float* in, int n) {
