@@ -214,6 +214,13 @@ def test_pointers_moved_under_a_block_uniform_branch_stay_moved_by_the_whole_bra
     assert "gate[g]" in body  # a read of the gate only under its branch stays there, one element at a time
 
 
+def test_a_write_of_part_of_an_element_loads_the_element_and_stores_it_whole() -> None:
+    _, body = _data("row_grid.cu", "centre_x_kernel")
+    second = body[body.index("xy[blockIdx.x * n + j].x -= total / n") :]  # the second loop, from its comment
+    assert "cutune_rr_load(cutune_s0_cache" in second and "cutune_rr_store((xy) + (cutune_row * n), cutune_s0" in second
+    assert "cutune_s0.v[cutune_v].x -= total / n;" in second
+
+
 def test_an_array_read_only_under_a_condition_is_read_there_element_by_element() -> None:
     _, body = _data("row_grid.cu", "optional_gate_kernel")
     # a null gate is never loaded: the original's test guards the one read of each element
