@@ -1,5 +1,6 @@
 """Generality count: every structural transform tried on every kernel of samples/ and of the production corpora
-(flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them), the way
+(flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them), each
+definition on its own (overloads of one name too, the others renamed for it), the way
 `cutune templatize` proposes variants (canonicalised first), with the include folders each corpus's build uses (as
 a spec's `include_dirs` names them: loop macros are looked up in the headers there). Per transform: where it
 applied and where it refused, by reason; per corpus: kernels, kernels with a launch in their file, and those that
@@ -21,10 +22,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError
+from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants import TRANSFORMS, propose_variants
 from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.loops import grid_index_axis, index_form
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,6 +46,44 @@ def sources(names: list[str] | None = None) -> dict[str, tuple[list[Path], list[
     for name, corpus in corpora().items():
         found[name] = (list(corpus.files), [str(d) for d in corpus.include_dirs])
     return {k: v for k, v in found.items() if not names or k in names}
+
+
+def definitions(model: SourceModel) -> list[tuple[Kernel, SourceModel]]:
+    """Each kernel with the model to judge it in: where several definitions share a name (overloads for float and
+    __half), one model per definition with the others renamed, so that a lookup by name finds that one."""
+    named = Counter(k.name for k in model.kernels)
+    found: list[tuple[Kernel, SourceModel]] = []
+    data = model.text.encode("utf-8")
+    for k in model.kernels:
+        if named[k.name] == 1:
+            found.append((k, model))
+            continue
+        text = bytearray(data)
+        others = [o for o in model.kernels if o.name == k.name and o is not k]
+        for o in sorted(others, key=lambda o: -o.name_span.start_byte):
+            text[o.name_span.start_byte : o.name_span.end_byte] = f"{o.name}_overload".encode()
+        found.append((k, parse_source(text.decode("utf-8"), model.path)))
+    return found
+
+
+def column_reduction(model: SourceModel, kernel: str) -> str:
+    """Why a kernel named like a norm reduces columns, not rows (blocks tile the columns by
+    `blockIdx.x * blockDim.x + threadIdx.x` and a loop walks the rows from threadIdx.y), or ''."""
+    k = model.kernel(kernel)
+    if k.has_errors:
+        return ""
+    src = KernelSource(model, k)
+    columns = [d for d in src.in_body("init_declarator") if grid_index_axis(src.field(d, "value")) == "x"]
+    for loop in src.in_body("for_statement"):
+        init = loop.child_by_field_name("initializer")
+        starts = [d.child_by_field_name("value") for d in descendants(init, "init_declarator")] if init else []
+        if columns and any(v is not None and index_form(src.text(v)) == "threadIdx.y" for v in starts):
+            column = src.field(columns[0], "declarator")
+            return (
+                f"a column reduction: blocks tile the columns (`{column}` at line {src.line(columns[0])}), the loop "
+                f"at line {src.line(loop)} walks the rows from threadIdx.y"
+            )
+    return ""
 
 
 def reason_kind(reason: str) -> str:
@@ -71,18 +113,19 @@ def main() -> None:
     crashes: list[str] = []
     per_corpus: dict[str, dict[str, int]] = {}
     row_kernels: list[dict[str, object]] = []
+    column_kernels: list[dict[str, object]] = []  # named like norms, but reducing columns: not row reductions
     slowest = (0.0, "")
     files = sources(args.corpus)
     for corpus, (paths, include_dirs) in files.items():
         counts = per_corpus.setdefault(corpus, Counter())
         for path in paths:
             try:
-                model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
+                file_model = parse_source(path.read_text(encoding="utf-8", errors="replace"), str(path))
             except CutuneError as e:
                 crashes.append(f"{path}: parse: {e}")
                 continue
-            launched = {site.kernel for site in model.launches}
-            for kernel in model.kernels:
+            launched = {site.kernel for site in file_model.launches}
+            for kernel, model in definitions(file_model):
                 start = time.perf_counter()
                 try:
                     variants, refusals = propose_variants(model, kernel.name, None, include_dirs=include_dirs)
@@ -109,14 +152,17 @@ def main() -> None:
                 counts["with_launch_any_variant"] += bool(origins) and has_launch
                 if ROW_REDUCTION.search(kernel.name) and not NOT_ROW_REDUCTION.search(kernel.name):
                     why = next((r.reason for r in refusals if r.recipe == "row_reduce"), "")
-                    row_kernels.append(
-                        {
-                            "corpus": corpus,
-                            "file": str(path.relative_to(path.parents[2])),
-                            "kernel": kernel.name,
-                            "row_reduce": "row_reduce" in origins,
-                            "refused": "" if "row_reduce" in origins else why,
-                        }
+                    entry = {
+                        "corpus": corpus,
+                        "file": str(path.relative_to(path.parents[2])),
+                        "kernel": kernel.name,
+                        "line": kernel.span.start.line + 1,
+                        "row_reduce": "row_reduce" in origins,
+                        "refused": "" if "row_reduce" in origins else why,
+                    }
+                    columns = "" if "row_reduce" in origins else column_reduction(model, kernel.name)
+                    (column_kernels if columns else row_kernels).append(
+                        {**entry, "excluded": columns} if columns else entry
                     )
     kernels = sum(c["kernels"] for c in per_corpus.values())
     print(f"{kernels} kernels in {sum(len(p) for p, _ in files.values())} files")
@@ -139,7 +185,11 @@ def main() -> None:
     rows_done = sum(bool(r["row_reduce"]) for r in row_kernels)
     print(f"\nrow-reduction kernels (norm/softmax by name): row_reduce applies to {rows_done} of {len(row_kernels)}")
     for r in row_kernels:
-        print(f"  {'yes' if r['row_reduce'] else 'no ':3} {r['corpus']}:{r['kernel']} {r['refused'][:160]}")
+        where = f"{r['corpus']}:{r['kernel']}:{r['line']}"
+        print(f"  {'yes' if r['row_reduce'] else 'no ':3} {where} {r['refused'][:160]}")
+    print(f"excluded, named like norms but not row reductions: {len(column_kernels)}")
+    for r in column_kernels:
+        print(f"  --  {r['corpus']}:{r['kernel']}:{r['line']} {r['excluded']}")
     print(f"\nslowest kernel: {slowest[0]:.2f} s ({slowest[1]})")
     print(f"crashes: {len(crashes)}")
     for c in crashes:
@@ -156,6 +206,7 @@ def main() -> None:
             "applied": dict(applied),
             "refused": {k: dict(v.most_common()) for k, v in refused.items()},
             "row_reduction_kernels": row_kernels,
+            "excluded_kernels": column_kernels,
             "slowest_kernel_s": round(slowest[0], 3),
             "crashes": crashes,
         }

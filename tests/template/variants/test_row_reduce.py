@@ -115,6 +115,38 @@ def test_shuffle_rms_norm_drops_its_warp_sums() -> None:
     assert "warp_sums" not in body and "__shfl" not in body and "lane" not in body
 
 
+def test_cooperative_groups_tile_shuffles_are_the_block_reduction_and_the_variance_is_finished_in_place() -> None:
+    _, body = _data("tile_layer_norm.cu", "tile_layer_norm_kernel")
+    assert "sum = cutune_rr_allreduce<ROW_THREADS>(sum, cutune_rr_sum{}" in body
+    assert "variance = cutune_rr_allreduce<ROW_THREADS>(variance, cutune_rr_sum{}" in body
+    # the in-place steps after the reduction stay, in order, before the value and the per-row store that read them
+    finish = ["variance /= hidden;", "variance += eps;", "const float rstd = rsqrtf(variance);", "rstd_out[row] = rstd"]
+    assert all(step in body for step in finish)
+    assert [body.index(step) for step in finish] == sorted(body.index(step) for step in finish)
+    assert "shfl" not in body and "partials" not in body and "g.thread_rank" not in body
+
+
+def test_a_shuffle_wrapper_without_a_mask_unrolled_by_hand_is_reduced_once() -> None:
+    _, body = _data("tile_layer_norm.cu", "warp_rms_norm_kernel")
+    assert body.count("cutune_rr_allreduce") == 1 and "shfl_xor_sync" not in body
+    assert "sum_sq /= hidden;" in body  # an update of the total after its reduction, not a step of it
+
+
+def test_a_half2_row_in_float2_registers_under_an_arch_guard_keeps_the_guard_and_its_pointers() -> None:
+    _, body = _data("half2_layer_norm.cu", "half2_layer_norm_kernel")
+    lines = body.strip().splitlines()
+    assert lines[0] == "#if __CUDA_ARCH__ >= 530" and lines[-1] == "#endif"  # where it is compiled, as the original
+    # local __half2 pointers moved to the row, one declared between the passes, each a row the loops read
+    assert "in2 += cutune_row * pairs;" in body and "const __half2* gamma2 = reinterpret_cast" in body
+    assert "cutune_rr_store(out2, " in body and "cutune_rr_pack<float2, ROW_VEC> cutune_s0_cache[" in body
+    # each pair's parts updated in place in the registers
+    assert "cutune_s0.v[cutune_v].x -= mean;" in body and "vals" not in body
+    # templatized, the specialised size is declared before the directive: still the whole body under it
+    ctx = open_kernel(DATA / "half2_layer_norm.cu", "half2_layer_norm_kernel")
+    variant = RowReduce().apply(ctx.template_model, "half2_layer_norm_kernel", ctx.require_spec())
+    assert variant.body.startswith("#if __CUDA_ARCH__ >= 530\n") and "const int pairs = PAIRS_CT" in variant.body
+
+
 @pytest.mark.parametrize(
     ("kernel", "reason"),
     [
@@ -124,7 +156,7 @@ def test_shuffle_rms_norm_drops_its_warp_sums() -> None:
         ("unknown_reduce_kernel", "the block-wide reduction of `sum` is not one the rewrite can identify"),
         ("paired_kernel", "accumulates into `acc.s`, a part of a compound value"),
         ("online_kernel", "`s` is carried from element to element"),
-        ("counted_rows_kernel", "the loop at line 92 counts from 0 (`int i = 0`) with the thread in its index"),
+        ("counted_rows_kernel", "the loop over `iterations` rounds leaves the thread's last, partial round undone"),
     ],
 )
 def test_refuses_with_its_reason(kernel: str, reason: str) -> None:
@@ -182,12 +214,25 @@ def test_pointers_moved_under_a_block_uniform_branch_stay_moved_by_the_whole_bra
     assert "gate[g]" in body  # a read of the gate only under its branch stays there, one element at a time
 
 
+def test_a_write_of_part_of_an_element_loads_the_element_and_stores_it_whole() -> None:
+    _, body = _data("row_grid.cu", "centre_x_kernel")
+    second = body[body.index("xy[blockIdx.x * n + j].x -= total / n") :]  # the second loop, from its comment
+    assert "cutune_rr_load(cutune_s0_cache" in second and "cutune_rr_store((xy) + (cutune_row * n), cutune_s0" in second
+    assert "cutune_s0.v[cutune_v].x -= total / n;" in second
+
+
+def test_an_array_read_only_under_a_condition_is_read_there_element_by_element() -> None:
+    _, body = _data("row_grid.cu", "optional_gate_kernel")
+    # a null gate is never loaded: the original's test guards the one read of each element
+    assert "gate != nullptr ? v * gate[cutune_row * n + j] : v;" in body and "cutune_rr_load(cutune_s2" not in body
+
+
 @pytest.mark.parametrize(
     ("kernel", "reason"),
     [
         ("thread_gated_kernel", "derives a value the loops read from the thread index"),
         ("flagged_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
-        ("optional_gate_kernel", "reads `gate[blockIdx.x*n+j]` only under a condition"),
+        ("optional_scale_kernel", "reads `x[blockIdx.x*n+j]` only under a condition and writes it too"),
         ("thread_exit_kernel", "leaves the kernel early on `threadIdx.x>=n`, not the same for every thread"),
         ("ragged_exit_kernel", "leaves the kernel early on `lengths[blockIdx.x]==0`, which reads memory"),
         ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
@@ -299,6 +344,29 @@ def test_samples_compile_at_several_configurations(stem: str, kernel: str, tmp_p
     assert set(nvrtc_names) == set(rows) and set(nvrtc_names.values()) <= set(nvcc_names)
 
 
+def test_an_input_gradient_in_register_arrays_reads_beta_where_asked_and_sets_its_sum_afresh() -> None:
+    template, spec = _sample("register_layer_norm", "layer_norm_bwd_input_kernel")
+    assert {p.name: p.values for p in template.space.params}["ROW_THREADS"] == (256, 512, 1024)  # >= the launch's
+    path = SAMPLES / "register_layer_norm.cu"
+    variant = RowReduce().apply(parse_source(path.read_text(), str(path)), "layer_norm_bwd_input_kernel", spec)
+    assert "(saved_v - beta[r]) / g" in re.sub(r"cutune_s\d\.v\[cutune_v\]", "saved_v", variant.body)
+    assert "\nsum = 0.f;\n" in variant.body and "auto sum" not in variant.body  # assigned, not declared again
+
+
+def test_a_row_kept_in_register_arrays_is_never_loaded_nor_stored() -> None:
+    _, spec = _sample("register_layer_norm", "layer_norm_fwd_kernel")
+    path = SAMPLES / "register_layer_norm.cu"
+    variant = RowReduce().apply(parse_source(path.read_text(), str(path)), "layer_norm_fwd_kernel", spec)
+    # the original's 16 floats a thread, in packs of ROW_VEC, indexed by the thread's pack of the row
+    assert (
+        "cutune_s0_cache[cutune_one_pass ? cutune_chunks : (REGS_PER_THREAD + ROW_VEC - 1) / ROW_VEC];" in variant.body
+    )
+    assert "auto& cutune_s0 = cutune_s0_cache[cutune_c];" in variant.body
+    assert "row_vals" not in variant.body and "cutune_rr_load(cutune_s0" not in variant.body
+    assert "cutune_rr_store(row_vals" not in variant.body and "cutune_rr_store(out, cutune_s" in variant.body
+    assert "if (cutune_row_ok && threadIdx.x == 0 && (training)) mean_out[row] = mean;" in variant.body
+
+
 @needs_nvrtc
 def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -> None:
     # 256 threads over a row of 8192 bf16: 4 packs of 16 bytes each. Issued one after another's use, a row costs
@@ -333,6 +401,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("group_rows.cu", "group_norm_kernel", ["group_norm_kernel<256, 1, 128, 4>"]),
         ("row_stats.cu", "train_layer_norm_kernel", ["train_layer_norm_kernel<1, 256, 4>"]),
         ("row_stats.cu", "tree_mean_kernel", ["tree_mean_kernel<1, 128, 4>"]),
+        ("half2_layer_norm.cu", "half2_layer_norm_kernel", ["half2_layer_norm_kernel<1, 256, 2>"]),
     ],
 )
 def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp_path: Path) -> None:
@@ -343,7 +412,13 @@ def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("stem", "kernel"), [("rms_norm", "rms_norm_kernel"), ("fused_add_rms_norm", "fused_add_rms_norm_kernel")]
+    ("stem", "kernel"),
+    [
+        ("rms_norm", "rms_norm_kernel"),
+        ("fused_add_rms_norm", "fused_add_rms_norm_kernel"),
+        ("register_layer_norm", "layer_norm_fwd_kernel"),
+        ("register_layer_norm", "layer_norm_bwd_input_kernel"),
+    ],
 )
 def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:
     ctx = open_kernel(SAMPLES / f"{stem}.cu", kernel)
@@ -369,6 +444,9 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
         ("rows_on_y.cu", "warp_rows_rms_norm_kernel"),
         ("group_rows.cu", "group_norm_kernel"),
         ("row_stats.cu", "train_layer_norm_kernel"),
+        ("tile_layer_norm.cu", "tile_layer_norm_kernel"),
+        ("tile_layer_norm.cu", "warp_rms_norm_kernel"),
+        ("half2_layer_norm.cu", "half2_layer_norm_kernel"),
     ],
 )
 def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:

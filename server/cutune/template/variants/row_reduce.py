@@ -16,8 +16,12 @@ stays, its row undone, since every thread must reach the all-reduces); rows plac
 (one row per block then: sharing a block would change gridDim.x); pointer parameters moved to the row before the
 loops (`x += row * stride;`); and row loops over a 2-D block's threads in order
 (`threadIdx.y * blockDim.x + threadIdx.x`, stepping by `blockDim.x * blockDim.y`), which the new 1-D block replaces;
-pair accumulators (`float2 mean_var`, summed part by part) split into their scalar parts first (compound.py); and
-rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`) read as one row per block (rows_on_y.py).
+pair accumulators (`float2 mean_var`, summed part by part) split into their scalar parts first (compound.py);
+rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`) read as one row per block (rows_on_y.py); a row
+kept in local arrays by counted loops over the block's rounds, read as stride loops with each array the variant's
+register cache (register_rows.py); a body wholly under `#if`/`#ifdef`, kept under it; warp shuffles through
+cooperative-groups tiles (`g.shfl_down(v, o)`) or wrappers; an array read only under a condition, read there element
+by element; and totals finished in place after their reduction (`variance /= n;`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.loops import written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.register_rows import register_rows
 from cutune.template.variants.rows_on_y import GRID_X, rows_on_y
 
 THREADS = "ROW_THREADS"
@@ -56,6 +61,7 @@ _OPS = {"sum": "cutune_rr_sum", "max": "cutune_rr_max", "min": "cutune_rr_min"}
 _MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
 # the count a loop over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`) steps by
 _FLAT_STEPS = ("blockDim.x*blockDim.y", "blockDim.y*blockDim.x")
+_SHUFFLE = re.compile(r"(__)?shfl(_xor|_down|_up)?(_sync)?")
 _INTEGRAL = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "int64_t", "uint64_t", "long", "size_t"}
 
 HELPERS = """\
@@ -157,6 +163,7 @@ class _Stream:
     array: Node
     base: Node | None
     cached: bool = False  # kept in registers from one loop to the next (one-pass form)
+    register: tuple[str, str] | None = None  # a local array of the row's values, never memory: (type, size)
 
     @property
     def name(self) -> str:
@@ -199,6 +206,7 @@ class _Value:
     rhs: Node
     declare: str  # the type to declare it with; "" to assign an existing variable
     deps: set[str]
+    op: str = "="  # a compound update of a total or value (`variance /= n;`) keeps its operator
 
 
 @dataclass
@@ -227,20 +235,34 @@ class RowReduce(Transform):
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         """The row-reduction variant of `kernel`, or TransformRefused saying why it cannot be rewritten."""
+        return self._apply(model, kernel, spec, {})
+
+    def _apply(
+        self, model: SourceModel, kernel: str, spec: KernelSpec | None, arrays: dict[str, tuple[str, str]]
+    ) -> Variant:
+        """`apply` on a reading of the kernel whose `arrays` (name → element type, size) hold the row's values."""
         k = model.kernel(kernel)
         if k.has_errors:
             self.refuse("the kernel has syntax errors tree-sitter could not parse")
         src = KernelSource(model, k)
         split = split_compound_accumulators(src)
         if split is not None:  # a pair accumulator (float2): its parts are two reductions, read as such
-            return self.apply(parse_source(split, model.path, rewrite=True), kernel, spec)
+            return self._apply(parse_source(split, model.path, rewrite=True), kernel, spec, arrays)
+        under = _under_directive(src)
+        if under is not None:  # a body wholly under `#ifdef X`: read inside, the variant under the same condition
+            text, opening = under
+            variant = self._apply(parse_source(text, model.path, rewrite=True), kernel, spec, arrays)
+            return dataclasses.replace(variant, body=f"{opening}\n{variant.body}\n#endif")
+        registers = register_rows(src, self.name) if not arrays else None
+        if registers is not None:  # the row kept in local arrays by counted loops: read as stride loops over it
+            return self._apply(parse_source(registers.text, model.path, rewrite=True), kernel, spec, registers.arrays)
         on_y = rows_on_y(src)
         if on_y is not None:  # rows on the block's y axis: one row per block, on grid.x * block.y blocks
             if spec is not None and len(spec.block) > 1:
                 spec = dataclasses.replace(
                     spec, grid=(f"({spec.grid[0]}) * ({spec.block[1]})", *spec.grid[1:]), block=spec.block[:1]
                 )
-            variant = self.apply(parse_source(on_y, model.path, rewrite=True), kernel, spec)
+            variant = self._apply(parse_source(on_y, model.path, rewrite=True), kernel, spec, arrays)
             assert variant.launch is not None  # row_reduce always sets its launch
             launch = dataclasses.replace(variant.launch, grid=(GRID_X, "{grid}", "{grid}"))
             note = f"{variant.provenance.note}; each row of threads along y a block of its own"
@@ -254,12 +276,12 @@ class RowReduce(Transform):
             edits.replace(
                 statement.start_byte, statement.end_byte, f"if (!({node_text(src.data, cond)})) return;\n{rest}"
             )
-            return self.apply(
-                parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True), kernel, spec
+            return self._apply(
+                parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True), kernel, spec, arrays
             )
         rows = _persistent_rows(src)
         if rows is None:
-            return _Rewriter(self, src, spec).variant()
+            return _Rewriter(self, src, spec, arrays).variant()
         # one row per iteration of a persistent loop: the row's body rewritten as one block per row, looped
         loop, var, bound = rows
         body = loop.child_by_field_name("body")
@@ -271,7 +293,7 @@ class RowReduce(Transform):
         edits = EditList(src.data)
         edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
         one = parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
-        variant = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec).variant()
+        variant = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays).variant()
         first = "const unsigned int cutune_row = blockIdx.x;"
         if first not in variant.body:
             self.refuse("a persistent row loop whose rows could not stay one per block")
@@ -302,10 +324,13 @@ class RowReduce(Transform):
 class _Rewriter:
     """Reads one kernel's row structure and writes the new body."""
 
-    def __init__(self, transform: RowReduce, src: KernelSource, spec: KernelSpec | None) -> None:
+    def __init__(
+        self, transform: RowReduce, src: KernelSource, spec: KernelSpec | None, arrays: dict[str, tuple[str, str]]
+    ) -> None:
         self.t = transform
         self.src = src
         self.spec = spec
+        self.arrays = arrays  # local arrays holding the row's values (register_rows.py): name → (type, size)
         self.params = {p.name: p for p in src.kernel.params}
         self.shared: dict[str, Node] = {}  # __shared__ name → its declaration
         self.decls: dict[str, tuple[Node, str]] = {}  # prologue local → (declaration, type)
@@ -559,6 +584,8 @@ class _Rewriter:
                 continue
             elif (names := self._rebased(s)) is not None:
                 self.rebases[s] = names
+            elif (misread := _misread_declaration(self, s)) is not None:
+                self.decls[misread[0]] = (s, misread[1])
             else:
                 self.refuse("does work before the first row loop that the rewrite cannot place", s)
 
@@ -573,7 +600,11 @@ class _Rewriter:
         left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
         name = self.compact(left)
         param = self.params.get(name)
-        if param is None or "*" not in param.type or right is None or left is None or left.type != "identifier":
+        # a pointer parameter, or a local pointer declared before (`const __half2* x2 = reinterpret_cast<...>(x)`)
+        pointer = (
+            "*" in param.type if param is not None else name in self.decls and "*" in self.text(self.decls[name][0])
+        )
+        if not pointer or right is None or left is None or left.type != "identifier":
             return None
         if self.text(expr.child_by_field_name("operator")) not in ("+=", "-="):
             return None
@@ -645,16 +676,14 @@ class _Rewriter:
         for sub in descendants(loop.body, "subscript_expression"):
             if loop.var in self._idents(sub.child_by_field_name("indices")):
                 self._access(loop, sub)
-        for stream, sub in loop.guarded_reads.items():
-            if stream not in loop.plain_reads:
-                self.refuse(
-                    f"reads `{self.compact(sub)}` only under a condition: loading the row's packs would read it where "
-                    "the original does not (a pointer that may be null or short)",
-                    sub,
-                )
         for node in descendants(loop.body, "assignment_expression", "update_expression"):
             target = node.child_by_field_name("left") or node.child_by_field_name("argument")
-            if target is None or (target.type == "subscript_expression" and loop.var in self._idents(target)):
+            base = target
+            while base is not None and base.type == "field_expression":  # `a[i].x`: part of an element
+                base = base.child_by_field_name("argument")
+            if target is None or (
+                base is not None and base.type == "subscript_expression" and loop.var in self._idents(base)
+            ):
                 continue  # an element of the row
             name = _root_name(self, target)
             if name in local or name == loop.var:
@@ -727,15 +756,18 @@ class _Rewriter:
         key = (self.compact(array), self.compact(base))
         stream = self.streams.get(key)
         if stream is None:
-            stream = self.streams[key] = _Stream(len(self.streams), array, base)
+            stream = self.streams[key] = _Stream(len(self.streams), array, base, register=self.arrays.get(key[0]))
+            if stream.register is not None:
+                stream.cached = True  # its registers are all there is of it
         loop.accesses.append((sub, stream))
-        parent = sub.parent
+        whole = _whole_value(sub)  # `a[i].x` writes part of the element: the rest must be there to store
+        parent = whole.parent
         written = parent is not None and (
-            (parent.type == "assignment_expression" and parent.child_by_field_name("left") == sub)
+            (parent.type == "assignment_expression" and parent.child_by_field_name("left") == whole)
             or parent.type == "update_expression"
         )
         operator = parent.child_by_field_name("operator") if parent is not None else None
-        if not written or self.text(operator or parent) != "=":
+        if not written or whole != sub or self.text(operator or parent) != "=":
             if self._conditional(sub, loop.body):
                 loop.guarded_reads.setdefault(stream.index, sub)
             else:
@@ -756,6 +788,8 @@ class _Rewriter:
         rows = self._row_names()
         for loop in loops:
             for sub, stream in loop.accesses:
+                if stream.register is not None:
+                    continue
                 if stream.index in loop.writes and not (
                     self._idents(stream.array) & rows or (stream.base and self._idents(stream.base) & rows)
                 ):
@@ -764,6 +798,11 @@ class _Rewriter:
             self._idents(s.array) & rows or (s.base and self._idents(s.base) & rows) for s in self.streams.values()
         ):
             self.refuse("no row loop indexes a row by blockIdx.x: not one block per row")
+        for loop in loops:
+            self._direct_reads(loop)
+        for stream in self.streams.values():
+            if stream.register is not None:
+                self._check_register(stream, loops)
         seen: set[int] = set()
         for loop in loops:
             touched = loop.reads | loop.writes
@@ -772,6 +811,42 @@ class _Rewriter:
                 if i in seen and i in loop.reads:
                     stream.cached = True
             seen |= touched
+
+    def _direct_reads(self, loop: _Loop) -> None:
+        """An array the loop reads only under a condition (`flag ? (x[i] - b[i]) : x[i]`, a pointer that may be null
+        or short) is read where the original reads it, element by element, instead of in packs the rewrite would
+        load whatever the condition; the loop must not also write it (its packs are stored after the loop body)."""
+        streams = {s.index: s for s in self.streams.values()}
+        direct = {
+            i for i in loop.guarded_reads if i not in loop.plain_reads and streams[i].register is None
+        }  # a register array is never loaded: it stays as it is
+        for i in direct & loop.writes:
+            self.refuse(
+                f"reads `{self.compact(loop.guarded_reads[i])}` only under a condition and writes it too: loading "
+                "the row's packs would read it where the original does not (a pointer that may be null or short)",
+                loop.guarded_reads[i],
+            )
+        loop.accesses = [(sub, s) for sub, s in loop.accesses if s.index not in direct]
+        loop.reads -= direct
+
+    def _check_register(self, stream: _Stream, loops: list[_Loop]) -> None:
+        """A register array's values are the loops' own: the first loop that touches it sets each element before
+        anything reads it (its registers start empty in the rewrite, as they do in the original)."""
+        if stream.base is not None:
+            self.refuse(f"indexes the register array `{self.compact(stream.array)}` off the row's element")
+        first = next(loop for loop in loops if stream.index in loop.reads | loop.writes)
+        sub = min((sub for sub, s in first.accesses if s is stream), key=lambda n: n.start_byte)
+        parent = sub.parent
+        right = parent.child_by_field_name("right") if parent is not None else None
+        if (
+            parent is None
+            or parent.type != "assignment_expression"
+            or parent.child_by_field_name("left") != sub
+            or self.text(parent.child_by_field_name("operator")) != "="
+            or stream.index in first.blind_writes
+            or self.compact(stream.array) in self._idents(right)
+        ):
+            self.refuse(f"reads the register array `{self.compact(stream.array)}` before a loop sets it", sub)
 
     def _row_names(self) -> set[str]:
         """`blockIdx` and every prologue local computed from it (the row pointers and offsets)."""
@@ -823,8 +898,7 @@ class _Rewriter:
             self.text(t)
             for s in statements
             for node in descendants(s, "assignment_expression", "init_declarator")
-            if (t := node.child_by_field_name("left") or node.child_by_field_name("declarator")) is not None
-            and t.type == "identifier"
+            if (t := node.child_by_field_name("left") or _declarator_name(node)) is not None and t.type == "identifier"
         }
         scoped = {  # declared in a nested scope of the segment (a loop counter): gone after it
             self.text(i)
@@ -923,9 +997,8 @@ class _Rewriter:
                     found[acc] = _merge(found.get(acc), op, acc, self, call)
                     seg.calls[call.start_byte] = acc
                     seg.ends[call.start_byte] = call.end_byte
-                elif self.compact(fn).startswith("__shfl"):
-                    args = _args(call)
-                    acc = self._accumulator_arg(args[1] if len(args) > 1 else None, pending, call)
+                elif (value := _shuffled(self, call)) is not None:
+                    acc = self._accumulator_arg(value, pending, call)
                     found[acc] = _merge(found.get(acc), self._combine_op(call, acc), acc, self, call)
             for node in descendants(s, "assignment_expression"):
                 left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
@@ -1033,14 +1106,24 @@ class _Rewriter:
         allowed = set(self.params) | set(self.decls) | self.reduced
         for s in statements:
             for node in descendants(s, "assignment_expression", "init_declarator"):
-                target = node.child_by_field_name("left") or node.child_by_field_name("declarator")
+                target = node.child_by_field_name("left") or _declarator_name(node)
                 rhs = node.child_by_field_name("right") or node.child_by_field_name("value")
                 op = node.child_by_field_name("operator")
                 if target is None or rhs is None or target.type != "identifier":
                     continue
-                if op is not None and self.text(op) != "=":
-                    continue
+                if node.type == "init_declarator" and node.parent not in statements:
+                    continue  # declared in a nested scope (a shuffle loop's counter): gone after it
                 name = self.text(target)
+                if op is not None and self.text(op) != "=":  # `variance /= n;`: the total updated in place
+                    updated = name in self.reduced or any(v.name == name for v in values)
+                    deps = self._value_deps(rhs, seg)
+                    # a combine step of the reduction itself (`sum += __shfl_xor_sync(...)`, `sum += partial[w]`)
+                    # is what the all-reduce replaces
+                    combines = any(_shuffled(self, c) is not None for c in descendants(rhs, "call_expression"))
+                    shared = self._idents(rhs) & self.shared.keys()
+                    if updated and node.parent in statements and deps is not None and not combines and not shared:
+                        values.append(_Value(name, rhs, "", deps | {name}, self.text(op)))
+                    continue
                 if name in self.reduced and name in {r.acc for r in seg.reductions} | seg.aliases.keys():
                     if self._is_reset(node, rhs, name, statements):  # set afresh for a later loop: kept, in order
                         values.append(_Value(name, rhs, "", self._idents(rhs)))
@@ -1055,7 +1138,7 @@ class _Rewriter:
                 needed |= v.deps
         kept = [v for v in values if v.name in needed]
         for v in kept:
-            if sum(w.name == v.name for w in kept) > 1:
+            if v.op == "=" and sum(w.name == v.name and w.op == "=" for w in kept) > 1:
                 self.refuse(f"`{v.name}` is assigned twice from the reduction", v.rhs)
         return kept
 
@@ -1091,11 +1174,15 @@ class _Rewriter:
     def _declared_type(self, name: str, node: Node) -> str:
         """How to bring a value into the new body: '' to assign a prologue local or parameter, else its type."""
         if node.type == "init_declarator" and node.parent is not None:
-            return _type_of(self, node.parent)
+            declarator = node.child_by_field_name("declarator")
+            stars = ""  # `const __half2* g = ...`: the pointer is the declarator's
+            while declarator is not None and declarator.type == "pointer_declarator":
+                stars, declarator = f"{stars}*", declarator.child_by_field_name("declarator")
+            return _type_of(self, node.parent) + stars
         if name in self.shared:
             return _type_of(self, self.shared[name])
-        if name in self.decls or name in self.params:
-            return ""
+        if name in self.decls or name in self.params or name in self.reduced | self.valued:
+            return ""  # declared already: in the prologue, or by an earlier segment (an accumulator set afresh)
         return "auto"
 
     def _type_of_name(self, name: str) -> str:
@@ -1142,8 +1229,11 @@ class _Rewriter:
             "constexpr bool cutune_exact = cutune_one_pass && cutune_len_ct % cutune_step == 0;",
         ]
         for stream in sorted(self.streams.values(), key=lambda s: s.index):
-            if stream.cached:
-                pack = f"cutune_rr_pack<{self._elem(stream)}, {VEC}>"
+            pack = f"cutune_rr_pack<{self._elem(stream)}, {VEC}>"
+            if stream.register is not None:  # as many elements a thread as the original's array holds
+                room = f"({stream.register[1]} + {VEC} - 1) / {VEC}"
+                out.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : {room}];")
+            elif stream.cached:
                 out.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : 1];")
         seen: set[int] = set()
         for loop, seg in zip(loops, segments, strict=True):
@@ -1151,10 +1241,11 @@ class _Rewriter:
             seen |= loop.reads | loop.writes
             out += self._emit_segment(seg, segments.index(seg))
         body = "\n".join(out)
+        registers = any(s.register is not None for s in self.streams.values())
         return Variant(
             name="row_reduce",
             body=body,
-            params=self._params(bool(rows_arg)),
+            params=self._params(bool(rows_arg), registers),
             constraints=(
                 (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128")
                 if rows_arg
@@ -1166,7 +1257,13 @@ class _Rewriter:
                 self.t.name,
                 note=f"{len(loops)} row loop(s), {sum(len(s.reductions) for s in segments)} reduction(s) "
                 f"({', '.join(r.op + ' of ' + r.acc for s in segments for r in s.reductions)}), "
-                f"{'one pass over registers when ' + length + ' is specialised' if ct else 'two vectorised passes'}",
+                + (
+                    "the row in registers as the original's arrays keep it"
+                    if registers
+                    else f"one pass over registers when {length} is specialised"
+                    if ct
+                    else "two vectorised passes"
+                ),
             ),
         )
 
@@ -1248,6 +1345,8 @@ class _Rewriter:
         for s in reversed(prologue):
             if s in self.rebases:
                 names = set(self.rebases[s])
+            elif (misread := _misread_declaration(self, s)) is not None:
+                names = {misread[0]}
             elif s.type != "declaration" or s in self.shared.values():
                 continue
             else:
@@ -1263,6 +1362,8 @@ class _Rewriter:
         return list(reversed(kept))
 
     def _elem(self, stream: _Stream) -> str:
+        if stream.register is not None:
+            return stream.register[0]
         return f"typename cutune_rr_elem<decltype(&({self._render(stream.array)})[0])>::type"
 
     def _pointer(self, stream: _Stream) -> str:
@@ -1276,11 +1377,14 @@ class _Rewriter:
         aligned and whose length is a multiple of ROW_VEC load with one vector access per pack and no branch."""
         touched = sorted(loop.reads | loop.writes)
         streams = {s.index: s for s in self.streams.values()}
-        loaded = [i for i in touched if i in loop.reads or i in loop.blind_writes]
+        memory = [i for i in touched if streams[i].register is None]  # a register array is never loaded nor stored
+        loaded = [i for i in memory if i in loop.reads or i in loop.blind_writes]
         grouped = [i for i in loaded if not streams[i].cached]
 
         def slot(i: int) -> str:
             s = streams[i]
+            if s.register is not None:
+                return f"{s.name}_cache[cutune_c]"
             if s.cached:
                 return f"{s.name}_cache[cutune_one_pass ? cutune_c : 0]"
             return f"{s.name}_group[cutune_c - cutune_g]"
@@ -1299,7 +1403,7 @@ class _Rewriter:
                 out.append(f"if constexpr (!cutune_one_pass) {call}" if s.cached and i in seen else call)
             return out
 
-        aligned = " && ".join(f"cutune_rr_whole<{VEC}>({self._pointer(streams[i])}, cutune_len)" for i in touched)
+        aligned = " && ".join(f"cutune_rr_whole<{VEC}>({self._pointer(streams[i])}, cutune_len)" for i in memory)
         lines = [
             f"// {self.text(loop.node).splitlines()[0].strip()}",
             "{",
@@ -1336,7 +1440,7 @@ class _Rewriter:
             + _indent(body, "      ").lstrip(),
             "    }",
         ]
-        for i in touched:
+        for i in memory:
             if i in loop.writes:
                 s = streams[i]
                 lines.append(
@@ -1361,7 +1465,7 @@ class _Rewriter:
         extra = {start: (end, acc) for start, (end, acc) in calls.items()}
         for v in seg.values:
             rhs = self._render(v.rhs, extra)
-            lines.append(f"{v.declare} {v.name} = {rhs};" if v.declare else f"{v.name} = {rhs};")
+            lines.append(f"{v.declare} {v.name} = {rhs};" if v.declare else f"{v.name} {v.op} {rhs};")
         for stat in seg.stats:  # the row's first thread, as in the original, once every thread has the values
             conditions = [f"({self._render(c)})" for c in stat.conditions]
             when = " && ".join(["cutune_row_ok", "threadIdx.x == 0", *conditions])
@@ -1371,7 +1475,7 @@ class _Rewriter:
     def _rows(self) -> str:
         return ROWS if self.rows_arg else "1"
 
-    def _params(self, rows: bool) -> tuple[TunableParam, ...]:
+    def _params(self, rows: bool, registers: bool = False) -> tuple[TunableParam, ...]:
         vec = tuple(dict.fromkeys(max(1, b // self._elem_bytes()) for b in (8, 16)))  # 8- and 16-byte accesses
         # more threads than the longest row has packs would only idle; so few that the longest row cannot stay
         # in registers (MAX_CACHED elements a thread) would stream it through small blocks
@@ -1381,9 +1485,13 @@ class _Rewriter:
             for t in (32, 64, 128, 256, 512, 1024)
             if not longest or ((t == 32 or t * vec[0] <= longest) and (t == 1024 or t * MAX_CACHED >= longest))
         )
-        params = [
-            TunableParam(THREADS, threads, min(256, threads[-1]), Binding.TEMPLATE, description="threads per row"),
-        ]
+        if registers:
+            # the original's arrays hold a thread's elements of any row its launch runs, so as many registers a
+            # thread hold the row where a row has at least as many threads as the original launch gives it
+            floor = self._launched_threads()
+            threads = tuple(t for t in dict.fromkeys((*threads, 1024)) if t >= floor)
+        default = threads[-1] if registers else min(256, threads[-1])
+        params = [TunableParam(THREADS, threads, default, Binding.TEMPLATE, description="threads per row")]
         if rows:
             params.append(TunableParam(ROWS, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="rows per block"))
         params.append(
@@ -1391,10 +1499,45 @@ class _Rewriter:
         )
         return tuple(params)
 
+    def _launched_threads(self) -> int:
+        """The most threads per block the spec's launch runs at any of its sizes; without them, the most a block
+        can have."""
+        spec = self.spec
+        if spec is None or not spec.block or not spec.sizes:
+            return 1024
+        try:
+            block = compile_expr(spec.block[0])
+            return max(int(block.evaluate({**spec.scalar_values(size), **size})) for size in spec.sizes)
+        except CutuneError:
+            return 1024
+
     def _launch(self, rows: bool) -> Launch:
         grid = self.spec.grid if self.spec is not None else ("num_rows",)
         first = f"ceil_div({grid[0]}, {ROWS})" if rows else grid[0]
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"))
+
+
+def _under_directive(src: KernelSource) -> tuple[str, str] | None:
+    """For a body that is one `#ifdef X` / `#if C` block without `#else` (the kernel does nothing where it is not
+    compiled in), after declarations at most (a specialised size's `const int n = N_CT > 0 ? N_CT : n_rt;`): the
+    file's text with the directive's two lines blanked, and its opening line; else None."""
+    statements = [c for c in src.body.named_children if c.type != "comment"]
+    if not statements or statements[-1].type not in ("preproc_ifdef", "preproc_if"):
+        return None
+    if any(s.type != "declaration" or descendants(s, "call_expression") for s in statements[:-1]):
+        return None  # work done whatever the directive says
+    block = statements[-1]
+    if block.child_by_field_name("alternative") is not None or block.children[-1].type != "#endif":
+        return None
+    line_end = src.data.find(b"\n", block.start_byte, block.end_byte)
+    if line_end < 0 or src.data[:line_end].rstrip().endswith(b"\\"):  # a condition continued on the next line
+        return None
+    opening = src.data[block.start_byte : line_end].decode("utf-8")
+    end = block.children[-1]
+    edits = EditList(src.data)  # blanked, not removed: the lines the rewrite's notes name stay the file's
+    edits.replace(block.start_byte, line_end, " " * (line_end - block.start_byte))
+    edits.replace(end.start_byte, end.end_byte, " " * (end.end_byte - end.start_byte))
+    return apply_edits(src.model.text, edits.edits), opening
 
 
 def _guarded_rest(src: KernelSource) -> tuple[Node, Node, str] | None:
@@ -1492,6 +1635,46 @@ def _merge(old: str | None, new: str | None, acc: str, w: _Rewriter, node: Node)
     return new if new is not None else old
 
 
+def _shuffled(w: _Rewriter, call: Node) -> Node | None:
+    """The value a warp shuffle exchanges (`__shfl_xor_sync(mask, v, o)`, a tile's `g.shfl_down(v, o)`, a wrapper
+    `math::shfl_xor_sync(v, o)`), or None when `call` is not a shuffle."""
+    name = re.split(r"\.|::|->", w.compact(call.child_by_field_name("function")))[-1]
+    if not _SHUFFLE.fullmatch(name):
+        return None
+    args = _args(call)
+    at = 1 if name.startswith("__") and name.endswith("_sync") else 0  # the intrinsics' mask comes first
+    return args[at] if len(args) > at else None
+
+
+def _whole_value(sub: Node) -> Node:
+    """The expression whose value `sub` is part of through member accesses: `a[i].x` for `a[i]`, else `sub`."""
+    node = sub
+    while (
+        node.parent is not None
+        and node.parent.type == "field_expression"
+        and node.parent.child_by_field_name("argument") == node
+    ):
+        node = node.parent
+    return node
+
+
+def _misread_declaration(w: _Rewriter, s: Node) -> tuple[str, str] | None:
+    """(name, type) of a declaration `T<N> name = value;` that tree-sitter, not knowing T for a template, read as the
+    comparison `(T < N) > (name = value)` (`cg::thread_block_tile<32> g = ...`); None for any other statement."""
+    expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+    if expr is None or expr.type != "binary_expression" or w.text(expr.child_by_field_name("operator")) != ">":
+        return None
+    left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
+    if left is None or right is None or left.type != "binary_expression" or right.type != "assignment_expression":
+        return None
+    name = right.child_by_field_name("left")
+    if w.text(left.child_by_field_name("operator")) != "<" or name is None or name.type != "identifier":
+        return None
+    if w.text(right.child_by_field_name("operator")) != "=" or not re.fullmatch(r"[\w:]+<[^<>;]*", w.compact(left)):
+        return None
+    return w.text(name), f"{w.compact(left)}>"
+
+
 def _args(call: Node) -> list[Node]:
     args = call.child_by_field_name("arguments")
     return [a for a in args.named_children if a.type != "comment"] if args is not None else []
@@ -1503,6 +1686,12 @@ def _declared(declarator: Node) -> Node | None:
     while node is not None and node.type != "identifier":
         node = node.child_by_field_name("declarator")
     return node
+
+
+def _declarator_name(node: Node) -> Node | None:
+    """The identifier an init declarator declares (`p` of `const T* p = v`), None for other nodes."""
+    declarator = node.child_by_field_name("declarator")
+    return _declared(declarator) if declarator is not None else None
 
 
 def _declared_all(decl: Node) -> list[Node]:
@@ -1540,11 +1729,14 @@ def _is_target(sub: Node) -> bool:
 
 def _functions(w: _Rewriter, node: Node) -> set[str]:
     """Names called as functions in an expression (rsqrtf, expf, ...): not data."""
-    return {
-        w.text(f)
-        for call in descendants(node, "call_expression")
-        if (f := call.child_by_field_name("function")) is not None and f.type == "identifier"
-    }
+    names = set()
+    for call in descendants(node, "call_expression"):
+        f = call.child_by_field_name("function")
+        if f is not None and f.type == "template_function":  # `reinterpret_cast<const __half2*>(p)`
+            f = f.child_by_field_name("name")
+        if f is not None and f.type == "identifier":
+            names.add(w.text(f))
+    return names
 
 
 def _chunks() -> list[str]:

@@ -82,7 +82,8 @@ __global__ void online_kernel(float* out, const float* in, int n) {
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = total;
 }
 
-// the row held in registers by a count of strides, its tail apart: no bounds check inside the counted loop
+// the row held in registers by a count of strides with neither a bounds check inside nor a tail after it: the last,
+// partial round of a row longer than a multiple of the block is left undone
 __global__ void counted_rows_kernel(float* out, const float* in, int n) {
   __shared__ float total;
   const int id = threadIdx.x;

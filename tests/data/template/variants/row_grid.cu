@@ -273,3 +273,27 @@ __global__ void optional_gate_kernel(float* out, const float* in, const float* g
     out[blockIdx.x * n + j] = gate != nullptr ? v * gate[blockIdx.x * n + j] : v;
   }
 }
+
+// centres the first part of each pair of its row in place: a write of part of an element
+__global__ void centre_x_kernel(float2* xy, int n) {
+  __shared__ float total;
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += xy[blockIdx.x * n + j].x;
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) xy[blockIdx.x * n + j].x -= total / n;
+}
+
+// scales its row in place only where asked: the read is on the condition, and so is the write
+__global__ void optional_scale_kernel(float* x, const float* scale, int n) {
+  __shared__ float total;
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += x[blockIdx.x * n + j];
+  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    if (scale != nullptr) x[blockIdx.x * n + j] = x[blockIdx.x * n + j] * scale[j] / total;
+  }
+}

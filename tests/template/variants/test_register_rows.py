@@ -1,0 +1,68 @@
+"""register_rows: a row kept in local arrays by counted loops over the block's rounds, read as block-stride loops
+over the row (real tree-sitter trees), and refused with its reason where a reading could change what it does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.template.recipes.base import KernelSource
+from cutune.template.variants.register_rows import register_rows
+from cutune.template.variants.row_reduce import RowReduce
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "tests" / "data" / "template" / "variants" / "register_rows.cu"
+SAMPLE = ROOT / "samples" / "register_layer_norm.cu"
+
+
+def _read(path: Path, kernel: str) -> str:
+    model = parse_source(path.read_text(), str(path))
+    read = register_rows(KernelSource(model, model.kernel(kernel)), "row_reduce")
+    assert read is not None
+    span = parse_source(read.text).kernel(kernel).body_span
+    return read.text.encode()[span.start_byte : span.end_byte].decode()
+
+
+def test_loops_over_rounds_and_their_tails_become_block_stride_loops_over_the_row() -> None:
+    body = _read(SAMPLE, "layer_norm_fwd_kernel")
+    assert body.count("for (int r = threadIdx.x; r < hidden; r += blockDim.x)") == 3
+    assert "row_vals[r] = in[r];" in body and "out[r] = row_vals[r] * rstd * gamma[r] + beta[r];" in body
+    # the count, the last element, the reset and the arrays' declarations are read away
+    assert "rounds" not in body and "last" not in body and "float row_vals[" not in body
+
+
+def test_a_loop_after_the_count_took_in_the_tail_runs_over_every_element_alone() -> None:
+    body = _read(SAMPLE, "layer_norm_bwd_input_kernel")
+    # the last loop has no tail of its own: `rounds++` closed the first one's
+    assert "in_grad[r] = grad_vals[r] - sum;" in body and body.count("r < hidden") == 5
+
+
+def test_a_loop_over_the_rounds_without_an_array_is_read_as_well() -> None:
+    body = _read(DATA, "reread_kernel")
+    assert "for (int r = threadIdx.x; r < n; r += blockDim.x) {\nsum += row[r];\n}" in body
+    assert body.count("r < n") == 3 and "rounds" not in body
+
+
+def test_a_loop_over_a_template_count_is_left_alone() -> None:
+    model = parse_source(DATA.read_text(), str(DATA))
+    assert register_rows(KernelSource(model, model.kernel("unrolled_kernel")), "row_reduce") is None
+
+
+@pytest.mark.parametrize(
+    ("kernel", "reason"),
+    [
+        ("no_tail_kernel", "leaves the thread's last, partial round undone"),
+        ("odd_tail_kernel", "the tail does not do to the last element what the loop does to the others"),
+        ("round_number_kernel", "reads the round `r` otherwise than in `r * blockDim.x + threadIdx.x`"),
+        ("unset_kernel", "reads the register array `vals` before a loop sets it"),
+        ("shrinking_row_kernel", "changes `n`, which `rounds` is counted from"),
+    ],
+)
+def test_refuses_with_its_reason(kernel: str, reason: str) -> None:
+    model = parse_source(DATA.read_text(), str(DATA))
+    with pytest.raises(TransformRefused, match="row_reduce") as refused:
+        RowReduce().apply(model, kernel, None)
+    assert reason in refused.value.reason
