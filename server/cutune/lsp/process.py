@@ -1,0 +1,156 @@
+"""The analysis process (lsp/host.py) seen from the server: calls whose answers arrive as asyncio futures, and a
+process that dies started again.
+
+Started with `spawn` (a fresh interpreter: forking a process that runs threads is unsafe). Calls are pickled
+over a pipe by a thread of their own: a 200,000-line text is 6 MB, which the event loop would otherwise wait to
+write while the analysis process reads it. Answers are read by another thread and handed to the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import multiprocessing
+import queue
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from cutune.errors import CutuneError
+from cutune.lsp import host
+from cutune.lsp.worker import Cancelled
+
+log = logging.getLogger(__name__)
+
+# at most this many restarts within this many seconds: a text that kills the process each time is not retried forever
+RESTARTS, RESTART_WINDOW_S = 3, 60.0
+
+
+class HostLost(Cancelled):
+    """The analysis process died before answering (it is started again, and the documents analysed again)."""
+
+
+class HostFailed(Exception):
+    """A bug in the analysis process (logged there, with its traceback)."""
+
+
+class AnalysisProcess:
+    """One analysis process at a time; `lost(message, restarted)` is called on the event loop when it dies."""
+
+    def __init__(self, lost: Callable[[str, bool], None]) -> None:
+        self._lost = lost
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._process: BaseProcess | None = None
+        self._conn: Connection | None = None
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._outbox: queue.SimpleQueue[tuple[Connection, Any] | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._deaths: list[float] = []
+        self._closed = False
+
+    @property
+    def pid(self) -> int | None:
+        """The process id of the analysis process, while one runs."""
+        return self._process.pid if self._process is not None else None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the process (its imports take a second: it is started when the server is initialized)."""
+        self._loop = loop
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        process = context.Process(target=host.serve, args=(theirs,), name="cutune-analysis", daemon=True)
+        process.start()
+        theirs.close()
+        self._process, self._conn = process, ours
+        threading.Thread(target=self._read, args=(process, ours), name="cutune-host-reader", daemon=True).start()
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write, name="cutune-host-writer", daemon=True)
+            self._writer.start()
+
+    def call(self, lane: str, method: str, *args: Any) -> asyncio.Future[Any]:
+        """Run `Host.<method>(*args)` in one of its threads (`host.ANALYSIS`, `host.REQUESTS`). The future raises
+        Cancelled when the work was no longer wanted (HostLost when the process died), CutuneError when it
+        refused the user's input, HostFailed on a bug."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self._conn is None:
+            future.set_exception(HostLost("the analysis process is not running"))
+            return future
+        ident = next(self._ids)
+        self._pending[ident] = future
+        self._outbox.put((self._conn, (ident, lane, method, args)))
+        return future
+
+    def stop(self, uri: str) -> None:
+        """Stop the work on a document under way or queued (a newer version is coming)."""
+        self._notify(host.STOP, uri)
+
+    def skip(self, future: asyncio.Future[Any]) -> None:
+        """Skip a call that has not begun; one under way runs to its end and its future gets its answer."""
+        ident = next((i for i, f in self._pending.items() if f is future), None)
+        if ident is not None:
+            self._notify(host.SKIP, ident)
+
+    def kill(self) -> None:
+        """End the process at once (the server is exiting)."""
+        self._closed = True
+        if self._process is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._process.kill()
+        self._outbox.put(None)
+
+    def _notify(self, method: str, arg: Any) -> None:
+        if self._conn is not None:
+            self._outbox.put((self._conn, (0, "", method, (arg,))))
+
+    def _write(self) -> None:
+        while (item := self._outbox.get()) is not None:
+            conn, message = item
+            with contextlib.suppress(OSError, ValueError):  # a dead process: its reader reports it
+                conn.send(message)
+
+    def _read(self, process: BaseProcess, conn: Connection) -> None:
+        loop = self._loop
+        assert loop is not None
+        while True:
+            try:
+                ident, ok, payload = conn.recv()
+            except (EOFError, OSError):
+                break
+            with contextlib.suppress(RuntimeError):  # the loop closed: the server is exiting
+                loop.call_soon_threadsafe(self._answer, ident, ok, payload)
+        process.join(timeout=1.0)  # for its exit code
+        conn.close()
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._died, process)
+
+    def _answer(self, ident: int, ok: bool, payload: Any) -> None:
+        future = self._pending.pop(ident, None)
+        if future is None or future.done():
+            return
+        if ok:
+            future.set_result(payload)
+            return
+        kind, text = payload
+        errors = {host.CANCELLED: Cancelled, host.REFUSED: CutuneError}
+        future.set_exception(errors.get(kind, HostFailed)(text))
+
+    def _died(self, process: BaseProcess) -> None:
+        if process is not self._process or self._closed:
+            return
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(HostLost(f"the analysis process ended (exit code {process.exitcode})"))
+        now = time.monotonic()
+        self._deaths = [t for t in self._deaths if now - t < RESTART_WINDOW_S] + [now]
+        restart = len(self._deaths) <= RESTARTS
+        self._process = self._conn = None
+        if restart and self._loop is not None:
+            self.start(self._loop)
+        self._lost(f"the analysis process ended (exit code {process.exitcode})", restart)
