@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
+from cutune.lsp.lenses import INDEX_BITS, KERNEL_BITS, lens_key, lens_place
 from tests.lsp.editor import Editor, copy_workspace
 from tests.lsp.synthetic import REPLAYED
 
@@ -67,3 +68,9 @@ async def test_lenses_come_without_commands_and_resolve_to_them(editor: Editor, 
     gone = await editor.client.code_lens_resolve_async(bare[2])  # asked before the edit: its kernel is gone
     assert gone.command is not None and gone.command.command == ""
     editor.close(uri)
+
+
+async def test_a_lens_key_holds_its_list_kernel_and_index_exactly_in_a_json_number() -> None:
+    last = (1 << 29) - 1, (1 << KERNEL_BITS) - 1, (1 << INDEX_BITS) - 1  # the largest of each
+    assert lens_key(*last) < 1 << 53  # an editor's JSON numbers are doubles
+    assert [lens_place(lens_key(*p)) for p in (last, (0, 0, 0), (3, 5, 2))] == [last, (0, 0, 0), (3, 5, 2)]

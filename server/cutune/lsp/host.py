@@ -35,6 +35,7 @@ from cutune.lsp.edits import Edit, apply_edit, templatize_edit
 from cutune.lsp.hover import hover
 from cutune.lsp.incremental import reanalyze
 from cutune.lsp.lenses import lenses_json
+from cutune.lsp.process import ANALYSIS, CANCELLED, FAILED, REFUSED, REQUESTS, SKIP, STOP
 from cutune.lsp.results import ResultStore
 from cutune.lsp.scan import scan_kernels
 from cutune.lsp.summary import Summary, first_look, summarize
@@ -42,11 +43,6 @@ from cutune.lsp.wire import Serialized
 from cutune.lsp.worker import Cancelled, background
 
 log = logging.getLogger(__name__)
-
-ANALYSIS, REQUESTS = "analysis", "requests"  # the threads a call runs in
-STOP, SKIP = "stop", "skip"  # messages without an answer: stop a document's work under way; skip a queued call
-# an answer that is an error: the work was no longer wanted, the user's input was wrong, or a bug here
-CANCELLED, REFUSED, FAILED = "cancelled", "refused", "failed"
 
 Stop = threading.Event
 Analysed = tuple[Summary, Serialized, str, list[types.Diagnostic]]  # diagnostics' parameters, the spec's URI and its

@@ -22,10 +22,14 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from cutune.errors import CutuneError
-from cutune.lsp import host
 from cutune.lsp.worker import Cancelled
 
 log = logging.getLogger(__name__)
+
+ANALYSIS, REQUESTS = "analysis", "requests"  # the analysis process's threads a call runs in
+STOP, SKIP = "stop", "skip"  # messages without an answer: stop a document's work under way; skip a queued call
+# an answer that is an error: the work was no longer wanted, the user's input was wrong, or a bug there
+CANCELLED, REFUSED, FAILED = "cancelled", "refused", "failed"
 
 # at most this many restarts within this many seconds: a text that kills the process each time is not retried forever
 RESTARTS, RESTART_WINDOW_S = 3, 60.0
@@ -37,6 +41,31 @@ class HostLost(Cancelled):
 
 class HostFailed(Exception):
     """A bug in the analysis process (logged there, with its traceback)."""
+
+
+def _serve(conn: Connection) -> None:
+    """The analysis process's entry: the analysis code is imported there, not here before the server needs it."""
+    from cutune.lsp.host import serve
+
+    serve(conn)
+
+
+def _spawn() -> tuple[BaseProcess, Connection]:
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    process = context.Process(target=_serve, args=(theirs,), name="cutune-analysis", daemon=True)
+    process.start()
+    theirs.close()
+    return process, ours
+
+
+_early: list[tuple[BaseProcess, Connection]] = []  # started by `start_early`, for the first AnalysisProcess
+
+
+def start_early() -> None:
+    """Start the server's first analysis process now, before the server's own imports: both take a second or
+    more and overlap, and the first look at the first document opened does not wait for the process's start."""
+    _early.append(_spawn())
 
 
 class AnalysisProcess:
@@ -62,11 +91,7 @@ class AnalysisProcess:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the process (its imports take a second: it is started when the server is initialized)."""
         self._loop = loop
-        context = multiprocessing.get_context("spawn")
-        ours, theirs = context.Pipe()
-        process = context.Process(target=host.serve, args=(theirs,), name="cutune-analysis", daemon=True)
-        process.start()
-        theirs.close()
+        process, ours = _early.pop() if _early else _spawn()
         self._process, self._conn = process, ours
         threading.Thread(target=self._read, args=(process, ours), name="cutune-host-reader", daemon=True).start()
         if self._writer is None:
@@ -74,7 +99,7 @@ class AnalysisProcess:
             self._writer.start()
 
     def call(self, lane: str, method: str, *args: Any) -> asyncio.Future[Any]:
-        """Run `Host.<method>(*args)` in one of its threads (`host.ANALYSIS`, `host.REQUESTS`). The future raises
+        """Run `Host.<method>(*args)` (lsp/host.py) in one of its threads (ANALYSIS, REQUESTS). The future raises
         Cancelled when the work was no longer wanted (HostLost when the process died), CutuneError when it
         refused the user's input, HostFailed on a bug."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -88,13 +113,13 @@ class AnalysisProcess:
 
     def stop(self, uri: str) -> None:
         """Stop the work on a document under way or queued (a newer version is coming)."""
-        self._notify(host.STOP, uri)
+        self._notify(STOP, uri)
 
     def skip(self, future: asyncio.Future[Any]) -> None:
         """Skip a call that has not begun; one under way runs to its end and its future gets its answer."""
         ident = next((i for i, f in self._pending.items() if f is future), None)
         if ident is not None:
-            self._notify(host.SKIP, ident)
+            self._notify(SKIP, ident)
 
     def kill(self) -> None:
         """End the process at once (the server is exiting)."""
@@ -137,7 +162,7 @@ class AnalysisProcess:
             future.set_result(payload)
             return
         kind, text = payload
-        errors = {host.CANCELLED: Cancelled, host.REFUSED: CutuneError}
+        errors = {CANCELLED: Cancelled, REFUSED: CutuneError}
         future.set_exception(errors.get(kind, HostFailed)(text))
 
     def _died(self, process: BaseProcess) -> None:

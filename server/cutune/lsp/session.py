@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 from collections.abc import Callable
@@ -19,9 +20,9 @@ from cutune.lsp import lenses
 from cutune.lsp.actions import Offer, actions_for, moved_offers
 from cutune.lsp.capture import specified_kernels
 from cutune.lsp.edits import Edit
-from cutune.lsp.host import ANALYSIS, REQUESTS, Analysed
+from cutune.lsp.host import Analysed
 from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
-from cutune.lsp.process import AnalysisProcess, HostFailed
+from cutune.lsp.process import ANALYSIS, REQUESTS, AnalysisProcess, HostFailed
 from cutune.lsp.settings import Settings, parse_settings
 from cutune.lsp.summary import Summary
 from cutune.lsp.wire import Serialized
@@ -364,6 +365,7 @@ class Session:
         if uri not in self._summaries:  # else an analysis came first
             self._summaries[uri] = summary
             self._lenses[uri] = (summary, tuning, lens_text)
+            keep()
 
     def _list(self, uri: str, summary: Summary) -> int:
         """The number of a new list of a document's lenses, made from `summary`."""
@@ -429,6 +431,7 @@ class Session:
             return None
         summary, published, spec_uri, in_spec = analysed
         self._summaries[uri] = summary
+        keep()
         self._carry_offers(uri, summary)
         if whole:
             self._whole.discard(uri)
@@ -526,6 +529,13 @@ class Session:
             return
         percentage = int(100 * status.done / status.budget) if status.budget else None
         progress.report(job.id, types.WorkDoneProgressReport(message=status.message, percentage=percentage))
+
+
+def keep() -> None:
+    """Take what is alive now (a new summary: a 200,000-line file's is 20,000 kernels' rows) out of the cycle
+    collector's reach (`gc.freeze`): a collection walking it all took 48 ms of the event loop, collecting nothing.
+    It is still freed when no longer used (reference counting); a summary makes no cycles."""
+    gc.freeze()
 
 
 def _actions(kernel: str, offers: list[Offer] | None, params: types.CodeActionParams) -> list[types.CodeAction]:
