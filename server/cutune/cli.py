@@ -808,9 +808,6 @@ def serve(
     tcp: Annotated[str | None, typer.Option(help="HOST:PORT to listen on instead of stdio (debugging).")] = None,
 ) -> None:
     """Start the language server (stdio by default)."""
-    from cutune.lsp.process import start_early
-
-    start_early()  # its imports overlap the server's
     from cutune.lsp.server import start, tcp_address
 
     with _user_errors():

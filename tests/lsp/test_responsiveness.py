@@ -39,7 +39,7 @@ def _large(kernels: int) -> str:
 def analysis_processes(pid: int) -> list[int]:
     """The analysis processes a server process started (not multiprocessing's resource tracker)."""
     children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
-    return [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    return [c for c in children if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
 
 
 def _cpu_seconds(pid: int) -> float:

@@ -178,7 +178,7 @@ class _Lane:
 def serve(conn: Connection) -> None:
     """The analysis process's main function: answer the server's calls until it goes away."""
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the server's stdout is the editor's channel: not ours
-    logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s (analysis): %(message)s")
+    logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s (analysis): %(message)s", force=True)
     background()  # before the threads start: they inherit the lower priority
     sys.setswitchinterval(0.001)  # the requests' thread gets the GIL soon while an analysis runs
     host = Host()

@@ -1,7 +1,8 @@
 """The analysis process (lsp/host.py) seen from the server: calls whose answers arrive as asyncio futures, and a
 process that dies started again.
 
-Started with `spawn` (a fresh interpreter: forking a process that runs threads is unsafe). Calls are pickled
+The first process is forked from the server before it starts any thread; a restart starts a fresh interpreter
+(`spawn`: forking a process that runs threads is unsafe). Calls are pickled
 over a pipe by a thread of their own: a 200,000-line text is 6 MB, which the event loop would otherwise wait to
 write while the analysis process reads it. Answers are read by another thread and handed to the event loop.
 """
@@ -14,6 +15,7 @@ import itertools
 import logging
 import multiprocessing
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -44,14 +46,18 @@ class HostFailed(Exception):
 
 
 def _serve(conn: Connection) -> None:
-    """The analysis process's entry: the analysis code is imported there, not here before the server needs it."""
+    """The analysis process's entry (a fresh interpreter imports the analysis code here)."""
     from cutune.lsp.host import serve
 
     serve(conn)
 
 
 def _spawn() -> tuple[BaseProcess, Connection]:
-    context = multiprocessing.get_context("spawn")
+    # forked while the server runs no other thread (at its start, on Linux): the child has the server's imports
+    # already, where a fresh interpreter spends a second of CPU importing them again; later (a restart, with
+    # threads running, which a fork would copy in whatever state they are) a fresh interpreter
+    single = sys.platform == "linux" and threading.active_count() == 1
+    context = multiprocessing.get_context("fork") if single else multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()
     process = context.Process(target=_serve, args=(theirs,), name="cutune-analysis", daemon=True)
     process.start()
@@ -63,13 +69,13 @@ _early: list[tuple[BaseProcess, Connection]] = []  # started by `start_early`, f
 
 
 def start_early() -> None:
-    """Start the server's first analysis process now, before the server's own imports: both take a second or
-    more and overlap, and the first look at the first document opened does not wait for the process's start."""
+    """Start the server's first analysis process now, before the server starts any thread (`_spawn`)."""
     _early.append(_spawn())
 
 
 class AnalysisProcess:
-    """One analysis process at a time; `lost(message, restarted)` is called on the event loop when it dies."""
+    """One analysis process at a time; `lost(message, restarted)` is called on the event loop when it dies (or
+    cannot start), once the new one has started."""
 
     def __init__(self, lost: Callable[[str, bool], None]) -> None:
         self._lost = lost
@@ -91,7 +97,11 @@ class AnalysisProcess:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start the process (its imports take a second: it is started when the server is initialized)."""
         self._loop = loop
-        process, ours = _early.pop() if _early else _spawn()
+        try:
+            process, ours = _early.pop() if _early else _spawn()
+        except OSError as e:  # no processes left to this user, no semaphores (a sandbox): serve without analyses
+            self._lost(f"cannot start the analysis process ({e}): no analyses until the server restarts", False)
+            return
         self._process, self._conn = process, ours
         threading.Thread(target=self._read, args=(process, ours), name="cutune-host-reader", daemon=True).start()
         if self._writer is None:
@@ -168,14 +178,17 @@ class AnalysisProcess:
     def _died(self, process: BaseProcess) -> None:
         if process is not self._process or self._closed:
             return
+        ended = f"the analysis process ended (exit code {process.exitcode})"
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
-                future.set_exception(HostLost(f"the analysis process ended (exit code {process.exitcode})"))
+                future.set_exception(HostLost(ended))
         now = time.monotonic()
         self._deaths = [t for t in self._deaths if now - t < RESTART_WINDOW_S] + [now]
-        restart = len(self._deaths) <= RESTARTS
         self._process = self._conn = None
-        if restart and self._loop is not None:
-            self.start(self._loop)
-        self._lost(f"the analysis process ended (exit code {process.exitcode})", restart)
+        if len(self._deaths) > RESTARTS or self._loop is None:
+            self._lost(f"{ended}, {len(self._deaths)} times in a minute: no analyses until the server restarts", False)
+            return
+        self.start(self._loop)
+        if self._conn is not None:
+            self._lost(f"{ended}; it was started again", True)

@@ -19,6 +19,7 @@ from cutune.lsp import describe, lenses
 from cutune.lsp.actions import KINDS
 from cutune.lsp.capture import capture_launches
 from cutune.lsp.edits import Edit
+from cutune.lsp.process import start_early
 from cutune.lsp.session import Session
 from cutune.lsp.stdio import serve_stdio
 from cutune.lsp.wire import Protocol, Serialized
@@ -260,6 +261,7 @@ def start(tcp: tuple[str, int] | None) -> None:
     # an autotune job's thread runs Python for long stretches: hand the event loop the GIL more often than
     # every 5 ms, so that requests are not kept waiting
     sys.setswitchinterval(0.001)
+    start_early()  # before any thread starts
     if tcp is None:
         serve_stdio(server)
         return

@@ -454,14 +454,12 @@ class Session:
         return summary
 
     def _host_lost(self, message: str, restarted: bool) -> None:
-        """The analysis process died: tell the user; analyse the open documents again in the new one."""
+        """The analysis process died: tell the user; analyse the open documents again in the new one (the last
+        results stay shown meanwhile, or for good when there is none)."""
         if not restarted:
-            self.message(
-                f"{message}, again: no more analyses until the server restarts (the last results stay shown)",
-                types.MessageType.Error,
-            )
+            self.message(f"{message} (the last results stay shown)", types.MessageType.Error)
             return
-        self.message(f"{message}; it was started again", types.MessageType.Warning)
+        self.message(message, types.MessageType.Warning)
         self.refresh_all()
 
     def _publish(self, uri: str, diagnostics: list[types.Diagnostic]) -> None:
