@@ -2,9 +2,9 @@
 process that dies started again.
 
 The first process is forked from the server before it starts any thread; a restart starts a fresh interpreter
-(`spawn`: forking a process that runs threads is unsafe). Calls are pickled
-over a pipe by a thread of their own: a 200,000-line text is 6 MB, which the event loop would otherwise wait to
-write while the analysis process reads it. Answers are read by another thread and handed to the event loop.
+(`spawn`: forking a process that runs threads is unsafe). Calls are pickled over a pipe by a thread of their
+own: a 200,000-line text is 6 MB, which the event loop would otherwise wait to write while the analysis process
+reads it. Answers are read by another thread and handed to the event loop.
 """
 
 from __future__ import annotations
@@ -89,13 +89,8 @@ class AnalysisProcess:
         self._deaths: list[float] = []
         self._closed = False
 
-    @property
-    def pid(self) -> int | None:
-        """The process id of the analysis process, while one runs."""
-        return self._process.pid if self._process is not None else None
-
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the process (its imports take a second: it is started when the server is initialized)."""
+        """Start a process, or take the one `start_early` started; answers arrive on `loop`."""
         self._loop = loop
         try:
             process, ours = _early.pop() if _early else _spawn()
