@@ -52,9 +52,9 @@ def lenses_json(listed: int, states: Iterable[KernelLensState], stop: Callable[[
     """The lenses of many kernels as JSON (LSP `CodeLens` objects) without their commands: each has as `data` one
     integer (`lens_key`: the list `listed`, the kernel's place in it, the lens's index), and `codeLens/resolve`
     gives it its command (`resolved`). An editor resolves only the lenses it shows; with their commands, the
-    60,000 lenses of a 200,000-line file were 14 MB of JSON; with the kernel's name in `data`, 7.1 MB, and an
-    integer instead made the client's decoding ~15% faster. Written directly (through lsprotocol and cattrs they
-    took a second); raises Cancelled once `stop()` says."""
+    60,000 lenses of a 200,000-line file were 14 MB of JSON; with the kernel's name in `data`, 7.1 MB; with an
+    integer, 6.05 MB, which a client decodes ~10% faster (113 ms instead of 125). Written directly (through
+    lsprotocol and cattrs they took a second); raises Cancelled once `stop()` says."""
     items = []
     for i, state in enumerate(states):
         if i % 1024 == 0 and stop():
