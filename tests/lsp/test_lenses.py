@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
+from cutune.lsp.lenses import INDEX_BITS, KERNEL_BITS, lens_key, lens_place
 from tests.lsp.editor import Editor, copy_workspace
 from tests.lsp.synthetic import REPLAYED
 
@@ -60,8 +61,16 @@ async def test_lenses_come_without_commands_and_resolve_to_them(editor: Editor, 
     assert third.command is not None
     assert (third.command.title, third.command.command) == ("Capture launches…", "cutune.capture")
     assert list(third.command.arguments or []) == [{"uri": uri, "kernel": "scale_kernel"}]
-    assert isinstance(bare[2].data, list)
-    gone = types.CodeLens(range=bare[2].range, data=[bare[2].data[0], "renamed_kernel", 0])  # asked before an edit
-    resolved = await editor.client.code_lens_resolve_async(gone)
-    assert resolved.command is not None and resolved.command.command == ""
+    assert isinstance(bare[2].data, int)  # a number (lsp/lenses.py `lens_key`), not the kernel's name: fewer bytes
+    published = editor.publications(uri)
+    editor.change(uri, editor.text(uri).replace("scale_kernel", "renamed_kernel"))
+    await editor.diagnostics(uri, since=published)
+    gone = await editor.client.code_lens_resolve_async(bare[2])  # asked before the edit: its kernel is gone
+    assert gone.command is not None and gone.command.command == ""
     editor.close(uri)
+
+
+async def test_a_lens_key_holds_its_list_kernel_and_index_exactly_in_a_json_number() -> None:
+    last = (1 << 29) - 1, (1 << KERNEL_BITS) - 1, (1 << INDEX_BITS) - 1  # the largest of each
+    assert lens_key(*last) < 1 << 53  # an editor's JSON numbers are doubles
+    assert [lens_place(lens_key(*p)) for p in (last, (0, 0, 0), (3, 5, 2))] == [last, (0, 0, 0), (3, 5, 2)]

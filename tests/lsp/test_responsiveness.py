@@ -1,9 +1,12 @@
-"""Requests never wait on an analysis, and an edit stops the analysis of the version it replaced."""
+"""Requests never wait on an analysis, an edit stops the analysis of the version it replaced, and a killed analysis
+process is started again (reported) while the server answers from the last analysis."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import sys
 import time
 from collections.abc import Awaitable
 from pathlib import Path
@@ -12,7 +15,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.editor import Editor
+from tests.lsp.editor import Editor, copy_workspace
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -33,10 +36,19 @@ def _large(kernels: int) -> str:
     return "".join(KERNEL.format(i=i) for i in range(kernels))
 
 
+def analysis_processes(pid: int) -> list[int]:
+    """The analysis processes a server process started (not multiprocessing's resource tracker)."""
+    children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()]
+    return [c for c in children if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
 def _cpu_seconds(pid: int) -> float:
-    """The CPU time (user + system) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The CPU time (user + system) a server process and its analysis process have used so far."""
+    total = 0
+    for p in [pid, *analysis_processes(pid)]:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def _timed(request: Awaitable[object]) -> float:
@@ -104,3 +116,29 @@ async def test_an_edit_stops_the_analysis_of_the_version_it_replaced(
     assert edit_s < whole_s / 2, f"the edit's diagnostics after {edit_s:.2f} s, a whole analysis takes {whole_s:.2f} s"
     editor.close(uri)
     editor.close(editor.uri("whole.cu"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads the process tree from /proc")
+async def test_a_killed_analysis_process_is_started_again_and_the_server_answers_meanwhile(
+    editor: Editor, client: LanguageClient, tmp_path: Path
+) -> None:
+    server = client._server
+    assert server is not None
+    editor.use(copy_workspace("lenses", tmp_path))
+    uri = editor.open("scale.cu")
+    await editor.diagnostics(uri)
+    actions = [a.title for a in await editor.actions(uri, 5)]
+    lenses = [(lens.range.start.line, lens.command) for lens in await editor.lenses(uri)]
+    [killed] = analysis_processes(server.pid)
+    os.kill(killed, signal.SIGKILL)
+    # answered from the last analysis, whether the new process has started or not
+    assert [a.title for a in await editor.actions(uri, 5, wait=False)] == actions
+    assert [(lens.range.start.line, lens.command) for lens in await editor.lenses(uri)] == lenses
+    await editor.wait(lambda: any("analysis process ended" in m.message for m in editor.messages))
+    published = editor.publications(uri)
+    editor.change(uri, editor.text(uri).replace("scale_kernel", "scaled_kernel"))
+    diagnostics = await editor.diagnostics(uri, since=published)  # analysed by the new process
+    assert {d.data["kernel"] for d in diagnostics if d.data} == {"scaled_kernel", "add_kernel"}
+    [started] = analysis_processes(server.pid)
+    assert started != killed
+    editor.close(uri)

@@ -41,12 +41,12 @@ def kernel_offers(analysis: DocumentAnalysis, view: KernelView) -> list[Offer] |
     return [(edit, codes) for edit, codes in offers if edit is not None]
 
 
-def actions_for(view: KernelView, offers: Sequence[Offer], params: types.CodeActionParams) -> list[types.CodeAction]:
+def actions_for(kernel: str, offers: Sequence[Offer], params: types.CodeActionParams) -> list[types.CodeAction]:
     """A kernel's offers as the actions a request asks for: rewrites, and quick fixes of its diagnostics."""
     ours = [
         d
         for d in params.context.diagnostics
-        if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == view.name
+        if d.source == diagnostics.SOURCE and (d.data or {}).get("kernel") == kernel
     ]
     found = []
     for edit, codes in offers:

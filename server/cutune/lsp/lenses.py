@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -34,18 +33,35 @@ class KernelLensState:
     has_spec: bool = True  # its spec file has a table for it
 
 
-def lenses_json(document: int, states: Iterable[KernelLensState], stop: Callable[[], bool] = lambda: False) -> str:
-    """The lenses of many kernels as JSON (LSP `CodeLens` objects) without their commands: each has `data`
-    `[document, kernel, index]`, and `codeLens/resolve` gives it its command (`resolved`). An editor resolves
-    only the lenses it shows; with their commands, the 60,000 lenses of a 200,000-line file were 14 MB of JSON.
-    Written directly (through lsprotocol and cattrs they took a second); raises Cancelled once `stop()` says."""
+KERNEL_BITS, INDEX_BITS = 21, 3  # up to 2,097,152 kernels in a file, 8 lenses a kernel
+
+
+def lens_key(listed: int, kernel: int, index: int) -> int:
+    """A lens's `data`: the number of the list it was sent in, its kernel's place there, its place among the
+    kernel's lenses, as one integer (at most 2**53, which an editor's JSON reads exactly)."""
+    return ((listed << KERNEL_BITS | kernel) << INDEX_BITS) | index
+
+
+def lens_place(key: int) -> tuple[int, int, int]:
+    """A lens's list number, kernel place and lens index, from its `data` (`lens_key`)."""
+    kernels, indices = (1 << KERNEL_BITS) - 1, (1 << INDEX_BITS) - 1
+    return key >> (KERNEL_BITS + INDEX_BITS), (key >> INDEX_BITS) & kernels, key & indices
+
+
+def lenses_json(listed: int, states: Iterable[KernelLensState], stop: Callable[[], bool] = lambda: False) -> str:
+    """The lenses of many kernels as JSON (LSP `CodeLens` objects) without their commands: each has as `data` one
+    integer (`lens_key`: the list `listed`, the kernel's place in it, the lens's index), and `codeLens/resolve`
+    gives it its command (`resolved`). An editor resolves only the lenses it shows; with their commands, the
+    60,000 lenses of a 200,000-line file were 14 MB of JSON; with the kernel's name in `data`, 7.1 MB; with an
+    integer, 6.05 MB, which a client decodes ~10% faster (113 ms instead of 125). Written directly (through
+    lsprotocol and cattrs they took a second); raises Cancelled once `stop()` says."""
     items = []
     for i, state in enumerate(states):
         if i % 1024 == 0 and stop():
-            raise Cancelled(f"lenses of document {document}")
+            raise Cancelled(f"lenses of list {listed}")
         at = f'{{"line":{state.line},"character":0}}'
-        head = f'{{"range":{{"start":{at},"end":{at}}},"data":[{document},{json.dumps(state.name)},'
-        items += [f"{head}{n}]}}" for n in range(len(_titles(state)))]
+        head = f'{{"range":{{"start":{at},"end":{at}}},"data":'
+        items += [f"{head}{lens_key(listed, i, n)}}}" for n in range(len(_titles(state)))]
     return f"[{','.join(items)}]"
 
 

@@ -18,8 +18,8 @@ from cutune.errors import CutuneError
 from cutune.lsp import describe, lenses
 from cutune.lsp.actions import KINDS
 from cutune.lsp.capture import capture_launches
-from cutune.lsp.edits import Edit, apply_edit, templatize_edit
-from cutune.lsp.hover import hover
+from cutune.lsp.edits import Edit
+from cutune.lsp.process import start_early
 from cutune.lsp.session import Session
 from cutune.lsp.stdio import serve_stdio
 from cutune.lsp.wire import Protocol, Serialized
@@ -88,8 +88,7 @@ async def initialized(ls: CutuneServer, params: types.InitializedParams) -> None
 @server.feature(types.SHUTDOWN)
 def shutdown(ls: CutuneServer, params: None) -> None:
     """Cancel the autotune jobs (their finished trials are kept in the study) and the analyses."""
-    ls.session.stop_all()
-    ls.session.jobs.shutdown()
+    ls.session.shutdown()
 
 
 @server.feature(types.EXIT)
@@ -137,12 +136,7 @@ def did_close(ls: CutuneServer, params: types.DidCloseTextDocumentParams) -> Non
 @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=True))
 async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens] | Serialized:
     """Lenses above each kernel, from the last analysis or, before the first, from a quick look."""
-    uri = params.text_document.uri
-    found = ls.session.code_lenses(uri)
-    if found is None:
-        await ls.session.first_look(uri)
-        found = ls.session.code_lenses(uri)
-    return found if found is not None else []
+    return await ls.session.code_lenses(params.text_document.uri)
 
 
 @server.feature(types.CODE_LENS_RESOLVE)
@@ -155,10 +149,7 @@ def code_lens_resolve(ls: CutuneServer, lens: types.CodeLens) -> types.CodeLens:
 async def on_hover(ls: CutuneServer, params: types.HoverParams) -> types.Hover | None:
     """Candidates, tuned value and importance of the tunable parameter under the cursor (from the last
     analysis: an older version's answers at once rather than the current one's after a wait)."""
-    analysis = await ls.session.latest(params.text_document.uri)
-    if analysis is None:
-        return None
-    return await ls.session.in_thread(lambda: hover(analysis, params.position))
+    return await ls.session.hover(params.text_document.uri, params.position)
 
 
 @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=KINDS))
@@ -171,12 +162,10 @@ async def code_action(ls: CutuneServer, params: types.CodeActionParams) -> list[
 async def templatize(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Rewrite the kernel with explicit parameters and draft its spec, as one workspace edit."""
     try:
-        analysis, ctx = await ls.session.context(args.uri, args.kernel)
-        edit = await ls.session.in_thread(lambda: templatize_edit(analysis, ctx))
+        edit, params = await ls.session.templatize_edit(args.uri, args.kernel)
     except CutuneError as e:
         ls.session.message(f"cannot templatize {args.kernel}: {e}", types.MessageType.Warning)
         return {"applied": False, "params": []}
-    params = [p.name for p in ctx.template.space.params]
     if edit is None:
         ls.session.message(f"{args.kernel} is templatized and has its spec already", types.MessageType.Info)
         return {"applied": False, "params": params}
@@ -198,9 +187,7 @@ async def autotune(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, ob
 async def apply(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """Write the tuned configuration into the source, as one workspace edit."""
     try:
-        analysis, ctx = await ls.session.context(args.uri, args.kernel)
-        result = ls.session.current_result(analysis, args.kernel)
-        edit = await ls.session.in_thread(lambda: apply_edit(analysis, ctx, result))
+        edit = await ls.session.apply_edit(args.uri, args.kernel)
     except CutuneError as e:
         ls.session.message(f"cannot apply to {args.kernel}: {e}", types.MessageType.Warning)
         return {"applied": False}
@@ -216,10 +203,10 @@ def cancel(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
 @server.command(lenses.SHOW_RESULTS)
 async def show_results(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """The stored results of a kernel (or of every kernel of the file) as Markdown."""
-    analysis = await ls.session.analysis(args.uri)
-    views = analysis.kernels if analysis is not None else ()
-    wanted = [v for v in views if args.kernel in ("", v.name)]
-    parts = [describe.result_markdown(v.result, v.stale) for v in wanted if v.result is not None]
+    summary = await ls.session.analysis(args.uri)
+    names = summary.names if summary is not None else ()
+    stored = [summary.result(n) for n in names if args.kernel in ("", n)] if summary is not None else []
+    parts = [describe.result_markdown(result, stale) for result, stale, _ in stored if result is not None]
     return {"markdown": "\n\n".join(parts) or f"no stored results for {args.kernel or args.uri}"}
 
 
@@ -244,7 +231,7 @@ async def capture(ls: CutuneServer, args: KernelArgs) -> dict[str, object]:
 async def results_view_data(ls: CutuneServer, args: KernelArgs = NO_ARGS) -> dict[str, object]:
     """The results view's data: per-size times against the floor, the trial history and the agent's steps."""
     try:
-        _, ctx = await ls.session.context(args.uri, args.kernel)
+        ctx = await ls.session.context(args.uri, args.kernel)
     except CutuneError as e:
         return {"kernel": args.kernel, "message": str(e), "sizes": [], "trials": [], "steps": []}
     url = tune_options(ctx, trials=1, seconds=None, storage_url=ls.session.settings.storage_url or None).storage()
@@ -271,9 +258,10 @@ def start(tcp: tuple[str, int] | None) -> None:
     """Serve LSP on stdio, or on TCP at (host, port)."""
     logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pygls.protocol.json_rpc").addFilter(_no_client_tracebacks)
-    # the analysis thread runs Python for seconds on a large file: hand the event loop the GIL more often
-    # than every 5 ms, so that requests answered from the last analysis are not kept waiting
+    # an autotune job's thread runs Python for long stretches: hand the event loop the GIL more often than
+    # every 5 ms, so that requests are not kept waiting
     sys.setswitchinterval(0.001)
+    start_early()  # before any thread starts
     if tcp is None:
         serve_stdio(server)
         return

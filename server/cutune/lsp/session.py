@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import logging
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -16,23 +15,19 @@ from pygls.uris import to_fs_path
 
 from cutune.agent.settings import api_key_from_env
 from cutune.cuda.edit import Overlaps
-from cutune.cuda.parse import collector_paused
 from cutune.errors import CutuneError
 from cutune.lsp import lenses
-from cutune.lsp.actions import Offer, actions_for, kernel_offers, moved_offers
-from cutune.lsp.analysis import DocumentAnalysis, KernelView, analyze
+from cutune.lsp.actions import Offer, actions_for, moved_offers
 from cutune.lsp.capture import specified_kernels
-from cutune.lsp.convert import path_uri
-from cutune.lsp.diagnostics import DocumentDiagnostics, document_diagnostics, spec_diagnostics
-from cutune.lsp.incremental import reanalyze
+from cutune.lsp.edits import Edit
+from cutune.lsp.host import Analysed
 from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
-from cutune.lsp.lenses import KernelLensState
-from cutune.lsp.results import ResultStore
-from cutune.lsp.scan import KernelHeader, scan_kernels
+from cutune.lsp.process import ANALYSIS, REQUESTS, AnalysisProcess, HostFailed
 from cutune.lsp.settings import Settings, parse_settings
+from cutune.lsp.summary import Summary
 from cutune.lsp.wire import Serialized
 from cutune.lsp.worker import Cancelled, Worker
-from cutune.project import KernelContext
+from cutune.project import KernelContext, open_kernel
 from cutune.tune.result import TuneResult
 
 if TYPE_CHECKING:  # the server imports this module
@@ -46,7 +41,9 @@ WATCHED = ("**/*.tune.toml", "**/.cutune/results/*.json")
 
 
 class Session:
-    """Everything one server knows between requests."""
+    """Everything one server knows between requests. The documents' analyses live in the analysis process
+    (lsp/host.py): this one keeps what requests are answered from (a `Summary`, lenses and diagnostics as JSON,
+    code actions' edits), so that they never wait for an analysis's CPU or GIL."""
 
     CHANGE_DELAY_S = 0.15  # analyse once typing pauses this long
     # start after the editor's first requests; the first look that answers them (lsp/scan.py) leaves its tree
@@ -55,37 +52,34 @@ class Session:
     # a kernel's code actions are computed once per document version, off the request path; a request waits
     # this long for them, then answers with none (the editor asks again as the cursor moves): a kernel's first
     # offers take from 0.1 s to seconds in a large file, and a request waiting for them held the editor back
-    # (30 ms, with the pipe and a busy analysis thread, made code actions take 35 to 65 ms at 200,000 lines)
     ACTIONS_WAIT_S = 0.01
+    LISTS_KEPT = 4  # a document's last lists of lenses whose lenses can still be resolved
 
     def __init__(self, server: CutuneServer) -> None:
         self.server = server
         self.settings = Settings()
-        self.results = ResultStore()
         self.jobs = Jobs(self._job_changed_in_thread)
+        self.host = AnalysisProcess(self._host_lost)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._analyses: dict[str, DocumentAnalysis] = {}  # each document's last analysis, of any version
-        self._diagnostics: dict[str, DocumentDiagnostics] = {}  # and its diagnostics
+        self._summaries: dict[str, Summary] = {}  # each document's last analysis (of any version) or first look
         self._whole: set[str] = set()  # documents whose next analysis must be whole (more than their text changed)
-        self._outlines: dict[str, _Outline] = {}  # first looks, before the first analysis
-        self._pending: dict[str, asyncio.Task[DocumentAnalysis | None]] = {}
-        self._stops: dict[str, threading.Event] = {}  # set to stop a pending analysis in its thread
+        self._pending: dict[str, asyncio.Task[Summary | None]] = {}
         self._asked: dict[str, str] = {}  # the kernel each document's last code actions were asked for
         self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
         # each kernel's last offers, and the version they were made for
-        self._made: dict[tuple[str, str], tuple[int | None, KernelView, list[Offer] | None]] = {}
-        # each document's lenses, and the analysis or outline and the jobs they were made from
-        self._lenses: dict[str, tuple[object, frozenset[str], Serialized]] = {}
-        # analyses run one at a time in their own thread; requests' own work in another, never behind them
-        self._analyser = Worker("cutune-analysis")
-        self._requests = Worker("cutune-requests")
+        self._made: dict[tuple[str, str], tuple[int | None, list[Offer] | None]] = {}
+        # each document's lenses, and the summary and the jobs they were made from
+        self._lenses: dict[str, tuple[Summary, frozenset[str], Serialized]] = {}
+        self._lists: dict[int, tuple[str, Summary]] = {}  # a list of lenses (`lenses.lens_key`) → what it showed
+        self._list_numbers = itertools.count()
+        self._context: tuple[tuple[str, int | None, str], KernelContext] | None = None  # the last one made here
+        self._requests = Worker("cutune-requests")  # requests' own work in this process (a kernel's context)
         self._spec_uris: dict[str, str] = {}  # document → the spec file it published diagnostics to
-        self._documents: dict[str, int] = {}  # document → the number its lenses carry (`_document`)
-        self._uris: list[str] = []  # and back
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Remember the event loop, for notifications from the job thread."""
+        """Remember the event loop, for notifications from the job thread; start the analysis process."""
         self._loop = loop
+        self.host.start(loop)
 
     # settings
 
@@ -142,7 +136,7 @@ class Session:
         """A `window/showMessage` prefixed with `cutune: `."""
         self.server.window_show_message(types.ShowMessageParams(type=kind, message=f"cutune: {text}"))
 
-    # documents and their analyses
+    # documents and their analyses (made in the analysis process: lsp/host.py)
 
     def refresh(self, uri: str, delay: float = 0.0, *, edited: bool = False) -> None:
         """Analyse a document again in the background, then publish its diagnostics and refresh lenses; an
@@ -153,23 +147,22 @@ class Session:
         if not edited:
             self._whole.add(uri)
         self._stop(uri)
-        stop = self._stops[uri] = threading.Event()
-        self._pending[uri] = asyncio.ensure_future(self._analyse(uri, delay, stop))
+        self._pending[uri] = asyncio.ensure_future(self._analyse(uri, delay))
 
     def refresh_all(self) -> None:
         """Analyse every open CUDA document again."""
         for uri in list(self.server.workspace.text_documents):
             self.refresh(uri)
 
-    def stop_all(self) -> None:
-        """Stop every pending analysis (the server is exiting)."""
+    def shutdown(self) -> None:
+        """Stop the analyses and the jobs (their finished trials are kept in the study); end the analysis process."""
         for uri in list(self._pending):
             self._stop(uri)
+        self.jobs.shutdown()
+        self.host.kill()
 
     def _stop(self, uri: str) -> None:
-        stop = self._stops.pop(uri, None)
-        if stop is not None:
-            stop.set()
+        self.host.stop(uri)
         pending = self._pending.get(uri)
         if pending is not None and not pending.done():
             pending.cancel()
@@ -177,20 +170,21 @@ class Session:
     def close(self, uri: str) -> None:
         """Forget a document; clear what it published."""
         self._stop(uri)
+        self.host.call(ANALYSIS, "close", uri).add_done_callback(_ignore_failure)
         self._pending.pop(uri, None)
-        self._analyses.pop(uri, None)
-        self._diagnostics.pop(uri, None)
+        self._summaries.pop(uri, None)
         self._whole.discard(uri)
-        self._outlines.pop(uri, None)
         self._lenses.pop(uri, None)
         self._asked.pop(uri, None)
         self._made = {k: v for k, v in self._made.items() if k[0] != uri}
+        self._offers = {k: v for k, v in self._offers.items() if k[0] != uri}
+        self._lists = {k: v for k, v in self._lists.items() if v[0] != uri}
         for target in (uri, self._spec_uris.pop(uri, None)):
             if target is not None:
                 self._publish(target, [])
 
-    async def analysis(self, uri: str) -> DocumentAnalysis | None:
-        """The analysis of the document's current version (waiting for it if need be)."""
+    async def analysis(self, uri: str) -> Summary | None:
+        """The summary of the document's current version (waiting for its analysis if need be)."""
         current = self._current(uri)
         if current is not None:
             return current
@@ -207,282 +201,266 @@ class Session:
                 raise  # the request itself was cancelled
             return await self.analysis(uri)  # a newer change replaced that analysis: wait for the new one
 
-    async def latest(self, uri: str) -> DocumentAnalysis | None:
-        """The document's last analysis at once, even of an older version; waits only when it has none."""
-        return self._analyses.get(uri) or await self.analysis(uri)
+    async def latest(self, uri: str) -> Summary | None:
+        """The document's last analysis's summary at once, even of an older version; waits only when it has none."""
+        summary = self._summaries.get(uri)
+        return summary if summary is not None and summary.analysed else await self.analysis(uri)
 
     async def in_thread(self, work: Callable[[], _T]) -> _T:
-        """Run a request's heavy part in the requests' thread (never behind an analysis)."""
+        """Run a request's heavy part in this process's requests thread."""
         return await self._requests.run(work)
 
-    async def context(self, uri: str, kernel: str) -> tuple[DocumentAnalysis, KernelContext]:
-        """A document's analysis and one kernel's context; raises CutuneError when there is none."""
-        analysis = await self.analysis(uri)
-        if analysis is None:
+    async def context(self, uri: str, kernel: str) -> KernelContext:
+        """One kernel's context in the document's current text, made here (an autotune job and the results view
+        need it in this process: it holds a tree-sitter tree, which does not cross processes); raises CutuneError
+        when there is none."""
+        path = _path(uri)
+        document = self.server.workspace.text_documents.get(uri)
+        if path is None or document is None or not uri.endswith(SOURCE_SUFFIXES):
             raise CutuneError(f"{uri} is not an open CUDA document")
-        return analysis, await self.in_thread(lambda: analysis.context(kernel))
+        key, text = (uri, document.version, kernel), document.source
+        if self._context is None or self._context[0] != key:
+            self._context = key, await self.in_thread(lambda: open_kernel(path, kernel, text=text))
+        return self._context[1]
+
+    async def hover(self, uri: str, position: types.Position) -> types.Hover | None:
+        """The hover at a position, from the last analysis (an older version's at once rather than the current
+        one's after a wait)."""
+        if await self.latest(uri) is None:
+            return None
+        try:
+            found: types.Hover | None = await self.host.call(REQUESTS, "hover", uri, position)
+        except (Cancelled, HostFailed):
+            return None
+        return found
+
+    async def templatize_edit(self, uri: str, kernel: str) -> tuple[Edit | None, list[str]]:
+        """A kernel's templatize edit (None when there is nothing to do) and its parameters; raises CutuneError."""
+        found: tuple[Edit | None, list[str]] = await self._command("templatize", uri, kernel)
+        return found
+
+    async def apply_edit(self, uri: str, kernel: str) -> Edit:
+        """The edit writing a kernel's stored result into the source; raises CutuneError when it cannot."""
+        summary = await self.analysis(uri)
+        if summary is not None:
+            self.current_result(summary, kernel)
+        edit: Edit = await self._command("apply", uri, kernel)
+        return edit
+
+    async def _command(self, method: str, uri: str, kernel: str) -> Any:
+        summary = await self.analysis(uri)
+        if summary is None:
+            raise CutuneError(f"{uri} is not an open CUDA document")
+        try:
+            return await self.host.call(REQUESTS, method, uri, summary.version, kernel)
+        except Cancelled:
+            raise CutuneError("the document's analysis stopped meanwhile: try again") from None
 
     async def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
-        """The code actions at a range, from the document's last analysis; a kernel's offers are computed once
-        per version in the requests' thread, and waited for at most ACTIONS_WAIT_S."""
-        analysis = await self.latest(params.text_document.uri)
-        view = analysis.view_at(params.range.start.line) if analysis is not None else None
-        if analysis is None or view is None:
+        """The code actions at a range, from the document's last analysis; a kernel's offers are made once per
+        version in the analysis process, and waited for at most ACTIONS_WAIT_S."""
+        uri = params.text_document.uri
+        summary = await self.latest(uri)
+        kernel = summary.at(params.range.start.line) if summary is not None else None
+        if summary is None or kernel is None:
             return []
-        self._asked[analysis.uri] = view.name
-        earlier = self._made.get((analysis.uri, view.name))
-        pending = self._pending.get(analysis.uri)
+        self._asked[uri] = kernel
+        earlier = self._made.get((uri, kernel))
+        pending = self._pending.get(uri)
         if earlier is not None and pending is not None and not pending.done():
             # while a newer version is analysed, its offers are not begun: they would hold its analysis back (at
             # 200,000 lines a kernel's offers take seconds), and it makes them for this kernel when it ends
-            _, view, found = earlier
-            return [] if found is None else actions_for(view, found, params)
-        offers = self._kernel_offers(analysis, view)
+            return _actions(kernel, earlier[1], params)
+        offers = self._kernel_offers(uri, summary.version, kernel)
         if not offers.done() and earlier is not None:
             # an earlier version's offers at once: their edits name the version they were made for, which the
             # editor refuses to apply to another
-            _, view, found = earlier
-            return [] if found is None else actions_for(view, found, params)
+            return _actions(kernel, earlier[1], params)
         try:
             found = await asyncio.wait_for(asyncio.shield(offers), self.ACTIONS_WAIT_S)
-        except TimeoutError:
+        except (TimeoutError, Cancelled, HostFailed):  # not made yet, replaced by a newer version's, or a bug
             return []
         except asyncio.CancelledError:
             if not offers.cancelled():
                 raise  # the request itself was cancelled
-            return []  # a newer version's request replaced them
-        return [] if found is None else actions_for(view, found, params)
+            return []
+        return _actions(kernel, found, params)
 
-    def _kernel_offers(self, analysis: DocumentAnalysis, view: KernelView) -> asyncio.Future[list[Offer] | None]:
-        """A kernel's offers in this analysis, computed once in the requests' thread."""
-        key = (analysis.uri, analysis.version, view.name)
+    def _kernel_offers(self, uri: str, version: int | None, kernel: str) -> asyncio.Future[list[Offer] | None]:
+        """A kernel's offers in a version, made once in the analysis process."""
+        key = (uri, version, kernel)
         offers = self._offers.get(key)
-        if offers is None or (offers.done() and offers.exception() is not None):
+        if offers is None or (offers.done() and (offers.cancelled() or offers.exception() is not None)):
             for k, f in self._offers.items():
-                if k[0] == key[0] and k[1] != key[1]:
+                if k[0] == uri and k[1] != version:
                     # an older version's, not begun: skipped (it would hold back the analyses); one under way
                     # ends, and its offers answer until these are made (cancelled, they were lost: at 200,000
                     # lines a kernel's offers take longer than the pause between two edits, and none were made)
-                    self._requests.skip(f)
-            self._offers = {k: f for k, f in self._offers.items() if k[:2] == key[:2]}  # older versions' go
-            offers = self._offers[key] = self._requests.run(lambda: settled(kernel_offers(analysis, view)))
-            offers.add_done_callback(lambda done: self._keep_offers(analysis, view, done))
+                    self.host.skip(f)
+            self._offers = {k: f for k, f in self._offers.items() if k[0] != uri or k[1] == version}
+            offers = self._offers[key] = self.host.call(REQUESTS, "offers", uri, version, kernel)
+            offers.add_done_callback(lambda done: self._keep_offers(uri, version, kernel, done))
         return offers
 
-    def _carry_offers(self, analysis: DocumentAnalysis) -> None:
+    def _carry_offers(self, uri: str, summary: Summary) -> None:
         """The offers made for the version an analysis was made from, moved to its version, for the kernels above
         the edit it did not look at again: their code actions answer at once, without being made again (at
-        200,000 lines that takes seconds, and held every thread back). Not those below: a variant's rewrite
-        names lines of its kernel, which the edit moved."""
-        if analysis.moved_from is None:
+        200,000 lines that takes seconds). Not those below: a variant's rewrite names lines of its kernel, which
+        the edit moved."""
+        if summary.moved_from is None:
             return
-        version, edit, again = analysis.moved_from
-        for (uri, kernel), (made, _, found) in list(self._made.items()):
-            view = analysis.view(kernel)
-            if uri != analysis.uri or made != version or kernel in again or view is None:
-                continue
-            if view.lines()[1] >= edit.start_at.line:
+        version, edit, again = summary.moved_from
+        for (made_in, kernel), (made, found) in list(self._made.items()):
+            lines = summary.lines(kernel)
+            if made_in != uri or made != version or kernel in again or lines is None or lines[1] >= edit.start_at.line:
                 continue
             try:
-                moved = None if found is None else moved_offers(found, uri, analysis.version, edit)
+                moved = None if found is None else moved_offers(found, uri, summary.version, edit)
             except Overlaps:
                 continue
-            self._made[(uri, kernel)] = (analysis.version, view, moved)
+            self._made[(uri, kernel)] = (summary.version, moved)
             future: asyncio.Future[list[Offer] | None] = asyncio.get_running_loop().create_future()
             future.set_result(moved)
-            self._offers[(uri, analysis.version, kernel)] = future
+            self._offers[(uri, summary.version, kernel)] = future
 
     def _keep_offers(
-        self, analysis: DocumentAnalysis, view: KernelView, done: asyncio.Future[list[Offer] | None]
+        self, uri: str, version: int | None, kernel: str, done: asyncio.Future[list[Offer] | None]
     ) -> None:
         """Remember a kernel's last offers made, for the requests of later versions until theirs are made."""
-        if not done.cancelled() and done.exception() is None and analysis.uri in self._analyses:
-            self._made[(analysis.uri, view.name)] = (analysis.version, view, done.result())
+        if not done.cancelled() and done.exception() is None and uri in self._summaries:
+            self._made[(uri, kernel)] = (version, done.result())
 
-    def code_lenses(self, uri: str) -> Serialized | None:
-        """The lenses of every kernel, from the last analysis or first look; None when there is neither. Made
-        after each analysis, in its thread (the last ones are answered meanwhile), and here only for a first
-        look or when a job starts or ends."""
+    async def code_lenses(self, uri: str) -> Serialized:
+        """The lenses of every kernel, from the last analysis or, before the first, from a first look. Made by the
+        analysis process after each analysis (the last ones are answered meanwhile), and on request only before
+        the first analysis, or when a job starts or ends."""
         tuning = self.jobs.kernels(uri)
         cached = self._lenses.get(uri)
         if cached is not None and cached[1] == tuning:
             return cached[2]
-        source: DocumentAnalysis | _Outline | None = self._analyses.get(uri) or self._outlines.get(uri)
-        if source is None:
-            return None
-        cached = self._lenses[uri] = (source, tuning, self._render_lenses(uri, source, tuning))
-        return cached[2]
+        summary = self._summaries.get(uri)
+        try:
+            if summary is None:
+                await self._first_look(uri, tuning)
+            else:
+                listed = self._list(uri, summary)
+                lens_text = await self.host.call(REQUESTS, "lenses", uri, summary.version, tuning, listed)
+                if self._summaries.get(uri) is summary:
+                    self._lenses[uri] = (summary, tuning, lens_text)
+        except (Cancelled, HostFailed):  # a newer version's lenses are on their way; meanwhile the last ones
+            pass
+        cached = self._lenses.get(uri)
+        return cached[2] if cached is not None else Serialized("[]")
 
-    def _paused_lenses(
-        self, uri: str, source: DocumentAnalysis, tuning: frozenset[str], stop: threading.Event
-    ) -> Serialized:
-        """An analysis's lenses, made with the collector paused (as the analysis); raises Cancelled once a newer
-        version is to be analysed (it makes its own: these would hold its analysis back)."""
-        with collector_paused():
-            states = self._lens_states(uri, source, tuning)
-            return Serialized(lenses.lenses_json(self._document(uri), states, stop.is_set))
+    async def _first_look(self, uri: str, tuning: frozenset[str]) -> None:
+        """Find where a document's kernels are, for its lenses before its first analysis."""
+        path = _path(uri)
+        if path is None or not uri.endswith(SOURCE_SUFFIXES):
+            return
+        document = self.server.workspace.get_text_document(uri)
+        listed = next(self._list_numbers)
+        look = await self.host.call(REQUESTS, "look", uri, path, document.source, document.version, tuning, listed)
+        summary, lens_text = look
+        self._keep_list(listed, uri, summary)
+        if uri not in self._summaries:  # else an analysis came first
+            self._summaries[uri] = summary
+            self._lenses[uri] = (summary, tuning, lens_text)
+            keep()
 
-    def _render_lenses(self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str]) -> Serialized:
-        return Serialized(lenses.lenses_json(self._document(uri), self._lens_states(uri, source, tuning)))
+    def _list(self, uri: str, summary: Summary) -> int:
+        """The number of a new list of a document's lenses, made from `summary`."""
+        listed = next(self._list_numbers)
+        self._keep_list(listed, uri, summary)
+        return listed
 
-    def _document(self, uri: str) -> int:
-        """A small number for a document's URI, which its lenses carry instead of the URI."""
-        found = self._documents.get(uri)
-        if found is None:
-            found = self._documents[uri] = len(self._uris)
-            self._uris.append(uri)
-        return found
+    def _keep_list(self, listed: int, uri: str, summary: Summary) -> None:
+        self._lists[listed] = uri, summary
+        mine = [n for n, (u, _) in self._lists.items() if u == uri]
+        for n in mine[: -self.LISTS_KEPT]:
+            del self._lists[n]
 
     def resolve_lens(self, lens: types.CodeLens) -> types.CodeLens:
         """A lens with its command, from what its kernel shows now (`lenses.lenses_json` sent it without)."""
-        data = lens.data
-        if not (
-            isinstance(data, list) and len(data) == 3 and isinstance(data[0], int) and 0 <= data[0] < len(self._uris)
-        ):
+        if not isinstance(lens.data, int) or isinstance(lens.data, bool):
             return lens  # not one of ours: left as it is
-        uri, kernel, index = self._uris[data[0]], str(data[1]), data[2]
-        source: DocumentAnalysis | _Outline | None = self._analyses.get(uri) or self._outlines.get(uri)
+        listed, at, index = lenses.lens_place(lens.data)
+        uri, made_from = self._lists.get(listed, ("", None))
+        summary = self._summaries.get(uri)
         state = None
-        if source is not None:
-            state = next(self._lens_states(uri, source, self.jobs.kernels(uri), only=kernel), None)
-        lens.command = lenses.resolved(uri, state, index if isinstance(index, int) else -1)
+        if made_from is not None and at < len(made_from.names) and summary is not None:
+            path = _path(uri)
+            specified = specified_kernels(path) if path is not None else frozenset()
+            state = next(summary.lens_states(self.jobs.kernels(uri), specified, only=made_from.names[at]), None)
+        lens.command = lenses.resolved(uri, state, index)
         return lens
 
-    async def first_look(self, uri: str) -> None:
-        """Find where a document's kernels are, for its lenses before its first analysis."""
-        path = _path(uri)
-        if path is None or not uri.endswith(SOURCE_SUFFIXES) or uri in self._analyses:
-            return
-        document = self.server.workspace.get_text_document(uri)
-        text, version = document.source, document.version
-
-        def look() -> tuple[_Outline, frozenset[str], Serialized]:
-            outline = _Outline(version, scan_kernels(text, str(path)))  # the analysis re-uses this parse
-            tuning = self.jobs.kernels(uri)
-            return outline, tuning, self._render_lenses(uri, outline, tuning)
-
-        outline, tuning, lens_text = await self.in_thread(look)
-        if uri not in self._analyses:
-            self._outlines[uri] = outline
-            self._lenses[uri] = (outline, tuning, lens_text)
-
-    def current_result(self, analysis: DocumentAnalysis, kernel: str) -> TuneResult:
+    def current_result(self, summary: Summary, kernel: str) -> TuneResult:
         """The kernel's stored result when it can be applied; raises CutuneError saying why not."""
-        view = analysis.view(kernel)
-        if view is None or view.result is None:
+        result, stale, _ = summary.result(kernel)
+        if result is None:
             raise CutuneError("it has no stored result: autotune it first")
-        if view.stale:
+        if stale:
             raise CutuneError("its result is stale (the source changed since it was tuned): autotune it again")
-        if not view.result.significant:
+        if not result.significant:
             raise CutuneError("tuning found no significant gain over the original: nothing to apply")
-        return view.result
+        return result
 
-    def _lens_states(
-        self, uri: str, source: DocumentAnalysis | _Outline, tuning: frozenset[str], only: str | None = None
-    ) -> Iterator[KernelLensState]:
-        """What each kernel's lenses show (or the one kernel `only`'s): from an analysis, or from a first look."""
-        if isinstance(source, DocumentAnalysis):
-            specified = specified_kernels(source.path)
-            views = source.kernels if only is None else [v for v in [source.view(only)] if v is not None]
-            for v in views:
-                yield KernelLensState(
-                    v.name,
-                    v.lines()[0],
-                    v.struct is not None,
-                    v.result,
-                    v.stale,
-                    v.applied,
-                    v.name in tuning,
-                    v.name in specified,
-                )
-            return
-        path = _path(uri)
-        if path is None:
-            return
-        specified = specified_kernels(path)
-        stored = self.results.stored(path)
-        for header in source.headers:
-            if only not in (None, header.name):
-                continue
-            yield KernelLensState(
-                header.name,
-                header.line,
-                header.templatized,
-                self.results.get(path, header.name, stored),
-                False,
-                False,
-                header.name in tuning,
-                header.name in specified,
-            )
-
-    def _current(self, uri: str) -> DocumentAnalysis | None:
-        analysis = self._analyses.get(uri)
+    def _current(self, uri: str) -> Summary | None:
+        summary = self._summaries.get(uri)
         document = self.server.workspace.text_documents.get(uri)
-        if analysis is None or (document is not None and document.version != analysis.version):
+        if summary is None or not summary.analysed or (document is not None and document.version != summary.version):
             return None
-        return analysis
+        return summary
 
-    async def _analyse(self, uri: str, delay: float, stop: threading.Event) -> DocumentAnalysis | None:
+    async def _analyse(self, uri: str, delay: float) -> Summary | None:
         if delay:
             await asyncio.sleep(delay)
         path = _path(uri)
         if path is None:
             return None
         document = self.server.workspace.get_text_document(uri)
-        text, version, results = document.source, document.version, self.results
         whole = uri in self._whole
-        previous, previous_found = self._analyses.get(uri), self._diagnostics.get(uri)
-
-        def work() -> tuple[DocumentAnalysis, DocumentDiagnostics, Serialized, list[types.Diagnostic]]:
-            # the collector paused throughout, not only while the model is built: with a large file's model
-            # alive, the collections the views and diagnostics trigger took half of a 200,000-line analysis
-            with collector_paused():
-                made = None
-                if not whole and previous is not None and previous_found is not None:
-                    made = reanalyze(previous, previous_found, text, version, stop.is_set)
-                if made is None:
-                    analysis = analyze(uri, path, text, version, results, stop.is_set)
-                    made = analysis, document_diagnostics(analysis, stop.is_set)
-                analysis, found = made
-                made_all = analysis, found, found.serialized(uri), spec_diagnostics(analysis)
-                settle()
-                return made_all
-
         try:
-            analysis, found, published, in_spec = await self._analyser.run(work)
-        except Cancelled:  # a newer version replaced it
+            analysed: Analysed = await self.host.call(
+                ANALYSIS, "analyse", uri, path, document.source, document.version, whole
+            )
+        except Cancelled:  # a newer version replaced it (or the process died: every document is analysed again)
             return None
-        except Exception:  # a bug in the core on some text: keep serving the other features and documents
-            log.exception("cannot analyse %s", uri)
+        except (CutuneError, HostFailed) as e:  # a bug in the core on some text: keep serving the rest
+            log.error("cannot analyse %s: %s", uri, e)
             return None
-        self._analyses[uri] = analysis
-        self._diagnostics[uri] = found
-        self._carry_offers(analysis)
+        summary, published, spec_uri, in_spec = analysed
+        self._summaries[uri] = summary
+        keep()
+        self._carry_offers(uri, summary)
         if whole:
             self._whole.discard(uri)
-        self._outlines.pop(uri, None)
         self.server.protocol.notify(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, published)
-        spec_uri = path_uri(analysis.spec_path)
         self._spec_uris[uri] = spec_uri
         self._publish(spec_uri, in_spec)
         # the lenses after the diagnostics, in the same thread: until they are made, the last ones are answered
         tuning = self.jobs.kernels(uri)
         try:
-            lens_text = await self._analyser.run(lambda: self._paused_lenses(uri, analysis, tuning, stop))
-        except Cancelled:
-            return analysis
-        except Exception:
-            log.exception("cannot make the lenses of %s", uri)
-            return analysis
-        if self._analyses.get(uri) is analysis:
-            self._lenses[uri] = (analysis, tuning, lens_text)
-        asked = analysis.view(self._asked.get(uri, ""))
-        # the kernel at the cursor: its actions are likely asked for next (unless a newer version is on its way:
-        # making them would hold back its analysis)
-        if asked is not None and not stop.is_set():
-            self._kernel_offers(analysis, asked)
+            lens_text = await self.host.call(ANALYSIS, "lenses", uri, summary.version, tuning, self._list(uri, summary))
+        except (Cancelled, HostFailed):
+            return summary
+        if self._summaries.get(uri) is summary:
+            self._lenses[uri] = (summary, tuning, lens_text)
+        # the kernel at the cursor: its actions are likely asked for next
+        asked = self._asked.get(uri)
+        if asked is not None and summary.index(asked) is not None:
+            self._kernel_offers(uri, summary.version, asked)
         self.refresh_lenses()
-        return analysis
+        return summary
+
+    def _host_lost(self, message: str, restarted: bool) -> None:
+        """The analysis process died: tell the user; analyse the open documents again in the new one (the last
+        results stay shown meanwhile, or for good when there is none)."""
+        if not restarted:
+            self.message(f"{message} (the last results stay shown)", types.MessageType.Error)
+            return
+        self.message(message, types.MessageType.Warning)
+        self.refresh_all()
 
     def _publish(self, uri: str, diagnostics: list[types.Diagnostic]) -> None:
         self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics))
@@ -498,7 +476,7 @@ class Session:
 
     async def start_job(self, uri: str, kernel: str) -> TuneJob:
         """Queue an autotune job; raises CutuneError when the kernel cannot be tuned now."""
-        _, ctx = await self.context(uri, kernel)
+        ctx = await self.context(uri, kernel)
         job = self.jobs.reserve(uri, kernel, self.settings.budget.trials)
         await self._begin_progress(job)
         settings = self.settings
@@ -551,26 +529,15 @@ class Session:
         progress.report(job.id, types.WorkDoneProgressReport(message=status.message, percentage=percentage))
 
 
-@dataclass(frozen=True, eq=False)
-class _Outline:
-    """A first look at one version of a document: where its kernels are."""
-
-    version: int | None
-    headers: tuple[KernelHeader, ...]
-
-
-def settle() -> None:
-    """Take what is alive now out of the cycle collector's reach (`gc.freeze`): a large file's analysis leaves
-    millions of long-lived objects, and each collection walked them all again, holding every thread back (at
-    200,000 lines, 0.5 to 0.7 s a collection, collecting nothing). They are still freed when no longer used
-    (reference counting); only cycles among them would stay, and an analysis makes none."""
+def keep() -> None:
+    """Take what is alive now (a new summary: a 200,000-line file's is 20,000 kernels' rows) out of the cycle
+    collector's reach (`gc.freeze`): a collection walking it all took 48 ms of the event loop, collecting nothing.
+    It is still freed when no longer used (reference counting); a summary makes no cycles."""
     gc.freeze()
 
 
-def settled(value: _T) -> _T:
-    """`value`, after `settle()`."""
-    settle()
-    return value
+def _actions(kernel: str, offers: list[Offer] | None, params: types.CodeActionParams) -> list[types.CodeAction]:
+    return [] if offers is None else actions_for(kernel, offers, params)
 
 
 def _path(uri: str) -> Path | None:

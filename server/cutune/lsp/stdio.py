@@ -9,6 +9,7 @@ Read as an asyncio pipe, a message costs one wake-up of the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import stat
@@ -35,6 +36,21 @@ def readable_as_pipe(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
+PIPE_BYTES = 1 << 20  # the most an unprivileged process may ask for, by default (/proc/sys/fs/pipe-max-size)
+
+
+def widen_pipe(fd: int) -> None:
+    """Let the pipe to the editor hold 1 MB instead of 64 KB (Linux): a 200,000-line file's lenses (6 MB) cross
+    it in 6 hand-overs between the server's writes and the editor's reads instead of 90, and on a busy machine
+    each waits for both processes to be scheduled. Elsewhere, or refused, the pipe stays as it is."""
+    if sys.platform != "linux" or not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        return
+    import fcntl  # Unix only
+
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+
+
 def serve_stdio(server: LanguageServer) -> None:
     """Serve LSP on stdin and stdout until `exit` or the end of stdin."""
     if not readable_as_pipe(sys.stdin.fileno()):
@@ -52,6 +68,7 @@ async def _serve(server: LanguageServer, stop: threading.Event) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=HEADER_LIMIT)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    widen_pipe(sys.stdout.fileno())
     server.protocol.set_writer(StdoutWriter(sys.stdout.buffer))
     try:
         await run_async(stop, reader, server.protocol, PYGLS_LOG, server.report_server_error)
