@@ -61,7 +61,7 @@ async def test_lenses_come_without_commands_and_resolve_to_them(editor: Editor, 
     assert third.command is not None
     assert (third.command.title, third.command.command) == ("Capture launches…", "cutune.capture")
     assert list(third.command.arguments or []) == [{"uri": uri, "kernel": "scale_kernel"}]
-    assert isinstance(bare[2].data, int)  # a number (lsp/lenses.py `lens_key`), not the kernel's name: fewer bytes
+    assert bare[2].data == [bare[2].data[0], "scale_kernel"]  # lsp/lenses.py `lens_key`, and the name the palette reads
     published = editor.publications(uri)
     editor.change(uri, editor.text(uri).replace("scale_kernel", "renamed_kernel"))
     await editor.diagnostics(uri, since=published)

@@ -1,5 +1,5 @@
 // Which kernel a palette command acts on: the server's code lenses name the kernels of a document
-// (each lens command carries `{ uri, kernel }`, an unresolved lens's data `[document, kernel, index]`,
+// (each lens command carries `{ uri, kernel }`, an unresolved lens's data `[key, kernel]`,
 // docs/protocol.md); the one at or above the cursor wins.
 
 /** The argument object of every cutune server command. */
@@ -12,7 +12,7 @@ export interface KernelTarget {
 export interface WireCodeLens {
   readonly range: { readonly start: { readonly line: number } };
   readonly command?: { readonly arguments?: readonly unknown[] } | undefined;
-  /** `[document, kernel, index]` on a lens the server sends without its command (resolved when shown). */
+  /** `[key, kernel]` on a lens the server sends without its command (resolved when shown). */
   readonly data?: unknown;
 }
 

@@ -18,8 +18,8 @@ describe("kernels", () => {
 
   it("reads the kernel of a lens sent without its command from its data", () => {
     const unresolved = [
-      { range: { start: { line: 12 } }, data: [0, "b", 0] },
-      { range: { start: { line: 2 } }, data: [0, "a", 1] },
+      { range: { start: { line: 12 } }, data: [96, "b"] },
+      { range: { start: { line: 2 } }, data: [1, "a"] },
       { range: { start: { line: 5 } }, data: "not ours" },
     ];
     assert.deepEqual(kernelsFromLenses(unresolved), [

@@ -381,9 +381,10 @@ class Session:
 
     def resolve_lens(self, lens: types.CodeLens) -> types.CodeLens:
         """A lens with its command, from what its kernel shows now (`lenses.lenses_json` sent it without)."""
-        if not isinstance(lens.data, int) or isinstance(lens.data, bool):
+        key = lens.data[0] if isinstance(lens.data, list) and lens.data else None
+        if not isinstance(key, int) or isinstance(key, bool):
             return lens  # not one of ours: left as it is
-        listed, at, index = lenses.lens_place(lens.data)
+        listed, at, index = lenses.lens_place(key)
         uri, made_from = self._lists.get(listed, ("", None))
         summary = self._summaries.get(uri)
         state = None
