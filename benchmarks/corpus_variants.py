@@ -32,7 +32,6 @@ from cutune.check import check_kernel  # noqa: E402
 from cutune.project import KernelContext, open_kernel  # noqa: E402
 from cutune.spec import load_spec  # noqa: E402
 from cutune.spec.check import check_against_kernel  # noqa: E402
-from cutune.template.model import Space  # noqa: E402
 from cutune.template.variants import VARIANT, combine_all  # noqa: E402
 from cutune.tune.options import SelectionOptions, TuneOptions  # noqa: E402
 
@@ -114,10 +113,7 @@ def check(entry: Entry) -> str:
     ctx = opened(entry)
     combined = combine_all(ctx.template_model, entry.kernel, ctx.template, ctx.spec)
     space = combined.template.space
-    pinned = Space(
-        tuple(p if p.name == VARIANT else dataclasses.replace(p, values=(p.default,)) for p in space.params),
-        space.constraints,
-    )
+    pinned = space.varying(VARIANT)
     assert combined.spec is not None
     ctx = dataclasses.replace(
         ctx,

@@ -34,7 +34,7 @@ from cutune.check import check_kernel  # noqa: E402
 from cutune.gpu.backend import TimingOptions  # noqa: E402
 from cutune.gpu.registry import create_backend  # noqa: E402
 from cutune.project import KernelContext, build_job, open_kernel  # noqa: E402
-from cutune.template.model import PDL, Config, Space  # noqa: E402
+from cutune.template.model import PDL, Config  # noqa: E402
 from cutune.workflow.autotuning import autotune  # noqa: E402
 from cutune.workflow.pdl import with_pdl  # noqa: E402
 from cutune.workflow.request import TuneRequest  # noqa: E402
@@ -66,11 +66,12 @@ def check() -> None:
     """Compile the sample's original and PDL configurations (both compilers) and the library kernel."""
     ctx = sample()
     ctx = with_pdl(with_combined(ctx, variants_of(ctx)))
-    pinned = Space(tuple(dataclasses.replace(p, values=(p.default,)) for p in ctx.space.params if p.name != PDL))
-    pinned = dataclasses.replace(pinned, params=(*pinned.params, ctx.space.param(PDL)))
+    pdl_ctx = dataclasses.replace(
+        ctx,
+        template=dataclasses.replace(ctx.template, space=ctx.space.varying(PDL)),
+        spec=dataclasses.replace(ctx.require_spec(), space=None),
+    )
     for compiler in ("nvrtc", "nvcc"):
-        pdl_ctx = dataclasses.replace(ctx, template=dataclasses.replace(ctx.template, space=pinned))
-        pdl_ctx = dataclasses.replace(pdl_ctx, spec=dataclasses.replace(pdl_ctx.require_spec(), space=None))
         report = check_kernel(pdl_ctx, limit=2, compiler=compiler, arch="sm_90")
         print(compiler, [(r.config.get(PDL), r.compiler, r.problem or "ok") for r in report.rows])
     report = check_kernel(library(), limit=2, compiler="auto", arch="sm_90")

@@ -32,12 +32,19 @@ class _Config(ctypes.Structure):
     ]
 
 
+_NOT_SUPPORTED = 801  # CUDA_ERROR_NOT_SUPPORTED: a driver without cuLaunchKernelEx (before CUDA 12.0)
+
+
 @functools.cache
-def _driver() -> Any:
-    lib = ctypes.CDLL("libcuda.so.1")
-    lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(_Config), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    lib.cuLaunchKernelEx.restype = ctypes.c_int
-    return lib
+def _launch_kernel_ex() -> Any:
+    """The driver's cuLaunchKernelEx, or None where the driver has none."""
+    try:
+        function = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.POINTER(_Config), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    function.restype = ctypes.c_int
+    return function
 
 
 class DependentLaunch:
@@ -56,10 +63,14 @@ class DependentLaunch:
         self._config.num_attrs = 1
 
     def __call__(self, stream: int) -> None:
-        """Launch on `stream` (a CUstream handle); a driver error raises CuPy's CUDADriverError."""
+        """Launch on `stream` (a CUstream handle); a driver error, or a driver without the call, raises CuPy's
+        CUDADriverError."""
         self._config.stream = stream or None
-        status = _driver().cuLaunchKernelEx(ctypes.byref(self._config), self._function, self._params, None)
-        if status != 0:
+        launch = _launch_kernel_ex()
+        status = (
+            _NOT_SUPPORTED if launch is None else launch(ctypes.byref(self._config), self._function, self._params, None)
+        )
+        if status != 0:  # the backend's guard makes it this configuration's launch failure
             import cupy
 
             raise cupy.cuda.driver.CUDADriverError(status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -87,6 +88,13 @@ class Space:
         for p in self.params:
             n *= len(p.values)
         return n
+
+    def varying(self, name: str) -> Space:
+        """The space with every parameter but `name` fixed at its default (e.g. to compile each of its values)."""
+        return Space(
+            tuple(p if p.name == name else dataclasses.replace(p, values=(p.default,)) for p in self.params),
+            self.constraints,
+        )
 
     def param(self, name: str) -> TunableParam:
         """The parameter called `name`."""

@@ -11,7 +11,7 @@ from cutune.check import check_kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import RecipeRefused
 from cutune.project import open_kernel
-from cutune.template.model import PDL, Space
+from cutune.template.model import PDL
 from cutune.template.recipes.base import Draft
 from cutune.template.recipes.pdl import Pdl
 from cutune.workflow.pdl import with_pdl
@@ -57,9 +57,7 @@ def test_with_pdl_searches_pdl_beside_the_specs_own_parameters_and_both_values_c
     searched = with_pdl(ctx)
     assert [p.name for p in searched.space.params] == [*(p.name for p in ctx.space.params), PDL]
     assert "pdl" in searched.template.applied and with_pdl(searched) is searched
-    only_pdl = Space(
-        tuple(p if p.name == PDL else dataclasses.replace(p, values=(p.default,)) for p in searched.space.params)
-    )
+    only_pdl = searched.space.varying(PDL)
     pinned = dataclasses.replace(searched, template=dataclasses.replace(searched.template, space=only_pdl))
     pinned = dataclasses.replace(pinned, spec=dataclasses.replace(pinned.require_spec(), space=None))
     report = check_kernel(pinned, limit=2, compiler="nvrtc", arch="sm_90")
