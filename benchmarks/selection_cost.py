@@ -76,9 +76,14 @@ class Counted(Backend):
     def __init__(self, inner: Backend) -> None:
         self.inner = inner
         self.evaluations = 0
+        self.opens: list[dict[str, float]] = []  # per open: its seconds, and the evaluations before it
 
     def open(self, job: Job) -> DeviceInfo:
-        return self.inner.open(job)
+        began = time.perf_counter()
+        try:
+            return self.inner.open(job)
+        finally:
+            self.opens.append({"seconds": time.perf_counter() - began, "after_evaluations": self.evaluations})
 
     def evaluate(self, config: Config) -> Measurement:
         self.evaluations += 1
@@ -147,6 +152,7 @@ def gpu_runs(sample: str, trials: int, seconds: float, every_round: bool) -> lis
             # the search's evaluations: the trials this run measured and the original's baseline
             after = backend.evaluations - (result.own_trials or 0) - 1
             runs[-1]["evaluations_after_search"] = after
+            runs[-1]["opens"] = backend.opens  # the last one, after the selection, is the held-out sizes'
             selection_s = result.phases.get("selection", 0.0)
             runs[-1]["selection_seconds_per_evaluation"] = selection_s / after if after > 0 else None
             print(line(runs[-1]), flush=True)

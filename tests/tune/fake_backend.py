@@ -105,9 +105,11 @@ class FakeBackend(Backend):
         self.device = device
         self.calls: list[Config] = []
         self.opened = self.closed = 0
+        self.specs: list[KernelSpec] = []  # the spec of each open, in order
 
     def open(self, job: Job) -> DeviceInfo:
         self.sizes = job.spec.sizes
+        self.specs.append(job.spec)
         self.opened += 1
         return self.device
 

@@ -32,6 +32,8 @@ def test_tune_finds_verifies_and_stores_the_gain(options: TuneOptions) -> None:
     backend = FakeBackend()
     result = tune(make_job(), backend, options, progress=seen.append)
     assert backend.opened == backend.closed == 2  # the spec sizes, then the held-out size between them
+    # the held-out sizes add no ragged tails: each configuration measured there was checked at the tuned sizes' tails
+    assert [s.ragged for s in backend.specs] == [True, False]
     assert result.held_out and result.held_out[0].size == {"N": 1 << 22} and result.held_out[0].speedup > 1
     assert result.dispatch is not None and result.dispatch.configs == (result.best,)
     assert result.sampler == "grid" and result.stop == "exhausted" and result.trials == 55

@@ -56,7 +56,7 @@ def check_held_out(
     """Measure the dispatch at held-out sizes (reopening `backend` on them) and fall back where it loses.
 
     Sequential (`options.sequential`): a configuration leaves the rounds once, at every held-out size it
-    launches at, it won every round or lost every round so far. Without time for the rounds before
+    launches at, the rounds left cannot change whether it wins there (`decided`). Without time for the rounds before
     `deadline`, the held-out sizes are left unmeasured and said so."""
     spec, original, chosen = job.spec, selection.original, selection.chosen
     keyed = spec.keyed_sizes()
@@ -68,9 +68,10 @@ def check_held_out(
         return HeldOut(plan, (), unchecked=unchecked_ranges(plan, keyed, spec.multiple_of))
     backend.close()
     try:
-        held_spec = dataclasses.replace(spec, sizes=tuple(s for _, s in held), weights=())
+        # no ragged sizes of their own: every configuration measured here was checked at the tuned sizes' tails
+        held_spec = dataclasses.replace(spec, sizes=tuple(s for _, s in held), weights=(), ragged=False)
         backend.open(dataclasses.replace(job, spec=held_spec))
-        settled = _decided(launched) if options.sequential else None
+        settled = decided(launched, options.confirm_rounds) if options.sequential else None
         rounds = measure_rounds(
             backend, original, configs, options.confirm_rounds, cancel=cancel, settled=settled, deadline=deadline
         )
@@ -107,14 +108,16 @@ def check_held_out(
     return HeldOut(final, tuple(results), unchecked=unchecked_ranges(final, keyed, spec.multiple_of))
 
 
-def _decided(launched: list[Config]) -> Callable[[Rounds], set[Config]]:
-    """Configurations whose every held-out size is decided: won every round there, or lost every one."""
+def decided(launched: list[Config], count: int) -> Callable[[Rounds], set[Config]]:
+    """Configurations whose every held-out size is decided after at least MIN_ROUNDS of at most `count` rounds:
+    more than half of `count` rounds won there (the median ratio stays below 1 whatever the rest give), or
+    more than half lost (it cannot get below 1)."""
 
     def settled(rounds: Rounds) -> set[Config]:
         done = set()
         for c in rounds.contenders:
             verdicts = [c.per_size[j] for j, config in enumerate(launched) if config == c.config]
-            if c.overall.rounds >= MIN_ROUNDS and all(v.wins in (0, v.rounds) for v in verdicts):
+            if c.overall.rounds >= MIN_ROUNDS and all(max(v.wins, v.rounds - v.wins) > count // 2 for v in verdicts):
                 done.add(c.config)
         return done
 
