@@ -83,8 +83,8 @@ class PhasePlan:
         return self._rounds(self.selection.confirm_rounds) * confirm_round_evaluations(finalists, self.selection)
 
     def held_out(self, finalists: int) -> int:
-        """Evaluations of the held-out rounds: the original against about one launched config."""
-        return self._rounds(self.selection.confirm_rounds) * 3 if finalists else 0
+        """Evaluations of the held-out rounds: the original against the launched configs, grouped as confirmation's."""
+        return self._rounds(self.selection.confirm_rounds) * confirm_round_evaluations(finalists, self.selection)
 
     def after_search_s(self, evaluation_s: float, finalists: int) -> float:
         """Seconds the phases after the search take for `finalists` at `evaluation_s` per evaluation."""

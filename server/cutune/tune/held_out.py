@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from cutune.errors import CutuneError
 from cutune.gpu.backend import Backend, Job
 from cutune.template.model import PDL, Binding, Config, Space
-from cutune.tune.deadline import Deadline
+from cutune.tune.deadline import CONFIRM_GROUP_FROM, Deadline
 from cutune.tune.dispatch import DispatchPlan, held_out_sizes, plan_dispatch, unchecked_ranges
 from cutune.tune.options import SelectionOptions
 from cutune.tune.result import SizeResult
@@ -72,9 +72,11 @@ def check_held_out(
         held_spec = dataclasses.replace(spec, sizes=tuple(s for _, s in held), weights=(), ragged=False)
         backend.open(dataclasses.replace(job, spec=held_spec))
         settled = decided(launched, options.confirm_rounds) if options.sequential else None
+        # grouped as the confirmation rounds are (A c1 c2 A): the verdicts here take no noise estimate from the runs
         rounds = measure_rounds(
-            backend, original, configs, options.confirm_rounds, cancel=cancel, settled=settled, deadline=deadline
-        )
+            backend, original, configs, options.confirm_rounds, cancel=cancel, settled=settled, deadline=deadline,
+            between=options.between, group_from=CONFIRM_GROUP_FROM,
+        )  # fmt: skip
     except CutuneError as e:  # e.g. a replayed recording without these sizes: the tuned sizes still stand
         return HeldOut(plan, (), skipped=str(e))
     if rounds is None:
