@@ -3,7 +3,8 @@
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
-# capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d graph_tests timing_modes
+# capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d selection_cost_parallel
+# graph_tests timing_modes
 # checks_spread checks_spread_rms canonical corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
 # pdl_tests retest (RETEST: the test ids to run)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
@@ -56,6 +57,14 @@ for s in "${steps[@]}"; do
       --only kv_cache_write --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
     selection_cost_d) step selection_cost_d "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir" \
       --only gated_activation --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
+    # the four at once, one GPU each (a host of four GPUs: the runs share no device, so each is timed as alone)
+    selection_cost_parallel)
+      gpus=$(nvidia-smi -L | wc -l); i=0
+      for sample in silu_and_mul rms_norm kv_cache_write gated_activation; do
+        CUDA_VISIBLE_DEVICES=$((i % gpus)) step "selection_cost_$sample" "${T_SELECTION:-280}" \
+          python3 benchmarks/selection_cost.py "$dir/$sample" --only "$sample" --trials "${SELECTION_TRIALS:-200}" \
+          ${SELECTION_ARGS:-} & i=$((i + 1))
+      done; wait ;;
     graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_graph_timing.py ;;
     timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;
