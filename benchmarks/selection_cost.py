@@ -1,6 +1,6 @@
 """What selection costs next to the search: sequential selection (the default) against every round measured.
 
-    python benchmarks/selection_cost.py OUT_DIR [--only silu_and_mul] [--trials 200] [--every-round]   # GPU
+    python benchmarks/selection_cost.py OUT_DIR [--only silu_and_mul] [--trials 200] [--every-round [N]]   # GPU
     python benchmarks/selection_cost.py OUT_DIR --replay [--seeds 8]                                    # CPU
 
 GPU: per sample, one `tune` as `cutune tune` runs it by default (200 trials, a 600 s budget, sequential
@@ -12,7 +12,8 @@ study (its trial budget what the first run measured: no search, the same finalis
 with every round measured (`SelectionOptions(sequential=False)`), without the sanitizer: the same GPU, the same run,
 the same finalists, so the confirmed per-size speedups compare (target: within 1% where both modes confirm a size)
 and so do the selection phases' wall times. The second run's backend compiles the finalists again (from
-CuPy's disk cache, warm by then); its selection phase does not include that.
+CuPy's disk cache, warm by then); its selection phase does not include that. `--every-round 2` runs that
+selection twice: the two runs' differences are what noise alone does to confirmed speedups.
 
 CPU (`--replay`): the same comparison on the recordings in benchmarks/results/recordings, with seeded
 replay noise (`--noise`, default 1%); the cost is counted in evaluations (one evaluation = one
@@ -134,8 +135,8 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     return {"max_difference": max((abs(a / b - 1) for a, b in both), default=0.0), "sizes_confirmed_by_one": only}
 
 
-def gpu_runs(sample: str, trials: int, seconds: float, every_round: bool) -> list[dict[str, Any]]:
-    """The default run, then (`every_round`) the selection with every round measured on its study."""
+def gpu_runs(sample: str, trials: int, seconds: float, every_round: int) -> list[dict[str, Any]]:
+    """The default run, then `every_round` times the selection with every round measured on its study."""
     ctx = open_kernel(ROOT / "samples" / f"{sample}.cu", SAMPLES[sample])
     job = build_job(with_combined(ctx, variants_of(ctx)))  # the structural variants too, as `cutune tune` does
     runs = []
@@ -149,9 +150,8 @@ def gpu_runs(sample: str, trials: int, seconds: float, every_round: bool) -> lis
     with tempfile.TemporaryDirectory() as workspace:
         options = replace(tune_options(ctx, trials=trials, seconds=seconds), workspace=Path(workspace))
         plan: list[tuple[str, TuneOptions]] = [("default", options)]
-        if every_round:
-            every = replace(options.selection, sequential=False)
-            plan.append(("every round", replace(options, selection=every, sanitize=False)))
+        every = replace(options, selection=replace(options.selection, sequential=False), sanitize=False)
+        plan += [(f"every round{f' ({n + 1})' if n else ''}", every) for n in range(every_round)]
         for mode, opts in plan:
             if runs:  # the study's search is done: the same finalists, no search of its own
                 opts = replace(opts, budget=replace(opts.budget, trials=max(1, runs[0]["trials"])))
@@ -250,7 +250,10 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(SAMPLES))
     ap.add_argument("--trials", type=int, default=200, help="GPU: the trial budget (`cutune tune`'s default)")
     ap.add_argument("--seconds", type=float, default=600.0, help="GPU: the time budget (`cutune tune`'s default)")
-    ap.add_argument("--every-round", action="store_true", help="GPU: also the selection with every round measured")
+    ap.add_argument(
+        "--every-round", type=int, nargs="?", const=1, default=0,
+        help="GPU: also the selection with every round measured (N times: their spread is the noise of a selection)",
+    )  # fmt: skip
     ap.add_argument("--replay", action="store_true", help="the CPU version, on recordings")
     ap.add_argument("--noise", type=float, default=0.01, help="replay: seeded noise per measurement (log sd)")
     ap.add_argument("--seeds", type=int, default=1, help="replay: noise seeds 1..N, each a run of both modes")
@@ -276,6 +279,10 @@ def main() -> None:
         full = by_mode.get("every round")
         if full is not None:
             entry["sequential_vs_every_round"] = compare(sequential, full)
+        if full is not None and (again := by_mode.get("every round (2)")) is not None:
+            # the same selection twice on the same finalists: how far its confirmed speedups move by noise alone
+            entry["every_round_vs_itself"] = compare(full, again)
+            entry["sequential_vs_every_round_2"] = compare(sequential, again)
         if "default" in by_mode:
             entry["default_wall_over_search"] = by_mode["default"]["wall_over_search"]
             entry["selection_seconds"] = {

@@ -82,6 +82,21 @@ def test_a_finding_fails_the_winner_with_the_tools_message_fake_tool(
     assert broken is not None and broken[0].ok and broken[0].detail.startswith("not sanitized: the memcheck run")
 
 
+def test_the_tools_run_at_once_fake_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # each tool's run waits (up to 20 s) for the other's to start: run one after the other, neither would finish
+    script = tmp_path / "compute-sanitizer"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'touch "{tmp_path}/$2"; other=memcheck; [ "$2" = memcheck ] && other=racecheck\n'
+        f'i=0; while [ ! -e "{tmp_path}/$other" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done\n'
+        f'[ -e "{tmp_path}/$other" ] && printf "cutune-sanitize: start 0\\ncutune-sanitize: done 0\\n"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    checks = sanitize_job(job_as_written(WRONG, "bounds_kernel"), [Config.of({"MODE": 0})], timeout_s=15, **CUPY)
+    assert checks is not None and checks[0].detail == "compute-sanitizer memcheck, racecheck: no error at n=65534"
+
+
 def test_no_tool_no_check(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     assert sanitize_job(job_as_written(WRONG, "bounds_kernel"), [Config.of({"MODE": 1})], **CUPY) is None

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -71,8 +72,8 @@ def sanitize_job(
     tools: Sequence[str] = TOOLS,
     timeout_s: float = 300.0,
 ) -> tuple[Check, ...] | None:
-    """Run each configuration once under each tool (one process per tool, another after a fault); a check
-    per configuration.
+    """Run each configuration once under each tool (the tools at once, one process each, another after a
+    fault); a check per configuration.
 
     A reported error fails that configuration with the tool's message. None where compute-sanitizer is
     absent; a configuration the tool could not run (no finding) passes, saying it was not sanitized.
@@ -83,36 +84,64 @@ def sanitize_job(
         return None
     size = sanitize_size(job.spec)
     where = ", ".join(f"{k}={v}" for k, v in size.items())
+
+    def under(tool: str) -> tuple[dict[int, Check], dict[int, str]]:
+        return _under_tool(exe, tool, job, configs, size, where, backend, options, timeout_s)
+
+    # the tools at once, each in its own processes: nothing here is timed, and each run is mostly the child's
+    # start under the tool (Python, CuPy, the module loads), so the wall time is the slowest tool's
+    with ThreadPoolExecutor(max(len(tools), 1), thread_name_prefix="cutune-sanitize") as pool:
+        reports = list(pool.map(under, tools))
     failed: dict[int, Check] = {}
     missed: dict[int, str] = {}
-    with tempfile.TemporaryDirectory(prefix="cutune-sanitize-") as tmp:
-        for tool in tools:
-            todo = [i for i in range(len(configs)) if i not in failed]
-            while todo:  # a fault ends the process: the configurations after it run in a new one
-                payload = Path(tmp) / "job.pickle"
-                payload.write_bytes(pickle.dumps((job, tuple(configs[i] for i in todo), size, backend, dict(options))))
-                output = _run_tool(exe, tool, payload, timeout_s)
-                left = []
-                for i, (report, started, finished) in zip(todo, _segments(output, len(todo)), strict=True):
-                    if found := findings(report):
-                        failed[i] = Check(
-                            configs[i], _TOOL_FAILURE[tool], f"compute-sanitizer {tool} at {where}: {found}"
-                        )
-                    elif started and not finished:
-                        missed.setdefault(i, f"not sanitized: the {tool} run did not finish it")
-                    elif not started:
-                        left.append(i)
-                if len(left) == len(todo):  # nothing ran: the tool or the child cannot run at all
-                    why = " | ".join(output.strip().splitlines()[-3:])
-                    for i in left:
-                        missed.setdefault(i, f"not sanitized: the {tool} run failed: {why}")
-                    break
-                todo = left
+    for found, not_run in reports:  # in the order of `tools`: a configuration fails with the first tool's finding
+        for i, check in found.items():
+            failed.setdefault(i, check)
+        for i, why in not_run.items():
+            missed.setdefault(i, why)
     return tuple(
         failed.get(i)
         or Check(config, detail=missed.get(i, f"compute-sanitizer {', '.join(tools)}: no error at {where}"))
         for i, config in enumerate(configs)
     )
+
+
+def _under_tool(
+    exe: str,
+    tool: str,
+    job: Job,
+    configs: Sequence[Config],
+    size: dict[str, int],
+    where: str,
+    backend: str,
+    options: Mapping[str, Any],
+    timeout_s: float,
+) -> tuple[dict[int, Check], dict[int, str]]:
+    """Each configuration run once under `tool` (another process after a fault): the findings, and the
+    configurations it could not run with why."""
+    failed: dict[int, Check] = {}
+    missed: dict[int, str] = {}
+    todo = list(range(len(configs)))
+    with tempfile.TemporaryDirectory(prefix=f"cutune-{tool}-") as tmp:
+        while todo:  # a fault ends the process: the configurations after it run in a new one
+            payload = Path(tmp) / "job.pickle"
+            payload.write_bytes(pickle.dumps((job, tuple(configs[i] for i in todo), size, backend, dict(options))))
+            output = _run_tool(exe, tool, payload, timeout_s)
+            left = []
+            for i, (report, started, finished) in zip(todo, _segments(output, len(todo)), strict=True):
+                if found := findings(report):
+                    failed[i] = Check(configs[i], _TOOL_FAILURE[tool], f"compute-sanitizer {tool} at {where}: {found}")
+                elif started and not finished:
+                    missed[i] = f"not sanitized: the {tool} run did not finish it"
+                elif not started:
+                    left.append(i)
+            if len(left) == len(todo):  # nothing ran: the tool or the child cannot run at all
+                why = " | ".join(output.strip().splitlines()[-3:])
+                for i in left:
+                    missed[i] = f"not sanitized: the {tool} run failed: {why}"
+                break
+            todo = left
+    return failed, missed
 
 
 def _run_tool(exe: str, tool: str, payload: Path, timeout_s: float) -> str:
