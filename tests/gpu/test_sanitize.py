@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from cutune.gpu import sanitize
 from cutune.gpu.backend import Failure
 from cutune.gpu.sanitize import findings, sanitize_job, sanitize_size
 from cutune.spec import load_spec
@@ -66,6 +67,7 @@ def test_a_finding_fails_the_winner_with_the_tools_message_fake_tool(
 ) -> None:
     job = job_as_written(WRONG, "bounds_kernel")
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(sanitize, "PROCESSES_PER_TOOL", 1)  # the report was recorded from one child running both
     fake_tool(tmp_path, MEMCHECK, 86)
     planted, right = Config.of({"MODE": 1}), Config.of({"MODE": 0})
     checks = sanitize_job(job, [planted, right], tools=("memcheck",), **CUPY)
@@ -95,6 +97,21 @@ def test_the_tools_run_at_once_fake_tool(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     checks = sanitize_job(job_as_written(WRONG, "bounds_kernel"), [Config.of({"MODE": 0})], timeout_s=15, **CUPY)
     assert checks is not None and checks[0].detail == "compute-sanitizer memcheck, racecheck: no error at n=65534"
+
+
+def test_each_tool_deals_the_configurations_to_its_own_children_fake_tool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = tmp_path / "runs"
+    script = tmp_path / "compute-sanitizer"
+    report = 'printf "cutune-sanitize: start 0\\ncutune-sanitize: done 0\\n"'
+    script.write_text(f'#!/bin/sh\necho "$2" >> "{runs}"\n{report}\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    configs = [Config.of({"MODE": 0}), Config.of({"MODE": 0, "X": 1})]
+    checks = sanitize_job(job_as_written(WRONG, "bounds_kernel"), configs, **CUPY)
+    assert checks is not None and all(c.ok and "no error" in c.detail for c in checks)
+    assert sorted(runs.read_text().split()) == ["memcheck", "memcheck", "racecheck", "racecheck"]
 
 
 def test_no_tool_no_check(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,8 +16,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -30,6 +30,7 @@ from cutune.template.model import Config
 
 TOOLS = ("memcheck", "racecheck")
 _FOUND = 86  # the exit code asked of the tool when it reports an error
+PROCESSES_PER_TOOL = 3  # children each tool runs at once, each with a share of the configurations
 _START, _DONE = "cutune-sanitize: start ", "cutune-sanitize: done "
 _TOOL_FAILURE = {"memcheck": Failure.OUT_OF_BOUNDS, "racecheck": Failure.RACE}
 _KERNEL_ERROR = re.compile(r"Invalid|Misaligned|Race|[Hh]azard|out of bounds|Barrier error|Uninitialized")
@@ -72,8 +73,8 @@ def sanitize_job(
     tools: Sequence[str] = TOOLS,
     timeout_s: float = 300.0,
 ) -> tuple[Check, ...] | None:
-    """Run each configuration once under each tool (the tools at once, one process each, another after a
-    fault); a check per configuration.
+    """Run each configuration once under each tool (the tools at once, each in up to PROCESSES_PER_TOOL
+    processes with a share of the configurations, another after a fault); a check per configuration.
 
     A reported error fails that configuration with the tool's message. None where compute-sanitizer is
     absent; a configuration the tool could not run (no finding) passes, saying it was not sanitized.
@@ -85,13 +86,16 @@ def sanitize_job(
     size = sanitize_size(job.spec)
     where = ", ".join(f"{k}={v}" for k, v in size.items())
 
-    def under(tool: str) -> tuple[dict[int, Check], dict[int, str]]:
-        return _under_tool(exe, tool, job, configs, size, where, backend, options, timeout_s)
+    # the tools at once, the configurations dealt to a few processes per tool: nothing here is timed, and a run
+    # is mostly the child's start and its module loads under the tool, so the wall time is the slowest share's
+    shares = [list(range(len(configs)))[k::PROCESSES_PER_TOOL] for k in range(min(len(configs), PROCESSES_PER_TOOL))]
+    work = [(tool, share) for tool in tools for share in shares]
 
-    # the tools at once, each in its own processes: nothing here is timed, and each run is mostly the child's
-    # start under the tool (Python, CuPy, the module loads), so the wall time is the slowest tool's
-    with ThreadPoolExecutor(max(len(tools), 1), thread_name_prefix="cutune-sanitize") as pool:
-        reports = list(pool.map(under, tools))
+    def under(task: tuple[str, list[int]]) -> tuple[dict[int, Check], dict[int, str]]:
+        return _under_tool(exe, task[0], task[1], job, configs, size, where, backend, options, timeout_s)
+
+    with ThreadPoolExecutor(max(len(work), 1), thread_name_prefix="cutune-sanitize") as pool:
+        reports = list(pool.map(under, work))
     failed: dict[int, Check] = {}
     missed: dict[int, str] = {}
     for found, not_run in reports:  # in the order of `tools`: a configuration fails with the first tool's finding
@@ -109,6 +113,7 @@ def sanitize_job(
 def _under_tool(
     exe: str,
     tool: str,
+    indices: list[int],
     job: Job,
     configs: Sequence[Config],
     size: dict[str, int],
@@ -117,11 +122,11 @@ def _under_tool(
     options: Mapping[str, Any],
     timeout_s: float,
 ) -> tuple[dict[int, Check], dict[int, str]]:
-    """Each configuration run once under `tool` (another process after a fault): the findings, and the
-    configurations it could not run with why."""
+    """The configurations at `indices` run once each under `tool` (another process after a fault): the
+    findings, and the configurations it could not run with why."""
     failed: dict[int, Check] = {}
     missed: dict[int, str] = {}
-    todo = list(range(len(configs)))
+    todo = list(indices)
     with tempfile.TemporaryDirectory(prefix=f"cutune-{tool}-") as tmp:
         while todo:  # a fault ends the process: the configurations after it run in a new one
             payload = Path(tmp) / "job.pickle"
