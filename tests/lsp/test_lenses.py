@@ -1,4 +1,5 @@
-"""Code lenses: Templatize and Autotune above each kernel; a stored result with Apply."""
+"""Code lenses: Templatize and Autotune above each kernel, Capture launches above the first without a spec; a stored
+result with Apply."""
 
 from __future__ import annotations
 
@@ -27,10 +28,9 @@ async def test_every_kernel_gets_templatize_and_autotune(editor: Editor, tmp_pat
     expected = [
         (3, "Templatize", "cutune.templatize"),
         (3, "Autotune", "cutune.autotune"),
-        (3, "Capture launches…", "cutune.capture"),  # no spec yet
+        (3, "Capture launches…", "cutune.capture"),  # no spec yet: above the first kernel, for every kernel
         (8, "Templatize", "cutune.templatize"),
         (8, "Autotune", "cutune.autotune"),
-        (8, "Capture launches…", "cutune.capture"),
     ]
     assert first == expected
     lenses = await editor.lenses(uri)
@@ -56,7 +56,7 @@ async def test_lenses_come_without_commands_and_resolve_to_them(editor: Editor, 
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
     bare = await editor.lenses(uri, resolve=False)
-    assert [lens.command for lens in bare] == [None] * 6  # the editor resolves only those it shows
+    assert [lens.command for lens in bare] == [None] * 5  # the editor resolves only those it shows
     third = await editor.client.code_lens_resolve_async(bare[2])
     assert third.command is not None
     assert (third.command.title, third.command.command) == ("Capture launches…", "cutune.capture")
