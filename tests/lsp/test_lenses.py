@@ -70,6 +70,25 @@ async def test_lenses_come_without_commands_and_resolve_to_them(editor: Editor, 
     editor.close(uri)
 
 
+async def test_lenses_follow_incremental_edits_of_a_crlf_document(editor: Editor, tmp_path: Path) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
+    uri = editor.open("scale.cu", (tmp_path / "workspace" / "scale.cu").read_text().replace("\n", "\r\n"))
+    await editor.diagnostics(uri)
+    published = editor.publications(uri)
+    top = types.Range(start=types.Position(line=1, character=0), end=types.Position(line=1, character=0))
+    editor.edit(uri, top, "// é😋\r\n// two\r\n")
+    # asked at once, during the edit's analysis: the last analysis's lenses, as they were
+    assert sorted({line for line, _, _ in _titles(await editor.lenses(uri))}) == [3, 8]
+    await editor.diagnostics(uri, since=published)
+    published = editor.publications(uri)
+    assert sorted({line for line, _, _ in _titles(await editor.lenses(uri))}) == [5, 10]
+    after_emoji = types.Position(line=1, character=6)  # the end of line 1 (😋 is two UTF-16 units)
+    editor.edit(uri, types.Range(start=after_emoji, end=types.Position(line=3, character=0)), "\n")
+    await editor.diagnostics(uri, since=published)
+    assert sorted({line for line, _, _ in _titles(await editor.lenses(uri))}) == [4, 9]
+    editor.close(uri)
+
+
 async def test_a_lens_key_holds_its_list_kernel_and_index_exactly_in_a_json_number() -> None:
     last = (1 << 29) - 1, (1 << KERNEL_BITS) - 1, (1 << INDEX_BITS) - 1  # the largest of each
     assert lens_key(*last) < 1 << 53  # an editor's JSON numbers are doubles
