@@ -276,7 +276,7 @@ async def large_file(lines: int, kind: str = "comment") -> dict[str, Any]:
         found_count = len(found or [])
         del found  # kept, its objects made every collection of the client's slower: 60,000 lenses at 200k lines
         opened_s = await client.next_diagnostics(uri) - start
-        lens, lens_received, resolves, actions, quiet, busy, offered = [], [], [], [], [], [], 0
+        lens, lens_received, resolves, resolves_received, actions, quiet, busy, offered = [], [], [], [], [], [], [], 0
         for version in range(2, 2 + 2 * EDITS):
             _edit(client, uri, version, middle, kind)
             edited = time.perf_counter()
@@ -287,6 +287,7 @@ async def large_file(lines: int, kind: str = "comment") -> dict[str, Any]:
                 lens_received.append(client.received_ms[-1])
                 if listed and "command" not in listed[0]:  # resolved when shown: one, as an editor asks
                     resolves.append((await client.timed("codeLens/resolve", listed[0]))[0])
+                    resolves_received.append(client.received_ms[-1])
                 ms, answer = await client.timed("textDocument/codeAction", action)
                 actions.append(ms)
                 offered = max(offered, len(answer or []))
@@ -310,6 +311,7 @@ async def large_file(lines: int, kind: str = "comment") -> dict[str, Any]:
         "code_lens_during_analysis": summary(lens),
         "code_lens_received_during_analysis": summary(lens_received),  # until the last byte, before decoding
         **({"code_lens_resolve_during_analysis": summary(resolves)} if resolves else {}),
+        **({"code_lens_resolve_received_during_analysis": summary(resolves_received)} if resolves else {}),
         "code_action_during_analysis": summary(actions),
         "code_actions_offered": offered,
         "shutdown_and_exit_s": exit_s,

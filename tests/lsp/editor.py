@@ -124,6 +124,18 @@ class Editor:
             )
         )
 
+    def edit(self, uri: str, at: types.Range, text: str) -> None:
+        """Replace a range of an open document with `text`, sent as an incremental change (a new version)."""
+        doc = self.documents[uri]
+        doc.apply_change(types.TextDocumentContentChangePartial(range=at, text=text))
+        doc.version = (doc.version or 0) + 1
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=doc.version),
+                content_changes=[types.TextDocumentContentChangePartial(range=at, text=text)],
+            )
+        )
+
     def close(self, uri: str) -> None:
         """Close an open document."""
         del self.documents[uri]

@@ -1,4 +1,5 @@
-"""Code lenses: Templatize and Autotune above each kernel; a stored result with Apply."""
+"""Code lenses: Templatize and Autotune above each kernel, Capture launches above the first without a spec; a stored
+result with Apply."""
 
 from __future__ import annotations
 
@@ -27,10 +28,9 @@ async def test_every_kernel_gets_templatize_and_autotune(editor: Editor, tmp_pat
     expected = [
         (3, "Templatize", "cutune.templatize"),
         (3, "Autotune", "cutune.autotune"),
-        (3, "Capture launches…", "cutune.capture"),  # no spec yet
+        (3, "Capture launches…", "cutune.capture"),  # no spec yet: above the first kernel, for every kernel
         (8, "Templatize", "cutune.templatize"),
         (8, "Autotune", "cutune.autotune"),
-        (8, "Capture launches…", "cutune.capture"),
     ]
     assert first == expected
     lenses = await editor.lenses(uri)
@@ -56,7 +56,7 @@ async def test_lenses_come_without_commands_and_resolve_to_them(editor: Editor, 
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
     bare = await editor.lenses(uri, resolve=False)
-    assert [lens.command for lens in bare] == [None] * 6  # the editor resolves only those it shows
+    assert [lens.command for lens in bare] == [None] * 5  # the editor resolves only those it shows
     third = await editor.client.code_lens_resolve_async(bare[2])
     assert third.command is not None
     assert (third.command.title, third.command.command) == ("Capture launches…", "cutune.capture")
@@ -67,6 +67,25 @@ async def test_lenses_come_without_commands_and_resolve_to_them(editor: Editor, 
     await editor.diagnostics(uri, since=published)
     gone = await editor.client.code_lens_resolve_async(bare[2])  # asked before the edit: its kernel is gone
     assert gone.command is not None and gone.command.command == ""
+    editor.close(uri)
+
+
+async def test_lenses_follow_incremental_edits_of_a_crlf_document(editor: Editor, tmp_path: Path) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
+    uri = editor.open("scale.cu", (tmp_path / "workspace" / "scale.cu").read_text().replace("\n", "\r\n"))
+    await editor.diagnostics(uri)
+    published = editor.publications(uri)
+    top = types.Range(start=types.Position(line=1, character=0), end=types.Position(line=1, character=0))
+    editor.edit(uri, top, "// é😋\r\n// two\r\n")
+    # asked at once, during the edit's analysis: the last analysis's lenses, as they were
+    assert sorted({line for line, _, _ in _titles(await editor.lenses(uri))}) == [3, 8]
+    await editor.diagnostics(uri, since=published)
+    published = editor.publications(uri)
+    assert sorted({line for line, _, _ in _titles(await editor.lenses(uri))}) == [5, 10]
+    after_emoji = types.Position(line=1, character=6)  # the end of line 1 (😋 is two UTF-16 units)
+    editor.edit(uri, types.Range(start=after_emoji, end=types.Position(line=3, character=0)), "\n")
+    await editor.diagnostics(uri, since=published)
+    assert sorted({line for line, _, _ in _titles(await editor.lenses(uri))}) == [4, 9]
     editor.close(uri)
 
 

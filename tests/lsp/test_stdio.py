@@ -1,9 +1,10 @@
-"""stdin read by the server's event loop: whole messages from bytes in any pieces, a file as stdin, an end of stdin
-in the middle of a message."""
+"""stdin read and stdout written by the server's event loop: whole messages from bytes in any pieces, a file as
+stdin, an end of stdin in the middle of a message, a large answer written without waiting for the editor."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cutune.lsp.stdio import readable_as_pipe
+from cutune.lsp.stdio import PipeWriter, readable_as_pipe, stdout_writer
 
 INITIALIZE = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
 SHUTDOWN = {"id": 2, "method": "shutdown"}
@@ -96,3 +97,32 @@ def test_stdin_ending_inside_a_message_ends_the_server_with_one_line() -> None:
     assert [a["id"] for a in answers] == [1]
     assert "Traceback" not in stderr, stderr
     assert "stdin closed in the middle of a message" in stderr
+
+
+@pytest.mark.timeout(10)
+def test_a_large_answer_is_queued_while_the_editor_is_not_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    read, write = os.pipe()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(os.fdopen(write, "wb")))
+
+    async def write_unread() -> None:
+        writer = await stdout_writer()
+        assert isinstance(writer, PipeWriter)
+        writer.write(b"x" * (8 << 20))  # more than any pipe holds, and nobody reads: a blocking write would hang
+        writer.close()
+
+    try:
+        asyncio.run(write_unread())
+    finally:
+        os.close(read)
+
+
+def test_stdout_shared_with_stderr_is_written_as_pygls_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    read, write = os.pipe()
+    shared = io.TextIOWrapper(os.fdopen(write, "wb"))
+    monkeypatch.setattr(sys, "stdout", shared)
+    monkeypatch.setattr(sys, "stderr", shared)  # stderr writes would fail on a full pipe that does not block
+    try:
+        assert not isinstance(asyncio.run(stdout_writer()), PipeWriter)
+    finally:
+        shared.close()
+        os.close(read)

@@ -69,7 +69,8 @@ class Summary:
     def lens_states(
         self, tuning: frozenset[str], specified: frozenset[str], only: str | None = None
     ) -> Iterator[KernelLensState]:
-        """What each kernel's lenses show (or the one kernel `only`'s)."""
+        """What each kernel's lenses show (or the one kernel `only`'s); `specified`: the kernels with a spec."""
+        capture = next((name for name in self.names if name not in specified), None)
         indices: Iterable[int] = range(len(self.names))
         if only is not None:
             i = self.index(only)
@@ -84,7 +85,7 @@ class Summary:
                 bool(flags & STALE),
                 bool(flags & APPLIED),
                 name in tuning,
-                name in specified,
+                name == capture,
             )
 
 

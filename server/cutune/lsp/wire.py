@@ -18,6 +18,8 @@ from lsprotocol import types
 from pygls.protocol import LanguageServerProtocol, default_converter
 from pygls.protocol.language_server import lsp_method
 
+from cutune.lsp.document import DocumentWorkspace
+
 CONVERTER = default_converter()  # lsprotocol's values to JSON-ready data, as pygls converts them
 
 
@@ -26,8 +28,8 @@ class Serialized(str):
 
 
 class Protocol(LanguageServerProtocol):
-    """pygls's protocol, writing `Serialized` results and parameters as they are, and shutting down while requests
-    are pending."""
+    """pygls's protocol, writing `Serialized` results and parameters as they are, holding documents whose edits are
+    applied in time proportional to the edit (lsp/document.py), and shutting down while requests are pending."""
 
     _writing: ClassVar[set[asyncio.Future[Any]]] = set()  # writes under way (on an asynchronous transport)
 
@@ -44,6 +46,16 @@ class Protocol(LanguageServerProtocol):
             task = asyncio.ensure_future(written)
             self._writing.add(task)
             task.add_done_callback(self._writing.discard)
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
+        """pygls's `initialize`, then its workspace (no document is open yet) as a `DocumentWorkspace`."""
+        result = yield from super().lsp_initialize(params)
+        made = self.workspace
+        self._workspace = DocumentWorkspace(
+            made.root_uri, made._sync_kind, list(made.folders.values()), made.position_encoding
+        )
+        return result
 
     @lsp_method(types.SHUTDOWN)
     def lsp_shutdown(self, *args: Any) -> Generator[Any, Any, None]:
