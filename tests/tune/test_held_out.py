@@ -1,11 +1,17 @@
-"""When the held-out rounds may stop: once the rounds left cannot change a verdict."""
+"""The held-out check: which sizes it measures, and when its rounds may stop (once the rounds left cannot
+change a verdict)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+
 from cutune.gpu.backend import Timing
 from cutune.template.model import Config
+from cutune.tune import TuneOptions, tune
 from cutune.tune.held_out import decided
 from cutune.tune.select import Contender, Rounds, Verdict
+from tests.tune.fake_backend import SPACE, SPEC, FakeBackend, make_job, table_time
 
 A, B = Config.of({"V": 1}), Config.of({"V": 2})
 
@@ -39,3 +45,17 @@ def test_no_verdict_before_three_rounds_nor_while_any_size_is_open() -> None:
     assert settled(_rounds({A: [[0.9, 0.9], [0.9, 0.9]]})) == set()  # two rounds confirm nothing
     assert settled(_rounds({A: [[0.9, 0.9, 0.9], [1.1, 0.9, 1.1]]})) == {A}
     assert decided([A, A], count=7)(_rounds({A: [[0.9, 0.9, 0.9], [1.1, 0.9, 1.1]]})) == set()
+
+
+def test_held_out_sizes_the_original_launches_are_not_measured(options: TuneOptions) -> None:
+    def time_of(config: Config, size: Mapping[str, int]) -> float:  # no gain below 2^21
+        return table_time(SPACE.default() if size["N"] < 1 << 21 else config, size)
+
+    spec = dataclasses.replace(SPEC, sizes=({"N": 1 << 20}, {"N": 1 << 22}, {"N": 1 << 24}))
+    backend = FakeBackend(time_of=time_of)
+    result = tune(make_job(spec=spec), backend, options)
+    assert [s.significant for s in result.sizes] == [False, True, True]
+    # of the two held-out sizes, the one between 2^20 and 2^22 launches the original: only the other is measured
+    held = backend.specs[-1].sizes
+    assert len(held) == 1 and 1 << 22 < held[0]["N"] < 1 << 24
+    assert [s.size for s in result.held_out] == list(held)

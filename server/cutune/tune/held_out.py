@@ -2,8 +2,8 @@
 
 The rule (tune/dispatch.py) gives a size between two tuned ones the configuration of the lower one.
 A held-out size sits between each two consecutive tuned values of the dispatch variable, once for each
-tuned size at the lower value, with that size's other variables. Each is measured, interleaved with the
-original in the confirmation manner; where the launched configuration is not faster than the original
+tuned size at the lower value, with that size's other variables. Each where the rule launches a tuned
+configuration is measured, interleaved with the original in the confirmation manner; where the launched configuration is not faster than the original
 there, the dispatch hands that range (from the held-out size up to the next tuned one) back to the
 original. So at every tuned and held-out size the dispatch is the original or was measured faster than
 it. Ranges no held-out size checks are named in the result (`HeldOut.unchecked`).
@@ -61,9 +61,14 @@ def check_held_out(
     spec, original, chosen = job.spec, selection.original, selection.chosen
     keyed = spec.keyed_sizes()
     plan = plan_dispatch(keyed, chosen, original)
-    held = [(i, spec.with_bounds(s)) for i, s in held_out_sizes(keyed, spec.multiple_of)]
-    launched = [plan.config_for(size) for _, size in held]  # the tuned size below's, as the rule launches
-    configs = list(dict.fromkeys(c for c in launched if c != original))
+    # only where the rule launches a tuned configuration (the tuned size below's): the original needs no check
+    held = [
+        (i, size)
+        for i, s in held_out_sizes(keyed, spec.multiple_of)
+        if plan.config_for(size := spec.with_bounds(s)) != original
+    ]
+    launched = [plan.config_for(size) for _, size in held]
+    configs = list(dict.fromkeys(launched))
     if not configs:
         return HeldOut(plan, (), unchecked=unchecked_ranges(plan, keyed, spec.multiple_of))
     backend.close()
