@@ -3,10 +3,11 @@
 The rule (tune/dispatch.py) gives a size between two tuned ones the configuration of the lower one.
 A held-out size sits between each two consecutive tuned values of the dispatch variable, once for each
 tuned size at the lower value, with that size's other variables. Each where the rule launches a tuned
-configuration is measured, interleaved with the original in the confirmation manner; where the launched configuration is not faster than the original
-there, the dispatch hands that range (from the held-out size up to the next tuned one) back to the
-original. So at every tuned and held-out size the dispatch is the original or was measured faster than
-it. Ranges no held-out size checks are named in the result (`HeldOut.unchecked`).
+configuration is measured, interleaved with the original in the confirmation manner; where the launched
+configuration is not faster than the original there, the dispatch hands that range (from the held-out size
+up to the next tuned one) back to the original. So at every tuned and held-out size the dispatch is the
+original or was measured faster than it. Ranges no held-out size checks are named in the result
+(`HeldOut.unchecked`).
 """
 
 from __future__ import annotations

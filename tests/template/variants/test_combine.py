@@ -135,6 +135,30 @@ def test_launch_placeholders_and_clashing_names() -> None:
     assert "VARIANT == 1 or VARIANT == 2 or W == 1" in shared.space.constraints  # one W, free in both
 
 
+def test_a_variants_own_constraints_bind_only_where_it_runs() -> None:
+    model = parse_source(
+        "__global__ void k(float* o, int n) {\n  for (int i = threadIdx.x; i < n; i += blockDim.x) o[i] = 1.f;\n}\n"
+    )
+    spec = load_spec(SAMPLES / "gated_activation.tune.toml").kernel("act_and_mul_kernel")
+    rows = Variant(
+        "rows",
+        "  o[threadIdx.x] = 2.f;",
+        (TunableParam("R", (1, 2, 4), 1, Binding.LAUNCH), TunableParam("T", (64, 256), 64, Binding.LAUNCH)),
+        constraints=("R == 1 or T <= 128",),
+        provenance=Provenance("test"),
+    )
+    template, combined = with_variants(model, "k", [Variant("other", "  o[0] = 3.f;", ()), rows], spec)
+    assert combined is not None and "VARIANT != 2 or (R == 1 or T <= 128)" in combined.constraints
+    rules = [compile_expr(c) for c in template.space.constraints if "BLOCK_THREADS" not in c]  # the spec's own
+
+    def feasible(**config: int) -> bool:
+        return all(r.evaluate(config) for r in rules)
+
+    assert feasible(VARIANT=1, R=1, T=64) and not feasible(VARIANT=1, R=2, T=64)  # pinned while another runs
+    assert feasible(VARIANT=2, R=2, T=64) and feasible(VARIANT=2, R=1, T=256)
+    assert not feasible(VARIANT=2, R=2, T=256)
+
+
 @pytest.mark.nvcc
 @needs_nvrtc
 def test_keeping_the_winning_variant_leaves_only_its_body_and_compiles(tmp_path: Path) -> None:

@@ -78,7 +78,7 @@ def with_variants(
         description="0 = original; " + "; ".join(f"{i} = {v.name}" for i, v in enumerate(variants, 1)),
     )
     params = (*base_space.params, variant_param, *own)
-    constraints = (*base_space.constraints, *_pins(variants, base_space, spec))
+    constraints = (*base_space.constraints, *_pins(variants, base_space, spec), *_own_constraints(variants))
     constraints = tuple(dict.fromkeys(constraints))
     template = Template(
         kernel=kernel,
@@ -162,6 +162,11 @@ def _spec_with(spec: KernelSpec, variants: Sequence[Variant], space: Space) -> K
         space=space if narrowed else spec.space,
         constraints=tuple(dict.fromkeys((*spec.constraints, *space.constraints))),
     )
+
+
+def _own_constraints(variants: Sequence[Variant]) -> list[str]:
+    """Each variant's own constraints, binding only where it runs (VARIANT == its number)."""
+    return [f"{VARIANT} != {i} or ({c})" for i, v in enumerate(variants, 1) for c in v.constraints]
 
 
 def _pins(variants: Sequence[Variant], base: Space, spec: KernelSpec | None) -> list[str]:
