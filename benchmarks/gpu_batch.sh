@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
 # capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d selection_cost_parallel
-# graph_tests timing_modes
+# together (TOGETHER: steps run at once, one GPU each) graph_tests timing_modes
 # checks_spread checks_spread_rms canonical corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
 # pdl_tests retest (RETEST: the test ids to run)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
@@ -24,7 +24,8 @@ step() {  # name, seconds, command...
   timeout -k 10 "$limit" "$@" > "$dir/$name.log" 2>&1
   echo "== $name rc=$? $(date +%T)"; tail -n 25 "$dir/$name.log"
 }
-for s in "${steps[@]}"; do
+run_step() {
+  local s=$1
   case $s in
     tests) step tests "${T_TESTS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_variants_gpu.py tests/template/variants/test_row_reduce.py \
@@ -49,22 +50,26 @@ for s in "${steps[@]}"; do
       tests/gpu/test_ragged_original.py tests/gpu/test_cupy_backend.py ;;
     corpus_tune) step corpus_tune "${T_CORPUS_TUNE:-200}" python3 benchmarks/corpus_tune.py "$dir" --kernels 24 --seconds 160 ;;
     # selection_cost_*: one default `cutune tune` (200 trials, 600 s) per sample, a step each (about 200 s)
-    selection_cost_a) step selection_cost_a "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir" \
+    selection_cost_a) step selection_cost_a "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir/silu_and_mul" \
       --only silu_and_mul --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
-    selection_cost_b) step selection_cost_b "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir" \
+    selection_cost_b) step selection_cost_b "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir/rms_norm" \
       --only rms_norm --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
-    selection_cost_c) step selection_cost_c "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir" \
+    selection_cost_c) step selection_cost_c "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir/kv_cache_write" \
       --only kv_cache_write --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
-    selection_cost_d) step selection_cost_d "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir" \
+    selection_cost_d) step selection_cost_d "${T_SELECTION:-280}" python3 benchmarks/selection_cost.py "$dir/gated_activation" \
       --only gated_activation --trials "${SELECTION_TRIALS:-200}" ${SELECTION_ARGS:-} ;;
-    # the four at once, one GPU each (a host of four GPUs: the runs share no device, so each is timed as alone)
-    selection_cost_parallel)
-      gpus=$(nvidia-smi -L | wc -l); i=0
-      for sample in silu_and_mul rms_norm kv_cache_write gated_activation; do
-        CUDA_VISIBLE_DEVICES=$((i % gpus)) step "selection_cost_$sample" "${T_SELECTION:-280}" \
-          python3 benchmarks/selection_cost.py "$dir/$sample" --only "$sample" --trials "${SELECTION_TRIALS:-200}" \
-          ${SELECTION_ARGS:-} & i=$((i + 1))
-      done; wait ;;
+    # steps at once, one GPU each, where the host has a GPU for each (else one after the other): nothing timed
+    # shares a device. together: the steps in TOGETHER; selection_cost_parallel: the four samples
+    together | selection_cost_parallel)
+      local -a group; local i g
+      [ "$s" = together ] && group=(${TOGETHER:?TOGETHER: the steps to run at once}) || \
+        group=(selection_cost_a selection_cost_b selection_cost_c selection_cost_d)
+      gpus=$(nvidia-smi -L | wc -l)
+      if [ "$gpus" -ge ${#group[@]} ]; then
+        i=0; for g in "${group[@]}"; do CUDA_VISIBLE_DEVICES=$i run_step "$g" & i=$((i + 1)); done; wait
+      else
+        for g in "${group[@]}"; do run_step "$g"; done
+      fi ;;
     graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_graph_timing.py ;;
     timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;
@@ -88,5 +93,6 @@ for s in "${steps[@]}"; do
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac
-done
+}
+for s in "${steps[@]}"; do run_step "$s"; done
 tar czf "$out/batch.tgz" -C "$out" batch && ls -la "$dir"
