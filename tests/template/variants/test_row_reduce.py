@@ -26,7 +26,7 @@ from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
 from tests.cuda.test_extract import needs_nvrtc, nvrtc_compiled
 
-from .compile import compile_both
+from .compile import compile_both, name_expressions
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "template" / "variants"
@@ -410,6 +410,25 @@ def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp
     assert len(nvrtc_names) == len(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
 
 
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_a_pack_norm_on_a_warps_block_compiles(tmp_path: Path) -> None:
+    path = SAMPLES / "warp_pack_rms_norm.cu"
+    kernel = "warp_pack_rms_norm_kernel"
+    base = templatize(parse_source(path.read_text(), str(path)), kernel)
+    base_model = parse_source(base.source, str(path))
+    spec = load_spec(SAMPLES / "warp_pack_rms_norm.tune.toml").kernel(kernel)
+    variant = RowReduce().apply(canonicalise(base_model, kernel).model, kernel, spec)
+    template, combined = with_variants(base_model, kernel, [variant], spec, base=base)
+    assert combined is not None and combined.block[0] == "(ROW_THREADS) if VARIANT == 1 else (32)"
+    default = template.space.default()
+    pairs = ((32, False), (1024, True))
+    configs = [{**default, "VARIANT": 1, "ROW_THREADS": t, "SPECIALIZE_COLS": c} for t, c in pairs]
+    expressions = name_expressions(template, combined, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, path)
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("stem", "kernel"),
@@ -450,7 +469,19 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
     ],
 )
 def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:
-    ctx = open_kernel(DATA / file, kernel)
+    _equal_read_canonically(DATA / file, kernel, tmp_path)
+
+
+@pytest.mark.gpu
+def test_a_pack_norm_on_a_warps_block_equals_the_original_on_the_gpu(tmp_path: Path) -> None:
+    # sizes of one round, a round left partly idle (257 packs on 288 threads) and three rounds the last partial
+    _equal_read_canonically(SAMPLES / "warp_pack_rms_norm.cu", "warp_pack_rms_norm_kernel", tmp_path)
+
+
+def _equal_read_canonically(path: Path, kernel: str, tmp_path: Path) -> None:
+    """The kernel's row_reduce variant, read as templatize reads it, tuned against the original: equal at every
+    configuration measured."""
+    ctx = open_kernel(path, kernel)
     spec = ctx.require_spec()
     # read in canonical form (group_rows' loops run over offset ranges), as templatize reads it
     variant = RowReduce().apply(canonicalise(ctx.template_model, kernel).model, kernel, spec)

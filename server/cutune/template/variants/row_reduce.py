@@ -186,6 +186,8 @@ class _Loop:
     guarded_reads: dict[int, Node] = field(default_factory=dict)  # stream → a read of it made only on a condition
     plain_reads: set[int] = field(default_factory=set)  # streams read whatever the conditions
     updates: dict[str, str] = field(default_factory=dict)  # accumulator → op
+    # the row's packs a pack type's methods load or store (`v.load(x + off + i * W)`): kept in the body as written
+    packs: list[tuple[Node, bool]] = field(default_factory=list)  # (the address, whether stored)
     flat: bool = False  # over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`)
 
 
@@ -342,6 +344,7 @@ class _Rewriter:
         self.rows_arg = ""  # the argument counting rows, when rows may share a block
         self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
         self.flat = False  # the row loops run over a 2-D block's threads in order
+        self.fences: tuple[list[str], list[str]] = ([], [])  # launch-dependency controls before and after the loops
         # prologue `ptr += offset;` of pointer parameters (or such moves under a block-uniform `if`) → the pointers
         self.rebases: dict[Node, frozenset[str]] = {}
         self.thread_names = {"threadIdx.x"} | self._renames({"threadIdx.x"})  # `int tid = threadIdx.x;`
@@ -376,8 +379,14 @@ class _Rewriter:
     def variant(self) -> Variant:
         body = self.src.body
         statements = [c for c in body.named_children if c.type != "comment"]
+        fences = [s for s in statements if _is_launch_control(self, s)]
+        statements = [s for s in statements if s not in fences]
         self.exits = [s for s in statements if self._is_exit(s)]
         loops = [(i, loop) for i, s in enumerate(statements) if (loop := self._row_loop(s)) is not None]
+        for s in fences if loops else []:
+            if loops[0][1].node.start_byte < s.start_byte < loops[-1][1].node.start_byte:
+                self.refuse("controls the dependent launch between the row loops", s)
+            self.fences[s.start_byte > loops[0][1].node.start_byte].append(self.text(s))
         self.flat = any(loop.flat for _, loop in loops)
         self._check_whole_body(body, flat=self.flat)
         if not loops:
@@ -676,6 +685,7 @@ class _Rewriter:
         for sub in descendants(loop.body, "subscript_expression"):
             if loop.var in self._idents(sub.child_by_field_name("indices")):
                 self._access(loop, sub)
+        self._pack_accesses(loop)
         for node in descendants(loop.body, "assignment_expression", "update_expression"):
             target = node.child_by_field_name("left") or node.child_by_field_name("argument")
             base = target
@@ -699,6 +709,27 @@ class _Rewriter:
             for ident in descendants(loop.body, "identifier"):
                 if self.text(ident) == acc and not self._in_update(ident, acc):
                     self.refuse(f"reads the running value of `{acc}` inside the row loop", ident)
+
+    def _pack_accesses(self, loop: _Loop) -> None:
+        """The addresses in the row a pack type's `load`/`store` methods take (`v.load(x + base + i * W)`, or through
+        a local of the body computed from the element): kept in the body as written, each element where it was."""
+        element = {loop.var}
+        for d in descendants(loop.body, "init_declarator"):
+            if self._idents(d.child_by_field_name("value")) & element:
+                element.add(self.compact(d.child_by_field_name("declarator")))
+        for call in descendants(loop.body, "call_expression"):
+            fn = call.child_by_field_name("function")
+            args = _args(call)
+            if fn is None or fn.type != "field_expression" or not any(self._idents(a) & element for a in args):
+                continue
+            method = self.compact(fn.child_by_field_name("field"))
+            if not re.search(r"load|store", method, re.IGNORECASE) or len(args) != 1:
+                self.refuse(f"passes the row's element to `{self.compact(fn)}`, which the rewrite cannot read", call)
+            address = args[0]
+            staged = set(self.shared) | {n for n, (d, _) in self.decls.items() if self._idents(d) & set(self.shared)}
+            if self._idents(address) & staged:
+                self.refuse(f"stages the row in shared memory ({self.compact(address)})", call)
+            loop.packs.append((address, "store" in method.lower()))
 
     def _accumulation(self, node: Node, acc: str) -> str:
         """The reduction operator of `acc += e` / `acc = fmaxf(acc, e)`; a refusal for any other update."""
@@ -794,9 +825,12 @@ class _Rewriter:
                     self._idents(stream.array) & rows or (stream.base and self._idents(stream.base) & rows)
                 ):
                     self.refuse(f"writes `{self.compact(sub)}` at the same place for every row (blockIdx.x)", sub)
+            for address, stored in loop.packs:
+                if stored and not self._idents(address) & rows:
+                    self.refuse(f"stores at `{self.compact(address)}`, the same place for every row (blockIdx.x)")
         if not any(
             self._idents(s.array) & rows or (s.base and self._idents(s.base) & rows) for s in self.streams.values()
-        ):
+        ) and not any(self._idents(address) & rows for loop in loops for address, _ in loop.packs):
             self.refuse("no row loop indexes a row by blockIdx.x: not one block per row")
         for loop in loops:
             self._direct_reads(loop)
@@ -1206,6 +1240,7 @@ class _Rewriter:
         self._mark("field_expression", "blockIdx.x", "cutune_row")
         ok = "cutune_row_in" if self.exits else "cutune_row_ok"
         out = [
+            *self.fences[0],  # every read of the new body after the wait, as the original's after it
             f"// cutune row_reduce: {THREADS} threads per row, {rows} rows per block, {VEC} elements per access;",
             "// the row stays in registers between the loops when its length is a compile-time constant that fits",
             f"const unsigned int cutune_row = blockIdx.x * {rows} + threadIdx.y;"
@@ -1240,7 +1275,7 @@ class _Rewriter:
             out += self._emit_loop(loop, seen)
             seen |= loop.reads | loop.writes
             out += self._emit_segment(seg, segments.index(seg))
-        body = "\n".join(out)
+        body = "\n".join([*out, *self.fences[1]])
         registers = any(s.register is not None for s in self.streams.values())
         return Variant(
             name="row_reduce",
@@ -1477,6 +1512,8 @@ class _Rewriter:
 
     def _params(self, rows: bool, registers: bool = False) -> tuple[TunableParam, ...]:
         vec = tuple(dict.fromkeys(max(1, b // self._elem_bytes()) for b in (8, 16)))  # 8- and 16-byte accesses
+        if not self.streams:  # the row's elements are packs its pack type loads already: one a thread per access
+            vec = (1,)
         # more threads than the longest row has packs would only idle; so few that the longest row cannot stay
         # in registers (MAX_CACHED elements a thread) would stream it through small blocks
         longest = max(self.lengths, default=0)
@@ -1593,6 +1630,24 @@ def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
 def _flat_forms(x: str, y: str) -> set[str]:
     """The spellings (compact) of thread y * blockDim.x + x: a 2-D block's threads numbered in order."""
     return {f"{y}*blockDim.x+{x}", f"{x}+{y}*blockDim.x", f"blockDim.x*{y}+{x}", f"{x}+blockDim.x*{y}"}
+
+
+def _is_launch_control(w: _Rewriter, s: Node) -> bool:
+    """Whether `s` only controls the programmatic dependent launch: `asm volatile("griddepcontrol.wait;")` (or
+    `.launch_dependents`) without operands, alone or all there is under an `#if` without `#else`."""
+    if s.type in ("preproc_if", "preproc_ifdef"):
+        if s.child_by_field_name("alternative") is not None:
+            return False
+        inner = [c for c in s.named_children if c.type not in ("comment", "identifier") and c.start_byte > s.start_byte]
+        inner = [c for c in inner if c != s.child_by_field_name("condition")]
+        return bool(inner) and all(_is_launch_control(w, c) for c in inner)
+    asm = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+    if asm is None or asm.type != "gnu_asm_expression":
+        return False
+    operands = [c for c in asm.named_children if c.type.endswith("operand_list") and c.named_children]
+    code = asm.child_by_field_name("assembly_code")
+    text = w.compact(code) if code is not None else ""
+    return not operands and re.fullmatch(r'"griddepcontrol\.(wait|launch_dependents);?"', text) is not None
 
 
 def _reads(w: _Rewriter, node: Node | None) -> list[Node]:
@@ -1732,6 +1787,8 @@ def _functions(w: _Rewriter, node: Node) -> set[str]:
     names = set()
     for call in descendants(node, "call_expression"):
         f = call.child_by_field_name("function")
+        while f is not None and f.type == "qualified_identifier":  # `math::rsqrt(v)`
+            f = f.child_by_field_name("name")
         if f is not None and f.type == "template_function":  # `reinterpret_cast<const __half2*>(p)`
             f = f.child_by_field_name("name")
         if f is not None and f.type == "identifier":

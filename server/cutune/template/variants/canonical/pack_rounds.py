@@ -1,0 +1,447 @@
+"""pack_rounds: a hand-vectorised loop over the block's rounds, each thread one pack of W consecutive elements a
+round and the bounds check inside, read as the stride loop over packs it is.
+
+    const T tid = ...;  const T threads = ...;               the thread's number in the block and the block's size:
+    const T rounds = ceil_div(N, W * threads);               `threadIdx.x` and `blockDim.x`, or over a (S, warps)
+    for (T r = 0; r < rounds; ++r) {                         block `threadIdx.y * S + threadIdx.x` and
+      Pack x; x.fill(0.f);                                   `blockDim.y * S` where every launch of the kernel in
+      if ((r * threads + tid) * W < N) x.load(p + (r * threads + tid) * W);   the file has a block S wide
+      for (k < W) acc += x[k] * x[k];
+    }
+        →   for (T q = tid; q < (N + W - 1) / W; q += threads) { the same body, every pack offset written `q * W` }
+
+Thread t visits packs q = t + r·threads for r < rounds: every pack below ceil(N / W) once, and past them packs whose
+bounds checks all fail. Those padding rounds are dropped, which only holds where they change nothing: outside the
+bounds checks the body only declares and fills its own packs (`fill(v)` sets every lane to v, as pack types
+do), sets lanes of its own packs and locals, and adds to accumulators terms that are 0 there (products of lanes of
+packs filled with 0); anything else is a refusal that names it. Each pack offset, `(r * threads + tid) * W` or the
+terms `r * threads * W + tid * W` of a sum (any order), becomes `q * W`; the round read otherwise is a refusal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.cuda.syntax import int_value
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.host import HostResolver, launch_config, launch_ex_blocks
+from cutune.template.variants.canonical.guard import compile_time
+from cutune.template.variants.canonical.shape import kernel_body
+from cutune.template.variants.loops import index_form, local_values, squeezed, written_names
+
+NAME = "pack_rounds"
+PREFIX = "cutune_packs"
+_SHAPE = re.compile(r"\bfor\s*\([^;]*=\s*0\s*;[^;]*;")  # a loop counting from 0
+_ROUND_HEAD = re.compile(r"(?:const)?(?:unsigned|unsignedint|int|uint32_t|int32_t|int64_t|size_t)(\w+)=0;?")
+# the ceiling division helpers libraries write (by name; the division itself is read as well)
+_CEIL_DIV = re.compile(r"(?:\w+::)*(?:ceil_?div|div_?up|cdiv|ceil_?div_?up|round_?up_?div)", re.IGNORECASE)
+_ZERO = re.compile(r"0(?:\.0*)?[fF]?|0?\.0+[fF]?")
+_BUILTIN = re.compile(r"(threadIdx|blockDim)\.[xyz]")
+_CASTS = ("static_cast", "float", "double", "__half2float", "__bfloat162float")
+
+
+@dataclass(frozen=True)
+class _Threads:
+    """How the kernel numbers its threads: the locals holding the thread's number and the block's size, their
+    builtin spellings, and the width S of a (S, warps) block (0 for a 1-D block)."""
+
+    ids: frozenset[str]
+    counts: frozenset[str]
+    start: str
+    step: str
+    width: int
+    width_name: str
+
+
+class _Refused(Exception):
+    """The kernel has the shape, but the reading could change what it does (the message says why)."""
+
+
+def pack_rounds(model: SourceModel, kernel: str) -> SourceModel | str | None:
+    """The model with `kernel`'s counted loops over packs written as stride loops over packs; why not; None when it
+    has none."""
+    if not _SHAPE.search(kernel_body(model, kernel)):
+        return None
+    src = KernelSource(model, model.kernel(kernel))
+    values = local_values(src)
+    threads = _threads(src, values)
+    if threads is None:
+        return None
+    written = written_names(src, src.body)
+    edits = EditList(src.data)
+    reasons: list[str] = []
+    for loop in src.in_body("for_statement"):
+        try:
+            text = _rewrite(src, loop, values, written, threads, f"{PREFIX}{len(edits.edits)}")
+        except _Refused as e:
+            reasons.append(f"the loop at line {src.line(loop)} {e}")
+            continue
+        if text is not None:
+            edits.replace(loop.start_byte, loop.end_byte, text)
+    if reasons:  # the loops over the rounds are read all or none: one left counted leaves the kernel unread
+        return "; ".join(reasons)
+    if edits.edits and threads.width and (wrong := _launch_mismatch(src, threads)):
+        return wrong
+    return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True) if edits.edits else None
+
+
+def _threads(src: KernelSource, values: dict[str, str]) -> _Threads | None:
+    """The thread numbering the kernel's locals spell, or None when it has no local thread number and count."""
+
+    builtins = {k: index_form(v) for k, v in values.items() if _BUILTIN.fullmatch(index_form(v))}
+
+    def builtin(text: str) -> str:  # names holding a builtin written as the builtin
+        return index_form(re.sub(r"[A-Za-z_]\w*(?:\.[xyz])?", lambda m: builtins.get(m.group(0), m.group(0)), text))
+
+    forms = {name: builtin(value) for name, value in values.items()}
+    one_d = (
+        frozenset(n for n, f in forms.items() if f == "threadIdx.x"),
+        frozenset(n for n, f in forms.items() if f == "blockDim.x"),
+    )
+    for width in sorted(
+        {w for f in forms.values() for w in re.findall(r"\b(\w+)\*threadIdx\.y|threadIdx\.y\*(\w+)", f) for w in w if w}
+    ):
+        number = int_value(width) if int_value(width) is not None else _literal_constexpr(src, width)
+        if number is None or not compile_time(src, width):
+            continue
+        ids = {f"threadIdx.y*{width}+threadIdx.x", f"threadIdx.x+threadIdx.y*{width}"}
+        ids |= {f"{width}*threadIdx.y+threadIdx.x", f"threadIdx.x+{width}*threadIdx.y"}
+        counts = {f"blockDim.y*{width}", f"{width}*blockDim.y"}
+        flat = (
+            frozenset(n for n, f in forms.items() if f in ids),
+            frozenset(n for n, f in forms.items() if f in counts),
+        )
+        if flat[0] and flat[1]:
+            start, step = "threadIdx.y * blockDim.x + threadIdx.x", "blockDim.x * blockDim.y"
+            return _Threads(flat[0], flat[1], start, step, number, width)
+    if one_d[0] and one_d[1]:
+        return _Threads(one_d[0], one_d[1], "threadIdx.x", "blockDim.x", 0, "")
+    return None
+
+
+def _literal_constexpr(src: KernelSource, name: str) -> int | None:
+    """The value of a `constexpr` local with a literal value."""
+    for d in src.in_body("declaration"):
+        found = re.fullmatch(rf"[^=]*\bconstexpr\b[^=]*\b{re.escape(name)}\s*=\s*(\w+)\s*;", src.text(d))
+        if found is not None:
+            return int_value(found.group(1))
+    return None
+
+
+def _launch_mismatch(src: KernelSource, threads: _Threads) -> str:
+    """Why the launches do not show every block `threads.width` wide along x ('' when they do)."""
+    blocks: list[tuple[Node, Node | None]] = [
+        (call, config[1] if len(config) > 1 else None)
+        for _, call in src.launches()
+        for config in (launch_config(call),)
+    ]
+    blocks += launch_ex_blocks(src)
+    what = f"numbers its threads `threadIdx.y * {threads.width_name} + threadIdx.x`"
+    if not blocks:
+        return f"{what}, and no launch of {src.kernel.name} in this file says its block is {threads.width} wide"
+    for call, block in blocks:
+        resolver = HostResolver(src, call)
+        dims = resolver.dims_of(block) if block is not None else None
+        x = resolver.resolve(dims[1][0]) if dims is not None and dims[1] else None
+        if x is None or x.value != threads.width:
+            shown = src.text(block) if block is not None else "nothing"
+            return f"{what}, but the launch at line {src.line(call)} sets its block to `{shown}`"
+    return ""
+
+
+def _rewrite(
+    src: KernelSource,
+    loop: Node,
+    values: dict[str, str],
+    written: set[str],
+    threads: _Threads,
+    var: str,
+) -> str | None:
+    init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+    body = loop.child_by_field_name("body")
+    if init is None or cond is None or update is None or body is None or body.type != "compound_statement":
+        return None
+    head = _ROUND_HEAD.fullmatch(squeezed(src.text(init)))
+    if head is None or cond.type != "binary_expression" or src.field(cond, "operator") != "<":
+        return None
+    r = head.group(1)
+    if squeezed(src.field(cond, "left")) != r or squeezed(src.text(update)) not in (f"{r}++", f"++{r}", f"{r}+=1"):
+        return None
+    count = squeezed(src.field(cond, "right"))
+    rounds = _rounds(values.get(count, count), threads)
+    if rounds is None:
+        return None
+    length, width = rounds
+    moved = sorted(({count, *threads.ids, *threads.counts} | set(re.findall(r"[A-Za-z_]\w*", length))) & written)
+    if moved:
+        raise _Refused(f"counts rounds over `{moved[0]}`, which the kernel changes")
+    reader = _Body(src, r, width, threads, var)
+    text = reader.rewritten(body)
+    reader.check_padding(body, length)
+    typed = re.match(rf"\s*(?:const\s+)?(.*?)\b{r}\s*=", src.text(init), re.DOTALL)
+    declared = typed.group(1).strip() if typed is not None and typed.group(1).strip() else "int"
+    header = f"for ({declared} {var} = {threads.start}; {var} < (({length}) + ({width}) - 1) / ({width}); "
+    return f"{header}{var} += {threads.step}) {text}"
+
+
+def _rounds(text: str, threads: _Threads) -> tuple[str, str] | None:
+    """(N, W) of `ceil_div(N, W * threads)` or `(N + W * threads - 1) / (W * threads)`, W known at compile time."""
+    text = squeezed(text)
+    call = re.fullmatch(r"([\w:]+)\((.+),(.+)\)", text)
+    if call is not None and _CEIL_DIV.fullmatch(call.group(1)) and _balanced_split(call.group(2) + "," + call.group(3)):
+        length, divisor = call.group(2), call.group(3)
+    else:
+        division = re.fullmatch(r"\((.+)\+(.+)-1\)/\((.+)\)", text)
+        if division is None or squeezed(division.group(2)) != squeezed(division.group(3)):
+            return None
+        length, divisor = division.group(1), division.group(3)
+    factors = squeezed(divisor).split("*")
+    counts = [f for f in factors if f in threads.counts]
+    if len(factors) != 2 or len(counts) != 1:
+        return None
+    width = next(f for f in factors if f not in counts)
+    return (length, width) if re.fullmatch(r"\w+", width) else None
+
+
+def _balanced_split(args: str) -> bool:
+    """Whether `a,b` splits into exactly two balanced arguments at its one top-level comma."""
+    depth, commas = 0, 0
+    for c in args:
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        commas += c == "," and depth == 0
+    return commas == 1
+
+
+class _Body:
+    """One loop body: its pack offsets written over the pack, and the proof its padding rounds change nothing."""
+
+    def __init__(self, src: KernelSource, r: str, width: str, threads: _Threads, var: str) -> None:
+        self.src, self.r, self.width, self.threads, self.var = src, r, width, threads, var
+        self.offsets: set[str] = set()  # body locals holding a pack offset (`const T at = (r * n + t) * W;`)
+
+    def refuse(self, reason: str, node: Node) -> _Refused:
+        return _Refused(f"{reason} (line {self.src.line(node)})")
+
+    def rewritten(self, node: Node) -> str:
+        """The node's text with every pack offset written `var * W`; a refusal where the round or the thread's
+        number is read otherwise."""
+        new = self._offset(node)
+        if new is not None:
+            return new
+        if node.type == "identifier" and self.src.text(node) in {self.r, *self.threads.ids}:
+            raise self.refuse(f"reads `{self.src.text(node)}` otherwise than in a pack's offset", node)
+        if node.type == "init_declarator":
+            value = node.child_by_field_name("value")
+            if value is not None and self._offset(value) is not None:
+                self.offsets.add(self.src.field(node, "declarator").strip())
+        if not node.children:
+            return self.src.text(node)
+        parts, at = [], node.start_byte
+        for child in node.children:
+            parts += [self.src.data[at : child.start_byte].decode("utf-8"), self.rewritten(child)]
+            at = child.end_byte
+        parts.append(self.src.data[at : node.end_byte].decode("utf-8"))
+        return "".join(parts)
+
+    def _offset(self, node: Node) -> str | None:
+        """`var * W` for a pack offset: `(r * n + t) * W`, or a sum with the terms `r * n * W` and `t * W` (the
+        other terms kept); None for anything else."""
+        if node.type == "parenthesized_expression" and node.named_child_count == 1:
+            inner = self._offset(node.named_children[0])
+            return f"({inner})" if inner is not None else None
+        if node.type != "binary_expression":
+            return None
+        op = self.src.field(node, "operator")
+        if op == "*":
+            factors = _factors(self.src, node)
+            sums = [f for f in factors if squeezed(self.src.text(f)) != self.width]
+            if len(factors) == 2 and len(sums) == 1 and self._is_index(sums[0]):
+                return f"{self.var} * {self.width}"
+            return None
+        if op != "+":
+            return None
+        terms = _terms(self.src, node)
+        texts = {t: sorted(_factor_texts(self.src, t)) for t in terms}
+        rounds = [t for t in terms if texts[t] == sorted([self.r, *self._count(t), self.width])]
+        ids = [t for t in terms if texts[t] == sorted([*self._id(t), self.width])]
+        if len(rounds) != 1 or len(ids) != 1:
+            return None
+        rest = [self.src.text(t) for t in terms if t not in (rounds[0], ids[0])]
+        return " + ".join([*rest, f"{self.var} * {self.width}"])
+
+    def _count(self, term: Node) -> list[str]:
+        return [f for f in _factor_texts(self.src, term) if f in self.threads.counts][:1]
+
+    def _id(self, term: Node) -> list[str]:
+        return [f for f in _factor_texts(self.src, term) if f in self.threads.ids][:1]
+
+    def _is_index(self, node: Node) -> bool:
+        """Whether `node` is `r * n + t` (any order): the thread's pack of round r."""
+        terms = _terms(self.src, node)
+        texts = [sorted(_factor_texts(self.src, t)) for t in terms]
+        return len(terms) == 2 and any(
+            texts[a] == sorted([self.r, c]) and len(texts[1 - a]) == 1 and texts[1 - a][0] in self.threads.ids
+            for a in (0, 1)
+            for c in self.threads.counts
+        )
+
+    # --- the padding rounds ------------------------------------------------------------------------------------
+
+    def check_padding(self, body: Node, length: str) -> None:
+        """Refuse unless a round whose every bounds check fails changes nothing outside the body's own values."""
+        own = {self.src.field(d, "declarator").strip() for d in descendants(body, "init_declarator")}
+        own |= {
+            squeezed(self.src.text(d))
+            for decl in descendants(body, "declaration")
+            for d in decl.children_by_field_name("declarator")
+            if d.type == "identifier"
+        }
+        zero: set[str] = set()  # the body's values that are 0 in a padding round
+        for s in _statements(body):
+            self._padding_statement(s, own, zero, length)
+
+    def _padding_statement(self, s: Node, own: set[str], zero: set[str], length: str) -> None:
+        src = self.src
+        if s.type in ("comment", "preproc_call"):
+            return
+        if s.type == "declaration":
+            for d in s.children_by_field_name("declarator"):
+                value = d.child_by_field_name("value") if d.type == "init_declarator" else None
+                name = src.field(d, "declarator").strip() if d.type == "init_declarator" else squeezed(src.text(d))
+                if value is not None and not self._calls(value) and self._is_zero(value, zero):
+                    zero.add(name)
+            return
+        if s.type == "if_statement" and s.child_by_field_name("alternative") is None and self._is_check(s, length):
+            return  # every bounds check fails in a padding round
+        if s.type == "for_statement":
+            body = s.child_by_field_name("body")
+            for inner in _statements(body) if body is not None else []:
+                self._padding_statement(inner, own, zero, length)
+            return
+        expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+        if expr is not None and expr.type == "call_expression":  # `x.fill(v)` of a pack of the body's own
+            fn = expr.child_by_field_name("function")
+            args = [a for a in (expr.child_by_field_name("arguments") or expr).named_children if a.type != "comment"]
+            method = fn if fn is not None and fn.type == "field_expression" else None
+            target = method.child_by_field_name("argument") if method is not None else None
+            filled = method is not None and src.field(method, "field") == "fill"
+            if target is not None and filled and src.text(target) in own and len(args) == 1:
+                name = src.text(target)
+                (zero.add if _ZERO.fullmatch(squeezed(src.text(args[0]))) else zero.discard)(name)
+                return
+        if expr is not None and expr.type == "assignment_expression":
+            left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
+            op = src.field(expr, "operator")
+            root = left
+            while root is not None and root.type in ("subscript_expression", "field_expression"):
+                root = root.child_by_field_name("argument")
+            name = src.text(root) if root is not None else ""
+            if right is not None and name in own:  # the body's own value: nothing outside the round sees it
+                keeps = op == "=" or (op in ("+=", "-=") and name in zero)
+                zeroed = keeps and not self._calls(right) and self._is_zero(right, zero)
+                (zero.add if zeroed else zero.discard)(name)
+                return
+            if right is not None and name not in own and op in ("+=", "-=") and self._is_zero(right, zero):
+                return  # an accumulator gains 0
+        raise self.refuse(
+            f"runs `{squeezed(src.text(s))[:60]}` in the rounds past the row's end too, which the rewrite cannot show "
+            "to change nothing",
+            s,
+        )
+
+    def _is_check(self, s: Node, length: str) -> bool:
+        """Whether `s` tests `OFFSET < N`, the pack's offset in the row (or a body local holding it) below N."""
+        cond = s.child_by_field_name("condition")
+        test = cond.named_children[0] if cond is not None and cond.named_children else None
+        while test is not None and test.type == "parenthesized_expression" and test.named_child_count == 1:
+            test = test.named_children[0]
+        if test is None or test.type != "binary_expression" or self.src.field(test, "operator") != "<":
+            return False
+        left = test.child_by_field_name("left")
+        if left is None or squeezed(self.src.field(test, "right")) != squeezed(length):
+            return False
+        offset = self._offset(left)
+        return squeezed(self.src.text(left)) in self.offsets or (
+            offset is not None and squeezed(offset) == squeezed(f"{self.var}*{self.width}")
+        )
+
+    def _is_zero(self, node: Node, zero: set[str]) -> bool:
+        """Whether the expression is 0 in a padding round: a lane of a pack filled with 0, a local set so, or a
+        product or sum of such (through casts and parentheses)."""
+        src = self.src
+        while True:
+            if node.type == "parenthesized_expression" and node.named_child_count == 1:
+                node = node.named_children[0]
+            elif node.type == "cast_expression" and node.child_by_field_name("value") is not None:
+                node = node.child_by_field_name("value")  # type: ignore[assignment]
+            elif (
+                node.type == "call_expression"
+                and src.text(node.child_by_field_name("function") or node).split("<")[0].strip() in _CASTS
+                and len(args := _args(node)) == 1
+            ):
+                node = args[0]
+            else:
+                break
+        if node.type == "number_literal":
+            return bool(_ZERO.fullmatch(squeezed(src.text(node))))
+        if node.type == "identifier":
+            return src.text(node) in zero
+        if node.type == "subscript_expression":
+            return src.field(node, "argument").strip() in zero
+        if node.type == "binary_expression" and src.field(node, "operator") in ("*", "+", "-"):
+            sides = [node.child_by_field_name("left"), node.child_by_field_name("right")]
+            return all(side is not None and self._is_zero(side, zero) for side in sides)
+        return False
+
+    def _calls(self, node: Node) -> bool:
+        """Whether the expression calls anything but a conversion."""
+        return any(
+            self.src.text(c.child_by_field_name("function") or c).split("<")[0].strip() not in _CASTS
+            for c in descendants(node, "call_expression")
+        )
+
+
+def _args(call: Node) -> list[Node]:
+    args = call.child_by_field_name("arguments")
+    return [a for a in args.named_children if a.type != "comment"] if args is not None else []
+
+
+def _statements(node: Node) -> list[Node]:
+    if node.type == "compound_statement":
+        return [c for c in node.named_children if c.type != "comment"]
+    return [node]
+
+
+def _terms(src: KernelSource, node: Node) -> list[Node]:
+    """The terms of a sum, through nested sums and parentheses."""
+    if node.type == "parenthesized_expression" and node.named_child_count == 1:
+        return _terms(src, node.named_children[0])
+    if node.type == "binary_expression" and src.field(node, "operator") == "+":
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if left is not None and right is not None:
+            return [*_terms(src, left), *_terms(src, right)]
+    return [node]
+
+
+def _factors(src: KernelSource, node: Node) -> list[Node]:
+    """The factors of a product, through nested products and parentheses."""
+    if node.type == "parenthesized_expression" and node.named_child_count == 1:
+        inner = node.named_children[0]
+        if inner.type == "binary_expression" and src.field(inner, "operator") == "*":
+            return _factors(src, inner)
+        return [node]
+    if node.type == "binary_expression" and src.field(node, "operator") == "*":
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if left is not None and right is not None:
+            return [*_factors(src, left), *_factors(src, right)]
+    return [node]
+
+
+def _factor_texts(src: KernelSource, node: Node) -> list[str]:
+    return [squeezed(src.text(f)) for f in _factors(src, node)]
