@@ -412,15 +412,18 @@ def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp
 
 @pytest.mark.nvcc
 @needs_nvrtc
-def test_a_pack_norm_on_a_warps_block_compiles(tmp_path: Path) -> None:
-    path = SAMPLES / "warp_pack_rms_norm.cu"
-    kernel = "warp_pack_rms_norm_kernel"
+@pytest.mark.parametrize(
+    ("stem", "kernel", "block"),
+    [("warp_pack_rms_norm", "warp_pack_rms_norm_kernel", "32"), ("rounds_softmax", "rounds_softmax_kernel", "min(")],
+)
+def test_counted_rounds_over_packs_compile(stem: str, kernel: str, block: str, tmp_path: Path) -> None:
+    path = SAMPLES / f"{stem}.cu"
     base = templatize(parse_source(path.read_text(), str(path)), kernel)
     base_model = parse_source(base.source, str(path))
-    spec = load_spec(SAMPLES / "warp_pack_rms_norm.tune.toml").kernel(kernel)
+    spec = load_spec(SAMPLES / f"{stem}.tune.toml").kernel(kernel)
     variant = RowReduce().apply(canonicalise(base_model, kernel).model, kernel, spec)
     template, combined = with_variants(base_model, kernel, [variant], spec, base=base)
-    assert combined is not None and combined.block[0] == "(ROW_THREADS) if VARIANT == 1 else (32)"
+    assert combined is not None and combined.block[0].startswith(f"(ROW_THREADS) if VARIANT == 1 else ({block}")
     default = template.space.default()
     pairs = ((32, False), (1024, True))
     configs = [{**default, "VARIANT": 1, "ROW_THREADS": t, "SPECIALIZE_COLS": c} for t, c in pairs]
@@ -473,9 +476,13 @@ def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kern
 
 
 @pytest.mark.gpu
-def test_a_pack_norm_on_a_warps_block_equals_the_original_on_the_gpu(tmp_path: Path) -> None:
-    # sizes of one round, a round left partly idle (257 packs on 288 threads) and three rounds the last partial
-    _equal_read_canonically(SAMPLES / "warp_pack_rms_norm.cu", "warp_pack_rms_norm_kernel", tmp_path)
+@pytest.mark.parametrize(
+    ("stem", "kernel"),
+    [("warp_pack_rms_norm", "warp_pack_rms_norm_kernel"), ("rounds_softmax", "rounds_softmax_kernel")],
+)
+def test_counted_rounds_over_packs_equal_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:
+    # at sizes of one round, a round left partly idle (257 packs on 288 threads) and several rounds the last partial
+    _equal_read_canonically(SAMPLES / f"{stem}.cu", kernel, tmp_path)
 
 
 def _equal_read_canonically(path: Path, kernel: str, tmp_path: Path) -> None:

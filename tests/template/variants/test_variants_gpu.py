@@ -28,7 +28,11 @@ CONFIGS = {
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("file", "kernel"),
-    [("gated_activation.cu", "act_and_mul_kernel"), ("rotary_embedding.cu", "rotary_embedding_kernel")],
+    [
+        ("gated_activation.cu", "act_and_mul_kernel"),
+        ("rotary_embedding.cu", "rotary_embedding_kernel"),
+        ("rounds_softmax.cu", "rounds_softmax_kernel"),  # packs_per_thread on the loops over packs pack_rounds reads
+    ],
 )
 def test_every_variant_equals_the_original_on_the_gpu(file: str, kernel: str) -> None:
     ctx = open_kernel(SAMPLES / file, kernel)

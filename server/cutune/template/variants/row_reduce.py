@@ -695,6 +695,8 @@ class _Rewriter:
                 base is not None and base.type == "subscript_expression" and loop.var in self._idents(base)
             ):
                 continue  # an element of the row
+            if any(target.start_byte <= a.start_byte < target.end_byte for a, stored in loop.packs if stored):
+                continue  # a pack of the row stored
             name = _root_name(self, target)
             if name in local or name == loop.var:
                 continue
@@ -717,19 +719,46 @@ class _Rewriter:
         for d in descendants(loop.body, "init_declarator"):
             if self._idents(d.child_by_field_name("value")) & element:
                 element.add(self.compact(d.child_by_field_name("declarator")))
-        for call in descendants(loop.body, "call_expression"):
-            fn = call.child_by_field_name("function")
-            args = _args(call)
-            if fn is None or fn.type != "field_expression" or not any(self._idents(a) & element for a in args):
+        staged = set(self.shared) | {n for n, (d, _) in self.decls.items() if self._idents(d) & set(self.shared)}
+        for node in descendants(loop.body, "call_expression", "pointer_expression"):
+            found = self._pack_access(node, element)
+            if found is None:
                 continue
-            method = self.compact(fn.child_by_field_name("field"))
-            if not re.search(r"load|store", method, re.IGNORECASE) or len(args) != 1:
-                self.refuse(f"passes the row's element to `{self.compact(fn)}`, which the rewrite cannot read", call)
-            address = args[0]
-            staged = set(self.shared) | {n for n, (d, _) in self.decls.items() if self._idents(d) & set(self.shared)}
+            address, stored = found
             if self._idents(address) & staged:
-                self.refuse(f"stages the row in shared memory ({self.compact(address)})", call)
-            loop.packs.append((address, "store" in method.lower()))
+                self.refuse(f"stages the row in shared memory ({self.compact(address)})", node)
+            loop.packs.append((address, stored))
+
+    def _pack_access(self, node: Node, element: set[str]) -> tuple[Node, bool] | None:
+        """(address, whether stored) of `v.load(ADDR)` / `v.store(ADDR)` or `*reinterpret_cast<P*>(ADDR)` (read, or
+        stored as an assignment's target) with ADDR reading the element; None for other nodes; a refusal for a
+        method that takes the element otherwise."""
+        if node.type == "pointer_expression":
+            cast = node.child_by_field_name("argument")
+            while cast is not None and cast.type == "parenthesized_expression" and cast.named_child_count == 1:
+                cast = cast.named_children[0]
+            if self.text(node.child_by_field_name("operator")) != "*" or cast is None:
+                return None
+            args = _args(cast) if cast.type == "call_expression" else []
+            if len(args) != 1 or not self.compact(cast.child_by_field_name("function")).startswith("reinterpret_cast<"):
+                return None
+            if not self._idents(args[0]) & element:
+                return None
+            parent = node.parent
+            stored = (
+                parent is not None
+                and parent.type == "assignment_expression"
+                and parent.child_by_field_name("left") == node
+            )
+            return args[0], stored
+        fn = node.child_by_field_name("function")
+        args = _args(node)
+        if fn is None or fn.type != "field_expression" or not any(self._idents(a) & element for a in args):
+            return None
+        method = self.compact(fn.child_by_field_name("field"))
+        if not re.search(r"load|store", method, re.IGNORECASE) or len(args) != 1:
+            self.refuse(f"passes the row's element to `{self.compact(fn)}`, which the rewrite cannot read", node)
+        return args[0], "store" in method.lower()
 
     def _accumulation(self, node: Node, acc: str) -> str:
         """The reduction operator of `acc += e` / `acc = fmaxf(acc, e)`; a refusal for any other update."""

@@ -151,3 +151,33 @@ def test_the_sample_keeps_its_launch_dependency_controls_around_the_new_body() -
     body = RowReduce().apply(canonical.model, "warp_pack_rms_norm_kernel", None).body
     assert body.index('griddepcontrol.wait;" ::: "memory"') < body.index("const unsigned int cutune_row")
     assert body.rstrip().endswith('asm volatile("griddepcontrol.launch_dependents;");\n#endif')
+
+
+def _softmax(edit: tuple[str, str] = ("", "")) -> str:
+    path = SAMPLES / "rounds_softmax.cu"
+    return path.read_text().replace(*edit) if edit[0] else path.read_text()
+
+
+def test_a_softmax_with_float4_packs_gets_row_reduce_with_its_max_and_sum() -> None:
+    canonical = canonicalise(parse_source(_softmax()), "rounds_softmax_kernel")
+    assert canonical.applied == ("pack_rounds",)
+    variant = RowReduce().apply(canonical.model, "rounds_softmax_kernel", None)
+    assert "(max of row_max, sum of total)" in variant.provenance.note
+    # the packs read and stored through reinterpret_cast stay as written, at the pack's offset
+    assert (
+        "*reinterpret_cast<float4*>(y + at) =" in variant.body and "const int at = cutune_packs2 * 4;" in variant.body
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        # exp(0) is 1: a padding round would add to the sum
+        (("total += (e.x + e.y) + (e.z + e.w);", "total += __expf(e.x);"), "runs `total+=__expf(e.x);`"),
+        # a lane set to something else than the pack holds: the pack is no longer all -inf
+        (("if (at < cols) v = *", "v.x = 0.f;\n    if (at < cols) v = *"), "runs `row_max=fmaxf(row_max,"),
+    ],
+)
+def test_padding_rounds_that_would_change_a_total_are_refused(edit: tuple[str, str], reason: str) -> None:
+    result = pack_rounds(parse_source(_softmax(edit)), "rounds_softmax_kernel")
+    assert isinstance(result, str) and reason in result, result

@@ -44,6 +44,8 @@ _CEIL_DIV = re.compile(r"(?:\w+::)*(?:ceil_?div|div_?up|cdiv|ceil_?div_?up|round
 _ZERO = re.compile(r"0(?:\.0*)?[fF]?|0?\.0+[fF]?")
 _BUILTIN = re.compile(r"(threadIdx|blockDim)\.[xyz]")
 _CASTS = ("static_cast", "float", "double", "__half2float", "__bfloat162float")
+_EXP = ("expf", "__expf", "exp", "exp2f", "__exp2f")
+_INFINITY = re.compile(r"INFINITY|CUDART_INF_F|HUGE_VALF|(?:[\w:]+::)?numeric_limits<\w+>::infinity\(\)")
 
 
 @dataclass(frozen=True)
@@ -302,11 +304,11 @@ class _Body:
             for d in decl.children_by_field_name("declarator")
             if d.type == "identifier"
         }
-        zero: set[str] = set()  # the body's values that are 0 in a padding round
+        values: dict[str, str] = {}  # the body's values known in a padding round: "0", "-inf" or "+inf"
         for s in _statements(body):
-            self._padding_statement(s, own, zero, length)
+            self._padding_statement(s, own, values, length)
 
-    def _padding_statement(self, s: Node, own: set[str], zero: set[str], length: str) -> None:
+    def _padding_statement(self, s: Node, own: set[str], values: dict[str, str], length: str) -> None:
         src = self.src
         if s.type in ("comment", "preproc_call"):
             return
@@ -314,46 +316,72 @@ class _Body:
             for d in s.children_by_field_name("declarator"):
                 value = d.child_by_field_name("value") if d.type == "init_declarator" else None
                 name = src.field(d, "declarator").strip() if d.type == "init_declarator" else squeezed(src.text(d))
-                if value is not None and not self._calls(value) and self._is_zero(value, zero):
-                    zero.add(name)
+                known = self._value(value, values) if value is not None else None
+                if known is not None:
+                    values[name] = known
             return
         if s.type == "if_statement" and s.child_by_field_name("alternative") is None and self._is_check(s, length):
             return  # every bounds check fails in a padding round
         if s.type == "for_statement":
             body = s.child_by_field_name("body")
             for inner in _statements(body) if body is not None else []:
-                self._padding_statement(inner, own, zero, length)
+                self._padding_statement(inner, own, values, length)
             return
         expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
         if expr is not None and expr.type == "call_expression":  # `x.fill(v)` of a pack of the body's own
             fn = expr.child_by_field_name("function")
-            args = [a for a in (expr.child_by_field_name("arguments") or expr).named_children if a.type != "comment"]
+            args = _args(expr)
             method = fn if fn is not None and fn.type == "field_expression" else None
             target = method.child_by_field_name("argument") if method is not None else None
             filled = method is not None and src.field(method, "field") == "fill"
             if target is not None and filled and src.text(target) in own and len(args) == 1:
-                name = src.text(target)
-                (zero.add if _ZERO.fullmatch(squeezed(src.text(args[0]))) else zero.discard)(name)
+                self._set(values, src.text(target), self._value(args[0], values))
                 return
-        if expr is not None and expr.type == "assignment_expression":
-            left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
-            op = src.field(expr, "operator")
-            root = left
-            while root is not None and root.type in ("subscript_expression", "field_expression"):
-                root = root.child_by_field_name("argument")
-            name = src.text(root) if root is not None else ""
-            if right is not None and name in own:  # the body's own value: nothing outside the round sees it
-                keeps = op == "=" or (op in ("+=", "-=") and name in zero)
-                zeroed = keeps and not self._calls(right) and self._is_zero(right, zero)
-                (zero.add if zeroed else zero.discard)(name)
-                return
-            if right is not None and name not in own and op in ("+=", "-=") and self._is_zero(right, zero):
-                return  # an accumulator gains 0
+        if expr is not None and expr.type == "assignment_expression" and self._padding_update(expr, own, values):
+            return
         raise self.refuse(
             f"runs `{squeezed(src.text(s))[:60]}` in the rounds past the row's end too, which the rewrite cannot show "
             "to change nothing",
             s,
         )
+
+    def _padding_update(self, expr: Node, own: set[str], values: dict[str, str]) -> bool:
+        """Whether the assignment, in a padding round, sets a value of the body's own (tracked) or leaves an
+        accumulator as it was: `acc += 0`, `acc = fmaxf(acc, -inf)`, `acc = fminf(acc, +inf)`."""
+        src = self.src
+        left, right = expr.child_by_field_name("left"), expr.child_by_field_name("right")
+        op = src.field(expr, "operator")
+        root = left
+        while root is not None and root.type in ("subscript_expression", "field_expression"):
+            root = root.child_by_field_name("argument")
+        name = src.text(root) if root is not None else ""
+        if right is None or left is None:
+            return False
+        value = self._value(right, values)
+        if name in own:  # the body's own value: nothing outside the round sees it
+            whole = left.type == "identifier" or values.get(name) == value  # one lane set to what the others hold
+            if op == "=" and whole:
+                self._set(values, name, value)
+            elif not (op in ("+=", "-=") and value == "0" and whole):
+                values.pop(name, None)
+            return True
+        if left.type != "identifier":
+            return False
+        if op in ("+=", "-="):
+            return value == "0"
+        if op == "=" and right.type == "call_expression":
+            args = _args(right)
+            neutral = {"max": "-inf", "min": "+inf"}.get(_extremum(src, right), "")
+            others = [a for a in args if squeezed(src.text(a)) != name]
+            return len(args) == 2 and len(others) == 1 and bool(neutral) and self._value(others[0], values) == neutral
+        return False
+
+    @staticmethod
+    def _set(values: dict[str, str], name: str, value: str | None) -> None:
+        if value is None:
+            values.pop(name, None)
+        else:
+            values[name] = value
 
     def _is_check(self, s: Node, length: str) -> bool:
         """Whether `s` tests `OFFSET < N`, the pack's offset in the row (or a body local holding it) below N."""
@@ -371,40 +399,62 @@ class _Body:
             offset is not None and squeezed(offset) == squeezed(f"{self.var}*{self.width}")
         )
 
-    def _is_zero(self, node: Node, zero: set[str]) -> bool:
-        """Whether the expression is 0 in a padding round: a lane of a pack filled with 0, a local set so, or a
-        product or sum of such (through casts and parentheses)."""
+    def _value(self, node: Node, values: dict[str, str]) -> str | None:
+        """What the expression is in a padding round when the body's values are `values`: "0", "-inf", "+inf", or
+        None when not known (through casts, parentheses, lanes, sums and products of zeros, extrema and pack makers
+        of equal arguments, and exp of -inf)."""
         src = self.src
         while True:
             if node.type == "parenthesized_expression" and node.named_child_count == 1:
                 node = node.named_children[0]
-            elif node.type == "cast_expression" and node.child_by_field_name("value") is not None:
-                node = node.child_by_field_name("value")  # type: ignore[assignment]
-            elif (
-                node.type == "call_expression"
-                and src.text(node.child_by_field_name("function") or node).split("<")[0].strip() in _CASTS
-                and len(args := _args(node)) == 1
-            ):
-                node = args[0]
+            elif node.type == "cast_expression" and (cast := node.child_by_field_name("value")) is not None:
+                node = cast
+            elif node.type == "call_expression" and _callee(src, node) in _CASTS and len(converted := _args(node)) == 1:
+                node = converted[0]
             else:
                 break
+        text = squeezed(src.text(node))
         if node.type == "number_literal":
-            return bool(_ZERO.fullmatch(squeezed(src.text(node))))
-        if node.type == "identifier":
-            return src.text(node) in zero
-        if node.type == "subscript_expression":
-            return src.field(node, "argument").strip() in zero
-        if node.type == "binary_expression" and src.field(node, "operator") in ("*", "+", "-"):
-            sides = [node.child_by_field_name("left"), node.child_by_field_name("right")]
-            return all(side is not None and self._is_zero(side, zero) for side in sides)
-        return False
+            return "0" if _ZERO.fullmatch(text) else None
+        if _INFINITY.fullmatch(text):
+            return "+inf"
+        if node.type == "unary_expression" and src.field(node, "operator") == "-":
+            operand = node.child_by_field_name("argument")
+            negated = self._value(operand, values) if operand is not None else None
+            return {"0": "0", "+inf": "-inf", "-inf": "+inf"}.get(negated or "")
+        if node.type in ("identifier", "subscript_expression", "field_expression"):
+            root: Node | None = node
+            while root is not None and root.type in ("subscript_expression", "field_expression"):
+                root = root.child_by_field_name("argument")
+            return values.get(src.text(root)) if root is not None else None
+        if node.type == "binary_expression":
+            sides = [
+                self._value(n, values)
+                for n in (node.child_by_field_name("left"), node.child_by_field_name("right"))
+                if n is not None
+            ]
+            return "0" if src.field(node, "operator") in ("*", "+", "-") and sides == ["0", "0"] else None
+        if node.type == "call_expression":
+            known = [self._value(a, values) for a in _args(node)]
+            callee = _callee(src, node)
+            if callee in _EXP and known == ["-inf"]:
+                return "0"
+            if (_extremum(src, node) or callee.startswith("make_")) and known and len(set(known)) == 1:
+                return known[0]
+        return None
 
-    def _calls(self, node: Node) -> bool:
-        """Whether the expression calls anything but a conversion."""
-        return any(
-            self.src.text(c.child_by_field_name("function") or c).split("<")[0].strip() not in _CASTS
-            for c in descendants(node, "call_expression")
-        )
+
+def _callee(src: KernelSource, call: Node) -> str:
+    """The called function's name without namespace and template arguments."""
+    fn = call.child_by_field_name("function")
+    return src.text(fn).split("<")[0].split("::")[-1].strip() if fn is not None else ""
+
+
+def _extremum(src: KernelSource, call: Node) -> str:
+    """ "max" or "min" for a call of a maximum or minimum function, else ''."""
+    return {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}.get(
+        _callee(src, call), ""
+    )
 
 
 def _args(call: Node) -> list[Node]:
