@@ -414,7 +414,11 @@ def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp
 @needs_nvrtc
 @pytest.mark.parametrize(
     ("stem", "kernel", "block"),
-    [("warp_pack_rms_norm", "warp_pack_rms_norm_kernel", "32"), ("rounds_softmax", "rounds_softmax_kernel", "min(")],
+    [
+        ("warp_pack_rms_norm", "warp_pack_rms_norm_kernel", "32"),
+        ("warp_pack_rms_norm", "warp_pack_add_rms_norm_kernel", "32"),
+        ("rounds_softmax", "rounds_softmax_kernel", "min("),
+    ],
 )
 def test_counted_rounds_over_packs_compile(stem: str, kernel: str, block: str, tmp_path: Path) -> None:
     path = SAMPLES / f"{stem}.cu"
@@ -478,7 +482,11 @@ def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kern
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("stem", "kernel"),
-    [("warp_pack_rms_norm", "warp_pack_rms_norm_kernel"), ("rounds_softmax", "rounds_softmax_kernel")],
+    [
+        ("warp_pack_rms_norm", "warp_pack_rms_norm_kernel"),
+        ("warp_pack_rms_norm", "warp_pack_add_rms_norm_kernel"),
+        ("rounds_softmax", "rounds_softmax_kernel"),
+    ],
 )
 def test_counted_rounds_over_packs_equal_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:
     # at sizes of one round, a round left partly idle (257 packs on 288 threads) and several rounds the last partial

@@ -188,6 +188,7 @@ class _Loop:
     updates: dict[str, str] = field(default_factory=dict)  # accumulator → op
     # the row's packs a pack type's methods load or store (`v.load(x + off + i * W)`): kept in the body as written
     packs: list[tuple[Node, bool]] = field(default_factory=list)  # (the address, whether stored)
+    stages: list[tuple[str, bool]] = field(default_factory=list)  # (the thread's own staging in shared memory, stored)
     flat: bool = False  # over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`)
 
 
@@ -345,6 +346,8 @@ class _Rewriter:
         self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
         self.flat = False  # the row loops run over a 2-D block's threads in order
         self.fences: tuple[list[str], list[str]] = ([], [])  # launch-dependency controls before and after the loops
+        # a pointer into dynamic shared memory where each thread stages its packs of the row for itself → the array
+        self.stages: dict[str, str] = {}
         # prologue `ptr += offset;` of pointer parameters (or such moves under a block-uniform `if`) → the pointers
         self.rebases: dict[Node, frozenset[str]] = {}
         self.thread_names = {"threadIdx.x"} | self._renames({"threadIdx.x"})  # `int tid = threadIdx.x;`
@@ -726,8 +729,40 @@ class _Rewriter:
                 continue
             address, stored = found
             if self._idents(address) & staged:
-                self.refuse(f"stages the row in shared memory ({self.compact(address)})", node)
+                stage = self._own_stage(address, element)
+                if stage is None:
+                    self.refuse(f"stages the row in shared memory ({self.compact(address)})", node)
+                loop.stages.append((stage, stored))
+                continue
             loop.packs.append((address, stored))
+
+    def _own_stage(self, address: Node, element: set[str]) -> str | None:
+        """S of an address `S + OFFSET` where S is a prologue pointer `T* S = D + X;` (or `= D;`) into the dynamic
+        shared array D (`extern __shared__`) and OFFSET reads only the element and template parameters: each thread
+        stages its own packs of the row there, at the element; None for any other address."""
+        sides = [address.child_by_field_name(f) for f in ("left", "right")]
+        if address.type != "binary_expression" or self.text(address.child_by_field_name("operator")) != "+":
+            return None
+        names = {p.name for p in self.src.kernel.template_params}
+        for stage, offset in (sides, sides[::-1]):
+            if stage is None or offset is None or stage.type != "identifier" or self.text(stage) not in self.decls:
+                continue
+            if not self._idents(offset) & element or self._idents(offset) - element - names:
+                continue
+            decl = self.decls[self.text(stage)][0]
+            declarator = decl.child_by_field_name("declarator")
+            value = declarator.child_by_field_name("value") if declarator is not None else None
+            if (
+                value is not None
+                and value.type == "binary_expression"
+                and self.text(value.child_by_field_name("operator")) == "+"
+            ):
+                value = value.child_by_field_name("left")
+            array = self.shared.get(self.compact(value))
+            if array is not None and declarator is not None and "extern" in self.text(array):
+                self.stages[self.text(stage)] = self.compact(value)
+                return self.text(stage)
+        return None
 
     def _pack_access(self, node: Node, element: set[str]) -> tuple[Node, bool] | None:
         """(address, whether stored) of `v.load(ADDR)` / `v.store(ADDR)` or `*reinterpret_cast<P*>(ADDR)` (read, or
@@ -861,6 +896,11 @@ class _Rewriter:
             self._idents(s.array) & rows or (s.base and self._idents(s.base) & rows) for s in self.streams.values()
         ) and not any(self._idents(address) & rows for loop in loops for address, _ in loop.packs):
             self.refuse("no row loop indexes a row by blockIdx.x: not one block per row")
+        for stage in self.stages:  # stored by the first loop that touches it, read by the later ones
+            touching = [[stored for name, stored in loop.stages if name == stage] for loop in loops]
+            touching = [t for t in touching if t]
+            if not all(touching[0]) or any(any(t) for t in touching[1:]):
+                self.refuse(f"reads the row it stages in shared memory ({stage}) otherwise than after storing it all")
         for loop in loops:
             self._direct_reads(loop)
         for stream in self.streams.values():
@@ -1335,7 +1375,7 @@ class _Rewriter:
         """The kernel argument that holds the number of rows (the spec launches that many blocks), when
         several rows per block can help: some row is short, or the spec does not tell how long rows are."""
         spec = self.spec
-        if spec is None or len(spec.grid) != 1:
+        if spec is None or len(spec.grid) != 1 or self.stages:  # rows sharing a block would share its staging
             return ""
         # rows share a block only where blockIdx.x alone picks the row: the shared grid has fewer blocks along x
         other = {"blockIdx.y", "blockIdx.z", "gridDim.x", "gridDim.y", "gridDim.z"}
@@ -1411,10 +1451,22 @@ class _Rewriter:
                 names = set(self.rebases[s])
             elif (misread := _misread_declaration(self, s)) is not None:
                 names = {misread[0]}
-            elif s.type != "declaration" or s in self.shared.values():
+            elif s.type == "declaration" and s in self.shared.values() and _declared_all(s):
+                if self.text(_declared_all(s)[0]) in set(self.stages.values()) & used:
+                    kept.append(s)  # the dynamic array the row is staged in
+                continue
+            elif s.type != "declaration":
                 continue
             else:
                 names = {self.text(i) for i in _declared_all(s)}
+            if names & self.stages.keys() & used:  # staged from the array's start: the reduction no longer uses it
+                declarator = s.child_by_field_name("declarator")
+                value = declarator.child_by_field_name("value") if declarator is not None else None
+                assert value is not None  # _own_stage read it
+                self.replace[value.start_byte] = (value.end_byte, self.stages[self.text(_declared_all(s)[0])])
+                kept.append(s)
+                used.add(self.stages[self.text(_declared_all(s)[0])])
+                continue
             if names & used:
                 if {"threadIdx", "blockDim"} & self._idents(s) or "threadIdx" in self.compact(s):
                     self.refuse("derives a value the loops read from the thread index", s)

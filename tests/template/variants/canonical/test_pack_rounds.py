@@ -181,3 +181,30 @@ def test_a_softmax_with_float4_packs_gets_row_reduce_with_its_max_and_sum() -> N
 def test_padding_rounds_that_would_change_a_total_are_refused(edit: tuple[str, str], reason: str) -> None:
     result = pack_rounds(parse_source(_softmax(edit)), "rounds_softmax_kernel")
     assert isinstance(result, str) and reason in result, result
+
+
+def _fused(edit: tuple[str, str] = ("", "")) -> str:
+    text = (SAMPLES / "warp_pack_rms_norm.cu").read_text()
+    return text.replace(*edit) if edit[0] else text
+
+
+def test_a_row_each_thread_stages_for_itself_in_dynamic_shared_memory_stays_there_from_its_start() -> None:
+    canonical = canonicalise(parse_source(_fused()), "warp_pack_add_rms_norm_kernel")
+    variant = RowReduce().apply(canonical.model, "warp_pack_add_rms_norm_kernel", None)
+    # the reduction's scratch before the row is gone: the row starts where the dynamic array does
+    assert "extern __shared__ float smem[];\nfloat* staged = smem;" in variant.body
+    assert "s.store(staged + at);" in variant.body and "s.load(staged + at);" in variant.body
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (("s.store(staged + at);", "s.load(staged + at);"), "reads the row it stages in shared memory (staged)"),
+        (("s.store(staged + at);", "s.store(staged + token * cols + at);"), "stages the row in shared memory"),
+    ],
+)
+def test_a_row_staged_otherwise_is_refused(edit: tuple[str, str], reason: str) -> None:
+    canonical = canonicalise(parse_source(_fused(edit)), "warp_pack_add_rms_norm_kernel")
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(canonical.model, "warp_pack_add_rms_norm_kernel", None)
+    assert reason in refused.value.reason
