@@ -113,6 +113,7 @@ def test_a_one_dimensional_block_needs_no_launch() -> None:
         (_source().replace("ss += float(x[j]) * float(x[j]);", "ss += float(x[j]) + 1.f;"), "rounds past the row's"),
         (_source().replace("x.fill(0.f);\n    if", "x.fill(1.f);\n    if", 1), "rounds past the row's end"),
         (_source().replace("Pack<T, W> x;\n", "Pack<T, W> x;\n    out[r] = 0;\n", 1), "reads `r` otherwise"),
+        (_source().replace("j < W; j++) ss +=", "j < W; j++, ss++) ss +=", 1), "changes `ss` in a loop's header"),
         (_source().replace("float ss = 0.f;", "float ss = 0.f;\n  n -= 4;"), "over `n`, which the kernel"),
     ],
 )

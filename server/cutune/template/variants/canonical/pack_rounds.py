@@ -322,9 +322,14 @@ class _Body:
             return
         if s.type == "if_statement" and s.child_by_field_name("alternative") is None and self._is_check(s, length):
             return  # every bounds check fails in a padding round
-        if s.type == "for_statement":
+        if s.type == "for_statement":  # a loop over a pack's lanes: its header may change its own index only
             body = s.child_by_field_name("body")
-            for inner in _statements(body) if body is not None else []:
+            header = [n for f in ("initializer", "condition", "update") if (n := s.child_by_field_name(f)) is not None]
+            counted = {src.field(d, "declarator").strip() for n in header for d in descendants(n, "init_declarator")}
+            changed = {name for n in header for name in written_names(src, n)} - counted
+            if body is None or changed:
+                raise self.refuse(f"changes `{sorted(changed)[0] if changed else '?'}` in a loop's header", s)
+            for inner in _statements(body):
                 self._padding_statement(inner, own, values, length)
             return
         expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
