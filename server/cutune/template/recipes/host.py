@@ -341,3 +341,16 @@ def launch_ex_blocks(src: KernelSource) -> list[tuple[Node, Node | None]]:
                 block = node.child_by_field_name("right")
         found.append((call, block))
     return found
+
+
+def launched_block_x(src: KernelSource) -> list[tuple[Node, Node | None]]:
+    """Each launch of the kernel in the file (`<<<...>>>` and cudaLaunchKernelEx) with the expression of its block's
+    x size (None where it cannot be read)."""
+    blocks = [
+        (call, config[1] if len(config) > 1 else None) for _, call in src.launches() for config in [launch_config(call)]
+    ]
+    found: list[tuple[Node, Node | None]] = []
+    for call, block in [*blocks, *launch_ex_blocks(src)]:
+        dims = HostResolver(src, call).dims_of(block) if block is not None else None
+        found.append((call, (dims[1][0] if dims[1] else None) if dims is not None else block))
+    return found

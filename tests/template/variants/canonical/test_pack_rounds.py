@@ -106,8 +106,8 @@ def test_a_one_dimensional_block_needs_no_launch() -> None:
     ("source", "reason"),
     [
         (_source("", ""), "no launch of k in this file says its block is 32 wide"),
-        (_source(x="64"), "but the launch at line 52 sets its block to `dim3(64, 8)`"),
-        (_source(CHEVRONS, "16"), "but the launch at line 49 sets its block to `block`"),
+        (_source(x="64"), "but the launch at line 52 runs `64` threads along x"),
+        (_source(CHEVRONS, "16"), "but the launch at line 49 runs `16` threads along x"),
         # a max over lanes filled with 0: the padding rounds would raise it to 0
         (_source().replace("ss += float(x[j]) * float(x[j]);", "ss = fmaxf(ss, float(x[j]));"), "`ss=fmaxf(ss,"),
         (_source().replace("ss += float(x[j]) * float(x[j]);", "ss += float(x[j]) + 1.f;"), "rounds past the row's"),

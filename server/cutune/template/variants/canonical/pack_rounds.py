@@ -30,7 +30,7 @@ from cutune.cuda.parse import parse_source
 from cutune.cuda.syntax import int_value
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.recipes.host import HostResolver, launch_config, launch_ex_blocks
+from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.variants.canonical.guard import compile_time
 from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.loops import index_form, local_values, squeezed, written_names
@@ -138,22 +138,14 @@ def _literal_constexpr(src: KernelSource, name: str) -> int | None:
 
 def _launch_mismatch(src: KernelSource, threads: _Threads) -> str:
     """Why the launches do not show every block `threads.width` wide along x ('' when they do)."""
-    blocks: list[tuple[Node, Node | None]] = [
-        (call, config[1] if len(config) > 1 else None)
-        for _, call in src.launches()
-        for config in (launch_config(call),)
-    ]
-    blocks += launch_ex_blocks(src)
     what = f"numbers its threads `threadIdx.y * {threads.width_name} + threadIdx.x`"
-    if not blocks:
+    launches = launched_block_x(src)
+    if not launches:
         return f"{what}, and no launch of {src.kernel.name} in this file says its block is {threads.width} wide"
-    for call, block in blocks:
-        resolver = HostResolver(src, call)
-        dims = resolver.dims_of(block) if block is not None else None
-        x = resolver.resolve(dims[1][0]) if dims is not None and dims[1] else None
-        if x is None or x.value != threads.width:
-            shown = src.text(block) if block is not None else "nothing"
-            return f"{what}, but the launch at line {src.line(call)} sets its block to `{shown}`"
+    for call, x in launches:
+        if x is None or HostResolver(src, call).resolve(x).value != threads.width:
+            shown = src.text(x) if x is not None else "nothing it can read"
+            return f"{what}, but the launch at line {src.line(call)} runs `{shown}` threads along x"
     return ""
 
 
