@@ -417,6 +417,7 @@ def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp
     [
         ("warp_pack_rms_norm", "warp_pack_rms_norm_kernel", "32"),
         ("warp_pack_rms_norm", "warp_pack_add_rms_norm_kernel", "32"),
+        ("head_rms_norm", "head_rms_norm_kernel", "32"),
         ("rounds_softmax", "rounds_softmax_kernel", "min("),
         ("warp_softmax", "warp_softmax_kernel", "32"),
     ],
@@ -486,6 +487,7 @@ def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kern
     [
         ("warp_pack_rms_norm", "warp_pack_rms_norm_kernel"),
         ("warp_pack_rms_norm", "warp_pack_add_rms_norm_kernel"),
+        ("head_rms_norm", "head_rms_norm_kernel"),  # a warp per head, the warps of a persistent grid in turn
         ("rounds_softmax", "rounds_softmax_kernel"),
         ("warp_softmax", "warp_softmax_kernel"),  # register arrays over a fixed count of checked rounds
     ],

@@ -45,7 +45,7 @@ from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
-from cutune.template.variants.loops import written_names
+from cutune.template.variants.loops import index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import register_rows
 from cutune.template.variants.rows_on_y import GRID_X, rows_on_y
@@ -296,10 +296,14 @@ class RowReduce(Transform):
         edits = EditList(src.data)
         edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
         one = parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
-        variant = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays).variant()
+        rewriter = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays)
+        variant = rewriter.variant()
         first = "const unsigned int cutune_row = blockIdx.x;"
         if first not in variant.body:
             self.refuse("a persistent row loop whose rows could not stay one per block")
+        # the launch-dependency controls stay outside the loop, where the original has them
+        head, tail = ("\n".join(f) for f in rewriter.fences)
+        row_body = variant.body.removeprefix(f"{head}\n" if head else "").removesuffix(f"\n{tail}" if tail else "")
         # the bound may read the prologue's locals (a specialised size): they are declared before the loop too
         before = [
             node_text(src.data, d)
@@ -308,12 +312,14 @@ class RowReduce(Transform):
         ]
         looped = "\n".join(
             [
+                *([head] if head else []),
                 *before,
                 f"for (unsigned int cutune_rows_i = blockIdx.x; cutune_rows_i < ({bound}); "
                 "cutune_rows_i += gridDim.x) {",
-                variant.body.replace(first, "const unsigned int cutune_row = cutune_rows_i;"),
+                row_body.replace(first, "const unsigned int cutune_row = cutune_rows_i;"),
                 "__syncthreads();  // shared memory is the block's next row's",
                 "}",
+                *([tail] if tail else []),
             ]
         )
         note = f"{variant.provenance.note}; each row one iteration of the persistent loop over {var}"
@@ -382,7 +388,7 @@ class _Rewriter:
     def variant(self) -> Variant:
         body = self.src.body
         statements = [c for c in body.named_children if c.type != "comment"]
-        fences = [s for s in statements if _is_launch_control(self, s)]
+        fences = [s for s in statements if _is_launch_control(self.src, s)]
         statements = [s for s in statements if s not in fences]
         self.exits = [s for s in statements if self._is_exit(s)]
         loops = [(i, loop) for i, s in enumerate(statements) if (loop := self._row_loop(s)) is not None]
@@ -1677,26 +1683,27 @@ def _guarded_rest(src: KernelSource) -> tuple[Node, Node, str] | None:
 def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
     """For a body that is declarations and then `for (int r = blockIdx.x; r < R; r += gridDim.x) {...}` (rows
     over a persistent grid, r and R unchanged inside): the loop, r and R; else None."""
-    statements = [c for c in src.body.named_children if c.type != "comment"]
+    statements = [c for c in src.body.named_children if c.type != "comment" and not _is_launch_control(src, c)]
     if not statements or any(s.type != "declaration" for s in statements[:-1]):
         return None
     loop = statements[-1]
     if loop.type != "for_statement":
         return None
+    values = local_values(src)  # the row and the step may be spelled through locals (`row = worker; row += workers`)
     init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     body = loop.child_by_field_name("body")
     if init is None or cond is None or update is None or body is None:
         return None
     head = re.fullmatch(
-        r"(?:const)?(?:unsigned)?(?:int|int64_t|size_t|long)(\w+)=blockIdx\.x;?",
+        r"(?:const)?(?:unsigned)?(?:int|int64_t|size_t|long|uint32_t|uint64_t)(\w+)=(\w+(?:\.x)?);?",
         "".join(node_text(src.data, init).split()),
     )
-    if head is None:
+    if head is None or index_form(values.get(head.group(2), head.group(2))) != "blockIdx.x":
         return None
     var = head.group(1)
     test = re.fullmatch(rf"{var}<(.+)", "".join(node_text(src.data, cond).split()))
-    step = "".join(node_text(src.data, update).split())
-    if test is None or step != f"{var}+=gridDim.x":
+    step = re.fullmatch(rf"{var}\+=(\w+(?:\.x)?)", "".join(node_text(src.data, update).split()))
+    if test is None or step is None or index_form(values.get(step.group(1), step.group(1))) != "gridDim.x":
         return None
     right = cond.child_by_field_name("right")
     if right is None:
@@ -1713,7 +1720,7 @@ def _flat_forms(x: str, y: str) -> set[str]:
     return {f"{y}*blockDim.x+{x}", f"{x}+{y}*blockDim.x", f"blockDim.x*{y}+{x}", f"{x}+blockDim.x*{y}"}
 
 
-def _is_launch_control(w: _Rewriter, s: Node) -> bool:
+def _is_launch_control(src: KernelSource, s: Node) -> bool:
     """Whether `s` only controls the programmatic dependent launch: `asm volatile("griddepcontrol.wait;")` (or
     `.launch_dependents`) without operands, alone or all there is under an `#if` without `#else`."""
     if s.type in ("preproc_if", "preproc_ifdef"):
@@ -1721,13 +1728,13 @@ def _is_launch_control(w: _Rewriter, s: Node) -> bool:
             return False
         inner = [c for c in s.named_children if c.type not in ("comment", "identifier") and c.start_byte > s.start_byte]
         inner = [c for c in inner if c != s.child_by_field_name("condition")]
-        return bool(inner) and all(_is_launch_control(w, c) for c in inner)
+        return bool(inner) and all(_is_launch_control(src, c) for c in inner)
     asm = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
     if asm is None or asm.type != "gnu_asm_expression":
         return False
     operands = [c for c in asm.named_children if c.type.endswith("operand_list") and c.named_children]
     code = asm.child_by_field_name("assembly_code")
-    text = w.compact(code) if code is not None else ""
+    text = _SPACE.sub("", src.text(code)) if code is not None else ""
     return not operands and re.fullmatch(r'"griddepcontrol\.(wait|launch_dependents);?"', text) is not None
 
 

@@ -209,3 +209,23 @@ def test_a_row_staged_otherwise_is_refused(edit: tuple[str, str], reason: str) -
     with pytest.raises(TransformRefused) as refused:
         RowReduce().apply(canonical.model, "warp_pack_add_rms_norm_kernel", None)
     assert reason in refused.value.reason
+
+
+def _heads(edit: tuple[str, str] = ("", "")) -> str:
+    text = (SAMPLES / "head_rms_norm.cu").read_text()
+    return text.replace(*edit) if edit[0] else text
+
+
+def test_a_warp_per_head_on_a_persistent_grid_is_one_head_per_block_in_turn() -> None:
+    canonical = canonicalise(parse_source(_heads()), "head_rms_norm_kernel")
+    assert canonical.applied == ("pack_rounds",)  # 32 threads a head: the launch's block is 32 wide
+    variant = RowReduce().apply(canonical.model, "head_rms_norm_kernel", None)
+    assert "persistent loop over job" in variant.provenance.note and "along y a block" in variant.provenance.note
+    assert "cutune_rows_i += gridDim.x" in variant.body and "const uint32_t workers = gridDim.x;" in variant.body
+
+
+def test_a_constant_thread_count_the_launch_does_not_give_is_refused() -> None:
+    source = _heads(("<<<blocks, dim3(32, kWarps)", "<<<blocks, dim3(64, kWarps)"))
+    result = pack_rounds(parse_source(source), "head_rms_norm_kernel")
+    assert isinstance(result, str) and "counts kWarp threads a row, but the launch at line" in result, result
+    assert "runs `64` threads along x" in result

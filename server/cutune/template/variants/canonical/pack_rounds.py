@@ -39,8 +39,9 @@ NAME = "pack_rounds"
 PREFIX = "cutune_packs"
 _SHAPE = re.compile(r"\bfor\s*\([^;]*=\s*0\s*;[^;]*;")  # a loop counting from 0
 _ROUND_HEAD = re.compile(r"(?:const)?(?:unsigned|unsignedint|int|uint32_t|int32_t|int64_t|size_t)(\w+)=0;?")
-# the ceiling division helpers libraries write (by name; the division itself is read as well)
-_CEIL_DIV = re.compile(r"(?:\w+::)*(?:ceil_?div|div_?up|cdiv|ceil_?div_?up|round_?up_?div)", re.IGNORECASE)
+# the ceiling division helpers libraries write (`ceil_div`, `div_up`, `cdiv`, `DIVUP`, by name: a count of rounds at
+# least the ceiling is all the reading needs, more rounds being padding it proves idle; the division itself is read too)
+_CEIL_DIV = re.compile(r"(?:\w+::)*\w*(?:ceil\w*div|div\w*up|cdiv)\w*", re.IGNORECASE)
 _ZERO = re.compile(r"0(?:\.0*)?[fF]?|0?\.0+[fF]?")
 _BUILTIN = re.compile(r"(threadIdx|blockDim)\.[xyz]")
 _CASTS = ("static_cast", "float", "double", "__half2float", "__bfloat162float")
@@ -51,7 +52,7 @@ _INFINITY = re.compile(r"INFINITY|CUDART_INF_F|HUGE_VALF|(?:[\w:]+::)?numeric_li
 @dataclass(frozen=True)
 class _Threads:
     """How the kernel numbers its threads: the locals holding the thread's number and the block's size, their
-    builtin spellings, and the width S of a (S, warps) block (0 for a 1-D block)."""
+    builtin spellings, and the width S the launches must give the block along x (0 where the count is blockDim.x)."""
 
     ids: frozenset[str]
     counts: frozenset[str]
@@ -72,29 +73,29 @@ def pack_rounds(model: SourceModel, kernel: str) -> SourceModel | str | None:
         return None
     src = KernelSource(model, model.kernel(kernel))
     values = local_values(src)
-    threads = _threads(src, values)
-    if threads is None:
-        return None
     written = written_names(src, src.body)
-    edits = EditList(src.data)
-    reasons: list[str] = []
-    for loop in src.in_body("for_statement"):
-        try:
-            text = _rewrite(src, loop, values, written, threads, f"{PREFIX}{len(edits.edits)}")
-        except _Refused as e:
-            reasons.append(f"the loop at line {src.line(loop)} {e}")
-            continue
-        if text is not None:
-            edits.replace(loop.start_byte, loop.end_byte, text)
-    if reasons:  # the loops over the rounds are read all or none: one left counted leaves the kernel unread
-        return "; ".join(reasons)
-    if edits.edits and threads.width and (wrong := _launch_mismatch(src, threads)):
-        return wrong
-    return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True) if edits.edits else None
+    for threads in _threads(src, values):  # the first numbering whose loops the kernel has
+        edits = EditList(src.data)
+        reasons: list[str] = []
+        for loop in src.in_body("for_statement"):
+            try:
+                text = _rewrite(src, loop, values, written, threads, f"{PREFIX}{len(edits.edits)}")
+            except _Refused as e:
+                reasons.append(f"the loop at line {src.line(loop)} {e}")
+                continue
+            if text is not None:
+                edits.replace(loop.start_byte, loop.end_byte, text)
+        if reasons:  # the loops over the rounds are read all or none: one left counted leaves the kernel unread
+            return "; ".join(reasons)
+        if edits.edits and threads.width and (wrong := _launch_mismatch(src, threads)):
+            return wrong
+        if edits.edits:
+            return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
+    return None
 
 
-def _threads(src: KernelSource, values: dict[str, str]) -> _Threads | None:
-    """The thread numbering the kernel's locals spell, or None when it has no local thread number and count."""
+def _threads(src: KernelSource, values: dict[str, str]) -> list[_Threads]:
+    """The thread numberings the kernel's locals may spell (none without a local thread number and count)."""
 
     builtins = {k: index_form(v) for k, v in values.items() if _BUILTIN.fullmatch(index_form(v))}
 
@@ -102,6 +103,7 @@ def _threads(src: KernelSource, values: dict[str, str]) -> _Threads | None:
         return index_form(re.sub(r"[A-Za-z_]\w*(?:\.[xyz])?", lambda m: builtins.get(m.group(0), m.group(0)), text))
 
     forms = {name: builtin(value) for name, value in values.items()}
+    found: list[_Threads] = []
     one_d = (
         frozenset(n for n, f in forms.items() if f == "threadIdx.x"),
         frozenset(n for n, f in forms.items() if f == "blockDim.x"),
@@ -121,10 +123,23 @@ def _threads(src: KernelSource, values: dict[str, str]) -> _Threads | None:
         )
         if flat[0] and flat[1]:
             start, step = "threadIdx.y * blockDim.x + threadIdx.x", "blockDim.x * blockDim.y"
-            return _Threads(flat[0], flat[1], start, step, number, width)
+            found.append(_Threads(flat[0], flat[1], start, step, number, width))
     if one_d[0] and one_d[1]:
-        return _Threads(one_d[0], one_d[1], "threadIdx.x", "blockDim.x", 0, "")
-    return None
+        found.append(_Threads(one_d[0], one_d[1], "threadIdx.x", "blockDim.x", 0, ""))
+    for width, number in _constants(src, values).items() if one_d[0] else ():  # `threads = kWarp`: launches tell
+        named = frozenset({width, *(n for n, f in forms.items() if f == width)})
+        found.append(_Threads(one_d[0], named, "threadIdx.x", "blockDim.x", number, width))
+    return found
+
+
+def _constants(src: KernelSource, values: dict[str, str]) -> dict[str, int]:
+    """The compile-time names the locals are set to (`const int threads = kWarp;`), with their literal values."""
+    found: dict[str, int] = {}
+    for value in values.values():
+        number = int_value(value) if int_value(value) is not None else _literal_constexpr(src, value)
+        if re.fullmatch(r"[A-Za-z_]\w*", value) and number is not None and compile_time(src, value):
+            found[value] = number
+    return found
 
 
 def _literal_constexpr(src: KernelSource, name: str) -> int | None:
@@ -138,7 +153,11 @@ def _literal_constexpr(src: KernelSource, name: str) -> int | None:
 
 def _launch_mismatch(src: KernelSource, threads: _Threads) -> str:
     """Why the launches do not show every block `threads.width` wide along x ('' when they do)."""
-    what = f"numbers its threads `threadIdx.y * {threads.width_name} + threadIdx.x`"
+    what = (
+        f"numbers its threads `threadIdx.y * {threads.width_name} + threadIdx.x`"
+        if "threadIdx.y" in threads.start
+        else f"counts {threads.width_name} threads a row"
+    )
     launches = launched_block_x(src)
     if not launches:
         return f"{what}, and no launch of {src.kernel.name} in this file says its block is {threads.width} wide"
