@@ -31,7 +31,9 @@ CONFIGS = {
     [
         ("gated_activation.cu", "act_and_mul_kernel"),
         ("rotary_embedding.cu", "rotary_embedding_kernel"),
-        ("rounds_softmax.cu", "rounds_softmax_kernel"),  # packs_per_thread on the loops over packs pack_rounds reads
+        # packs_per_thread on the loops over packs pack_rounds reads, on a 1-D block and a warp per head
+        ("rounds_softmax.cu", "rounds_softmax_kernel"),
+        ("head_rms_norm.cu", "head_rms_norm_kernel"),
     ],
 )
 def test_every_variant_equals_the_original_on_the_gpu(file: str, kernel: str) -> None:

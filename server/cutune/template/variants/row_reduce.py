@@ -1638,7 +1638,9 @@ class _Rewriter:
     def _launch(self, rows: bool) -> Launch:
         grid = self.spec.grid if self.spec is not None else ("num_rows",)
         first = f"ceil_div({grid[0]}, {ROWS})" if rows else grid[0]
-        return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"))
+        # a row staged in dynamic shared memory needs the original's allocation (it starts at the array's start)
+        shared = "{shared_mem}" if self.stages else "0"
+        return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"), shared_mem=shared)
 
 
 def _under_directive(src: KernelSource) -> tuple[str, str] | None:

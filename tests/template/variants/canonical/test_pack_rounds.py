@@ -195,6 +195,7 @@ def test_a_row_each_thread_stages_for_itself_in_dynamic_shared_memory_stays_ther
     # the reduction's scratch before the row is gone: the row starts where the dynamic array does
     assert "extern __shared__ float smem[];\nfloat* staged = smem;" in variant.body
     assert "s.store(staged + at);" in variant.body and "s.load(staged + at);" in variant.body
+    assert variant.launch is not None and variant.launch.shared_mem == "{shared_mem}"  # the original's allocation
 
 
 @pytest.mark.parametrize(
