@@ -533,3 +533,27 @@ def test_only_the_variant_keeps_the_original_as_reference() -> None:
     configs = feasible_configs(space, spec, limits_for("sm_90")) or ()
     assert {c["VARIANT"] for c in configs if c != space.default()} == {1}
     assert len(configs) == 1 + 2 * 2 * 4 * 2  # specialise × fast math × threads × vector width, + the original
+
+
+WARP_ONLY = """
+__global__ void k(float* out, const float* x, int n) {
+  x += blockIdx.x * n;
+  out += blockIdx.x * n;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] / s;
+}
+void launch(float* out, const float* x, int rows, int n) { k<<<rows, THREADS>>>(out, x, n); }
+"""
+
+
+@pytest.mark.parametrize(("threads", "applies"), [("256", False), ("32", True), ("WARP_SIZE", True)])
+def test_a_reduction_within_a_warp_only_needs_rows_of_one_warp(threads: str, applies: bool) -> None:
+    # with 256 threads each warp would divide by its own partial sum: the row's total would change the result
+    model = parse_source(WARP_ONLY.replace("THREADS", threads))
+    if applies:
+        assert RowReduce().apply(model, "k", None).provenance.note.startswith("2 row loop(s), 1 reduction(s)")
+    else:
+        with pytest.raises(TransformRefused, match="reduces `s` within a warp only"):
+            RowReduce().apply(model, "k", None)

@@ -21,7 +21,12 @@ rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`) read as one
 kept in local arrays by counted loops over the block's rounds, read as stride loops with each array the variant's
 register cache (register_rows.py); a body wholly under `#if`/`#ifdef`, kept under it; warp shuffles through
 cooperative-groups tiles (`g.shfl_down(v, o)`) or wrappers; an array read only under a condition, read there element
-by element; and totals finished in place after their reduction (`variance /= n;`).
+by element; and totals finished in place after their reduction (`variance /= n;`). A reduction by warp shuffles
+alone is the row's only where a row's threads are one warp (the spec's block, or every launch in the file, at most 32
+wide). Counted loops over packs (pack_rounds) leave the row's accesses in a pack type's `load`/`store` calls or
+`*reinterpret_cast<P*>(addr)`: kept as written, each pack where it was; the launch-dependency controls
+(`griddepcontrol`) stay before and after the new body; a row each thread stages for itself in dynamic shared memory
+is kept there, from the array's start.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.loops import index_form, local_values, written_names
@@ -62,6 +68,7 @@ _MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin
 # the count a loop over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`) steps by
 _FLAT_STEPS = ("blockDim.x*blockDim.y", "blockDim.y*blockDim.x")
 _SHUFFLE = re.compile(r"(__)?shfl(_xor|_down|_up)?(_sync)?")
+_WARP_NAMES = {"WARP_SIZE", "warpSize", "WARPSIZE", "kWarpSize"}  # the warp size by its usual names
 _INTEGRAL = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "int64_t", "uint64_t", "long", "size_t"}
 
 HELPERS = """\
@@ -1093,6 +1100,7 @@ class _Rewriter:
     def _find_reductions(self, statements: list[Node], pending: dict[str, str], seg: _Segment) -> None:
         found: dict[str, str | None] = {}
         images: dict[str, str] = {}  # shared array → the accumulator stored into it
+        wide: set[str] = set()  # reduced over the block (cub, or through shared memory), not within a warp only
         for s in statements:
             for call in descendants(s, "call_expression"):
                 fn = call.child_by_field_name("function")
@@ -1104,6 +1112,7 @@ class _Rewriter:
                     acc = self._accumulator_arg(args[0] if args else None, pending, call)
                     op = "sum" if method == "Sum" else self._op_name(args[1] if len(args) > 1 else None, call)
                     found[acc] = _merge(found.get(acc), op, acc, self, call)
+                    wide.add(acc)
                     seg.calls[call.start_byte] = acc
                     seg.ends[call.start_byte] = call.end_byte
                 elif (value := _shuffled(self, call)) is not None:
@@ -1117,6 +1126,7 @@ class _Rewriter:
                 if root in self.shared and self.compact(right) in pending:
                     acc = self.compact(right)
                     images[root] = acc
+                    wide.add(acc)
                     found[acc] = _merge(found.get(acc), None, acc, self, node)
         for s in statements:  # a shared tree's combine step names its operator
             for node in descendants(s, "assignment_expression"):
@@ -1148,10 +1158,44 @@ class _Rewriter:
                         "(cub::BlockReduce, warp shuffles or a shared-memory tree)",
                         ident,
                     )
+        for acc in sorted(found.keys() - wide):
+            if not self._one_warp():
+                self.refuse(
+                    f"reduces `{acc}` within a warp only (shuffles, no shared memory or cub), and neither the spec nor "
+                    "the launches in the file show that a row's threads are one warp"
+                )
         for acc, seen in found.items():
             if seen is not None and seen != pending[acc]:
                 self.refuse(f"`{acc}` is accumulated as a {pending[acc]} but reduced as a {seen}")
             seg.reductions.append(_Reduction(acc, pending[acc], self._type_of_name(acc)))
+
+    def _one_warp(self) -> bool:
+        """Whether a row's threads are at most one warp wherever the kernel runs: the spec's block along x at every
+        size, or without a spec every launch of the kernel in the file (a literal or a constant of at most 32, or
+        the warp size by its usual names)."""
+        spec = self.spec
+        if spec is not None and spec.block and spec.sizes:
+            try:
+                block = compile_expr(spec.block[0])
+                return all(int(block.evaluate({**spec.scalar_values(size), **size})) <= 32 for size in spec.sizes)
+            except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+                return False
+        launches = launched_block_x(self.src)
+        return bool(launches) and all(x is not None and self._warp_wide(call, x) for call, x in launches)
+
+    def _warp_wide(self, call: Node, x: Node) -> bool:
+        """Whether a launch's block x is at most a warp."""
+        text = self.compact(x)
+        if text in _WARP_NAMES:
+            return True
+        value = HostResolver(self.src, call).resolve(x).value
+        if value is None:  # a constant of the file (`constexpr int kWarp = 32;`, `#define WARPS 32`)
+            found = re.search(
+                rf"(?:constexpr\s+[\w:]+\s+{re.escape(text)}\s*=|#define\s+{re.escape(text)})\s*(\d+)\b",
+                self.src.model.text,
+            )
+            value = int(found.group(1)) if found is not None else None
+        return value is not None and value <= 32
 
     def _block_reduce_text(self, fn: Node) -> str:
         """The text of `X(temp)` in `X(temp).Sum(v)`, with a local alias of cub::BlockReduce resolved."""
