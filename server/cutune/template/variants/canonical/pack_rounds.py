@@ -2,10 +2,10 @@
 round and the bounds check inside, read as the stride loop over packs it is.
 
     const T tid = ...;  const T threads = ...;               the thread's number in the block and the block's size:
-    const T rounds = ceil_div(N, W * threads);               `threadIdx.x` and `blockDim.x`, or over a (S, warps)
-    for (T r = 0; r < rounds; ++r) {                         block `threadIdx.y * S + threadIdx.x` and
-      Pack x; x.fill(0.f);                                   `blockDim.y * S` where every launch of the kernel in
-      if ((r * threads + tid) * W < N) x.load(p + (r * threads + tid) * W);   the file has a block S wide
+    const T rounds = ceil_div(N, W * threads);               `threadIdx.x` and `blockDim.x`; or a constant S, or
+    for (T r = 0; r < rounds; ++r) {                         over a (S, warps) block `threadIdx.y * S + threadIdx.x`
+      Pack x; x.fill(0.f);                                   and `blockDim.y * S`, where every launch of the kernel
+      if ((r * threads + tid) * W < N) x.load(p + (r * threads + tid) * W);   in the file has a block S wide
       for (k < W) acc += x[k] * x[k];
     }
         →   for (T q = tid; q < (N + W - 1) / W; q += threads) { the same body, every pack offset written `q * W` }
@@ -13,8 +13,9 @@ round and the bounds check inside, read as the stride loop over packs it is.
 Thread t visits packs q = t + r·threads for r < rounds: every pack below ceil(N / W) once, and past them packs whose
 bounds checks all fail. Those padding rounds are dropped, which only holds where they change nothing: outside the
 bounds checks the body only declares and fills its own packs (`fill(v)` sets every lane to v, as pack types
-do), sets lanes of its own packs and locals, and adds to accumulators terms that are 0 there (products of lanes of
-packs filled with 0); anything else is a refusal that names it. Each pack offset, `(r * threads + tid) * W` or the
+do), sets lanes of its own packs and locals, and leaves its accumulators as they are: adds terms that are 0 there
+(products and sums of lanes of packs filled with 0), takes the maximum with -inf or the minimum with +inf; anything
+else is a refusal that names it. Each pack offset, `(r * threads + tid) * W` or the
 terms `r * threads * W + tid * W` of a sum (any order), becomes `q * W`; the round read otherwise is a refusal.
 """
 
