@@ -557,3 +557,21 @@ def test_a_reduction_within_a_warp_only_needs_rows_of_one_warp(threads: str, app
     else:
         with pytest.raises(TransformRefused, match="reduces `s` within a warp only"):
             RowReduce().apply(model, "k", None)
+
+
+@pytest.mark.parametrize(
+    ("loop", "reason"),
+    [
+        ("for (int o = 16; o > 0; o >>= 1)", ""),
+        ("for (unsigned int o = 1; o < WARP_SIZE; o *= 2)", ""),
+        ("for (int o = 16; o > 1; o >>= 1)", "by xor shuffles over offsets [2, 4, 8, 16], not the whole warp"),
+        ("for (int o = 16; o > 0; o -= 4)", "by xor shuffles over offsets it cannot count"),
+    ],
+)
+def test_a_warp_reduction_shuffles_over_the_whole_warp(loop: str, reason: str) -> None:
+    source = WARP_ONLY.replace("THREADS", "32").replace("for (int o = 16; o > 0; o >>= 1)", loop)
+    if not reason:
+        assert RowReduce().apply(parse_source(source), "k", None).body
+    else:
+        with pytest.raises(TransformRefused, match=re.escape(reason)):
+            RowReduce().apply(parse_source(source), "k", None)

@@ -1101,6 +1101,7 @@ class _Rewriter:
         found: dict[str, str | None] = {}
         images: dict[str, str] = {}  # shared array → the accumulator stored into it
         wide: set[str] = set()  # reduced over the block (cub, or through shared memory), not within a warp only
+        shuffles: dict[str, list[Node]] = {}
         for s in statements:
             for call in descendants(s, "call_expression"):
                 fn = call.child_by_field_name("function")
@@ -1118,6 +1119,7 @@ class _Rewriter:
                 elif (value := _shuffled(self, call)) is not None:
                     acc = self._accumulator_arg(value, pending, call)
                     found[acc] = _merge(found.get(acc), self._combine_op(call, acc), acc, self, call)
+                    shuffles.setdefault(acc, []).append(call)
             for node in descendants(s, "assignment_expression"):
                 left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
                 if left is None or right is None or left.type != "subscript_expression":
@@ -1164,6 +1166,11 @@ class _Rewriter:
                     f"reduces `{acc}` within a warp only (shuffles, no shared memory or cub), and neither the spec nor "
                     "the launches in the file show that a row's threads are one warp"
                 )
+            steps = [self._butterfly(call) for call in shuffles.get(acc, [])]  # a loop's offsets, or one step's
+            offsets = sorted(o for step in steps for o in step)
+            if offsets != [1, 2, 4, 8, 16]:
+                shown = f"offsets {offsets}" if all(steps) else "offsets it cannot count"
+                self.refuse(f"reduces `{acc}` within a warp by xor shuffles over {shown}, not the whole warp")
         for acc, seen in found.items():
             if seen is not None and seen != pending[acc]:
                 self.refuse(f"`{acc}` is accumulated as a {pending[acc]} but reduced as a {seen}")
@@ -1182,6 +1189,56 @@ class _Rewriter:
                 return False
         launches = launched_block_x(self.src)
         return bool(launches) and all(x is not None and self._warp_wide(call, x) for call, x in launches)
+
+    def _butterfly(self, call: Node) -> list[int]:
+        """The lane offsets an xor shuffle exchanges over: its constant offset (a step unrolled by hand), or each
+        offset of `for (o = A; COND; UPDATE)` where its offset is the loop's index; [] where it is no xor shuffle or
+        the offsets cannot be counted."""
+        name = re.split(r"\.|::|->", self.compact(call.child_by_field_name("function")))[-1]
+        loop = call.parent
+        while loop is not None and loop.type != "for_statement":
+            loop = loop.parent
+        args = _args(call)
+        at = 2 if name.startswith("__") else 1  # the offset follows the mask and the value in the intrinsics
+        if "xor" not in name or len(args) <= at:
+            return []
+        if loop is None:
+            offset = self._count(self.text(args[at]))
+            return [offset] if offset is not None else []
+        init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+        head = re.fullmatch(
+            r"(?:const)?(?:unsignedint|unsigned|uint32_t|int32_t|int)?(\w+)=(.+?);?", self.compact(init)
+        )
+        if head is None or self.compact(args[at]) != head.group(1):
+            return []
+        var = head.group(1)
+        test = re.fullmatch(rf"{var}(>|>=|<|<=)(.+)", self.compact(cond))
+        step = re.fullmatch(rf"{var}(>>=|/=|<<=|\*=)(\d+)", self.compact(update))
+        start, bound = self._count(head.group(2)), self._count(test.group(2)) if test is not None else None
+        if test is None or step is None or start is None or bound is None:
+            return []
+        offsets: list[int] = []
+        o, k = start, int(step.group(2))
+        while len(offsets) < 64 and {">": o > bound, ">=": o >= bound, "<": o < bound, "<=": o <= bound}[test.group(1)]:
+            offsets.append(o)
+            o = {">>=": o >> k, "/=": o // k if k else 0, "<<=": o << k, "*=": o * k}[step.group(1)]
+        return offsets
+
+    def _count(self, text: str) -> int | None:
+        """An integer known from the text alone: literals, the warp size by name, the file's constants, `/` and `*`."""
+        names: dict[str, int] = {}
+        for ident in set(re.findall(r"[A-Za-z_]\w*", text)):
+            if ident in _WARP_NAMES:
+                names[ident] = 32
+                continue
+            found = re.search(rf"(?:constexpr\s+[\w:]+\s+{ident}\s*=|#define\s+{ident})\s*(\d+)\b", self.src.model.text)
+            if found is None:
+                return None
+            names[ident] = int(found.group(1))
+        try:
+            return int(compile_expr(text).evaluate(names))
+        except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+            return None
 
     def _warp_wide(self, call: Node, x: Node) -> bool:
         """Whether a launch's block x is at most a warp."""
