@@ -16,6 +16,7 @@ from cutune.template.variants.row_reduce import RowReduce
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "template" / "variants" / "register_rows.cu"
 SAMPLE = ROOT / "samples" / "register_layer_norm.cu"
+WARP = ROOT / "samples" / "warp_softmax.cu"
 
 
 def _read(path: Path, kernel: str) -> str:
@@ -65,4 +66,41 @@ def test_refuses_with_its_reason(kernel: str, reason: str) -> None:
     model = parse_source(DATA.read_text(), str(DATA))
     with pytest.raises(TransformRefused, match="row_reduce") as refused:
         RowReduce().apply(model, kernel, None)
+    assert reason in refused.value.reason
+
+
+def _warp(edit: tuple[str, str] = ("", "")) -> str:
+    return WARP.read_text().replace(*edit) if edit[0] else WARP.read_text()
+
+
+def test_a_fixed_count_of_checked_rounds_is_read_as_stride_loops_from_the_rows_start() -> None:
+    model = parse_source(_warp(), str(WARP))
+    read = register_rows(KernelSource(model, model.kernel("warp_softmax_kernel")), "row_reduce")
+    assert read is not None and read.arrays == {"vals": ("float", "kIters")}
+    span = parse_source(read.text).kernel("warp_softmax_kernel").body_span
+    body = "".join(read.text.encode()[span.start_byte : span.end_byte].decode().split())
+    header = "for(intit=threadIdx.x;it<min(cols,(kIters)*(kWarp));it+=blockDim.x){"
+    assert body.count(header) == 3
+    # the pointers start at the row, the element at the round's index
+    assert "constintfirst=row*cols;" in body and "vals[it]=static_cast<float>(src[it]);" in body
+    assert "dst[it]=static_cast<T>(vals[it]*inv);" in body and "floatvals[" not in body
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (("const dim3 block(kWarp,", "const dim3 block(64,"), "steps by kWarp, but the launch at line 64 runs `64`"),
+        (("  float vals[kIters];", "  float vals[kIters];\n  dst[0] = src[0];"), "reads `dst`, moved to the thread's"),
+        (
+            ("if (col < cols) dst[", "dst[0] = 0;\n    if (col < cols) dst["),
+            "has no bounds check `if (idx < n)` as all",
+        ),
+        (("total += vals[it];", "total += vals[it] + it;"), "reads the round `it` otherwise"),
+        (("dst[it * kWarp] = ", "dst[it] = "), "reads `dst` otherwise than at the round's element"),
+    ],
+)
+def test_checked_rounds_refuse_with_their_reason(edit: tuple[str, str], reason: str) -> None:
+    model = parse_source(_warp(edit), str(WARP))
+    with pytest.raises(TransformRefused) as refused:
+        register_rows(KernelSource(model, model.kernel("warp_softmax_kernel")), "row_reduce")
     assert reason in refused.value.reason

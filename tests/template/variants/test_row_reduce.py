@@ -26,7 +26,7 @@ from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
 from tests.cuda.test_extract import needs_nvrtc, nvrtc_compiled
 
-from .compile import compile_both
+from .compile import compile_both, name_expressions
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "template" / "variants"
@@ -410,6 +410,34 @@ def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp
     assert len(nvrtc_names) == len(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
 
 
+@pytest.mark.nvcc
+@needs_nvrtc
+@pytest.mark.parametrize(
+    ("stem", "kernel", "block"),
+    [
+        ("warp_pack_rms_norm", "warp_pack_rms_norm_kernel", "32"),
+        ("warp_pack_rms_norm", "warp_pack_add_rms_norm_kernel", "32"),
+        ("head_rms_norm", "head_rms_norm_kernel", "32"),
+        ("rounds_softmax", "rounds_softmax_kernel", "min("),
+        ("warp_softmax", "warp_softmax_kernel", "32"),
+    ],
+)
+def test_counted_rounds_over_packs_compile(stem: str, kernel: str, block: str, tmp_path: Path) -> None:
+    path = SAMPLES / f"{stem}.cu"
+    base = templatize(parse_source(path.read_text(), str(path)), kernel)
+    base_model = parse_source(base.source, str(path))
+    spec = load_spec(SAMPLES / f"{stem}.tune.toml").kernel(kernel)
+    variant = RowReduce().apply(canonicalise(base_model, kernel).model, kernel, spec)
+    template, combined = with_variants(base_model, kernel, [variant], spec, base=base)
+    assert combined is not None and combined.block[0].startswith(f"(ROW_THREADS) if VARIANT == 1 else ({block}")
+    default = template.space.default()
+    pairs = ((32, False), (1024, True))
+    configs = [{**default, "VARIANT": 1, "ROW_THREADS": t, "SPECIALIZE_COLS": c} for t, c in pairs]
+    expressions = name_expressions(template, combined, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, path)
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("stem", "kernel"),
@@ -450,7 +478,29 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
     ],
 )
 def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:
-    ctx = open_kernel(DATA / file, kernel)
+    _equal_read_canonically(DATA / file, kernel, tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("stem", "kernel"),
+    [
+        ("warp_pack_rms_norm", "warp_pack_rms_norm_kernel"),
+        ("warp_pack_rms_norm", "warp_pack_add_rms_norm_kernel"),
+        ("head_rms_norm", "head_rms_norm_kernel"),  # a warp per head, the warps of a persistent grid in turn
+        ("rounds_softmax", "rounds_softmax_kernel"),
+        ("warp_softmax", "warp_softmax_kernel"),  # register arrays over a fixed count of checked rounds
+    ],
+)
+def test_counted_rounds_over_packs_equal_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:
+    # at sizes of one round, a round left partly idle (257 packs on 288 threads) and several rounds the last partial
+    _equal_read_canonically(SAMPLES / f"{stem}.cu", kernel, tmp_path)
+
+
+def _equal_read_canonically(path: Path, kernel: str, tmp_path: Path) -> None:
+    """The kernel's row_reduce variant, read as templatize reads it, tuned against the original: equal at every
+    configuration measured."""
+    ctx = open_kernel(path, kernel)
     spec = ctx.require_spec()
     # read in canonical form (group_rows' loops run over offset ranges), as templatize reads it
     variant = RowReduce().apply(canonicalise(ctx.template_model, kernel).model, kernel, spec)
@@ -483,3 +533,45 @@ def test_only_the_variant_keeps_the_original_as_reference() -> None:
     configs = feasible_configs(space, spec, limits_for("sm_90")) or ()
     assert {c["VARIANT"] for c in configs if c != space.default()} == {1}
     assert len(configs) == 1 + 2 * 2 * 4 * 2  # specialise × fast math × threads × vector width, + the original
+
+
+WARP_ONLY = """
+__global__ void k(float* out, const float* x, int n) {
+  x += blockIdx.x * n;
+  out += blockIdx.x * n;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] / s;
+}
+void launch(float* out, const float* x, int rows, int n) { k<<<rows, THREADS>>>(out, x, n); }
+"""
+
+
+@pytest.mark.parametrize(("threads", "applies"), [("256", False), ("32", True), ("WARP_SIZE", True)])
+def test_a_reduction_within_a_warp_only_needs_rows_of_one_warp(threads: str, applies: bool) -> None:
+    # with 256 threads each warp would divide by its own partial sum: the row's total would change the result
+    model = parse_source(WARP_ONLY.replace("THREADS", threads))
+    if applies:
+        assert RowReduce().apply(model, "k", None).provenance.note.startswith("2 row loop(s), 1 reduction(s)")
+    else:
+        with pytest.raises(TransformRefused, match="reduces `s` within a warp only"):
+            RowReduce().apply(model, "k", None)
+
+
+@pytest.mark.parametrize(
+    ("loop", "reason"),
+    [
+        ("for (int o = 16; o > 0; o >>= 1)", ""),
+        ("for (unsigned int o = 1; o < WARP_SIZE; o *= 2)", ""),
+        ("for (int o = 16; o > 1; o >>= 1)", "by xor shuffles over offsets [2, 4, 8, 16], not the whole warp"),
+        ("for (int o = 16; o > 0; o -= 4)", "by xor shuffles over offsets it cannot count"),
+    ],
+)
+def test_a_warp_reduction_shuffles_over_the_whole_warp(loop: str, reason: str) -> None:
+    source = WARP_ONLY.replace("THREADS", "32").replace("for (int o = 16; o > 0; o >>= 1)", loop)
+    if not reason:
+        assert RowReduce().apply(parse_source(source), "k", None).body
+    else:
+        with pytest.raises(TransformRefused, match=re.escape(reason)):
+            RowReduce().apply(parse_source(source), "k", None)

@@ -28,7 +28,13 @@ CONFIGS = {
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("file", "kernel"),
-    [("gated_activation.cu", "act_and_mul_kernel"), ("rotary_embedding.cu", "rotary_embedding_kernel")],
+    [
+        ("gated_activation.cu", "act_and_mul_kernel"),
+        ("rotary_embedding.cu", "rotary_embedding_kernel"),
+        # packs_per_thread on the loops over packs pack_rounds reads, on a 1-D block and a warp per head
+        ("rounds_softmax.cu", "rounds_softmax_kernel"),
+        ("head_rms_norm.cu", "head_rms_norm_kernel"),
+    ],
 )
 def test_every_variant_equals_the_original_on_the_gpu(file: str, kernel: str) -> None:
     ctx = open_kernel(SAMPLES / file, kernel)

@@ -310,3 +310,47 @@ class HostResolver:
     def _is_dim3(self, decl: Node) -> bool:
         type_node = decl.child_by_field_name("type")
         return type_node is not None and self.src.text(type_node).strip() == "dim3"
+
+
+def launch_ex_blocks(src: KernelSource) -> list[tuple[Node, Node | None]]:
+    """The kernel's `cudaLaunchKernelEx(&config, kernel, args...)` launches in the file, each with the expression
+    its `config.blockDim` is last set to before the call in the same function (None where nothing sets it). The
+    kernel is named in the call (`ns::k<T>`) or by a local set to it (`auto kernel = k<T>;`)."""
+    found: list[tuple[Node, Node | None]] = []
+    for call in src.all_calls:
+        fn = call.child_by_field_name("function")
+        if fn is None or src.text(fn).split("::")[-1].strip() != "cudaLaunchKernelEx":
+            continue
+        resolver = HostResolver(src, call)
+        args = resolver.arguments(call)
+        if len(args) < 2 or args[0].type != "pointer_expression" or src.field(args[0], "operator") != "&":
+            continue
+        target = args[1]
+        if target.type == "identifier" and (declared := resolver.declaration(src.text(target))) is not None:
+            target = declared[2][0] if len(declared[2]) == 1 else target
+        if src.text(target).split("<")[0].split("::")[-1].strip() != src.kernel.name:
+            continue
+        config = src.field(args[0], "argument").strip()
+        function = src.node_at(call.start_byte, "function_definition")
+        block: Node | None = None
+        for node in descendants(function, "assignment_expression") if function is not None else []:
+            left = node.child_by_field_name("left")
+            if node.start_byte > call.start_byte:
+                break
+            if left is not None and "".join(src.text(left).split()) in (f"{config}.blockDim", f"{config}->blockDim"):
+                block = node.child_by_field_name("right")
+        found.append((call, block))
+    return found
+
+
+def launched_block_x(src: KernelSource) -> list[tuple[Node, Node | None]]:
+    """Each launch of the kernel in the file (`<<<...>>>` and cudaLaunchKernelEx) with the expression of its block's
+    x size (None where it cannot be read)."""
+    blocks = [
+        (call, config[1] if len(config) > 1 else None) for _, call in src.launches() for config in [launch_config(call)]
+    ]
+    found: list[tuple[Node, Node | None]] = []
+    for call, block in [*blocks, *launch_ex_blocks(src)]:
+        dims = HostResolver(src, call).dims_of(block) if block is not None else None
+        found.append((call, (dims[1][0] if dims[1] else None) if dims is not None else block))
+    return found

@@ -8,6 +8,16 @@ round apart:
     if (high < N) { BODY at high and [iterations] [iterations++;] }
 
 read as the block-stride loops `for (int i = T; i < N; i += blockDim.x) BODY` they are, with every array at `[i]`.
+Or a fixed count C of rounds (a template parameter: as many as the launch picked for the row), each with the bounds
+check inside, the row's pointers moved to the thread's first element (a warp per row, S the warp):
+
+    p += row * N + T;                                p += row * N;
+    for (int i = 0; i < C; i++) {                    for (int i = T; i < min(N, C * S); i += blockDim.x)
+      int idx = T + i * S;                     →       BODY (`idx` and `T + i * S` written `i`, `p[i * S]` as `p[i]`)
+      if (idx < N) BODY
+    }
+
+where S is `blockDim.x` or what every launch of the kernel in the file gives as the block's x size.
 Thread T's k-th element of the row is the one at `T + k·S`, and `arr[k]` holds it: every loop over the rounds
 with its tail visits the thread's elements in that order. An `iterations++` closing a tail makes the later loops over
 `iterations` run over every element of the thread, tail included, until `iterations = N / S;` sets it back.
@@ -28,6 +38,7 @@ from tree_sitter import Node
 from cutune.errors import TransformRefused
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.host import launched_block_x
 from cutune.template.variants.loops import index_form, local_values, squeezed, written_names
 
 _ROUND = re.compile(r"(?:const)?(?:int|unsigned|unsignedint|int32_t|uint32_t)(\w+)=0;?")
@@ -48,10 +59,12 @@ def register_rows(src: KernelSource, transform: str) -> RegisterRow | None:
     arrays = _arrays(src, statements)
     rounds = [s for s in statements if _round(src, s, arrays) is not None]
     counts = {r[1] for s in rounds if (r := _round(src, s, arrays)) is not None}
-    # a count the body declares (the rounds of the block over a row); a loop over a compile-time count
-    # (`UNROLL`, a template parameter) is a fixed number of packs a thread, not this shape
-    if not arrays or not any(_divided(src, s, count) for s in statements for count in counts):
+    if not arrays:
         return None
+    # a count the body declares (the rounds of the block over a row); a loop over any other count (`UNROLL`, a
+    # template parameter) is a fixed number of rounds a thread, each with its bounds check inside or not this shape
+    if not any(_divided(src, s, count) for s in statements for count in counts):
+        return _Checked(src, transform, statements, arrays).read(counts)
     # every loop over the rounds, with or without an array in it (one may read the row straight from memory)
     rounds = [s for s in statements if (r := _round(src, s, {})) is not None and r[1] in counts]
     return _Reader(src, transform, statements, arrays).read(rounds)
@@ -324,20 +337,7 @@ class _Reader:
         return "\n".join(self._rewritten(s, edit) for s in statements)
 
     def _rewritten(self, node: Node, edit: Callable[[Node], str | None]) -> str:
-        """The node's text with each outermost descendant `edit` gives new text for replaced."""
-        new = edit(node)
-        if new is not None:
-            return new
-        if not node.children:
-            return self.src.text(node)
-        parts: list[str] = []
-        at = node.start_byte
-        for child in node.children:
-            parts.append(self.src.data[at : child.start_byte].decode("utf-8"))
-            parts.append(self._rewritten(child, edit))
-            at = child.end_byte
-        parts.append(self.src.data[at : node.end_byte].decode("utf-8"))
-        return "".join(parts)
+        return _rewritten(self.src, node, edit)
 
     def _mentions(self, s: Node, names: set[str]) -> bool:
         return any(self.src.text(i) in names for i in descendants(s, "identifier"))
@@ -380,3 +380,204 @@ def _declared_names(src: KernelSource, s: Node) -> set[str]:
         if d is not None:
             names.add(src.text(d))
     return names
+
+
+class _Checked:
+    """Reads a kernel's loops over a fixed count of rounds, each with its bounds check inside, as stride loops."""
+
+    def __init__(
+        self, src: KernelSource, transform: str, statements: list[Node], arrays: dict[str, tuple[str, str]]
+    ) -> None:
+        self.src, self.transform, self.statements, self.arrays = src, transform, statements, arrays
+        self.values = local_values(src)
+        self.threads = {"threadIdx.x"} | {k for k, v in self.values.items() if index_form(v) == "threadIdx.x"}
+        self.edits = EditList(src.data)
+        self.moved: dict[str, Node] = {}  # pointer → its move to the thread's first element (`p += row * n + t;`)
+        self.offsets: set[str] = set()  # the locals holding such a move's offset
+
+    def refuse(self, reason: str, node: Node) -> TransformRefused:
+        return TransformRefused(self.transform, f"{reason} (line {self.src.line(node)})")
+
+    def read(self, counts: set[str]) -> RegisterRow | None:
+        src = self.src
+        loops = [s for s in self.statements if (r := _round(src, s, {})) is not None and r[1] in counts]
+        shapes = [self._shape(loop) for loop in loops]
+        if not any(shapes):
+            return None
+        for loop, shape in zip(loops, shapes, strict=True):
+            if shape is None:
+                raise self.refuse("a loop over the rounds has no bounds check `if (idx < n)` as all it does", loop)
+        bounds = {squeezed(src.text(shape[3])) for shape in shapes if shape is not None}
+        strides = {shape[2] for shape in shapes if shape is not None}
+        if len(bounds) > 1 or len(strides) > 1:
+            raise self.refuse("the loops over the rounds check different bounds or step differently", loops[0])
+        stride = strides.pop()
+        self._check_stride(stride, loops[0])
+        written = written_names(src, src.body)
+        for loop, shape in zip(loops, shapes, strict=True):
+            assert shape is not None
+            var, count = _round(src, loop, {}) or ("", "")
+            idx, _, _, bound, guarded = shape
+            if {count, *re.findall(r"[A-Za-z_]\w*", src.text(bound))} & written:
+                raise self.refuse("the rounds or the row's length change on the way", loop)
+            self._moves(loop)
+            body = self._body(guarded, var, idx, stride)
+            text = f"for (int {var} = threadIdx.x; {var} < min({src.text(bound)}, ({count}) * ({stride})); "
+            self.edits.replace(loop.start_byte, loop.end_byte, f"{text}{var} += blockDim.x) {{\n{body}\n}}")
+        self._check_moves(loops)
+        for s in self.statements:
+            if s in loops:
+                continue
+            if s.type == "declaration" and _declared_names(src, s) & set(self.arrays):
+                self.edits.replace(s.start_byte, s.end_byte, "")
+            elif any(src.text(i) in self.arrays for i in descendants(s, "identifier")):
+                raise self.refuse("uses a register array outside the loops over the rounds", s)
+        return RegisterRow(apply_edits(src.model.text, self.edits.edits), dict(self.arrays))
+
+    def _shape(self, loop: Node) -> tuple[str, Node, str, Node, Node] | None:
+        """(idx, the element's form `T + i * S`, S, N, the checked statement) of a round's body `int idx = T + i * S;
+        if (idx < N) STATEMENT` (or the form in the check itself); None for any other body."""
+        src = self.src
+        var = (_round(src, loop, {}) or ("", ""))[0]
+        body = loop.child_by_field_name("body")
+        statements = _statements(body) if body is not None else []
+        if not statements or statements[-1].type != "if_statement":
+            return None
+        check = statements[-1]
+        if check.child_by_field_name("alternative") is not None:
+            return None
+        forms: dict[str, Node] = {}
+        for d in statements[:-1]:
+            declarators = d.children_by_field_name("declarator") if d.type == "declaration" else []
+            value = declarators[0].child_by_field_name("value") if len(declarators) == 1 else None
+            if value is None or self._stride_of(value, var) is None:
+                return None
+            forms[src.field(declarators[0], "declarator").strip()] = value
+        cond = check.child_by_field_name("condition")
+        test = cond.named_children[0] if cond is not None and cond.named_children else None
+        then = check.child_by_field_name("consequence")
+        if test is None or then is None or test.type != "binary_expression" or src.field(test, "operator") != "<":
+            return None
+        left, bound = test.child_by_field_name("left"), test.child_by_field_name("right")
+        if left is None or bound is None:
+            return None
+        form = forms.get(src.text(left).strip(), left)
+        stride = self._stride_of(form, var)
+        if stride is None:
+            return None
+        idx = src.text(left).strip() if src.text(left).strip() in forms else ""
+        return idx, form, stride, bound, then
+
+    def _stride_of(self, node: Node, var: str) -> str | None:
+        """S of the element `T + var * S` (either order), T the thread's index; None for anything else."""
+        terms = _terms(self.src, node)
+        if len(terms) != 2:
+            return None
+        for t, product in (terms, terms[::-1]):
+            if index_form(self.src.text(t)) not in self.threads:
+                continue
+            factors = squeezed(self.src.text(product)).split("*")
+            if len(factors) == 2 and var in factors:
+                return factors[1 - factors.index(var)]
+        return None
+
+    def _check_stride(self, stride: str, at: Node) -> None:
+        """S must be the block's x size: `blockDim.x`, or what every launch in the file gives it."""
+        if index_form(self.values.get(stride, stride)) == "blockDim.x":
+            return
+        launches = launched_block_x(self.src)
+        if not launches:
+            raise self.refuse(
+                f"steps by {stride}, and no launch of {self.src.kernel.name} in this file says its block is as wide",
+                at,
+            )
+        for call, x in launches:
+            if x is None or squeezed(self.src.text(x)) != squeezed(stride):
+                shown = self.src.text(x) if x is not None else "nothing it can read"
+                raise self.refuse(f"steps by {stride}, but the launch at line {self.src.line(call)} runs `{shown}`", at)
+
+    def _moves(self, loop: Node) -> None:
+        """Record (and write as the row's start) each prologue move of a pointer to the thread's first element."""
+        src = self.src
+        for s in self.statements[: self.statements.index(loop)]:
+            expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+            if expr is None or expr.type != "assignment_expression" or src.field(expr, "operator") != "+=":
+                continue
+            pointer, offset = src.field(expr, "left").strip(), expr.child_by_field_name("right")
+            if offset is None or pointer in self.moved:
+                continue
+            held = self._declaration(src.text(offset).strip()) if offset.type == "identifier" else None
+            value = held.child_by_field_name("value") if held is not None else offset
+            terms = _terms(src, value) if value is not None else []
+            threads = [t for t in terms if index_form(src.text(t)) in self.threads]
+            if len(threads) != 1 or len(terms) < 2:
+                continue
+            rest = [t for t in terms if t is not threads[0]]
+            if any("threadIdx" in index_form(src.text(t)) or src.text(t).strip() in self.threads for t in rest):
+                continue
+            assert value is not None
+            self.moved[pointer] = s
+            if value.start_byte not in {e.span.start_byte for e in self.edits.edits}:
+                self.edits.replace(value.start_byte, value.end_byte, " + ".join(src.text(t) for t in rest))
+            if held is not None:
+                self.offsets.add(src.text(offset).strip())
+
+    def _declaration(self, name: str) -> Node | None:
+        """The init declarator of the top-level local `name`."""
+        for s in self.statements:
+            for d in s.children_by_field_name("declarator") if s.type == "declaration" else []:
+                if d.type == "init_declarator" and self.src.field(d, "declarator").strip() == name:
+                    return d
+        return None
+
+    def _check_moves(self, loops: list[Node]) -> None:
+        """The moved pointers and their offsets are read nowhere but in the moves and the rounds' elements."""
+        moves = set(self.moved.values())
+        for s in self.statements:
+            if s in loops or s in moves:
+                continue
+            for ident in descendants(s, "identifier"):
+                name = self.src.text(ident)
+                declares = s.type == "declaration" and name in _declared_names(self.src, s)
+                if name in self.moved or (name in self.offsets and not declares):
+                    raise self.refuse(f"reads `{name}`, moved to the thread's first element, outside the rounds", s)
+
+    def _body(self, guarded: Node, var: str, idx: str, stride: str) -> str:
+        src = self.src
+        elements = {f"{var}*{stride}", f"{stride}*{var}"}
+
+        def edit(node: Node) -> str | None:
+            if node.type == "identifier" and idx and src.text(node) == idx:
+                return var
+            if node.type == "binary_expression" and self._stride_of(node, var) == stride:
+                return var
+            if node.type == "subscript_expression":
+                array, index = _subscript(src, node)
+                if array in self.arrays and index == var:
+                    return f"{array}[{var}]"
+                if array in self.moved and index_form(index) in elements:
+                    return f"{array}[{var}]"
+                if array in self.moved:
+                    raise self.refuse(f"reads `{array}` otherwise than at the round's element `{var} * {stride}`", node)
+            if node.type == "identifier" and src.text(node) == var:
+                raise self.refuse(f"reads the round `{var}` otherwise than in the element or a register array", node)
+            return None
+
+        return "\n".join(_rewritten(src, s, edit) for s in _statements(guarded))  # the loop's body is its block
+
+
+def _rewritten(src: KernelSource, node: Node, edit: Callable[[Node], str | None]) -> str:
+    """The node's text with each outermost descendant `edit` gives new text for replaced."""
+    new = edit(node)
+    if new is not None:
+        return new
+    if not node.children:
+        return src.text(node)
+    parts: list[str] = []
+    at = node.start_byte
+    for child in node.children:
+        parts.append(src.data[at : child.start_byte].decode("utf-8"))
+        parts.append(_rewritten(src, child, edit))
+        at = child.end_byte
+    parts.append(src.data[at : node.end_byte].decode("utf-8"))
+    return "".join(parts)

@@ -21,7 +21,12 @@ rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`) read as one
 kept in local arrays by counted loops over the block's rounds, read as stride loops with each array the variant's
 register cache (register_rows.py); a body wholly under `#if`/`#ifdef`, kept under it; warp shuffles through
 cooperative-groups tiles (`g.shfl_down(v, o)`) or wrappers; an array read only under a condition, read there element
-by element; and totals finished in place after their reduction (`variance /= n;`).
+by element; and totals finished in place after their reduction (`variance /= n;`). A reduction by warp shuffles
+alone is the row's only where a row's threads are one warp (the spec's block, or every launch in the file, at most 32
+wide). Counted loops over packs (pack_rounds) leave the row's accesses in a pack type's `load`/`store` calls or
+`*reinterpret_cast<P*>(addr)`: kept as written, each pack where it was; the launch-dependency controls
+(`griddepcontrol`) stay before and after the new body; a row each thread stages for itself in dynamic shared memory
+is kept there, from the array's start.
 """
 
 from __future__ import annotations
@@ -43,9 +48,10 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
-from cutune.template.variants.loops import written_names
+from cutune.template.variants.loops import index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import register_rows
 from cutune.template.variants.rows_on_y import GRID_X, rows_on_y
@@ -62,6 +68,7 @@ _MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin
 # the count a loop over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`) steps by
 _FLAT_STEPS = ("blockDim.x*blockDim.y", "blockDim.y*blockDim.x")
 _SHUFFLE = re.compile(r"(__)?shfl(_xor|_down|_up)?(_sync)?")
+_WARP_NAMES = {"WARP_SIZE", "warpSize", "WARPSIZE", "kWarpSize"}  # the warp size by its usual names
 _INTEGRAL = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "int64_t", "uint64_t", "long", "size_t"}
 
 HELPERS = """\
@@ -186,6 +193,9 @@ class _Loop:
     guarded_reads: dict[int, Node] = field(default_factory=dict)  # stream → a read of it made only on a condition
     plain_reads: set[int] = field(default_factory=set)  # streams read whatever the conditions
     updates: dict[str, str] = field(default_factory=dict)  # accumulator → op
+    # the row's packs a pack type's methods load or store (`v.load(x + off + i * W)`): kept in the body as written
+    packs: list[tuple[Node, bool]] = field(default_factory=list)  # (the address, whether stored)
+    stages: list[tuple[str, bool]] = field(default_factory=list)  # (the thread's own staging in shared memory, stored)
     flat: bool = False  # over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`)
 
 
@@ -293,10 +303,14 @@ class RowReduce(Transform):
         edits = EditList(src.data)
         edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
         one = parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
-        variant = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays).variant()
+        rewriter = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays)
+        variant = rewriter.variant()
         first = "const unsigned int cutune_row = blockIdx.x;"
         if first not in variant.body:
             self.refuse("a persistent row loop whose rows could not stay one per block")
+        # the launch-dependency controls stay outside the loop, where the original has them
+        head, tail = ("\n".join(f) for f in rewriter.fences)
+        row_body = variant.body.removeprefix(f"{head}\n" if head else "").removesuffix(f"\n{tail}" if tail else "")
         # the bound may read the prologue's locals (a specialised size): they are declared before the loop too
         before = [
             node_text(src.data, d)
@@ -305,12 +319,14 @@ class RowReduce(Transform):
         ]
         looped = "\n".join(
             [
+                *([head] if head else []),
                 *before,
                 f"for (unsigned int cutune_rows_i = blockIdx.x; cutune_rows_i < ({bound}); "
                 "cutune_rows_i += gridDim.x) {",
-                variant.body.replace(first, "const unsigned int cutune_row = cutune_rows_i;"),
+                row_body.replace(first, "const unsigned int cutune_row = cutune_rows_i;"),
                 "__syncthreads();  // shared memory is the block's next row's",
                 "}",
+                *([tail] if tail else []),
             ]
         )
         note = f"{variant.provenance.note}; each row one iteration of the persistent loop over {var}"
@@ -342,6 +358,9 @@ class _Rewriter:
         self.rows_arg = ""  # the argument counting rows, when rows may share a block
         self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
         self.flat = False  # the row loops run over a 2-D block's threads in order
+        self.fences: tuple[list[str], list[str]] = ([], [])  # launch-dependency controls before and after the loops
+        # a pointer into dynamic shared memory where each thread stages its packs of the row for itself → the array
+        self.stages: dict[str, str] = {}
         # prologue `ptr += offset;` of pointer parameters (or such moves under a block-uniform `if`) → the pointers
         self.rebases: dict[Node, frozenset[str]] = {}
         self.thread_names = {"threadIdx.x"} | self._renames({"threadIdx.x"})  # `int tid = threadIdx.x;`
@@ -376,8 +395,14 @@ class _Rewriter:
     def variant(self) -> Variant:
         body = self.src.body
         statements = [c for c in body.named_children if c.type != "comment"]
+        fences = [s for s in statements if _is_launch_control(self.src, s)]
+        statements = [s for s in statements if s not in fences]
         self.exits = [s for s in statements if self._is_exit(s)]
         loops = [(i, loop) for i, s in enumerate(statements) if (loop := self._row_loop(s)) is not None]
+        for s in fences if loops else []:
+            if loops[0][1].node.start_byte < s.start_byte < loops[-1][1].node.start_byte:
+                self.refuse("controls the dependent launch between the row loops", s)
+            self.fences[s.start_byte > loops[0][1].node.start_byte].append(self.text(s))
         self.flat = any(loop.flat for _, loop in loops)
         self._check_whole_body(body, flat=self.flat)
         if not loops:
@@ -676,6 +701,7 @@ class _Rewriter:
         for sub in descendants(loop.body, "subscript_expression"):
             if loop.var in self._idents(sub.child_by_field_name("indices")):
                 self._access(loop, sub)
+        self._pack_accesses(loop)
         for node in descendants(loop.body, "assignment_expression", "update_expression"):
             target = node.child_by_field_name("left") or node.child_by_field_name("argument")
             base = target
@@ -685,6 +711,8 @@ class _Rewriter:
                 base is not None and base.type == "subscript_expression" and loop.var in self._idents(base)
             ):
                 continue  # an element of the row
+            if any(target.start_byte <= a.start_byte < target.end_byte for a, stored in loop.packs if stored):
+                continue  # a pack of the row stored
             name = _root_name(self, target)
             if name in local or name == loop.var:
                 continue
@@ -699,6 +727,86 @@ class _Rewriter:
             for ident in descendants(loop.body, "identifier"):
                 if self.text(ident) == acc and not self._in_update(ident, acc):
                     self.refuse(f"reads the running value of `{acc}` inside the row loop", ident)
+
+    def _pack_accesses(self, loop: _Loop) -> None:
+        """The addresses in the row a pack type's `load`/`store` methods take (`v.load(x + base + i * W)`, or through
+        a local of the body computed from the element): kept in the body as written, each element where it was."""
+        element = {loop.var}
+        for d in descendants(loop.body, "init_declarator"):
+            if self._idents(d.child_by_field_name("value")) & element:
+                element.add(self.compact(d.child_by_field_name("declarator")))
+        staged = set(self.shared) | {n for n, (d, _) in self.decls.items() if self._idents(d) & set(self.shared)}
+        for node in descendants(loop.body, "call_expression", "pointer_expression"):
+            found = self._pack_access(node, element)
+            if found is None:
+                continue
+            address, stored = found
+            if self._idents(address) & staged:
+                stage = self._own_stage(address, element)
+                if stage is None:
+                    self.refuse(f"stages the row in shared memory ({self.compact(address)})", node)
+                loop.stages.append((stage, stored))
+                continue
+            loop.packs.append((address, stored))
+
+    def _own_stage(self, address: Node, element: set[str]) -> str | None:
+        """S of an address `S + OFFSET` where S is a prologue pointer `T* S = D + X;` (or `= D;`) into the dynamic
+        shared array D (`extern __shared__`) and OFFSET reads only the element and template parameters: each thread
+        stages its own packs of the row there, at the element; None for any other address."""
+        sides = [address.child_by_field_name(f) for f in ("left", "right")]
+        if address.type != "binary_expression" or self.text(address.child_by_field_name("operator")) != "+":
+            return None
+        names = {p.name for p in self.src.kernel.template_params}
+        for stage, offset in (sides, sides[::-1]):
+            if stage is None or offset is None or stage.type != "identifier" or self.text(stage) not in self.decls:
+                continue
+            if not self._idents(offset) & element or self._idents(offset) - element - names:
+                continue
+            decl = self.decls[self.text(stage)][0]
+            declarator = decl.child_by_field_name("declarator")
+            value = declarator.child_by_field_name("value") if declarator is not None else None
+            if (
+                value is not None
+                and value.type == "binary_expression"
+                and self.text(value.child_by_field_name("operator")) == "+"
+            ):
+                value = value.child_by_field_name("left")
+            array = self.shared.get(self.compact(value))
+            if array is not None and declarator is not None and "extern" in self.text(array):
+                self.stages[self.text(stage)] = self.compact(value)
+                return self.text(stage)
+        return None
+
+    def _pack_access(self, node: Node, element: set[str]) -> tuple[Node, bool] | None:
+        """(address, whether stored) of `v.load(ADDR)` / `v.store(ADDR)` or `*reinterpret_cast<P*>(ADDR)` (read, or
+        stored as an assignment's target) with ADDR reading the element; None for other nodes; a refusal for a
+        method that takes the element otherwise."""
+        if node.type == "pointer_expression":
+            cast = node.child_by_field_name("argument")
+            while cast is not None and cast.type == "parenthesized_expression" and cast.named_child_count == 1:
+                cast = cast.named_children[0]
+            if self.text(node.child_by_field_name("operator")) != "*" or cast is None:
+                return None
+            args = _args(cast) if cast.type == "call_expression" else []
+            if len(args) != 1 or not self.compact(cast.child_by_field_name("function")).startswith("reinterpret_cast<"):
+                return None
+            if not self._idents(args[0]) & element:
+                return None
+            parent = node.parent
+            stored = (
+                parent is not None
+                and parent.type == "assignment_expression"
+                and parent.child_by_field_name("left") == node
+            )
+            return args[0], stored
+        fn = node.child_by_field_name("function")
+        args = _args(node)
+        if fn is None or fn.type != "field_expression" or not any(self._idents(a) & element for a in args):
+            return None
+        method = self.compact(fn.child_by_field_name("field"))
+        if not re.search(r"load|store", method, re.IGNORECASE) or len(args) != 1:
+            self.refuse(f"passes the row's element to `{self.compact(fn)}`, which the rewrite cannot read", node)
+        return args[0], "store" in method.lower()
 
     def _accumulation(self, node: Node, acc: str) -> str:
         """The reduction operator of `acc += e` / `acc = fmaxf(acc, e)`; a refusal for any other update."""
@@ -794,10 +902,18 @@ class _Rewriter:
                     self._idents(stream.array) & rows or (stream.base and self._idents(stream.base) & rows)
                 ):
                     self.refuse(f"writes `{self.compact(sub)}` at the same place for every row (blockIdx.x)", sub)
+            for address, stored in loop.packs:
+                if stored and not self._idents(address) & rows:
+                    self.refuse(f"stores at `{self.compact(address)}`, the same place for every row (blockIdx.x)")
         if not any(
             self._idents(s.array) & rows or (s.base and self._idents(s.base) & rows) for s in self.streams.values()
-        ):
+        ) and not any(self._idents(address) & rows for loop in loops for address, _ in loop.packs):
             self.refuse("no row loop indexes a row by blockIdx.x: not one block per row")
+        for stage in self.stages:  # stored by the first loop that touches it, read by the later ones
+            touching = [[stored for name, stored in loop.stages if name == stage] for loop in loops]
+            touching = [t for t in touching if t]
+            if not all(touching[0]) or any(any(t) for t in touching[1:]):
+                self.refuse(f"reads the row it stages in shared memory ({stage}) otherwise than after storing it all")
         for loop in loops:
             self._direct_reads(loop)
         for stream in self.streams.values():
@@ -984,6 +1100,8 @@ class _Rewriter:
     def _find_reductions(self, statements: list[Node], pending: dict[str, str], seg: _Segment) -> None:
         found: dict[str, str | None] = {}
         images: dict[str, str] = {}  # shared array → the accumulator stored into it
+        wide: set[str] = set()  # reduced over the block (cub, or through shared memory), not within a warp only
+        shuffles: dict[str, list[Node]] = {}
         for s in statements:
             for call in descendants(s, "call_expression"):
                 fn = call.child_by_field_name("function")
@@ -995,11 +1113,13 @@ class _Rewriter:
                     acc = self._accumulator_arg(args[0] if args else None, pending, call)
                     op = "sum" if method == "Sum" else self._op_name(args[1] if len(args) > 1 else None, call)
                     found[acc] = _merge(found.get(acc), op, acc, self, call)
+                    wide.add(acc)
                     seg.calls[call.start_byte] = acc
                     seg.ends[call.start_byte] = call.end_byte
                 elif (value := _shuffled(self, call)) is not None:
                     acc = self._accumulator_arg(value, pending, call)
                     found[acc] = _merge(found.get(acc), self._combine_op(call, acc), acc, self, call)
+                    shuffles.setdefault(acc, []).append(call)
             for node in descendants(s, "assignment_expression"):
                 left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
                 if left is None or right is None or left.type != "subscript_expression":
@@ -1008,6 +1128,7 @@ class _Rewriter:
                 if root in self.shared and self.compact(right) in pending:
                     acc = self.compact(right)
                     images[root] = acc
+                    wide.add(acc)
                     found[acc] = _merge(found.get(acc), None, acc, self, node)
         for s in statements:  # a shared tree's combine step names its operator
             for node in descendants(s, "assignment_expression"):
@@ -1039,10 +1160,99 @@ class _Rewriter:
                         "(cub::BlockReduce, warp shuffles or a shared-memory tree)",
                         ident,
                     )
+        for acc in sorted(found.keys() - wide):
+            if not self._one_warp():
+                self.refuse(
+                    f"reduces `{acc}` within a warp only (shuffles, no shared memory or cub), and neither the spec nor "
+                    "the launches in the file show that a row's threads are one warp"
+                )
+            steps = [self._butterfly(call) for call in shuffles.get(acc, [])]  # a loop's offsets, or one step's
+            offsets = sorted(o for step in steps for o in step)
+            if offsets != [1, 2, 4, 8, 16]:
+                shown = f"offsets {offsets}" if all(steps) else "offsets it cannot count"
+                self.refuse(f"reduces `{acc}` within a warp by xor shuffles over {shown}, not the whole warp")
         for acc, seen in found.items():
             if seen is not None and seen != pending[acc]:
                 self.refuse(f"`{acc}` is accumulated as a {pending[acc]} but reduced as a {seen}")
             seg.reductions.append(_Reduction(acc, pending[acc], self._type_of_name(acc)))
+
+    def _one_warp(self) -> bool:
+        """Whether a row's threads are at most one warp wherever the kernel runs: the spec's block along x at every
+        size, or without a spec every launch of the kernel in the file (a literal or a constant of at most 32, or
+        the warp size by its usual names)."""
+        spec = self.spec
+        if spec is not None and spec.block and spec.sizes:
+            try:
+                block = compile_expr(spec.block[0])
+                return all(int(block.evaluate({**spec.scalar_values(size), **size})) <= 32 for size in spec.sizes)
+            except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+                return False
+        launches = launched_block_x(self.src)
+        return bool(launches) and all(x is not None and self._warp_wide(call, x) for call, x in launches)
+
+    def _butterfly(self, call: Node) -> list[int]:
+        """The lane offsets an xor shuffle exchanges over: its constant offset (a step unrolled by hand), or each
+        offset of `for (o = A; COND; UPDATE)` where its offset is the loop's index; [] where it is no xor shuffle or
+        the offsets cannot be counted."""
+        name = re.split(r"\.|::|->", self.compact(call.child_by_field_name("function")))[-1]
+        loop = call.parent
+        while loop is not None and loop.type != "for_statement":
+            loop = loop.parent
+        args = _args(call)
+        at = 2 if name.startswith("__") else 1  # the offset follows the mask and the value in the intrinsics
+        if "xor" not in name or len(args) <= at:
+            return []
+        if loop is None:
+            offset = self._count(self.text(args[at]))
+            return [offset] if offset is not None else []
+        init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
+        head = re.fullmatch(
+            r"(?:const)?(?:unsignedint|unsigned|uint32_t|int32_t|int)?(\w+)=(.+?);?", self.compact(init)
+        )
+        if head is None or self.compact(args[at]) != head.group(1):
+            return []
+        var = head.group(1)
+        test = re.fullmatch(rf"{var}(>|>=|<|<=)(.+)", self.compact(cond))
+        step = re.fullmatch(rf"{var}(>>=|/=|<<=|\*=)(\d+)", self.compact(update))
+        start, bound = self._count(head.group(2)), self._count(test.group(2)) if test is not None else None
+        if test is None or step is None or start is None or bound is None:
+            return []
+        offsets: list[int] = []
+        o, k = start, int(step.group(2))
+        while len(offsets) < 64 and {">": o > bound, ">=": o >= bound, "<": o < bound, "<=": o <= bound}[test.group(1)]:
+            offsets.append(o)
+            o = {">>=": o >> k, "/=": o // k if k else 0, "<<=": o << k, "*=": o * k}[step.group(1)]
+        return offsets
+
+    def _count(self, text: str) -> int | None:
+        """An integer known from the text alone: literals, the warp size by name, the file's constants, `/` and `*`."""
+        names: dict[str, int] = {}
+        for ident in set(re.findall(r"[A-Za-z_]\w*", text)):
+            if ident in _WARP_NAMES:
+                names[ident] = 32
+                continue
+            found = re.search(rf"(?:constexpr\s+[\w:]+\s+{ident}\s*=|#define\s+{ident})\s*(\d+)\b", self.src.model.text)
+            if found is None:
+                return None
+            names[ident] = int(found.group(1))
+        try:
+            return int(compile_expr(text).evaluate(names))
+        except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+            return None
+
+    def _warp_wide(self, call: Node, x: Node) -> bool:
+        """Whether a launch's block x is at most a warp."""
+        text = self.compact(x)
+        if text in _WARP_NAMES:
+            return True
+        value = HostResolver(self.src, call).resolve(x).value
+        if value is None:  # a constant of the file (`constexpr int kWarp = 32;`, `#define WARPS 32`)
+            found = re.search(
+                rf"(?:constexpr\s+[\w:]+\s+{re.escape(text)}\s*=|#define\s+{re.escape(text)})\s*(\d+)\b",
+                self.src.model.text,
+            )
+            value = int(found.group(1)) if found is not None else None
+        return value is not None and value <= 32
 
     def _block_reduce_text(self, fn: Node) -> str:
         """The text of `X(temp)` in `X(temp).Sum(v)`, with a local alias of cub::BlockReduce resolved."""
@@ -1206,6 +1416,7 @@ class _Rewriter:
         self._mark("field_expression", "blockIdx.x", "cutune_row")
         ok = "cutune_row_in" if self.exits else "cutune_row_ok"
         out = [
+            *self.fences[0],  # every read of the new body after the wait, as the original's after it
             f"// cutune row_reduce: {THREADS} threads per row, {rows} rows per block, {VEC} elements per access;",
             "// the row stays in registers between the loops when its length is a compile-time constant that fits",
             f"const unsigned int cutune_row = blockIdx.x * {rows} + threadIdx.y;"
@@ -1240,7 +1451,7 @@ class _Rewriter:
             out += self._emit_loop(loop, seen)
             seen |= loop.reads | loop.writes
             out += self._emit_segment(seg, segments.index(seg))
-        body = "\n".join(out)
+        body = "\n".join([*out, *self.fences[1]])
         registers = any(s.register is not None for s in self.streams.values())
         return Variant(
             name="row_reduce",
@@ -1271,7 +1482,7 @@ class _Rewriter:
         """The kernel argument that holds the number of rows (the spec launches that many blocks), when
         several rows per block can help: some row is short, or the spec does not tell how long rows are."""
         spec = self.spec
-        if spec is None or len(spec.grid) != 1:
+        if spec is None or len(spec.grid) != 1 or self.stages:  # rows sharing a block would share its staging
             return ""
         # rows share a block only where blockIdx.x alone picks the row: the shared grid has fewer blocks along x
         other = {"blockIdx.y", "blockIdx.z", "gridDim.x", "gridDim.y", "gridDim.z"}
@@ -1347,10 +1558,22 @@ class _Rewriter:
                 names = set(self.rebases[s])
             elif (misread := _misread_declaration(self, s)) is not None:
                 names = {misread[0]}
-            elif s.type != "declaration" or s in self.shared.values():
+            elif s.type == "declaration" and s in self.shared.values() and _declared_all(s):
+                if self.text(_declared_all(s)[0]) in set(self.stages.values()) & used:
+                    kept.append(s)  # the dynamic array the row is staged in
+                continue
+            elif s.type != "declaration":
                 continue
             else:
                 names = {self.text(i) for i in _declared_all(s)}
+            if names & self.stages.keys() & used:  # staged from the array's start: the reduction no longer uses it
+                declarator = s.child_by_field_name("declarator")
+                value = declarator.child_by_field_name("value") if declarator is not None else None
+                assert value is not None  # _own_stage read it
+                self.replace[value.start_byte] = (value.end_byte, self.stages[self.text(_declared_all(s)[0])])
+                kept.append(s)
+                used.add(self.stages[self.text(_declared_all(s)[0])])
+                continue
             if names & used:
                 if {"threadIdx", "blockDim"} & self._idents(s) or "threadIdx" in self.compact(s):
                     self.refuse("derives a value the loops read from the thread index", s)
@@ -1477,6 +1700,8 @@ class _Rewriter:
 
     def _params(self, rows: bool, registers: bool = False) -> tuple[TunableParam, ...]:
         vec = tuple(dict.fromkeys(max(1, b // self._elem_bytes()) for b in (8, 16)))  # 8- and 16-byte accesses
+        if not self.streams:  # the row's elements are packs its pack type loads already: one a thread per access
+            vec = (1,)
         # more threads than the longest row has packs would only idle; so few that the longest row cannot stay
         # in registers (MAX_CACHED elements a thread) would stream it through small blocks
         longest = max(self.lengths, default=0)
@@ -1514,7 +1739,9 @@ class _Rewriter:
     def _launch(self, rows: bool) -> Launch:
         grid = self.spec.grid if self.spec is not None else ("num_rows",)
         first = f"ceil_div({grid[0]}, {ROWS})" if rows else grid[0]
-        return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"))
+        # a row staged in dynamic shared memory needs the original's allocation (it starts at the array's start)
+        shared = "{shared_mem}" if self.stages else "0"
+        return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"), shared_mem=shared)
 
 
 def _under_directive(src: KernelSource) -> tuple[str, str] | None:
@@ -1559,26 +1786,27 @@ def _guarded_rest(src: KernelSource) -> tuple[Node, Node, str] | None:
 def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
     """For a body that is declarations and then `for (int r = blockIdx.x; r < R; r += gridDim.x) {...}` (rows
     over a persistent grid, r and R unchanged inside): the loop, r and R; else None."""
-    statements = [c for c in src.body.named_children if c.type != "comment"]
+    statements = [c for c in src.body.named_children if c.type != "comment" and not _is_launch_control(src, c)]
     if not statements or any(s.type != "declaration" for s in statements[:-1]):
         return None
     loop = statements[-1]
     if loop.type != "for_statement":
         return None
+    values = local_values(src)  # the row and the step may be spelled through locals (`row = worker; row += workers`)
     init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     body = loop.child_by_field_name("body")
     if init is None or cond is None or update is None or body is None:
         return None
     head = re.fullmatch(
-        r"(?:const)?(?:unsigned)?(?:int|int64_t|size_t|long)(\w+)=blockIdx\.x;?",
+        r"(?:const)?(?:unsigned)?(?:int|int64_t|size_t|long|uint32_t|uint64_t)(\w+)=(\w+(?:\.x)?);?",
         "".join(node_text(src.data, init).split()),
     )
-    if head is None:
+    if head is None or index_form(values.get(head.group(2), head.group(2))) != "blockIdx.x":
         return None
     var = head.group(1)
     test = re.fullmatch(rf"{var}<(.+)", "".join(node_text(src.data, cond).split()))
-    step = "".join(node_text(src.data, update).split())
-    if test is None or step != f"{var}+=gridDim.x":
+    step = re.fullmatch(rf"{var}\+=(\w+(?:\.x)?)", "".join(node_text(src.data, update).split()))
+    if test is None or step is None or index_form(values.get(step.group(1), step.group(1))) != "gridDim.x":
         return None
     right = cond.child_by_field_name("right")
     if right is None:
@@ -1593,6 +1821,24 @@ def _persistent_rows(src: KernelSource) -> tuple[Node, str, str] | None:
 def _flat_forms(x: str, y: str) -> set[str]:
     """The spellings (compact) of thread y * blockDim.x + x: a 2-D block's threads numbered in order."""
     return {f"{y}*blockDim.x+{x}", f"{x}+{y}*blockDim.x", f"blockDim.x*{y}+{x}", f"{x}+blockDim.x*{y}"}
+
+
+def _is_launch_control(src: KernelSource, s: Node) -> bool:
+    """Whether `s` only controls the programmatic dependent launch: `asm volatile("griddepcontrol.wait;")` (or
+    `.launch_dependents`) without operands, alone or all there is under an `#if` without `#else`."""
+    if s.type in ("preproc_if", "preproc_ifdef"):
+        if s.child_by_field_name("alternative") is not None:
+            return False
+        inner = [c for c in s.named_children if c.type not in ("comment", "identifier") and c.start_byte > s.start_byte]
+        inner = [c for c in inner if c != s.child_by_field_name("condition")]
+        return bool(inner) and all(_is_launch_control(src, c) for c in inner)
+    asm = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+    if asm is None or asm.type != "gnu_asm_expression":
+        return False
+    operands = [c for c in asm.named_children if c.type.endswith("operand_list") and c.named_children]
+    code = asm.child_by_field_name("assembly_code")
+    text = _SPACE.sub("", src.text(code)) if code is not None else ""
+    return not operands and re.fullmatch(r'"griddepcontrol\.(wait|launch_dependents);?"', text) is not None
 
 
 def _reads(w: _Rewriter, node: Node | None) -> list[Node]:
@@ -1732,6 +1978,8 @@ def _functions(w: _Rewriter, node: Node) -> set[str]:
     names = set()
     for call in descendants(node, "call_expression"):
         f = call.child_by_field_name("function")
+        while f is not None and f.type == "qualified_identifier":  # `math::rsqrt(v)`
+            f = f.child_by_field_name("name")
         if f is not None and f.type == "template_function":  # `reinterpret_cast<const __half2*>(p)`
             f = f.child_by_field_name("name")
         if f is not None and f.type == "identifier":

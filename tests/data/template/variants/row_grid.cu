@@ -106,7 +106,7 @@ __global__ void rows_along_y_kernel(float* out, const float* in, int n) {
   const int row = blockIdx.x * blockDim.y + threadIdx.y;
   float sum = 0.f;
   for (int j = tid; j < n; j += blockDim.x * blockDim.y) sum += in[row * n + j];
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total[threadIdx.y] = sum;
   __syncthreads();
   for (int j = tid; j < n; j += blockDim.x * blockDim.y) out[row * n + j] = in[row * n + j] / total[0];
@@ -118,7 +118,7 @@ __global__ void thread_rebase_kernel(float* out, const float* in, int n) {
   in += threadIdx.x % 2;
   float sum = 0.f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
@@ -130,7 +130,7 @@ __global__ void thread_exit_kernel(float* out, const float* in, int n) {
   if (threadIdx.x >= n) return;
   float sum = 0.f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
@@ -143,7 +143,7 @@ __global__ void scaled_exit_kernel(float* out, const float* in, const float* row
   const float scale = row_scale[blockIdx.x];
   float sum = 0.f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] * scale / total;
@@ -155,7 +155,7 @@ __global__ void ragged_exit_kernel(float* out, const float* in, const int* lengt
   if (lengths[blockIdx.x] == 0) return;
   float sum = 0.f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
@@ -168,7 +168,7 @@ __global__ void persistent_exit_kernel(float* out, const float* in, int rows, in
     if (n == 0) return;
     float sum = 0.f;
     for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[r * n + j];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if (threadIdx.x == 0) total = sum;
     __syncthreads();
     for (int j = threadIdx.x; j < n; j += blockDim.x) out[r * n + j] = in[r * n + j] / total;
@@ -240,7 +240,7 @@ __global__ void thread_gated_kernel(float* out, const float* in, int n) {
   }
   float sum = 0.f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
@@ -254,7 +254,7 @@ __global__ void flagged_rebase_kernel(float* out, const float* in, const int* sk
   }
   float sum = 0.f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / total;
@@ -265,7 +265,7 @@ __global__ void optional_gate_kernel(float* out, const float* in, const float* g
   __shared__ float total;
   float sum = 0.f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
@@ -279,7 +279,7 @@ __global__ void centre_x_kernel(float2* xy, int n) {
   __shared__ float total;
   float sum = 0.f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum += xy[blockIdx.x * n + j].x;
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x) xy[blockIdx.x * n + j].x -= total / n;
@@ -290,10 +290,25 @@ __global__ void optional_scale_kernel(float* x, const float* scale, int n) {
   __shared__ float total;
   float sum = 0.f;
   for (int j = threadIdx.x; j < n; j += blockDim.x) sum += x[blockIdx.x * n + j];
-  sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
     if (scale != nullptr) x[blockIdx.x * n + j] = x[blockIdx.x * n + j] * scale[j] / total;
   }
+}
+
+// the kernels above that reduce within a warp only run a warp per row: their rows are one warp's threads
+void launch_warp_rows(float* out, const float* in, const float* scale, const float* gate, const int* lengths,
+                      const int* skip, float2* xy, int rows, int n) {
+  thread_rebase_kernel<<<rows, 32>>>(out, in, n);
+  thread_exit_kernel<<<rows, 32>>>(out, in, n);
+  scaled_exit_kernel<<<rows, 32>>>(out, in, scale, rows, n);
+  ragged_exit_kernel<<<rows, 32>>>(out, in, lengths, n);
+  persistent_exit_kernel<<<rows / 4, 32>>>(out, in, rows, n);
+  thread_gated_kernel<<<rows, 32>>>(out, in, n);
+  flagged_rebase_kernel<<<rows, 32>>>(out, in, skip, n);
+  optional_gate_kernel<<<rows, 32>>>(out, in, gate, n);
+  centre_x_kernel<<<rows, 32>>>(xy, n);
+  optional_scale_kernel<<<rows, 32>>>(out, scale, n);
 }

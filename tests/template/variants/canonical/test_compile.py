@@ -14,6 +14,7 @@ from tests.cuda.test_extract import needs_nvrtc, nvcc_compiled_functions, nvrtc_
 from .test_counted import COUNTED
 from .test_guard import EARLY, ENCLOSING
 from .test_loop_macros import LOOPED
+from .test_pack_rounds import WARPS
 from .test_scaled import PACKED
 from .test_while_loops import ROWS
 
@@ -24,6 +25,7 @@ CASES = [
     (ROWS, "k", "while_loops"),
     (PACKED, "k<float>", "scaled_loops"),
     (LOOPED, "k<float>", "loop_macros"),
+    (WARPS.replace("LAUNCH", "k<4, float><<<1, dim3(32, 2)>>>(out, in, n, 1e-6f);"), "k<4, float>", "pack_rounds"),
 ]
 
 

@@ -24,6 +24,8 @@ from cutune.template.variants.canonical.loop_macros import NAME as LOOP_MACROS
 from cutune.template.variants.canonical.loop_macros import expand_loop_macros
 from cutune.template.variants.canonical.offset import NAME as OFFSET
 from cutune.template.variants.canonical.offset import offset_to_row
+from cutune.template.variants.canonical.pack_rounds import NAME as PACK_ROUNDS
+from cutune.template.variants.canonical.pack_rounds import pack_rounds
 from cutune.template.variants.canonical.scaled import NAME as SCALED
 from cutune.template.variants.canonical.scaled import scaled_to_packs
 from cutune.template.variants.canonical.thread_count import NAME as THREAD_COUNT
@@ -45,6 +47,7 @@ STEPS: dict[str, Step] = {
     THREAD_COUNT: block_size_strides,
     WHILE: while_to_for,
     OFFSET: offset_to_row,
+    PACK_ROUNDS: pack_rounds,
     COUNTED: counted_to_stride,
     SCALED: scaled_to_packs,
     GUARD: grid_stride_guard,
