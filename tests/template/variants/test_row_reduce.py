@@ -525,6 +525,22 @@ def only_the_variant(space: Space) -> Space:
     return Space(space.params, (*space.constraints, f"VARIANT == 1 or ({defaults})"))
 
 
+@pytest.mark.parametrize(
+    ("stem", "kernel"),
+    [("rounds_softmax", "rounds_softmax_kernel"), ("warp_pack_rms_norm", "warp_pack_rms_norm_kernel")],
+)
+def test_every_variant_parameter_defaults_to_one_of_its_values(stem: str, kernel: str) -> None:
+    # rows of 128,256 logits keep only 512 and 1024 threads: the default must be one of them, or the original
+    # (every parameter at its default) is no point of the space and the search cannot start from it
+    ctx = open_kernel(SAMPLES / f"{stem}.cu", kernel)
+    spec = ctx.require_spec()
+    variant = RowReduce().apply(canonicalise(ctx.template_model, kernel).model, kernel, spec)
+    assert all(p.default in p.values for p in variant.params)
+    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
+    assert combined is not None
+    assert Feasibility(template.space, combined, limits_for("sm_90")).violation(template.space.default()) is None
+
+
 def test_only_the_variant_keeps_the_original_as_reference() -> None:
     template, spec = _sample("rms_norm", "rms_norm_kernel")
     space = only_the_variant(template.space)

@@ -1715,7 +1715,8 @@ class _Rewriter:
             # thread hold the row where a row has at least as many threads as the original launch gives it
             floor = self._launched_threads()
             threads = tuple(t for t in dict.fromkeys((*threads, 1024)) if t >= floor)
-        default = threads[-1] if registers else min(256, threads[-1])
+        # a thread count the variant can run (the original's pin needs it among the values): 256, else the nearest
+        default = threads[-1] if registers else min(threads, key=lambda t: (abs(t - 256), t))
         params = [TunableParam(THREADS, threads, default, Binding.TEMPLATE, description="threads per row")]
         if rows:
             params.append(TunableParam(ROWS, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="rows per block"))
