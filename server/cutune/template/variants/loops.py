@@ -315,3 +315,21 @@ def _resolved(text: str, locals_: dict[str, str]) -> str:
     """The index form of the text, or of the value of the local it names."""
     s = index_form(text)
     return index_form(locals_.get(s, s))
+
+
+def sum_terms(src: KernelSource, node: Node) -> list[Node]:
+    """The terms of a sum, through nested sums and parentheses."""
+    if node.type == "parenthesized_expression" and node.named_child_count == 1:
+        return sum_terms(src, node.named_children[0])
+    if node.type == "binary_expression" and src.field(node, "operator") == "+":
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if left is not None and right is not None:
+            return [*sum_terms(src, left), *sum_terms(src, right)]
+    return [node]
+
+
+def statements_of(node: Node) -> list[Node]:
+    """A compound statement's statements, or the one statement."""
+    if node.type == "compound_statement":
+        return [c for c in node.named_children if c.type != "comment"]
+    return [node]

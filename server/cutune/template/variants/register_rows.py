@@ -39,7 +39,7 @@ from cutune.errors import TransformRefused
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import launched_block_x
-from cutune.template.variants.loops import index_form, local_values, squeezed, written_names
+from cutune.template.variants.loops import index_form, local_values, squeezed, statements_of, sum_terms, written_names
 
 _ROUND = re.compile(r"(?:const)?(?:int|unsigned|unsignedint|int32_t|uint32_t)(\w+)=0;?")
 
@@ -261,7 +261,7 @@ class _Reader:
         test = _bare(self.src.text(cond))[1:-1]  # squeezed would read `(high) < n` as a cast
         if not any(test in (f"{h}<{_bare(length)}", f"({h})<{_bare(length)}") for h in highs):
             return None
-        statements = _statements(then)
+        statements = statements_of(then)
         last = squeezed(self.src.text(statements[-1])).rstrip(";") if statements else ""
         return statements, last in (f"{count}++", f"++{count}", f"{count}+=1")
 
@@ -297,7 +297,7 @@ class _Reader:
         index in the row; None when `node` is no such sum."""
         if node.type != "binary_expression" or self.src.field(node, "operator") != "+":
             return None
-        terms = _terms(self.src, node)
+        terms = sum_terms(self.src, node)
         steps = [
             t
             for t in terms
@@ -313,7 +313,7 @@ class _Reader:
     def _body(self, loop: Node, var: str, count: str, highs: set[str]) -> str:
         body = loop.child_by_field_name("body")
         assert body is not None  # _round read it
-        statements = _statements(body)
+        statements = statements_of(body)
 
         def edit(node: Node) -> str | None:
             if (element := self._element(node, var, var)) is not None:
@@ -344,24 +344,6 @@ class _Reader:
 
     def _declares(self, s: Node, names: set[str]) -> bool:
         return s.type == "declaration" and bool(_declared_names(self.src, s) & names)
-
-
-def _terms(src: KernelSource, node: Node) -> list[Node]:
-    """The terms of a sum, through nested sums and parentheses."""
-    if node.type == "parenthesized_expression" and len(node.named_children) == 1:
-        return _terms(src, node.named_children[0])
-    if node.type == "binary_expression" and src.field(node, "operator") == "+":
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if left is not None and right is not None:
-            return [*_terms(src, left), *_terms(src, right)]
-    return [node]
-
-
-def _statements(node: Node) -> list[Node]:
-    """A compound statement's statements, or the one statement."""
-    if node.type == "compound_statement":
-        return [c for c in node.named_children if c.type != "comment"]
-    return [node]
 
 
 def _bare(text: str) -> str:
@@ -440,7 +422,7 @@ class _Checked:
         src = self.src
         var = (_round(src, loop, {}) or ("", ""))[0]
         body = loop.child_by_field_name("body")
-        statements = _statements(body) if body is not None else []
+        statements = statements_of(body) if body is not None else []
         if not statements or statements[-1].type != "if_statement":
             return None
         check = statements[-1]
@@ -470,7 +452,7 @@ class _Checked:
 
     def _stride_of(self, node: Node, var: str) -> str | None:
         """S of the element `T + var * S` (either order), T the thread's index; None for anything else."""
-        terms = _terms(self.src, node)
+        terms = sum_terms(self.src, node)
         if len(terms) != 2:
             return None
         for t, product in (terms, terms[::-1]):
@@ -508,7 +490,7 @@ class _Checked:
                 continue
             held = self._declaration(src.text(offset).strip()) if offset.type == "identifier" else None
             value = held.child_by_field_name("value") if held is not None else offset
-            terms = _terms(src, value) if value is not None else []
+            terms = sum_terms(src, value) if value is not None else []
             threads = [t for t in terms if index_form(src.text(t)) in self.threads]
             if len(threads) != 1 or len(terms) < 2:
                 continue
@@ -563,7 +545,7 @@ class _Checked:
                 raise self.refuse(f"reads the round `{var}` otherwise than in the element or a register array", node)
             return None
 
-        return "\n".join(_rewritten(src, s, edit) for s in _statements(guarded))  # the loop's body is its block
+        return "\n".join(_rewritten(src, s, edit) for s in statements_of(guarded))  # the loop's body is its block
 
 
 def _rewritten(src: KernelSource, node: Node, edit: Callable[[Node], str | None]) -> str:

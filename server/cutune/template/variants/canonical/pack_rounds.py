@@ -34,7 +34,7 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.variants.canonical.guard import compile_time
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import index_form, local_values, squeezed, written_names
+from cutune.template.variants.loops import index_form, local_values, squeezed, statements_of, sum_terms, written_names
 
 NAME = "pack_rounds"
 PREFIX = "cutune_packs"
@@ -280,7 +280,7 @@ class _Body:
             return None
         if op != "+":
             return None
-        terms = _terms(self.src, node)
+        terms = sum_terms(self.src, node)
         texts = {t: sorted(_factor_texts(self.src, t)) for t in terms}
         rounds = [t for t in terms if texts[t] == sorted([self.r, *self._count(t), self.width])]
         ids = [t for t in terms if texts[t] == sorted([*self._id(t), self.width])]
@@ -297,7 +297,7 @@ class _Body:
 
     def _is_index(self, node: Node) -> bool:
         """Whether `node` is `r * n + t` (any order): the thread's pack of round r."""
-        terms = _terms(self.src, node)
+        terms = sum_terms(self.src, node)
         texts = [sorted(_factor_texts(self.src, t)) for t in terms]
         return len(terms) == 2 and any(
             texts[a] == sorted([self.r, c]) and len(texts[1 - a]) == 1 and texts[1 - a][0] in self.threads.ids
@@ -317,7 +317,7 @@ class _Body:
             if d.type == "identifier"
         }
         values: dict[str, str] = {}  # the body's values known in a padding round: "0", "-inf" or "+inf"
-        for s in _statements(body):
+        for s in statements_of(body):
             self._padding_statement(s, own, values, length)
 
     def _padding_statement(self, s: Node, own: set[str], values: dict[str, str], length: str) -> None:
@@ -341,7 +341,7 @@ class _Body:
             changed = {name for n in header for name in written_names(src, n)} - counted
             if body is None or changed:
                 raise self.refuse(f"changes `{sorted(changed)[0] if changed else '?'}` in a loop's header", s)
-            for inner in _statements(body):
+            for inner in statements_of(body):
                 self._padding_statement(inner, own, values, length)
             return
         expr = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
@@ -477,23 +477,6 @@ def _extremum(src: KernelSource, call: Node) -> str:
 def _args(call: Node) -> list[Node]:
     args = call.child_by_field_name("arguments")
     return [a for a in args.named_children if a.type != "comment"] if args is not None else []
-
-
-def _statements(node: Node) -> list[Node]:
-    if node.type == "compound_statement":
-        return [c for c in node.named_children if c.type != "comment"]
-    return [node]
-
-
-def _terms(src: KernelSource, node: Node) -> list[Node]:
-    """The terms of a sum, through nested sums and parentheses."""
-    if node.type == "parenthesized_expression" and node.named_child_count == 1:
-        return _terms(src, node.named_children[0])
-    if node.type == "binary_expression" and src.field(node, "operator") == "+":
-        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-        if left is not None and right is not None:
-            return [*_terms(src, left), *_terms(src, right)]
-    return [node]
 
 
 def _factors(src: KernelSource, node: Node) -> list[Node]:
