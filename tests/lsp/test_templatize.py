@@ -45,6 +45,9 @@ async def test_a_declined_edit_reports_not_applied(editor: Editor, tmp_path: Pat
     await editor.diagnostics(uri)
     assert (await editor.command("cutune.templatize", uri, "add_kernel"))["applied"] is False
     assert not (editor.root / "scale.tune.toml").exists()
+    # the click did nothing: the user is told why
+    assert editor.messages[-1].type == types.MessageType.Warning
+    assert editor.messages[-1].message == "cutune: the editor did not apply the edit: declined by the test"
 
 
 async def test_an_unknown_kernel_is_a_message(editor: Editor, tmp_path: Path) -> None:

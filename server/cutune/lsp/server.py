@@ -64,7 +64,10 @@ class CutuneServer(LanguageServer):
         except Exception as e:  # the client refused or failed the request: tell the user, keep serving
             self.session.message(f"the editor did not apply the edit: {e}", types.MessageType.Warning)
             return False
-        if result.applied and edit.note:
+        if not result.applied:  # e.g. the document changed meanwhile: say so, a click must never do nothing silently
+            why = f": {result.failure_reason}" if result.failure_reason else ""
+            self.session.message(f"the editor did not apply the edit{why}", types.MessageType.Warning)
+        elif edit.note:
             self.session.message(edit.note, types.MessageType.Info)
         return result.applied
 
