@@ -28,7 +28,7 @@ import contextlib
 import datetime
 import gc
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +62,10 @@ def patched(module: Any, name: str, value: Any) -> Iterator[None]:
 class GcOff(CupyBackend):
     """The CuPy backend with the garbage collector off during each evaluation."""
 
-    def evaluate(self, config: Config) -> Measurement:
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
         gc.disable()
         try:
-            return super().evaluate(config)
+            return super().evaluate(config, at)
         finally:
             gc.enable()
 

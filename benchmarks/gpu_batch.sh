@@ -4,7 +4,7 @@
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
 # capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d selection_cost_parallel
-# together (TOGETHER: steps run at once, one GPU each) graph_tests timing_modes
+# together (TOGETHER: steps run at once, one GPU each; `a+b` runs a then b on one GPU) graph_tests timing_modes
 # checks_spread checks_spread_rms canonical corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
 # pdl_tests retest (RETEST: the test ids to run) row_reduce_packs (the pack, warp-per-row and per-head row_reduce samples)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
@@ -68,10 +68,14 @@ run_step() {
       [ "$s" = together ] && group=(${TOGETHER:?TOGETHER: the steps to run at once}) || \
         group=(selection_cost_a selection_cost_b selection_cost_c selection_cost_d)
       gpus=$(nvidia-smi -L | wc -l)
+      # an entry `a+b` runs a then b on one GPU
       if [ "$gpus" -ge ${#group[@]} ]; then
-        i=0; for g in "${group[@]}"; do CUDA_VISIBLE_DEVICES=$i run_step "$g" & i=$((i + 1)); done; wait
+        i=0
+        for g in "${group[@]}"; do
+          (export CUDA_VISIBLE_DEVICES=$i; for x in ${g//+/ }; do run_step "$x"; done) & i=$((i + 1))
+        done; wait
       else
-        for g in "${group[@]}"; do run_step "$g"; done
+        for g in "${group[@]}"; do for x in ${g//+/ }; do run_step "$x"; done; done
       fi ;;
     graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_graph_timing.py ;;

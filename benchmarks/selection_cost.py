@@ -87,9 +87,9 @@ class Counted(Backend):
         finally:
             self.opens.append({"seconds": time.perf_counter() - began, "after_evaluations": self.evaluations})
 
-    def evaluate(self, config: Config) -> Measurement:
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
         self.evaluations += 1
-        return self.inner.evaluate(config)
+        return self.inner.evaluate(config, at)
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         self.inner.prefetch(configs)

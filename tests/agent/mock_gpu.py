@@ -3,7 +3,7 @@ configuration from a per-variant factor, and fails the variants it is told to (w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cutune.gpu.backend import Backend, DeviceInfo, Failure, Job, Measurement, Timing
@@ -26,7 +26,7 @@ class MockGpuBackend(Backend):
         self._job = job
         return DeviceInfo("Mock GPU", "sm_90", 132, 60 << 20, copy_bandwidth_gbs=4260.0, empty_launch_us=2.9)
 
-    def evaluate(self, config: Config) -> Measurement:
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
         variant = self._variant(config)
         self.evaluated.append((variant, config))
         if variant in self.failures:
@@ -34,7 +34,8 @@ class MockGpuBackend(Backend):
             return Measurement(config, failure=failure, detail=detail)
         factor = self.speed.get(variant, 1.0)
         timings = []
-        for size in self._job.spec.sizes:
+        sizes = self._job.spec.sizes
+        for size in sizes if at is None else [sizes[i] for i in at]:
             us = ORIGINAL_US * (factor(size) if callable(factor) else factor)
             timings.append(Timing(dict(size), us, us * 0.995, us * 1.005, 30))
         return Measurement(config, timings=tuple(timings), max_error=0.1)

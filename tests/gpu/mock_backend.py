@@ -48,7 +48,7 @@ class ScriptedBackend(Backend):
     def healthy(self) -> bool:
         return self._healthy
 
-    def evaluate(self, config: Config) -> Measurement:
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
         mode = config["mode"]
         if mode == "hang":
             time.sleep(3600)
@@ -63,7 +63,13 @@ class ScriptedBackend(Backend):
         return Measurement(
             config,
             timings=(timing,),
-            extra={"pid": os.getpid(), "seed": self.seed, "prefetched": self.prefetched, "multiple": self.multiple},
+            extra={
+                "pid": os.getpid(),
+                "seed": self.seed,
+                "prefetched": self.prefetched,
+                "multiple": self.multiple,
+                "sizes asked": -1 if at is None else len(at),  # -1: every size
+            },
         )
 
     def verify(self, config: Config, seed: int) -> Check:

@@ -107,6 +107,24 @@ def test_planted_bugs_are_wrong(compiler: str) -> None:
         backend.close()
 
 
+def test_a_configuration_is_checked_and_timed_at_the_sizes_asked_for_only() -> None:
+    job = job_as_written(ROOT / "samples" / "silu_and_mul.cu", "silu_and_mul_kernel")
+    backend = CupyBackend()
+    backend.open(job)
+    try:
+        last = len(job.spec.sizes) - 1
+        some = backend.evaluate(job.space.default(), [0, last])
+        assert some.ok and [t.size for t in some.timings] == [job.spec.sizes[0], job.spec.sizes[last]]
+    finally:
+        backend.close()
+    backend.open(faulty_job())
+    try:
+        skipped = backend.evaluate(mode(1), [0])  # checked there too: a planted bug is still caught
+        assert skipped.failure is Failure.UNWRITTEN, show(skipped)
+    finally:
+        backend.close()
+
+
 def test_blocks_beyond_the_compiled_function_are_resources() -> None:
     backend = CupyBackend()
     backend.open(faulty_job(block="THREADS * 8"))  # the default: 1024 threads, fine

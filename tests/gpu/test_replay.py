@@ -252,6 +252,26 @@ def test_a_subset_of_the_recorded_sizes_is_served_its_own_timings(recording: Pat
     assert len([line for line in out.read_text().splitlines() if '"header"' in line]) == 2
 
 
+def test_a_measurement_at_some_sizes_is_recorded_and_served_at_those(recording: Path, tmp_path: Path) -> None:
+    """`evaluate(config, at)`: a recording made at every size serves the sizes asked for; one made at those
+    sizes alone (the recorder passes `at` on) is served before it."""
+    replay = ReplayBackend(recording)
+    replay.open(JOB)
+    assert [t.median_us for t in replay.evaluate(config(128), [1]).timings] == [80.0]
+    out = tmp_path / "some-sizes.jsonl"
+    recorder = RecordingBackend(FakeBackend(time_of=lambda c, size: 60.0, noise=0.0), out)
+    recorder.open(JOB)
+    recorder.evaluate(config(256))
+    recorder.evaluate(config(128), [1])
+    recorder.close()
+    recorded = read_recording(out).measurements
+    assert [[t.size["n"] for t in m.timings] for m in recorded] == [[4096, 1 << 20], [1 << 20]]
+    replay = ReplayBackend(out)
+    replay.open(JOB)
+    assert [t.median_us for t in replay.evaluate(config(128), [1]).timings] == [60.0]
+    assert replay.evaluate(config(128)).failure is Failure.INFEASIBLE  # not recorded at every size
+
+
 RECORDINGS = sorted((Path(__file__).parents[1] / "data/gpu/recordings").glob("*.jsonl"))
 
 

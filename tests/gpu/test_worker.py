@@ -80,6 +80,11 @@ def test_prefetch_hints_reach_the_child_mock_backend(worker: IsolatedBackend) ->
     assert worker.evaluate(mode("ok")).extra["prefetched"] == 3
 
 
+def test_the_sizes_asked_for_reach_the_child_mock_backend(worker: IsolatedBackend) -> None:
+    assert worker.evaluate(mode("ok")).extra["sizes asked"] == -1
+    assert worker.evaluate(mode("ok"), [0]).extra["sizes asked"] == 1
+
+
 def test_open_failure_raises_with_the_childs_message_mock_backend() -> None:
     backend = IsolatedBackend(SCRIPTED, options={"fail_open": True})
     with pytest.raises(CutuneError, match="planted open failure"):

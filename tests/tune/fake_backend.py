@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -104,6 +104,7 @@ class FakeBackend(Backend):
         self.interrupt_on = interrupt_on
         self.device = device
         self.calls: list[Config] = []
+        self.at: list[Sequence[int] | None] = []  # the sizes asked for, by call (None: every size)
         self.opened = self.closed = 0
         self.specs: list[KernelSpec] = []  # the spec of each open, in order
 
@@ -113,10 +114,11 @@ class FakeBackend(Backend):
         self.opened += 1
         return self.device
 
-    def evaluate(self, config: Config) -> Measurement:
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
         if config == self.interrupt_on:
             raise KeyboardInterrupt
         self.calls.append(config)
+        self.at.append(at)
         if self.sleep_s:
             time.sleep(self.sleep_s)
         if self.cancel_after is not None and len(self.calls) >= self.cancel_after[0]:
@@ -124,7 +126,7 @@ class FakeBackend(Backend):
         if config in self.failures:
             return Measurement(config, failure=self.failures[config], detail="table says so")
         timings = []
-        for size in self.sizes:
+        for size in self.sizes if at is None else [self.sizes[i] for i in at]:
             median = self.time_of(config, size) * (1.0 + self.noise * float(self.rng.standard_normal()))
             timings.append(
                 Timing(

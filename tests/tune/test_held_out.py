@@ -59,3 +59,18 @@ def test_held_out_sizes_the_original_launches_are_not_measured(options: TuneOpti
     held = backend.specs[-1].sizes
     assert len(held) == 1 and 1 << 22 < held[0]["N"] < 1 << 24
     assert [s.size for s in result.held_out] == list(held)
+
+
+def test_each_configuration_is_measured_only_at_the_held_out_sizes_it_is_launched_at(options: TuneOptions) -> None:
+    def time_of(config: Config, size: Mapping[str, int]) -> float:  # 64 threads win below 2^22 only, by 30%
+        return table_time(config, size) * (0.7 if (config["THREADS"] == 64) == (size["N"] < 1 << 22) else 1.0)
+
+    spec = dataclasses.replace(SPEC, sizes=({"N": 1 << 20}, {"N": 1 << 22}, {"N": 1 << 24}))
+    backend = FakeBackend(time_of=time_of)
+    result = tune(make_job(spec=spec), backend, options)
+    launched = [s.best_config for s in result.held_out]
+    assert len(launched) == 2 and launched[0]["THREADS"] == 64 != launched[1]["THREADS"]
+    # only the held-out phase asks for some sizes: there each configuration runs where the dispatch launches it
+    asked = {(config, at) for config, at in zip(backend.calls, backend.at, strict=True) if at is not None}
+    assert {(launched[0], (0,)), (launched[1], (1,))} <= asked
+    assert {at for config, at in asked if config != SPACE.default()} == {(0,), (1,)}

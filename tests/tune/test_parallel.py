@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -191,9 +191,9 @@ def test_a_worker_names_the_studies_when_the_storage_holds_several(tmp_path: Pat
 class PacedFakeBackend(FakeBackend):
     """The table's fake backend taking 10 ms a measurement, so that claims overlap measurements (no GPU)."""
 
-    def evaluate(self, config: Config) -> Measurement:
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
         time.sleep(0.01)
-        return super().evaluate(config)
+        return super().evaluate(config, at)
 
 
 def test_threads_racing_on_one_journal_measure_each_configuration_once(options: TuneOptions) -> None:

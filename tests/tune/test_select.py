@@ -305,6 +305,26 @@ def test_selection_rounds_of_four_or_more_run_two_finalists_between_original_run
     assert round_evaluations(3, between=2) == 2 * 3 + 1 and round_evaluations(8, between=2) == 8 + 4 + 1
 
 
+def test_candidates_run_only_at_their_sizes_and_the_original_at_those_of_its_neighbours() -> None:
+    """`at` (the held-out check: a configuration only where it is launched): each candidate is measured at its
+    sizes, each original run at the sizes of the candidates on either side, and ratios pair the same sizes."""
+    backend = opened(FakeBackend(noise=0.0))
+    rounds = measure_rounds(backend, ORIGINAL, [SMALL_ONLY, LARGE_ONLY], 3, at={SMALL_ONLY: [0], LARGE_ONLY: [1]})
+    assert rounds is not None
+    assert backend.calls[:5] == [ORIGINAL, SMALL_ONLY, ORIGINAL, LARGE_ONLY, ORIGINAL]
+    assert backend.at[:5] == [(0,), (0,), (0, 1), (1,), (1,)]
+    small, large = rounds.of(SMALL_ONLY), rounds.of(LARGE_ONLY)
+    assert small is not None and large is not None and len(small.timings) == len(large.timings) == 1
+    for contender, index in ((small, 0), (large, 1)):
+        size = backend.sizes[index]
+        expected = table_time(contender.config, size) / table_time(ORIGINAL, size)
+        assert contender.verdict(index).ratio == pytest.approx(expected)
+        assert contender.timing(index).size == size
+    # the original: every size, each from the runs that measured it (2 a round at each size, of 3 a round)
+    assert [t.size for t in rounds.original_timings] == list(backend.sizes)
+    assert [len(series) for series in rounds.original_series] == [2 * 3, 2 * 3]
+
+
 def test_finalists_that_cannot_gain_more_than_one_percent_are_neither_picked_nor_confirmed() -> None:
     """At 0.05% noise, finalists 0.2% faster than the original win every round (picked and confirmed before), yet
     cannot change a speedup by more than 1%: they leave as soon as that is clear, nothing is picked, and the

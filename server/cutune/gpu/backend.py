@@ -219,7 +219,7 @@ class RaggedSizeFailed(CutuneError):
 class Backend(ABC):
     """Compiles, runs, checks and times configurations.
 
-    Lifecycle: `open(job)` once (allocates, builds the reference), then `evaluate(config)` per
+    Lifecycle: `open(job)` once (allocates, builds the reference), then `evaluate(config[, at])` per
     configuration (never raises for a bad configuration: returns a Measurement with a Failure), then
     `close()`. `prefetch(configs)` may be called at any time after `open` to say which configurations
     come next. Backends are not thread-safe; use one per worker. After a FAULT a backend may be
@@ -244,8 +244,9 @@ class Backend(ABC):
         """Prepare for a job and describe the device."""
 
     @abstractmethod
-    def evaluate(self, config: Config) -> Measurement:
-        """Measure one configuration on every problem size of the job."""
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
+        """Measure one configuration on every problem size of the job, or only at the sizes `at` (indices into
+        the job's sizes, ascending; no ragged tails then), whose timings it returns in that order."""
 
     def prefetch(self, configs: Sequence[Config]) -> None:
         """Hint that these configurations come next (a backend may compile them ahead); default: ignore."""

@@ -248,17 +248,17 @@ class CupyBackend(Backend):
             except _Failed:
                 continue  # evaluate() reports it
 
-    def evaluate(self, config: Config) -> Measurement:
-        """Compile (or take the prefetched module), check every size against the reference, then time."""
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
+        """Compile (or take the prefetched module), check every size (those `at` names) against the
+        reference, then time."""
         job = self._require_job()
         compiled: CompileInfo | None = None
+        problems = self._problems if at is None else [self._problems[i] for i in at]
         try:
-            launches, compiled = self._prepare(config, self._problems)
-            max_error = self._check(launches, self._problems)
+            launches, compiled = self._prepare(config, self._problems, at)
+            max_error = self._check(launches, problems)
             timings = tuple(
-                self._time(problem, launch)
-                for problem, launch in zip(self._problems, launches, strict=True)
-                if problem.timed
+                self._time(problem, launch) for problem, launch in zip(problems, launches, strict=True) if problem.timed
             )
         except _Failed as e:
             return Measurement(config, compile=compiled, failure=e.failure, detail=e.detail, max_error=e.max_error)
@@ -378,8 +378,11 @@ class CupyBackend(Backend):
 
     # -- running ---------------------------------------------------------------------------------
 
-    def _prepare(self, config: Config, problems: Sequence[Problem]) -> tuple[list[_Launch], CompileInfo]:
-        """Compiled launches for every problem, after the resource checks."""
+    def _prepare(
+        self, config: Config, problems: Sequence[Problem], at: Sequence[int] | None = None
+    ) -> tuple[list[_Launch], CompileInfo]:
+        """Compiled launches for every problem (those `at` names: the module is still the one built for all
+        of them), after the resource checks."""
         job = self._require_job()
         key, per_size = self._compile_key(config, problems)
         module = self._compiled(key).result()
@@ -389,8 +392,8 @@ class CupyBackend(Backend):
         limits = self._limits
         numeric = {k: v for k, v in config.items() if not isinstance(v, str)}
         launches = []
-        for problem, expression in zip(problems, per_size, strict=True):
-            function = module.functions[expression]
+        for i in range(len(problems)) if at is None else at:
+            problem, function = problems[i], module.functions[per_size[i]]
             try:
                 grid, block, smem = job.spec.launch({**problem.size, **numeric, **limits.as_names()})
             except CutuneError as e:

@@ -324,9 +324,9 @@ class RecordingBackend(Backend):
         self._write(header_for(job, info))
         return info
 
-    def evaluate(self, config: Config) -> Measurement:
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
         """Evaluate with the inner backend and record the result."""
-        measurement = self.inner.evaluate(config)
+        measurement = self.inner.evaluate(config, at)
         self._write({"type": "measurement", **measurement.to_dict()})
         return measurement
 
@@ -424,21 +424,28 @@ class ReplayBackend(Backend):
         self.source = ReplaySource(str(self.path), device.name, date, agreed.matched, agreed.note)
         return device
 
-    def evaluate(self, config: Config) -> Measurement:
-        """The next recording of `config` at the job's sizes, with noise if asked for."""
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
+        """The next recording of `config` at the job's sizes (those `at` names), with noise if asked for; a
+        recording at every size serves the sizes `at` names where none was made at those alone."""
         if self.pace_s > 0:
             time.sleep(self.pace_s)
             self.clock.advance(self.pace_s)
         key = config.key()
-        found = self._records.get((key, self._sizes)) or self._records.get((key, None))
+        sizes = self._sizes if at is None else tuple(self._sizes[i] for i in at)
+        found = self._records.get((key, sizes)) or self._records.get((key, None))
+        pick = None
+        if not found and at is not None:
+            found, pick = self._records.get((key, self._sizes)), at
         if not found and not self.strict:  # a sweep replayed onto another job: any sizes will do
             found = next((v for (k, _), v in self._records.items() if k == key), None)
         if not found:
             return Measurement(config, failure=Failure.INFEASIBLE, detail="not recorded")
-        served = f"{key}@{self._sizes}"
+        served = f"{key}@{sizes}"
         n = self._served.get(served, 0)
         self._served[served] = n + 1
         measurement = replace(found[n % len(found)], config=config)
+        if pick is not None and measurement.timings:
+            measurement = replace(measurement, timings=tuple(measurement.timings[i] for i in pick))
         if self.noise <= 0 or not measurement.timings:
             return measurement
         rng = random.Random(f"{self.seed}:{key}:{n}")

@@ -67,7 +67,7 @@ class IsolatedBackend(Backend):
         self.restarts = 0
         return self._start()
 
-    def evaluate(self, config: Config) -> Measurement:
+    def evaluate(self, config: Config, at: Sequence[int] | None = None) -> Measurement:
         """Evaluate in the child; a fault, death or timeout becomes a failed measurement."""
         job = self._require_job()
         if self._conn is None:
@@ -76,7 +76,7 @@ class IsolatedBackend(Backend):
         assert conn is not None
         timeout = job.timing.trial_timeout_s
         try:
-            conn.send(("evaluate", config))
+            conn.send(("evaluate", config, at))
             if not conn.poll(timeout):
                 self._kill()
                 return Measurement(
@@ -296,7 +296,7 @@ def serve(conn: Connection, backend: str, options: Mapping[str, Any]) -> None:
                 if not instance.healthy:
                     os._exit(_UNHEALTHY_EXIT)
             else:
-                conn.send(("measurement", instance.evaluate(message[1]), instance.healthy))
+                conn.send(("measurement", instance.evaluate(*message[1:]), instance.healthy))
                 if not instance.healthy:
                     # The CUDA context is dead: skip clean-up that would touch it.
                     os._exit(_UNHEALTHY_EXIT)

@@ -3,9 +3,10 @@
 The rule (tune/dispatch.py) gives a size between two tuned ones the configuration of the lower one.
 A held-out size sits between each two consecutive tuned values of the dispatch variable, once for each
 tuned size at the lower value, with that size's other variables. Each where the rule launches a tuned
-configuration is measured, interleaved with the original in the confirmation manner; where the launched
-configuration is not faster than the original there, the dispatch hands that range (from the held-out size
-up to the next tuned one) back to the original. So at every tuned and held-out size the dispatch is the
+configuration is measured, each configuration only at the sizes it is launched at, interleaved with the
+original (measured at those sizes too) in the confirmation manner; where the launched configuration is not
+faster than the original there, the dispatch hands that range (from the held-out size up to the next tuned
+one) back to the original. So at every tuned and held-out size the dispatch is the
 original or was measured faster than it. Ranges no held-out size checks are named in the result
 (`HeldOut.unchecked`).
 """
@@ -78,10 +79,12 @@ def check_held_out(
         held_spec = dataclasses.replace(spec, sizes=tuple(s for _, s in held), weights=(), ragged=False)
         backend.open(dataclasses.replace(job, spec=held_spec))
         settled = decided(launched, options.confirm_rounds) if options.sequential else None
+        # each configuration only at the sizes it is launched at, the original around it at those too;
         # grouped as the confirmation rounds are (A c1 c2 A): the verdicts here take no noise estimate from the runs
+        at = {c: [j for j, config in enumerate(launched) if config == c] for c in configs}
         rounds = measure_rounds(
             backend, original, configs, options.confirm_rounds, cancel=cancel, settled=settled, deadline=deadline,
-            between=options.between, group_from=CONFIRM_GROUP_FROM,
+            between=options.between, group_from=CONFIRM_GROUP_FROM, at=at,
         )  # fmt: skip
     except CutuneError as e:  # e.g. a replayed recording without these sizes: the tuned sizes still stand
         return HeldOut(plan, (), skipped=str(e))
@@ -96,11 +99,11 @@ def check_held_out(
     for j, (lo, size) in enumerate(held):
         base = rounds.original_timings[j]
         measured = rounds.of(launched[j])
-        wins = measured is not None and measured.per_size[j].ratio < 1.0
+        wins = measured is not None and measured.verdict(j).ratio < 1.0
         if launched[j] != original and not wins:
             slower_from[lo] = size[plan.variable]
         config = launched[j] if wins else original
-        tuned = measured.timings[j] if wins and measured is not None else base
+        tuned = measured.timing(j) if wins and measured is not None else base
         results.append(
             SizeResult(
                 size=size,
@@ -124,7 +127,7 @@ def decided(launched: list[Config], count: int) -> Callable[[Rounds], set[Config
     def settled(rounds: Rounds) -> set[Config]:
         done = set()
         for c in rounds.contenders:
-            verdicts = [c.per_size[j] for j, config in enumerate(launched) if config == c.config]
+            verdicts = [c.verdict(j) for j, config in enumerate(launched) if config == c.config]
             if c.overall.rounds >= MIN_ROUNDS and all(max(v.wins, v.rounds - v.wins) > count // 2 for v in verdicts):
                 done.add(c.config)
         return done

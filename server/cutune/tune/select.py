@@ -57,7 +57,7 @@ import logging
 import math
 import statistics
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cutune.errors import StudyError
@@ -142,6 +142,19 @@ class Contender:
     timings: tuple[Timing, ...]
     per_size: tuple[Verdict, ...]
     overall: Verdict  # on the per-round weighted geometric mean over sizes
+    # the job's sizes it was measured at, where not every one (`timings` and `per_size` follow them)
+    sizes: tuple[int, ...] | None = None
+
+    def verdict(self, index: int) -> Verdict:
+        """The verdict at the job's size `index` (one it was measured at)."""
+        return self.per_size[self._position(index)]
+
+    def timing(self, index: int) -> Timing:
+        """The pooled time at the job's size `index` (one it was measured at)."""
+        return self.timings[self._position(index)]
+
+    def _position(self, index: int) -> int:
+        return index if self.sizes is None else self.sizes.index(index)
 
 
 @dataclass(frozen=True)
@@ -475,6 +488,7 @@ def measure_rounds(
     keep_s: KeepFn | None = None,
     between: int = 1,
     group_from: int = GROUP_FROM,
+    at: Mapping[Config, Sequence[int]] | None = None,
 ) -> Rounds | None:
     """Up to `count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled.
 
@@ -482,10 +496,17 @@ def measure_rounds(
     of those two, in rounds of at least `group_from` candidates.
     After each round, the candidates `settled` names leave the later rounds (their rounds so far stand).
     A round starts only if it ends before `deadline` with `keep_s` (given one evaluation's cost) to spare.
+    `at` measures each candidate it names only at those of the job's sizes (indices), and each original run
+    only at the sizes of the candidates on either side of it; a candidate it does not name runs at every size.
+    The original's pooled timings and series are then those of the sizes measured, in order: every size of
+    the job where the candidates' sizes cover them all.
     """
     backend.prefetch([original, *candidates])
     clock = deadline.clock if deadline is not None else clock_of(backend)
-    original_runs: list[tuple[Timing, ...]] = []
+    sizes_of: dict[Config, tuple[int, ...] | None] = {
+        c: tuple(sorted(set(at[c]))) if at is not None and c in at else None for c in candidates
+    }
+    original_runs: list[dict[int, Timing]] = []
     runs: dict[Config, list[tuple[Timing, ...]]] = {c: [] for c in candidates}
     ratios: dict[Config, list[list[float]]] = {c: [] for c in candidates}
     active = list(candidates)
@@ -502,18 +523,21 @@ def measure_rounds(
         began = clock.now()
         shift = round_ % len(active) if active else 0
         order = active[shift:] + active[:shift]
-        original_runs.append(_measure_original(backend, original))
-        for start in range(0, len(order), step):
-            measured = [(config, backend.evaluate(config)) for config in order[start : start + step]]
-            before, after = original_runs[-1], _measure_original(backend, original)
+        groups = [order[start : start + step] for start in range(0, len(order), step)]
+        original_runs.append(_measure_original(backend, original, _union(sizes_of, groups[:1])))
+        for g, group in enumerate(groups):
+            measured = [(config, backend.evaluate(config, sizes_of[config])) for config in group]
+            before = original_runs[-1]
+            after = _measure_original(backend, original, _union(sizes_of, groups[g : g + 2]))
             original_runs.append(after)
             for config, measurement in measured:
                 if measurement.ok:
+                    indices = sizes_of[config] or range(len(measurement.timings))
                     runs[config].append(measurement.timings)
                     ratios[config].append(
                         [
-                            t.median_us / ((b.median_us + a.median_us) / 2)
-                            for t, b, a in zip(measurement.timings, before, after, strict=True)
+                            t.median_us / ((before[i].median_us + after[i].median_us) / 2)
+                            for t, i in zip(measurement.timings, indices, strict=True)
                         ]
                     )
                 else:  # correct during the search, not now: flaky, never reported as a speedup
@@ -521,9 +545,20 @@ def measure_rounds(
                     active.remove(config)
         evaluation_s = (clock.now() - began) / planned
         if settled is not None:
-            done = settled(_rounds(runs, ratios, original_runs, weights))
+            done = settled(_rounds(runs, ratios, original_runs, weights, sizes_of))
             active = [c for c in active if c not in done]
-    return _rounds(runs, ratios, original_runs, weights)
+    return _rounds(runs, ratios, original_runs, weights, sizes_of)
+
+
+def _union(
+    sizes_of: Mapping[Config, tuple[int, ...] | None], groups: Sequence[Sequence[Config]]
+) -> tuple[int, ...] | None:
+    """The sizes an original run between these groups needs: every size their candidates are measured at
+    (None: all, also where there are no candidates)."""
+    configs = [c for group in groups for c in group]
+    if not configs or any(sizes_of[c] is None for c in configs):
+        return None
+    return tuple(sorted({i for c in configs for i in sizes_of[c] or ()}))
 
 
 def _none(_evaluation_s: float) -> float:
@@ -533,8 +568,9 @@ def _none(_evaluation_s: float) -> float:
 def _rounds(
     runs: dict[Config, list[tuple[Timing, ...]]],
     ratios: dict[Config, list[list[float]]],
-    original_runs: Sequence[tuple[Timing, ...]],
+    original_runs: Sequence[Mapping[int, Timing]],
     weights: Sequence[float] | None,
+    sizes_of: Mapping[Config, tuple[int, ...] | None],
 ) -> Rounds:
     """The rounds so far: every candidate with at least one correct run, and the original's series."""
     contenders = tuple(
@@ -543,12 +579,15 @@ def _rounds(
             timings=_pooled(runs[c]),
             per_size=tuple(Verdict.of(size_ratios) for size_ratios in zip(*ratios[c], strict=True)),
             overall=Verdict.of([weighted_geomean(r, weights) for r in ratios[c]]),
+            sizes=sizes_of[c],
         )
         for c in runs
         if runs[c]
     )
-    series = tuple(tuple(t.median_us for t in per_size) for per_size in zip(*original_runs, strict=True))
-    return Rounds(original_timings=_pooled(original_runs), contenders=contenders, original_series=series)
+    measured = sorted({i for run in original_runs for i in run})
+    per_size = [[run[i] for run in original_runs if i in run] for i in measured]
+    series = tuple(tuple(t.median_us for t in timings) for timings in per_size)
+    return Rounds(original_timings=tuple(map(_pool, per_size)), contenders=contenders, original_series=series)
 
 
 def original_noise(*phases: Rounds, bound: bool = False) -> tuple[float, ...]:
@@ -567,15 +606,16 @@ def original_noise(*phases: Rounds, bound: bool = False) -> tuple[float, ...]:
     return tuple(noise)
 
 
-def _measure_original(backend: Backend, original: Config) -> tuple[Timing, ...]:
-    measurement = backend.evaluate(original)
+def _measure_original(backend: Backend, original: Config, at: Sequence[int] | None = None) -> dict[int, Timing]:
+    """The original's timings by size index, at the sizes `at` (None: all)."""
+    measurement = backend.evaluate(original, at)
     if not measurement.ok:
         raise StudyError(
             f"the original configuration failed while re-measuring "
             f"({measurement.failure.value if measurement.failure else 'no timings'}): "
             f"{measurement.detail}"
         )
-    return measurement.timings
+    return dict(zip(at if at is not None else range(len(measurement.timings)), measurement.timings, strict=True))
 
 
 def p10_p90(values: Sequence[float]) -> tuple[float, float]:
@@ -593,18 +633,18 @@ def _percentile(ordered: Sequence[float], q: float) -> float:
 
 
 def _pooled(runs: Sequence[tuple[Timing, ...]]) -> tuple[Timing, ...]:
-    """Per size: the median and p10/p90 of the runs' medians, with their repetitions summed."""
-    pooled = []
-    for per_run in zip(*runs, strict=True):
-        medians = [t.median_us for t in per_run]
-        p10, p90 = p10_p90(medians)
-        pooled.append(
-            Timing(
-                size=per_run[0].size,
-                median_us=statistics.median(medians),
-                p10_us=float(p10),
-                p90_us=float(p90),
-                reps=sum(t.reps for t in per_run),
-            )
-        )
-    return tuple(pooled)
+    """Per size: the runs' timings pooled (`_pool`)."""
+    return tuple(_pool(per_run) for per_run in zip(*runs, strict=True))
+
+
+def _pool(timings: Sequence[Timing]) -> Timing:
+    """The median and p10/p90 of one size's run medians, with their repetitions summed."""
+    medians = [t.median_us for t in timings]
+    p10, p90 = p10_p90(medians)
+    return Timing(
+        size=timings[0].size,
+        median_us=statistics.median(medians),
+        p10_us=float(p10),
+        p90_us=float(p90),
+        reps=sum(t.reps for t in timings),
+    )
