@@ -97,6 +97,12 @@ def test_keeps_the_best_config_per_size_and_the_single_best_for_comparison() -> 
     assert selection.single in (SMALL_ONLY, LARGE_ONLY)
     other = 1 if selection.single == SMALL_ONLY else 0
     assert selection.speedup(selection.single, other) == pytest.approx(1 / 1.1, rel=0.02)
+    # confirmation: the pick that is not the single best only where it was picked, everything else everywhere
+    pick = LARGE_ONLY if selection.single == SMALL_ONLY else SMALL_ONLY
+    asked = {(c, at) for c, at in zip(backend.calls, backend.at, strict=True) if at is not None}
+    assert asked == {(pick, (other,))}
+    confirmed = selection.confirmation.of(pick)
+    assert confirmed is not None and [t.size for t in confirmed.timings] == [backend.sizes[other]]
 
 
 def test_weights_decide_the_single_best() -> None:
@@ -312,7 +318,7 @@ def test_candidates_run_only_at_their_sizes_and_the_original_at_those_of_its_nei
     rounds = measure_rounds(backend, ORIGINAL, [SMALL_ONLY, LARGE_ONLY], 3, at={SMALL_ONLY: [0], LARGE_ONLY: [1]})
     assert rounds is not None
     assert backend.calls[:5] == [ORIGINAL, SMALL_ONLY, ORIGINAL, LARGE_ONLY, ORIGINAL]
-    assert backend.at[:5] == [(0,), (0,), (0, 1), (1,), (1,)]
+    assert backend.at[:5] == [None, (0,), (0, 1), (1,), (1,)]  # the first original run: every size
     small, large = rounds.of(SMALL_ONLY), rounds.of(LARGE_ONLY)
     assert small is not None and large is not None and len(small.timings) == len(large.timings) == 1
     for contender, index in ((small, 0), (large, 1)):
@@ -320,9 +326,9 @@ def test_candidates_run_only_at_their_sizes_and_the_original_at_those_of_its_nei
         expected = table_time(contender.config, size) / table_time(ORIGINAL, size)
         assert contender.verdict(index).ratio == pytest.approx(expected)
         assert contender.timing(index).size == size
-    # the original: every size, each from the runs that measured it (2 a round at each size, of 3 a round)
+    # the original: every size, each from the runs that measured it (2 a round at each size, and the first)
     assert [t.size for t in rounds.original_timings] == list(backend.sizes)
-    assert [len(series) for series in rounds.original_series] == [2 * 3, 2 * 3]
+    assert [len(series) for series in rounds.original_series] == [2 * 3, 2 * 3 + 1]
 
 
 def test_finalists_that_cannot_gain_more_than_one_percent_are_neither_picked_nor_confirmed() -> None:

@@ -45,8 +45,10 @@ candidates run `between` of them between two original runs too: their noise is e
 selection rounds' original runs as well, and that estimate is taken one standard error high (a MAD of m
 log ratios is off by about 1/sqrt(m) of itself), so that a noise estimated low from few runs does not let a
 no-op change through. Each round measures every size at once (one evaluation times all sizes), so rounds
-are shared across sizes. A `Deadline` ends either phase early with what it has: nothing is confirmed on
-fewer than MIN_ROUNDS rounds, so the original stands there.
+are shared across sizes; in the confirmation rounds a pick is measured only at the sizes it was picked at
+(the only ones it may be launched at; the single best, confirmed overall too, and the original at every size,
+so that the noise estimate has every original run). A `Deadline` ends either phase early with what it has:
+nothing is confirmed on fewer than MIN_ROUNDS rounds, so the original stands there.
 
 Reported times (original and tuned, per size) are the confirmation rounds' pooled medians.
 """
@@ -79,7 +81,7 @@ from cutune.tune.search import SearchOutcome
 
 log = logging.getLogger(__name__)
 
-_Z = 3.0  # one-sided: a null median this far below 1 happens in about 0.1% of confirmations
+_Z = 3.2  # one-sided: a null median this far below 1 happens in about 0.07% of confirmations
 TIE_CAP = math.log(1.01)  # the most speed a tie gives up for a config closer to the original
 _WIDEN = math.sqrt(1.5)  # a round's ratio holds a candidate's noise and half of each neighbouring original's
 # seconds to keep for later phases, given what one evaluation costs now
@@ -153,6 +155,10 @@ class Contender:
         """The pooled time at the job's size `index` (one it was measured at)."""
         return self.timings[self._position(index)]
 
+    def measured_at(self, index: int) -> bool:
+        """Whether it was measured at the job's size `index`."""
+        return self.sizes is None or index in self.sizes
+
     def _position(self, index: int) -> int:
         return index if self.sizes is None else self.sizes.index(index)
 
@@ -191,7 +197,7 @@ class Selection:
     def timing(self, config: Config, index: int) -> Timing:
         """The reported time of `config` at size `index` (the original's when it was not confirmed)."""
         found = self.confirmation.of(config)
-        return found.timings[index] if found is not None else self.original_timings[index]
+        return found.timing(index) if found is not None and found.measured_at(index) else self.original_timings[index]
 
     def speedup(self, config: Config, index: int) -> float:
         """Original time / the reported time of `config` at size `index`."""
@@ -286,9 +292,12 @@ def select(
     # are the file's): the confirmation rounds measured it too, and it beats launching the original
     fallback = single.config if single is not None and _flags(single.config, per_file) == per_file_values else None
     decided = _decider(picking, picks, single.config if single else None, fallback, w) if options.sequential else None
+    # a pick only at the sizes it was picked at (the only ones it may be launched at); the single best everywhere
+    at = {c: [i for i, p in enumerate(picks) if p == c] for c in confirm if single is None or c != single.config}
     checking = measure_rounds(
         backend, original, confirm, options.confirm_rounds, weights=weights, cancel=cancel, settled=decided,
-        deadline=deadline, keep_s=after, between=options.between, group_from=CONFIRM_GROUP_FROM,
+        deadline=deadline, keep_s=after, between=options.between, group_from=CONFIRM_GROUP_FROM, at=at,
+        original_at_all=True,
     )  # fmt: skip
     if checking is None or not checking.original_series:
         return None
@@ -298,10 +307,10 @@ def select(
         confirmed = original
         for candidate in dict.fromkeys(c for c in (pick, fallback) if c is not None and c != original):
             found = checking.of(candidate)
-            if found is not None and found.per_size[i].confirmed(noise[i]):
+            if found is not None and found.verdict(i).confirmed(noise[i]):
                 confirmed = candidate
                 break
-            verdict = found.per_size[i] if found is not None else "failed"
+            verdict = found.verdict(i) if found is not None else "failed"
             log.debug("size %d: %s not confirmed (%s; noise %.4f)", i, dict(candidate), verdict, noise[i])
         chosen.append(confirmed)
     return Selection(
@@ -372,7 +381,7 @@ def _decider(
         done = set()
         for c in rounds.contenders:
             where = [i for i, p in enumerate(picks) if p == c.config or c.config == fallback]
-            sizes_done = all(c.per_size[i].lost or c.per_size[i].confirmed(noise[i]) for i in where)
+            sizes_done = all(c.verdict(i).lost or c.verdict(i).confirmed(noise[i]) for i in where)
             overall_done = c.config != single or c.overall.lost or c.overall.confirmed(overall)
             if sizes_done and overall_done:
                 done.add(c.config)
@@ -489,6 +498,7 @@ def measure_rounds(
     between: int = 1,
     group_from: int = GROUP_FROM,
     at: Mapping[Config, Sequence[int]] | None = None,
+    original_at_all: bool = False,
 ) -> Rounds | None:
     """Up to `count` rounds of A c1 A c2 ... A with the candidates rotated; None if cancelled.
 
@@ -497,15 +507,15 @@ def measure_rounds(
     After each round, the candidates `settled` names leave the later rounds (their rounds so far stand).
     A round starts only if it ends before `deadline` with `keep_s` (given one evaluation's cost) to spare.
     `at` measures each candidate it names only at those of the job's sizes (indices), and each original run
-    only at the sizes of the candidates on either side of it; a candidate it does not name runs at every size.
-    The original's pooled timings and series are then those of the sizes measured, in order: every size of
-    the job where the candidates' sizes cover them all.
+    after the first only at the sizes of the candidates on either side of it (at every size with
+    `original_at_all`, whose noise estimate then has every run); a candidate it does not name runs at every size.
     """
     backend.prefetch([original, *candidates])
     clock = deadline.clock if deadline is not None else clock_of(backend)
     sizes_of: dict[Config, tuple[int, ...] | None] = {
         c: tuple(sorted(set(at[c]))) if at is not None and c in at else None for c in candidates
     }
+    original_sizes = dict.fromkeys(candidates) if original_at_all else sizes_of
     original_runs: list[dict[int, Timing]] = []
     runs: dict[Config, list[tuple[Timing, ...]]] = {c: [] for c in candidates}
     ratios: dict[Config, list[list[float]]] = {c: [] for c in candidates}
@@ -524,11 +534,14 @@ def measure_rounds(
         shift = round_ % len(active) if active else 0
         order = active[shift:] + active[:shift]
         groups = [order[start : start + step] for start in range(0, len(order), step)]
-        original_runs.append(_measure_original(backend, original, _union(sizes_of, groups[:1])))
+        # the phase's first original run is at every size: each size has the original's time
+        original_runs.append(
+            _measure_original(backend, original, None if round_ == 0 else _union(original_sizes, groups[:1]))
+        )
         for g, group in enumerate(groups):
             measured = [(config, backend.evaluate(config, sizes_of[config])) for config in group]
             before = original_runs[-1]
-            after = _measure_original(backend, original, _union(sizes_of, groups[g : g + 2]))
+            after = _measure_original(backend, original, _union(original_sizes, groups[g : g + 2]))
             original_runs.append(after)
             for config, measurement in measured:
                 if measurement.ok:
@@ -548,6 +561,11 @@ def measure_rounds(
             done = settled(_rounds(runs, ratios, original_runs, weights, sizes_of))
             active = [c for c in active if c not in done]
     return _rounds(runs, ratios, original_runs, weights, sizes_of)
+
+
+def _weights_at(weights: Sequence[float] | None, sizes: Sequence[int] | None) -> Sequence[float] | None:
+    """The sizes' weights of the sizes a candidate was measured at."""
+    return weights if weights is None or sizes is None else [weights[i] for i in sizes]
 
 
 def _union(
@@ -578,7 +596,7 @@ def _rounds(
             config=c,
             timings=_pooled(runs[c]),
             per_size=tuple(Verdict.of(size_ratios) for size_ratios in zip(*ratios[c], strict=True)),
-            overall=Verdict.of([weighted_geomean(r, weights) for r in ratios[c]]),
+            overall=Verdict.of([weighted_geomean(r, _weights_at(weights, sizes_of[c])) for r in ratios[c]]),
             sizes=sizes_of[c],
         )
         for c in runs
