@@ -33,7 +33,7 @@ run_step() {
       tests/gpu/test_profile.py tests/agent/test_steps_gpu.py tests/gpu/test_wrong_templates.py ;;
     row_reduce_packs) step row_reduce_packs "${T_ROW_PACKS:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_row_reduce.py tests/template/variants/test_variants_gpu.py \
-      -k "counted_rounds_over_packs_equal or rounds_softmax or head_rms_norm" ;;
+      -k "counted_rounds_over_packs_equal or rounds_softmax or head_rms_norm or offset_rms_norm" ;;
     variants) step variants "${T_VARIANTS:-300}" python3 benchmarks/variants.py "$dir" ${VARIANT_ARGS:---trials 30 --seconds 20} \
       --only "${VARIANT_KERNELS:-rotary_embedding_kernel,silu_and_mul_kernel,merge_attn_states_kernel}" ;;
     per_shape) step per_shape "${T_PER_SHAPE:-300}" python3 benchmarks/per_shape.py "$dir" --record --trials 40 --seconds 50 ;;

@@ -1824,9 +1824,13 @@ def _flat_forms(x: str, y: str) -> set[str]:
     return {f"{y}*blockDim.x+{x}", f"{x}+{y}*blockDim.x", f"blockDim.x*{y}+{x}", f"{x}+blockDim.x*{y}"}
 
 
+_PDL_TRIGGER = "cudaTriggerProgrammaticLaunchCompletion()"
+
+
 def _is_launch_control(src: KernelSource, s: Node) -> bool:
     """Whether `s` only controls the programmatic dependent launch: `asm volatile("griddepcontrol.wait;")` (or
-    `.launch_dependents`) without operands, alone or all there is under an `#if` without `#else`."""
+    `.launch_dependents`) without operands, or the runtime's `cudaGridDependencySynchronize()` /
+    `cudaTriggerProgrammaticLaunchCompletion()`, alone or all there is under an `#if` without `#else`."""
     if s.type in ("preproc_if", "preproc_ifdef"):
         if s.child_by_field_name("alternative") is not None:
             return False
@@ -1834,6 +1838,8 @@ def _is_launch_control(src: KernelSource, s: Node) -> bool:
         inner = [c for c in inner if c != s.child_by_field_name("condition")]
         return bool(inner) and all(_is_launch_control(src, c) for c in inner)
     asm = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+    if asm is not None and asm.type == "call_expression":  # the runtime's device API for the same two instructions
+        return _SPACE.sub("", src.text(asm)) in ("cudaGridDependencySynchronize()", _PDL_TRIGGER)
     if asm is None or asm.type != "gnu_asm_expression":
         return False
     operands = [c for c in asm.named_children if c.type.endswith("operand_list") and c.named_children]

@@ -46,6 +46,11 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
     },
+    # packs walked from a thread offset, summed by a helper and reduced by a block-sum helper with shared memory
+    ("offset_rms_norm.cu", "offset_rms_norm_kernel"): {
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 1}, {"ROW_THREADS": 1024, "ROW_VEC": 1}],
+    },
 }
 
 
