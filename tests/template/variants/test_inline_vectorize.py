@@ -287,3 +287,9 @@ def test_an_accumulating_helper_updates_the_callers_local_only_where_nothing_els
     ):
         body = _looping_body(BLOCK_SUM.replace(*change))
         assert re.search(r"float cutune_inl\d+_v = acc;", body) and "acc += __shfl" not in body
+    # which `acc` a call means needs scopes: a double passed, a float of that name declared later
+    source = BLOCK_SUM.replace("float acc = 0.f;", "double acc = 0.f;").replace(
+        "o[blockIdx.x] = acc;", "{ float acc = 1.f; o[0] = acc; }"
+    )
+    body = _looping_body(source)
+    assert re.search(r"float cutune_inl\d+_v = acc;", body) and "acc += __shfl" not in body

@@ -236,9 +236,9 @@ def _threaded(
 ) -> int | None:
     """The parameter an updating call threads its caller's local through, where the block may update the local in
     place (`acc = h(acc, v)` with `T h(T a, ...) { ...; return e; }`: the body's `a` is `acc`, then `acc = e`): the
-    argument is a local `x` of the parameter's own type (no conversion in), no other argument reads it, its address
-    is never taken nor a reference bound to it, and the call's value is assigned to it (nothing sees x between);
-    else None."""
+    argument is the kernel's one local of that name, of the parameter's own type (no conversion in), no other
+    argument reads it, its address is never taken nor a reference bound to it, and the call's value is assigned to
+    it (nothing sees it between); else None."""
     parent = call.parent
     if (
         parent is None
@@ -264,7 +264,13 @@ def _threaded(
     def bare_type(text: str) -> str:
         return " ".join(w for w in text.split() if w != "const")
 
-    declared = _local_types(src).get(target)
+    declarations = [
+        d
+        for d in src.in_body("declaration")
+        for x in d.children_by_field_name("declarator")
+        if (name := declarator_name(x)) is not None and src.text(name) == target
+    ]
+    declared = _local_types(src).get(target) if len(declarations) == 1 else None  # one local of that name
     own = " ".join(_rewritten(src, c, {}, tsubst) for c in params[k].children if c.end_byte <= declarator.start_byte)
     if declared is None or bare_type(declared) != bare_type(own):
         return None
