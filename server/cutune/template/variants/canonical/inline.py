@@ -13,26 +13,24 @@ from cutune.template.variants.inline import inline_helpers
 
 NAME = "inline_helpers"
 _LOOP = re.compile(r"\b(?:for|while|do)\b")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*[(<]")  # a name called (`name(` or `name<`)
 
 
 def inline_looping_helpers(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s calls of looping helpers inlined; why none could be; None when it calls none."""
     body, data = kernel_body(model, kernel), model.text.encode("utf-8")
-    texts = {
-        f.name: data[f.span.start_byte : f.span.end_byte].decode("utf-8", errors="replace")
-        for f in model.device_functions
-    }
-    looping = {name for name, text in texts.items() if _LOOP.search(text)}
-    while grown := {n for n, t in texts.items() if n not in looping and any(_calls(t, m) for m in looping)}:
+    calls: dict[str, set[str]] = {}  # by helper name (overloads together): the names it calls
+    looping: set[str] = set()
+    for f in model.device_functions:
+        text = data[f.span.start_byte : f.span.end_byte].decode("utf-8", errors="replace")
+        calls.setdefault(f.name, set()).update(_CALLED.findall(text))
+        if _LOOP.search(text):
+            looping.add(f.name)
+    while grown := {name for name, called in calls.items() if name not in looping and called & looping}:
         looping |= grown  # a helper calling a looping helper: inlined, the loop reaches the kernel
-    if not any(_calls(body, name) for name in looping):
+    if not looping & set(_CALLED.findall(body)):
         return None
     inlined = inline_helpers(model, kernel, looping=True)
     if inlined.calls:
         return inlined.model
     return "; ".join(inlined.refusals) if inlined.refusals else None
-
-
-def _calls(text: str, name: str) -> bool:
-    """Whether `text` calls `name` (`name(` or `name<`)."""
-    return re.search(rf"\b{re.escape(name)}\s*[(<]", text) is not None
