@@ -83,6 +83,44 @@ __global__ void offset_rms_norm_kernel(T* __restrict__ out, const T* __restrict_
 #endif
 }
 
+// The fused residual add: x + residual written back to the residual and staged in dynamic shared memory, each
+// thread its own packs (`&staged[offset]`), for the second pass; the normalised row written over x.
+template <typename T>
+__global__ void offset_add_rms_norm_kernel(T* __restrict__ x, T* __restrict__ residual,
+                                           const T* __restrict__ weight, const int hidden, const float eps) {
+  constexpr int kPack = 16 / sizeof(T);
+  extern __shared__ uint8_t smem_bytes[];
+  T* staged = reinterpret_cast<T*>(smem_bytes);
+  const int thread_offset = threadIdx.x * kPack;
+  x += blockIdx.x * hidden;
+  residual += blockIdx.x * hidden;
+
+  float acc = 0.f;
+  for (int offset = thread_offset; offset < hidden; offset += blockDim.x * kPack) {
+    Pack<T, kPack> a, b;
+    a.load(x + offset);
+    b.load(residual + offset);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) a.v[k] = static_cast<T>(static_cast<float>(a.v[k]) + static_cast<float>(b.v[k]));
+    a.store(residual + offset);
+    a.store(&staged[offset]);
+    acc = sum_squares<T, kPack>(acc, a);
+  }
+  acc = block_sum(acc);
+  const float inv_rms = rsqrtf(acc / hidden + eps);
+
+  for (int offset = thread_offset; offset < hidden; offset += blockDim.x * kPack) {
+    Pack<T, kPack> a, w, y;
+    a.load(&staged[offset]);
+    w.load(weight + offset);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      y.v[k] = static_cast<T>(static_cast<float>(a.v[k]) * inv_rms * static_cast<float>(w.v[k]));
+    }
+    y.store(x + offset);
+  }
+}
+
 }  // namespace comm_norm
 
 // A warp-multiple block of threads covering the row's packs, up to 1024: one pack per thread up to 8192 halves.
@@ -91,4 +129,12 @@ void launch_offset_rms_norm(__half* out, const __half* in, const __half* weight,
   const int packs = hidden / 8;
   const int threads = packs < 1024 ? (packs + comm_norm::kWarp - 1) / comm_norm::kWarp * comm_norm::kWarp : 1024;
   comm_norm::offset_rms_norm_kernel<__half><<<tokens, threads, 0, stream>>>(out, in, weight, hidden, eps);
+}
+
+void launch_offset_add_rms_norm(__half* x, __half* residual, const __half* weight, int tokens, int hidden, float eps,
+                                cudaStream_t stream) {
+  const int packs = hidden / 8;
+  const int threads = packs < 1024 ? (packs + comm_norm::kWarp - 1) / comm_norm::kWarp * comm_norm::kWarp : 1024;
+  const size_t staged = hidden * sizeof(__half);
+  comm_norm::offset_add_rms_norm_kernel<__half><<<tokens, threads, staged, stream>>>(x, residual, weight, hidden, eps);
 }

@@ -35,6 +35,7 @@ CONFIGS = {
         ("rounds_softmax.cu", "rounds_softmax_kernel"),
         ("head_rms_norm.cu", "head_rms_norm_kernel"),
         ("offset_rms_norm.cu", "offset_rms_norm_kernel"),  # on the loop over packs from a thread offset
+        ("offset_rms_norm.cu", "offset_add_rms_norm_kernel"),
     ],
 )
 def test_every_variant_equals_the_original_on_the_gpu(file: str, kernel: str) -> None:

@@ -51,6 +51,11 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 4}],
         "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 1}, {"ROW_THREADS": 1024, "ROW_VEC": 1}],
     },
+    # and the row staged in dynamic shared memory at `&staged[offset]`, a cast of the array
+    ("offset_rms_norm.cu", "offset_add_rms_norm_kernel"): {
+        "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce": [{"ROW_THREADS": 32, "ROW_VEC": 1}, {"ROW_THREADS": 512, "ROW_VEC": 1}],
+    },
 }
 
 
