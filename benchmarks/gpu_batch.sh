@@ -6,7 +6,7 @@
 # capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d selection_cost_parallel
 # together (TOGETHER: steps run at once, one GPU each) graph_tests timing_modes
 # checks_spread checks_spread_rms canonical corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
-# pdl_tests retest (RETEST: the test ids to run) row_reduce_packs (the pack, warp-per-row and per-head row_reduce samples)
+# pdl_tests retest (RETEST: the test ids to run) row_reduce_packs (the pack, warp-per-row, per-head and thread-offset row_reduce samples)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).

@@ -420,8 +420,6 @@ def test_row_kernels_compile(file: str, kernel: str, expressions: list[str], tmp
         ("head_rms_norm", "head_rms_norm_kernel", "32"),
         ("rounds_softmax", "rounds_softmax_kernel", "min("),
         ("warp_softmax", "warp_softmax_kernel", "32"),
-        ("offset_rms_norm", "offset_rms_norm_kernel", "min("),  # a loop from a thread offset, block-sum helper
-        ("offset_rms_norm", "offset_add_rms_norm_kernel", "min("),  # and the row staged at `&staged[offset]`
     ],
 )
 def test_counted_rounds_over_packs_compile(stem: str, kernel: str, block: str, tmp_path: Path) -> None:
