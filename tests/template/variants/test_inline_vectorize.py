@@ -245,6 +245,7 @@ __device__ float block_sum(float v) {
   return warp_sum(v);
 }
 __device__ float add_squares(float acc, float2 p) { acc += p.x * p.x; acc += p.y * p.y; return acc; }
+__device__ float mean_square(float v, int n) { const float s = block_sum(v * v); return s / n; }
 __global__ void k(float* o, const float2* x, int n) {
   float acc = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) acc = add_squares(acc, x[i]);
@@ -252,6 +253,8 @@ __global__ void k(float* o, const float2* x, int n) {
   o[blockIdx.x] = acc;
   float again = block_sum(acc);
   o[blockIdx.x + 1] = again;
+  const float ms = mean_square(acc, n);  // block_sum inlined a pass later, inside mean_square's block
+  o[blockIdx.x + 2] = ms;
 }
 """
 
@@ -269,11 +272,19 @@ def test_a_helper_calling_a_looping_helper_is_inlined_its_shared_memory_declared
     # one object per block, as the helper's own was: both calls use it
     assert body.count("__shared__ float cutune_shared_block_sum_partial[32];") == 1
     assert body.index("__shared__") < body.index("float acc = 0.f;")
-    assert body.count("cutune_shared_block_sum_partial[threadIdx.x / 32] =") == 2
+    assert body.count("cutune_shared_block_sum_partial[threadIdx.x / 32] =") == 3
     # `acc = block_sum(acc)`: the helper's copy is the caller's local itself, no copy in or out
     assert "acc += __shfl_xor_sync(0xffffffffu, acc, " in body
     # `again = block_sum(acc)` is no update of acc: its parameter stays a copy
     assert re.search(r"float cutune_inl\d+_v = acc;", body)
+    # a call left a call (inside a larger expression) moves nothing, though another call is inlined in the pass
+    kernel = "__global__ void k(float* o) {\n  float v = o[0];\n  v = warp_sum(v);\n  o[0] = 1.f + block_sum(v);\n}"
+    source = BLOCK_SUM[: BLOCK_SUM.index("__global__")] + kernel
+    result = inline_helpers(parse_source(source), "k", looping=True)
+    assert result.calls == 1 and any(
+        r.startswith("block_sum: is called inside a larger expression") for r in result.refusals
+    )
+    assert "__shared__" not in result.model.text[result.model.text.index("__global__") :]
 
 
 def test_an_accumulating_helper_updates_the_callers_local_only_where_nothing_else_can_see_it() -> None:

@@ -62,6 +62,7 @@ def inline_helpers(model: SourceModel, kernel: str, *, looping: bool = False) ->
     transforms see it)."""
     calls = 0
     refusals: list[str] = []
+    hoisted: dict[str, str] | None = {} if looping else None  # over every pass: one declaration per name
     for depth in range(_DEPTH + 1):
         src = KernelSource(model, model.kernel(kernel))
         helpers = _helpers(src)
@@ -72,7 +73,6 @@ def inline_helpers(model: SourceModel, kernel: str, *, looping: bool = False) ->
         fresh = max((int(m.group(1)) + 1 for m in _FRESH.finditer(model.text)), default=0)
         bodies = [src.body] if looping else [lp.body for lp in loops]
         sites = [c for body in bodies for c in descendants(body, "call_expression")]
-        hoisted: dict[str, str] | None = {} if looping else None
         for call in sites:
             name, scope = _callee(src, call)
             found = helpers.get(name, [])
@@ -203,14 +203,14 @@ def _inline(
         return captured
     for d in shared:
         rename[_param_name(src, d)] = f"cutune_shared_{helper.name}_{_param_name(src, d)}"
+    moved: dict[str, str] = {}  # the shared declarations this call moves to the kernel's top scope
     for d in shared:
-        text = _rewritten(src, d, rename, tsubst)
-        name = rename[_param_name(src, d)]
-        assert hoisted is not None
-        if set(re.findall(r"[A-Za-z_]\w*", text)) & _declared(src, src.body):
+        text, name = _rewritten(src, d, rename, tsubst), rename[_param_name(src, d)]
+        if set(re.findall(r"[A-Za-z_]\w*", text)) - {name} & _declared(src, src.body):
             return f"declares shared memory sized by the kernel's locals (line {src.line(d)})"
-        if hoisted.setdefault(name, text) != text:
+        if (hoisted or {}).get(name, text) != text:
             return f"declares shared memory whose type differs between its calls (line {src.line(d)})"
+        moved[name] = text
     indent = line_indent(src.data, call.start_byte)
     head = [f"// cutune: inlined {helper.name}"]
     values = [src.text(a) for a in args] + [_rewritten(src, _default(p), rename, tsubst) for p in omitted]
@@ -227,8 +227,13 @@ def _inline(
     if threaded is not None and result == src.text(args[threaded]):  # `x = h(x)` returning x: nothing to assign
         statement = call.parent.parent if call.parent is not None else None
         assert statement is not None
-        return statement.start_byte, statement.end_byte, _block(head, indent)
-    return _placed(src, call, helper.name, head, result, void, _return_type(src, fn, pointers, tsubst), prefix, indent)
+        placed: tuple[int, int, str] | str = (statement.start_byte, statement.end_byte, _block(head, indent))
+    else:
+        return_type = _return_type(src, fn, pointers, tsubst)
+        placed = _placed(src, call, helper.name, head, result, void, return_type, prefix, indent)
+    if hoisted is not None and not isinstance(placed, str):
+        hoisted.update(moved)
+    return placed
 
 
 def _threaded(
