@@ -229,3 +229,78 @@ def test_the_rotary_vectorized_variant_compiles_to_vector_accesses_without_local
     assert "st.global.v4.u32" in ptx and "st.global.v4.u16" in ptx  # 16- and 8-byte stores of bf16 packs
     assert "ld.global.nc.v4.u32" in ptx  # the cos/sin cache: read-only 16-byte loads
     assert ".local" not in ptx
+
+
+BLOCK_SUM = """
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = threadIdx.x % 32 < blockDim.x / 32 ? partial[threadIdx.x % 32] : 0.f;
+  return warp_sum(v);
+}
+__device__ float add_squares(float acc, float2 p) { acc += p.x * p.x; acc += p.y * p.y; return acc; }
+__device__ float mean_square(float v, int n) { const float s = block_sum(v * v); return s / n; }
+__global__ void k(float* o, const float2* x, int n) {
+  float acc = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) acc = add_squares(acc, x[i]);
+  acc = block_sum(acc);
+  o[blockIdx.x] = acc;
+  float again = block_sum(acc);
+  o[blockIdx.x + 1] = again;
+  const float ms = mean_square(acc, n);  // block_sum inlined a pass later, inside mean_square's block
+  o[blockIdx.x + 2] = ms;
+}
+"""
+
+
+def _looping_body(source: str) -> str:
+    result = inline_helpers(parse_source(source), "k", looping=True)
+    assert not result.refusals, result.refusals
+    k = result.model.kernel("k")
+    return " ".join(result.model.text[k.body_span.start_byte : k.body_span.end_byte].split())
+
+
+def test_a_helper_calling_a_looping_helper_is_inlined_its_shared_memory_declared_once_for_the_kernel() -> None:
+    body = _looping_body(BLOCK_SUM)
+    assert "block_sum(" not in body and "warp_sum(" not in body
+    # one object per block, as the helper's own was: both calls use it
+    assert body.count("__shared__ float cutune_shared_block_sum_partial[32];") == 1
+    assert body.index("__shared__") < body.index("float acc = 0.f;")
+    assert body.count("cutune_shared_block_sum_partial[threadIdx.x / 32] =") == 3
+    # `acc = block_sum(acc)`: the helper's copy is the caller's local itself, no copy in or out
+    assert "acc += __shfl_xor_sync(0xffffffffu, acc, " in body
+    # `again = block_sum(acc)` is no update of acc: its parameter stays a copy
+    assert re.search(r"float cutune_inl\d+_v = acc;", body)
+    # a call left a call (inside a larger expression) moves nothing, though another call is inlined in the pass
+    kernel = "__global__ void k(float* o) {\n  float v = o[0];\n  v = warp_sum(v);\n  o[0] = 1.f + block_sum(v);\n}"
+    source = BLOCK_SUM[: BLOCK_SUM.index("__global__")] + kernel
+    result = inline_helpers(parse_source(source), "k", looping=True)
+    assert result.calls == 1 and any(
+        r.startswith("block_sum: is called inside a larger expression") for r in result.refusals
+    )
+    assert "__shared__" not in result.model.text[result.model.text.index("__global__") :]
+
+
+def test_an_accumulating_helper_updates_the_callers_local_only_where_nothing_else_can_see_it() -> None:
+    source = BLOCK_SUM.replace("acc = add_squares(acc, x[i]);", "acc = warp_sum(acc);")
+    assert re.search(
+        r"inlined warp_sum for \(int cutune_inl\d+_o = 16; .*acc \+= __shfl_xor_sync", _looping_body(source)
+    )
+    for change in (
+        ("float acc = 0.f;", "double acc = 0.f;"),  # the parameter converts it: a copy
+        ("acc = block_sum(acc);", "float* p = &acc; acc = block_sum(acc);"),  # seen through a pointer
+    ):
+        body = _looping_body(BLOCK_SUM.replace(*change))
+        assert re.search(r"float cutune_inl\d+_v = acc;", body) and "acc += __shfl" not in body
+    # which `acc` a call means needs scopes: a double passed, a float of that name declared later
+    source = BLOCK_SUM.replace("float acc = 0.f;", "double acc = 0.f;").replace(
+        "o[blockIdx.x] = acc;", "{ float acc = 1.f; o[0] = acc; }"
+    )
+    body = _looping_body(source)
+    assert re.search(r"float cutune_inl\d+_v = acc;", body) and "acc += __shfl" not in body

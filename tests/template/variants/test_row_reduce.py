@@ -490,6 +490,8 @@ def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kern
         ("head_rms_norm", "head_rms_norm_kernel"),  # a warp per head, the warps of a persistent grid in turn
         ("rounds_softmax", "rounds_softmax_kernel"),
         ("warp_softmax", "warp_softmax_kernel"),  # register arrays over a fixed count of checked rounds
+        ("offset_rms_norm", "offset_rms_norm_kernel"),  # packs from a thread offset, helper sums, PDL runtime calls
+        ("offset_rms_norm", "offset_add_rms_norm_kernel"),  # the row staged in dynamic shared memory through a cast
     ],
 )
 def test_counted_rounds_over_packs_equal_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:
@@ -527,7 +529,12 @@ def only_the_variant(space: Space) -> Space:
 
 @pytest.mark.parametrize(
     ("stem", "kernel"),
-    [("rounds_softmax", "rounds_softmax_kernel"), ("warp_pack_rms_norm", "warp_pack_rms_norm_kernel")],
+    [
+        ("rounds_softmax", "rounds_softmax_kernel"),
+        ("warp_pack_rms_norm", "warp_pack_rms_norm_kernel"),
+        ("offset_rms_norm", "offset_rms_norm_kernel"),
+        ("offset_rms_norm", "offset_add_rms_norm_kernel"),
+    ],
 )
 def test_every_variant_parameter_defaults_to_one_of_its_values(stem: str, kernel: str) -> None:
     # rows of 128,256 logits keep only 512 and 1024 threads: the default must be one of them, or the original
@@ -591,3 +598,38 @@ def test_a_warp_reduction_shuffles_over_the_whole_warp(loop: str, reason: str) -
     else:
         with pytest.raises(TransformRefused, match=re.escape(reason)):
             RowReduce().apply(parse_source(source), "k", None)
+
+
+def test_a_helper_block_sum_over_packs_from_a_thread_offset_is_the_rows_reduction() -> None:
+    path = SAMPLES / "offset_rms_norm.cu"
+    # the runtime's spelling of the launch-dependency controls, kept around the new body as the asm is
+    source = (
+        path.read_text()
+        .replace('asm volatile("griddepcontrol.wait;" ::: "memory");', "cudaGridDependencySynchronize();")
+        .replace('asm volatile("griddepcontrol.launch_dependents;");', "cudaTriggerProgrammaticLaunchCompletion();")
+    )
+    canonical = canonicalise(parse_source(source, str(path)), "offset_rms_norm_kernel")
+    assert canonical.applied == ("inline_helpers", "scaled_loops")
+    body = RowReduce().apply(canonical.model, "offset_rms_norm_kernel", None).body
+    assert "block_sum" not in body and "cutune_shared_block_sum_partial" not in body  # the rewrite's own reduction
+    assert re.search(r"acc = cutune_rr_allreduce<ROW_THREADS>\(acc, cutune_rr_sum\{\}, cutune_red\d+_0\);", body)
+    assert body.index("cudaGridDependencySynchronize();") < body.index("cutune_row")
+    assert body.rstrip().endswith("cudaTriggerProgrammaticLaunchCompletion();\n#endif")
+
+
+def test_a_row_staged_through_a_cast_of_the_dynamic_array_is_kept_where_it_was() -> None:
+    path = SAMPLES / "offset_rms_norm.cu"
+    canonical = canonicalise(parse_source(path.read_text(), str(path)), "offset_add_rms_norm_kernel")
+    variant = RowReduce().apply(canonical.model, "offset_add_rms_norm_kernel", None)
+    # the stage pointer starts at the array's start already: kept as written, each thread's packs at the element
+    assert "T* staged = reinterpret_cast<T*>(smem_bytes);" in variant.body
+    assert "a.store(&staged[offset]);" in variant.body and "a.load(&staged[offset]);" in variant.body
+    assert variant.launch.shared_mem == "{shared_mem}"  # launched with the original's allocation
+    moved = path.read_text().replace("a.store(&staged[offset]);", "a.store(&staged[thread_offset]);")
+    with pytest.raises(TransformRefused) as refused:  # a slot chosen by the thread, not by the element
+        RowReduce().apply(
+            canonicalise(parse_source(moved), "offset_add_rms_norm_kernel").model, "offset_add_rms_norm_kernel", None
+        )
+    assert (
+        "reads the row it stages in shared memory (staged) otherwise than after storing it all" in refused.value.reason
+    )

@@ -34,6 +34,8 @@ CONFIGS = {
         # packs_per_thread on the loops over packs pack_rounds reads, on a 1-D block and a warp per head
         ("rounds_softmax.cu", "rounds_softmax_kernel"),
         ("head_rms_norm.cu", "head_rms_norm_kernel"),
+        ("offset_rms_norm.cu", "offset_rms_norm_kernel"),  # on the loop over packs from a thread offset
+        ("offset_rms_norm.cu", "offset_add_rms_norm_kernel"),
     ],
 )
 def test_every_variant_equals_the_original_on_the_gpu(file: str, kernel: str) -> None:

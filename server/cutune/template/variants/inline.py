@@ -6,13 +6,17 @@ assignment's right side (`x = h(args);`) becomes a block that declares each para
 its argument (by value, or by reference where the parameter is one: what the call did), then runs the
 helper's statements. The helper's template parameters become the call's explicit template arguments, and
 its parameters and locals are renamed `cutune_inl<k>_<name>`, so nothing shadows the caller's names. A
-value-returning helper's single `return e;` (its last statement) hands `e` to the caller.
+value-returning helper's single `return e;` (its last statement) hands `e` to the caller. A call that updates a
+local (`acc = h(acc, v)`) binds the parameter to the local itself where nothing else can see it meanwhile (same
+type, no other argument reads it, its address never taken): the helper's `acc += ...` is then the kernel's own.
+Inlined from the kernel's top (the canonical step), a helper's own `__shared__` declarations move to the
+kernel's top scope, one per helper: a shared variable is one object per block wherever it is declared.
 
 A call stays a call, with the reason returned, when inlining could change what it does: a recursive or
 overloaded helper, template arguments left to deduction, variadic parameters, an early return,
-static or shared locals, a name the helper reads from file scope that the kernel declares too, a helper
-from another namespace, or a call nested inside a larger expression. Helpers that call helpers are
-inlined a few levels deep.
+static locals, shared ones inside a loop's helper (or sized by the kernel's locals), a name the helper reads
+from file scope that the kernel declares too, a helper from another namespace, or a call nested inside a larger
+expression. Helpers that call helpers are inlined a few levels deep.
 """
 
 from __future__ import annotations
@@ -58,9 +62,11 @@ def inline_helpers(model: SourceModel, kernel: str, *, looping: bool = False) ->
     transforms see it)."""
     calls = 0
     refusals: list[str] = []
+    hoisted: dict[str, str] | None = {} if looping else None  # over every pass: one declaration per name
     for depth in range(_DEPTH + 1):
         src = KernelSource(model, model.kernel(kernel))
         helpers = _helpers(src)
+        looping_names = _looping(src, helpers) if looping else set()
         loops = [] if looping else stride_loops(src)[0]
         edits = EditList(src.data)
         edited: list[tuple[int, int]] = []
@@ -72,11 +78,11 @@ def inline_helpers(model: SourceModel, kernel: str, *, looping: bool = False) ->
             found = helpers.get(name, [])
             if not found or (scope and scope != found[0].namespace.split("::")[-1]):
                 continue  # not a helper of this file (a builtin, or another namespace's function)
-            if looping and not any(descendants(h.definition, *_LOOPS) for h in found):
+            if looping and name not in looping_names:
                 continue
             if any(a <= call.start_byte < b for a, b in edited):
                 continue  # inside a call inlined in this pass: the next pass sees it
-            result = _inline(src, call, found, f"{PREFIX}{fresh + len(edited)}_")
+            result = _inline(src, call, found, f"{PREFIX}{fresh + len(edited)}_", hoisted)
             if isinstance(result, str):
                 refusals.append(f"{name}: {result}")
                 continue
@@ -85,6 +91,11 @@ def inline_helpers(model: SourceModel, kernel: str, *, looping: bool = False) ->
             edited.append((start, end))
         if not edited:
             break
+        declared = _declared(src, src.body)
+        new = [text for name, text in (hoisted or {}).items() if name not in declared]
+        if new:  # one object per block, as the helper's own was, whichever call site uses it
+            indent = line_indent(src.data, src.body.named_children[0].start_byte) if src.body.named_children else "  "
+            edits.insert(src.body.start_byte + 1, "".join(f"\n{indent}{text}" for text in new))
         if depth == _DEPTH:
             refusals.append(f"helpers nested deeper than {_DEPTH} calls are not inlined")
             break
@@ -130,8 +141,11 @@ def _template_args(call: Node) -> list[Node]:
     return [a for a in args.named_children if a.type != "comment"] if args is not None else []
 
 
-def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) -> tuple[int, int, str] | str:
-    """The edit that writes `call` out in place (start, end, text), or why it cannot be."""
+def _inline(
+    src: KernelSource, call: Node, found: list[_Helper], prefix: str, hoisted: dict[str, str] | None = None
+) -> tuple[int, int, str] | str:
+    """The edit that writes `call` out in place (start, end, text), or why it cannot be; with `hoisted`, the
+    helper's `__shared__` declarations are added there (name → declaration) for the kernel's top scope."""
     if len(found) > 1:
         return "is overloaded: which definition a call means needs overload resolution"
     helper = found[0]
@@ -169,10 +183,11 @@ def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) ->
     tsubst = _template_substitution(src, helper, call)
     if isinstance(tsubst, str):
         return tsubst
-    blocker = _body_blocker(src, body)
+    shared = _shared_declarations(src, body) if hoisted is not None else []
+    blocker = _body_blocker(src, body, shared)
     if blocker is not None:
         return blocker
-    statements = [s for s in body.named_children if s.type != "comment"]
+    statements = [s for s in body.named_children if s.type != "comment" and s not in shared]
     returns = descendants(body, "return_statement")
     void = src.field(fn, "type") == "void" and pointers == 0
     last = statements[-1] if statements else None
@@ -186,13 +201,99 @@ def _inline(src: KernelSource, call: Node, found: list[_Helper], prefix: str) ->
     captured = _captured(src, body, set(rename) | set(tsubst))
     if captured is not None:
         return captured
+    for d in shared:
+        rename[_param_name(src, d)] = f"cutune_shared_{helper.name}_{_param_name(src, d)}"
+    moved: dict[str, str] = {}  # the shared declarations this call moves to the kernel's top scope
+    for d in shared:
+        text, name = _rewritten(src, d, rename, tsubst), rename[_param_name(src, d)]
+        if set(re.findall(r"[A-Za-z_]\w*", text)) - {name} & _declared(src, src.body):
+            return f"declares shared memory sized by the kernel's locals (line {src.line(d)})"
+        if (hoisted or {}).get(name, text) != text:
+            return f"declares shared memory whose type differs between its calls (line {src.line(d)})"
+        moved[name] = text
     indent = line_indent(src.data, call.start_byte)
     head = [f"// cutune: inlined {helper.name}"]
     values = [src.text(a) for a in args] + [_rewritten(src, _default(p), rename, tsubst) for p in omitted]
-    head += [_declaration(src, p, rename, tsubst) + " = " + v + ";" for p, v in zip(params, values, strict=True)]
+    threaded = _threaded(src, call, params, args, value, tsubst)
+    if threaded is not None:
+        rename[_param_name(src, params[threaded])] = src.text(args[threaded])
+    head += [
+        _declaration(src, p, rename, tsubst) + " = " + v + ";"
+        for k, (p, v) in enumerate(zip(params, values, strict=True))
+        if k != threaded
+    ]
     head += [_rewritten(src, s, rename, tsubst) for s in statements if s is not last or not returns]
     result = _rewritten(src, value, rename, tsubst) if value is not None else ""
-    return _placed(src, call, helper.name, head, result, void, _return_type(src, fn, pointers, tsubst), prefix, indent)
+    if threaded is not None and result == src.text(args[threaded]):  # `x = h(x)` returning x: nothing to assign
+        statement = call.parent.parent if call.parent is not None else None
+        assert statement is not None
+        placed: tuple[int, int, str] | str = (statement.start_byte, statement.end_byte, _block(head, indent))
+    else:
+        return_type = _return_type(src, fn, pointers, tsubst)
+        placed = _placed(src, call, helper.name, head, result, void, return_type, prefix, indent)
+    if hoisted is not None and not isinstance(placed, str):
+        hoisted.update(moved)
+    return placed
+
+
+def _threaded(
+    src: KernelSource, call: Node, params: list[Node], args: list[Node], value: Node | None, tsubst: dict[str, str]
+) -> int | None:
+    """The parameter an updating call threads its caller's local through, where the block may update the local in
+    place (`acc = h(acc, v)` with `T h(T a, ...) { ...; return e; }`: the body's `a` is `acc`, then `acc = e`): the
+    argument is the kernel's one local of that name, of the parameter's own type (no conversion in), no other
+    argument reads it, its address is never taken nor a reference bound to it, and the call's value is assigned to
+    it (nothing sees it between); else None."""
+    parent = call.parent
+    if (
+        parent is None
+        or parent.type != "assignment_expression"
+        or src.field(parent, "operator") != "="
+        or parent.child_by_field_name("right") != call
+        or parent.parent is None
+        or parent.parent.type != "expression_statement"
+        or value is None
+    ):
+        return None
+    target = src.field(parent, "left")
+    at = [k for k, a in enumerate(args) if src.text(a) == target]
+    if len(at) != 1 or at[0] >= len(params):
+        return None
+    k = at[0]
+    declarator = params[k].child_by_field_name("declarator")
+    if declarator is None or declarator.type != "identifier":
+        return None
+    if any(target in {src.text(i) for i in descendants(a, "identifier")} for j, a in enumerate(args) if j != k):
+        return None
+
+    def bare_type(text: str) -> str:
+        return " ".join(w for w in text.split() if w != "const")
+
+    declarations = [
+        d
+        for d in src.in_body("declaration")
+        for x in d.children_by_field_name("declarator")
+        if (name := declarator_name(x)) is not None and src.text(name) == target
+    ]
+    declared = _local_types(src).get(target) if len(declarations) == 1 else None  # one local of that name
+    own = " ".join(_rewritten(src, c, {}, tsubst) for c in params[k].children if c.end_byte <= declarator.start_byte)
+    if declared is None or bare_type(declared) != bare_type(own):
+        return None
+    for node in descendants(src.body, "pointer_expression", "init_declarator"):
+        if node.type == "pointer_expression":
+            seen = src.field(node, "operator") == "&" and src.field(node, "argument") == target
+        else:
+            seen = src.field(node, "value") == target and "&" in src.field(node, "declarator")
+        if seen:
+            return None
+    return k
+
+
+def _param_name(src: KernelSource, node: Node) -> str:
+    """The name a parameter (or a one-declarator declaration) declares."""
+    name = declarator_name(node.child_by_field_name("declarator"))
+    assert name is not None  # a named parameter, or a shared declaration _shared_declarations read
+    return src.text(name)
 
 
 def _default(param: Node) -> Node:
@@ -211,6 +312,13 @@ def _declaration(src: KernelSource, param: Node, rename: dict[str, str], tsubst:
     return text[: len(text) - len(_rewritten(src, value, rename, tsubst))].rstrip().removesuffix("=").rstrip()
 
 
+def _block(lines: list[str], indent: str) -> str:
+    """The inlined statements as a block at `indent`."""
+    return (
+        "{\n" + "\n".join(indent + "  " + ln.replace("\n", "\n" + indent + "  ") for ln in lines) + "\n" + indent + "}"
+    )
+
+
 def _placed(
     src: KernelSource,
     call: Node,
@@ -225,14 +333,7 @@ def _placed(
     """The inlined block put where the call was: as its statement, before its declaration, or assigning."""
 
     def block(last: str) -> str:
-        lines = [*head, last] if last else head
-        return (
-            "{\n"
-            + "\n".join(indent + "  " + ln.replace("\n", "\n" + indent + "  ") for ln in lines)
-            + "\n"
-            + indent
-            + "}"
-        )
+        return _block([*head, last] if last else head, indent)
 
     parent = call.parent
     if parent is not None and parent.type == "expression_statement":
@@ -344,9 +445,42 @@ def _local_types(src: KernelSource) -> dict[str, str]:
     return types
 
 
-def _body_blocker(src: KernelSource, body: Node) -> str | None:
-    """Why the helper's statements cannot run in the caller's scope as they are, or None."""
+def _shared_declarations(src: KernelSource, body: Node) -> list[Node]:
+    """The helper's `__shared__` arrays and variables declared at its top level, one name each, neither `extern` nor
+    initialised: one object per block wherever they are declared, so the kernel's top scope may declare them."""
+    found = []
+    for d in body.named_children:
+        declarators = d.children_by_field_name("declarator") if d.type == "declaration" else []
+        words = {src.text(c) for c in d.children if c.type in ("type_qualifier", "storage_class_specifier")}
+        if (
+            "__shared__" in words
+            and "extern" not in words
+            and len(declarators) == 1
+            and declarators[0].type != "init_declarator"
+            and declarator_name(declarators[0]) is not None
+        ):
+            found.append(d)
+    return found
+
+
+def _looping(src: KernelSource, helpers: dict[str, list[_Helper]]) -> set[str]:
+    """The helpers that hold a loop, or call (through the file's helpers) one that does."""
+    calls = {
+        name: {_callee(src, c)[0] for h in found for c in descendants(h.definition, "call_expression")}
+        for name, found in helpers.items()
+    }
+    looping = {name for name, found in helpers.items() if any(descendants(h.definition, *_LOOPS) for h in found)}
+    while grown := {name for name, called in calls.items() if called & looping} - looping:
+        looping |= grown
+    return looping
+
+
+def _body_blocker(src: KernelSource, body: Node, hoisted: list[Node]) -> str | None:
+    """Why the helper's statements cannot run in the caller's scope as they are (its shared declarations aside,
+    those `hoisted` to the kernel's top scope), or None."""
     for node in descendants(body, "storage_class_specifier", "goto_statement", "labeled_statement", "identifier"):
+        if any(d.start_byte <= node.start_byte < d.end_byte for d in hoisted):
+            continue
         text = src.text(node)
         if node.type == "storage_class_specifier" and text == "static":
             return f"has a static local (line {src.line(node)})"
@@ -355,7 +489,7 @@ def _body_blocker(src: KernelSource, body: Node) -> str | None:
         if text == "__shared__":
             return f"declares shared memory (line {src.line(node)})"
     for node in descendants(body, "type_qualifier", "attribute_specifier"):
-        if src.text(node) == "__shared__":
+        if src.text(node) == "__shared__" and not any(d.start_byte <= node.start_byte < d.end_byte for d in hoisted):
             return f"declares shared memory (line {src.line(node)})"
     return None
 

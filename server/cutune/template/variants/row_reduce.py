@@ -25,8 +25,9 @@ by element; and totals finished in place after their reduction (`variance /= n;`
 alone is the row's only where a row's threads are one warp (the spec's block, or every launch in the file, at most 32
 wide). Counted loops over packs (pack_rounds) leave the row's accesses in a pack type's `load`/`store` calls or
 `*reinterpret_cast<P*>(addr)`: kept as written, each pack where it was; the launch-dependency controls
-(`griddepcontrol`) stay before and after the new body; a row each thread stages for itself in dynamic shared memory
-is kept there, from the array's start.
+(`griddepcontrol`, or the runtime's `cudaGridDependencySynchronize()` / `cudaTriggerProgrammaticLaunchCompletion()`)
+stay before and after the new body; a row staged in dynamic shared memory at the element (`S + i` or `&S[i]`, S the
+array, a pointer into it, or a cast of it) is kept there, from the array's start.
 """
 
 from __future__ import annotations
@@ -361,6 +362,7 @@ class _Rewriter:
         self.fences: tuple[list[str], list[str]] = ([], [])  # launch-dependency controls before and after the loops
         # a pointer into dynamic shared memory where each thread stages its packs of the row for itself → the array
         self.stages: dict[str, str] = {}
+        self.stage_starts: set[str] = set()  # stages declared at the array's start already (a cast of it)
         # prologue `ptr += offset;` of pointer parameters (or such moves under a block-uniform `if`) → the pointers
         self.rebases: dict[Node, frozenset[str]] = {}
         self.thread_names = {"threadIdx.x"} | self._renames({"threadIdx.x"})  # `int tid = threadIdx.x;`
@@ -750,14 +752,22 @@ class _Rewriter:
             loop.packs.append((address, stored))
 
     def _own_stage(self, address: Node, element: set[str]) -> str | None:
-        """S of an address `S + OFFSET` where S is a prologue pointer `T* S = D + X;` (or `= D;`) into the dynamic
-        shared array D (`extern __shared__`) and OFFSET reads only the element and template parameters: each thread
-        stages its own packs of the row there, at the element; None for any other address."""
+        """S of an address `S + OFFSET` (or `&S[OFFSET]`) where S is a prologue pointer `T* S = D + X;` (or `= D;`,
+        or `= reinterpret_cast<T*>(D);`) into the dynamic shared array D (`extern __shared__`) and OFFSET reads only
+        the element and template parameters: each thread stages its own packs of the row there, at the element; None
+        for any other address."""
         sides = [address.child_by_field_name(f) for f in ("left", "right")]
-        if address.type != "binary_expression" or self.text(address.child_by_field_name("operator")) != "+":
+        if address.type == "pointer_expression" and self.text(address.child_by_field_name("operator")) == "&":
+            sub = address.child_by_field_name("argument")
+            indices = sub.child_by_field_name("indices") if sub is not None else None
+            if sub is None or sub.type != "subscript_expression" or indices is None or indices.named_child_count != 1:
+                return None
+            sides = [sub.child_by_field_name("argument"), indices.named_children[0]]
+        elif address.type != "binary_expression" or self.text(address.child_by_field_name("operator")) != "+":
             return None
         names = {p.name for p in self.src.kernel.template_params}
-        for stage, offset in (sides, sides[::-1]):
+        pairs = [sides] if address.type == "pointer_expression" else [sides, sides[::-1]]
+        for stage, offset in pairs:
             if stage is None or offset is None or stage.type != "identifier" or self.text(stage) not in self.decls:
                 continue
             if not self._idents(offset) & element or self._idents(offset) - element - names:
@@ -765,7 +775,15 @@ class _Rewriter:
             decl = self.decls[self.text(stage)][0]
             declarator = decl.child_by_field_name("declarator")
             value = declarator.child_by_field_name("value") if declarator is not None else None
+            cast = value is not None and value.type == "call_expression" and len(_args(value)) == 1
             if (
+                cast
+                and value is not None
+                and self.compact(value.child_by_field_name("function")).startswith("reinterpret_cast<")
+            ):
+                value = _args(value)[0]  # the array's start, retyped: kept as written
+                self.stage_starts.add(self.text(stage))
+            elif (
                 value is not None
                 and value.type == "binary_expression"
                 and self.text(value.child_by_field_name("operator")) == "+"
@@ -1570,7 +1588,8 @@ class _Rewriter:
                 declarator = s.child_by_field_name("declarator")
                 value = declarator.child_by_field_name("value") if declarator is not None else None
                 assert value is not None  # _own_stage read it
-                self.replace[value.start_byte] = (value.end_byte, self.stages[self.text(_declared_all(s)[0])])
+                if self.text(_declared_all(s)[0]) not in self.stage_starts:
+                    self.replace[value.start_byte] = (value.end_byte, self.stages[self.text(_declared_all(s)[0])])
                 kept.append(s)
                 used.add(self.stages[self.text(_declared_all(s)[0])])
                 continue
@@ -1824,9 +1843,13 @@ def _flat_forms(x: str, y: str) -> set[str]:
     return {f"{y}*blockDim.x+{x}", f"{x}+{y}*blockDim.x", f"blockDim.x*{y}+{x}", f"{x}+blockDim.x*{y}"}
 
 
+_PDL_TRIGGER = "cudaTriggerProgrammaticLaunchCompletion()"
+
+
 def _is_launch_control(src: KernelSource, s: Node) -> bool:
     """Whether `s` only controls the programmatic dependent launch: `asm volatile("griddepcontrol.wait;")` (or
-    `.launch_dependents`) without operands, alone or all there is under an `#if` without `#else`."""
+    `.launch_dependents`) without operands, or the runtime's `cudaGridDependencySynchronize()` /
+    `cudaTriggerProgrammaticLaunchCompletion()`, alone or all there is under an `#if` without `#else`."""
     if s.type in ("preproc_if", "preproc_ifdef"):
         if s.child_by_field_name("alternative") is not None:
             return False
@@ -1834,6 +1857,8 @@ def _is_launch_control(src: KernelSource, s: Node) -> bool:
         inner = [c for c in inner if c != s.child_by_field_name("condition")]
         return bool(inner) and all(_is_launch_control(src, c) for c in inner)
     asm = s.named_children[0] if s.type == "expression_statement" and s.named_children else None
+    if asm is not None and asm.type == "call_expression":  # the runtime's device API for the same two instructions
+        return _SPACE.sub("", src.text(asm)) in ("cudaGridDependencySynchronize()", _PDL_TRIGGER)
     if asm is None or asm.type != "gnu_asm_expression":
         return False
     operands = [c for c in asm.named_children if c.type.endswith("operand_list") and c.named_children]

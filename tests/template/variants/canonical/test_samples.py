@@ -46,6 +46,17 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
     },
+    # packs walked from a thread offset, summed by a helper and reduced by a block-sum helper with shared memory (its
+    # row_reduce variants also run on the GPU: test_row_reduce.py, gpu_batch.sh's row_reduce_packs step)
+    ("offset_rms_norm.cu", "offset_rms_norm_kernel"): {
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 1}, {"ROW_THREADS": 1024, "ROW_VEC": 1}],
+    },
+    # and the row staged in dynamic shared memory at `&staged[offset]`, a cast of the array
+    ("offset_rms_norm.cu", "offset_add_rms_norm_kernel"): {
+        "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce": [{"ROW_THREADS": 32, "ROW_VEC": 1}, {"ROW_THREADS": 512, "ROW_VEC": 1}],
+    },
 }
 
 

@@ -46,3 +46,25 @@ def test_a_loop_that_changes_its_index_is_refused() -> None:
     source = PACKED.replace("#pragma unroll", "i += 0;\n#pragma unroll")
     result = scaled_to_packs(parse_source(source), "k")
     assert isinstance(result, str) and "changes its index i inside the body" in result
+
+
+def test_a_start_through_a_local_thread_offset_is_read_too() -> None:
+    source = """
+template <typename T>
+__global__ void k(T* __restrict__ out, const T* __restrict__ in, int n) {
+  constexpr int kWidth = 16 / sizeof(T);
+  const int tid = threadIdx.x;
+  const int thread_offset = tid * kWidth;
+  for (int offset = thread_offset; offset < n; offset += blockDim.x * kWidth) {
+    out[blockIdx.x * n + offset] = in[blockIdx.x * n + offset];
+  }
+}
+"""
+    body = _body(source)
+    assert "for(intcutune_pack_offset=tid;cutune_pack_offset<((n)+(kWidth)-1)/(kWidth);" in body
+    assert "cutune_pack_offset+=blockDim.x){constintoffset=cutune_pack_offset*(kWidth);" in body
+    # a local written after its declaration is no fixed start
+    moved = source.replace("  for (", "  if (n > 64) thread_offset = 0;\n  for (").replace(
+        "const int thread_offset", "int thread_offset"
+    )
+    assert scaled_to_packs(parse_source(moved), "k") is None

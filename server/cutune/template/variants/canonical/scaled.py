@@ -36,7 +36,7 @@ from cutune.template.variants.loops import (
 
 NAME = "scaled_loops"
 PREFIX = "cutune_pack_"
-_SHAPE = re.compile(r"\bfor\s*\([^;]*\*[^;]*;[^;]*;[^;)]*\+=[^;)]*\*")  # a product in the start and the step
+_SHAPE = re.compile(r"\bfor\s*\([^;]*;[^;]*;[^;)]*\+=[^;)]*\*")  # a product in the step (the start's may be a local's)
 
 
 def scaled_to_packs(model: SourceModel, kernel: str) -> SourceModel | str | None:
@@ -88,7 +88,7 @@ def _scaled(src: KernelSource, loop: Node, locals_: dict[str, str]) -> tuple[str
     found = counting_loop(src, loop)
     if found is None:
         return None
-    start_factors = _factors(src, bare(src, found.start))
+    start_factors = _factors(src, _declared(src, bare(src, found.start), locals_))
     step_factors = _factors(src, bare(src, found.step))
     for width in start_factors:
         if not compile_time(src, width) or width not in step_factors:
@@ -104,6 +104,18 @@ def _scaled(src: KernelSource, loop: Node, locals_: dict[str, str]) -> tuple[str
         if stride_axes(form(start), form(step)) is not None:
             return found.index, found.index_type or "int", start, step, width, src.text(found.bound)
     return None
+
+
+def _declared(src: KernelSource, node: Node, locals_: dict[str, str]) -> Node:
+    """A local's value where `node` names one declared once and never written (`thread_offset = tid * W`), so its
+    factors are read; else `node`."""
+    if node.type != "identifier" or src.text(node) not in locals_:
+        return node
+    for d in src.in_body("init_declarator"):
+        name, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
+        if name is not None and value is not None and src.text(name) == src.text(node) and d.end_byte < node.start_byte:
+            return bare(src, value)
+    return node
 
 
 def _factors(src: KernelSource, node: Node) -> list[str]:
