@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from cutune.cuda.decls import Decl, FunctionIndex
+from cutune.cuda.decls import Decl, Declarations
 from cutune.cuda.model import LaunchSite
 from cutune.cuda.syntax import node_text, parse_tree, trim
 from cutune.cuda.text import LineIndex
@@ -25,10 +25,15 @@ class Launch:
     kernel: str  # the unqualified kernel name
     config: tuple[Node, ...]  # grid, block[, smem[, stream]] expressions
     template_args: tuple[Node, ...]
-    function: Decl | None  # the enclosing function definition
     macro: str | None  # the `#define` whose body holds the launch
     data: bytes = field(repr=False)
     index: LineIndex = field(repr=False)
+    declarations: Declarations = field(repr=False)
+
+    @functools.cached_property
+    def function(self) -> Decl | None:
+        """The enclosing function definition (looked up when asked for: most launches' never are)."""
+        return self.declarations.function_at(self.call.start_byte) if self.macro is None else None
 
     @functools.cached_property
     def site(self) -> LaunchSite:
@@ -57,14 +62,14 @@ _CALLEE_REACH = 1024  # bytes before `<<<` a launch's kernel name (with its temp
 
 
 def find_launches(
-    root: Node, data: bytes, index: LineIndex, functions: FunctionIndex, kernel: str | None = None
+    root: Node, data: bytes, index: LineIndex, declarations: Declarations, kernel: str | None = None
 ) -> list[Launch]:
     """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s, in source order; with `kernel`,
     those of that kernel (the others are not built: a 50,000-line file has thousands)."""
     near = kernel.encode() if kernel else None
-    found = [_launch(call, data, index, functions) for call in launch_calls(root, data, near)]
+    found = [_launch(call, data, index, declarations) for call in launch_calls(root, data, near)]
     for macro_root, name in macro_trees(root, data, near):
-        found += [_launch(call, data, index, functions, name) for call in launch_calls(macro_root, data, near)]
+        found += [_launch(call, data, index, declarations, name) for call in launch_calls(macro_root, data, near)]
     return sorted((lc for lc in found if kernel in (None, lc.kernel)), key=lambda lc: lc.call.start_byte)
 
 
@@ -121,11 +126,10 @@ def _as_function(data: bytes, body: Node, name: str) -> bytes:
     return bytes(blank)
 
 
-def _launch(call: Node, data: bytes, index: LineIndex, functions: FunctionIndex, macro: str | None = None) -> Launch:
+def _launch(call: Node, data: bytes, index: LineIndex, declarations: Declarations, macro: str | None = None) -> Launch:
     kernel, targs = _callee(call.child_by_field_name("function"), data)
     config_node = next(c for c in call.children if c.type == "kernel_call_syntax")
-    function = functions.at(call.start_byte) if macro is None else None
-    return Launch(call, kernel, tuple(_expressions(config_node)), tuple(targs), function, macro, data, index)
+    return Launch(call, kernel, tuple(_expressions(config_node)), tuple(targs), macro, data, index, declarations)
 
 
 def _callee(fn: Node | None, data: bytes) -> tuple[str, list[Node]]:
