@@ -34,7 +34,7 @@ from cutune.cuda.model import (
     TypeDecl,
 )
 from cutune.cuda.syntax import check_stop, declarator_name, node_text, parse_tree, split_arguments, trim
-from cutune.cuda.text import LineIndex
+from cutune.cuda.text import LineIndex, line_index
 
 _TRAILING_COMMENT = re.compile(r"\s*(?://.*|/\*.*?\*/\s*)$", re.S)
 _T = TypeVar("_T")
@@ -109,7 +109,7 @@ class _Facts:
 
     @functools.cached_property
     def _index(self) -> LineIndex:
-        return LineIndex(self._data)
+        return line_index(self._data)
 
     @functools.cached_property
     def _declarations(self) -> Declarations:
