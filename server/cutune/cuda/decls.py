@@ -359,6 +359,11 @@ class Declarations:
                 return before[-1] if offset < before[-1].end else None
         return None
 
+    def part_around(self, offset: int) -> tuple[int, int]:
+        """The byte range of the top-level part that holds `offset` (the last to start at or before it)."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return (self._parts[i].start_byte, self._parts[i].end_byte) if i >= 0 else (0, 0)
+
     def _part(self, i: int) -> list[Decl]:
         found = self._walked.get(i)
         if found is None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
@@ -62,29 +64,45 @@ _CALLEE_REACH = 1024  # bytes before `<<<` a launch's kernel name (with its temp
 
 
 def find_launches(
-    root: Node, data: bytes, index: LineIndex, declarations: Declarations, kernel: str | None = None
+    root: Node,
+    data: bytes,
+    index: LineIndex,
+    declarations: Declarations,
+    kernel: str | None = None,
+    within: tuple[int, int] | None = None,
 ) -> list[Launch]:
     """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s, in source order; with `kernel`,
-    those of that kernel (the others are not built: a 50,000-line file has thousands)."""
+    those of that kernel; with `within`, those written in that byte range (the others are not built: a
+    50,000-line file has thousands)."""
     near = kernel.encode() if kernel else None
-    found = [_launch(call, data, index, declarations) for call in launch_calls(root, data, near)]
-    for macro_root, name in macro_trees(root, data, near):
-        found += [_launch(call, data, index, declarations, name) for call in launch_calls(macro_root, data, near)]
+    found = [_launch(call, data, index, declarations) for call in launch_calls(root, data, near, within)]
+    for macro_root, name in macro_trees(root, data, near, within):
+        calls = launch_calls(macro_root, data, near, within)
+        found += [_launch(call, data, index, declarations, name) for call in calls]
     return sorted((lc for lc in found if kernel in (None, lc.kernel)), key=lambda lc: lc.call.start_byte)
 
 
-def _chevrons(data: bytes, near: bytes | None) -> list[re.Match[bytes]]:
-    """The `<<<` tokens of the text; with `near`, those that name it in the bytes before them."""
-    found = list(_CHEVRONS.finditer(data))
+def launch_at(launches: Sequence[Launch], offset: int) -> Launch | None:
+    """Of launches in source order, the last one starting at or before `offset`, when its call contains it."""
+    i = bisect.bisect_right(launches, offset, key=lambda lc: lc.call.start_byte) - 1
+    return launches[i] if i >= 0 and offset < launches[i].call.end_byte else None
+
+
+def _chevrons(data: bytes, near: bytes | None, within: tuple[int, int] | None = None) -> list[re.Match[bytes]]:
+    """The `<<<` tokens of the text (in its bytes `within`); with `near`, those naming it in the bytes before them."""
+    found = list(_CHEVRONS.finditer(data, *(within or (0, len(data)))))
     if near is None:
         return found
     return [m for m in found if data.rfind(near, max(0, m.start() - _CALLEE_REACH), m.start()) >= 0]
 
 
-def launch_calls(root: Node, data: bytes, near: bytes | None = None) -> list[Node]:
-    """The call expressions of the `<<<...>>>` launches under `root` (with `near`, of launches naming it)."""
+def launch_calls(
+    root: Node, data: bytes, near: bytes | None = None, within: tuple[int, int] | None = None
+) -> list[Node]:
+    """The call expressions of the `<<<...>>>` launches under `root` (with `near`, of launches naming it; with
+    `within`, of those written in that byte range)."""
     calls = []
-    for m in _chevrons(data, near):
+    for m in _chevrons(data, near, within):
         token = root.descendant_for_byte_range(m.start(), m.end())
         if token is None:
             continue
@@ -95,12 +113,15 @@ def launch_calls(root: Node, data: bytes, near: bytes | None = None) -> list[Nod
     return calls
 
 
-def macro_trees(root: Node, data: bytes, near: bytes | None = None) -> list[tuple[Node, str]]:
-    """Each `#define` whose body launches a kernel (with `near`, a launch naming it), parsed as a function of the
+def macro_trees(
+    root: Node, data: bytes, near: bytes | None = None, within: tuple[int, int] | None = None
+) -> list[tuple[Node, str]]:
+    """Each `#define` whose body launches a kernel (with `near`, a launch naming it; with `within`, one written in
+    that byte range), parsed as a function of the
     macro's name: the same bytes at the same offsets, the rest of the file blanked, so its nodes' offsets are
     those of the file."""
     found: list[tuple[Node, Node, str]] = []
-    for match in _chevrons(data, near):
+    for match in _chevrons(data, near, within):
         node: Node | None = root.descendant_for_byte_range(match.start(), match.end())
         while node is not None and node.type not in ("preproc_function_def", "preproc_def"):
             node = node.parent

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tree_sitter import Node
 
@@ -50,11 +49,10 @@ _Found = tuple[int, int, int, LiteralKind, str | None, int, str | None]
 class _Users:
     """Which kernels use a name: occurrences inside a kernel's definition or one of its launches."""
 
-    def __init__(self, data: bytes, declarations: Declarations, launches: Sequence[Launch]) -> None:
+    def __init__(self, data: bytes, declarations: Declarations, launch_at: Callable[[int], Launch | None]) -> None:
         self._data = data
         self._declarations = declarations
-        self._launches = sorted(launches, key=lambda lc: lc.call.start_byte)
-        self._launch_starts = [lc.call.start_byte for lc in self._launches]
+        self._launch_at = launch_at
         self._occurrences: dict[str, list[int]] = {}
 
     def find(self, names: set[str]) -> None:
@@ -81,10 +79,8 @@ class _Users:
         fn = self._declarations.function_at(offset)
         if fn is not None and fn.kind is DeclKind.KERNEL:
             return fn.name
-        i = bisect.bisect_right(self._launch_starts, offset) - 1
-        if i >= 0 and offset < self._launches[i].call.end_byte:
-            return self._launches[i].kernel
-        return None
+        launch = self._launch_at(offset)
+        return launch.kernel if launch is not None else None
 
 
 def find_literals(
@@ -93,13 +89,15 @@ def find_literals(
     index: LineIndex,
     kernels: Sequence[Kernel],
     launches: Sequence[Launch],
+    launch_at: Callable[[int], Launch | None],
     declarations: Declarations,
     only: str | None = None,
 ) -> list[TunableLiteral]:
-    """Every tunable literal, one per source position, in source order; with `only`, those of that kernel
-    (then `kernels` may hold that kernel alone: which kernel a literal feeds still depends on the whole file,
-    but spans are built for that kernel's literals only)."""
-    users = _Users(data, declarations, launches)
+    """Every tunable literal, one per source position, in source order; with `only`, those of that kernel (then
+    `kernels` may hold that kernel alone, and `launches` its launches and the others in the functions they are
+    in: which kernel a literal feeds still depends on the whole file, through `launch_at`, the launch whose call
+    holds an offset, but spans are built for that kernel's literals only)."""
+    users = _Users(data, declarations, launch_at)
     found: list[_Found] = []
 
     def add(kind: LiteralKind, name: str | None, node_or_range: Node | tuple[int, int], kernel: str | None) -> None:

@@ -15,7 +15,7 @@ from typing import ParamSpec, TypeVar
 from tree_sitter import Node, Tree
 
 from cutune.cuda.decls import Decl, Declarations, DeclKind, collect_decls
-from cutune.cuda.launches import Launch, find_launches
+from cutune.cuda.launches import Launch, find_launches, launch_at
 from cutune.cuda.literals import find_literals
 from cutune.cuda.model import (
     DeviceFunction,
@@ -106,6 +106,7 @@ class _Facts:
         self._tree = tree  # keeps the nodes below valid
         self._root = tree.root_node
         self._by_kernel: dict[str, list[Launch]] = {}  # one kernel's launches, where not all were built
+        self._within: dict[tuple[int, int], list[Launch]] = {}  # the launches written in a byte range
 
     @functools.cached_property
     def _index(self) -> LineIndex:
@@ -206,8 +207,28 @@ class _Facts:
     @_paused
     def literals(self, kernel: str | None = None) -> tuple[TunableLiteral, ...]:
         kernels = self._kernels if kernel is None else tuple(self._named(kernel))
-        found = find_literals(self._root, self._data, self._index, kernels, self._launches, self._declarations, kernel)
+        if kernel is None or "_launches" in self.__dict__:
+            launches = self._launches
+            at: Callable[[int], Launch | None] = functools.partial(launch_at, launches)
+        else:  # the kernel's launches and the others in their functions (the literals they may share), not the file's
+            own = self._kernel_launches(kernel)
+            hosts = dict.fromkeys((lc.function.start, lc.function.end) for lc in own if lc.function is not None)
+            launches = own + [lc for host in hosts for lc in self._launches_within(host) if lc.kernel != kernel]
+            at = self._launch_at
+        found = find_literals(self._root, self._data, self._index, kernels, launches, at, self._declarations, kernel)
         return tuple(found)
+
+    def _launches_within(self, span: tuple[int, int]) -> list[Launch]:
+        found = self._within.get(span)
+        if found is None:
+            found = self._within[span] = find_launches(
+                self._root, self._data, self._index, self._declarations, within=span
+            )
+        return found
+
+    def _launch_at(self, offset: int) -> Launch | None:
+        """The launch whose call holds `offset` (see `launch_at`), from the launches of the top-level part it is in."""
+        return launch_at(self._launches_within(self._declarations.part_around(offset)), offset)
 
     @_paused
     def device_functions(self) -> tuple[DeviceFunction, ...]:
