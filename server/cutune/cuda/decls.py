@@ -367,6 +367,7 @@ class Declarations:
     def _part(self, i: int) -> list[Decl]:
         found = self._walked.get(i)
         if found is None:
-            found = self._walked[i] = []
+            found = []
             _walk_item(self._parts, i, self._data, _Context(), found)
+            self._walked[i] = found  # once whole: another thread may read the model meanwhile
         return found
