@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cutune.cuda.headers import project_include_dirs
 from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, SpecError
-from cutune.gpu.backend import Job, TimingOptions
 from cutune.source_file import read_source
 from cutune.spec import (
     KernelSpec,
@@ -24,8 +24,11 @@ from cutune.template.diff import unified_diff
 from cutune.template.model import Binding, Space, Template
 from cutune.template.recipes.specialize import runtime_param
 from cutune.template.templatize import templatize
-from cutune.tune.options import Budget, SearchOptions, TuneOptions
-from cutune.tune.result import TuneResult, read_result, result_path
+
+if TYPE_CHECKING:  # the GPU backend and tuning load for the commands that measure, not for templatize
+    from cutune.gpu.backend import Job, TimingOptions
+    from cutune.tune.options import TuneOptions
+    from cutune.tune.result import TuneResult
 
 STATE_DIR = ".cutune"
 
@@ -173,6 +176,8 @@ def workspace_dir(path: Path) -> Path:
 
 def build_job(ctx: KernelContext, *, timing: TimingOptions | None = None, seed: int = 0) -> Job:
     """The measuring job for a kernel: its template, spec and space (needs a valid spec)."""
+    from cutune.gpu.backend import Job, TimingOptions
+
     return Job(
         source_path=str(ctx.path),
         template=ctx.template,
@@ -193,6 +198,8 @@ def tune_options(
     seed: int = 0,
 ) -> TuneOptions:
     """Tuning options with studies and results stored in the kernel's workspace `.cutune/`."""
+    from cutune.tune.options import Budget, SearchOptions, TuneOptions
+
     return TuneOptions(
         workspace=workspace_dir(ctx.path),
         budget=Budget(trials=trials, seconds=seconds),
@@ -203,6 +210,8 @@ def tune_options(
 
 def stored_result(ctx: KernelContext) -> TuneResult | None:
     """The stored tuning result of this kernel, if any (unreadable files count as none)."""
+    from cutune.tune.result import read_result, result_path
+
     path = result_path(workspace_dir(ctx.path) / STATE_DIR, str(ctx.path), ctx.kernel.name)
     if not path.exists():
         return None

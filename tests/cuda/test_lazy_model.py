@@ -27,7 +27,7 @@ def test_one_kernel_first_equals_the_whole_file(path: Path) -> None:
     for name in sorted(names):
         alone = parse_source(text, f"{path}:{name}")  # a model of its own, asked about one kernel only
         assert alone.launches_of(name) == whole.launches_of(name), name
-        assert alone.literals_of(name) == whole.literals_of(name), name
+        assert alone.literals_of(name) == tuple(lit for lit in whole.literals if lit.kernel == name), name
         if any(k.name == name for k in whole.kernels):
             assert alone.kernel(name) == whole.kernel(name), name
         assert "kernels" not in alone.__dict__ and "literals" not in alone.__dict__  # nothing else was built
@@ -44,6 +44,27 @@ def test_a_file_of_many_kernels_builds_only_the_one_asked_for() -> None:
     assert [lit.value for lit in model.literals_of("k7")] == [128]
     assert "kernels" not in model.__dict__ and "launches" not in model.__dict__ and "literals" not in model.__dict__
     assert len(model.kernels) == 300
+
+
+def test_a_kernels_literals_alone_see_the_launches_that_share_them() -> None:
+    text = """#define BLOCK 128
+__global__ void a(float* x) { x[0] = 1; }
+__global__ void b(float* x) { x[0] = 2; }
+__global__ void c(float* x) { x[0] = 3; }
+void host(float* x) {
+  int threads = 256;
+  a<<<1, threads>>>(x);
+  b<<<1, threads>>>(x);
+  c<<<1, 64>>>(x);
+}
+void other(float* x) { a<<<2, BLOCK>>>(x); }
+"""
+    whole = parse_source(text, "shared.cu").literals
+    assert {(lit.value, lit.kernel) for lit in whole} >= {(256, None), (64, "c"), (128, "a"), (2, "a")}
+    for kernel in "abc":
+        alone = parse_source(text, f"shared.cu:{kernel}")
+        assert alone.literals_of(kernel) == tuple(lit for lit in whole if lit.kernel == kernel), kernel
+        assert "launches" not in alone.__dict__ and "_launches" not in alone.facts.__dict__
 
 
 def test_launch_configs_are_the_launch_sites_configuration_spans() -> None:

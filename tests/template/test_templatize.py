@@ -18,7 +18,7 @@ from cutune.template.expr import compile_expr
 from cutune.template.instantiate import instantiation
 from cutune.template.model import Binding, Config, Space, Template, TunableParam, Value
 from cutune.template.recipes import RECIPES
-from cutune.template.templatize import templatize
+from cutune.template.templatize import _line_map, templatize
 
 from .kernels import SAMPLES, SHAPES, in_parallel, kernel_entry, load, nvcc, spec_for
 
@@ -89,6 +89,14 @@ def test_refusals_point_at_lines_of_the_original_file() -> None:
     reason = next(r.reason for r in t.refused if r.recipe == "items_per_thread")
     assert "(the loop at line 13 steps by blockDim.x)" in reason
     assert model.text.splitlines()[12].lstrip().startswith("for (int j = threadIdx.x;")
+
+
+def test_the_line_map_is_each_shared_lines_place_in_the_original() -> None:
+    original = [f"line {i}" for i in range(40)]
+    seen = original[:10] + ["inserted"] * 3 + original[10:20] + original[21:]  # 3 lines in, 1 out: the rest moved
+    line = _line_map(seen, original)
+    expected = {n: original.index(text) + 1 for n, text in enumerate(seen, 1) if text in original}
+    assert {n: line(n) for n in range(-1, len(seen) + 3) if line(n) is not None} == expected
 
 
 # -- with nvcc -------------------------------------------------------------------------------------

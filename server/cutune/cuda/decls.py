@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -59,51 +60,39 @@ class _Context:
     c_block: bool = False
 
 
-def collect_decls(root: Node, data: bytes, naming: bytes | None = None) -> list[Decl]:
-    """Every declaration at file or namespace scope, in source order (error regions searched too); with `naming`,
-    only those in the file's top-level parts whose text holds it (a declaration of a name is among them: on a file
-    of thousands of definitions, finding one costs that part, not the file)."""
+def collect_decls(root: Node, data: bytes) -> list[Decl]:
+    """Every declaration at file or namespace scope, in source order (error regions searched too)."""
     out: list[Decl] = []
-    items = root.children
-    if naming is not None:
-        starts = {c.start_byte: i for i, c in enumerate(items)}
-        wanted: set[int] = set()
-        at = data.find(naming)
-        while at >= 0:
-            node: Node | None = root.descendant_for_byte_range(at, at + len(naming))
-            while node is not None and node.parent is not None and node.parent != root:
-                node = node.parent
-            if node is not None and node.start_byte in starts:
-                wanted.add(starts[node.start_byte])
-            at = data.find(naming, at + len(naming))
-        _walk(items, data, _Context(), out, wanted)
-    else:
-        _walk(items, data, _Context(), out)
+    _walk(root.children, data, _Context(), out)
     return out
 
 
-def _walk(items: list[Node], data: bytes, ctx: _Context, out: list[Decl], only: set[int] | None = None) -> None:
-    for i, child in enumerate(items):
-        if only is not None and i not in only:
-            continue
-        t = child.type
-        if t == "namespace_definition":
-            body = child.child_by_field_name("body")
-            if body is not None:
-                inner = _Context(ctx.namespace + _namespace_names(child, data), ctx.conditions, ctx.c_block)
-                _walk(body.children, data, inner, out)
-        elif t == "linkage_specification":
-            body = child.child_by_field_name("body")
-            if body is not None and body.type == "declaration_list":
-                _walk(body.children, data, _Context(ctx.namespace, ctx.conditions, True), out)
-            elif body is not None:
-                _add(body, child, _next(items, i), data, ctx, out, extern_c=True)
-        elif t in ("preproc_if", "preproc_ifdef"):
-            _walk_conditional(child, data, ctx, out)
-        elif t == "ERROR":
-            _walk(child.children, data, ctx, out)
-        elif child.is_named and t != "comment":
-            _add(child, child, _next(items, i), data, ctx, out)
+def _walk(items: list[Node], data: bytes, ctx: _Context, out: list[Decl]) -> None:
+    for i in range(len(items)):
+        _walk_item(items, i, data, ctx, out)
+
+
+def _walk_item(items: list[Node], i: int, data: bytes, ctx: _Context, out: list[Decl]) -> None:
+    """The declarations of `items[i]` (those of a namespace, `extern "C"` block or `#if` it opens included)."""
+    child = items[i]
+    t = child.type
+    if t == "namespace_definition":
+        body = child.child_by_field_name("body")
+        if body is not None:
+            inner = _Context(ctx.namespace + _namespace_names(child, data), ctx.conditions, ctx.c_block)
+            _walk(body.children, data, inner, out)
+    elif t == "linkage_specification":
+        body = child.child_by_field_name("body")
+        if body is not None and body.type == "declaration_list":
+            _walk(body.children, data, _Context(ctx.namespace, ctx.conditions, True), out)
+        elif body is not None:
+            _add(body, child, _next(items, i), data, ctx, out, extern_c=True)
+    elif t in ("preproc_if", "preproc_ifdef"):
+        _walk_conditional(child, data, ctx, out)
+    elif t == "ERROR":
+        _walk(child.children, data, ctx, out)
+    elif child.is_named and t != "comment":
+        _add(child, child, _next(items, i), data, ctx, out)
 
 
 def _next(items: list[Node], i: int) -> Node | None:
@@ -318,18 +307,67 @@ def _has_class_type(item: Node) -> bool:
 
 
 FUNCTION_KINDS = frozenset((DeclKind.KERNEL, DeclKind.DEVICE_FUNCTION, DeclKind.HOST_FUNCTION))
+# the top-level parts `_walk_item` looks into, whose declarations may be of any kind
+_CONTAINERS = frozenset(("namespace_definition", "linkage_specification", "preproc_if", "preproc_ifdef", "ERROR"))
+_DIRECTIVES = frozenset(("preproc_def", "preproc_function_def", "preproc_include"))
 
 
-class FunctionIndex:
-    """Finds the file- or namespace-scope function definition that contains a byte offset."""
+class Declarations:
+    """A parsed file's declarations (see `collect_decls`), each top-level part walked the first time an answer
+    needs it: on a file of thousands of definitions, finding one kernel's declarations, or the function around
+    one offset, costs the parts they are in, not the file."""
 
-    def __init__(self, decls: list[Decl]) -> None:
-        self._functions = sorted((d for d in decls if d.kind in FUNCTION_KINDS), key=lambda d: d.start)
-        self._starts = [d.start for d in self._functions]
+    def __init__(self, root: Node, data: bytes) -> None:
+        self._data = data
+        self._parts = root.children
+        self._starts = [p.start_byte for p in self._parts]
+        self._walked: dict[int, list[Decl]] = {}
+        self._holding: dict[str, list[Decl]] = {}
 
-    def at(self, offset: int) -> Decl | None:
-        """The function whose definition contains `offset`, if any."""
+    @functools.cached_property
+    def all(self) -> list[Decl]:
+        """Every declaration, in source order: `collect_decls`'s list."""
+        return [d for i in range(len(self._parts)) for d in self._part(i)]
+
+    def holding(self, text: str) -> list[Decl]:
+        """The declarations, in source order, of the parts whose text holds `text`: all those that declare it as a
+        name, or that are written with it as a keyword (of thousands of definitions, a few)."""
+        found = self._holding.get(text)
+        if found is None:
+            encoded, wanted = text.encode(), set()
+            at = self._data.find(encoded)
+            while at >= 0:
+                wanted.add(bisect.bisect_right(self._starts, at) - 1)
+                at = self._data.find(encoded, at + max(len(encoded), 1))
+            found = self._holding[text] = [d for i in sorted(wanted) if i >= 0 for d in self._part(i)]
+        return found
+
+    @functools.cached_property
+    def directives(self) -> list[Decl]:
+        """The `#define`s and `#include`s, in source order (only the parts that are or may hold one are walked)."""
+        parts = (i for i, p in enumerate(self._parts) if p.type in _DIRECTIVES or p.type in _CONTAINERS)
+        return [d for i in parts for d in self._part(i) if d.kind in (DeclKind.MACRO, DeclKind.INCLUDE)]
+
+    def function_at(self, offset: int) -> Decl | None:
+        """The function whose definition (with its `;`, when one follows) contains `offset`, if any."""
         i = bisect.bisect_right(self._starts, offset) - 1
-        if i >= 0 and offset < self._functions[i].end:
-            return self._functions[i]
+        # the last function starting at or before `offset` is in its part or, when that part holds none, in the
+        # part before (any earlier one ends before `offset`)
+        for part in range(i, max(i - 2, -1), -1):
+            before = [d for d in self._part(part) if d.kind in FUNCTION_KINDS and d.start <= offset]
+            if before:
+                return before[-1] if offset < before[-1].end else None
         return None
+
+    def part_around(self, offset: int) -> tuple[int, int]:
+        """The byte range of the top-level part that holds `offset` (the last to start at or before it)."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return (self._parts[i].start_byte, self._parts[i].end_byte) if i >= 0 else (0, 0)
+
+    def _part(self, i: int) -> list[Decl]:
+        found = self._walked.get(i)
+        if found is None:
+            found = []
+            _walk_item(self._parts, i, self._data, _Context(), found)
+            self._walked[i] = found  # once whole: another thread may read the model meanwhile
+        return found

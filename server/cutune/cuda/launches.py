@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from cutune.cuda.decls import Decl, FunctionIndex
+from cutune.cuda.decls import Decl, Declarations
 from cutune.cuda.model import LaunchSite
 from cutune.cuda.syntax import node_text, parse_tree, trim
 from cutune.cuda.text import LineIndex
@@ -25,10 +27,15 @@ class Launch:
     kernel: str  # the unqualified kernel name
     config: tuple[Node, ...]  # grid, block[, smem[, stream]] expressions
     template_args: tuple[Node, ...]
-    function: Decl | None  # the enclosing function definition
     macro: str | None  # the `#define` whose body holds the launch
     data: bytes = field(repr=False)
     index: LineIndex = field(repr=False)
+    declarations: Declarations = field(repr=False)
+
+    @functools.cached_property
+    def function(self) -> Decl | None:
+        """The enclosing function definition (looked up when asked for: most launches' never are)."""
+        return self.declarations.function_at(self.call.start_byte) if self.macro is None else None
 
     @functools.cached_property
     def site(self) -> LaunchSite:
@@ -57,29 +64,45 @@ _CALLEE_REACH = 1024  # bytes before `<<<` a launch's kernel name (with its temp
 
 
 def find_launches(
-    root: Node, data: bytes, index: LineIndex, functions: FunctionIndex, kernel: str | None = None
+    root: Node,
+    data: bytes,
+    index: LineIndex,
+    declarations: Declarations,
+    kernel: str | None = None,
+    within: tuple[int, int] | None = None,
 ) -> list[Launch]:
     """Every `<<<...>>>` launch in the tree and in the bodies of `#define`s, in source order; with `kernel`,
-    those of that kernel (the others are not built: a 50,000-line file has thousands)."""
+    those of that kernel; with `within`, those written in that byte range (the others are not built: a
+    50,000-line file has thousands)."""
     near = kernel.encode() if kernel else None
-    found = [_launch(call, data, index, functions) for call in launch_calls(root, data, near)]
-    for macro_root, name in macro_trees(root, data, near):
-        found += [_launch(call, data, index, functions, name) for call in launch_calls(macro_root, data, near)]
+    found = [_launch(call, data, index, declarations) for call in launch_calls(root, data, near, within)]
+    for macro_root, name in macro_trees(root, data, near, within):
+        calls = launch_calls(macro_root, data, near, within)
+        found += [_launch(call, data, index, declarations, name) for call in calls]
     return sorted((lc for lc in found if kernel in (None, lc.kernel)), key=lambda lc: lc.call.start_byte)
 
 
-def _chevrons(data: bytes, near: bytes | None) -> list[re.Match[bytes]]:
-    """The `<<<` tokens of the text; with `near`, those that name it in the bytes before them."""
-    found = list(_CHEVRONS.finditer(data))
+def launch_at(launches: Sequence[Launch], offset: int) -> Launch | None:
+    """Of launches in source order, the last one starting at or before `offset`, when its call contains it."""
+    i = bisect.bisect_right(launches, offset, key=lambda lc: lc.call.start_byte) - 1
+    return launches[i] if i >= 0 and offset < launches[i].call.end_byte else None
+
+
+def _chevrons(data: bytes, near: bytes | None, within: tuple[int, int] | None = None) -> list[re.Match[bytes]]:
+    """The `<<<` tokens of the text (in its bytes `within`); with `near`, those naming it in the bytes before them."""
+    found = list(_CHEVRONS.finditer(data, *(within or (0, len(data)))))
     if near is None:
         return found
     return [m for m in found if data.rfind(near, max(0, m.start() - _CALLEE_REACH), m.start()) >= 0]
 
 
-def launch_calls(root: Node, data: bytes, near: bytes | None = None) -> list[Node]:
-    """The call expressions of the `<<<...>>>` launches under `root` (with `near`, of launches naming it)."""
+def launch_calls(
+    root: Node, data: bytes, near: bytes | None = None, within: tuple[int, int] | None = None
+) -> list[Node]:
+    """The call expressions of the `<<<...>>>` launches under `root` (with `near`, of launches naming it; with
+    `within`, of those written in that byte range)."""
     calls = []
-    for m in _chevrons(data, near):
+    for m in _chevrons(data, near, within):
         token = root.descendant_for_byte_range(m.start(), m.end())
         if token is None:
             continue
@@ -90,12 +113,15 @@ def launch_calls(root: Node, data: bytes, near: bytes | None = None) -> list[Nod
     return calls
 
 
-def macro_trees(root: Node, data: bytes, near: bytes | None = None) -> list[tuple[Node, str]]:
-    """Each `#define` whose body launches a kernel (with `near`, a launch naming it), parsed as a function of the
+def macro_trees(
+    root: Node, data: bytes, near: bytes | None = None, within: tuple[int, int] | None = None
+) -> list[tuple[Node, str]]:
+    """Each `#define` whose body launches a kernel (with `near`, a launch naming it; with `within`, one written in
+    that byte range), parsed as a function of the
     macro's name: the same bytes at the same offsets, the rest of the file blanked, so its nodes' offsets are
     those of the file."""
     found: list[tuple[Node, Node, str]] = []
-    for match in _chevrons(data, near):
+    for match in _chevrons(data, near, within):
         node: Node | None = root.descendant_for_byte_range(match.start(), match.end())
         while node is not None and node.type not in ("preproc_function_def", "preproc_def"):
             node = node.parent
@@ -121,11 +147,10 @@ def _as_function(data: bytes, body: Node, name: str) -> bytes:
     return bytes(blank)
 
 
-def _launch(call: Node, data: bytes, index: LineIndex, functions: FunctionIndex, macro: str | None = None) -> Launch:
+def _launch(call: Node, data: bytes, index: LineIndex, declarations: Declarations, macro: str | None = None) -> Launch:
     kernel, targs = _callee(call.child_by_field_name("function"), data)
     config_node = next(c for c in call.children if c.type == "kernel_call_syntax")
-    function = functions.at(call.start_byte) if macro is None else None
-    return Launch(call, kernel, tuple(_expressions(config_node)), tuple(targs), function, macro, data, index)
+    return Launch(call, kernel, tuple(_expressions(config_node)), tuple(targs), macro, data, index, declarations)
 
 
 def _callee(fn: Node | None, data: bytes) -> tuple[str, list[Node]]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import bisect
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tree_sitter import Node
 
-from cutune.cuda.decls import Decl, DeclKind, FunctionIndex
+from cutune.cuda.decls import Decl, Declarations, DeclKind
 from cutune.cuda.launches import Launch
 from cutune.cuda.model import Kernel, LiteralKind, TunableLiteral
 from cutune.cuda.syntax import anchored, int_value, node_text, split_arguments
@@ -50,11 +49,10 @@ _Found = tuple[int, int, int, LiteralKind, str | None, int, str | None]
 class _Users:
     """Which kernels use a name: occurrences inside a kernel's definition or one of its launches."""
 
-    def __init__(self, data: bytes, functions: FunctionIndex, launches: Sequence[Launch]) -> None:
+    def __init__(self, data: bytes, declarations: Declarations, launch_at: Callable[[int], Launch | None]) -> None:
         self._data = data
-        self._functions = functions
-        self._launches = sorted(launches, key=lambda lc: lc.call.start_byte)
-        self._launch_starts = [lc.call.start_byte for lc in self._launches]
+        self._declarations = declarations
+        self._launch_at = launch_at
         self._occurrences: dict[str, list[int]] = {}
 
     def find(self, names: set[str]) -> None:
@@ -78,29 +76,28 @@ class _Users:
 
     def kernel_at(self, offset: int) -> str | None:
         """The kernel whose definition, or one of whose launches, contains `offset`."""
-        fn = self._functions.at(offset)
+        fn = self._declarations.function_at(offset)
         if fn is not None and fn.kind is DeclKind.KERNEL:
             return fn.name
-        i = bisect.bisect_right(self._launch_starts, offset) - 1
-        if i >= 0 and offset < self._launches[i].call.end_byte:
-            return self._launches[i].kernel
-        return None
+        launch = self._launch_at(offset)
+        return launch.kernel if launch is not None else None
 
 
 def find_literals(
     root: Node,
     data: bytes,
     index: LineIndex,
-    decls: Sequence[Decl],
     kernels: Sequence[Kernel],
     launches: Sequence[Launch],
-    functions: FunctionIndex,
+    launch_at: Callable[[int], Launch | None],
+    declarations: Declarations,
     only: str | None = None,
 ) -> list[TunableLiteral]:
-    """Every tunable literal, one per source position, in source order; with `only`, those of that kernel
-    (then `kernels` may hold that kernel alone: which kernel a literal feeds still depends on the whole file,
-    but spans are built for that kernel's literals only)."""
-    users = _Users(data, functions, launches)
+    """Every tunable literal, one per source position, in source order; with `only`, those of that kernel (then
+    `kernels` may hold that kernel alone, and `launches` its launches and the others in the functions they are
+    in: which kernel a literal feeds still depends on the whole file, through `launch_at`, the launch whose call
+    holds an offset, but spans are built for that kernel's literals only)."""
+    users = _Users(data, declarations, launch_at)
     found: list[_Found] = []
 
     def add(kind: LiteralKind, name: str | None, node_or_range: Node | tuple[int, int], kernel: str | None) -> None:
@@ -113,7 +110,7 @@ def find_literals(
             found.append((start, _RANK[kind], end, kind, name, value, kernel))
 
     def kernel_of(offset: int) -> str | None:
-        fn = functions.at(offset)
+        fn = declarations.function_at(offset)
         return fn.name if fn is not None and fn.kind is DeclKind.KERNEL else None
 
     for k in kernels:
@@ -125,7 +122,7 @@ def find_literals(
     named_vectors: list[tuple[str, Node]] = []
     for vec, n in _vector_widths(root, data):
         name = _declared_name(vec, data)
-        if functions.at(vec.start_byte) is None and name is not None:
+        if declarations.function_at(vec.start_byte) is None and name is not None:
             named_vectors.append((name, n))
         else:
             add(LiteralKind.VECTOR_WIDTH, name, n, kernel_of(n.start_byte))
@@ -138,7 +135,7 @@ def find_literals(
             add(LiteralKind.PRAGMA_UNROLL, None, (start, start + len(match.group(1))), kernel_of(start))
 
     defines: list[tuple[str, tuple[int, int]]] = []
-    for d in decls:
+    for d in declarations.directives:
         value = d.item.child_by_field_name("value") if d.kind is DeclKind.MACRO else None
         if value is not None and d.item.type == "preproc_def":
             match = _DEFINE_INT.match(node_text(data, value))
@@ -146,7 +143,7 @@ def find_literals(
                 start = value.start_byte + len(node_text(data, value)[: match.start(1)].encode())
                 defines.append((d.name, (start, start + len(match.group(1)))))
 
-    constexprs = [(name, value, functions.at(value.start_byte)) for name, value in _constexprs(root, data)]
+    constexprs = [(name, value, declarations.function_at(value.start_byte)) for name, value in _constexprs(root, data)]
 
     users.find(
         {n for n, _ in defines}

@@ -14,8 +14,8 @@ from typing import ParamSpec, TypeVar
 
 from tree_sitter import Node, Tree
 
-from cutune.cuda.decls import Decl, DeclKind, FunctionIndex, collect_decls
-from cutune.cuda.launches import Launch, find_launches
+from cutune.cuda.decls import Decl, Declarations, DeclKind, collect_decls
+from cutune.cuda.launches import Launch, find_launches, launch_at
 from cutune.cuda.literals import find_literals
 from cutune.cuda.model import (
     DeviceFunction,
@@ -34,7 +34,7 @@ from cutune.cuda.model import (
     TypeDecl,
 )
 from cutune.cuda.syntax import check_stop, declarator_name, node_text, parse_tree, split_arguments, trim
-from cutune.cuda.text import LineIndex
+from cutune.cuda.text import LineIndex, line_index
 
 _TRAILING_COMMENT = re.compile(r"\s*(?://.*|/\*.*?\*/\s*)$", re.S)
 _T = TypeVar("_T")
@@ -106,19 +106,29 @@ class _Facts:
         self._tree = tree  # keeps the nodes below valid
         self._root = tree.root_node
         self._by_kernel: dict[str, list[Launch]] = {}  # one kernel's launches, where not all were built
+        self._within: dict[tuple[int, int], list[Launch]] = {}  # the launches written in a byte range
 
     @functools.cached_property
     def _index(self) -> LineIndex:
-        return LineIndex(self._data)
+        return line_index(self._data)
+
+    @functools.cached_property
+    def _declarations(self) -> Declarations:
+        return Declarations(self._root, self._data)
 
     @functools.cached_property
     @_paused
     def _decls(self) -> list[Decl]:
-        return collect_decls(self._root, self._data)
+        return self._declarations.all
 
     @_paused
-    def _decls_naming(self, name: bytes) -> list[Decl]:
-        return collect_decls(self._root, self._data, naming=name)
+    def _decls_holding(self, text: str) -> list[Decl]:
+        return self._declarations.holding(text)
+
+    @functools.cached_property
+    @_paused
+    def _directives(self) -> list[Decl]:
+        return self._declarations.directives
 
     @functools.cached_property
     def _errors(self) -> list[tuple[Node, str]]:
@@ -133,10 +143,6 @@ class _Facts:
         return _kernel_parts(self._decls, self._errors)
 
     @functools.cached_property
-    def _functions(self) -> FunctionIndex:
-        return FunctionIndex(self._decls)
-
-    @functools.cached_property
     @_paused
     def _kernels(self) -> tuple[Kernel, ...]:
         return tuple(
@@ -146,7 +152,7 @@ class _Facts:
     @functools.cached_property
     @_paused
     def _launches(self) -> list[Launch]:
-        return find_launches(self._root, self._data, self._index, self._functions)
+        return find_launches(self._root, self._data, self._index, self._declarations)
 
     def kernels(self) -> tuple[Kernel, ...]:
         return self._kernels
@@ -163,9 +169,8 @@ class _Facts:
         # only the definitions that declare `name` (a definition's declared name is its kernel's name), and
         # those recovered from error regions
         encoded = name.encode()
-        # the declarations in the parts of the file that name it: the file's are only walked once something needs them
-        decls = self._decls if "_decls" in self.__dict__ else self._decls_naming(encoded)
-        for p in _kernel_parts([d for d in decls if d.name == name], self._errors):
+        # the declarations in the parts of the file that name it (a few, of thousands of definitions)
+        for p in _kernel_parts([d for d in self._decls_holding(name) if d.name == name], self._errors):
             found = declarator_name(p.declarator.child_by_field_name("declarator"))
             if found is not None and self._data[found.start_byte : found.end_byte] == encoded:
                 kernel = _kernel(p, self._data, self._index, self._error_ranges)
@@ -182,7 +187,7 @@ class _Facts:
         found = self._by_kernel.get(kernel)
         if found is None:
             found = self._by_kernel[kernel] = find_launches(
-                self._root, self._data, self._index, self._functions, kernel
+                self._root, self._data, self._index, self._declarations, kernel
             )
         return found
 
@@ -202,21 +207,40 @@ class _Facts:
     @_paused
     def literals(self, kernel: str | None = None) -> tuple[TunableLiteral, ...]:
         kernels = self._kernels if kernel is None else tuple(self._named(kernel))
-        found = find_literals(
-            self._root, self._data, self._index, self._decls, kernels, self._launches, self._functions, kernel
-        )
+        if kernel is None or "_launches" in self.__dict__:
+            launches = self._launches
+            at: Callable[[int], Launch | None] = functools.partial(launch_at, launches)
+        else:  # the kernel's launches and the others in their functions (the literals they may share), not the file's
+            own = self._kernel_launches(kernel)
+            hosts = dict.fromkeys((lc.function.start, lc.function.end) for lc in own if lc.function is not None)
+            launches = own + [lc for host in hosts for lc in self._launches_within(host) if lc.kernel != kernel]
+            at = self._launch_at
+        found = find_literals(self._root, self._data, self._index, kernels, launches, at, self._declarations, kernel)
         return tuple(found)
+
+    def _launches_within(self, span: tuple[int, int]) -> list[Launch]:
+        found = self._within.get(span)
+        if found is None:
+            found = self._within[span] = find_launches(
+                self._root, self._data, self._index, self._declarations, within=span
+            )
+        return found
+
+    def _launch_at(self, offset: int) -> Launch | None:
+        """The launch whose call holds `offset` (see `launch_at`), from the launches of the top-level part it is in."""
+        return launch_at(self._launches_within(self._declarations.part_around(offset)), offset)
 
     @_paused
     def device_functions(self) -> tuple[DeviceFunction, ...]:
         return tuple(
             DeviceFunction(d.name, self._index.span(d.start, d.end), "::".join(d.namespace))
-            for d in self._decls
+            for d in self._decls_holding("__device__")  # a device function is written with the keyword
             if d.kind is DeclKind.DEVICE_FUNCTION and d.name
         )
 
     def macros(self) -> tuple[Macro, ...]:
-        return tuple(_macro(d, self._data, self._index) for d in self._decls if d.kind is DeclKind.MACRO and d.name)
+        data, index = self._data, self._index
+        return tuple(_macro(d, data, index) for d in self._directives if d.kind is DeclKind.MACRO and d.name)
 
     def types(self) -> tuple[TypeDecl, ...]:
         return tuple(
@@ -227,7 +251,7 @@ class _Facts:
 
     def includes(self) -> tuple[Include, ...]:
         data, index = self._data, self._index
-        return tuple(i for d in self._decls if d.kind is DeclKind.INCLUDE and (i := _include(d, data, index)))
+        return tuple(i for d in self._directives if d.kind is DeclKind.INCLUDE and (i := _include(d, data, index)))
 
     def issues(self) -> tuple[ParseIssue, ...]:
         return tuple(ParseIssue(message, self._index.span(n.start_byte, n.end_byte)) for n, message in self._errors)

@@ -67,9 +67,16 @@ def parse_tree(data: bytes, key: str | None = None) -> Tree:
     key from the last tree parsed at all: a recipe's rewrite of a 50,000-line file re-parses in
     milliseconds instead of 300. Inside `stoppable`, raises ParseStopped once the tree is no longer wanted.
     """
+    return _RECENT.parse(_blanked(data), key)
+
+
+@functools.lru_cache(maxsize=16)
+def _blanked(data: bytes) -> bytes:
+    """The text with the attributes tree-sitter-cuda cannot read blanked (kept for the texts of the trees kept: every
+    recipe and transform asks for the tree of the text it reads, and blanking a 50,000-line file takes 2 ms)."""
     for pattern in _UNPARSED_ATTRIBUTES:
         data = pattern.sub(_blank, data)
-    return _RECENT.parse(data, key)
+    return data
 
 
 def _parsed(data: bytes, old: Tree | None) -> Tree:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from dataclasses import dataclass
 
@@ -64,3 +65,10 @@ class LineIndex:
     def span(self, start_byte: int, end_byte: int) -> Span:
         """A Span for a byte range."""
         return Span(start_byte, end_byte, self.position(start_byte), self.position(end_byte))
+
+
+@functools.lru_cache(maxsize=8)
+def line_index(data: bytes) -> LineIndex:
+    """The line index of a text, shared by all that read the same text (its model, each edit list made against
+    it): indexing a 50,000-line file's lines costs 7 ms."""
+    return LineIndex(data)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 
 _HUNK = re.compile(r"^@@ -(\d+)((?:,\d+)?) \+(\d+)((?:,\d+)?) @@")
 _CONTEXT = 3  # lines of context around each hunk, as `diff -u`
@@ -11,13 +12,22 @@ _CONTEXT = 3  # lines of context around each hunk, as `diff -u`
 
 def common_ends(a: list[str], b: list[str]) -> tuple[int, int]:
     """How many lines the two texts share at their start, and then at their end."""
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    head = _longest(lambda k: a[:k] == b[:k], min(len(a), len(b)))
+    tail = _longest(lambda k: a[len(a) - k :] == b[len(b) - k :], min(len(a), len(b)) - head)
     return head, tail
+
+
+def _longest(shared: Callable[[int], bool], most: int) -> int:
+    """The largest k <= most with shared(k), for a `shared` true up to some k and false above it: by bisection,
+    each step one list comparison in C (a line-by-line loop took 30 ms on a 50,000-line file)."""
+    lo, hi = 0, most
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if shared(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def unified_diff(before: str, after: str, name: str) -> str:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cutune.cuda.text import LineIndex, Span
+from cutune.cuda.text import Span, line_index
 from cutune.errors import CutuneError
 
 
@@ -33,18 +32,11 @@ def apply_edits(text: str, edits: Iterable[TextEdit]) -> str:
     return b"".join(pieces).decode("utf-8")
 
 
-@functools.lru_cache(maxsize=8)
-def _line_index(data: bytes) -> LineIndex:
-    """The line index of a text, shared by the edit lists made against it: each transform and canonical step makes
-    one, and indexing a 50,000-line file's lines costs 20 ms."""
-    return LineIndex(data)
-
-
 class EditList:
     """Collects edits against one text, by byte range."""
 
     def __init__(self, data: bytes) -> None:
-        self._index = _line_index(data)
+        self._index = line_index(data)
         self.edits: list[TextEdit] = []
 
     def replace(self, start: int, end: int, new_text: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
@@ -50,28 +50,42 @@ def _in_original(refusal: Refusal, seen: str, original: str) -> Refusal:
     the original file instead (where the editor shows them)."""
     if seen == original or not _LINE.search(refusal.reason):
         return refusal
-    lines = _line_map(seen.splitlines(), original.splitlines())
-    reason = _LINE.sub(lambda m: f"line {lines.get(int(m.group(1)), int(m.group(1)))}", refusal.reason)
-    return Refusal(refusal.recipe, reason)
+    line = _line_map(seen.splitlines(), original.splitlines())
+
+    def in_original(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        found = line(n)
+        return f"line {found if found is not None else n}"
+
+    return Refusal(refusal.recipe, _LINE.sub(in_original, refusal.reason))
 
 
 _EXACT_DIFF_LINES = 2000  # above this many changed-region lines, popular lines (`}`) stop anchoring the diff
 
 
-def _line_map(seen: list[str], original: list[str]) -> dict[int, int]:
-    """1-based line numbers of `seen` → the same lines in `original`, for the lines both share.
+def _line_map(seen: list[str], original: list[str]) -> Callable[[int], int | None]:
+    """1-based line numbers of `seen` → the same lines in `original`, for the lines both share (None for others).
 
     Recipes change a few regions of a file: the lines before the first change and after the last map
     one to one, and only the region between is diffed (on a 50,000-line file a whole-file diff took a
     minute)."""
     head, tail = common_ends(seen, original)
-    lines = {i + 1: i + 1 for i in range(head)}
-    lines.update({len(seen) - i: len(original) - i for i in range(tail)})
     a, b = seen[head : len(seen) - tail], original[head : len(original) - tail]
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=max(len(a), len(b)) > _EXACT_DIFF_LINES)
-    for block in matcher.get_matching_blocks():
-        lines.update({head + block.a + i + 1: head + block.b + i + 1 for i in range(block.size)})
-    return lines
+    between = {
+        head + block.a + i + 1: head + block.b + i + 1
+        for block in matcher.get_matching_blocks()
+        for i in range(block.size)
+    }
+
+    def line(n: int) -> int | None:
+        if 1 <= n <= head:
+            return n
+        if len(seen) - tail < n <= len(seen):
+            return n - len(seen) + len(original)
+        return between.get(n)
+
+    return line
 
 
 def _chosen(names: Sequence[str] | None) -> list[Recipe]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cutune.gpu.replay import read_recording
 from cutune.project import KernelContext
 from cutune.template.variants import VARIANT, Combined, Variant, combine_all
 from cutune.template.variants.store import ATTR, variants_from_json, variants_json
-from cutune.tune.result import TuneResult
+
+if TYPE_CHECKING:  # tuning loads for the commands that tune, not for templatize
+    from cutune.tune.result import TuneResult
 
 
 def variants_of(ctx: KernelContext) -> Combined:
@@ -28,6 +30,8 @@ def with_combined(ctx: KernelContext, combined: Combined) -> KernelContext:
 def searches_variants(choice: bool | None, replay: Path | None) -> bool:
     """Whether tuning searches the structural variants: `choice` when given; by default yes, except when
     replaying a recording whose space has no VARIANT (it holds only what it measured)."""
+    from cutune.gpu.replay import read_recording
+
     if choice is not None:
         return choice
     return replay is None or VARIANT in read_recording(replay).header.get("params", {})

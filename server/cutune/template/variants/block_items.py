@@ -170,7 +170,16 @@ def _launch_shared_mems(text: str, kernel: str) -> list[str]:
     """The dynamic shared memory of each `kernel<<<grid, block, smem>>>` launch in the file's text (read from the
     text: on a file of thousands of kernels, building every launch site costs more than the rewrite)."""
     launch = re.compile(rf"\b{re.escape(kernel)}\s*(?:<[^;{{}}]*?>)?\s*<<<(.*?)>>>", re.S)
-    return [args[2] for m in launch.finditer(text) if len(args := split_args(m.group(1))) >= 3]
+    found: list[str] = []
+    # tried where the name is (what `finditer` matches): a pattern that starts with `\b` is not scanned for its
+    # leading literal, and took 35 ms on a 50,000-line file
+    at = text.find(kernel)
+    while at >= 0:
+        m = launch.match(text, at)
+        if m is not None and len(args := split_args(m.group(1))) >= 3:
+            found.append(args[2])
+        at = text.find(kernel, m.end() if m is not None else at + 1)
+    return found
 
 
 def _called_helpers(src: KernelSource) -> list[tuple[str, str]]:
