@@ -6,7 +6,7 @@
 # capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d selection_cost_parallel
 # together (TOGETHER: steps run at once, one GPU each; `a+b` runs a then b on one GPU) graph_tests timing_modes
 # checks_spread checks_spread_rms canonical corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
-# pdl_tests retest (RETEST: the test ids to run) row_reduce_packs (the pack, warp-per-row, per-head and thread-offset row_reduce samples)
+# pdl_tests open_after_sanitizer retest (RETEST: the test ids to run) row_reduce_packs (the pack, warp-per-row, per-head and thread-offset row_reduce samples)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
@@ -77,6 +77,7 @@ run_step() {
       else
         for g in "${group[@]}"; do for x in ${g//+/ }; do run_step "$x"; done; done
       fi ;;
+    open_after_sanitizer) step open_after_sanitizer "${T_OPEN_AFTER:-300}" python3 -m benchmarks.open_after_sanitizer ;;
     graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_graph_timing.py ;;
     timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;
