@@ -77,7 +77,9 @@ run_step() {
       else
         for g in "${group[@]}"; do for x in ${g//+/ }; do run_step "$x"; done; done
       fi ;;
-    open_after_sanitizer) step open_after_sanitizer "${T_OPEN_AFTER:-300}" python3 -m benchmarks.open_after_sanitizer ;;
+    # with an empty CuPy kernel cache, with CuPy's reduction accelerators as set (CUPY_ACCELERATORS)
+    open_after_sanitizer) step open_after_sanitizer "${T_OPEN_AFTER:-300}" env CUPY_CACHE_DIR="$(mktemp -d)" \
+      python3 -m benchmarks.open_after_sanitizer ;;
     graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_graph_timing.py ;;
     timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;

@@ -63,14 +63,20 @@ def main() -> None:
     job = build_job(with_combined(ctx, variants_of(ctx)))
     held = dataclasses.replace(job, spec=held_spec(job.spec))
     configs = feasible_sample(job.space, job.spec, args.configs)
+    from cupy._core import _accelerator  # diagnostics only: which reductions CuPy hands to CUB
+
+    reductions, routines = _accelerator.get_reduction_accelerators(), _accelerator.get_routine_accelerators()
+    print(f"CuPy's accelerators: reductions {reductions}, routines {routines}", flush=True)
     for isolate in (False, True):
         for sanitize in (False, True):
             backend = create_backend("cupy", isolate=isolate)
             began = time.perf_counter()
             backend.open(job)
             opened = time.perf_counter() - began
+            began = time.perf_counter()
             for config in configs:
                 backend.evaluate(config)
+            evaluated = (time.perf_counter() - began) / len(configs)
             checked = ""
             if sanitize:
                 began = time.perf_counter()
@@ -86,11 +92,8 @@ def main() -> None:
             second = time.perf_counter() - began
             backend.close()
             where = "isolated" if isolate else "in process"
-            print(
-                f"{where}, sanitizer {'on' if sanitize else 'off'}: first open {opened:.1f} s; {checked}"
-                f"held-out open {second:.1f} s",
-                flush=True,
-            )
+            head = f"{where}, sanitizer {'on' if sanitize else 'off'}: first open {opened:.1f} s"
+            print(f"{head}; {evaluated:.2f} s an evaluation; {checked}held-out open {second:.1f} s", flush=True)
             if not isolate:
                 out = io.StringIO()
                 pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(18)
