@@ -76,15 +76,19 @@ async def test_lenses_follow_incremental_edits_of_a_crlf_document(editor: Editor
     await editor.diagnostics(uri)
     published = editor.publications(uri)
     top = types.Range(start=types.Position(line=1, character=0), end=types.Position(line=1, character=0))
+    refreshed = editor.lens_refreshes
     editor.edit(uri, top, "// é😋\r\n// two\r\n")
     # asked at once, during the edit's analysis: the last analysis's lenses, as they were
     assert sorted({line for line, _, _ in _titles(await editor.lenses(uri))}) == [3, 8]
+    # the new lenses are made after the diagnostics are published, and the server asks the editor to refresh
     await editor.diagnostics(uri, since=published)
-    published = editor.publications(uri)
+    await editor.wait(lambda: editor.lens_refreshes > refreshed)
+    published, refreshed = editor.publications(uri), editor.lens_refreshes
     assert sorted({line for line, _, _ in _titles(await editor.lenses(uri))}) == [5, 10]
     after_emoji = types.Position(line=1, character=6)  # the end of line 1 (😋 is two UTF-16 units)
     editor.edit(uri, types.Range(start=after_emoji, end=types.Position(line=3, character=0)), "\n")
     await editor.diagnostics(uri, since=published)
+    await editor.wait(lambda: editor.lens_refreshes > refreshed)
     assert sorted({line for line, _, _ in _titles(await editor.lenses(uri))}) == [4, 9]
     editor.close(uri)
 
