@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from cutune.gpu.device_checks import device_checks
+
 Array = Any  # a numpy.ndarray or cupy.ndarray
 
 GUARD_BYTES = 64 * 1024
@@ -82,9 +84,14 @@ def breaches(arrays: Sequence[GuardedArray], pattern: Array, xp: ModuleType) -> 
     guarded = [g for g in arrays if g.guard]
     if not guarded:
         return []
-    counts = xp.stack([xp.count_nonzero(band != pattern) for g in guarded for band in (g.before, g.after)])
+    bands = [band for g in guarded for band in (g.before, g.after)]
+    fused = device_checks(xp)
+    if fused is not None:
+        counts = fused.differing_bytes([(band, pattern) for band in bands])
+    else:
+        counts = xp.stack([xp.count_nonzero(band != pattern) for band in bands]).tolist()
     found = []
-    for i, count in enumerate(counts.tolist()):  # one transfer for every guard
+    for i, count in enumerate(counts):  # one transfer for every guard
         if count:
             g = guarded[i // 2]
             found.append(Breach(g.name, ("before", "after")[i % 2], int(count), g.guard))

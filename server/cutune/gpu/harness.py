@@ -17,6 +17,7 @@ import numpy as np
 
 from cutune.errors import ReferenceInvalid
 from cutune.gpu.backend import Failure, TimingOptions
+from cutune.gpu.device_checks import device_checks, plain_reductions
 from cutune.gpu.guards import GUARD_BYTES, GuardedArray, allocate, breaches, guard_pattern
 from cutune.spec import ArgSpec, Init, KernelSpec, Role, Tolerance, default_tolerance
 from cutune.template.dtypes import struct_bytes
@@ -147,7 +148,7 @@ class Comparison:
     max_scaled: float  # the largest |out - ref| / (atol + rtol |ref|); inf for NaN or a missing value
     mismatches: int  # elements with a scaled error above 1
     total: int
-    worst_index: tuple[int, ...]
+    worst_index: tuple[int, ...]  # with got and expected, found only where an element fails on the device
     got: float
     expected: float
 
@@ -166,18 +167,39 @@ class Comparison:
 
 def compare(out: Array, ref: Array, dtype: str, tolerance: Tolerance, xp: ModuleType) -> Comparison:
     """Compare an output with the reference; NaN matches only NaN, infinities only themselves."""
+    return compare_all([(out, ref, dtype, tolerance)], xp)[0]
+
+
+def compare_all(items: Sequence[tuple[Array, Array, str, Tolerance]], xp: ModuleType) -> list[Comparison]:
+    """`compare` for each (output, reference, dtype, tolerance); on the device, fused kernels count and
+    scale the errors, and only a failing output is searched element-wise for its worst element."""
+    fused = device_checks(xp)
+    if fused is None:
+        return [_compare_elementwise(out, ref, dtype, tolerance, xp) for out, ref, dtype, tolerance in items]
+    flat = [(comparable(out, dtype, xp).ravel(), comparable(ref, dtype, xp).ravel()) for out, ref, dtype, _ in items]
+    stats = fused.compare([(a, b, t.atol, t.rtol) for (a, b), (_, _, _, t) in zip(flat, items, strict=True)])
+    return [
+        Comparison(largest, 0, out.size, (), 0.0, 0.0)
+        if mismatches == 0
+        else _compare_elementwise(out, ref, dtype, tolerance, xp)
+        for (mismatches, largest), (out, ref, dtype, tolerance) in zip(stats, items, strict=True)
+    ]
+
+
+def _compare_elementwise(out: Array, ref: Array, dtype: str, tolerance: Tolerance, xp: ModuleType) -> Comparison:
     a = comparable(out, dtype, xp).ravel()
     b = comparable(ref, dtype, xp).ravel()
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # the host path would warn
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"), plain_reductions(xp):  # host path warns
         same = (a == b) | (xp.isnan(a) & xp.isnan(b))
         allowed = tolerance.atol + tolerance.rtol * xp.abs(b)
         positive = allowed > 0  # False where the reference is NaN: any other value there fails
         scaled = xp.where(positive, xp.abs(a - b) / xp.where(positive, allowed, 1), xp.inf)
         scaled = xp.where(same, 0, xp.where(xp.isnan(scaled), xp.inf, scaled))
-    worst = int(xp.argmax(scaled)) if scaled.size else 0
+        worst = int(xp.argmax(scaled)) if scaled.size else 0
+        mismatches = int((scaled > 1).sum())
     return Comparison(
         max_scaled=float(scaled[worst]) if scaled.size else 0.0,
-        mismatches=int((scaled > 1).sum()),
+        mismatches=mismatches,
         total=int(scaled.size),
         worst_index=tuple(int(i) for i in np.unravel_index(worst, out.shape)) if scaled.size else (),
         got=float(a[worst]) if scaled.size else 0.0,
@@ -249,17 +271,20 @@ class Problem:
 
     def check(self, spec: KernelSpec, xp: ModuleType) -> list[tuple[ArgSpec, Comparison]]:
         """Compare every output with the reference, each with the spec's or its dtype's tolerance."""
-        return [
-            (a, compare(self.arrays[a.name], self.reference[a.name], a.dtype, tolerance_for(spec, a), xp))
-            for a in self.outputs
-        ]
+        items = [(self.arrays[a.name], self.reference[a.name], a.dtype, tolerance_for(spec, a)) for a in self.outputs]
+        return list(zip(self.outputs, compare_all(items, xp), strict=True))
 
     def written_inputs(self, xp: ModuleType) -> list[tuple[str, int]]:
         """`in` arrays whose bytes differ from their pristine copy: (name, changed elements)."""
         names = [a.name for a in self.specs if a.is_array and a.role is Role.IN]
+        if (fused := device_checks(xp)) is not None:  # which changed, fused; how many elements, only for those
+            changed = fused.differing_bytes([(self.arrays[n], self.pristine[n]) for n in names])
+            names = [n for n, c in zip(names, changed, strict=True) if c]
         if not names:
             return []
-        counts = xp.stack([xp.count_nonzero(~same_bytes(self.arrays[n], self.pristine[n], xp)) for n in names]).tolist()
+        with plain_reductions(xp):
+            stacked = xp.stack([xp.count_nonzero(~same_bytes(self.arrays[n], self.pristine[n], xp)) for n in names])
+        counts = stacked.tolist()
         return [(n, int(c)) for n, c in zip(names, counts, strict=True) if c]
 
     def verdict(self, spec: KernelSpec, xp: ModuleType) -> Verdict:
@@ -288,12 +313,13 @@ class Problem:
     def _unwritten(self, arg: ArgSpec, xp: ModuleType) -> int:
         """Elements that differ from the reference because they were never written."""
         got, ref = self.arrays[arg.name], self.reference[arg.name]
-        if arg.role is Role.OUT:
-            left = holds_byte(got, POISON, xp)
-        else:  # an inout not written back still holds its input, where the reference changed it
-            before = self.pristine[arg.name]
-            left = same_bytes(got, before, xp) & ~same_bytes(ref, before, xp)
-        return int(xp.count_nonzero(left & ~same_bytes(got, ref, xp)))
+        with plain_reductions(xp):
+            if arg.role is Role.OUT:
+                left = holds_byte(got, POISON, xp)
+            else:  # an inout not written back still holds its input, where the reference changed it
+                before = self.pristine[arg.name]
+                left = same_bytes(got, before, xp) & ~same_bytes(ref, before, xp)
+            return int(xp.count_nonzero(left & ~same_bytes(got, ref, xp)))
 
     def validate_reference(
         self,
@@ -308,6 +334,16 @@ class Problem:
         `rerun(poisons)` runs the original again with a poison byte per pure output: with several
         outputs depending on what they held, it finds which of them the kernel actually reads.
         """
+        with plain_reductions(xp):  # once per size: compiled once, not once per size class
+            self._validate_reference(spec, second, xp, rerun)
+
+    def _validate_reference(
+        self,
+        spec: KernelSpec,
+        second: dict[str, Array],
+        xp: ModuleType,
+        rerun: Callable[[Mapping[str, int]], None] | None,
+    ) -> None:
         where = f"at {self.label}"
         if found := breaches(list(self.guarded.values()), self.pattern, xp):
             b = found[0]
