@@ -22,7 +22,8 @@ pg_dir=$(mktemp -d /tmp/cutune-pg.XXXXXX)
 trap 'bash scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
 CUTUNE_TEST_POSTGRES_URL=$(bash scripts/postgres.sh start "$pg_dir")
 export CUTUNE_TEST_POSTGRES_URL
-.venv/bin/pytest -q -ra
+# one worker a core, up to 4 (the tests are independent: each has its own directories, ports and studies)
+.venv/bin/pytest -q -ra -n auto --maxprocesses 4
 if [ "${CUTUNE_SKIP_EXTENSION:-0}" != "1" ]; then
   CUTUNE_E2E_PYTHON="$PWD/.venv/bin/python" bash .ci/extension-e2e.sh
 fi
