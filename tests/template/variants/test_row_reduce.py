@@ -238,7 +238,9 @@ def test_an_array_read_only_under_a_condition_is_read_there_element_by_element()
         ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
         ("scaled_exit_kernel", "reads memory after the early return, where the rows that leave would read it"),
         ("thread_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
-        ("rows_along_y_kernel", "derives a value the loops read from the thread index"),
+        # row 0's warp 0 sum read by every row: one thread's value broadcast, found before the row index from y
+        ("rows_along_y_kernel", "stores `sum` to shared memory `total`, but nothing combines the threads' values"),
+        ("broadcast_sum_kernel", "stores `sum` to shared memory `first`, but nothing combines the threads' values"),
     ],
 )
 def test_refuses_an_exit_or_a_move_it_cannot_prove_block_uniform(kernel: str, reason: str) -> None:

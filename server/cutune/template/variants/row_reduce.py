@@ -1148,6 +1148,7 @@ class _Rewriter:
                     images[root] = acc
                     wide.add(acc)
                     found[acc] = _merge(found.get(acc), None, acc, self, node)
+        combined: set[str] = set()  # images some step combines: a tree's, a loop over them, or a reduction again
         for s in statements:  # a shared tree's combine step names its operator
             for node in descendants(s, "assignment_expression"):
                 left = node.child_by_field_name("left")
@@ -1155,13 +1156,17 @@ class _Rewriter:
                 if root in images:
                     step = self._combine_op(node, None)
                     if step is not None:
+                        combined.add(root)
                         found[images[root]] = _merge(found[images[root]], step, images[root], self, node)
                 elif left is not None and left.type == "identifier":  # `total += partial[w]`: a loop over partials
                     right = node.child_by_field_name("right")
                     subs = descendants(right, "subscript_expression") if right is not None else []
                     read = {_root_name(self, x) for x in subs if not self._is_first(x)}
+                    # `acc = partial[lane]`, reduced again after (a warp's shuffles over the warps' partials)
+                    combined |= {i for i in read & images.keys() if images[i] == self.text(left)}
                     step = self._combine_op(node, self.text(left))
                     for image in sorted(read & images.keys()) if step is not None else []:
+                        combined.add(image)
                         seg.aliases[self.text(left)] = images[image]
                         found[images[image]] = _merge(found[images[image]], step, images[image], self, node)
             for sub in descendants(s, "subscript_expression"):
@@ -1169,6 +1174,10 @@ class _Rewriter:
                 if root in images and self._is_first(sub) and not _is_target(sub):
                     seg.calls[sub.start_byte] = images[root]
                     seg.ends[sub.start_byte] = sub.end_byte
+        for image in sorted(images.keys() - combined):  # `if (tid == 0) slot[0] = s;`: one thread's value, broadcast
+            self.refuse(
+                f"stores `{images[image]}` to shared memory `{image}`, but nothing combines the threads' values"
+            )
         for s in statements:
             for ident in descendants(s, "identifier"):
                 name = self.text(ident)
