@@ -274,8 +274,35 @@ def test_rows_on_the_blocks_y_axis_become_one_row_per_block() -> None:
     assert combined is not None
     names = {**limits_for("sm_90").as_names(), "rows": 9, "hidden": 1000, "VARIANT": 1, "ROW_THREADS": 128}
     assert combined.launch({**names, "ROW_VEC": 4})[:2] == ((12, 1, 1), (128, 1, 1))  # 3 blocks of 4 rows: 12 rows
-    with pytest.raises(TransformRefused, match=r"uses threadIdx\.y"):  # its y axis also picks a shared slot
+    # its y axis also picks the row's shared slot, read as the row's own; thread 0's sum is broadcast, not reduced
+    with pytest.raises(TransformRefused, match=r"stores `s` to shared memory `slot`, but nothing combines"):
         RowReduce().apply(model, "slot_rows_kernel", None)
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_rows_on_y_meet_in_their_own_slice_of_shared_memory(tmp_path: Path) -> None:
+    # several warps per row on y, the row's warps' sums in `row_partials[threadIdx.y][warp]`: one row per block
+    template, spec = _sample("rows_per_block_rms_norm", "rows_per_block_rms_norm_kernel")
+    body = template.source
+    assert "sum_sq = cutune_rr_allreduce<ROW_THREADS>(sum_sq, cutune_rr_sum{}" in body
+    assert "const bool cutune_row_ok = cutune_row_in && !(row >= rows);" in body  # the spare rows leave
+    names = {**limits_for("sm_90").as_names(), "rows": 9, "cols": 300, "VARIANT": 1, "ROW_THREADS": 64}
+    assert spec.launch({**names, "ROW_VEC": 8})[:2] == ((12, 1, 1), (64, 1, 1))  # 3 blocks of 4 rows: 12 rows
+    assert spec.launch({**names, "VARIANT": 0})[:2] == ((3, 1, 1), (64, 4, 1))
+    configs = [{**template.space.default(), "VARIANT": 1, "ROW_THREADS": t, "ROW_VEC": 8} for t in (32, 256)]
+    expressions = name_expressions(template, spec, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, SAMPLES / "rows_per_block_rms_norm.cu")
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+def test_a_shared_array_the_rows_of_a_block_share_keeps_them_in_one_block() -> None:
+    # row 0's slice read by every row: the rows of a block meet through it, so none may move to a block of its own
+    path = SAMPLES / "rows_per_block_rms_norm.cu"
+    text = path.read_text().replace("total += row_partials[threadIdx.y][w];", "total += row_partials[0][w];")
+    assert "row_partials[0][w]" in text
+    with pytest.raises(TransformRefused, match=r"leaves the kernel early on `row`"):  # the row is no block's own
+        RowReduce().apply(parse_source(text, str(path)), "rows_per_block_rms_norm_kernel", None)
 
 
 def test_an_accumulator_set_afresh_between_the_loops_is_set_afresh_after_its_reduction() -> None:
@@ -494,6 +521,7 @@ def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kern
         ("warp_softmax", "warp_softmax_kernel"),  # register arrays over a fixed count of checked rounds
         ("offset_rms_norm", "offset_rms_norm_kernel"),  # packs from a thread offset, helper sums, PDL runtime calls
         ("offset_rms_norm", "offset_add_rms_norm_kernel"),  # the row staged in dynamic shared memory through a cast
+        ("rows_per_block_rms_norm", "rows_per_block_rms_norm_kernel"),  # rows on y meeting in their shared slices
     ],
 )
 def test_counted_rounds_over_packs_equal_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:

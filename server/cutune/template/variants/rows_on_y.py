@@ -5,7 +5,9 @@ Row `blockIdx.x * blockDim.y + threadIdx.y` of the original launch becomes block
 `grid.x * block.y` blocks of one row of threads: every row is computed by the same x threads as before, only in
 a block of its own. That holds only where the y axis does nothing else: every `threadIdx.y` and `blockDim.y` of the
 kernel lies in that row index, and the kernel reads `gridDim.x` only in `gridDim.x * blockDim.y`, the rows the grid
-holds at once (the new grid has that many blocks along x).
+holds at once (the new grid has that many blocks along x). Besides, `threadIdx.y` may pick the row's own slice of a
+`__shared__` array (`partial[threadIdx.y][warp]`): where every use of the array is such a slice, rows of a block
+never meet through it, and a row alone in its block takes slice 0.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ def rows_on_y(src: KernelSource) -> str | None:
     inside = [(r.start_byte, r.end_byte) for r in rows]
     held = {k for k, v in values.items() if _AXES.fullmatch(v)}  # locals holding the y axis or the grid's x size
     edits = EditList(src.data)
+    for index in _row_slices(src, {"threadIdx.y"} | {k for k, v in values.items() if v == "threadIdx.y"}):
+        inside.append((index.start_byte, index.end_byte))
+        if index.type == "field_expression":  # a local holding threadIdx.y is set to 0 where it is declared
+            edits.replace(index.start_byte, index.end_byte, "0")
     for node in src.in_body("field_expression", "identifier"):
         text = index_form(src.text(node))
         parent = node.parent
@@ -76,3 +82,50 @@ def rows_on_y(src: KernelSource) -> str | None:
     for node in rows:
         edits.replace(node.start_byte, node.end_byte, "blockIdx.x" if form(node) in _ROW else "gridDim.x")
     return apply_edits(src.model.text, edits.edits)
+
+
+def _row_slices(src: KernelSource, ys: set[str]) -> list[Node]:
+    """The indices `threadIdx.y` (or a local in `ys` holding it) of the static `__shared__` arrays of the kernel every
+    use of which is the row's own slice (`S[threadIdx.y]...`, the y index first): arrays the block's rows never
+    share."""
+    slices: list[Node] = []
+    for decl in src.in_body("declaration"):
+        if not any(src.text(c) == "__shared__" for c in decl.children):
+            continue
+        for declarator in decl.children_by_field_name("declarator"):
+            name = _array_name(declarator)
+            if name is None:
+                continue
+            uses = [
+                n
+                for n in src.in_body("identifier")
+                if src.text(n) == src.text(name) and not decl.start_byte <= n.start_byte < decl.end_byte
+            ]
+            found = [index for use in uses if (index := _slice_index(src, use, ys)) is not None]
+            if uses and len(found) == len(uses):
+                slices += found
+    return slices
+
+
+def _array_name(declarator: Node) -> Node | None:
+    """The name of an array declarator (`S[8][4]`), None for any other declarator."""
+    if declarator.type != "array_declarator":
+        return None
+    while declarator.type == "array_declarator":
+        inner = declarator.child_by_field_name("declarator")
+        if inner is None:
+            return None
+        declarator = inner
+    return declarator if declarator.type == "identifier" else None
+
+
+def _slice_index(src: KernelSource, use: Node, ys: set[str]) -> Node | None:
+    """The index of `S[y]` where `use` is the S of it and y one of `ys`; None for any other use of S."""
+    parent = use.parent
+    if parent is None or parent.type != "subscript_expression" or parent.child_by_field_name("argument") != use:
+        return None
+    indices = parent.child_by_field_name("indices")
+    named = [c for c in indices.named_children if c.type != "comment"] if indices is not None else []
+    if len(named) != 1 or index_form(src.text(named[0])) not in ys:
+        return None
+    return named[0]
