@@ -2,7 +2,9 @@
 // rows into one block: the block is (threads per row, rows per block), threadIdx.y picks the block's row and
 // threadIdx.x walks it; the launch rounds the rows up to whole blocks and the spare rows leave at once. A row's
 // threads are a few warps: each warp sums its squares by shuffles, then the row's warps meet in the row's own
-// slice of shared memory (a slice per threadIdx.y, so the rows of a block never share a value).
+// slice of shared memory (a slice per threadIdx.y, so the rows of a block never share a value). And the fused
+// residual add + RMSNorm of decode-sized batches with a warp per row of a 1-D block: the warp's index picks the row,
+// its lanes walk it, its shuffles reduce it.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -45,6 +47,33 @@ __global__ void rows_per_block_rms_norm_kernel(T* __restrict__ out, const T* __r
   }
 }
 
+template <typename T>
+__global__ void warp_rows_add_rms_norm_kernel(T* __restrict__ out, T* __restrict__ residual, const T* __restrict__ in,
+                                              const T* __restrict__ weight, const int rows, const int cols,
+                                              const float eps) {
+  const int warp_id = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int row = blockIdx.x * (blockDim.x / kWarpSize) + warp_id;
+  if (row >= rows) return;  // a whole warp leaves
+  const int64_t offset = static_cast<int64_t>(row) * cols;
+
+  float sum_sq = 0.f;
+  for (int c = lane; c < cols; c += kWarpSize) {
+    const float v = static_cast<float>(in[offset + c]) + static_cast<float>(residual[offset + c]);
+    residual[offset + c] = static_cast<T>(v);
+    sum_sq += v * v;
+  }
+#pragma unroll
+  for (int mask = kWarpSize / 2; mask > 0; mask >>= 1) {
+    sum_sq += __shfl_xor_sync(0xffffffffu, sum_sq, mask);
+  }
+  const float inv_rms = rsqrtf(sum_sq / cols + eps);
+
+  for (int c = lane; c < cols; c += kWarpSize) {
+    out[offset + c] = static_cast<T>(static_cast<float>(residual[offset + c]) * inv_rms * static_cast<float>(weight[c]));
+  }
+}
+
 }  // namespace serving
 
 // Two warps per row up to 512 columns (four rows per block), four warps beyond (two rows per block).
@@ -59,5 +88,17 @@ cudaError_t rows_per_block_rms_norm(T* out, const T* in, const T* weight, int ro
   return cudaGetLastError();
 }
 
+// Four warps, four rows, per block of 128 threads.
+template <typename T>
+cudaError_t warp_rows_add_rms_norm(T* out, T* residual, const T* in, const T* weight, int rows, int cols, float eps,
+                                   cudaStream_t stream) {
+  constexpr int kThreads = 4 * serving::kWarpSize;
+  const int blocks = (rows + 3) / 4;
+  serving::warp_rows_add_rms_norm_kernel<T><<<blocks, kThreads, 0, stream>>>(out, residual, in, weight, rows, cols, eps);
+  return cudaGetLastError();
+}
+
 template cudaError_t rows_per_block_rms_norm<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*,
                                                             const __nv_bfloat16*, int, int, float, cudaStream_t);
+template cudaError_t warp_rows_add_rms_norm<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, const __nv_bfloat16*,
+                                                           const __nv_bfloat16*, int, int, float, cudaStream_t);

@@ -296,6 +296,40 @@ def test_rows_on_y_meet_in_their_own_slice_of_shared_memory(tmp_path: Path) -> N
     assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
 
 
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_a_warp_per_row_of_a_1d_block_is_read_as_rows_on_y(tmp_path: Path) -> None:
+    # warp `threadIdx.x / 32` picks the row, lane `threadIdx.x % 32` walks it by 32: a (32, 4) block's rows on y
+    template, spec = _sample("rows_per_block_rms_norm", "warp_rows_add_rms_norm_kernel")
+    body = template.source
+    assert "sum_sq = cutune_rr_allreduce<ROW_THREADS>(sum_sq, cutune_rr_sum{}" in body
+    assert "const bool cutune_row_ok = cutune_row_in && !(row >= rows);" in body  # the spare warps leave
+    names = {**limits_for("sm_90").as_names(), "rows": 7, "cols": 1000, "VARIANT": 1, "ROW_THREADS": 128}
+    assert spec.launch({**names, "ROW_VEC": 8})[:2] == ((8, 1, 1), (128, 1, 1))  # 2 blocks of 4 warps: 8 rows
+    assert spec.launch({**names, "VARIANT": 0})[:2] == ((2, 1, 1), (128, 1, 1))
+    configs = [{**template.space.default(), "VARIANT": 1, "ROW_THREADS": t, "ROW_VEC": 8} for t in (64, 1024)]
+    expressions = name_expressions(template, spec, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, SAMPLES / "rows_per_block_rms_norm.cu")
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+@pytest.mark.parametrize(
+    ("edit", "block", "reason"),
+    [
+        # the thread's place read otherwise than as its warp and lane: the 1-D block stays
+        (("if (row >= rows) return;", "if (row >= rows || threadIdx.x >= 96) return;"), "128", "leaves the kernel"),
+        (("", ""), "48", "leaves the kernel early on `row`"),  # a block of a warp and a half: not whole warps
+    ],
+)
+def test_a_warp_per_row_stays_in_its_1d_block_where_unsure(edit: tuple[str, str], block: str, reason: str) -> None:
+    path = SAMPLES / "rows_per_block_rms_norm.cu"
+    kernel = "warp_rows_add_rms_norm_kernel"
+    text = path.read_text().replace(*edit)
+    spec = replace(load_spec(SAMPLES / "rows_per_block_rms_norm.tune.toml").kernel(kernel), block=(block,))
+    with pytest.raises(TransformRefused, match=reason):
+        RowReduce().apply(parse_source(text, str(path)), kernel, spec)
+
+
 def test_a_shared_array_the_rows_of_a_block_share_keeps_them_in_one_block() -> None:
     # row 0's slice read by every row: the rows of a block meet through it, so none may move to a block of its own
     path = SAMPLES / "rows_per_block_rms_norm.cu"
@@ -522,6 +556,7 @@ def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kern
         ("offset_rms_norm", "offset_rms_norm_kernel"),  # packs from a thread offset, helper sums, PDL runtime calls
         ("offset_rms_norm", "offset_add_rms_norm_kernel"),  # the row staged in dynamic shared memory through a cast
         ("rows_per_block_rms_norm", "rows_per_block_rms_norm_kernel"),  # rows on y meeting in their shared slices
+        ("rows_per_block_rms_norm", "warp_rows_add_rms_norm_kernel"),  # a warp per row of a 1-D block
     ],
 )
 def test_counted_rounds_over_packs_equal_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.loops import index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import register_rows
-from cutune.template.variants.rows_on_y import GRID_X, rows_on_y
+from cutune.template.variants.rows_on_y import GRID_X, WARP_GRID_X, rows_on_y, warps_on_y
 
 THREADS = "ROW_THREADS"
 ROWS = "ROWS_PER_BLOCK"
@@ -249,31 +249,49 @@ class RowReduce(Transform):
         return self._apply(model, kernel, spec, {})
 
     def _apply(
-        self, model: SourceModel, kernel: str, spec: KernelSpec | None, arrays: dict[str, tuple[str, str]]
+        self,
+        model: SourceModel,
+        kernel: str,
+        spec: KernelSpec | None,
+        arrays: dict[str, tuple[str, str]],
+        warp_rows: bool = False,
     ) -> Variant:
-        """`apply` on a reading of the kernel whose `arrays` (name → element type, size) hold the row's values."""
+        """`apply` on a reading of the kernel whose `arrays` (name → element type, size) hold the row's values;
+        `warp_rows`: a reading of a warp per row, its row's threads one warp whatever the launches in the file say."""
         k = model.kernel(kernel)
         if k.has_errors:
             self.refuse("the kernel has syntax errors tree-sitter could not parse")
         src = KernelSource(model, k)
         split = split_compound_accumulators(src)
         if split is not None:  # a pair accumulator (float2): its parts are two reductions, read as such
-            return self._apply(parse_source(split, model.path, rewrite=True), kernel, spec, arrays)
+            return self._apply(parse_source(split, model.path, rewrite=True), kernel, spec, arrays, warp_rows)
         under = _under_directive(src)
         if under is not None:  # a body wholly under `#ifdef X`: read inside, the variant under the same condition
             text, opening = under
-            variant = self._apply(parse_source(text, model.path, rewrite=True), kernel, spec, arrays)
+            variant = self._apply(parse_source(text, model.path, rewrite=True), kernel, spec, arrays, warp_rows)
             return dataclasses.replace(variant, body=f"{opening}\n{variant.body}\n#endif")
         registers = register_rows(src, self.name) if not arrays else None
         if registers is not None:  # the row kept in local arrays by counted loops: read as stride loops over it
-            return self._apply(parse_source(registers.text, model.path, rewrite=True), kernel, spec, registers.arrays)
+            registered = parse_source(registers.text, model.path, rewrite=True)
+            return self._apply(registered, kernel, spec, registers.arrays, warp_rows)
+        warps = warps_on_y(src, _block_x(spec)) if spec is None or spec.block[1:] in ((), ("1",)) else None
+        if warps is not None:  # a warp per row of a 1-D block: rows on y of a (32, warps) block, then as those
+            if spec is not None:
+                spec = dataclasses.replace(spec, block=("32", f"({spec.block[0]}) / 32"))
+            variant = self._apply(parse_source(warps, model.path, rewrite=True), kernel, spec, arrays, True)
+            assert variant.launch is not None  # row_reduce always sets its launch
+            launch = dataclasses.replace(variant.launch, grid=(WARP_GRID_X, "{grid}", "{grid}"))
+            note = variant.provenance.note.replace("each row of threads along y", "each warp's row")
+            return dataclasses.replace(
+                variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
+            )
         on_y = rows_on_y(src)
         if on_y is not None:  # rows on the block's y axis: one row per block, on grid.x * block.y blocks
             if spec is not None and len(spec.block) > 1:
                 spec = dataclasses.replace(
                     spec, grid=(f"({spec.grid[0]}) * ({spec.block[1]})", *spec.grid[1:]), block=spec.block[:1]
                 )
-            variant = self._apply(parse_source(on_y, model.path, rewrite=True), kernel, spec, arrays)
+            variant = self._apply(parse_source(on_y, model.path, rewrite=True), kernel, spec, arrays, warp_rows)
             assert variant.launch is not None  # row_reduce always sets its launch
             launch = dataclasses.replace(variant.launch, grid=(GRID_X, "{grid}", "{grid}"))
             note = f"{variant.provenance.note}; each row of threads along y a block of its own"
@@ -288,11 +306,15 @@ class RowReduce(Transform):
                 statement.start_byte, statement.end_byte, f"if (!({node_text(src.data, cond)})) return;\n{rest}"
             )
             return self._apply(
-                parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True), kernel, spec, arrays
+                parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True),
+                kernel,
+                spec,
+                arrays,
+                warp_rows,
             )
         rows = _persistent_rows(src)
         if rows is None:
-            return _Rewriter(self, src, spec, arrays).variant()
+            return _Rewriter(self, src, spec, arrays, warp_rows).variant()
         # one row per iteration of a persistent loop: the row's body rewritten as one block per row, looped
         loop, var, bound = rows
         body = loop.child_by_field_name("body")
@@ -304,7 +326,7 @@ class RowReduce(Transform):
         edits = EditList(src.data)
         edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
         one = parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
-        rewriter = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays)
+        rewriter = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays, warp_rows)
         variant = rewriter.variant()
         first = "const unsigned int cutune_row = blockIdx.x;"
         if first not in variant.body:
@@ -342,9 +364,15 @@ class _Rewriter:
     """Reads one kernel's row structure and writes the new body."""
 
     def __init__(
-        self, transform: RowReduce, src: KernelSource, spec: KernelSpec | None, arrays: dict[str, tuple[str, str]]
+        self,
+        transform: RowReduce,
+        src: KernelSource,
+        spec: KernelSpec | None,
+        arrays: dict[str, tuple[str, str]],
+        warp_rows: bool = False,
     ) -> None:
         self.t = transform
+        self.warp_rows = warp_rows  # a warp per row read as rows on y: a row's threads are one warp
         self.src = src
         self.spec = spec
         self.arrays = arrays  # local arrays holding the row's values (register_rows.py): name → (type, size)
@@ -1206,7 +1234,9 @@ class _Rewriter:
     def _one_warp(self) -> bool:
         """Whether a row's threads are at most one warp wherever the kernel runs: the spec's block along x at every
         size, or without a spec every launch of the kernel in the file (a literal or a constant of at most 32, or
-        the warp size by its usual names)."""
+        the warp size by its usual names), or a warp per row read as rows on y."""
+        if self.warp_rows:
+            return True
         spec = self.spec
         if spec is not None and spec.block and spec.sizes:
             try:
@@ -1771,6 +1801,17 @@ class _Rewriter:
         # a row staged in dynamic shared memory needs the original's allocation (it starts at the array's start)
         shared = "{shared_mem}" if self.stages else "0"
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"), shared_mem=shared)
+
+
+def _block_x(spec: KernelSpec | None) -> list[int] | None:
+    """The spec's block along x at each of its sizes; None without a spec or sizes, or where it cannot be read."""
+    if spec is None or not spec.block or not spec.sizes:
+        return None
+    try:
+        block = compile_expr(spec.block[0])
+        return [int(block.evaluate({**spec.scalar_values(size), **size})) for size in spec.sizes]
+    except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _under_directive(src: KernelSource) -> tuple[str, str] | None:
