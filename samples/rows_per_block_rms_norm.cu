@@ -3,8 +3,8 @@
 // threadIdx.x walks it; the launch rounds the rows up to whole blocks and the spare rows leave at once. A row's
 // threads are a few warps: each warp sums its squares by shuffles, then the row's warps meet in the row's own
 // slice of shared memory (a slice per threadIdx.y, so the rows of a block never share a value). And the fused
-// residual add + RMSNorm of decode-sized batches with a warp per row of a 1-D block: the warp's index picks the row,
-// its lanes walk it, its shuffles reduce it.
+// residual add + RMSNorm of decode-sized batches with a warp per row of a 1-D block: the warp's index picks the row
+// (the warps per block a template parameter), its lanes walk it, its shuffles reduce it.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -47,13 +47,13 @@ __global__ void rows_per_block_rms_norm_kernel(T* __restrict__ out, const T* __r
   }
 }
 
-template <typename T>
+template <typename T, int kWarpsPerBlock>
 __global__ void warp_rows_add_rms_norm_kernel(T* __restrict__ out, T* __restrict__ residual, const T* __restrict__ in,
                                               const T* __restrict__ weight, const int rows, const int cols,
                                               const float eps) {
   const int warp_id = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  const int row = blockIdx.x * (blockDim.x / kWarpSize) + warp_id;
+  const int row = blockIdx.x * kWarpsPerBlock + warp_id;
   if (row >= rows) return;  // a whole warp leaves
   const int64_t offset = static_cast<int64_t>(row) * cols;
 
@@ -92,9 +92,9 @@ cudaError_t rows_per_block_rms_norm(T* out, const T* in, const T* weight, int ro
 template <typename T>
 cudaError_t warp_rows_add_rms_norm(T* out, T* residual, const T* in, const T* weight, int rows, int cols, float eps,
                                    cudaStream_t stream) {
-  constexpr int kThreads = 4 * serving::kWarpSize;
   const int blocks = (rows + 3) / 4;
-  serving::warp_rows_add_rms_norm_kernel<T><<<blocks, kThreads, 0, stream>>>(out, residual, in, weight, rows, cols, eps);
+  serving::warp_rows_add_rms_norm_kernel<T, 4>
+      <<<blocks, 4 * serving::kWarpSize, 0, stream>>>(out, residual, in, weight, rows, cols, eps);
   return cudaGetLastError();
 }
 

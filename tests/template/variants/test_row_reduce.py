@@ -300,8 +300,16 @@ def test_rows_on_y_meet_in_their_own_slice_of_shared_memory(tmp_path: Path) -> N
 @needs_nvrtc
 def test_a_warp_per_row_of_a_1d_block_is_read_as_rows_on_y(tmp_path: Path) -> None:
     # warp `threadIdx.x / 32` picks the row, lane `threadIdx.x % 32` walks it by 32: a (32, 4) block's rows on y
-    template, spec = _sample("rows_per_block_rms_norm", "warp_rows_add_rms_norm_kernel")
-    body = template.source
+    # (the warps per block a template parameter the launch matches: read as blockDim.x / 32 in canonical form)
+    path = SAMPLES / "rows_per_block_rms_norm.cu"
+    kernel = "warp_rows_add_rms_norm_kernel"
+    base = templatize(parse_source(path.read_text(), str(path)), kernel)
+    base_model = parse_source(base.source, str(path))
+    spec = load_spec(SAMPLES / "rows_per_block_rms_norm.tune.toml").kernel(kernel)
+    variant = RowReduce().apply(canonicalise(base_model, kernel).model, kernel, spec)
+    template, combined = with_variants(base_model, kernel, [variant], spec, base=base)
+    assert combined is not None
+    spec, body = combined, template.source
     assert "sum_sq = cutune_rr_allreduce<ROW_THREADS>(sum_sq, cutune_rr_sum{}" in body
     assert "const bool cutune_row_ok = cutune_row_in && !(row >= rows);" in body  # the spare warps leave
     names = {**limits_for("sm_90").as_names(), "rows": 7, "cols": 1000, "VARIANT": 1, "ROW_THREADS": 128}
@@ -327,7 +335,7 @@ def test_a_warp_per_row_stays_in_its_1d_block_where_unsure(edit: tuple[str, str]
     text = path.read_text().replace(*edit)
     spec = replace(load_spec(SAMPLES / "rows_per_block_rms_norm.tune.toml").kernel(kernel), block=(block,))
     with pytest.raises(TransformRefused, match=reason):
-        RowReduce().apply(parse_source(text, str(path)), kernel, spec)
+        RowReduce().apply(canonicalise(parse_source(text, str(path)), kernel).model, kernel, spec)
 
 
 def test_a_shared_array_the_rows_of_a_block_share_keeps_them_in_one_block() -> None:
