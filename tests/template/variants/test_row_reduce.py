@@ -273,7 +273,12 @@ def test_rows_on_the_blocks_y_axis_become_one_row_per_block() -> None:
     _, combined = with_variants(model, "warp_rows_rms_norm_kernel", [variant], spec)
     assert combined is not None
     names = {**limits_for("sm_90").as_names(), "rows": 9, "hidden": 1000, "VARIANT": 1, "ROW_THREADS": 128}
-    assert combined.launch({**names, "ROW_VEC": 4})[:2] == ((12, 1, 1), (128, 1, 1))  # 3 blocks of 4 rows: 12 rows
+    # the spare rows of the original's 3 blocks of 4 leave: a block for each of the 9 rows it bounds
+    assert combined.launch({**names, "ROW_VEC": 4})[:2] == ((9, 1, 1), (128, 1, 1))
+    # a grid short of the rows (2 blocks of 4 for 9): the rows it bounds are not all the original's, the grid stays
+    short = replace(spec, grid=("rows / 4",))
+    variant = RowReduce().apply(model, "warp_rows_rms_norm_kernel", short)
+    assert variant.launch is not None and variant.launch.grid[0] == "({grid.x}) * ({block.y})"
     # its y axis also picks the row's shared slot, read as the row's own; thread 0's sum is broadcast, not reduced
     with pytest.raises(TransformRefused, match=r"stores `s` to shared memory `slot`, but nothing combines"):
         RowReduce().apply(model, "slot_rows_kernel", None)
@@ -288,9 +293,13 @@ def test_rows_on_y_meet_in_their_own_slice_of_shared_memory(tmp_path: Path) -> N
     assert "sum_sq = cutune_rr_allreduce<ROW_THREADS>(sum_sq, cutune_rr_sum{}" in body
     assert "const bool cutune_row_ok = cutune_row_in && !(row >= rows);" in body  # the spare rows leave
     names = {**limits_for("sm_90").as_names(), "rows": 9, "cols": 300, "VARIANT": 1, "ROW_THREADS": 64}
-    assert spec.launch({**names, "ROW_VEC": 8})[:2] == ((12, 1, 1), (64, 1, 1))  # 3 blocks of 4 rows: 12 rows
+    # short rows, bounded by `rows`, share blocks again: the variant's own count of rows per block
+    assert spec.launch({**names, "ROW_VEC": 8, "ROWS_PER_BLOCK": 2})[:2] == ((5, 1, 1), (64, 2, 1))
     assert spec.launch({**names, "VARIANT": 0})[:2] == ((3, 1, 1), (64, 4, 1))
-    configs = [{**template.space.default(), "VARIANT": 1, "ROW_THREADS": t, "ROW_VEC": 8} for t in (32, 256)]
+    configs = [
+        {**template.space.default(), "VARIANT": 1, "ROW_THREADS": t, "ROW_VEC": 8, "ROWS_PER_BLOCK": r}
+        for t, r in ((32, 8), (256, 1))
+    ]
     expressions = name_expressions(template, spec, configs)
     nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, SAMPLES / "rows_per_block_rms_norm.cu")
     assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
@@ -313,9 +322,12 @@ def test_a_warp_per_row_of_a_1d_block_is_read_as_rows_on_y(tmp_path: Path) -> No
     assert "sum_sq = cutune_rr_allreduce<ROW_THREADS>(sum_sq, cutune_rr_sum{}" in body
     assert "const bool cutune_row_ok = cutune_row_in && !(row >= rows);" in body  # the spare warps leave
     names = {**limits_for("sm_90").as_names(), "rows": 7, "cols": 1000, "VARIANT": 1, "ROW_THREADS": 128}
-    assert spec.launch({**names, "ROW_VEC": 8})[:2] == ((8, 1, 1), (128, 1, 1))  # 2 blocks of 4 warps: 8 rows
+    assert spec.launch({**names, "ROW_VEC": 8, "ROWS_PER_BLOCK": 4})[:2] == ((2, 1, 1), (128, 4, 1))
     assert spec.launch({**names, "VARIANT": 0})[:2] == ((2, 1, 1), (128, 1, 1))
-    configs = [{**template.space.default(), "VARIANT": 1, "ROW_THREADS": t, "ROW_VEC": 8} for t in (64, 1024)]
+    configs = [
+        {**template.space.default(), "VARIANT": 1, "ROW_THREADS": t, "ROW_VEC": 8, "ROWS_PER_BLOCK": r}
+        for t, r in ((64, 4), (1024, 1))
+    ]
     expressions = name_expressions(template, spec, configs)
     nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, SAMPLES / "rows_per_block_rms_norm.cu")
     assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)

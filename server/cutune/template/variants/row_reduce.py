@@ -281,7 +281,9 @@ class RowReduce(Transform):
                 spec = dataclasses.replace(spec, block=("32", f"({spec.block[0]}) / 32"))
             variant = self._apply(parse_source(warps, model.path, rewrite=True), kernel, spec, arrays, True)
             assert variant.launch is not None  # row_reduce always sets its launch
-            launch = dataclasses.replace(variant.launch, grid=(WARP_GRID_X, "{grid}", "{grid}"))
+            launch = variant.launch  # over the rows the kernel bounds, else one block per warp of the original's
+            if launch.grid[0] == GRID_X:
+                launch = dataclasses.replace(launch, grid=(WARP_GRID_X, "{grid}", "{grid}"))
             note = variant.provenance.note.replace("each row of threads along y", "each warp's row")
             return dataclasses.replace(
                 variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
@@ -292,9 +294,15 @@ class RowReduce(Transform):
                 spec = dataclasses.replace(
                     spec, grid=(f"({spec.grid[0]}) * ({spec.block[1]})", *spec.grid[1:]), block=spec.block[:1]
                 )
-            variant = self._apply(parse_source(on_y, model.path, rewrite=True), kernel, spec, arrays, warp_rows)
+            one = parse_source(on_y, model.path, rewrite=True)
+            bound = _bounded_rows(KernelSource(one, one.kernel(kernel)), spec)
+            if bound is not None and spec is not None:  # the rows past the bound leave: a grid of that many rows
+                spec = dataclasses.replace(spec, grid=(bound, *spec.grid[1:]))
+            variant = self._apply(one, kernel, spec, arrays, warp_rows)
             assert variant.launch is not None  # row_reduce always sets its launch
-            launch = dataclasses.replace(variant.launch, grid=(GRID_X, "{grid}", "{grid}"))
+            launch = variant.launch
+            if bound is None:
+                launch = dataclasses.replace(launch, grid=(GRID_X, "{grid}", "{grid}"))
             note = f"{variant.provenance.note}; each row of threads along y a block of its own"
             return dataclasses.replace(
                 variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
@@ -1802,6 +1810,42 @@ class _Rewriter:
         # a row staged in dynamic shared memory needs the original's allocation (it starts at the array's start)
         shared = "{shared_mem}" if self.stages else "0"
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"), shared_mem=shared)
+
+
+def _bounded_rows(src: KernelSource, spec: KernelSpec | None) -> str | None:
+    """For one row per block (`blockIdx.x`, or a local holding it) that leaves at `if (row >= N) return;` with N an
+    integer parameter never written: the spec's value of N, where the spec's grid holds at least that many blocks at
+    every size (every row below N runs in the original, none from N on does, so a grid of N rows computes the same).
+    None otherwise."""
+    if spec is None or not spec.sizes:
+        return None
+    rows = {"blockIdx.x"} | {k for k, v in local_values(src).items() if index_form(v) == "blockIdx.x"}
+    written = written_names(src, src.body)
+    params = {p.name: i for i, p in enumerate(src.kernel.params) if _base_type(p.type) in _INTEGRAL}
+    for s in src.body.named_children:
+        cond, then = s.child_by_field_name("condition"), s.child_by_field_name("consequence")
+        if s.type != "if_statement" or cond is None or then is None or s.child_by_field_name("alternative"):
+            continue
+        if _SPACE.sub("", node_text(src.data, then)) not in ("return;", "{return;}"):
+            continue
+        test = _SPACE.sub("", node_text(src.data, cond))[1:-1]
+        pair = test.split(">=") if ">=" in test else test.split("<=")[::-1]
+        if len(pair) == 2 and test.count("=") == 1:
+            row, bound = pair
+            if index_form(row) in rows and bound in params and bound not in written and params[bound] < len(spec.args):
+                value = spec.args[params[bound]].value
+                try:
+                    grid = compile_expr(spec.grid[0])
+                    count = compile_expr(value) if value is not None else None
+                    covered = count is not None and all(
+                        int(grid.evaluate({**spec.scalar_values(z), **z}))
+                        >= int(count.evaluate({**spec.scalar_values(z), **z}))
+                        for z in spec.sizes
+                    )
+                except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+                    covered = False
+                return value if covered else None
+    return None
 
 
 def _block_x(spec: KernelSpec | None) -> list[int] | None:
