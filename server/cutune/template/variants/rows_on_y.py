@@ -47,7 +47,8 @@ _ON_Y = {
     **dict.fromkeys(("threadIdx.x%32", "threadIdx.x&31", "threadIdx.x&(32-1)"), "threadIdx.x"),
     **dict.fromkeys(("blockDim.x/32", "blockDim.x>>5"), "blockDim.y"),
 }
-_WARP_SIZE = re.compile(r"\b(WARP_SIZE|warpSize|WARPSIZE|kWarpSize|kWarp)\b")
+# the warp size by its usual names, namespace-qualified or not
+_WARP_SIZE = re.compile(r"\b(?:\w+::)*(WARP_SIZE|warpSize|WARPSIZE|kWarpSize|kWarp)\b")
 _FULL_MASK = re.compile(r"shfl\w*_sync\s*\(\s*0xffffffff", re.IGNORECASE)
 
 
@@ -163,7 +164,7 @@ def warps_on_y(src: KernelSource, block_x: list[int] | None) -> str | None:
         return None
 
     def form(node: Node | None) -> str:
-        return index_form(_WARP_SIZE.sub(_WARP, src.text(node))) if node is not None else ""
+        return warp_form(src.text(node)) if node is not None else ""
 
     edits = EditList(src.data)
     spans: list[tuple[int, int]] = []
@@ -198,3 +199,8 @@ def warps_on_y(src: KernelSource, block_x: list[int] | None) -> str | None:
         ):
             edits.replace(step.start_byte, step.end_byte, "blockDim.x")
     return apply_edits(src.model.text, edits.edits)
+
+
+def warp_form(text: str) -> str:
+    """`text` in index form with the warp size written 32."""
+    return index_form(_WARP_SIZE.sub(_WARP, text))

@@ -11,8 +11,6 @@ of a block. Refused, with the reason, where a launch's block cannot be matched t
 
 from __future__ import annotations
 
-import re
-
 from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
@@ -22,11 +20,11 @@ from cutune.template.recipes.base import KernelSource
 from cutune.template.recipes.host import HostResolver, launch_config
 from cutune.template.variants.canonical.thread_count import compile_time_counts
 from cutune.template.variants.loops import index_form, local_values
+from cutune.template.variants.rows_on_y import warp_form
 
 NAME = "row_count"
 
-# the warp size by its usual names, namespace-qualified or not, and the warp of a thread
-_WARP_SIZE = re.compile(r"\b(?:\w+::)*(WARP_SIZE|warpSize|WARPSIZE|kWarpSize|kWarp)\b")
+# the warp of a thread
 _WARP_INDEX = {"threadIdx.x/32", "threadIdx.x>>5"}
 # the block's shape the count stands for, by the axis the row's threads are numbered on
 _SHAPE = {"y": "blockDim.y", "warp": "(blockDim.x / 32)"}
@@ -53,11 +51,11 @@ def block_shape_rows(model: SourceModel, kernel: str) -> SourceModel | str | Non
         if len(config) < 2:
             return f"the launch at line {src.line(call)} has no block to compare with {name}"
         dims = HostResolver(src, call).dims_of(config[1])
-        shape = [_squeezed(src.text(d)) for d in dims[1]] if dims is not None and dims[1] else [src.text(config[1])]
-        shape = [_squeezed(s) for s in shape]
+        shape = [warp_form(src.text(d)) for d in dims[1]] if dims is not None and dims[1] else [src.text(config[1])]
+        shape = [warp_form(s) for s in shape]
         for count, axis in found:
             value = counts[src.text(count).strip()](site.template_args)
-            if value is None or not _matches(shape, _squeezed(value), axis):
+            if value is None or not _matches(shape, warp_form(value), axis):
                 return (
                     f"numbers its rows by {src.text(count).strip()} per block, but the launch at line {src.line(call)} "
                     f"runs a block of ({', '.join(shape)}) where {src.text(count).strip()} is `{value}`"
@@ -71,7 +69,7 @@ def block_shape_rows(model: SourceModel, kernel: str) -> SourceModel | str | Non
 def _counted_rows(src: KernelSource, counts: set[str]) -> list[tuple[Node, str]]:
     """Each `blockIdx.x * COUNT + ROW` of the kernel (either order of terms and factors): COUNT's node and the axis
     ROW numbers the block's rows on ("y": threadIdx.y; "warp": the thread's warp, or a local holding either)."""
-    values = {k: _squeezed(v) for k, v in local_values(src).items()}
+    values = {k: warp_form(v) for k, v in local_values(src).items()}
     found: list[tuple[Node, str]] = []
     for node in src.in_body("binary_expression"):
         if src.field(node, "operator") != "+":
@@ -88,18 +86,13 @@ def _counted_rows(src: KernelSource, counts: set[str]) -> list[tuple[Node, str]]
                     continue
                 if src.text(count).strip() not in counts:
                     continue
-                form = _squeezed(src.text(row))
+                form = warp_form(src.text(row))
                 form = values.get(form, form)
                 if form == "threadIdx.y":
                     found.append((count, "y"))
                 elif form in _WARP_INDEX:
                     found.append((count, "warp"))
     return found
-
-
-def _squeezed(text: str) -> str:
-    """`text` in index form with the warp size written 32."""
-    return index_form(_WARP_SIZE.sub("32", text))
 
 
 def _matches(shape: list[str], value: str, axis: str) -> bool:
