@@ -238,7 +238,9 @@ def test_an_array_read_only_under_a_condition_is_read_there_element_by_element()
         ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
         ("scaled_exit_kernel", "reads memory after the early return, where the rows that leave would read it"),
         ("thread_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
-        ("rows_along_y_kernel", "derives a value the loops read from the thread index"),
+        # row 0's warp 0 sum read by every row: one thread's value broadcast, found before the row index from y
+        ("rows_along_y_kernel", "stores `sum` to shared memory `total`, but nothing combines the threads' values"),
+        ("broadcast_sum_kernel", "stores `sum` to shared memory `first`, but nothing combines the threads' values"),
     ],
 )
 def test_refuses_an_exit_or_a_move_it_cannot_prove_block_uniform(kernel: str, reason: str) -> None:
@@ -271,9 +273,90 @@ def test_rows_on_the_blocks_y_axis_become_one_row_per_block() -> None:
     _, combined = with_variants(model, "warp_rows_rms_norm_kernel", [variant], spec)
     assert combined is not None
     names = {**limits_for("sm_90").as_names(), "rows": 9, "hidden": 1000, "VARIANT": 1, "ROW_THREADS": 128}
-    assert combined.launch({**names, "ROW_VEC": 4})[:2] == ((12, 1, 1), (128, 1, 1))  # 3 blocks of 4 rows: 12 rows
-    with pytest.raises(TransformRefused, match=r"uses threadIdx\.y"):  # its y axis also picks a shared slot
+    # the spare rows of the original's 3 blocks of 4 leave: a block for each of the 9 rows it bounds
+    assert combined.launch({**names, "ROW_VEC": 4})[:2] == ((9, 1, 1), (128, 1, 1))
+    # a grid short of the rows (2 blocks of 4 for 9): the rows it bounds are not all the original's, the grid stays
+    short = replace(spec, grid=("rows / 4",))
+    variant = RowReduce().apply(model, "warp_rows_rms_norm_kernel", short)
+    assert variant.launch is not None and variant.launch.grid[0] == "({grid.x}) * ({block.y})"
+    # its y axis also picks the row's shared slot, read as the row's own; thread 0's sum is broadcast, not reduced
+    with pytest.raises(TransformRefused, match=r"stores `s` to shared memory `slot`, but nothing combines"):
         RowReduce().apply(model, "slot_rows_kernel", None)
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_rows_on_y_meet_in_their_own_slice_of_shared_memory(tmp_path: Path) -> None:
+    # several warps per row on y, the row's warps' sums in `row_partials[threadIdx.y][warp]`: one row per block
+    template, spec = _sample("rows_per_block_rms_norm", "rows_per_block_rms_norm_kernel")
+    body = template.source
+    assert "sum_sq = cutune_rr_allreduce<ROW_THREADS>(sum_sq, cutune_rr_sum{}" in body
+    assert "const bool cutune_row_ok = cutune_row_in && !(row >= rows);" in body  # the spare rows leave
+    names = {**limits_for("sm_90").as_names(), "rows": 9, "cols": 300, "VARIANT": 1, "ROW_THREADS": 64}
+    # short rows, bounded by `rows`, share blocks again: the variant's own count of rows per block
+    assert spec.launch({**names, "ROW_VEC": 8, "ROWS_PER_BLOCK": 2})[:2] == ((5, 1, 1), (64, 2, 1))
+    assert spec.launch({**names, "VARIANT": 0})[:2] == ((3, 1, 1), (64, 4, 1))
+    configs = [
+        {**template.space.default(), "VARIANT": 1, "ROW_THREADS": t, "ROW_VEC": 8, "ROWS_PER_BLOCK": r}
+        for t, r in ((32, 8), (256, 1))
+    ]
+    expressions = name_expressions(template, spec, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, SAMPLES / "rows_per_block_rms_norm.cu")
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_a_warp_per_row_of_a_1d_block_is_read_as_rows_on_y(tmp_path: Path) -> None:
+    # warp `threadIdx.x / 32` picks the row, lane `threadIdx.x % 32` walks it by 32: a (32, 4) block's rows on y
+    # (the warps per block a template parameter the launch matches: read as blockDim.x / 32 in canonical form)
+    path = SAMPLES / "rows_per_block_rms_norm.cu"
+    kernel = "warp_rows_add_rms_norm_kernel"
+    base = templatize(parse_source(path.read_text(), str(path)), kernel)
+    base_model = parse_source(base.source, str(path))
+    spec = load_spec(SAMPLES / "rows_per_block_rms_norm.tune.toml").kernel(kernel)
+    variant = RowReduce().apply(canonicalise(base_model, kernel).model, kernel, spec)
+    template, combined = with_variants(base_model, kernel, [variant], spec, base=base)
+    assert combined is not None
+    spec, body = combined, template.source
+    assert "sum_sq = cutune_rr_allreduce<ROW_THREADS>(sum_sq, cutune_rr_sum{}" in body
+    assert "const bool cutune_row_ok = cutune_row_in && !(row >= rows);" in body  # the spare warps leave
+    names = {**limits_for("sm_90").as_names(), "rows": 7, "cols": 1000, "VARIANT": 1, "ROW_THREADS": 128}
+    assert spec.launch({**names, "ROW_VEC": 8, "ROWS_PER_BLOCK": 4})[:2] == ((2, 1, 1), (128, 4, 1))
+    assert spec.launch({**names, "VARIANT": 0})[:2] == ((2, 1, 1), (128, 1, 1))
+    configs = [
+        {**template.space.default(), "VARIANT": 1, "ROW_THREADS": t, "ROW_VEC": 8, "ROWS_PER_BLOCK": r}
+        for t, r in ((64, 4), (1024, 1))
+    ]
+    expressions = name_expressions(template, spec, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, SAMPLES / "rows_per_block_rms_norm.cu")
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+@pytest.mark.parametrize(
+    ("edit", "block", "reason"),
+    [
+        # the thread's place read otherwise than as its warp and lane: the 1-D block stays
+        (("if (row >= rows) return;", "if (row >= rows || threadIdx.x >= 96) return;"), "128", "leaves the kernel"),
+        (("", ""), "48", "leaves the kernel early on `row`"),  # a block of a warp and a half: not whole warps
+    ],
+)
+def test_a_warp_per_row_stays_in_its_1d_block_where_unsure(edit: tuple[str, str], block: str, reason: str) -> None:
+    path = SAMPLES / "rows_per_block_rms_norm.cu"
+    kernel = "warp_rows_add_rms_norm_kernel"
+    text = path.read_text().replace(*edit)
+    spec = replace(load_spec(SAMPLES / "rows_per_block_rms_norm.tune.toml").kernel(kernel), block=(block,))
+    with pytest.raises(TransformRefused, match=reason):
+        RowReduce().apply(canonicalise(parse_source(text, str(path)), kernel).model, kernel, spec)
+
+
+def test_a_shared_array_the_rows_of_a_block_share_keeps_them_in_one_block() -> None:
+    # row 0's slice read by every row: the rows of a block meet through it, so none may move to a block of its own
+    path = SAMPLES / "rows_per_block_rms_norm.cu"
+    text = path.read_text().replace("total += row_partials[threadIdx.y][w];", "total += row_partials[0][w];")
+    assert "row_partials[0][w]" in text
+    with pytest.raises(TransformRefused, match=r"leaves the kernel early on `row`"):  # the row is no block's own
+        RowReduce().apply(parse_source(text, str(path)), "rows_per_block_rms_norm_kernel", None)
 
 
 def test_an_accumulator_set_afresh_between_the_loops_is_set_afresh_after_its_reduction() -> None:
@@ -492,6 +575,8 @@ def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kern
         ("warp_softmax", "warp_softmax_kernel"),  # register arrays over a fixed count of checked rounds
         ("offset_rms_norm", "offset_rms_norm_kernel"),  # packs from a thread offset, helper sums, PDL runtime calls
         ("offset_rms_norm", "offset_add_rms_norm_kernel"),  # the row staged in dynamic shared memory through a cast
+        ("rows_per_block_rms_norm", "rows_per_block_rms_norm_kernel"),  # rows on y meeting in their shared slices
+        ("rows_per_block_rms_norm", "warp_rows_add_rms_norm_kernel"),  # a warp per row of a 1-D block
     ],
 )
 def test_counted_rounds_over_packs_equal_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:

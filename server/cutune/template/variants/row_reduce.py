@@ -17,7 +17,8 @@ stays, its row undone, since every thread must reach the all-reduces); rows plac
 loops (`x += row * stride;`); and row loops over a 2-D block's threads in order
 (`threadIdx.y * blockDim.x + threadIdx.x`, stepping by `blockDim.x * blockDim.y`), which the new 1-D block replaces;
 pair accumulators (`float2 mean_var`, summed part by part) split into their scalar parts first (compound.py);
-rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`) read as one row per block (rows_on_y.py); a row
+rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`, each maybe with its own slice of a shared array)
+read as one row per block, and a warp per row of a 1-D block read as rows on y first (rows_on_y.py); a row
 kept in local arrays by counted loops over the block's rounds, read as stride loops with each array the variant's
 register cache (register_rows.py); a body wholly under `#if`/`#ifdef`, kept under it; warp shuffles through
 cooperative-groups tiles (`g.shfl_down(v, o)`) or wrappers; an array read only under a condition, read there element
@@ -55,7 +56,7 @@ from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.loops import index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import register_rows
-from cutune.template.variants.rows_on_y import GRID_X, rows_on_y
+from cutune.template.variants.rows_on_y import GRID_X, WARP_GRID_X, rows_on_y, warps_on_y
 
 THREADS = "ROW_THREADS"
 ROWS = "ROWS_PER_BLOCK"
@@ -249,33 +250,59 @@ class RowReduce(Transform):
         return self._apply(model, kernel, spec, {})
 
     def _apply(
-        self, model: SourceModel, kernel: str, spec: KernelSpec | None, arrays: dict[str, tuple[str, str]]
+        self,
+        model: SourceModel,
+        kernel: str,
+        spec: KernelSpec | None,
+        arrays: dict[str, tuple[str, str]],
+        warp_rows: bool = False,
     ) -> Variant:
-        """`apply` on a reading of the kernel whose `arrays` (name → element type, size) hold the row's values."""
+        """`apply` on a reading of the kernel whose `arrays` (name → element type, size) hold the row's values;
+        `warp_rows`: a reading of a warp per row, its row's threads one warp whatever the launches in the file say."""
         k = model.kernel(kernel)
         if k.has_errors:
             self.refuse("the kernel has syntax errors tree-sitter could not parse")
         src = KernelSource(model, k)
         split = split_compound_accumulators(src)
         if split is not None:  # a pair accumulator (float2): its parts are two reductions, read as such
-            return self._apply(parse_source(split, model.path, rewrite=True), kernel, spec, arrays)
+            return self._apply(parse_source(split, model.path, rewrite=True), kernel, spec, arrays, warp_rows)
         under = _under_directive(src)
         if under is not None:  # a body wholly under `#ifdef X`: read inside, the variant under the same condition
             text, opening = under
-            variant = self._apply(parse_source(text, model.path, rewrite=True), kernel, spec, arrays)
+            variant = self._apply(parse_source(text, model.path, rewrite=True), kernel, spec, arrays, warp_rows)
             return dataclasses.replace(variant, body=f"{opening}\n{variant.body}\n#endif")
         registers = register_rows(src, self.name) if not arrays else None
         if registers is not None:  # the row kept in local arrays by counted loops: read as stride loops over it
-            return self._apply(parse_source(registers.text, model.path, rewrite=True), kernel, spec, registers.arrays)
+            registered = parse_source(registers.text, model.path, rewrite=True)
+            return self._apply(registered, kernel, spec, registers.arrays, warp_rows)
+        warps = warps_on_y(src, _block_x(spec)) if spec is None or spec.block[1:] in ((), ("1",)) else None
+        if warps is not None:  # a warp per row of a 1-D block: rows on y of a (32, warps) block, then as those
+            if spec is not None:
+                spec = dataclasses.replace(spec, block=("32", f"({spec.block[0]}) / 32"))
+            variant = self._apply(parse_source(warps, model.path, rewrite=True), kernel, spec, arrays, True)
+            assert variant.launch is not None  # row_reduce always sets its launch
+            launch = variant.launch  # over the rows the kernel bounds, else one block per warp of the original's
+            if launch.grid[0] == GRID_X:
+                launch = dataclasses.replace(launch, grid=(WARP_GRID_X, "{grid}", "{grid}"))
+            note = variant.provenance.note.replace("each row of threads along y", "each warp's row")
+            return dataclasses.replace(
+                variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
+            )
         on_y = rows_on_y(src)
         if on_y is not None:  # rows on the block's y axis: one row per block, on grid.x * block.y blocks
             if spec is not None and len(spec.block) > 1:
                 spec = dataclasses.replace(
                     spec, grid=(f"({spec.grid[0]}) * ({spec.block[1]})", *spec.grid[1:]), block=spec.block[:1]
                 )
-            variant = self._apply(parse_source(on_y, model.path, rewrite=True), kernel, spec, arrays)
+            one = parse_source(on_y, model.path, rewrite=True)
+            bound = _bounded_rows(KernelSource(one, one.kernel(kernel)), spec)
+            if bound is not None and spec is not None:  # the rows past the bound leave: a grid of that many rows
+                spec = dataclasses.replace(spec, grid=(bound, *spec.grid[1:]))
+            variant = self._apply(one, kernel, spec, arrays, warp_rows)
             assert variant.launch is not None  # row_reduce always sets its launch
-            launch = dataclasses.replace(variant.launch, grid=(GRID_X, "{grid}", "{grid}"))
+            launch = variant.launch
+            if bound is None:
+                launch = dataclasses.replace(launch, grid=(GRID_X, "{grid}", "{grid}"))
             note = f"{variant.provenance.note}; each row of threads along y a block of its own"
             return dataclasses.replace(
                 variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
@@ -288,11 +315,15 @@ class RowReduce(Transform):
                 statement.start_byte, statement.end_byte, f"if (!({node_text(src.data, cond)})) return;\n{rest}"
             )
             return self._apply(
-                parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True), kernel, spec, arrays
+                parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True),
+                kernel,
+                spec,
+                arrays,
+                warp_rows,
             )
         rows = _persistent_rows(src)
         if rows is None:
-            return _Rewriter(self, src, spec, arrays).variant()
+            return _Rewriter(self, src, spec, arrays, warp_rows).variant()
         # one row per iteration of a persistent loop: the row's body rewritten as one block per row, looped
         loop, var, bound = rows
         body = loop.child_by_field_name("body")
@@ -304,7 +335,7 @@ class RowReduce(Transform):
         edits = EditList(src.data)
         edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
         one = parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
-        rewriter = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays)
+        rewriter = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays, warp_rows)
         variant = rewriter.variant()
         first = "const unsigned int cutune_row = blockIdx.x;"
         if first not in variant.body:
@@ -342,9 +373,15 @@ class _Rewriter:
     """Reads one kernel's row structure and writes the new body."""
 
     def __init__(
-        self, transform: RowReduce, src: KernelSource, spec: KernelSpec | None, arrays: dict[str, tuple[str, str]]
+        self,
+        transform: RowReduce,
+        src: KernelSource,
+        spec: KernelSpec | None,
+        arrays: dict[str, tuple[str, str]],
+        warp_rows: bool = False,
     ) -> None:
         self.t = transform
+        self.warp_rows = warp_rows  # a warp per row read as rows on y: a row's threads are one warp
         self.src = src
         self.spec = spec
         self.arrays = arrays  # local arrays holding the row's values (register_rows.py): name → (type, size)
@@ -1148,6 +1185,7 @@ class _Rewriter:
                     images[root] = acc
                     wide.add(acc)
                     found[acc] = _merge(found.get(acc), None, acc, self, node)
+        combined: set[str] = set()  # images some step combines: a tree's, a loop over them, or a reduction again
         for s in statements:  # a shared tree's combine step names its operator
             for node in descendants(s, "assignment_expression"):
                 left = node.child_by_field_name("left")
@@ -1155,13 +1193,17 @@ class _Rewriter:
                 if root in images:
                     step = self._combine_op(node, None)
                     if step is not None:
+                        combined.add(root)
                         found[images[root]] = _merge(found[images[root]], step, images[root], self, node)
                 elif left is not None and left.type == "identifier":  # `total += partial[w]`: a loop over partials
                     right = node.child_by_field_name("right")
                     subs = descendants(right, "subscript_expression") if right is not None else []
                     read = {_root_name(self, x) for x in subs if not self._is_first(x)}
+                    # `acc = partial[lane]`, reduced again after (a warp's shuffles over the warps' partials)
+                    combined |= {i for i in read & images.keys() if images[i] == self.text(left)}
                     step = self._combine_op(node, self.text(left))
                     for image in sorted(read & images.keys()) if step is not None else []:
+                        combined.add(image)
                         seg.aliases[self.text(left)] = images[image]
                         found[images[image]] = _merge(found[images[image]], step, images[image], self, node)
             for sub in descendants(s, "subscript_expression"):
@@ -1169,6 +1211,10 @@ class _Rewriter:
                 if root in images and self._is_first(sub) and not _is_target(sub):
                     seg.calls[sub.start_byte] = images[root]
                     seg.ends[sub.start_byte] = sub.end_byte
+        for image in sorted(images.keys() - combined):  # `if (tid == 0) slot[0] = s;`: one thread's value, broadcast
+            self.refuse(
+                f"stores `{images[image]}` to shared memory `{image}`, but nothing combines the threads' values"
+            )
         for s in statements:
             for ident in descendants(s, "identifier"):
                 name = self.text(ident)
@@ -1197,7 +1243,9 @@ class _Rewriter:
     def _one_warp(self) -> bool:
         """Whether a row's threads are at most one warp wherever the kernel runs: the spec's block along x at every
         size, or without a spec every launch of the kernel in the file (a literal or a constant of at most 32, or
-        the warp size by its usual names)."""
+        the warp size by its usual names), or a warp per row read as rows on y."""
+        if self.warp_rows:
+            return True
         spec = self.spec
         if spec is not None and spec.block and spec.sizes:
             try:
@@ -1762,6 +1810,53 @@ class _Rewriter:
         # a row staged in dynamic shared memory needs the original's allocation (it starts at the array's start)
         shared = "{shared_mem}" if self.stages else "0"
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"), shared_mem=shared)
+
+
+def _bounded_rows(src: KernelSource, spec: KernelSpec | None) -> str | None:
+    """For one row per block (`blockIdx.x`, or a local holding it) that leaves at `if (row >= N) return;` with N an
+    integer parameter never written: the spec's value of N, where the spec's grid holds at least that many blocks at
+    every size (every row below N runs in the original, none from N on does, so a grid of N rows computes the same).
+    None otherwise."""
+    if spec is None or not spec.sizes:
+        return None
+    rows = {"blockIdx.x"} | {k for k, v in local_values(src).items() if index_form(v) == "blockIdx.x"}
+    written = written_names(src, src.body)
+    params = {p.name: i for i, p in enumerate(src.kernel.params) if _base_type(p.type) in _INTEGRAL}
+    for s in src.body.named_children:
+        cond, then = s.child_by_field_name("condition"), s.child_by_field_name("consequence")
+        if s.type != "if_statement" or cond is None or then is None or s.child_by_field_name("alternative"):
+            continue
+        if _SPACE.sub("", node_text(src.data, then)) not in ("return;", "{return;}"):
+            continue
+        test = _SPACE.sub("", node_text(src.data, cond))[1:-1]
+        pair = test.split(">=") if ">=" in test else test.split("<=")[::-1]
+        if len(pair) == 2 and test.count("=") == 1:
+            row, bound = pair
+            if index_form(row) in rows and bound in params and bound not in written and params[bound] < len(spec.args):
+                value = spec.args[params[bound]].value
+                try:
+                    grid = compile_expr(spec.grid[0])
+                    count = compile_expr(value) if value is not None else None
+                    covered = count is not None and all(
+                        int(grid.evaluate({**spec.scalar_values(z), **z}))
+                        >= int(count.evaluate({**spec.scalar_values(z), **z}))
+                        for z in spec.sizes
+                    )
+                except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+                    covered = False
+                return value if covered else None
+    return None
+
+
+def _block_x(spec: KernelSpec | None) -> list[int] | None:
+    """The spec's block along x at each of its sizes; None without a spec or sizes, or where it cannot be read."""
+    if spec is None or not spec.block or not spec.sizes:
+        return None
+    try:
+        block = compile_expr(spec.block[0])
+        return [int(block.evaluate({**spec.scalar_values(size), **size})) for size in spec.sizes]
+    except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _under_directive(src: KernelSource) -> tuple[str, str] | None:

@@ -312,3 +312,13 @@ void launch_warp_rows(float* out, const float* in, const float* scale, const flo
   centre_x_kernel<<<rows, 32>>>(xy, n);
   optional_scale_kernel<<<rows, 32>>>(out, scale, n);
 }
+
+// thread 0's own sum left in shared memory for the block: a broadcast of one thread's value, not the row's total
+__global__ void broadcast_sum_kernel(float* out, const float* in, int n) {
+  __shared__ float first[1];
+  float sum = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) sum += in[blockIdx.x * n + j];
+  if (threadIdx.x == 0) first[0] = sum;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / first[0];
+}

@@ -1,6 +1,7 @@
 // Warp-per-row RMSNorm with several rows per block along y (block (32, 4)): the row is the block's y row, the
-// launch rounds the rows up to whole blocks and the spare rows leave; and one whose y axis also picks a slot of
-// shared memory, which row_reduce refuses.
+// launch rounds the rows up to whole blocks and the spare rows leave; and one whose y axis also picks the row's slot
+// of shared memory, where thread 0 leaves its own sum for the row (a broadcast, no reduction), which row_reduce
+// refuses.
 #include <cuda_runtime.h>
 #include <stdint.h>
 

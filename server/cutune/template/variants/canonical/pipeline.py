@@ -26,6 +26,8 @@ from cutune.template.variants.canonical.offset import NAME as OFFSET
 from cutune.template.variants.canonical.offset import offset_to_row
 from cutune.template.variants.canonical.pack_rounds import NAME as PACK_ROUNDS
 from cutune.template.variants.canonical.pack_rounds import pack_rounds
+from cutune.template.variants.canonical.row_count import NAME as ROW_COUNT
+from cutune.template.variants.canonical.row_count import block_shape_rows
 from cutune.template.variants.canonical.scaled import NAME as SCALED
 from cutune.template.variants.canonical.scaled import scaled_to_packs
 from cutune.template.variants.canonical.thread_count import NAME as THREAD_COUNT
@@ -45,6 +47,7 @@ STEPS: dict[str, Step] = {
     THREAD_INDEX: written_out,
     INLINE: inline_looping_helpers,
     THREAD_COUNT: block_size_strides,
+    ROW_COUNT: block_shape_rows,
     WHILE: while_to_for,
     OFFSET: offset_to_row,
     PACK_ROUNDS: pack_rounds,

@@ -32,7 +32,7 @@ def block_size_strides(model: SourceModel, kernel: str) -> SourceModel | str | N
     if not stepped & {p.name for p in model.kernel(kernel).template_params} and "constexpr" not in body:
         return None
     src = KernelSource(model, model.kernel(kernel))
-    counts = _counts(src)
+    counts = compile_time_counts(src)
     steps = []
     for loop in src.in_body("for_statement"):
         update = loop.child_by_field_name("update")
@@ -69,7 +69,7 @@ def block_size_strides(model: SourceModel, kernel: str) -> SourceModel | str | N
 Count = Callable[[tuple[str, ...]], str | None]
 
 
-def _counts(src: KernelSource) -> dict[str, Count]:
+def compile_time_counts(src: KernelSource) -> dict[str, Count]:
     """Name → a function of a launch's template arguments giving the count's value there (None: unknown)."""
     counts: dict[str, Count] = {}
     for k, p in enumerate(src.kernel.template_params):
