@@ -14,6 +14,7 @@ from cutune.project import KernelContext, open_kernel
 from cutune.source_file import text_hash
 from cutune.template.edits import apply_edits
 from cutune.template.model import PDL, Binding, Config, Space
+from cutune.template.recipes.index_bits import widened
 from cutune.template.variants import VARIANT, Combined, Variant, combine, keep_variant, winning_variant
 from cutune.template.variants.host_launch import HostLaunchError
 from cutune.tune.dispatch import DispatchPlan
@@ -149,12 +150,15 @@ def _written(
     variants: Sequence[Variant] = (),
 ) -> AppliedResult:
     """`ctx`'s template with `plan` dispatched at its launches, or `config` as its defaults."""
-    if plan is None or len(plan.configs) < 2:
+    if plan is None or (len(plan.configs) < 2 and widened(plan.configs[0]) is None):
         applied = apply_config(
             ctx.template_model, ctx.kernel.name, config, space, specialized_values=_specialized_values(ctx, space)
         )
     else:
-        applied = apply_dispatch(ctx.template_model, ctx.kernel.name, plan, space, sizes, note=note, variants=variants)
+        extents = ctx.spec.extent_exprs() if ctx.spec is not None else ()
+        applied = apply_dispatch(
+            ctx.template_model, ctx.kernel.name, plan, space, sizes, note=note, variants=variants, extents=extents
+        )
     return AppliedResult(apply_edits(ctx.template.source, applied.edits), applied.flags, applied.notes)
 
 
