@@ -89,6 +89,19 @@ def test_index_arithmetic_narrows_while_loaded_values_and_the_thread_index_keep_
     assert again.source == t.source and again.space == t.space  # templatizing twice changes nothing
 
 
+def test_unsigned_operands_meeting_narrowed_ones_are_converted_so_a_negative_difference_stays_signed() -> None:
+    text = (
+        "__global__ void k(float* out, const int64_t n, unsigned lane) {\n"
+        "  const int64_t i = int64_t(blockIdx.x) * blockDim.x;\n"
+        "  const int64_t q = (i - threadIdx.x - lane) / n;\n"
+        "  out[q] = 1.f;\n}\n"
+    )
+    narrow = "k_index<INDEX_BITS, int64_t, int>"
+    assert f"const {narrow} q = ({narrow}(i) - {narrow}(threadIdx.x) - {narrow}(lane)) / {narrow}(n);" in (
+        templatize(parse_source(text, "k.cu"), "k", recipes=["index_bits"]).source
+    )
+
+
 def test_64_compiles_to_the_originals_ptx_and_32_drops_the_64_bit_divisions_with_nvcc_and_nvrtc(
     tmp_path: Path,
 ) -> None:

@@ -59,6 +59,11 @@ def index_param() -> TunableParam:
     return TunableParam(NAME, (WIDE, NARROW), WIDE, Binding.TEMPLATE, description="index arithmetic in 64 or 32 bits")
 
 
+def narrowed(config: Config) -> Config:
+    """`config` with 32-bit indices."""
+    return Config.of({**config, NAME: NARROW})
+
+
 def widened(config: Config) -> Config | None:
     """`config` with 64-bit indices where it computes them in 32 bits (None where it does not)."""
     return Config.of({**config, NAME: WIDE}) if config.get(NAME) == NARROW else None
@@ -99,12 +104,14 @@ class IndexBits(Recipe):
             type_node = decl.child_by_field_name("type")
             assert type_node is not None
             rewrite.replace_node(type_node, narrowed(base_type(src.text(type_node))))
-        for expr in found.narrowed_exprs():
+        for expr, wide in found.narrowed_exprs():
             for node in _wide_casts(src, expr):
                 rewrite.replace_node(node, narrowed(base_type(src.text(node))))
             for node in descendants(expr, "identifier"):
                 if src.text(node) in found.converted and _is_value(node):
                     rewrite.replace_node(node, f"{narrowed(found.converted[src.text(node)])}({src.text(node)})")
+            for node in found.unsigned_operands(expr):
+                rewrite.replace_node(node, f"{narrowed(wide)}({src.text(node)})")
         function = src.function.parent if src.function.parent is not None else src.function
         start = function.start_byte if function.type == "template_declaration" else src.function.start_byte
         indent = " " * (start - (src.data.rfind(b"\n", 0, start) + 1))
@@ -140,6 +147,11 @@ class _Narrowing:
             for p in kernel.params
             if not any(c in p.type for c in "*&[") and base_type(p.type) in INTEGRAL and p.name not in self.params
         }
+        self.unsigned = {
+            p.name
+            for p in kernel.params
+            if p.name in self.integral and base_type(p.type).startswith(("unsigned", "uint"))
+        }
         declared: dict[str, list[Node]] = {}
         for decl in src.in_body("declaration"):
             type_node = decl.child_by_field_name("type")
@@ -152,6 +164,8 @@ class _Narrowing:
                     declared.setdefault(src.text(target), []).append(decl)
                     if base in INTEGRAL and base not in _NARROWED:
                         self.integral.add(src.text(target))
+                        if base.startswith(("unsigned", "uint")):
+                            self.unsigned.add(src.text(target))
         wide = {n: ds for n, ds in declared.items() if any(_wide_decl(src, d) for d in ds)}
         self.wide = bool(wide) or bool(self.params)
         self.kept: list[str] = []
@@ -182,12 +196,12 @@ class _Narrowing:
                     del self.locals[name]
                     self.kept.append(f"{name} {why}")
                     changed = True
-        # a thread index (a local read from threadIdx, blockIdx, ...) keeps its declaration, the form the loop
-        # transforms recognise, and is converted where narrowed arithmetic reads it, as a 64-bit argument is
+        # a thread index (a local read from threadIdx, blockIdx, ..., with no division) keeps its declaration, the
+        # form the loop transforms recognise, and is converted where narrowed arithmetic reads it, as an argument is
         self.indices = {
             name: base_type(src.field(decl, "type"))
             for name, decl in self.locals.items()
-            if any(src.text(i) in _BUILTINS for i in descendants(decl, "identifier"))
+            if any(src.text(i) in _BUILTINS for i in descendants(decl, "identifier")) and not _divides(decl)
         }
         self.converted = {**self.params, **self.indices}
 
@@ -245,23 +259,54 @@ class _Narrowing:
         """The locals declared with the narrowed type (the thread indices are not), by name."""
         return {name: decl for name, decl in self.locals.items() if name not in self.indices}
 
-    def narrowed_exprs(self) -> list[Node]:
-        """The initialisers and assigned values of the locals declared narrowed."""
+    def narrowed_exprs(self) -> list[tuple[Node, str]]:
+        """The initialisers and assigned values of the locals declared narrowed, each with the local's type."""
         found = []
         for name, decl in self.declared().items():
             init = next(iter(decl.children_by_field_name("declarator")))
             value = init.child_by_field_name("value")
-            found += [*([value] if value is not None else []), *self.writes.get(name, ())]
+            wide = base_type(self.src.field(decl, "type"))
+            found += [(e, wide) for e in (*([value] if value is not None else []), *self.writes.get(name, ()))]
         return found
+
+    def unsigned_operands(self, expr: Node) -> list[Node]:
+        """The 32-bit unsigned operands (`threadIdx.x`, an `unsigned` argument) that meet a 64-bit operand in
+        `expr`: as written they convert to the signed 64-bit type; narrowed, the signed 32-bit one would convert
+        to unsigned instead (a difference below zero would wrap), so they are converted to the narrowed type."""
+        found = []
+        for node in descendants(expr, "binary_expression"):
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            for operand, other in ((left, right), (right, left)):
+                if operand is not None and other is not None and self._unsigned(operand) and self._wide(other):
+                    found.append(operand)
+        return found
+
+    def _unsigned(self, node: Node) -> bool:
+        if node.type == "field_expression":
+            argument = node.child_by_field_name("argument")
+            return argument is not None and self.src.text(argument) in _BUILTINS
+        return node.type == "identifier" and self.src.text(node) in self.unsigned
+
+    def _wide(self, node: Node) -> bool:
+        """Whether an operand has a 64-bit type as written (reads a narrowed value or converts to a 64-bit type)."""
+        if any(
+            self.src.text(i) in self.locals or self.src.text(i) in self.converted
+            for i in descendants(node, "identifier")
+        ):
+            return True
+        return bool(_wide_casts(self.src, node))
 
     def gains(self) -> bool:
         """Whether the narrowed arithmetic holds a division or modulo."""
-        for expr in self.narrowed_exprs():
-            for node in descendants(expr, "binary_expression"):
-                operator = node.child_by_field_name("operator")
-                if operator is not None and operator.type in _OPERATORS:
-                    return True
-        return False
+        return any(_divides(expr) for expr, _ in self.narrowed_exprs())
+
+
+def _divides(node: Node) -> bool:
+    """Whether an expression holds a division or modulo."""
+    return any(
+        (op := b.child_by_field_name("operator")) is not None and op.type in _OPERATORS
+        for b in descendants(node, "binary_expression")
+    )
 
 
 def _wide_decl(src: KernelSource, decl: Node) -> bool:
