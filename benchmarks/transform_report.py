@@ -149,19 +149,21 @@ def main() -> None:
                 for r in refusals:
                     if r.recipe not in origins:
                         refused.setdefault(r.recipe, Counter())[reason_kind(r.reason)] += 1
+                has_launch = kernel.name in launched
                 for recipe in RECIPES:
                     key = f"recipe {recipe.name}"
                     try:
                         recipe.apply(model, kernel, Draft(model.text))
                         applied[key] += 1
                         counts[key] += 1
+                        counts[f"with_launch_{key}"] += has_launch
+                        counts[f"with_launch_only_{key}"] += has_launch and not origins  # its only change
                     except RecipeRefused as e:
                         refused.setdefault(key, Counter())[reason_kind(e.reason)] += 1
                     except CutuneError as e:  # templatize stops there too, before any recipe
                         refused.setdefault(key, Counter())[f"not templatized: {reason_kind(str(e))}"] += 1
                     except Exception as e:  # a crash is what this report exists to find
                         crashes.append(f"{path.name}:{kernel.name}: {key}: {type(e).__name__}: {e}")
-                has_launch = kernel.name in launched
                 counts["kernels"] += 1
                 counts["with_launch"] += has_launch
                 counts["any_variant"] += bool(origins)

@@ -56,7 +56,7 @@ void scatter_rows(const float* src, const int64_t* rows, float* dst, int64_t n_r
 }
 """
 KERNEL = "scatter_rows_kernel"
-HELPER = "scatter_rows_kernel_index<INDEX_BITS, int64_t, int>"
+HELPER = "cutune_index<INDEX_BITS, int64_t, int>"
 
 
 def _spec(*sizes: dict[str, int]) -> KernelSpec:
@@ -89,17 +89,36 @@ def test_index_arithmetic_narrows_while_loaded_values_and_the_thread_index_keep_
     assert again.source == t.source and again.space == t.space  # templatizing twice changes nothing
 
 
-def test_unsigned_operands_meeting_narrowed_ones_are_converted_so_a_negative_difference_stays_signed() -> None:
+def test_unsigned_operands_meeting_narrowed_ones_are_converted_and_32_bit_locals_divide_in_32_bits() -> None:
     text = (
         "__global__ void k(float* out, const int64_t n, unsigned lane) {\n"
         "  const int64_t i = int64_t(blockIdx.x) * blockDim.x;\n"
         "  const int64_t q = (i - threadIdx.x - lane) / n;\n"
-        "  out[q] = 1.f;\n}\n"
+        "  const int z = blockIdx.z % n;\n"
+        "  out[q + z] = 1.f;\n}\n"
     )
-    narrow = "k_index<INDEX_BITS, int64_t, int>"
-    assert f"const {narrow} q = ({narrow}(i) - {narrow}(threadIdx.x) - {narrow}(lane)) / {narrow}(n);" in (
-        templatize(parse_source(text, "k.cu"), "k", recipes=["index_bits"]).source
+    source = templatize(parse_source(text, "k.cu"), "k", recipes=["index_bits"]).source
+    narrow = "cutune_index<INDEX_BITS, int64_t, int>"
+    # as written, threadIdx.x and lane convert to int64_t: a difference below zero stays signed at 32 bits too
+    assert f"const {narrow} q = ({narrow}(i) - {narrow}(threadIdx.x) - {narrow}(lane)) / {narrow}(n);" in source
+    assert f"const int z = {narrow}(blockIdx.z) % {narrow}(n);" in source  # already 32-bit: only the modulo narrows
+
+
+def test_two_kernels_of_one_namespace_share_the_type_helper() -> None:
+    second = SCATTER.replace(
+        "}  // namespace demo",
+        (
+            "__global__ void row_of_kernel(int64_t* out, const int64_t cols) {\n"
+            "  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;\n"
+            "  const int64_t r = i / cols;\n"
+            "  out[i] = r;\n"
+            "}\n\n}  // namespace demo"
+        ),
     )
+    first = templatize(parse_source(second, "two.cu"), KERNEL, recipes=["index_bits"]).source
+    both = templatize(parse_source(first, "two.cu"), "row_of_kernel", recipes=["index_bits"]).source
+    assert both.count("struct cutune_index_type {") == 1 and "cutune_index<INDEX_BITS, int64_t, int> r = " in both
+    nvcc(both)
 
 
 def test_64_compiles_to_the_originals_ptx_and_32_drops_the_64_bit_divisions_with_nvcc_and_nvrtc(

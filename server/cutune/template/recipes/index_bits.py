@@ -2,18 +2,21 @@
 
 Production kernels compute indices in `int64_t` (or `long long`, `size_t`) so that no tensor overflows them;
 each 64-bit division or modulo is a long instruction sequence, and at most sizes every index fits in 32 bits.
-The kernel gets a template parameter INDEX_BITS (64, the default, is the original) and a type helper before it,
-`<kernel>_index<BITS, Wide, Narrow>` (Wide at 64, Narrow at 32). The 64-bit locals whose every value is index
-arithmetic (thread and block indices, literals, size arguments, other such locals) are declared through it,
-and inside their initialisers and assignments the 64-bit size arguments are converted through it, so their
-divisions, modulos and products take 32 bits. Values read from memory (a row index loaded from a tensor), and
-whatever is computed from them, keep their 64 bits, as does every pointer offset that mixes in a 64-bit
-argument (a stride), so only the arithmetic that bounded sizes bound is narrowed.
+The kernel gets a template parameter INDEX_BITS (64, the default, is the original) and, before it, a type helper
+`cutune_index<BITS, Wide, Narrow>` (Wide at 64, Narrow at 32; one per namespace of a file). The 64-bit locals
+whose every value is index arithmetic (thread and block indices, literals, size arguments, other such locals)
+are declared through it; inside their values, and inside those of 32-bit locals that divide 64-bit operands, the
+64-bit arguments, the thread indices (which keep their declaration, the form the loop transforms recognise) and
+the unsigned operands meeting them are converted through it: at 64 each conversion is to the type the operand
+converted to as written, at 32 the divisions and modulos take 32 bits. Values read from memory (a row index
+loaded from a tensor), whatever is computed from them, a local passed to a function or by address, and every
+pointer offset that mixes in a 64-bit argument (a stride) keep their 64 bits.
 
 32 is only feasible where it is safe for the sizes: the constraint `INDEX_BITS == 64 or index_extent <= 2**30`
 holds where the largest array argument's element count (and every integral scalar argument) is at most 2^30,
 leaving a factor of two below 2^31 for an index one stride past the last element; a per-size dispatch
 guards a branch that launches INDEX_BITS = 32 by the same bound on the host (`apply/dispatch.py`).
+The bound is the assumption the rule rests on: index arithmetic stays within the extent of what it indexes.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from cutune.cuda.model import Kernel, SourceModel, TemplateParamKind
 from cutune.template.model import Binding, Config, TunableParam
 from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Recipe, descendants
 from cutune.template.recipes.specialize import INTEGRAL, base_type
+from cutune.template.tuning import namespaces_at
 
 NAME = "INDEX_BITS"
 WIDE, NARROW = 64, 32
@@ -49,9 +53,9 @@ _MACRO = re.compile(r"[A-Z][A-Z0-9_]*")  # a constant macro, e.g. CUDA_SET_ROWS_
 _OPERATORS = frozenset(("/", "%"))  # the long 64-bit sequences (a product is a few instructions)
 
 
-def helper_name(kernel: str) -> str:
-    """The type helper a narrowed kernel declares before it, e.g. k_set_rows_index."""
-    return f"{kernel}_index"
+# the type helper declared before the first narrowed kernel of a namespace (the kernels after it share it); not
+# named after the kernel: the canonical forms read a call's name for collectives (`dequantize_block_index<...>(x)`)
+HELPER = "cutune_index"
 
 
 def index_param() -> TunableParam:
@@ -82,10 +86,10 @@ class IndexBits(Recipe):
         found = _Narrowing(src)
         if not found.wide:
             self.refuse("no 64-bit integer index arithmetic (no int64_t, long long or size_t locals or arguments)")
-        if not found.locals and not found.kept:
+        if not found.locals and not found.kept and not found.already_narrow:
             names = ", ".join(sorted(found.params)[:4]) or "none"
             self.refuse(f"no 64-bit local variable: the 64-bit arguments ({names}) are used as they are")
-        if not found.declared():
+        if not found.declared() and not found.already_narrow:
             only = [f"{name} is a thread index" for name in found.indices]
             self.refuse("no 64-bit local is index arithmetic alone: " + "; ".join([*found.kept, *only][:3]))
         if not found.gains():
@@ -94,7 +98,7 @@ class IndexBits(Recipe):
 
     def _rewrite(self, src: KernelSource, found: _Narrowing) -> str:
         rewrite = KernelRewrite(src, self.name)
-        helper = helper_name(src.kernel.name)
+        helper = HELPER
 
         def narrowed(wide: str) -> str:
             return f"{helper}<{NAME}, {wide}, {_NARROWED[wide]}>"
@@ -115,16 +119,17 @@ class IndexBits(Recipe):
         function = src.function.parent if src.function.parent is not None else src.function
         start = function.start_byte if function.type == "template_declaration" else src.function.start_byte
         indent = " " * (start - (src.data.rfind(b"\n", 0, start) + 1))
-        rewrite.insert(
-            start,
-            f"// cutune: the type of {src.kernel.name}'s index arithmetic, by {NAME} (64: the type as written)\n"
-            f"{indent}template <int BITS, typename Wide, typename Narrow>\n"
-            f"{indent}struct {helper}_type {{ using type = Wide; }};\n"
-            f"{indent}template <typename Wide, typename Narrow>\n"
-            f"{indent}struct {helper}_type<{NARROW}, Wide, Narrow> {{ using type = Narrow; }};\n"
-            f"{indent}template <int BITS, typename Wide, typename Narrow>\n"
-            f"{indent}using {helper} = typename {helper}_type<BITS, Wide, Narrow>::type;\n\n{indent}",
-        )
+        if not _helper_before(src, start):
+            rewrite.insert(
+                start,
+                f"// cutune: the type of index arithmetic, by {NAME} (64: the type as written)\n"
+                f"{indent}template <int BITS, typename Wide, typename Narrow>\n"
+                f"{indent}struct {helper}_type {{ using type = Wide; }};\n"
+                f"{indent}template <typename Wide, typename Narrow>\n"
+                f"{indent}struct {helper}_type<{NARROW}, Wide, Narrow> {{ using type = Narrow; }};\n"
+                f"{indent}template <int BITS, typename Wide, typename Narrow>\n"
+                f"{indent}using {helper} = typename {helper}_type<BITS, Wide, Narrow>::type;\n\n{indent}",
+            )
         rewrite.member(NAME, WIDE, _COMMENT, in_kernel=True)
         return rewrite.result()
 
@@ -204,12 +209,20 @@ class _Narrowing:
             if any(src.text(i) in _BUILTINS for i in descendants(decl, "identifier")) and not _divides(decl)
         }
         self.converted = {**self.params, **self.indices}
+        # a 32-bit local whose value divides 64-bit arguments or indices: the division narrows, the local stays
+        self.already_narrow: dict[str, tuple[Node, str]] = {}
+        for name, decls in declared.items():
+            value = _value(decls[0]) if len(decls) == 1 else None
+            if name in wide or name not in self.integral or name in writes or value is None or not _divides(value):
+                continue
+            wide_type = self._wide_type(value)
+            if wide_type is not None and self._foreign(value) is None:
+                self.already_narrow[name] = (value, wide_type)
 
     def _why_not(self, name: str, decl: Node) -> str | None:
         """Why local `name` keeps its 64 bits (None: it narrows)."""
         src = self.src
-        init = next(iter(decl.children_by_field_name("declarator")))
-        value = init.child_by_field_name("value") if init.type == "init_declarator" else None
+        value = _value(decl)
         if value is None:
             return f"is declared without a value (line {src.line(decl)})"
         for expr in (value, *self.writes.get(name, ())):
@@ -259,9 +272,21 @@ class _Narrowing:
         """The locals declared with the narrowed type (the thread indices are not), by name."""
         return {name: decl for name, decl in self.locals.items() if name not in self.indices}
 
+    def _wide_type(self, value: Node) -> str | None:
+        """The 64-bit type an expression computes in as written (of its first 64-bit operand), if it does."""
+        for node in descendants(value, "identifier"):
+            name = self.src.text(node)
+            if name in self.converted:
+                return self.converted[name]
+            if name in self.locals:
+                return base_type(self.src.field(self.locals[name], "type"))
+        casts = _wide_casts(self.src, value)
+        return base_type(self.src.text(casts[0])) if casts else None
+
     def narrowed_exprs(self) -> list[tuple[Node, str]]:
-        """The initialisers and assigned values of the locals declared narrowed, each with the local's type."""
-        found = []
+        """The initialisers and assigned values of the locals declared narrowed, each with the local's type, and
+        the values of the 32-bit locals that divide 64-bit operands, each with their 64-bit type."""
+        found = list(self.already_narrow.values())
         for name, decl in self.declared().items():
             init = next(iter(decl.children_by_field_name("declarator")))
             value = init.child_by_field_name("value")
@@ -299,6 +324,24 @@ class _Narrowing:
     def gains(self) -> bool:
         """Whether the narrowed arithmetic holds a division or modulo."""
         return any(_divides(expr) for expr, _ in self.narrowed_exprs())
+
+
+def _helper_before(src: KernelSource, at: int) -> bool:
+    """Whether the file declares the type helper before byte `at`, in the kernel's namespace."""
+    here = namespaces_at(src.function)
+    for node in descendants(src.root, "alias_declaration"):
+        name = node.child_by_field_name("name")
+        if node.start_byte < at and name is not None and src.text(name) == HELPER and namespaces_at(node) == here:
+            return True
+    return False
+
+
+def _value(decl: Node) -> Node | None:
+    """The initial value of a declaration's one declarator (None: several, or none)."""
+    declarators = decl.children_by_field_name("declarator")
+    if len(declarators) != 1 or declarators[0].type != "init_declarator":
+        return None
+    return declarators[0].child_by_field_name("value")
 
 
 def _divides(node: Node) -> bool:
