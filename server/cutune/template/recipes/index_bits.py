@@ -328,6 +328,8 @@ class _Narrowing:
 
 def _helper_before(src: KernelSource, at: int) -> bool:
     """Whether the file declares the type helper before byte `at`, in the kernel's namespace."""
+    if f"using {HELPER} =".encode() not in src.data[:at]:
+        return False  # most files: no tree walk
     here = namespaces_at(src.function)
     for node in descendants(src.root, "alias_declaration"):
         name = node.child_by_field_name("name")
