@@ -89,19 +89,20 @@ def test_index_arithmetic_narrows_while_loaded_values_and_the_thread_index_keep_
     assert again.source == t.source and again.space == t.space  # templatizing twice changes nothing
 
 
-def test_unsigned_operands_meeting_narrowed_ones_are_converted_and_32_bit_locals_divide_in_32_bits() -> None:
+def test_unsigned_operands_are_converted_and_divisions_outside_64_bit_locals_narrow_too() -> None:
     text = (
         "__global__ void k(float* out, const int64_t n, unsigned lane) {\n"
         "  const int64_t i = int64_t(blockIdx.x) * blockDim.x;\n"
         "  const int64_t q = (i - threadIdx.x - lane) / n;\n"
         "  const int z = blockIdx.z % n;\n"
-        "  out[q + z] = 1.f;\n}\n"
+        "  out[q + z + threadIdx.y / n] = 1.f;\n}\n"
     )
     source = templatize(parse_source(text, "k.cu"), "k", recipes=["index_bits"]).source
     narrow = "cutune_index<INDEX_BITS, int64_t, int>"
     # as written, threadIdx.x and lane convert to int64_t: a difference below zero stays signed at 32 bits too
     assert f"const {narrow} q = ({narrow}(i) - {narrow}(threadIdx.x) - {narrow}(lane)) / {narrow}(n);" in source
     assert f"const int z = {narrow}(blockIdx.z) % {narrow}(n);" in source  # already 32-bit: only the modulo narrows
+    assert f"out[q + z + {narrow}(threadIdx.y) / {narrow}(n)]" in source  # a division anywhere else, too
 
 
 def test_two_kernels_of_one_namespace_share_the_type_helper() -> None:
@@ -155,13 +156,13 @@ def test_refusals_name_the_reason() -> None:
         "no 64-bit local is index arithmetic alone: row is computed from `rows[blockIdx.x]` (line 2); "
         "q is computed from `row` (line 3)"
     )
-    passed = _refusal(tid + "  long long q = i / n;\n  atomicAdd(&q, 1ll);")
+    passed = _refusal(tid + "  long long q = i * n;\n  atomicAdd(&q, 1ll);")
     assert "q is passed by reference or to a function (line 4)" in passed
     assert _refusal(tid + "  const int64_t j = i * n + 1;\n  out[j] = 1.f;") == (
         "nothing to gain: the narrowable 64-bit locals take part in no division or modulo"
     )
-    assert _refusal("  out[threadIdx.x / n] = 1.f;") == (
-        "no 64-bit local variable: the 64-bit arguments (n) are used as they are"
+    assert _refusal("  out[threadIdx.x * n] = 1.f;") == (
+        "no 64-bit index arithmetic to narrow: the 64-bit arguments (n) are used as they are"
     )
 
 

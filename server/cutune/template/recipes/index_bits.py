@@ -86,10 +86,10 @@ class IndexBits(Recipe):
         found = _Narrowing(src)
         if not found.wide:
             self.refuse("no 64-bit integer index arithmetic (no int64_t, long long or size_t locals or arguments)")
-        if not found.locals and not found.kept and not found.already_narrow:
+        if not found.narrowed_exprs() and not found.kept and not found.indices:
             names = ", ".join(sorted(found.params)[:4]) or "none"
-            self.refuse(f"no 64-bit local variable: the 64-bit arguments ({names}) are used as they are")
-        if not found.declared() and not found.already_narrow:
+            self.refuse(f"no 64-bit index arithmetic to narrow: the 64-bit arguments ({names}) are used as they are")
+        if not found.narrowed_exprs():
             only = [f"{name} is a thread index" for name in found.indices]
             self.refuse("no 64-bit local is index arithmetic alone: " + "; ".join([*found.kept, *only][:3]))
         if not found.gains():
@@ -218,6 +218,19 @@ class _Narrowing:
             wide_type = self._wide_type(value)
             if wide_type is not None and self._foreign(value) is None:
                 self.already_narrow[name] = (value, wide_type)
+        # any other division or modulo of index arithmetic by or of a 64-bit value (in a subscript, a condition)
+        self.divisions: list[tuple[Node, str]] = []
+        taken = [(e.start_byte, e.end_byte) for e, _ in self.narrowed_exprs()]
+        for node in sorted(src.in_body("binary_expression"), key=lambda n: (n.start_byte, -n.end_byte)):
+            operator = node.child_by_field_name("operator")
+            if operator is None or operator.type not in _OPERATORS:
+                continue
+            if any(a <= node.start_byte and node.end_byte <= b for a, b in taken):
+                continue  # inside narrowed arithmetic already
+            wide_type = self._wide_type(node)
+            if wide_type is not None and self._foreign(node) is None:
+                self.divisions.append((node, wide_type))
+                taken.append((node.start_byte, node.end_byte))
 
     def _why_not(self, name: str, decl: Node) -> str | None:
         """Why local `name` keeps its 64 bits (None: it narrows)."""
@@ -286,7 +299,7 @@ class _Narrowing:
     def narrowed_exprs(self) -> list[tuple[Node, str]]:
         """The initialisers and assigned values of the locals declared narrowed, each with the local's type, and
         the values of the 32-bit locals that divide 64-bit operands, each with their 64-bit type."""
-        found = list(self.already_narrow.values())
+        found = [*self.already_narrow.values(), *self.divisions]
         for name, decl in self.declared().items():
             init = next(iter(decl.children_by_field_name("declarator")))
             value = init.child_by_field_name("value")
