@@ -32,6 +32,7 @@ from cutune.check import check_kernel  # noqa: E402
 from cutune.project import KernelContext, open_kernel  # noqa: E402
 from cutune.spec import load_spec  # noqa: E402
 from cutune.spec.check import check_against_kernel  # noqa: E402
+from cutune.template.recipes.index_bits import NAME as INDEX_BITS  # noqa: E402
 from cutune.template.variants import VARIANT, combine_all  # noqa: E402
 from cutune.tune.options import SelectionOptions, TuneOptions  # noqa: E402
 
@@ -109,7 +110,8 @@ def opened(entry: Entry) -> KernelContext:
 
 
 def check(entry: Entry) -> str:
-    """Compile (no GPU) the original and every variant at its defaults; one line saying how it went."""
+    """Compile (no GPU) the original and every variant at its defaults, and the original with 32-bit indices where
+    index_bits applies; one line saying how it went."""
     ctx = opened(entry)
     combined = combine_all(ctx.template_model, entry.kernel, ctx.template, ctx.spec)
     space = combined.template.space
@@ -124,6 +126,12 @@ def check(entry: Entry) -> str:
     report = check_kernel(ctx, limit=len(combined.variants) + 1, compiler=COMPILER)
     failed = [r for r in report.rows if r.usage is None]
     names = ["original", *(v.name for v in combined.variants)]
+    if any(p.name == INDEX_BITS for p in space.params):
+        narrow = dataclasses.replace(ctx, template=dataclasses.replace(ctx.template, space=space.varying(INDEX_BITS)))
+        rows = check_kernel(narrow, limit=2, compiler=COMPILER).rows
+        names.append(f"{INDEX_BITS}=32")
+        failed += [r for r in rows if r.usage is None]
+        report = dataclasses.replace(report, rows=(*report.rows, *rows[1:]))
     return f"{entry.kernel}: {len(report.rows) - len(failed)} of {len(names)} compiled ({', '.join(names)})" + (
         f"; FAILED: {failed[0].problem}" if failed else ""
     )

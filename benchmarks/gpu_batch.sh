@@ -5,7 +5,9 @@
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
 # capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d selection_cost_parallel
 # together (TOGETHER: steps run at once, one GPU each; `a+b` runs a then b on one GPU) graph_tests timing_modes
-# checks_spread checks_spread_rms canonical corpus_variants corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
+# checks_spread checks_spread_rms canonical corpus_variants corpus_index (k_set_rows and quantize_q8_1 alone, a longer
+# search, INDEX_BITS among the parameters; CORPUS_KERNELS overrides the pair) index_bits_gpu (32-bit indices of 4
+# llama.cpp kernels, alone and under each variant, equal the original) corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
 # pdl_tests open_after_sanitizer retest (RETEST: the test ids to run) row_reduce_packs (the pack, warp-per-row, per-head, thread-offset and rows-per-block row_reduce samples) row_reduce_rows (only the rows-on-y and warp-per-row-of-a-1-D-block ones)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
@@ -102,6 +104,10 @@ run_step() {
       ${CAPTURE_DATA:+--data} ;;
     corpus_variants) step corpus_variants "${T_CORPUS:-240}" python3 benchmarks/corpus_variants.py "$dir" \
       ${CORPUS_ARGS:---trials 8 --seconds 6} ${CORPUS_KERNELS:+--only "$CORPUS_KERNELS"} ;;
+    index_bits_gpu) step index_bits_gpu "${T_INDEX_BITS:-150}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+      tests/template/recipes/test_index_bits_gpu.py ;;
+    corpus_index) step corpus_index "${T_CORPUS_INDEX:-420}" python3 benchmarks/corpus_variants.py "$dir" \
+      --trials 48 --seconds 45 --only "${CORPUS_KERNELS:-k_set_rows,quantize_q8_1}" ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac

@@ -4,8 +4,9 @@ definition on its own (overloads of one name too, the others renamed for it), th
 `cutune templatize` proposes variants (canonicalised first), with the include folders each corpus's build uses (as
 a spec's `include_dirs` names them: loop macros are looked up in the headers there). Per transform: where it
 applied and where it refused, by reason; per corpus: kernels, kernels with a launch in their file, and those that
-get at least one variant; the row-reduction kernels (norms and softmax, by name) and whether row_reduce applies to
-each. No transform may crash: an unexpected exception is counted and printed as a crash.
+get at least one variant; code-changing recipes (index_bits) beside them; the row-reduction kernels (norms and
+softmax, by name) and whether row_reduce applies to each. No transform may crash: an unexpected exception is
+counted and printed as a crash.
 
     python benchmarks/transform_report.py [--json FILE] [--corpus NAME ...]
 """
@@ -24,8 +25,9 @@ from pathlib import Path
 
 from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.errors import CutuneError
-from cutune.template.recipes.base import KernelSource, descendants
+from cutune.errors import CutuneError, RecipeRefused
+from cutune.template.recipes.base import Draft, KernelSource, Recipe, descendants
+from cutune.template.recipes.index_bits import IndexBits
 from cutune.template.variants import TRANSFORMS, propose_variants
 from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.loops import grid_index_axis, index_form
@@ -34,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.corpus.sources import corpora  # noqa: E402
 
+# templatize recipes that change the kernel's code (not only its launch), counted beside the structural transforms
+RECIPES: tuple[Recipe, ...] = (IndexBits(),)
 _DETAIL = re.compile(r"line \d+|`[^`]*`|\((?:line|the|\d)[^()]*\)|\b[A-Za-z_]\w*\[[^\]]*\]")
 # the kernels a row reduction computes: norms and softmax, told by name (a report's class, not a rule)
 ROW_REDUCTION = re.compile(r"(?<!re)norm|softmax", re.IGNORECASE)
@@ -146,6 +150,20 @@ def main() -> None:
                     if r.recipe not in origins:
                         refused.setdefault(r.recipe, Counter())[reason_kind(r.reason)] += 1
                 has_launch = kernel.name in launched
+                for recipe in RECIPES:
+                    key = f"recipe {recipe.name}"
+                    try:
+                        recipe.apply(model, kernel, Draft(model.text))
+                        applied[key] += 1
+                        counts[key] += 1
+                        counts[f"with_launch_{key}"] += has_launch
+                        counts[f"with_launch_only_{key}"] += has_launch and not origins  # its only change
+                    except RecipeRefused as e:
+                        refused.setdefault(key, Counter())[reason_kind(e.reason)] += 1
+                    except CutuneError as e:  # templatize stops there too, before any recipe
+                        refused.setdefault(key, Counter())[f"not templatized: {reason_kind(str(e))}"] += 1
+                    except Exception as e:  # a crash is what this report exists to find
+                        crashes.append(f"{path.name}:{kernel.name}: {key}: {type(e).__name__}: {e}")
                 counts["kernels"] += 1
                 counts["with_launch"] += has_launch
                 counts["any_variant"] += bool(origins)

@@ -48,6 +48,7 @@ def test_registry_lists_every_recipe_in_order_with_a_description() -> None:
         "unroll",
         "items_per_thread",
         "specialize",
+        "index_bits",
         "vector_width",
         "compile_flags",
     ]

@@ -12,6 +12,7 @@ from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
 from cutune.limits import limits_for
 from cutune.template.model import Config, TunableParam
+from cutune.template.recipes.index_bits import index_param, narrowed
 from cutune.template.variants import VARIANT
 from cutune.tune.options import Budget, SearchOptions, TuneOptions
 from cutune.tune.search import Progress, SearchOutcome, StopReason, run_search, variant_seeds
@@ -250,6 +251,10 @@ def test_every_variant_is_measured_at_its_defaults_before_the_sampler_takes_over
     default = space.default()
     assert backend.calls[:3] == [default, Config.of({**default, VARIANT: 1}), Config.of({**default, VARIANT: 2})]
     assert variant_seeds(Feasibility(SPACE, SPEC, LIMITS)) == []  # no variants, nothing seeded
+    # with INDEX_BITS: then the original and each variant with 32-bit indices
+    indexed = dataclasses.replace(space, params=(*space.params, index_param()))
+    wide = [Config.of({**indexed.default(), VARIANT: v}) for v in (0, 1, 2)]
+    assert variant_seeds(Feasibility(indexed, spec, LIMITS)) == [*wide[1:], *(narrowed(c) for c in wide)]
 
 
 def test_objectives_are_relative_to_the_original_on_the_measuring_workers_own_device(options: TuneOptions) -> None:

@@ -16,6 +16,7 @@ from cutune.template.edits import EditList, TextEdit
 from cutune.template.instantiate import tuned_options
 from cutune.template.model import Binding, Config, Space, TunableParam
 from cutune.template.recipes.base import KernelSource
+from cutune.template.recipes.index_bits import NAME, NARROW, widened
 from cutune.template.recipes.specialize import runtime_param, static_param
 from cutune.template.tuning import value_text
 from cutune.template.variants.combine import VARIANT
@@ -44,6 +45,12 @@ def apply_config(
 ) -> AppliedConfig:
     """The edits that make `config` the kernel's defaults; a switched-on SPECIALIZE parameter needs the
     values to compile in, by argument name in `specialized_values` (each launch then dispatches on them)."""
+    if widened(config) is not None:
+        raise SourceError(
+            f"{NAME}={NARROW} is only written under a per-size guard (a tuned result's dispatch): a default would "
+            "launch it at sizes whose indices need 64 bits",
+            path=model.path,
+        )
     src = KernelSource(model, model.kernel(kernel))
     edits = EditList(src.data)
     specialized: list[tuple[TunableParam, Sequence[int]]] = []
@@ -80,17 +87,19 @@ def apply_dispatch(
     *,
     note: str,
     variants: Sequence[Variant] = (),
+    extents: Sequence[str] = (),
 ) -> AppliedConfig:
     """The edits that launch each configuration of `plan` in its range of sizes (tune/dispatch.py);
-    one configuration for all sizes is written as the kernel's defaults instead. `note` says where and
+    one configuration for all sizes is written as the kernel's defaults instead, unless it computes indices in
+    32 bits: that one is launched under the host's guard on `extents` (the spec's `extent_exprs`). `note` says where and
     when it was tuned, for the comment above the dispatch. `model` holds the structural `variants` behind
     VARIANT when the plan launches them (each range launches its variant's grid and block: see
     `launchable` for ranges whose variant's launch the host cannot spell)."""
-    if len(plan.configs) == 1:
+    if len(plan.configs) == 1 and widened(plan.configs[0]) is None:
         return apply_config(model, kernel, plan.configs[0], space, specialized_values=_specialized(space, sizes))
     src = KernelSource(model, model.kernel(kernel))
     edits = EditList(src.data)
-    dispatch_edits(src, edits, plan, space, sizes, note, variants)
+    dispatch_edits(src, edits, plan, space, sizes, note, variants, extents)
     # compile flags are the same in every branch (chosen once for the file)
     flags, defines = tuned_options(space, plan.configs[0])
     return AppliedConfig(tuple(edits.edits), flags + tuple(f"-D{k}={v}" for k, v in defines.items()))

@@ -16,12 +16,20 @@ from tree_sitter import Node
 from cutune.cuda.model import LaunchSite
 from cutune.errors import SourceError
 from cutune.template.edits import EditList
+from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, Config, Space
 from cutune.template.recipes.base import KernelSource
+from cutune.template.recipes.index_bits import NARROW_LIMIT, widened
 from cutune.template.recipes.specialize import static_param
 from cutune.template.tuning import value_text
 from cutune.template.variants.combine import VARIANT
-from cutune.template.variants.host_launch import HostLaunchError, config_edits, host_config, host_size_name
+from cutune.template.variants.host_launch import (
+    HostLaunchError,
+    config_edits,
+    cxx_expression,
+    host_config,
+    host_size_name,
+)
 from cutune.template.variants.model import Variant
 from cutune.tune.dispatch import Branch, DispatchPlan, branch_upper
 
@@ -36,6 +44,7 @@ class _Region:
     end: int
     calls: tuple[tuple[LaunchSite, Node], ...]
     variants: tuple[Variant, ...] = ()  # the combined template's structural variants (VARIANT = 1, 2, ...)
+    extents: tuple[str, ...] = ()  # the spec's index extents (KernelSpec.extent_exprs), for the INDEX_BITS guard
 
 
 def dispatch_edits(
@@ -46,9 +55,12 @@ def dispatch_edits(
     sizes: Sequence[Mapping[str, int]],
     note: str,
     variants: Sequence[Variant] = (),
+    extents: Sequence[str] = (),
 ) -> None:
     """Replace each launch of the kernel by an `if` chain on the plan's variable, one branch per range;
-    a branch that runs a structural variant (VARIANT = k, `variants[k - 1]`) launches with its grid and block."""
+    a branch that runs a structural variant (VARIANT = k, `variants[k - 1]`) launches with its grid and block;
+    one with 32-bit indices (INDEX_BITS) only where the host's sizes keep every one of `extents` (the spec's
+    `extent_exprs`) within the limit, its 64-bit form elsewhere (and everywhere when the host cannot spell them)."""
     if MARKER.encode() in src.data:
         raise SourceError(
             "the file holds a per-size dispatch already: remove it before applying again", path=src.model.path
@@ -60,7 +72,7 @@ def dispatch_edits(
     if not regions:
         raise SourceError(f"{src.kernel.name} has no launch in this file to dispatch", path=src.model.path)
     for (start, end), calls in regions.items():
-        region = _Region(start, end, tuple(calls), tuple(variants))
+        region = _Region(start, end, tuple(calls), tuple(variants), tuple(extents))
         edits.replace(start, end, _chain(src, region, plan, space, sizes, note))
 
 
@@ -135,7 +147,20 @@ def _chain(
 
     def leaf(config: Config, path: tuple[int, int | None]) -> str:
         served = [s for s in sizes if plan.path_for(s) == path]
-        return _branch_body(src, region, config, space, _guards(src, region, config, space, served))
+
+        def body(c: Config) -> str:
+            return _branch_body(src, region, c, space, _guards(src, region, c, space, served))
+
+        wide = widened(config)
+        if wide is None:
+            return body(config)
+        fits = _extent_guard(src, region)
+        if fits is None:
+            return body(wide)
+        return (
+            f"if ({fits}) {{  // every index fits in 32 bits\n{_indented(body(config), '  ')}\n"
+            f"}} else {{\n{_indented(body(wide), '  ')}\n}}"
+        )
 
     def outer(i: int, branch: Branch) -> str:
         if not branch.inner or plan.inner_variable is None:
@@ -161,6 +186,25 @@ def _if_chain(
         comment = f"by {inner}" if branch.inner else changed or "the original configuration"
         lines += [f"{opening}  // {comment}", _indented(body(i, branch), "  ")]
     return "\n".join([*lines, "}"])
+
+
+def _extent_guard(src: KernelSource, region: _Region) -> str | None:
+    """The host condition under which every index extent is within the 32-bit limit (in 64-bit arithmetic);
+    None where there are none or the host code does not name a size they read."""
+    site, call = region.calls[0]
+    conditions = []
+    for expr in region.extents:
+        names: dict[str, str] = {}
+        for name in compile_expr(expr).names:
+            host = host_size_name(src, site, call, name)
+            if host is None:
+                return None
+            names[name] = f"static_cast<long long>({host})"
+        try:
+            conditions.append(f"{cxx_expression(expr, names)} <= {NARROW_LIMIT}")
+        except HostLaunchError:
+            return None
+    return " && ".join(dict.fromkeys(conditions)) or None
 
 
 def _guards(

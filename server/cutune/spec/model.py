@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from cutune.errors import ExpressionError, SpecError
-from cutune.template.dtypes import DTYPES, dtype_size
+from cutune.template.dtypes import DTYPES, INTEGER_DTYPES, dtype_size
 from cutune.template.expr import Number, compile_expr
 from cutune.template.model import Space, Value
 
@@ -157,6 +157,18 @@ class KernelSpec:
             for i, a in enumerate(self.args)
             if a.value is not None
         }
+
+    def extent_exprs(self) -> tuple[str, ...]:
+        """The expressions, over the sizes, of the indices the kernel's arguments span: each array argument's
+        element count and each integral scalar argument's value (a stride, an offset)."""
+        arrays = ("*".join(f"({d})" for d in a.shape) for a in self.args if a.shape)
+        scalars = (a.value for a in self.args if a.value is not None and a.dtype in INTEGER_DTYPES)
+        return (*arrays, *scalars)
+
+    def index_extent(self, size: Mapping[str, int]) -> int:
+        """The largest index the kernel's arguments span at one size (the largest of `extent_exprs`)."""
+        values = (self._evaluate("args", e, size) for e in self.extent_exprs())
+        return int(max((v for v in values if isinstance(v, int | float)), default=0))
 
     def moved_bytes(self, size: Mapping[str, int], params: Mapping[str, Value] | None = None) -> int | None:
         """The fewest bytes to move: `bytes_moved`, or each input read once and each output written once (None

@@ -37,6 +37,8 @@ from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Failure, Measurement, Timing
 from cutune.gpu.replay import clock_of
 from cutune.template.model import Config
+from cutune.template.recipes.index_bits import NAME as INDEX_BITS
+from cutune.template.recipes.index_bits import narrowed
 from cutune.template.variants.combine import VARIANT
 from cutune.tune.deadline import Deadline
 from cutune.tune.liveness import fail_stale_trials, heartbeat, worker_name
@@ -147,14 +149,15 @@ def run_search(
 
 
 def variant_seeds(check: Feasibility) -> list[Config]:
-    """Each structural variant at its parameters' defaults, where feasible: measured right after the
-    original, so that the sampler has seen every variant before it learns which to favour."""
-    param = next((p for p in check.space.params if p.name == VARIANT), None)
-    if param is None:
-        return []
+    """Each structural variant at its parameters' defaults, then the original and each variant with 32-bit indices
+    (INDEX_BITS) where the kernel has them, where feasible: measured right after the original, so that the sampler
+    has seen every variant and both index widths before it learns which to favour."""
     default = check.space.default()
-    seeds = (Config.of({**default, VARIANT: v}) for v in param.values if v != default[VARIANT])
-    return [c for c in seeds if check.violation(c) is None]
+    param = next((p for p in check.space.params if p.name == VARIANT), None)
+    variants = [Config.of({**default, VARIANT: v}) for v in param.values if v != default[VARIANT]] if param else []
+    indices = any(p.name == INDEX_BITS for p in check.space.params)
+    narrow = [narrowed(c) for c in (default, *variants)] if indices else []
+    return [c for c in (*variants, *narrow) if check.violation(c) is None]
 
 
 class _Proposer(BaseSampler):

@@ -12,6 +12,7 @@ from cutune.limits import DeviceLimits
 from cutune.spec import KernelSpec
 from cutune.template.expr import Number, compile_expr
 from cutune.template.model import Config, Space
+from cutune.template.recipes.index_bits import EXTENT
 
 ENUMERATION_LIMIT = 10_000  # points; beyond this the feasible set is not listed up front
 # CUDA's per-dimension block limits, the same on every architecture cutune targets
@@ -24,7 +25,8 @@ def distributions(space: Space) -> dict[str, CategoricalDistribution]:
 
 
 class Feasibility:
-    """Decides whether a configuration can run: spec constraints and hardware limits, at every size."""
+    """Decides whether a configuration can run: spec constraints and hardware limits, at every size (a rule
+    may also read `index_extent`, the largest index the arguments span there: `KernelSpec.index_extent`)."""
 
     def __init__(self, space: Space, spec: KernelSpec, limits: DeviceLimits) -> None:
         self.space = space
@@ -33,12 +35,14 @@ class Feasibility:
         self._limit_names = limits.as_names()
         texts = dict.fromkeys((*space.constraints, *spec.constraints))  # both may list the same one
         self._constraints = tuple(compile_expr(t) for t in texts)
+        self._extent = any(EXTENT in c.names for c in self._constraints)  # computed only where a rule reads it
 
     def violation(self, config: Config) -> str | None:
         """Why `config` cannot run (the first rule it breaks and the problem size), or None."""
         params = {k: v for k, v in config.items() if not isinstance(v, str)}
         for size in self._spec.sizes:
-            why = self._check({**self._limit_names, **size, **params})
+            extent = {EXTENT: self._spec.index_extent(size)} if self._extent else {}
+            why = self._check({**self._limit_names, **size, **extent, **params})
             if why is not None:
                 return f"{why} (at {', '.join(f'{k}={v}' for k, v in size.items())})"
         return None

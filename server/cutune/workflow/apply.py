@@ -14,6 +14,7 @@ from cutune.project import KernelContext, open_kernel
 from cutune.source_file import text_hash
 from cutune.template.edits import apply_edits
 from cutune.template.model import PDL, Binding, Config, Space
+from cutune.template.recipes.index_bits import widened
 from cutune.template.variants import VARIANT, Combined, Variant, combine, keep_variant, winning_variant
 from cutune.template.variants.host_launch import HostLaunchError
 from cutune.tune.dispatch import DispatchPlan
@@ -71,7 +72,11 @@ def apply_result(ctx: KernelContext, result: TuneResult, *, combined: Combined |
 
 def _applied(ctx: KernelContext, result: TuneResult, combined: Combined | None, *, dependent: bool) -> AppliedResult:
     """`apply_result` without PDL; `dependent`: the kernel was tuned with PDL's prologue (it is in its hash)."""
-    plan = result.dispatch if result.dispatch is not None and len(result.dispatch.configs) > 1 else None
+    dispatch = result.dispatch
+    # one configuration everywhere is written as the defaults, unless it computes indices in 32 bits: that one is
+    # launched under the dispatch's guard on the sizes
+    guarded = dispatch is not None and any(widened(c) is not None for c in dispatch.configs)
+    plan = dispatch if dispatch is not None and (len(dispatch.configs) > 1 or guarded) else None
     launched = result.launched()
     single = launched[0] if len(launched) == 1 else result.best
     sizes = [s.size for s in result.sizes]
@@ -149,13 +154,20 @@ def _written(
     variants: Sequence[Variant] = (),
 ) -> AppliedResult:
     """`ctx`'s template with `plan` dispatched at its launches, or `config` as its defaults."""
-    if plan is None or len(plan.configs) < 2:
+    notes: tuple[str, ...] = ()
+    if plan is None and (wide := widened(config)) is not None:
+        notes = ("INDEX_BITS=32 won, but with no per-size dispatch to guard it the file keeps 64-bit indices",)
+        config = wide
+    if plan is None or (len(plan.configs) < 2 and widened(plan.configs[0]) is None):
         applied = apply_config(
             ctx.template_model, ctx.kernel.name, config, space, specialized_values=_specialized_values(ctx, space)
         )
     else:
-        applied = apply_dispatch(ctx.template_model, ctx.kernel.name, plan, space, sizes, note=note, variants=variants)
-    return AppliedResult(apply_edits(ctx.template.source, applied.edits), applied.flags, applied.notes)
+        extents = ctx.spec.extent_exprs() if ctx.spec is not None else ()
+        applied = apply_dispatch(
+            ctx.template_model, ctx.kernel.name, plan, space, sizes, note=note, variants=variants, extents=extents
+        )
+    return AppliedResult(apply_edits(ctx.template.source, applied.edits), applied.flags, (*notes, *applied.notes))
 
 
 def _only(plan: DispatchPlan | None, names: set[str]) -> DispatchPlan | None:

@@ -6,6 +6,7 @@ from cutune.template.recipes.base import Draft, Recipe
 from cutune.template.recipes.block_threads import BlockThreads
 from cutune.template.recipes.compile_flags import CompileFlags
 from cutune.template.recipes.grid_size import GridSize
+from cutune.template.recipes.index_bits import IndexBits
 from cutune.template.recipes.items_per_thread import ItemsPerThread
 from cutune.template.recipes.launch_bounds import LaunchBounds
 from cutune.template.recipes.specialize import Specialize
@@ -21,6 +22,7 @@ RECIPES: dict[str, Recipe] = {
         Unroll(),
         ItemsPerThread(),
         Specialize(),
+        IndexBits(),
         VectorWidth(),
         CompileFlags(),
     )

@@ -17,7 +17,7 @@ from cutune.template.model import Binding, Refusal, TunableParam
 from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Recipe, descendants
 
 _QUALIFIERS = re.compile(r"\b(const|constexpr|volatile|__restrict__|__restrict|restrict|static)\b")
-_INTEGRAL = (
+INTEGRAL = (
     frozenset(
         f"{sign}{base}"
         for sign in ("", "unsigned ", "signed ")
@@ -73,8 +73,8 @@ class Specialize(Recipe):
 
     def _reason(self, src: KernelSource, p: Parameter) -> str | None:
         """Why argument `p` is not worth specialising; None when it is."""
-        base = _base_type(p.type)
-        if base not in _INTEGRAL:
+        base = base_type(p.type)
+        if base not in INTEGRAL:
             return f"a {base}, not an integral size"
         if src.taken(static_param(p.name)):
             return f"{static_param(p.name)} is already taken"
@@ -99,7 +99,7 @@ class Specialize(Recipe):
             if ident is None:
                 self.refuse(f"the declaration of argument {p.name} could not be read")
             rewrite.replace_node(ident, runtime_param(p.name))
-            base = _base_type(p.type)
+            base = base_type(p.type)
             rewrite.template_param(f"{base} {static_param(p.name)} = 0")
             ct = static_param(p.name)
             lines.append(f"const {base} {p.name} = {ct} > 0 ? {ct} : {runtime_param(p.name)};")
@@ -163,7 +163,7 @@ def _derived(src: KernelSource, body: Node, name: str) -> set[str]:
     inits = []
     for decl in descendants(body, "declaration"):
         type_node = decl.child_by_field_name("type")
-        if type_node is None or _base_type(src.text(type_node)) not in _INTEGRAL:
+        if type_node is None or base_type(src.text(type_node)) not in INTEGRAL:
             continue  # float values computed from a size gain nothing from it being constant
         for d in decl.children_by_field_name("declarator"):
             if d.type == "init_declarator":
@@ -180,7 +180,7 @@ def _derived(src: KernelSource, body: Node, name: str) -> set[str]:
     return derived
 
 
-def _base_type(type_text: str) -> str:
+def base_type(type_text: str) -> str:
     """A type without cv-qualifiers and restrict, whitespace normalized."""
     return " ".join(_QUALIFIERS.sub(" ", type_text).split())
 

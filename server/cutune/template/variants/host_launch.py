@@ -77,12 +77,12 @@ def host_config(
         for i, e in enumerate(exprs):
             axis = _AXES[i]
             spelled = PLACEHOLDER.sub(functools.partial(_placeholder_name, axis=axis), e)
-            texts.append(_cxx(spelled, names))
+            texts.append(cxx_expression(spelled, names))
         return texts[0] if len(texts) == 1 else f"dim3({', '.join(texts)})"
 
     config = [dims(launch.grid, site.grid, "grid"), dims(launch.block, site.block, "block")]
     if site.shared_mem is not None or launch.shared_mem.strip() != "0":
-        config.append(_cxx(PLACEHOLDER.sub("cutune_shared", launch.shared_mem), names))
+        config.append(cxx_expression(PLACEHOLDER.sub("cutune_shared", launch.shared_mem), names))
     return config
 
 
@@ -126,7 +126,8 @@ def _free_names(expr: str) -> list[str]:
     return [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)]
 
 
-def _cxx(expr: str, names: dict[str, str]) -> str:
+def cxx_expression(expr: str, names: dict[str, str]) -> str:
+    """A spec expression in C++, each name spelled as `names` says; HostLaunchError for a name it lacks."""
     try:
         tree = ast.parse(expr.strip(), mode="eval").body
     except SyntaxError:
