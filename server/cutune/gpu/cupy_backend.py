@@ -10,7 +10,6 @@ never at module import, so cutune imports without a GPU.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,6 +37,7 @@ from cutune.gpu.compile import check_choice
 from cutune.gpu.compile_cache import CompileCache
 from cutune.gpu.compiler import CompiledKernel
 from cutune.gpu.device import device_count, device_limits, gpu_available
+from cutune.gpu.device_checks import load_cubin
 from cutune.gpu.guards import GUARD_BYTES
 from cutune.gpu.harness import (
     POISON,
@@ -370,11 +370,7 @@ class CupyBackend(Backend):
         """The kernel's function, from its cubin loaded by CuPy (found by its mangled name)."""
         cp = self._cp
         assert cp is not None
-        path = cache_dir() / "cubin" / f"{hashlib.sha256(kernel.binary).hexdigest()}.cubin"
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(kernel.binary)
-        return cp.RawModule(path=str(path)).get_function(kernel.function)
+        return load_cubin(cp, kernel.binary).get_function(kernel.function)
 
     # -- running ---------------------------------------------------------------------------------
 

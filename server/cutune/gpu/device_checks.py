@@ -3,7 +3,7 @@
 Written out as element-wise CuPy expressions, comparing an output took eight passes and as many temporary
 arrays, and their reductions went to CUB, which compiles a kernel per size class (1.8 s each on an H100,
 measured by benchmarks/open_after_sanitizer.py): opening held-out sizes compiled eight of them. These
-kernels are built once, for any size, and give numpy's counts and largest error bit for bit (each
+kernels are compiled once a process (0.15 s), for any size, and give numpy's counts and largest error bit for bit (each
 operation rounded on its own, denormals kept). Where a check fails, the harness's element-wise path
 finds where and says what, with CuPy's reductions (CUB off), outside the hot path.
 """
@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 from collections.abc import Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+from cutune.gpu.nvrtc import compile_program
 
 Array = Any  # a cupy.ndarray
 
@@ -91,7 +94,8 @@ __global__ void cutune_compare(const T* got, const T* want, u64 n, T atol, T rto
 }
 """
 
-# IEEE arithmetic as numpy does it on the host: denormals kept (a flushed one would equal zero), no FMA
+# IEEE arithmetic as numpy does it on the host: denormals kept (a flushed one would equal zero), no FMA. Compiled
+# here, not by CuPy's RawModule, which appends -ftz=true to every compile (a GPU run counted 17 of 19 differences)
 _OPTIONS = ("-std=c++17", "--ftz=false", "--prec-div=true", "--fmad=false")
 _COMPARE = {np.dtype(np.float32): "cutune_compare<float>", np.dtype(np.float64): "cutune_compare<double>"}
 _THREADS = 256
@@ -104,7 +108,10 @@ class DeviceChecks:
 
     def __init__(self, cp: ModuleType) -> None:
         self._cp = cp
-        self._module = cp.RawModule(code=_SOURCE, options=_OPTIONS, name_expressions=list(_COMPARE.values()))
+        arch = f"--gpu-architecture=sm_{cp.cuda.Device().compute_capability}"
+        compiled = compile_program(_SOURCE, [*_OPTIONS, arch], [*_COMPARE.values()])
+        self._module = load_cubin(cp, compiled.binary)
+        self._lowered = compiled.lowered
 
     def differing_bytes(self, pairs: Sequence[tuple[Array, Array]]) -> list[int]:
         """For each pair of equally long contiguous arrays, how many of their bytes differ."""
@@ -122,7 +129,7 @@ class DeviceChecks:
         out = self._cp.zeros(2 * len(items), dtype=self._cp.uint64)
         for k, (got, want, atol, rtol) in enumerate(items):
             dtype = np.dtype(got.dtype)
-            function = self._module.get_function(_COMPARE[dtype])
+            function = self._module.get_function(self._lowered[_COMPARE[dtype]])
             args = (got, want, np.uint64(got.size), dtype.type(atol), dtype.type(rtol), out[2 * k :])
             self._launch(function, got.size, args)
         values = out.get()
@@ -132,6 +139,17 @@ class DeviceChecks:
     def _launch(self, function: Any, n: int, args: tuple[Any, ...]) -> None:
         if n:
             function((min(_MAX_BLOCKS, -(-n // _THREADS)),), (_THREADS,), args)
+
+
+def load_cubin(cp: ModuleType, binary: bytes) -> Any:
+    """A CuPy module of a cubin, written once under cutune's cache directory by its hash (CuPy loads files)."""
+    from cutune.gpu.sol import cache_dir  # sol imports the harness, which imports this module
+
+    path = cache_dir() / "cubin" / f"{hashlib.sha256(binary).hexdigest()}.cubin"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(binary)
+    return cp.RawModule(path=str(path))
 
 
 @functools.cache
