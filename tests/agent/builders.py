@@ -1,4 +1,4 @@
-"""Measured-looking reports for analysis tests: tuning results and compile-only checks, no GPU needed.
+"""Measured-looking reports for analysis and apply tests: tuning results and compile-only checks, no GPU needed.
 
 The numbers follow the design notes' H200 measurements of a merge-attention-states kernel: near the
 floor at 818 MB of traffic, 40–60% of it at serving sizes, threads per block mattering little.
@@ -13,7 +13,9 @@ from cutune.gpu.backend import Timing
 from cutune.gpu.occupancy import occupancy
 from cutune.gpu.resources import ResourceUsage
 from cutune.limits import limits_for
+from cutune.project import KernelContext
 from cutune.template.model import Config, Space, Value
+from cutune.tune.dispatch import plan_dispatch
 from cutune.tune.result import SizeResult, TuneResult
 
 # (size, original µs, tuned µs, speed-of-light floor µs)
@@ -93,3 +95,37 @@ def check_report(
         occ = occupancy(limits, threads, registers, 0)
         out.append(CheckRow(Config.of(config), threads, usage, occ, None if occ.feasible else occ.message))
     return CheckReport(kernel, arch, limits, space_size, tuple(out), skipped_infeasible=0, spec_drafted=False)
+
+
+def dispatch_result(ctx: KernelContext, per_size: Sequence[Mapping[str, Value]]) -> TuneResult:
+    """A tuning result launching `per_size[i]` (changes to the combined space's defaults) at spec size i."""
+    assert ctx.spec is not None
+    original = ctx.space.default()
+    configs = [Config.of({**original, **c}) for c in per_size]
+    sizes = ctx.spec.sizes
+    results = tuple(
+        SizeResult(
+            size=dict(s),
+            original=Timing(dict(s), 10.0, 9.9, 10.1, 30),
+            tuned=Timing(dict(s), 8.0 if c != original else 10.0, 7.9, 8.1, 30),
+            best_config=c,
+            best_timing=Timing(dict(s), 8.0, 7.9, 8.1, 30),
+            significant=c != original,
+        )
+        for s, c in zip(sizes, configs, strict=True)
+    )
+    return TuneResult(
+        kernel=ctx.kernel.name,
+        source_path=str(ctx.path),
+        source_hash="0" * 16,
+        study="test",
+        device="NVIDIA H200",
+        arch="sm_90",
+        date="2026-11-22T12:00:00+00:00",
+        original=original,
+        best=configs[-1],
+        significant=True,
+        sizes=results,
+        trials=10,
+        dispatch=plan_dispatch(sizes, configs, original),
+    )

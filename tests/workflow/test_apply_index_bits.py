@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cutune.gpu.backend import Timing
 from cutune.project import open_kernel
 from cutune.template.recipes.index_bits import narrowed
-from cutune.tune.dispatch import plan_dispatch
-from cutune.tune.result import SizeResult, TuneResult
+from cutune.tune.result import TuneResult
 from cutune.workflow import apply_result
+from tests.agent.builders import dispatch_result
 from tests.template.kernels import nvcc
 from tests.template.recipes.test_index_bits import KERNEL, SCATTER
 
@@ -37,25 +36,8 @@ def test_32_bits_winning_everywhere_is_launched_under_the_guard(tmp_path: Path) 
     (tmp_path / "scatter.tune.toml").write_text(SPEC)
     ctx = open_kernel(tmp_path / "scatter.cu", KERNEL)
     assert ctx.spec is not None, ctx.spec_error
-    original = ctx.space.default()
-    narrow = narrowed(original)
-    sizes = [dict(s) for s in ctx.spec.sizes]
-    timing = [Timing(s, 10.0, 9.9, 10.1, 30) for s in sizes]
-    result = TuneResult(
-        kernel=KERNEL,
-        source_path=str(ctx.path),
-        source_hash="0" * 16,
-        study="test",
-        device="NVIDIA H200",
-        arch="sm_90",
-        date="2026-11-28T06:00:00+00:00",
-        original=original,
-        best=narrow,
-        significant=True,
-        sizes=tuple(SizeResult(s, t, t, narrow, t, True) for s, t in zip(sizes, timing, strict=True)),
-        trials=4,
-        dispatch=plan_dispatch(sizes, [narrow, narrow], original),
-    )
+    narrow = narrowed(ctx.space.default())
+    result = dispatch_result(ctx, [narrow, narrow])  # 32 bits win at both sizes
     applied = apply_result(ctx, result)
     host = applied.text[applied.text.index("void scatter_rows(") :]
     assert "<= 1073741824) {  // every index fits in 32 bits" in host

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,48 +14,15 @@ from cutune.apply.dispatch import MARKER
 from cutune.cuda.parse import parse_source
 from cutune.gpu.backend import Timing
 from cutune.project import KernelContext, open_kernel
-from cutune.template.model import Config, Value
+from cutune.template.model import Config
 from cutune.template.variants import VARIANT, Combined, GridShape, with_variants
 from cutune.tune.dispatch import plan_dispatch
 from cutune.tune.result import SizeResult, TuneResult
 from cutune.workflow import apply_result, apply_to_source, variants_of, with_combined
+from tests.agent.builders import dispatch_result
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 TORCH_STUB = Path(__file__).resolve().parent / "torch_stub"
-
-
-def _result(ctx: KernelContext, per_size: Sequence[Mapping[str, Value]]) -> TuneResult:
-    """A tuning result launching `per_size[i]` (changes to the combined space's defaults) at spec size i."""
-    assert ctx.spec is not None
-    original = ctx.space.default()
-    configs = [Config.of({**original, **c}) for c in per_size]
-    sizes = ctx.spec.sizes
-    results = tuple(
-        SizeResult(
-            size=dict(s),
-            original=Timing(dict(s), 10.0, 9.9, 10.1, 30),
-            tuned=Timing(dict(s), 8.0 if c != original else 10.0, 7.9, 8.1, 30),
-            best_config=c,
-            best_timing=Timing(dict(s), 8.0, 7.9, 8.1, 30),
-            significant=c != original,
-        )
-        for s, c in zip(sizes, configs, strict=True)
-    )
-    return TuneResult(
-        kernel=ctx.kernel.name,
-        source_path=str(ctx.path),
-        source_hash="0" * 16,
-        study="test",
-        device="NVIDIA H200",
-        arch="sm_90",
-        date="2026-11-22T12:00:00+00:00",
-        original=original,
-        best=configs[-1],
-        significant=True,
-        sizes=results,
-        trials=10,
-        dispatch=plan_dispatch(sizes, configs, original),
-    )
 
 
 def _nvcc(text: str, tmp_path: Path) -> None:
@@ -83,7 +49,7 @@ def _number(combined: KernelContext, name: str) -> int:
 def test_split_at_prefill_and_the_original_at_decode_launch_as_measured(tmp_path: Path) -> None:
     base, combined = _combined("gated_activation.cu", "act_and_mul_kernel")
     split = {VARIANT: _number(combined, "split"), "SPLIT": 4}
-    result = _result(combined, [{}, {}, {}, {}, split, split, split])  # num_tokens 1 ... 1000: the original
+    result = dispatch_result(combined, [{}, {}, {}, {}, split, split, split])  # num_tokens 1 ... 1000: the original
     applied = apply_result(base, result)
     text = applied.text
     host = text[text.index("void silu_and_mul_gated(") :]
@@ -109,7 +75,7 @@ def test_row_reduce_at_prefill_launches_its_threads_per_row(tmp_path: Path) -> N
     launch = variants_of(base).variants[k - 1].launch
     assert launch is not None
     rows = {VARIANT: k, "ROW_THREADS": 512}
-    result = _result(combined, [{}, {}, {}, rows, rows, rows, rows])
+    result = dispatch_result(combined, [{}, {}, {}, rows, rows, rows, rows])
     text = apply_result(base, result).text
     host = text[text.index("void rms_norm(") :]
     assert "  if (num_tokens < 2048) {  // the original configuration" in host
@@ -127,7 +93,7 @@ def test_one_variant_at_every_size_is_written_as_the_kernel_body_with_its_launch
     base, combined = _combined("rms_norm.cu", "rms_norm_kernel")
     k = _number(combined, "row_reduce")
     small, large = {VARIANT: k, "ROW_THREADS": 128}, {VARIANT: k, "ROW_THREADS": 1024}
-    applied = apply_result(base, _result(combined, [small, small, small, large, large, large, large]))
+    applied = apply_result(base, dispatch_result(combined, [small, small, small, large, large, large, large]))
     text = applied.text
     assert "if constexpr (VARIANT" not in text and "VARIANT" not in text  # pruned: the variant's body only
     assert "cutune: variant row_reduce" in text and applied.notes[0].startswith("variant row_reduce runs at every")
