@@ -11,7 +11,8 @@ import optuna
 from cutune.project import open_kernel
 from cutune.template.variants import VARIANT
 from cutune.workflow.variants import searches_variants, store_variants, variant_names, variants_of, with_combined
-from tests.template.variants.test_apply_dispatch import _number, _result
+from tests.agent.builders import dispatch_result
+from tests.template.variants.test_apply_dispatch import _number
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "benchmarks" / "results" / "recordings"
@@ -49,5 +50,5 @@ def test_each_size_names_its_variant() -> None:
     searched = with_combined(ctx, combined)
     assert VARIANT in {p.name for p in searched.space.params} and searched.spec is combined.spec
     k = _number(searched, "row_reduce")
-    result = _result(searched, [{}, {}, {}, {VARIANT: k}, {VARIANT: k}, {VARIANT: k}, {VARIANT: k}])
+    result = dispatch_result(searched, [{}, {}, {}, {VARIANT: k}, {VARIANT: k}, {VARIANT: k}, {VARIANT: k}])
     assert variant_names(result, combined.variants) == ["original"] * 3 + ["row_reduce"] * 4
