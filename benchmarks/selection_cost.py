@@ -125,6 +125,10 @@ def summary(result: TuneResult, wall: float, mode: str, evaluations: int | None 
         "evaluations": evaluations,
         "speedups": [s.speedup if s.significant else 1.0 for s in result.sizes],
         "sizes": [s.size for s in result.sizes],
+        # what each size launches and both medians: whether two runs differ by their picks or by their timings
+        "configs": [dict(s.best_config) if s.significant else None for s in result.sizes],
+        "original_us": [s.original.median_us for s in result.sizes],
+        "tuned_us": [s.tuned.median_us for s in result.sizes],
     }
 
 

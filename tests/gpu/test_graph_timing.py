@@ -1,5 +1,6 @@
 """Graph timing on a real GPU: each measurement times N back-to-back launches of a CUDA graph that cycle
-through rotated input copies, and the backend and the floor are timed that way under `--timing graph`."""
+through rotated input copies, and the backend and the floor are timed that way under `--timing graph`; event
+timing cycles through a few placements of the arguments."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from cutune.gpu.backend import TimingOptions
 from cutune.gpu.cupy_backend import CupyBackend
-from cutune.gpu.harness import Timer, rotation_count
+from cutune.gpu.harness import PLACEMENTS, Timer, rotation_count
 from cutune.project import build_job, open_kernel
 
 pytestmark = pytest.mark.gpu
@@ -36,7 +37,7 @@ def test_each_measurement_times_n_launches_cycling_through_the_rotated_inputs() 
     assert [int(h.get()[0]) for h in copies] == [(n // 3) * (reps + 1)] * 3
 
 
-def test_the_backend_times_graphs_over_rotated_copies_and_its_floor_the_same_way() -> None:
+def test_the_backend_times_graphs_over_rotated_copies_its_floor_the_same_way_and_events_over_placements() -> None:
     import cupy
 
     ctx = open_kernel(ROOT / "samples" / "rms_norm.cu", "rms_norm_kernel")
@@ -59,6 +60,14 @@ def test_the_backend_times_graphs_over_rotated_copies_and_its_floor_the_same_way
             assert len(rotation) == rotation_count(launch_bytes, l2)
             pointers = {next(a for a in args if isinstance(a, cupy.ndarray)).data.ptr for args in rotation}
             assert len(pointers) == len(rotation)  # every copy its own buffers
+        for problem in events._problems:  # event timing built its placements when it timed the original
+            if not problem.timed:
+                continue
+            placed = events._rotations[tuple(sorted(problem.size.items()))]
+            launch_bytes = sum(a.nbytes for a in problem.arrays.values())
+            assert len(placed) == min(PLACEMENTS, rotation_count(launch_bytes, l2))
+            pointers = {next(a for a in args if isinstance(a, cupy.ndarray)).data.ptr for args in placed}
+            assert len(pointers) == len(placed)
         for e, g in zip(by_events.timings, by_graph.timings, strict=True):
             print(f"{e.size}: events {e.median_us:.2f} µs, graph {g.median_us:.2f} µs per launch")
         floors = f"{info_events.empty_launch_us:.2f} µs (events), {info_graph.empty_launch_us:.2f} µs (graph)"

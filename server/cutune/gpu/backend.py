@@ -140,10 +140,11 @@ TIMING_MODES = ("events", "graph")
 class TimingOptions:
     """How to time: warm-up, repetitions, L2 flush (default on), per-trial timeout, and the mode.
 
-    `mode` "events": CUDA events around each single launch, after an L2 flush. "graph": each repetition
-    times `graph_launches` back-to-back launches captured in a CUDA graph, as serving frameworks run decode
-    steps, over input copies rotated so that the L2 holds no earlier launch's data; the time per launch is
-    reported, and the floor's empty launch is timed the same way."""
+    `mode` "events": CUDA events around each single launch, after an L2 flush; the repetitions cycle through
+    a few copies of the arguments (harness.PLACEMENTS), so one measurement averages buffer placements.
+    "graph": each repetition times `graph_launches` back-to-back launches captured in a CUDA graph, as serving
+    frameworks run decode steps, over input copies rotated so that the L2 holds no earlier launch's data; the
+    time per launch is reported, and the floor's empty launch is timed the same way."""
 
     warmup: int = 3
     reps: int = 30

@@ -10,6 +10,7 @@ never at module import, so cutune imports without a GPU.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,6 +41,8 @@ from cutune.gpu.device import device_count, device_limits, gpu_available
 from cutune.gpu.device_checks import load_cubin
 from cutune.gpu.guards import GUARD_BYTES
 from cutune.gpu.harness import (
+    MAX_ROTATION,
+    PLACEMENTS,
     POISON,
     POISON_2,
     Problem,
@@ -135,8 +138,10 @@ class CupyBackend(Backend):
         self._modules: dict[BuildKey, Future[_Module]] = {}
         self._problems: list[Problem] = []
         self._fresh: tuple[int, list[Problem]] | None = None  # verify's problems, for one seed
-        # graph timing's input copies, per problem size
+        # the argument copies timing cycles through, per problem size
         self._rotations: dict[tuple[tuple[str, int], ...], list[list[Any]]] = {}
+        # event timing's placements at most (1: every repetition on the problem's own buffers)
+        self.placements = PLACEMENTS
 
     @property
     def healthy(self) -> bool:
@@ -478,18 +483,25 @@ class CupyBackend(Backend):
             return Timing(size=dict(problem.size), median_us=median, p10_us=p10, p90_us=p90, reps=len(samples))
         inout = any(a.role is Role.INOUT for a in problem.specs)
         before = (lambda: problem.restore(cp, inputs=False)) if inout else None
-        samples = self._guard(lambda: timer.time(launch, job.timing, before))
+        # in-place arrays are restored before each repetition: those are timed on the problem's own buffers only
+        turn = itertools.cycle([launch] if inout else [launch.on(a) for a in self._rotation(problem, self.placements)])
+
+        def timed() -> None:
+            next(turn)()
+
+        samples = self._guard(lambda: timer.time(timed, job.timing, before))
         median, p10, p90 = summarize(samples)
         return Timing(size=dict(problem.size), median_us=median, p10_us=p10, p90_us=p90, reps=len(samples))
 
-    def _rotation(self, problem: Problem) -> list[list[Any]]:
-        """The argument lists graph timing rotates through at this problem's size (built once per size)."""
+    def _rotation(self, problem: Problem, most: int = MAX_ROTATION) -> list[list[Any]]:
+        """The argument lists timing cycles through at this problem's size, at most `most` (built once per size:
+        a job times in one mode)."""
         cp = self._cp
         assert cp is not None and self._limits is not None
         key = tuple(sorted(problem.size.items()))
         if key not in self._rotations:
             launch_bytes = sum(a.nbytes for a in problem.arrays.values())
-            copies = rotation_count(launch_bytes, self._limits.l2_bytes)
+            copies = min(most, rotation_count(launch_bytes, self._limits.l2_bytes))
             self._rotations[key] = rotated_args(problem, copies, cp)
         return self._rotations[key]
 

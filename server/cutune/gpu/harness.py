@@ -499,6 +499,11 @@ extern "C" __global__ void cutune_hold(unsigned long long ns) {
 _CHUNK = 64  # launches enqueued behind one hold
 _HOST_NS_PER_LAUNCH = 20_000  # a generous bound on the host's cost of one timed repetition
 MAX_ROTATION = 64  # input copies rotated under graph timing, at most
+# argument copies event timing cycles through, at most (at sizes whose arrays fit twice in the L2; one beyond):
+# the time of a few-µs kernel depends on where its buffers lie, fixed when a backend opens, so two runs' medians
+# of one configuration differed by up to 2.8% with one placement and 1.6% with eight (H200, 2026-11-28,
+# benchmarks/reopen_spread.py), against 0.3-0.6% between the rounds of one run
+PLACEMENTS = 8
 
 
 def rotation_count(launch_bytes: int, l2_bytes: int) -> int:
