@@ -13,6 +13,8 @@ from lsprotocol import types
 from pygls.workspace import TextDocument
 from pytest_lsp import LanguageClient, client_capabilities
 
+from cutune.lsp.lenses import VISIBLE_RANGES
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "lsp"
 LANGUAGE = "cuda-cpp"
@@ -155,6 +157,11 @@ class Editor:
     def publications(self, uri: str) -> int:
         """How many times diagnostics were published for `uri`."""
         return len(self.published.get(uri, []))
+
+    def show(self, uri: str, first: int, last: int) -> None:
+        """Say which lines of a document the editor shows (`cutune/visibleRanges`, as the extension does)."""
+        shown = {"start": {"line": first, "character": 0}, "end": {"line": last, "character": 0}}
+        self.client.protocol.notify(VISIBLE_RANGES, {"textDocument": {"uri": uri}, "ranges": [shown]})
 
     async def lenses(self, uri: str, *, resolve: bool = True) -> list[types.CodeLens]:
         """The code lenses of a document, each resolved (as an editor resolves the lenses it shows)."""

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from cutune.lsp.lenses import INDEX_BITS, KERNEL_BITS, lens_key, lens_place
+from cutune.lsp.lenses import INDEX_BITS, KERNEL_BITS, WINDOWED_FROM, lens_key, lens_place, shown_lines, windowed
+from cutune.lsp.session import Session
 from tests.lsp.editor import Editor, copy_workspace
 from tests.lsp.synthetic import REPLAYED
 
@@ -97,3 +98,59 @@ async def test_a_lens_key_holds_its_list_kernel_and_index_exactly_in_a_json_numb
     last = (1 << 29) - 1, (1 << KERNEL_BITS) - 1, (1 << INDEX_BITS) - 1  # the largest of each
     assert lens_key(*last) < 1 << 53  # an editor's JSON numbers are doubles
     assert [lens_place(lens_key(*p)) for p in (last, (0, 0, 0), (3, 5, 2))] == [last, (0, 0, 0), (3, 5, 2)]
+
+
+def _many_kernels(count: int) -> str:
+    """`count` small kernels, one every 10 lines (kernel i's definition on line 10 i)."""
+    kernel = "__global__ void k_{i}(float* x) {{\n  x[threadIdx.x] = {i}.0f;\n}}\n" + "//\n" * 7
+    return "".join(kernel.format(i=i) for i in range(count))
+
+
+async def test_a_document_of_many_kernels_gets_lenses_near_the_lines_the_editor_shows(
+    editor: Editor, tmp_path: Path
+) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
+    count = WINDOWED_FROM + 100
+    uri = editor.open("many.cu", _many_kernels(count))
+    await editor.diagnostics(uri)
+
+    def kernels(lenses: list[types.CodeLens]) -> set[int]:
+        return {lens.range.start.line // 10 for lens in lenses}
+
+    assert kernels(await editor.lenses(uri, resolve=False)) == set(range(count))  # not told what it shows: all
+    refreshed, margin = editor.lens_refreshes, Session.WINDOW_MARGIN
+    editor.show(uri, 3000, 3040)
+    await editor.wait(lambda: editor.lens_refreshes > refreshed)  # the editor asks again, and gets the window's
+    window = set(range((3000 - margin) // 10, (3040 + margin) // 10 + 1))
+    assert kernels(await editor.lenses(uri, resolve=False)) == window
+    refreshed = editor.lens_refreshes
+    editor.show(uri, 100, 140)  # scrolled out of the window: new lenses
+    await editor.wait(lambda: editor.lens_refreshes > refreshed)
+    near = await editor.lenses(uri, resolve=False)
+    assert kernels(near) == set(range(0, (140 + margin) // 10 + 1))
+    resolved = await editor.client.code_lens_resolve_async(near[-1])  # a windowed lens resolves to its kernel
+    assert resolved.command is not None and list(resolved.command.arguments or []) == [{"uri": uri, "kernel": "k_214"}]
+    editor.show(uri, 120, 160)  # within the window: nothing new
+    assert kernels(await editor.lenses(uri, resolve=False)) == kernels(near)
+    editor.close(uri)
+
+
+async def test_a_document_of_few_kernels_keeps_every_lens_whatever_the_editor_shows(
+    editor: Editor, tmp_path: Path
+) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
+    uri = editor.open("scale.cu")
+    editor.show(uri, 6000, 6040)  # far below its two kernels
+    await editor.diagnostics(uri)
+    assert sorted({lens.range.start.line for lens in await editor.lenses(uri, resolve=False)}) == [3, 8]
+    editor.close(uri)
+
+
+async def test_shown_lines_are_read_from_dicts_or_objects_and_bad_ones_left_out() -> None:
+    shown = {"start": {"line": 4, "character": 0}, "end": {"line": 9, "character": 0}}
+    backwards = {"start": {"line": 9}, "end": {"line": 4}}
+    params = {"textDocument": {"uri": "file:///a.cu"}, "ranges": [shown, backwards, {"start": {"line": "x"}}]}
+    assert shown_lines(params) == ("file:///a.cu", [(4, 9)])
+    assert shown_lines({"ranges": [shown]}) == (None, [])
+    assert shown_lines(None) == (None, [])
+    assert windowed(WINDOWED_FROM, (10, 20)) is None and windowed(WINDOWED_FROM + 1, (10, 20)) == (10, 20)

@@ -28,6 +28,7 @@ import {
 import { activeEnvironmentExecutable } from "./pythonExtension";
 import { readClientSettings, readServerSettings } from "./settings";
 import { JOB_STATUS_NOTIFICATION, parseJobStatus, type JobStatus, type ServerState } from "./status";
+import { ShownLinesReporter, VISIBLE_RANGES_NOTIFICATION } from "./visible";
 import * as vscodeapi from "./vscodeapi";
 
 export const DOCUMENT_SELECTOR = [
@@ -56,6 +57,7 @@ export class CutuneServer {
   private reported = false;
   private queue: Promise<void> = Promise.resolve();
   private interpreterSource: InterpreterSource | undefined;
+  private shownLines: { dispose(): void } | undefined;
 
   constructor(
     private readonly channel: LogOutputChannel,
@@ -135,6 +137,7 @@ export class CutuneServer {
     this.client = client;
     try {
       await client.start();
+      this.watchShownLines(client);
       this.events.onState({ kind: "running", interpreter: executable });
       logInfo("The server is running.");
     } catch (error) {
@@ -144,7 +147,25 @@ export class CutuneServer {
     }
   }
 
+  /** Tells the server which lines each editor shows (documents of many kernels get lenses near those only). */
+  private watchShownLines(client: LanguageClient): void {
+    const reporter = new ShownLinesReporter((params) => {
+      client.sendNotification(VISIBLE_RANGES_NOTIFICATION, params).catch(() => undefined);
+    });
+    const watching = vscodeapi.onDidChangeShownLines(DOCUMENT_SELECTOR, (uri, shown) => {
+      reporter.report(uri, shown);
+    });
+    this.shownLines = {
+      dispose: () => {
+        watching.dispose();
+        reporter.dispose();
+      },
+    };
+  }
+
   private async doStop(): Promise<void> {
+    this.shownLines?.dispose();
+    this.shownLines = undefined;
     const client = this.client;
     this.client = undefined;
     if (client === undefined) {

@@ -5,6 +5,7 @@ import * as vscode from "vscode";
 
 import type { SettingReader } from "./settings";
 import type { StatusView } from "./status";
+import type { ShownLines } from "./visible";
 
 export const SECTION = "cutune";
 
@@ -71,6 +72,30 @@ export function showQuickPick<T extends vscode.QuickPickItem>(
 
 export function activeEditor(): vscode.TextEditor | undefined {
   return vscode.window.activeTextEditor;
+}
+
+/** Calls `listener` with the lines each editor of a matching document shows: now, and whenever they change. */
+export function onDidChangeShownLines(
+  selector: vscode.DocumentSelector,
+  listener: (uri: string, shown: ShownLines[]) => void,
+): vscode.Disposable {
+  const report = (editor: vscode.TextEditor): void => {
+    if (vscode.languages.match(selector, editor.document) > 0) {
+      listener(
+        editor.document.uri.toString(),
+        editor.visibleRanges.map((r) => ({ first: r.start.line, last: r.end.line })),
+      );
+    }
+  };
+  vscode.window.visibleTextEditors.forEach(report);
+  return vscode.Disposable.from(
+    vscode.window.onDidChangeTextEditorVisibleRanges((e) => {
+      report(e.textEditor);
+    }),
+    vscode.window.onDidChangeVisibleTextEditors((editors) => {
+      editors.forEach(report);
+    }),
+  );
 }
 
 /** Read-only markdown documents (`cutune-results:/<name>.md`) that `showMarkdown` fills. */

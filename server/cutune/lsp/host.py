@@ -34,7 +34,7 @@ from cutune.lsp.diagnostics import DocumentDiagnostics, document_diagnostics, sp
 from cutune.lsp.edits import Edit, apply_edit, templatize_edit
 from cutune.lsp.hover import hover
 from cutune.lsp.incremental import reanalyze
-from cutune.lsp.lenses import lenses_json
+from cutune.lsp.lenses import Window, lenses_json, windowed
 from cutune.lsp.process import ANALYSIS, CANCELLED, FAILED, REFUSED, REQUESTS, SKIP, STOP
 from cutune.lsp.results import ResultStore
 from cutune.lsp.scan import scan_kernels
@@ -84,7 +84,16 @@ class Host:
         return answer
 
     def look(
-        self, uri: str, path: Path, text: str, version: int | None, tuning: frozenset[str], listed: int, *, stop: Stop
+        self,
+        uri: str,
+        path: Path,
+        text: str,
+        version: int | None,
+        tuning: frozenset[str],
+        listed: int,
+        window: Window | None,
+        *,
+        stop: Stop,
     ) -> tuple[Summary, Serialized]:
         """Where a document's kernels are, for its lenses before its first analysis (which re-uses the parse)."""
         summary = self._summaries.get(uri)
@@ -95,16 +104,20 @@ class Host:
             summary = first_look(version, headers, {k: r for k, r in found.items() if r is not None})
             self._summaries.setdefault(uri, summary)
             self._paths[uri] = path
-        return summary, self.lenses(uri, summary.version, tuning, listed, stop=stop)
+        shown = windowed(len(summary.names), window)
+        return summary, self.lenses(uri, summary.version, tuning, listed, shown, stop=stop)
 
-    def lenses(self, uri: str, version: int | None, tuning: frozenset[str], listed: int, *, stop: Stop) -> Serialized:
-        """The lenses of a version (list number `listed`), as JSON; Cancelled when another version is summarized."""
+    def lenses(
+        self, uri: str, version: int | None, tuning: frozenset[str], listed: int, window: Window | None, *, stop: Stop
+    ) -> Serialized:
+        """The lenses of a version (list number `listed`; those in `window` only, with one), as JSON; Cancelled
+        when another version is summarized."""
         summary = self._summaries.get(uri)
         if summary is None or summary.version != version:
             raise Cancelled(f"lenses of {uri} version {version}")
         states = summary.lens_states(tuning, specified_kernels(self._paths[uri]))
         with collector_paused():
-            return Serialized(lenses_json(listed, states, stop.is_set))
+            return Serialized(lenses_json(listed, states, stop.is_set, window))
 
     def offers(self, uri: str, version: int | None, kernel: str, *, stop: Stop) -> list[Offer] | None:
         """A kernel's code actions' edits in a version (the costly part: templatizing, proposing variants)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from lsprotocol import types
 
@@ -53,17 +54,56 @@ def lens_place(key: int) -> tuple[int, int, int]:
     return key >> (KERNEL_BITS + INDEX_BITS), (key >> INDEX_BITS) & kernels, key & indices
 
 
-def lenses_json(listed: int, states: Iterable[KernelLensState], stop: Callable[[], bool] = lambda: False) -> str:
+Window = tuple[int, int]  # the first and last line (zero-based) whose kernels get lenses
+# a document of more kernels than this gets lenses only near the lines its editors show, where the editor says
+# which (`cutune/visibleRanges`): decoding 40,000 lenses took an editor about 100 ms per list at 200,000 lines,
+# Python's json and node's JSON.parse alike, while it shows a few dozen
+WINDOWED_FROM = 500
+
+
+VISIBLE_RANGES = "cutune/visibleRanges"  # the editor's notification of the lines it shows (docs/protocol.md)
+
+
+def shown_lines(params: Any) -> tuple[str | None, list[tuple[int, int]]]:
+    """A `cutune/visibleRanges` notification's document and shown lines (first, last); (None, []) when it is not
+    one (pygls hands a custom method's params over as they came: a dict, or an object with attributes)."""
+
+    def field(value: Any, name: str) -> Any:
+        return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+    uri = field(field(params, "textDocument"), "uri")
+    lines = []
+    for shown in field(params, "ranges") or ():
+        first, last = field(field(shown, "start"), "line"), field(field(shown, "end"), "line")
+        if isinstance(first, int) and isinstance(last, int) and 0 <= first <= last:
+            lines.append((first, last))
+    return (uri, lines) if isinstance(uri, str) else (None, [])
+
+
+def windowed(kernels: int, window: Window | None) -> Window | None:
+    """The window a document of `kernels` kernels gets its lenses in (None: every kernel's)."""
+    return window if kernels > WINDOWED_FROM else None
+
+
+def lenses_json(
+    listed: int,
+    states: Iterable[KernelLensState],
+    stop: Callable[[], bool] = lambda: False,
+    window: Window | None = None,
+) -> str:
     """The lenses of many kernels as JSON (LSP `CodeLens` objects) without their commands: each has as `data`
     `[key, kernel]` (`lens_key`: the list `listed`, the kernel's place in it, the lens's index; and the kernel's
     name, which the editor's palette commands read to know the kernels without resolving every lens), and
     `codeLens/resolve` gives it its command (`resolved`). An editor resolves only the lenses it shows; with
     their commands, the 60,000 lenses of a 200,000-line file were 14 MB of JSON; like this, about 7 MB.
-    Written directly (through lsprotocol and cattrs they took a second); raises Cancelled once `stop()` says."""
+    Written directly (through lsprotocol and cattrs they took a second); raises Cancelled once `stop()` says.
+    With a `window`, only the kernels whose line is in it (their keys keep their places in the whole list)."""
     items = []
     for i, state in enumerate(states):
         if i % 1024 == 0 and stop():
             raise Cancelled(f"lenses of list {listed}")
+        if window is not None and not window[0] <= state.line <= window[1]:
+            continue
         at = f'{{"line":{state.line},"character":0}}'
         head = f'{{"range":{{"start":{at},"end":{at}}},"data":['
         name = json.dumps(state.name)

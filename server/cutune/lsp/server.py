@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from lsprotocol import types
@@ -140,6 +140,14 @@ def did_close(ls: CutuneServer, params: types.DidCloseTextDocumentParams) -> Non
 async def code_lens(ls: CutuneServer, params: types.CodeLensParams) -> list[types.CodeLens] | Serialized:
     """Lenses above each kernel, from the last analysis or, before the first, from a quick look."""
     return await ls.session.code_lenses(params.text_document.uri)
+
+
+@server.feature(lenses.VISIBLE_RANGES)
+def visible_ranges(ls: CutuneServer, params: Any) -> None:
+    """The lines an editor shows of a document (cutune's notification: docs/protocol.md); bad params are ignored."""
+    uri, ranges = lenses.shown_lines(params)
+    if uri is not None:
+        ls.session.visible(uri, ranges)
 
 
 @server.feature(types.CODE_LENS_RESOLVE)

@@ -6,7 +6,7 @@ import asyncio
 import gc
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,6 +22,7 @@ from cutune.lsp.capture import specified_kernels
 from cutune.lsp.edits import Edit
 from cutune.lsp.host import Analysed
 from cutune.lsp.jobs import JOB_STATUS, Jobs, JobState, JobStatus, TuneJob, tuning_work
+from cutune.lsp.lenses import Window
 from cutune.lsp.process import ANALYSIS, REQUESTS, AnalysisProcess, HostFailed
 from cutune.lsp.settings import Settings, parse_settings
 from cutune.lsp.summary import Summary
@@ -54,6 +55,7 @@ class Session:
     # offers take from 0.1 s to seconds in a large file, and a request waiting for them held the editor back
     ACTIONS_WAIT_S = 0.01
     LISTS_KEPT = 4  # a document's last lists of lenses whose lenses can still be resolved
+    WINDOW_MARGIN = 2000  # lines above and below the shown ones that get lenses too: scrolling within needs none
 
     def __init__(self, server: CutuneServer) -> None:
         self.server = server
@@ -68,8 +70,9 @@ class Session:
         self._offers: dict[tuple[str, int | None, str], asyncio.Future[list[Offer] | None]] = {}
         # each kernel's last offers, and the version they were made for
         self._made: dict[tuple[str, str], tuple[int | None, list[Offer] | None]] = {}
-        # each document's lenses, and the summary and the jobs they were made from
-        self._lenses: dict[str, tuple[Summary, frozenset[str], Serialized]] = {}
+        # each document's lenses, and the summary, the jobs and the window they were made from
+        self._lenses: dict[str, tuple[Summary, frozenset[str], Window | None, Serialized]] = {}
+        self._windows: dict[str, Window] = {}  # the lines near those an editor shows, of documents it said
         self._lists: dict[int, tuple[str, Summary]] = {}  # a list of lenses (`lenses.lens_key`) → what it showed
         self._list_numbers = itertools.count()
         self._context: tuple[tuple[str, int | None, str], KernelContext] | None = None  # the last one made here
@@ -175,6 +178,7 @@ class Session:
         self._summaries.pop(uri, None)
         self._whole.discard(uri)
         self._lenses.pop(uri, None)
+        self._windows.pop(uri, None)
         self._asked.pop(uri, None)
         self._made = {k: v for k, v in self._made.items() if k[0] != uri}
         self._offers = {k: v for k, v in self._offers.items() if k[0] != uri}
@@ -335,22 +339,42 @@ class Session:
         analysis process after each analysis (the last ones are answered meanwhile), and on request only before
         the first analysis, or when a job starts or ends."""
         tuning = self.jobs.kernels(uri)
-        cached = self._lenses.get(uri)
-        if cached is not None and cached[1] == tuning:
-            return cached[2]
         summary = self._summaries.get(uri)
+        window = self._window(uri, summary) if summary is not None else None
+        cached = self._lenses.get(uri)
+        if cached is not None and cached[1:3] == (tuning, window):
+            return cached[3]
         try:
             if summary is None:
                 await self._first_look(uri, tuning)
             else:
                 listed = self._list(uri, summary)
-                lens_text = await self.host.call(REQUESTS, "lenses", uri, summary.version, tuning, listed)
+                lens_text = await self.host.call(REQUESTS, "lenses", uri, summary.version, tuning, listed, window)
                 if self._summaries.get(uri) is summary:
-                    self._lenses[uri] = (summary, tuning, lens_text)
+                    self._lenses[uri] = (summary, tuning, window, lens_text)
         except (Cancelled, HostFailed):  # a newer version's lenses are on their way; meanwhile the last ones
             pass
         cached = self._lenses.get(uri)
-        return cached[2] if cached is not None else Serialized("[]")
+        return cached[3] if cached is not None else Serialized("[]")
+
+    def visible(self, uri: str, ranges: Sequence[tuple[int, int]]) -> None:
+        """The lines (first, last) an editor shows of a document: a document of more than `lenses.WINDOWED_FROM`
+        kernels gets the lenses of the kernels there and WINDOW_MARGIN lines around; the editor is asked for
+        lenses again when the shown lines leave that window."""
+        if not ranges:
+            return
+        first, last = min(r[0] for r in ranges), max(r[1] for r in ranges)
+        window = self._windows.get(uri)
+        if window is not None and window[0] <= first and last <= window[1]:
+            return
+        self._windows[uri] = (max(0, first - self.WINDOW_MARGIN), last + self.WINDOW_MARGIN)
+        summary = self._summaries.get(uri)
+        if summary is not None and self._window(uri, summary) is not None:
+            self.refresh_lenses()
+
+    def _window(self, uri: str, summary: Summary) -> Window | None:
+        """The lines whose kernels get lenses (None: all)."""
+        return lenses.windowed(len(summary.names), self._windows.get(uri))
 
     async def _first_look(self, uri: str, tuning: frozenset[str]) -> None:
         """Find where a document's kernels are, for its lenses before its first analysis."""
@@ -359,12 +383,13 @@ class Session:
             return
         document = self.server.workspace.get_text_document(uri)
         listed = next(self._list_numbers)
-        look = await self.host.call(REQUESTS, "look", uri, path, document.source, document.version, tuning, listed)
-        summary, lens_text = look
+        shown = self._windows.get(uri)  # applied by the look once it has counted the kernels
+        source, version = document.source, document.version
+        summary, lens_text = await self.host.call(REQUESTS, "look", uri, path, source, version, tuning, listed, shown)
         self._keep_list(listed, uri, summary)
         if uri not in self._summaries:  # else an analysis came first
             self._summaries[uri] = summary
-            self._lenses[uri] = (summary, tuning, lens_text)
+            self._lenses[uri] = (summary, tuning, self._window(uri, summary), lens_text)
             keep()
 
     def _list(self, uri: str, summary: Summary) -> int:
@@ -440,13 +465,14 @@ class Session:
         self._spec_uris[uri] = spec_uri
         self._publish(spec_uri, in_spec)
         # the lenses after the diagnostics, in the same thread: until they are made, the last ones are answered
-        tuning = self.jobs.kernels(uri)
+        tuning, window = self.jobs.kernels(uri), self._window(uri, summary)
         try:
-            lens_text = await self.host.call(ANALYSIS, "lenses", uri, summary.version, tuning, self._list(uri, summary))
+            listed = self._list(uri, summary)
+            lens_text = await self.host.call(ANALYSIS, "lenses", uri, summary.version, tuning, listed, window)
         except (Cancelled, HostFailed):
             return summary
         if self._summaries.get(uri) is summary:
-            self._lenses[uri] = (summary, tuning, lens_text)
+            self._lenses[uri] = (summary, tuning, window, lens_text)
         # the kernel at the cursor: its actions are likely asked for next
         asked = self._asked.get(uri)
         if asked is not None and summary.index(asked) is not None:
