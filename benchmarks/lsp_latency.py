@@ -1,11 +1,12 @@
 """Request latency of `cutune serve`: while an autotune job runs, and while large files are analysed.
 
     python -m benchmarks.lsp_latency [--trials 1536] [--sizes 5000,20000,50000,200000] [--edit comment|kernel]
-                                     [--no-job] [--out FILE]
+                                     [--no-job] [--no-shown] [--out FILE]
 
 Large files (`--sizes`, benchmarks/big_file.py's: a sample then one small kernel and launch per 11 lines):
 each is opened in a fresh server, then edited a few times (an incremental didChange inserting a line in the
-middle: a comment, or with `--edit kernel` a statement in the body of the kernel there); after each edit,
+middle: a comment, or with `--edit kernel` a statement in the body of the kernel there; right after opening, the
+client says it shows the 60 lines around that place, as the extension does, unless `--no-shown`); after each edit,
 codeLens and codeAction (on the first kernel) requests are sent back to back until the edit's diagnostics
 arrive, so every latency is measured while an analysis runs (lenses that come without their command are
 resolved one at a time, as an editor resolves those it shows: the first of each list). Then `exit` is sent
@@ -39,6 +40,8 @@ from benchmarks.big_file import big_source
 from benchmarks.lsp_parse import LANGUAGE, ROOT, lenses_ms, machine, open_document, start_server, stop_server, summary
 from lsprotocol import types
 from tests.lsp.synthetic import write_recording
+
+from cutune.lsp.lenses import VISIBLE_RANGES
 
 FIXTURE = ROOT / "tests" / "data" / "lsp" / "autotune"
 KERNEL = "scale_kernel"
@@ -247,9 +250,13 @@ def _edit(client: RawClient, uri: str, version: int, line: int, kind: str) -> No
     )
 
 
-async def large_file(lines: int, kind: str = "comment") -> dict[str, Any]:
+SHOWN = 60  # the lines an editor shows, around the edit (`--shown`)
+
+
+async def large_file(lines: int, kind: str = "comment", shown: bool = True) -> dict[str, Any]:
     """Open, edit (`kind`: an EDITED line in the middle of the file, or in the body of the kernel there) and exit
-    on one `lines`-line file in a fresh server."""
+    on one `lines`-line file in a fresh server; with `shown`, the client says which lines it shows (SHOWN lines
+    around the edit, right after opening, as the extension does: `cutune/visibleRanges`)."""
     text, kernels = big_source(lines)
     split = text.splitlines()
     middle = (
@@ -272,6 +279,10 @@ async def large_file(lines: int, kind: str = "comment") -> dict[str, Any]:
         start = time.perf_counter()
         item = {"uri": uri, "languageId": LANGUAGE, "version": 1, "text": text}
         client.notify("textDocument/didOpen", {"textDocument": item})
+        if shown:
+            top = max(0, middle - SHOWN // 2)
+            view = {"start": {"line": top, "character": 0}, "end": {"line": top + SHOWN, "character": 0}}
+            client.notify(VISIBLE_RANGES, {"textDocument": {"uri": uri}, "ranges": [view]})
         first_lens_ms, found = await client.timed("textDocument/codeLens", document)
         found_count = len(found or [])
         del found  # kept, its objects made every collection of the client's slower: 60,000 lenses at 200k lines
@@ -303,6 +314,7 @@ async def large_file(lines: int, kind: str = "comment") -> dict[str, Any]:
     return {
         "lines": text.count("\n"),
         "kernels": kernels,
+        "shown_lines": SHOWN if shown else None,
         "first_lens_after_open_ms": first_lens_ms,
         "lenses_after_open": found_count,
         "open_to_diagnostics_s": opened_s,
@@ -327,6 +339,9 @@ def main() -> None:
     parser.add_argument(
         "--edit", choices=sorted(EDITED), default="comment", help="what each edit of a large file inserts"
     )
+    parser.add_argument(
+        "--no-shown", action="store_true", help="the client does not say which lines it shows (another editor)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "lsp_latency.json")
     args = parser.parse_args()
     results: dict[str, Any] = {
@@ -341,7 +356,7 @@ def main() -> None:
     results["large_files"] = {}
     results["edit"] = {"kind": args.edit, "inserts": EDITED[args.edit].strip()}
     for lines in (int(n) for n in args.sizes.split(",") if n):
-        results["large_files"][str(lines)] = asyncio.run(large_file(lines, args.edit))
+        results["large_files"][str(lines)] = asyncio.run(large_file(lines, args.edit, not args.no_shown))
         print(json.dumps(results["large_files"][str(lines)]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
