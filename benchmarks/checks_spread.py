@@ -1,7 +1,7 @@
 """Why a selection round's ratio spreads 0.09–0.22 at few-µs sizes with the correctness checks on (0.003–0.008
 off): each hypothesis from the code, tested by changing one thing, the spreads side by side.
 
-    python benchmarks/checks_spread.py OUT_DIR [--only silu_and_mul] [--rounds 5]
+    python -m benchmarks.checks_spread OUT_DIR [--only silu_and_mul] [--rounds 5]
 
 The measurement is the selection's own: `measure_rounds` (A c1 A c2 A, rotated) of the original against two
 configurations of the sample, on a fresh backend per variant, then per size the p10–p90 width of each
@@ -27,10 +27,11 @@ import argparse
 import contextlib
 import datetime
 import gc
-import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+from benchmarks.reports import write_report
 
 from cutune.gpu import cupy_backend
 from cutune.gpu.backend import Measurement, TimingOptions
@@ -165,10 +166,7 @@ def main() -> None:
             spreads = ", ".join(f"{max(s['ratio_spreads'], default=0):.3f}" for s in small)
             print(f"{sample} [{variant}]: ratio spreads at sizes <= {SMALL_US:g} us: {spreads}", flush=True)
         report["samples"][sample] = runs
-    stem = f"checks_spread.{report['device'].replace(' ', '-')}.{report['date']}"
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / f"{stem}.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, "checks_spread", report, markdown(report))
 
 
 if __name__ == "__main__":

@@ -86,10 +86,10 @@ run_step() {
       python3 -m benchmarks.open_after_sanitizer ;;
     graph_tests) step graph_tests "${T_GRAPH:-150}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu \
       tests/gpu/test_graph_timing.py ;;
-    timing_modes) step timing_modes "${T_MODES:-200}" python3 benchmarks/timing_modes.py "$dir" --configs "${MODE_CONFIGS:-20}" ;;
-    reopen_spread) step reopen_spread "${T_REOPEN:-420}" python3 benchmarks/reopen_spread.py "$dir" ${REOPEN_ARGS:---repeats 5} ;;
-    checks_spread) step checks_spread "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" --only silu_and_mul ;;
-    checks_spread_rms) step checks_spread_rms "${T_SPREAD:-200}" python3 benchmarks/checks_spread.py "$dir" \
+    timing_modes) step timing_modes "${T_MODES:-200}" python3 -m benchmarks.timing_modes "$dir" --configs "${MODE_CONFIGS:-20}" ;;
+    reopen_spread) step reopen_spread "${T_REOPEN:-420}" python3 -m benchmarks.reopen_spread "$dir" ${REOPEN_ARGS:---repeats 5} ;;
+    checks_spread) step checks_spread "${T_SPREAD:-200}" python3 -m benchmarks.checks_spread "$dir" --only silu_and_mul ;;
+    checks_spread_rms) step checks_spread_rms "${T_SPREAD:-200}" python3 -m benchmarks.checks_spread "$dir" \
       --only rms_norm --variants "checks off, old timer;checks on, old timer;checks off;checks on" ;;
     pdl) step pdl "${T_PDL:-420}" python3 benchmarks/pdl.py "$dir" ${PDL_ARGS:---trials 40 --seconds 120} ;;
     pdl_tests) step pdl_tests "${T_PDL_TESTS:-120}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu tests/gpu/test_pdl.py ;;

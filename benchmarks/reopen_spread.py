@@ -2,7 +2,7 @@
 they pick the same configuration at every size (selection_cost run 9, H200, rms_norm at 333×4096: 1.771, 1.792,
 1.741): each run opens its own backend, so is it the measurement in one open, or something an open fixes?
 
-    python benchmarks/reopen_spread.py OUT_DIR [--only rms_norm] [--repeats 6] [--rounds 5]
+    python -m benchmarks.reopen_spread OUT_DIR [--only rms_norm] [--repeats 6] [--rounds 5]
 
 The same original and candidates (the winners of selection_cost run 9, over the sample's structural variants),
 measured by the selection's own `measure_rounds` (A c1 A c2 A), `--repeats` times:
@@ -27,11 +27,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import json
 import statistics
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from benchmarks.reports import write_report
 
 from cutune.gpu import harness
 from cutune.gpu.backend import Backend, TimingOptions
@@ -217,10 +218,7 @@ def main() -> None:
                 label = "reopen" if reopen else "same open"
                 print(f"{sample} [{variant}, {label}]: between repeats per size {spreads}", flush=True)
         report["samples"][sample] = runs
-    stem = f"reopen_spread.{report['device'].replace(' ', '-')}.{report['date']}"
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / f"{stem}.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, "reopen_spread", report, markdown(report))
 
 
 if __name__ == "__main__":

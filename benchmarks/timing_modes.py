@@ -1,6 +1,6 @@
 """Both timing modes at decode sizes: where single-launch event timing and CUDA-graph timing rank differently.
 
-    python benchmarks/timing_modes.py OUT_DIR [--configs 24] [--only rms_norm,silu_and_mul,gated_activation]
+    python -m benchmarks.timing_modes OUT_DIR [--configs 24] [--only rms_norm,silu_and_mul,gated_activation]
 
 Per sample, its space with the structural variants (as `cutune tune` searches it) at 1, 8, 32 and 64 tokens
 (the sample's own hidden size, 8192 for the RMSNorm as in the library comparison): up to `--configs`
@@ -19,10 +19,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import random
 from pathlib import Path
 from typing import Any
+
+from benchmarks.reports import write_report
 
 from cutune.gpu.backend import Measurement, TimingOptions
 from cutune.gpu.registry import create_backend
@@ -175,10 +176,7 @@ def main() -> None:
         report["device"] = entry["device"]
         differ = [s["size"] for s in entry["per_size"] if not s["same_pick"]]
         print(f"{sample}: {entry['configs']} configs; picks differ at {differ or 'no size'}", flush=True)
-    stem = f"timing_modes.{report.get('device', 'unknown').replace(' ', '-')}.{report['date']}"
-    (args.out / f"{stem}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / f"{stem}.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, "timing_modes", report, markdown(report))
 
 
 if __name__ == "__main__":
