@@ -57,6 +57,12 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 32, "ROW_VEC": 1}, {"ROW_THREADS": 512, "ROW_VEC": 1}],
     },
+    # a softmax stepping by its compile-time block size, which its cub::BlockReduce fixes (no launch in the file)
+    ("block_threads_softmax.cu", "block_softmax_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 1024, "ROW_VEC": 4}, {"ROW_THREADS": 1024, "ROW_VEC": 2}],
+    },
 }
 
 
