@@ -45,6 +45,12 @@ _BUILTIN_CASTS = re.compile(
 # the spec's block divided by BLOCK_DIV, never below a warp (nor above the original)
 BLOCK_DIVIDED = "max(min(warp_size, {block}), {block} / BLOCK_DIV)"
 _EXITS = ("break_statement", "return_statement", "goto_statement")
+# the ceiling division helpers libraries write (`ceil_div`, `div_up`, `cdiv`, `DIVUP`), by name
+CEIL_DIV = re.compile(r"(?:\w+::)*\w*(?:ceil\w*div|div\w*up|cdiv)\w*", re.IGNORECASE)
+# integer helpers whose value is a function of their arguments alone: those and the rounding ones (`round_up`)
+ARITHMETIC = re.compile(
+    rf"(?:\w+::)*(?:u?min|u?max)|{CEIL_DIV.pattern}|(?:\w+::)*\w*(?:round|align)\w*up\w*", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,13 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 4}],
         "row_reduce": [{"ROW_THREADS": 1024, "ROW_VEC": 4}, {"ROW_THREADS": 1024, "ROW_VEC": 2}],
     },
+    # slices of a row placed by blockIdx.y, the blocks whose slice starts past the row's end leaving first (the slice
+    # width from ceil_div, round_up and sizeof: the same for every thread of a block)
+    ("slice_softmax.cu", "slice_softmax_stats_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 256, "ROW_VEC": 4}, {"ROW_THREADS": 64, "ROW_VEC": 2}],
+    },
 }
 
 

@@ -34,15 +34,20 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.variants.canonical.guard import compile_time
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import index_form, local_values, squeezed, statements_of, sum_terms, written_names
+from cutune.template.variants.loops import (
+    CEIL_DIV,
+    index_form,
+    local_values,
+    squeezed,
+    statements_of,
+    sum_terms,
+    written_names,
+)
 
 NAME = "pack_rounds"
 PREFIX = "cutune_packs"
 _SHAPE = re.compile(r"\bfor\s*\([^;]*=\s*0\s*;[^;]*;")  # a loop counting from 0
 _ROUND_HEAD = re.compile(r"(?:const)?(?:unsigned|unsignedint|int|uint32_t|int32_t|int64_t|size_t)(\w+)=0;?")
-# the ceiling division helpers libraries write (`ceil_div`, `div_up`, `cdiv`, `DIVUP`, by name: a count of rounds at
-# least the ceiling is all the reading needs, more rounds being padding it proves idle; the division itself is read too)
-_CEIL_DIV = re.compile(r"(?:\w+::)*\w*(?:ceil\w*div|div\w*up|cdiv)\w*", re.IGNORECASE)
 _ZERO = re.compile(r"0(?:\.0*)?[fF]?|0?\.0+[fF]?")
 _BUILTIN = re.compile(r"(threadIdx|blockDim)\.[xyz]")
 _CASTS = ("static_cast", "float", "double", "__half2float", "__bfloat162float")
@@ -208,7 +213,9 @@ def _rounds(text: str, threads: _Threads) -> tuple[str, str] | None:
     """(N, W) of `ceil_div(N, W * threads)` or `(N + W * threads - 1) / (W * threads)`, W known at compile time."""
     text = squeezed(text)
     call = re.fullmatch(r"([\w:]+)\((.+),(.+)\)", text)
-    if call is not None and _CEIL_DIV.fullmatch(call.group(1)) and _balanced_split(call.group(2) + "," + call.group(3)):
+    # a ceiling division helper, by name: a count of rounds at least the ceiling is all the reading needs, more rounds
+    # being padding it proves idle (the division itself is read too)
+    if call is not None and CEIL_DIV.fullmatch(call.group(1)) and _balanced_split(call.group(2) + "," + call.group(3)):
         length, divisor = call.group(2), call.group(3)
     else:
         division = re.fullmatch(r"\((.+)\+(.+)-1\)/\((.+)\)", text)
