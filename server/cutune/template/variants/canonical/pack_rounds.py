@@ -10,6 +10,9 @@ round and the bounds check inside, read as the stride loop over packs it is.
     }
         →   for (T q = tid; q < (N + W - 1) / W; q += threads) { the same body, every pack offset written `q * W` }
 
+The block's size may also be a compile-time count C the kernel's whole-block `cub::BlockReduce<T, C>` fixes
+(thread_count.collective_block_sizes), with or without a local holding it: no launch is needed then.
+
 Thread t visits packs q = t + r·threads for r < rounds: every pack below ceil(N / W) once, and past them packs whose
 bounds checks all fail. Those padding rounds are dropped, which only holds where they change nothing: outside the
 bounds checks the body only declares and fills its own packs (`fill(v)` sets every lane to v, as pack types
@@ -34,6 +37,7 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.variants.canonical.guard import compile_time
 from cutune.template.variants.canonical.shape import kernel_body
+from cutune.template.variants.canonical.thread_count import collective_block_sizes
 from cutune.template.variants.loops import (
     CEIL_DIV,
     index_form,
@@ -132,6 +136,9 @@ def _threads(src: KernelSource, values: dict[str, str]) -> list[_Threads]:
             found.append(_Threads(flat[0], flat[1], start, step, number, width))
     if one_d[0] and one_d[1]:
         found.append(_Threads(one_d[0], one_d[1], "threadIdx.x", "blockDim.x", 0, ""))
+    for size in sorted(collective_block_sizes(src)) if one_d[0] else ():  # its cub::BlockReduce fixes the block
+        named = frozenset({size, *(n for n, f in forms.items() if f == size)})
+        found.append(_Threads(one_d[0], named, "threadIdx.x", "blockDim.x", 0, size))
     for width, number in _constants(src, values).items() if one_d[0] else ():  # `threads = kWarp`: launches tell
         named = frozenset({width, *(n for n, f in forms.items() if f == width)})
         found.append(_Threads(one_d[0], named, "threadIdx.x", "blockDim.x", number, width))
