@@ -70,6 +70,12 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 4}],
         "row_reduce": [{"ROW_THREADS": 256, "ROW_VEC": 4}, {"ROW_THREADS": 64, "ROW_VEC": 2}],
     },
+    # rows on y walked by `while` loops over one index, restarted before the second pass
+    ("while_softmax_backward.cu", "softmax_backward_long_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 4}, {"ROW_THREADS": 256, "ROW_VEC": 2}],
+    },
 }
 
 
