@@ -93,3 +93,24 @@ def test_an_index_restarted_for_a_second_while_loop_gives_each_loop_its_own() ->
 def test_loops_of_an_index_used_between_them_are_refused_together(old: str, new: str, reason: str) -> None:
     result = while_to_for(parse_source(RESTARTED.replace(old, new)), "k")
     assert isinstance(result, str) and reason in result, result
+
+
+def test_a_while_loop_inside_one_that_cannot_be_a_for_loop_still_becomes_one() -> None:
+    # the outer loop over rows reads its index after it; the inner stride loop over the row's columns is read alone
+    source = """
+__global__ void k(float* out, const float* in, int rows, int n) {
+  int r = blockIdx.x;
+  while (r < rows) {
+    int c = threadIdx.x;
+    while (c < n) {
+      out[r * n + c] = in[r * n + c];
+      c += blockDim.x;
+    }
+    r += gridDim.x;
+  }
+  out[0] = r;
+}
+"""
+    result = while_to_for(parse_source(source), "k")
+    assert result is not None and not isinstance(result, str), result
+    assert "for (int c = threadIdx.x; c < n; c += blockDim.x) {" in result.text and "while (r < rows)" in result.text

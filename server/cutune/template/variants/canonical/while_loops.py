@@ -41,8 +41,6 @@ def while_to_for(model: SourceModel, kernel: str) -> SourceModel | str | None:
     reasons: list[str] = []
     plans: dict[tuple[int, str], list[_Plan]] = {}  # by (block, index): the loops of one index, in order
     for loop in src.in_body("while_statement"):
-        if any(p.loop.start_byte <= loop.start_byte < p.loop.end_byte for ps in plans.values() for p in ps):
-            continue  # inside a loop rewritten here: left as it is
         plan = _plan(src, loop)
         if isinstance(plan, str):
             reasons.append(f"the while loop at line {src.line(loop)} {plan}")
@@ -51,7 +49,10 @@ def while_to_for(model: SourceModel, kernel: str) -> SourceModel | str | None:
             assert block is not None  # _plan found the loop in a block
             plans.setdefault((block.start_byte, plan.var), []).append(plan)
     edits = EditList(src.data)
-    for group in plans.values():
+    done: list[tuple[int, int]] = []
+    for group in plans.values():  # in the order of their first loops: an enclosing loop's group before its inner ones
+        if any(a <= p.loop.start_byte < b for p in group for a, b in done):
+            continue  # inside a loop rewritten here: left as it is
         why = _outside_uses(src, group)
         if why:
             reasons.append(f"the while loop at line {src.line(group[0].loop)} {why}")
@@ -59,6 +60,7 @@ def while_to_for(model: SourceModel, kernel: str) -> SourceModel | str | None:
         for plan in group:
             edits.replace(plan.start.start_byte, plan.start.end_byte, "")
             edits.replace(plan.loop.start_byte, plan.loop.end_byte, _for_text(src, plan, group[0].start))
+            done.append((plan.loop.start_byte, plan.loop.end_byte))
     if edits.edits:
         return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
     return "; ".join(reasons) if reasons else None
