@@ -4,6 +4,8 @@ refused where a launch runs another count or the reduction does not bind every t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cutune.cuda.parse import parse_source
@@ -91,3 +93,48 @@ def test_a_whole_block_cub_reduction_fixes_the_block_without_a_launch() -> None:
 def test_a_reduction_that_does_not_bind_every_thread_proves_nothing(change: tuple[str, str], why: str) -> None:
     result = block_size_strides(parse_source(REDUCED.replace(*change)), "k")
     assert isinstance(result, str) and "no launch of k in this file" in result, why
+
+
+WARPED = """
+#define WARP_SIZE 32
+__global__ void k(float* out, const float* in, int rows, int n) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row >= rows) return;
+  float acc = 0.0f;
+  for (int c = threadIdx.x; c < n; c += WARP_SIZE) acc += in[row * n + c];
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  for (int c = threadIdx.x; c < n; c += WARP_SIZE) out[row * n + c] = in[row * n + c] / acc;
+}
+
+void launch(float* out, const float* in, int rows, int n, cudaStream_t stream) {
+  const dim3 block(WARP_SIZE, 4);
+  k<<<(rows + 3) / 4, block, 0, stream>>>(out, in, rows, n);
+}
+"""
+
+
+def test_a_macro_thread_count_every_launch_runs_is_read_as_blockdim(tmp_path: Path) -> None:
+    result = block_size_strides(parse_source(WARPED), "k")
+    assert result is not None and not isinstance(result, str), result
+    assert result.text.count("c += blockDim.x)") == 2
+    # defined in a project header the file includes, found beside it
+    (tmp_path / "warp.cuh").write_text("#pragma once\n#define WARP_SIZE 32  // lanes\n")
+    path = tmp_path / "k.cu"
+    path.write_text(WARPED.replace("#define WARP_SIZE 32", '#include "warp.cuh"'))
+    result = block_size_strides(parse_source(path.read_text(), str(path)), "k")
+    assert result is not None and not isinstance(result, str), result
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (("block(WARP_SIZE, 4)", "block(64, 4)"), "runs `64` threads per block where WARP_SIZE is `32`"),
+        (("#define WARP_SIZE 32", "#define WARP_SIZE 32\n#undef WARP_SIZE\n#define WARP_SIZE 64"), None),
+        (("#define WARP_SIZE 32", "#define WARP_SIZE warpSize"), None),
+    ],
+)
+def test_a_macro_count_a_launch_or_its_definitions_contradict_is_not_read(
+    change: tuple[str, str], reason: str | None
+) -> None:
+    result = block_size_strides(parse_source(WARPED.replace(*change)), "k")
+    assert result == reason if reason is None else isinstance(result, str) and reason in result

@@ -4,7 +4,9 @@ stepping by `blockDim.x`, where every launch of the kernel in the file launches 
 The count is a template parameter of the kernel (its value the launch's template argument) or a `constexpr`
 local with a literal value; the launch's block is an expression or a `dim3` whose x is the same text. Then
 `blockDim.x` and the count are equal wherever the kernel runs, and the loops are the block-stride loops the
-transforms read. Refused, with the reason, when a launch's block cannot be matched to the count.
+transforms read. The count may also be an object-like macro with an integer value (`#define WARP_SIZE 32`, in the file
+or a project header it includes, defined alike wherever it is): the launch's x is then the macro or its value.
+Refused, with the reason, when a launch's block cannot be matched to the count.
 
 Without a launch in the file (a library's kernel, launched through `cudaLaunchKernelEx` or from another file), the
 kernel itself may fix its block: every thread reaches a `cub::BlockReduce<T, COUNT>` reduction of the whole block
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tree_sitter import Node
 
@@ -29,23 +31,40 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import HostResolver, launch_config
 from cutune.template.variants.canonical.guard import declarator_target
+from cutune.template.variants.canonical.loop_macros import object_macros
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import squeezed, written_names
+from cutune.template.variants.loops import local_values, squeezed, written_names
 
 NAME = "thread_count"
 # `cub::BlockReduce<T, X, ...>` (or without the namespace): the template's arguments
 _BLOCK_REDUCE = re.compile(r"(?:cub::)?BlockReduce<(.+)>")
-_WHOLE_BLOCK = {"Sum": 1, "Reduce": 2}  # a whole-block reduction's method and its arguments without a valid count
+_WHOLE_BLOCK = {"Sum": 1, "Reduce": 2}
+_MACRO_NAME = re.compile(
+    r"[A-Z_][A-Z0-9_]*"
+)  # a whole-block reduction's method and its arguments without a valid count
 
 
-def block_size_strides(model: SourceModel, kernel: str) -> SourceModel | str | None:
-    """The model with `kernel`'s thread-count steps written `blockDim.x`; why not; None when it has none."""
+def block_size_strides(model: SourceModel, kernel: str, include_dirs: Sequence[str] = ()) -> SourceModel | str | None:
+    """The model with `kernel`'s thread-count steps written `blockDim.x`; why not; None when it has none (macros'
+    definitions looked up in the headers the file includes, found beside it or in `include_dirs`)."""
     body = kernel_body(model, kernel)
     stepped = set(re.findall(r"\+=\s*([A-Za-z_]\w*)\s*\)", body))
-    if not stepped & {p.name for p in model.kernel(kernel).template_params} and "constexpr" not in body:
+    capitals = {n for n in stepped if _MACRO_NAME.fullmatch(n)}  # a macro by its name's convention, to look it up
+    if (
+        not stepped & {p.name for p in model.kernel(kernel).template_params}
+        and "constexpr" not in body
+        and not capitals
+    ):
         return None
     src = KernelSource(model, model.kernel(kernel))
     counts = compile_time_counts(src)
+    declared = set(counts) | {p.name for p in src.kernel.params} | set(local_values(src)) | written_names(src, src.body)
+    macros = {  # `#define WARP_SIZE 32`: the same text wherever the file uses it, host and device alike
+        name: value
+        for name, value in object_macros(model, include_dirs, capitals - declared).items()
+        if value is not None and re.fullmatch(r"\d+[uU]?", value)
+    }
+    counts |= {name: functools.partial(_literal, value) for name, value in macros.items()}
     steps = []
     for loop in src.in_body("for_statement"):
         update = loop.child_by_field_name("update")
@@ -70,7 +89,8 @@ def block_size_strides(model: SourceModel, kernel: str) -> SourceModel | str | N
         x = src.text(dims[1][0]) if dims is not None and dims[1] else src.text(block)
         for name in names:
             value = counts[name](site.template_args)
-            if value is None or "".join(value.split()) != "".join(x.split()):
+            same = {"".join(value.split()), *([name] if name in macros else [])} if value is not None else set()
+            if "".join(x.split()) not in same:
                 return (
                     f"steps by {name}, but the launch at line {src.line(call)} runs `{x}` threads per block "
                     f"where {name} is `{value}`"
