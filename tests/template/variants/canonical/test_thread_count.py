@@ -77,6 +77,11 @@ def test_a_whole_block_cub_reduction_fixes_the_block_without_a_launch() -> None:
     result = block_size_strides(parse_source(REDUCED), "k")
     assert result is not None and not isinstance(result, str), result
     assert result.text.count("c += blockDim.x)") == 2 and "c += kThreads" not in result.text
+    # unqualified under `using namespace cub;`: CUB's
+    unqualified = REDUCED.replace("cub::BlockReduce<", "BlockReduce<")
+    with_using = unqualified.replace("template <int kThreads>", "using namespace cub;\ntemplate <int kThreads>")
+    result = block_size_strides(parse_source(with_using), "k")
+    assert result is not None and not isinstance(result, str), result
     variants, _ = propose_variants(parse_source(REDUCED), "k", None)
     assert "row_reduce" in [v.name for v in variants]
 
@@ -88,6 +93,7 @@ def test_a_whole_block_cub_reduction_fixes_the_block_without_a_launch() -> None:
         (("const float total = ", "const float total = n > 0 ? 0.0f : "), "not every thread evaluates it"),
         (("float, kThreads>", "float, kThreads, cub::BLOCK_REDUCE_RAKING, 2>"), "a block two rows high"),
         (("  float acc = 0.0f;", "  if (blockIdx.x >= n) return;\n  float acc = 0.0f;"), "a return before it"),
+        (("cub::BlockReduce<", "BlockReduce<"), "a project's own BlockReduce, not CUB's"),
     ],
 )
 def test_a_reduction_that_does_not_bind_every_thread_proves_nothing(change: tuple[str, str], why: str) -> None:

@@ -11,9 +11,10 @@ Refused, with the reason, when a launch's block cannot be matched to the count.
 Without a launch in the file (a library's kernel, launched through `cudaLaunchKernelEx` or from another file), the
 kernel itself may fix its block: every thread reaches a `cub::BlockReduce<T, COUNT>` reduction of the whole block
 (`.Sum(v)` or `.Reduce(v, op)` in a statement of the kernel's body, not under a condition or loop, no return before
-it), and CUB defines
-that only on a block of exactly COUNT × 1 × 1 threads (its BLOCK_DIM_Y and Z left 1). A reduction given the
-number of valid threads (`.Sum(v, n)`) proves nothing: production code runs those on smaller blocks.
+it), and CUB defines that only on a block of exactly COUNT × 1 × 1 threads (its BLOCK_DIM_Y and Z left 1). The
+template is named through `cub::` or under `using namespace cub;` (a project's own `BlockReduce` promises nothing).
+A reduction given the number of valid threads (`.Sum(v, n)`) proves nothing: production code runs those on smaller
+blocks.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.loops import local_values, squeezed, written_names
 
 NAME = "thread_count"
-# `cub::BlockReduce<T, X, ...>` (or without the namespace): the template's arguments
-_BLOCK_REDUCE = re.compile(r"(?:cub::)?BlockReduce<(.+)>")
+# `cub::BlockReduce<T, X, ...>` (hipCUB's too): the template's arguments
+_BLOCK_REDUCE = re.compile(r"(?:hip)?cub::BlockReduce<(.+)>")
+_USING_CUB = re.compile(r"\busing\s+namespace\s+(?:hip)?cub\s*;")
 _WHOLE_BLOCK = {"Sum": 1, "Reduce": 2}
 _MACRO_NAME = re.compile(
     r"[A-Z_][A-Z0-9_]*"
@@ -132,8 +134,10 @@ def collective_block_sizes(src: KernelSource) -> set[str]:
                 continue
             if _WHOLE_BLOCK.get(src.field(method, "field")) != len(args.named_children):
                 continue
-            maker = squeezed(src.field(made, "function"))
-            found = _BLOCK_REDUCE.fullmatch(aliases.get(maker, maker))
+            maker = aliases.get(squeezed(src.field(made, "function")), squeezed(src.field(made, "function")))
+            if maker.startswith("BlockReduce<") and _USING_CUB.search(src.model.text):
+                maker = f"cub::{maker}"  # unqualified under `using namespace cub;`: a project's own is not CUB's
+            found = _BLOCK_REDUCE.fullmatch(maker)
             dims = split_top_level(found.group(1), "()<>") if found is not None else []
             if len(dims) >= 2 and all(d == "1" for d in dims[3:]):
                 sizes.add(dims[1])
