@@ -89,7 +89,7 @@ def block_size_strides(model: SourceModel, kernel: str, include_dirs: Sequence[s
         block = config[1]
         dims = HostResolver(src, call).dims_of(block)
         x = src.text(dims[1][0]) if dims is not None and dims[1] else src.text(block)
-        for name in names:
+        for name in sorted(names):
             value = counts[name](site.template_args)
             same = {"".join(value.split()), *([name] if name in macros else [])} if value is not None else set()
             if "".join(x.split()) not in same:
