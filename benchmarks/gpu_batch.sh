@@ -41,7 +41,7 @@ run_step() {
       -k "counted_rounds_over_packs_equal or rounds_softmax or head_rms_norm or offset_rms_norm" ;;
     row_reduce_rows) step row_reduce_rows "${T_ROW_ROWS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_row_reduce.py -k "rows_per_block or rows_on_y" ;;
-    row_reduce_forms) step row_reduce_forms "${T_ROW_FORMS:-180}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+    row_reduce_forms) step row_reduce_forms "${T_ROW_FORMS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/canonical/test_samples_gpu.py -k "block_threads_softmax or slice_softmax or while_softmax_backward or warp_l2_norm" ;;
     variants) step variants "${T_VARIANTS:-300}" python3 benchmarks/variants.py "$dir" ${VARIANT_ARGS:---trials 30 --seconds 20} \
       --only "${VARIANT_KERNELS:-rotary_embedding_kernel,silu_and_mul_kernel,merge_attn_states_kernel}" ;;
