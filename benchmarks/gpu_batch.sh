@@ -9,6 +9,9 @@
 # search, INDEX_BITS among the parameters; CORPUS_KERNELS overrides the pair) index_bits_gpu (32-bit indices of 4
 # llama.cpp kernels, alone and under each variant, equal the original) corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
 # pdl_tests open_after_sanitizer retest (RETEST: the test ids to run) row_reduce_packs (the pack, warp-per-row, per-head, thread-offset and rows-per-block row_reduce samples) row_reduce_rows (only the rows-on-y and warp-per-row-of-a-1-D-block ones)
+# row_reduce_forms (the samples of issue #21's row forms: a block size fixed by cub::BlockReduce, an exit on
+# integer helpers over block-uniform values, while loops over one restarted index,
+# a step by a macro thread count)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
@@ -38,6 +41,8 @@ run_step() {
       -k "counted_rounds_over_packs_equal or rounds_softmax or head_rms_norm or offset_rms_norm" ;;
     row_reduce_rows) step row_reduce_rows "${T_ROW_ROWS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_row_reduce.py -k "rows_per_block or rows_on_y" ;;
+    row_reduce_forms) step row_reduce_forms "${T_ROW_FORMS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+      tests/template/variants/canonical/test_samples_gpu.py -k "block_threads_softmax or slice_softmax or while_softmax_backward or warp_l2_norm" ;;
     variants) step variants "${T_VARIANTS:-300}" python3 benchmarks/variants.py "$dir" ${VARIANT_ARGS:---trials 30 --seconds 20} \
       --only "${VARIANT_KERNELS:-rotary_embedding_kernel,silu_and_mul_kernel,merge_attn_states_kernel}" ;;
     per_shape) step per_shape "${T_PER_SHAPE:-300}" python3 benchmarks/per_shape.py "$dir" --record --trials 40 --seconds 50 ;;

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cutune.cuda.extract import extract_kernel
+from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.gpu.backend import Job, TimingOptions
@@ -247,6 +248,34 @@ def test_refuses_an_exit_or_a_move_it_cannot_prove_block_uniform(kernel: str, re
     path = DATA / "row_grid.cu"
     with pytest.raises(TransformRefused) as refused:
         RowReduce().apply(parse_source(path.read_text(), str(path)), kernel, None)
+    assert reason in refused.value.reason
+
+
+def _slice_softmax(change: tuple[str, str] = ("", "")) -> SourceModel:
+    """The slice softmax sample (its early return on a slice start from ceil_div, round_up and sizeof), canonical."""
+    path = SAMPLES / "slice_softmax.cu"
+    model = parse_source(path.read_text().replace(*change), str(path))
+    return canonicalise(model, "slice_softmax_stats_kernel").model
+
+
+def test_an_exit_on_integer_helpers_over_block_uniform_values_is_block_uniform() -> None:
+    body = RowReduce().apply(_slice_softmax(), "slice_softmax_stats_kernel", None).body
+    assert "return" not in body and "cutune_row_ok = cutune_row_in && !(slice_start >= vocab);" in body
+    assert "slice_stride = round_up(ceil_div(vocab, num_slices), pack_elems);" in body
+    assert "slice_size = min(slice_stride, vocab - slice_start);" in body  # after the exit: computes, reads nothing
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (("round_up(ceil_div(", "slice_width(("), "leaves the kernel early on `slice_start`, not known"),
+        (("pack_elems);", "pack_elems + threadIdx.x % 2);"), "leaves the kernel early on `slice_start`, not known"),
+        (("min(slice_stride,", "min(logits[0] > 0 ? 1u : slice_stride,"), "reads memory after the early return"),
+    ],
+)
+def test_an_exit_through_other_calls_or_the_thread_is_not_block_uniform(change: tuple[str, str], reason: str) -> None:
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(_slice_softmax(change), "slice_softmax_stats_kernel", None)
     assert reason in refused.value.reason
 
 

@@ -69,6 +69,36 @@ def test_vectorize_refusals_state_the_reason() -> None:
     assert "changes n, which its bound reads" in _refusal(Vectorize(), loop.format("o[i] = x[i]; n -= 1;"))
 
 
+MOVED = """
+__global__ void k(float* out, const float* in, float* total, int n) {
+  const int lane = threadIdx.x % 32;
+  float acc = 0.0f;
+  const int first = blockIdx.x * n + threadIdx.x;
+  in += first;
+  out += first;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    out[i] = 2.0f * in[i];
+    acc += in[i];
+  }
+  acc = lane == 0 ? acc : 0.0f;
+  total[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+"""
+
+
+@pytest.mark.parametrize("transform", [Vectorize(), PacksPerThread()])
+def test_a_loop_reading_what_differs_between_threads_is_not_regrouped(transform: object) -> None:
+    # thread t reads in[first + i] = x[2t + k * blockDim.x]: regrouping i among threads would read other elements
+    assert "reads out, which differs between threads in its body" in _refusal(transform, MOVED)
+    lane = MOVED.replace("  in += first;\n  out += first;\n", "").replace("2.0f * in[i]", "in[i] + lane")
+    assert "reads lane, which differs between threads in its body" in _refusal(transform, lane)
+    direct = lane.replace("in[i] + lane", "in[i] + threadIdx.x")
+    assert "reads threadIdx.x in its body" in _refusal(transform, direct)
+    # a total set from the lane after the loop, a loop's own name shadowing one that differs: each iteration is the same
+    plain = lane.replace("in[i] + lane", "in[i] + 1.0f").replace("acc += in[i];", "const int lane = i; acc += lane;")
+    assert transform.apply(parse_source(plain), "k", None).body  # type: ignore[attr-defined]
+
+
 def test_packs_per_thread_unrolls_stride_loops_and_refuses_cooperation() -> None:
     variant = PacksPerThread().apply(parse_source(GRID_STRIDE), "k", None)
     assert (

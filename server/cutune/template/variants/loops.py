@@ -45,6 +45,12 @@ _BUILTIN_CASTS = re.compile(
 # the spec's block divided by BLOCK_DIV, never below a warp (nor above the original)
 BLOCK_DIVIDED = "max(min(warp_size, {block}), {block} / BLOCK_DIV)"
 _EXITS = ("break_statement", "return_statement", "goto_statement")
+# the ceiling division helpers libraries write (`ceil_div`, `div_up`, `cdiv`, `DIVUP`), by name
+CEIL_DIV = re.compile(r"(?:\w+::)*\w*(?:ceil\w*div|div\w*up|cdiv)\w*", re.IGNORECASE)
+# integer helpers whose value is a function of their arguments alone: those and the rounding ones (`round_up`)
+ARITHMETIC = re.compile(
+    rf"(?:\w+::)*(?:u?min|u?max)|{CEIL_DIV.pattern}|(?:\w+::)*\w*(?:round|align)\w*up\w*", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -135,8 +141,9 @@ def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:
 
 
 def loop_blockers(src: KernelSource, loop: StrideLoop) -> str | None:
-    """Why the loop's iterations cannot be regrouped among threads: an exit, cooperation, or a write to the
-    loop variable or its bound; None when they can."""
+    """Why the loop's iterations cannot be regrouped among threads: an exit, cooperation, a write to the loop
+    variable or its bound, or a read of what differs between threads (threadIdx.x, a pointer moved by it); None when
+    they can."""
     for node in descendants(loop.body, *_EXITS):
         return f"leaves the loop early (line {src.line(node)})"
     for node in descendants(loop.body, "identifier", "namespace_identifier", "type_qualifier"):
@@ -151,7 +158,51 @@ def loop_blockers(src: KernelSource, loop: StrideLoop) -> str | None:
     declared = declared_names(src, loop.body)
     if bound_names & declared:
         return f"has a bound that reads {sorted(bound_names & declared)[0]}, declared inside the body"
+    dependent = _thread_dependent_names(src) - {loop.var} - declared  # the loop's own names shadow others
+    for node in descendants(loop.body, "identifier"):
+        along_x = node.parent is not None and squeezed(src.text(node.parent)) == "threadIdx.x"
+        if along_x or src.text(node) in dependent:
+            what = "threadIdx.x" if along_x else f"{src.text(node)}, which differs between threads"
+            return f"reads {what} in its body (line {src.line(node)}): which thread runs an iteration matters"
     return None
+
+
+def _thread_dependent_names(src: KernelSource) -> set[str]:
+    """The names that differ between a block's threads along x, set outside any loop: declared from `threadIdx.x` or
+    from such names (a local `lane`), or moved by them (`p += threadIdx.x`). Read in a stride loop's body, they make
+    an iteration's work depend on the thread that runs it. (Locals set inside an enclosing loop, a persistent row
+    loop's, are not followed.)"""
+    sets: list[tuple[str, Node]] = []
+    for n in src.in_body("init_declarator", "assignment_expression"):
+        if _in_loop(n):
+            continue  # a loop's own locals and indices: scoped to it, or set per iteration
+        if n.type == "assignment_expression" and src.field(n, "operator") not in ("+=", "-="):
+            continue  # a later plain assignment (a reduced total) is read only after the loops that accumulate it
+        target = n.child_by_field_name("declarator" if n.type == "init_declarator" else "left")
+        value = n.child_by_field_name("value" if n.type == "init_declarator" else "right")
+        if target is not None and value is not None and target.type == "identifier":
+            sets.append((src.text(target), value))
+    names: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for name, value in sets:
+            reads = {src.text(i) for i in descendants(value, "identifier")}
+            along_x = any(squeezed(src.text(f)) == "threadIdx.x" for f in descendants(value, "field_expression"))
+            if name not in names and (along_x or reads & names):
+                names.add(name)
+                grew = True
+    return names
+
+
+def _in_loop(node: Node) -> bool:
+    """Whether `node` lies in a loop (its header or body)."""
+    parent = node.parent
+    while parent is not None and parent.type != "function_definition":
+        if parent.type in ("for_statement", "while_statement", "do_statement", "for_range_loop"):
+            return True
+        parent = parent.parent
+    return False
 
 
 def block_free(src: KernelSource, loops: list[StrideLoop]) -> bool:

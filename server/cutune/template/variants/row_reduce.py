@@ -53,7 +53,7 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
-from cutune.template.variants.loops import index_form, local_values, written_names
+from cutune.template.variants.loops import ARITHMETIC, index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import register_rows
 from cutune.template.variants.rows_on_y import GRID_X, WARP_GRID_X, rows_on_y, warps_on_y
@@ -534,13 +534,14 @@ class _Rewriter:
             self.refuse("leaves the kernel early on one branch only", s)
         uniform = self._uniform_names(s)
         shown = self.compact(_condition(s))
-        for node in _reads(self, cond):
+        reads, idents = self._uniform_parts(cond)
+        for node in reads:
             self.refuse(f"leaves the kernel early on `{shown}`, which reads memory or calls", node)
         for node in descendants(cond, "field_expression"):
             if self.compact(node.child_by_field_name("argument")) not in ("blockIdx", "gridDim"):
                 self.refuse(f"leaves the kernel early on `{shown}`, not the same for every thread", node)
         fields = {self.text(f.child_by_field_name("field")) for f in descendants(cond, "field_expression")}
-        for ident in descendants(cond, "identifier"):
+        for ident in idents:
             if self.text(ident) not in uniform | fields | {"blockIdx", "gridDim"}:
                 self.refuse(
                     f"leaves the kernel early on `{self.text(ident)}`, not known to be the same for every thread", s
@@ -548,17 +549,18 @@ class _Rewriter:
         return True
 
     def _uniform_names(self, before: Node) -> set[str]:
-        """Parameters the body never writes and the top-level locals declared before `before` from block-uniform
-        values only (blockIdx, gridDim, such parameters and locals; no memory reads, no calls)."""
+        """Parameters the body never writes, template parameters, and the top-level locals declared before `before`
+        from block-uniform values only (blockIdx, gridDim, such names, sizeof and alignof; no memory reads, no calls
+        but integer helpers' over such values)."""
         body = self.src.body
         written = written_names(self.src, body)
-        names = {p for p in self.params if p not in written}
+        names = {p for p in self.params if p not in written} | {p.name for p in self.src.kernel.template_params}
         for d in body.named_children:
             if d.start_byte >= before.start_byte:
                 break
             if d.type != "declaration" or any(self.text(c) == "__shared__" for c in d.children):
                 continue
-            reads = _reads(self, d)
+            reads, idents = self._uniform_parts(d)
             fields = descendants(d, "field_expression")
             if reads or any(
                 self.compact(f.child_by_field_name("argument")) not in ("blockIdx", "gridDim") for f in fields
@@ -566,10 +568,36 @@ class _Rewriter:
                 continue
             declared = {self.text(i) for i in _declared_all(d)}
             known = names | declared | {self.text(f.child_by_field_name("field")) for f in fields}
-            if self._idents(d) - known - {"blockIdx", "gridDim"}:
+            if {self.text(i) for i in idents} - known - {"blockIdx", "gridDim"}:
                 continue
             names |= declared - written
         return names
+
+    def _uniform_parts(self, node: Node) -> tuple[list[Node], list[Node]]:
+        """The memory reads and calls in `node`, and the names it reads, less what is the same for every thread
+        whenever its arguments are: sizeof and alignof, and calls of integer helpers (min, max, ceil_div, round_up;
+        their arguments are read, not their names)."""
+        helpers = [
+            c
+            for c in descendants(node, "call_expression")
+            if ARITHMETIC.fullmatch(self.compact(c.child_by_field_name("function")))
+        ]
+        skipped = [
+            (n.start_byte, n.end_byte)
+            for n in (
+                *descendants(node, "sizeof_expression", "alignof_expression"),
+                *(c.child_by_field_name("function") for c in helpers),
+            )
+            if n is not None
+        ]
+        helper_calls = {(c.start_byte, c.end_byte) for c in helpers}
+
+        def free(n: Node) -> bool:
+            return not any(a <= n.start_byte < b for a, b in skipped)
+
+        reads = [n for n in _reads(self, node) if free(n) and (n.start_byte, n.end_byte) not in helper_calls]
+        idents = [i for i in descendants(node, "identifier") if free(i)]
+        return reads, idents
 
     def _starts_at_thread(self, loop: Node) -> bool:
         init = loop.child_by_field_name("initializer")
@@ -1644,7 +1672,7 @@ class _Rewriter:
             if names & used:
                 if {"threadIdx", "blockDim"} & self._idents(s) or "threadIdx" in self.compact(s):
                     self.refuse("derives a value the loops read from the thread index", s)
-                if any(e.start_byte < s.start_byte for e in self.exits) and _reads(self, s):
+                if any(e.start_byte < s.start_byte for e in self.exits) and self._uniform_parts(s)[0]:
                     # the rewrite runs the prologue for the rows that left too: a read there may be out of bounds
                     self.refuse("reads memory after the early return, where the rows that leave would read it", s)
                 kept.append(s)

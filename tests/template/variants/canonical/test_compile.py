@@ -16,15 +16,18 @@ from .test_guard import EARLY, ENCLOSING
 from .test_loop_macros import LOOPED
 from .test_pack_rounds import WARPS
 from .test_scaled import PACKED
-from .test_while_loops import ROWS
+from .test_thread_count import REDUCED
+from .test_while_loops import RESTARTED, ROWS
 
 CASES = [
     (EARLY, "k<float>", "grid_stride_guard"),
     (ENCLOSING, "k", "grid_stride_guard"),
     (COUNTED, "k", "counted_loops"),
     (ROWS, "k", "while_loops"),
+    (RESTARTED, "k", "while_loops"),
     (PACKED, "k<float>", "scaled_loops"),
     (LOOPED, "k<float>", "loop_macros"),
+    (REDUCED, "k<256>", "thread_count"),
     (WARPS.replace("LAUNCH", "k<4, float><<<1, dim3(32, 2)>>>(out, in, n, 1e-6f);"), "k<4, float>", "pack_rounds"),
 ]
 

@@ -102,6 +102,29 @@ def test_a_one_dimensional_block_needs_no_launch() -> None:
     assert "for(unsignedcutune_packs0=threadIdx.x;cutune_packs0<((n)+(W)-1)/(W);cutune_packs0+=blockDim.x)" in body
 
 
+def _reduced(reduce: str) -> str:
+    """A 1-D block of kThreads threads counted by that template parameter, `reduce` its first reduction."""
+    source = (
+        _source("")
+        .replace("unsigned W, typename T>", "unsigned W, typename T, unsigned kThreads>")
+        .replace("tx + ty * kWarp", "threadIdx.x")
+        .replace("blockDim.y * kWarp", "kThreads")
+        .replace(
+            "  __shared__ float partial[32];",
+            "  using BlockReduce = cub::BlockReduce<float, kThreads>;\n"
+            "  __shared__ typename BlockReduce::TempStorage store;\n  __shared__ float partial[32];",
+        )
+    )
+    return source.replace("  for (int o = 16;", f"  {reduce}\n  for (int o = 16;", 1)
+
+
+def test_a_thread_count_its_whole_block_cub_reduction_fixes_needs_no_launch() -> None:
+    body = _body(_reduced("ss = BlockReduce(store).Sum(ss);"))
+    assert "for(unsignedcutune_packs0=threadIdx.x;cutune_packs0<((n)+(W)-1)/(W);cutune_packs0+=blockDim.x)" in body
+    # given a count of valid threads, the reduction runs on smaller blocks too: the count is unknown
+    assert pack_rounds(parse_source(_reduced("ss = BlockReduce(store).Sum(ss, n);")), "k") is None
+
+
 @pytest.mark.parametrize(
     ("source", "reason"),
     [

@@ -57,6 +57,32 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 32, "ROW_VEC": 1}, {"ROW_THREADS": 512, "ROW_VEC": 1}],
     },
+    # a softmax stepping by its compile-time block size, which its cub::BlockReduce fixes (no launch in the file)
+    ("block_threads_softmax.cu", "block_softmax_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 1024, "ROW_VEC": 4}, {"ROW_THREADS": 1024, "ROW_VEC": 2}],
+    },
+    # slices of a row placed by blockIdx.y, the blocks whose slice starts past the row's end leaving first (the slice
+    # width from ceil_div, round_up and sizeof: the same for every thread of a block)
+    ("slice_softmax.cu", "slice_softmax_stats_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 256, "ROW_VEC": 4}, {"ROW_THREADS": 64, "ROW_VEC": 2}],
+    },
+    # rows on y walked by `while` loops over one index, restarted before the second pass
+    ("while_softmax_backward.cu", "softmax_backward_long_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 4}, {"ROW_THREADS": 256, "ROW_VEC": 2}],
+    },
+    # a warp per row stepping by a project macro (`WARP_SIZE`) the launch gives the block too
+    ("warp_l2_norm.cu", "l2_norm_rows_f32"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 4}, {"ROW_THREADS": 256, "ROW_VEC": 2}],
+        "block_items": [{"ITEMS_Y": 4}],
+    },
 }
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from cutune.cuda.headers import resolve_header
@@ -32,6 +32,7 @@ MAX_HEADERS = 200  # a project's header graph reached from one file; beyond it t
 # `NAME(args)` followed by a block or a statement's start: a call never is, so it is a macro that opens a loop
 _USE = re.compile(r"(?<![\w.>:])([A-Z_][A-Z0-9_]*)\s*\(")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^()]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+_OBJECT_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*([^\n\\]*)$", re.M)
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 _COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 _TOKEN = re.compile(r"\.?\d[\w.]*|[A-Za-z_]\w*")  # a number (left as it is) or an identifier
@@ -111,20 +112,41 @@ Definition = tuple[list[str], str] | str  # (parameters, replacement text), or w
 def _definitions(model: SourceModel, include_dirs: Sequence[str], names: set[str]) -> dict[str, Definition]:
     """The definitions of `names` in the file, then in the project headers it reaches (first found, in order)."""
     found: dict[str, Definition] = {}
-    _collect(model.text, names, found)
+    for text in _texts(model, include_dirs, lambda: bool(names - found.keys())):
+        _collect(text, names, found)
+    return found
+
+
+def object_macros(model: SourceModel, include_dirs: Sequence[str], names: set[str]) -> dict[str, str | None]:
+    """The replacement text of each of `names` defined as an object-like macro (`#define WARP_SIZE 32`) in the file
+    or the project headers it reaches; None for a name defined differently in two places (under different `#if`s)."""
+    found: dict[str, str | None] = {}
+    for text in _texts(model, include_dirs, lambda: bool(names - found.keys())):
+        for match in _OBJECT_DEFINE.finditer(text):
+            if match.group(1) in names:
+                value = " ".join(_COMMENT.sub(" ", match.group(2)).split())
+                previous = found.setdefault(match.group(1), value)
+                if previous != value:
+                    found[match.group(1)] = None
+    return found
+
+
+def _texts(model: SourceModel, include_dirs: Sequence[str], wanted: Callable[[], bool]) -> Iterator[str]:
+    """The file's text, then each project header it reaches (`#include "..."`, transitively, beside the including
+    file or on the include path), while `wanted()` holds."""
+    yield model.text
     folder = str(Path(model.path).parent) if model.path else "."
     todo = [(t, folder) for t in _INCLUDE.findall(model.text)]
     seen: set[Path] = set()
-    while todo and names - found.keys() and len(seen) < MAX_HEADERS:
+    while todo and wanted() and len(seen) < MAX_HEADERS:
         target, beside = todo.pop(0)
         header = resolve_header(target, (beside, *include_dirs))
         if header is None or header in seen:
             continue
         seen.add(header)
         header_text = _read(str(header), _stamp(header))
-        _collect(header_text, names, found)
+        yield header_text
         todo += [(t, str(header.parent)) for t in _INCLUDE.findall(header_text)]
-    return found
 
 
 def _collect(text: str, names: set[str], found: dict[str, Definition]) -> None:

@@ -10,6 +10,9 @@ round and the bounds check inside, read as the stride loop over packs it is.
     }
         →   for (T q = tid; q < (N + W - 1) / W; q += threads) { the same body, every pack offset written `q * W` }
 
+The block's size may also be a compile-time count C the kernel's whole-block `cub::BlockReduce<T, C>` fixes
+(thread_count.collective_block_sizes), with or without a local holding it: no launch is needed then.
+
 Thread t visits packs q = t + r·threads for r < rounds: every pack below ceil(N / W) once, and past them packs whose
 bounds checks all fail. Those padding rounds are dropped, which only holds where they change nothing: outside the
 bounds checks the body only declares and fills its own packs (`fill(v)` sets every lane to v, as pack types
@@ -34,15 +37,21 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.variants.canonical.guard import compile_time
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import index_form, local_values, squeezed, statements_of, sum_terms, written_names
+from cutune.template.variants.canonical.thread_count import collective_block_sizes
+from cutune.template.variants.loops import (
+    CEIL_DIV,
+    index_form,
+    local_values,
+    squeezed,
+    statements_of,
+    sum_terms,
+    written_names,
+)
 
 NAME = "pack_rounds"
 PREFIX = "cutune_packs"
 _SHAPE = re.compile(r"\bfor\s*\([^;]*=\s*0\s*;[^;]*;")  # a loop counting from 0
 _ROUND_HEAD = re.compile(r"(?:const)?(?:unsigned|unsignedint|int|uint32_t|int32_t|int64_t|size_t)(\w+)=0;?")
-# the ceiling division helpers libraries write (`ceil_div`, `div_up`, `cdiv`, `DIVUP`, by name: a count of rounds at
-# least the ceiling is all the reading needs, more rounds being padding it proves idle; the division itself is read too)
-_CEIL_DIV = re.compile(r"(?:\w+::)*\w*(?:ceil\w*div|div\w*up|cdiv)\w*", re.IGNORECASE)
 _ZERO = re.compile(r"0(?:\.0*)?[fF]?|0?\.0+[fF]?")
 _BUILTIN = re.compile(r"(threadIdx|blockDim)\.[xyz]")
 _CASTS = ("static_cast", "float", "double", "__half2float", "__bfloat162float")
@@ -127,6 +136,9 @@ def _threads(src: KernelSource, values: dict[str, str]) -> list[_Threads]:
             found.append(_Threads(flat[0], flat[1], start, step, number, width))
     if one_d[0] and one_d[1]:
         found.append(_Threads(one_d[0], one_d[1], "threadIdx.x", "blockDim.x", 0, ""))
+    for size in sorted(collective_block_sizes(src)) if one_d[0] else ():  # its cub::BlockReduce fixes the block
+        named = frozenset({size, *(n for n, f in forms.items() if f == size)})
+        found.append(_Threads(one_d[0], named, "threadIdx.x", "blockDim.x", 0, size))
     for width, number in _constants(src, values).items() if one_d[0] else ():  # `threads = kWarp`: launches tell
         named = frozenset({width, *(n for n, f in forms.items() if f == width)})
         found.append(_Threads(one_d[0], named, "threadIdx.x", "blockDim.x", number, width))
@@ -208,7 +220,9 @@ def _rounds(text: str, threads: _Threads) -> tuple[str, str] | None:
     """(N, W) of `ceil_div(N, W * threads)` or `(N + W * threads - 1) / (W * threads)`, W known at compile time."""
     text = squeezed(text)
     call = re.fullmatch(r"([\w:]+)\((.+),(.+)\)", text)
-    if call is not None and _CEIL_DIV.fullmatch(call.group(1)) and _balanced_split(call.group(2) + "," + call.group(3)):
+    # a ceiling division helper, by name: a count of rounds at least the ceiling is all the reading needs, more rounds
+    # being padding it proves idle (the division itself is read too)
+    if call is not None and CEIL_DIV.fullmatch(call.group(1)) and _balanced_split(call.group(2) + "," + call.group(3)):
         length, divisor = call.group(2), call.group(3)
     else:
         division = re.fullmatch(r"\((.+)\+(.+)-1\)/\((.+)\)", text)

@@ -40,15 +40,16 @@ from cutune.template.variants.canonical.while_loops import while_to_for
 Step = Callable[[SourceModel, str], SourceModel | str | None]
 # in order: loops written through macros are expanded before anything reads loops, an index spelled through a
 # helper is written out first (the guard reads it), inlined helpers' loops
-# are the kernel's own before loop forms are read, the loop forms are stride loops before the guard step looks
+# are the kernel's own before loop forms are read, `while` loops are `for` loops before their steps are read (a
+# thread count), the loop forms are stride loops before the guard step looks
 # for a kernel that has none (an offset range's loop is read once its step is blockDim.x and it is a `for`)
 STEPS: dict[str, Step] = {
     LOOP_MACROS: expand_loop_macros,
     THREAD_INDEX: written_out,
     INLINE: inline_looping_helpers,
+    WHILE: while_to_for,
     THREAD_COUNT: block_size_strides,
     ROW_COUNT: block_shape_rows,
-    WHILE: while_to_for,
     OFFSET: offset_to_row,
     PACK_ROUNDS: pack_rounds,
     COUNTED: counted_to_stride,
@@ -67,11 +68,12 @@ class Canonical:
 
 
 def canonicalise(model: SourceModel, kernel: str, include_dirs: Sequence[str] = ()) -> Canonical:
-    """`kernel`'s file with every step that applies applied, in order (loop macros' definitions looked up in the
-    headers the file includes, found beside it or in `include_dirs`)."""
+    """`kernel`'s file with every step that applies applied, in order (loop macros' and thread-count macros'
+    definitions looked up in the headers the file includes, found beside it or in `include_dirs`)."""
     steps: dict[str, Step] = {
         **STEPS,
         LOOP_MACROS: functools.partial(expand_loop_macros, include_dirs=tuple(include_dirs)),
+        THREAD_COUNT: functools.partial(block_size_strides, include_dirs=tuple(include_dirs)),
     }
     applied: list[str] = []
     refusals: list[tuple[str, str]] = []

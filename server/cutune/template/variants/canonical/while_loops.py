@@ -7,13 +7,18 @@ written as the `for` loop it is, so the loop transforms read its start, bound an
       i += STEP;
     }
 
-Refused, with the reason, where the `for` could differ: the index is read or written between its declaration
-and the loop or read after it, written elsewhere in the body, or a `continue` would skip the step.
+An index may serve several such loops one after another, restarted before each (`i = START2;` then the next
+`while`): each becomes a `for` with its own index from its own start, the declaration and the restarts gone.
+
+Refused, with the reason, where the `for` could differ: the index is read or written between its start and the
+loop or read after it other than by a later restart, written elsewhere in the body, or a `continue` would skip the
+step. The loops of one index are rewritten all or none.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from tree_sitter import Node
 
@@ -22,7 +27,7 @@ from cutune.cuda.parse import parse_source
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import indented, line_indent, written_names
+from cutune.template.variants.loops import indented, line_indent, squeezed, written_names
 
 NAME = "while_loops"
 _LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement")
@@ -33,26 +38,48 @@ def while_to_for(model: SourceModel, kernel: str) -> SourceModel | str | None:
     if "while" not in kernel_body(model, kernel):
         return None
     src = KernelSource(model, model.kernel(kernel))
-    edits = EditList(src.data)
     reasons: list[str] = []
-    done: list[tuple[int, int]] = []
+    plans: dict[tuple[int, str], list[_Plan]] = {}  # by (block, index): the loops of one index, in order
     for loop in src.in_body("while_statement"):
-        if any(a <= loop.start_byte < b for a, b in done):
+        plan = _plan(src, loop)
+        if isinstance(plan, str):
+            reasons.append(f"the while loop at line {src.line(loop)} {plan}")
+        elif plan is not None:
+            block = plan.loop.parent
+            assert block is not None  # _plan found the loop in a block
+            plans.setdefault((block.start_byte, plan.var), []).append(plan)
+    edits = EditList(src.data)
+    done: list[tuple[int, int]] = []
+    for group in plans.values():  # in the order of their first loops: an enclosing loop's group before its inner ones
+        if any(a <= p.loop.start_byte < b for p in group for a, b in done):
             continue  # inside a loop rewritten here: left as it is
-        result = _rewrite(src, loop)
-        if isinstance(result, str):
-            reasons.append(f"the while loop at line {src.line(loop)} {result}")
-        elif result is not None:
-            for start, end, text in result:
-                edits.replace(start, end, text)
-            done.append((loop.start_byte, loop.end_byte))
+        why = _outside_uses(src, group)
+        if why:
+            reasons.append(f"the while loop at line {src.line(group[0].loop)} {why}")
+            continue
+        for plan in group:
+            edits.replace(plan.start.start_byte, plan.start.end_byte, "")
+            edits.replace(plan.loop.start_byte, plan.loop.end_byte, _for_text(src, plan, group[0].start))
+            done.append((plan.loop.start_byte, plan.loop.end_byte))
     if edits.edits:
         return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
     return "; ".join(reasons) if reasons else None
 
 
-def _rewrite(src: KernelSource, loop: Node) -> list[tuple[int, int, str]] | str | None:
-    """The edits (remove the declaration, replace the loop), why not, or None when it is no stride loop."""
+@dataclass(frozen=True)
+class _Plan:
+    """A stride `while` loop over `var`: the statement before it that starts `var` (a declaration with a value, or
+    a plain assignment), its step, and the body's statements."""
+
+    loop: Node
+    var: str
+    start: Node
+    step: str
+    statements: list[Node]
+
+
+def _plan(src: KernelSource, loop: Node) -> _Plan | str | None:
+    """The loop's plan, why it cannot be a `for`, or None when it is no stride loop."""
     condition, body = loop.child_by_field_name("condition"), loop.child_by_field_name("body")
     test = condition.named_children[0] if condition is not None and condition.named_children else None
     if test is None or test.type != "binary_expression" or src.field(test, "operator") != "<" or body is None:
@@ -67,13 +94,12 @@ def _rewrite(src: KernelSource, loop: Node) -> list[tuple[int, int, str]] | str 
         return "is not a statement of a block"
     siblings = [c for c in block.named_children if c.type != "comment"]
     at = siblings.index(loop)
-    declared = next((k for k in range(at - 1, -1, -1) if _declares(src, siblings[k], var)), None)
-    if declared is None:
+    start = next((siblings[k] for k in range(at - 1, -1, -1) if _starts(src, siblings[k], var)), None)
+    if start is None:
         return f"steps {var}, which is not declared with a value in the same block before it"
-    declaration = siblings[declared]
-    for s in (*siblings[declared + 1 : at], *siblings[at + 1 :]):
-        if any(src.text(n) == var for n in descendants(s, "identifier")):
-            return f"uses {var} outside the loop (line {src.line(s)})"
+    value = _start_value(start)
+    if value is not None and var in {src.text(n) for n in descendants(value, "identifier")}:
+        return f"starts {var} from itself (line {src.line(start)})"
     if var in written_names(src, test) or any(var in written_names(src, s) for s in statements[:-1]):
         return f"changes {var} inside its body besides the last step"
     for c in descendants(body, "continue_statement"):
@@ -84,20 +110,46 @@ def _rewrite(src: KernelSource, loop: Node) -> list[tuple[int, int, str]] | str 
             return f"has a `continue` (line {src.line(c)}) that would skip the step"
     if re.search(rf"\b{re.escape(var)}\b", src.field(test, "right")):
         return f"has a bound that reads {var}"
+    return _Plan(loop, var, start, step, statements)
+
+
+def _outside_uses(src: KernelSource, group: list[_Plan]) -> str:
+    """Why the index of `group`'s loops (one block's, in order) is used apart from them ('' when it is not): the
+    first start is no declaration, or a statement after it other than the loops and their starts names the index."""
+    first = group[0].start
+    if first.type != "declaration":
+        return f"steps {group[0].var}, which is not declared with a value in the same block before it"
+    block = first.parent
+    assert block is not None  # a start is a statement of the loop's block
+    owned = {(n.start_byte, n.end_byte) for p in group for n in (p.start, p.loop)}
+    for s in block.named_children:
+        if s.start_byte <= first.start_byte or (s.start_byte, s.end_byte) in owned or s.type == "comment":
+            continue
+        if any(src.text(n) == group[0].var for n in descendants(s, "identifier")):
+            return f"uses {group[0].var} outside the loop (line {src.line(s)})"
+    return ""
+
+
+def _for_text(src: KernelSource, plan: _Plan, declaration: Node) -> str:
+    """The `for` loop `plan.loop` is, its index of the type `declaration` gives it."""
     declarator = declaration.children_by_field_name("declarator")[0]
-    value = declarator.child_by_field_name("value")
     vtype = src.text(declaration)[: declarator.start_byte - declaration.start_byte].strip()
     vtype = re.sub(r"\bconst\b", "", vtype).strip()
+    value = _start_value(plan.start)
     inner_text = ""
-    if len(statements) > 1:  # the body's text as written (comments kept), less its own indent
+    body = plan.loop.child_by_field_name("body")
+    if len(plan.statements) > 1 and body is not None:  # the body's text as written (comments kept), less its indent
         first = body.named_children[0].start_byte
         margin = line_indent(src.data, first)
-        lines = src.data[first : statements[-2].end_byte].decode().split("\n")
+        lines = src.data[first : plan.statements[-2].end_byte].decode().split("\n")
         inner_text = "\n".join([lines[0]] + [ln[len(margin) :] if ln.startswith(margin) else ln for ln in lines[1:]])
-    header = f"for ({vtype} {var} = {src.text(value) if value else var}; {src.text(test)}; {var} += {step}) {{"
-    indent = line_indent(src.data, loop.start_byte)
-    text = indented("\n".join([header, indented(inner_text, "  "), "}"]), indent).lstrip()
-    return [(declaration.start_byte, declaration.end_byte, ""), (loop.start_byte, loop.end_byte, text)]
+    condition = plan.loop.child_by_field_name("condition")
+    assert condition is not None  # _plan read it
+    test = src.text(condition.named_children[0])
+    start = src.text(value) if value is not None else plan.var
+    header = f"for ({vtype} {plan.var} = {start}; {test}; {plan.var} += {plan.step}) {{"
+    indent = line_indent(src.data, plan.loop.start_byte)
+    return indented("\n".join([header, indented(inner_text, "  "), "}"]), indent).lstrip()
 
 
 def _step(src: KernelSource, statement: Node, var: str) -> str | None:
@@ -114,8 +166,15 @@ def _step(src: KernelSource, statement: Node, var: str) -> str | None:
     return plus.group(1) if src.field(e, "operator") == "=" and plus else None
 
 
-def _declares(src: KernelSource, statement: Node, var: str) -> bool:
-    """Whether `statement` is `T var = value;` with that one declarator."""
+def _starts(src: KernelSource, statement: Node, var: str) -> bool:
+    """Whether `statement` is `T var = value;` with that one declarator, or `var = value;`."""
+    if statement.type == "expression_statement" and statement.named_children:
+        e = statement.named_children[0]
+        return (
+            e.type == "assignment_expression"
+            and src.field(e, "operator") == "="
+            and squeezed(src.field(e, "left")) == var
+        )
     if statement.type != "declaration":
         return False
     declarators = statement.children_by_field_name("declarator")
@@ -123,3 +182,10 @@ def _declares(src: KernelSource, statement: Node, var: str) -> bool:
         return False
     name = declarators[0].child_by_field_name("declarator")
     return name is not None and name.type == "identifier" and src.text(name) == var
+
+
+def _start_value(start: Node) -> Node | None:
+    """The value a start statement gives the index."""
+    if start.type == "expression_statement":
+        return start.named_children[0].child_by_field_name("right")
+    return start.children_by_field_name("declarator")[0].child_by_field_name("value")
