@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from cutune.cuda.headers import resolve_header
@@ -112,19 +112,27 @@ def _definitions(model: SourceModel, include_dirs: Sequence[str], names: set[str
     """The definitions of `names` in the file, then in the project headers it reaches (first found, in order)."""
     found: dict[str, Definition] = {}
     _collect(model.text, names, found)
+    headers = reached_headers(model, include_dirs)
+    while names - found.keys() and (header_text := next(headers, None)) is not None:
+        _collect(header_text, names, found)
+    return found
+
+
+def reached_headers(model: SourceModel, include_dirs: Sequence[str]) -> Iterator[str]:
+    """The texts of the project headers the file includes (`#include "..."`, looked up beside the including file,
+    then in `include_dirs`), transitively, breadth first, each once (at most MAX_HEADERS)."""
     folder = str(Path(model.path).parent) if model.path else "."
     todo = [(t, folder) for t in _INCLUDE.findall(model.text)]
     seen: set[Path] = set()
-    while todo and names - found.keys() and len(seen) < MAX_HEADERS:
+    while todo and len(seen) < MAX_HEADERS:
         target, beside = todo.pop(0)
         header = resolve_header(target, (beside, *include_dirs))
         if header is None or header in seen:
             continue
         seen.add(header)
         header_text = _read(str(header), _stamp(header))
-        _collect(header_text, names, found)
+        yield header_text
         todo += [(t, str(header.parent)) for t in _INCLUDE.findall(header_text)]
-    return found
 
 
 def _collect(text: str, names: set[str], found: dict[str, Definition]) -> None:
