@@ -1,0 +1,135 @@
+"""group_items: GROUP_ITEMS consecutive elements per thread of a kernel reducing groups of lanes by warp
+butterflies. Checked on the quantiser sample and llama.cpp's quantize_q8_1 (proposed, its reductions read in the
+order that keeps the bits), through the launch it asks for, by compiling every GROUP_ITEMS with nvcc and NVRTC, by
+the reasons it refuses, and equal to the original on the GPU at every GROUP_ITEMS."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.gpu.backend import Job, TimingOptions
+from cutune.limits import limits_for
+from cutune.project import open_kernel
+from cutune.spec import load_spec
+from cutune.template.variants import TRANSFORMS, GroupItems, propose_variants, with_variants
+from cutune.template.variants.group_items import ITEMS
+from tests.corpus.sources import LLAMA, corpus_dir
+from tests.cuda.test_extract import needs_nvrtc
+
+from .compile import compile_both, measured_failures, name_expressions
+from .test_row_reduce import only_the_variant
+
+SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "group_quant.cu"
+KERNELS = ("group_quant_int8_kernel", "group_quant_sum_kernel")
+QUANTIZE = corpus_dir() / LLAMA / "vendor" / "llama.cpp" / "ggml" / "src" / "ggml-cuda" / "quantize.cu"
+KERNEL = """
+__global__ void k(float* __restrict__ out, float* __restrict__ scales, const float* __restrict__ x, int n) {{
+  {body}
+}}
+"""
+INDEX = "const int i = blockIdx.x * blockDim.x + threadIdx.x;"
+MAX = "for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffff, a, o));"
+
+
+def _refusal(body: str) -> str:
+    with pytest.raises(TransformRefused) as caught:
+        GroupItems().apply(parse_source(KERNEL.format(body=body)), "k", None)
+    return caught.value.reason
+
+
+def _variant(path: Path, kernel: str):  # type: ignore[no-untyped-def]
+    variants, refusals = propose_variants(parse_source(path.read_text(), str(path)), kernel, None)
+    found = [v for v in variants if v.name == "group_items"]
+    assert found, [r for r in refusals if r.recipe == "group_items"]
+    return found[0]
+
+
+def test_registered_last_so_the_other_transforms_keep_their_numbers() -> None:
+    assert list(TRANSFORMS)[-2:] == ["block_items", "group_items"]
+
+
+def test_the_quantiser_sample_reduces_its_values_before_the_groups_shuffles() -> None:
+    int8 = _variant(SAMPLE, "group_quant_int8_kernel")  # its helper's butterfly, inlined by the canonical step
+    assert f"* {ITEMS} + cutune_p;" in int8.body and "if (i >= n) {\n      continue;" in int8.body
+    assert "cutune_g0_all = fmaxf(cutune_g0_all, cutune_g0[cutune_gq]);" in int8.body  # the thread's own first
+    assert [(p.name, p.values, p.default) for p in int8.params] == [(ITEMS, (1, 2, 4, 8), 1)]
+    summed = _variant(SAMPLE, "group_quant_sum_kernel")
+    # a float sum keeps the butterfly's order: each value shuffled between threads, then paired within the thread
+    assert "cutune_g1[cutune_gq] = cutune_g1[cutune_gq] + (__shfl_xor_sync(" in summed.body
+    assert "cutune_gt[cutune_gq] = cutune_g1[cutune_gq] + (cutune_g1[cutune_gq ^ cutune_go]);" in summed.body
+    assert "in the original's order" in summed.provenance.note
+
+
+@pytest.mark.skipif(not QUANTIZE.is_file(), reason="the llama.cpp corpus is not unpacked (scripts/corpus.sh)")
+def test_llama_cpp_quantize_q8_1_gets_it_through_its_header_helpers() -> None:
+    variant = _variant(QUANTIZE, "quantize_q8_1")  # warp_reduce_max / warp_reduce_sum, read from common.cuh
+    assert "warp_reduce_max of amax, warp_reduce_sum of sum (in the original's order)" in variant.provenance.note
+    assert "y[ib].qs[iqs] = q;" in variant.body and "warp_reduce" not in variant.body
+
+
+def test_the_launch_shrinks_the_grid_where_it_divides() -> None:
+    model = parse_source(SAMPLE.read_text(), str(SAMPLE))
+    spec = load_spec(SAMPLE.with_suffix(".tune.toml")).kernel("group_quant_int8_kernel")
+    variant = GroupItems().apply(model, "group_quant_int8_kernel", spec)
+    assert variant.constraints == (f"((tokens * hidden + 255) / 256) % {ITEMS} == 0", "(256) % 32 == 0")
+    _, combined = with_variants(model, "group_quant_int8_kernel", [variant], spec)
+    assert combined is not None
+    names = {**limits_for("sm_90").as_names(), "tokens": 16, "hidden": 4096, "VARIANT": 1}
+    assert combined.launch({**names, ITEMS: 4})[:2] == ((64, 1, 1), (256, 1, 1))
+    assert combined.launch({**names, ITEMS: 1})[:2] == ((256, 1, 1), (256, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("const int i = threadIdx.x; float a = x[i]; " + MAX, "no global thread index"),
+        (f"{INDEX} float a = x[i]; a = fmaxf(a, __shfl_xor_sync(0xffffffff, a, 16));", "no warp reduction"),
+        (
+            f"{INDEX} float a = x[i]; for (int o = 16; o > 0; o >>= 1) a += __shfl_down_sync(0xffffffff, a, o);",
+            "not an xor butterfly",
+        ),
+        (f"{INDEX} float a = x[i]; " + MAX.replace("0xffffffff", "0x0000ffff"), "is not the whole warp"),
+        (f"{INDEX} float a = x[i]; " + MAX.replace("16", "n / 2"), "not a power of two below 32 known"),
+        (f"{INDEX} float a = x[i]; " + MAX.replace("a, o))", "a, o)) * x[0]"), "more than its partner's value"),
+        (f"{INDEX} float a = x[i]; {MAX} out[threadIdx.x] = a;", "reads threadIdx.x beside the thread index"),
+        (f"{INDEX} float a = x[i]; out[i] = a; {MAX}", "writes `out[i]` before the reduction"),
+        (f"{INDEX} float a = x[i]; float b = a; {MAX} b = 1.f; {MAX.replace('a', 'b')}", "work between the reductions"),
+        (f"{INDEX} float a = x[i]; {MAX} if (__ballot_sync(0xffffffff, a > 0.f)) out[i] = a;", "through __ballot_sync"),
+        (f"{INDEX} __shared__ float s[32]; float a = x[i]; {MAX} s[0] = a;", "cooperate through __shared__"),
+        (f"{INDEX} float a = x[i]; {MAX} for (int j = 0; j < n; ++j) {{ if (j == i) return; }}", "inside a loop"),
+    ],
+)
+def test_refuses_where_more_elements_per_thread_could_change_the_result(body: str, reason: str) -> None:
+    assert reason in _refusal(body)
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_group_items_compiles_with_nvcc_and_nvrtc(kernel: str, tmp_path: Path) -> None:
+    model = parse_source(SAMPLE.read_text(), str(SAMPLE))
+    spec = load_spec(SAMPLE.with_suffix(".tune.toml")).kernel(kernel)
+    template, _ = with_variants(model, kernel, [_variant(SAMPLE, kernel)], spec)
+    configs = [{"VARIANT": 1, ITEMS: p} for p in (1, 2, 4, 8)]
+    entries, lowered = compile_both(template, name_expressions(template, spec, configs), tmp_path, SAMPLE)
+    # four instantiations each (int64_t mangles as long for nvcc's host compiler, as long long in NVRTC)
+    assert len(set(entries)) == 4 and len(set(lowered.values())) == 4, (entries, lowered)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_variant_equals_the_original_on_the_gpu_at_every_group_items(kernel: str) -> None:
+    ctx = open_kernel(SAMPLE, kernel)
+    spec = ctx.require_spec()
+    variant = GroupItems().apply(ctx.template_model, kernel, spec)
+    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
+    assert combined is not None
+    space = only_the_variant(template.space)
+    job = Job(str(ctx.path), template, combined, space, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))
+    # GROUP_ITEMS 1, 2, 4, 8 at every size, each checked against the original's output
+    passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS})
+    assert passed >= 4 and not failed, failed
