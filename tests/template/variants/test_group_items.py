@@ -5,17 +5,22 @@ the reasons it refuses, and equal to the original on the GPU at every GROUP_ITEM
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+from benchmarks.corpus_variants import TABLE, opened
 
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.gpu.backend import Job, TimingOptions
+from cutune.gpu.registry import create_backend
 from cutune.limits import limits_for
-from cutune.project import open_kernel
+from cutune.project import build_job, open_kernel
 from cutune.spec import load_spec
-from cutune.template.variants import TRANSFORMS, GroupItems, propose_variants, with_variants
+from cutune.template.model import Config
+from cutune.template.recipes.index_bits import narrowed
+from cutune.template.variants import TRANSFORMS, VARIANT, GroupItems, combine_all, propose_variants, with_variants
 from cutune.template.variants.group_items import ITEMS
 from tests.corpus.sources import LLAMA, corpus_dir
 from tests.cuda.test_extract import needs_nvrtc
@@ -75,10 +80,12 @@ def test_the_launch_shrinks_the_grid_where_it_divides() -> None:
     model = parse_source(SAMPLE.read_text(), str(SAMPLE))
     spec = load_spec(SAMPLE.with_suffix(".tune.toml")).kernel("group_quant_int8_kernel")
     variant = GroupItems().apply(model, "group_quant_int8_kernel", spec)
-    assert variant.constraints == (f"((tokens * hidden + 255) / 256) % {ITEMS} == 0", "(256) % 32 == 0")
+    grid = "ceil_div(tokens * hidden, BLOCK_THREADS * ITEMS_PER_THREAD)"
+    assert variant.constraints == (f"({grid}) % {ITEMS} == 0", "(BLOCK_THREADS) % 32 == 0")
     _, combined = with_variants(model, "group_quant_int8_kernel", [variant], spec)
     assert combined is not None
     names = {**limits_for("sm_90").as_names(), "tokens": 16, "hidden": 4096, "VARIANT": 1}
+    names |= {"BLOCK_THREADS": 256, "ITEMS_PER_THREAD": 1}
     assert combined.launch({**names, ITEMS: 4})[:2] == ((64, 1, 1), (256, 1, 1))
     assert combined.launch({**names, ITEMS: 1})[:2] == ((256, 1, 1), (256, 1, 1))
 
@@ -111,13 +118,18 @@ def test_refuses_where_more_elements_per_thread_could_change_the_result(body: st
 @needs_nvrtc
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_every_group_items_compiles_with_nvcc_and_nvrtc(kernel: str, tmp_path: Path) -> None:
-    model = parse_source(SAMPLE.read_text(), str(SAMPLE))
-    spec = load_spec(SAMPLE.with_suffix(".tune.toml")).kernel(kernel)
-    template, _ = with_variants(model, kernel, [_variant(SAMPLE, kernel)], spec)
-    configs = [{"VARIANT": 1, ITEMS: p} for p in (1, 2, 4, 8)]
-    entries, lowered = compile_both(template, name_expressions(template, spec, configs), tmp_path, SAMPLE)
-    # four instantiations each (int64_t mangles as long for nvcc's host compiler, as long long in NVRTC)
-    assert len(set(entries)) == 4 and len(set(lowered.values())) == 4, (entries, lowered)
+    ctx = open_kernel(SAMPLE, kernel)  # as `tune` reads it: the recipes' template (the int8 one in chunks), its spec
+    combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
+    assert combined.spec is not None
+    k = 1 + [v.name for v in combined.variants].index("group_items")
+    default = combined.template.space.default()
+    configs = [{**default, VARIANT: k, ITEMS: p} for p in (1, 2, 4, 8)]
+    if "ITEMS_PER_THREAD" in default:
+        configs.append({**default, VARIANT: k, ITEMS: 8, "ITEMS_PER_THREAD": 4})
+    expressions = name_expressions(combined.template, combined.spec, configs)
+    entries, lowered = compile_both(combined.template, expressions, tmp_path, SAMPLE)
+    # one instantiation each (int64_t mangles as long for nvcc's host compiler, as long long in NVRTC)
+    assert len(set(entries)) == len(configs) and len(set(lowered.values())) == len(configs), (entries, lowered)
 
 
 @pytest.mark.gpu
@@ -133,3 +145,22 @@ def test_the_variant_equals_the_original_on_the_gpu_at_every_group_items(kernel:
     # GROUP_ITEMS 1, 2, 4, 8 at every size, each checked against the original's output
     passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS})
     assert passed >= 4 and not failed, failed
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not QUANTIZE.is_file(), reason="the llama.cpp corpus is not unpacked (scripts/corpus.sh)")
+def test_quantize_q8_1_equals_the_original_on_the_gpu_at_every_group_items() -> None:
+    ctx = opened(next(e for e in TABLE if e.kernel == "quantize_q8_1"))
+    combined = combine_all(ctx.template_model, "quantize_q8_1", ctx.template, ctx.spec)
+    k = 1 + [v.name for v in combined.variants].index("group_items")
+    ctx = dataclasses.replace(ctx, template=combined.template, template_model=combined.model, spec=combined.spec)
+    backend = create_backend("cupy")
+    backend.open(build_job(ctx, timing=TimingOptions(warmup=1, reps=3, min_time_ms=0.0)))
+    default = ctx.space.default()
+    try:  # every size of its spec, each checked against the original's bytes (its sum in half: the order kept)
+        configs = [Config.of({**default, VARIANT: k, ITEMS: p}) for p in (1, 2, 4, 8)]
+        for config in [*configs, narrowed(configs[-1])]:  # and with 32-bit indices
+            measured = backend.evaluate(config)
+            assert measured.ok, f"{dict(config)}: {measured.failure} {measured.detail}"
+    finally:
+        backend.close()

@@ -47,7 +47,9 @@ from cutune.template.variants.butterfly import (
     read_butterfly,
     texts_names,
 )
-from cutune.template.variants.loops import grid_index_axis, kernel_source, squeezed
+from cutune.template.variants.canonical.guard import _chunk as guard_chunk
+from cutune.template.variants.canonical.guard import _thread_index as guard_thread_index
+from cutune.template.variants.loops import kernel_source, line_indent, squeezed
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 NAME = "group_items"
@@ -86,15 +88,22 @@ class GroupItems(Transform):
         body_text = src.text(src.body)
         if "shfl" not in body_text and not _REDUCE_CALL.search(body_text):
             self.refuse("no warp reduction (a `__shfl_xor_sync` butterfly, or a call of a helper that is one)")
-        statements = [c for c in src.body.named_children if c.type != "comment"]
+        statements = _statements(src.body)
+        lone = [s for s in statements if s.type != "preproc_call"]
+        # a recipe's chunks (`for (u = 0; u < K; ++u)` over blocks' worth of threads): each chunk is the body
+        chunk = guard_chunk(src, lone[0]) if len(lone) == 1 else None
+        scope = chunk[0] if chunk is not None else src.body
+        statements = _statements(scope)
         for s in statements:
             if s.type.startswith("preproc") and not src.text(s).lstrip("# \t").startswith("pragma"):
                 self.refuse(f"a preprocessor directive at line {src.line(s)} splits the body")
-        index = next((s for s in statements if _index(src, s) is not None), None)
+        index = next((s for s in statements if _index(src, s, chunk) is not None), None)
         if index is None:
             self.refuse("no global thread index over x (`i = blockIdx.x * blockDim.x + threadIdx.x`) in the body")
-        value = _index(src, index)
+        value = _index(src, index, chunk)
         assert value is not None  # `index` was found by it
+        if chunk is not None:
+            self._check_chunk(src, chunk[0])
         found = self._reductions(src, statements, spec)
         at = [statements.index(r.statement) for r in found]
         between = [s for s in statements[at[0] : at[-1] + 1] if s.type != "preproc_call" and s not in _nodes(found)]
@@ -129,7 +138,11 @@ class GroupItems(Transform):
             *(_reduce(r, a) for r, a in zip(found, arrays, strict=True)),
             _per_item([before, *take, after]),
         ]
-        inner = "\n" + textwrap.indent("\n".join(lines), src.body_indent()) + "\n"
+        indent = line_indent(src.data, statements[0].start_byte)
+        closing = line_indent(src.data, scope.end_byte - 1) if chunk is not None else ""
+        head = src.data[src.body.start_byte + 1 : scope.start_byte + 1].decode("utf-8")
+        tail = src.data[scope.end_byte - 1 : src.body.end_byte - 1].decode("utf-8")
+        inner = head + "\n" + textwrap.indent("\n".join(lines), indent) + "\n" + closing + tail
         constraints: tuple[str, ...] = ()
         if spec is not None:
             constraints = (f"({spec.grid[0]}) % {ITEMS} == 0", f"({spec.block[0]}) % 32 == 0")
@@ -250,6 +263,15 @@ class GroupItems(Transform):
                     self.refuse(f"returns from inside a loop or switch (line {src.line(ret)})")
                 parent = parent.parent
 
+    def _check_chunk(self, src: KernelSource, scope: Node) -> None:
+        """Refuse a `break` of the chunk loop: inside the loop over a thread's elements it would end that one."""
+        for n in descendants(scope, "break_statement"):
+            parent = n.parent
+            while parent is not None and parent.type not in _NESTED:
+                parent = parent.parent
+            if parent is not None and parent == scope.parent:
+                self.refuse(f"leaves the loop over its chunks with `break` (line {src.line(n)})")
+
     def _check_prologue(self, src: KernelSource, prologue: list[Node], index: Node) -> None:
         """Refuse statements before the reductions that write anything but plain locals (they run twice)."""
         plain = {
@@ -285,17 +307,18 @@ def _lone_loop(statement: Node) -> Node | None:
     return inner[0] if len(inner) == 1 and inner[0].type == "for_statement" else None
 
 
-def _index(src: KernelSource, statement: Node) -> Node | None:
-    """The value of `T i = blockIdx.x * blockDim.x + threadIdx.x;` (any order, casts), or None."""
-    if statement.type != "declaration":
+def _statements(scope: Node) -> list[Node]:
+    """A block's statements (and preprocessor lines), without comments."""
+    return [c for c in scope.named_children if c.type != "comment"]
+
+
+def _index(src: KernelSource, statement: Node, chunk: tuple[Node, str, str] | None) -> Node | None:
+    """The value of `T i = blockIdx.x * blockDim.x + threadIdx.x;` (any order, casts; in a chunk loop over u < K,
+    `(blockIdx.x * K + u) * blockDim.x + threadIdx.x`), or None."""
+    found = guard_thread_index(src, statement, chunk)
+    if found is None or found[2] != "x" or found[3] is not None:
         return None
-    declarators = statement.children_by_field_name("declarator")
-    if len(declarators) != 1 or declarators[0].type != "init_declarator":
-        return None
-    value = declarators[0].child_by_field_name("value")
-    if value is None or grid_index_axis(src.text(value)) != "x":
-        return None
-    return value
+    return found[1]
 
 
 def _updated(text: str) -> str | None:
