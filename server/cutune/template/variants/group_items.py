@@ -200,7 +200,10 @@ class GroupItems(Transform):
             if read is not None:
                 found.append(_Reduction(s, dataclasses.replace(read, var=var), var_type, helper))
         if not found:
-            self.refuse("no warp reduction (a `__shfl_xor_sync` butterfly, or a call of a helper that is one)")
+            self.refuse(
+                "no warp reduction at the body's top level (a `__shfl_xor_sync` butterfly loop, or `x = f(x);` of a "
+                "helper that is one; one inside a branch or loop, or lone shuffle steps, are not read)"
+            )
         if len({r.butterfly.var for r in found}) != len(found):
             self.refuse("reduces one variable twice")
         return found
