@@ -108,6 +108,12 @@ def test_the_launch_shrinks_the_grid_where_it_divides() -> None:
         (f"{INDEX} float a = x[i]; {MAX} if (__ballot_sync(0xffffffff, a > 0.f)) out[i] = a;", "through __ballot_sync"),
         (f"{INDEX} __shared__ float s[32]; float a = x[i]; {MAX} s[0] = a;", "cooperate through __shared__"),
         (f"{INDEX} float a = x[i]; {MAX} for (int j = 0; j < n; ++j) {{ if (j == i) return; }}", "inside a loop"),
+        (f"{INDEX} float a = x[i]; {MAX} a = block_reduce_sum(a); out[i] = a;", "not found here: it may exchange"),
+        (
+            "for (int u = 0; u < 4; ++u) { const int i = (blockIdx.x * 4 + u) * blockDim.x + threadIdx.x;"
+            f" if (i >= n) break; float a = x[i]; {MAX} out[i] = a; }}",
+            "leaves the loop over its chunks with `break`",
+        ),
     ],
 )
 def test_refuses_where_more_elements_per_thread_could_change_the_result(body: str, reason: str) -> None:
