@@ -1,16 +1,20 @@
 """group_items: GROUP_ITEMS consecutive elements per thread of a kernel reducing groups of lanes by warp
 butterflies. Checked on the quantiser sample and llama.cpp's quantize_q8_1 (proposed, its reductions read in the
 order that keeps the bits), through the launch it asks for, by compiling every GROUP_ITEMS with nvcc and NVRTC, by
-the reasons it refuses, and equal to the original on the GPU at every GROUP_ITEMS."""
+the reasons it refuses, equal to the original bit for bit at every GROUP_ITEMS on warps emulated on the host (the
+float sum's order included), and on the GPU."""
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from benchmarks.corpus_variants import TABLE, opened
 
+from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.gpu.backend import Job, TimingOptions
@@ -29,6 +33,7 @@ from .compile import compile_both, measured_failures, name_expressions
 from .test_row_reduce import only_the_variant
 
 SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "group_quant.cu"
+EMULATOR = Path(__file__).resolve().parents[2] / "data" / "template" / "variants" / "warp_emulator.h"
 KERNELS = ("group_quant_int8_kernel", "group_quant_sum_kernel")
 QUANTIZE = corpus_dir() / LLAMA / "vendor" / "llama.cpp" / "ggml" / "src" / "ggml-cuda" / "quantize.cu"
 KERNEL = """
@@ -136,6 +141,75 @@ def test_every_group_items_compiles_with_nvcc_and_nvrtc(kernel: str, tmp_path: P
     entries, lowered = compile_both(combined.template, expressions, tmp_path, SAMPLE)
     # one instantiation each (int64_t mangles as long for nvcc's host compiler, as long long in NVRTC)
     assert len(set(entries)) == len(configs) and len(set(lowered.values())) == len(configs), (entries, lowered)
+
+
+# the quantisers run on the host (warp_emulator.h): the original and the variant at every GROUP_ITEMS, outputs compared
+# byte for byte; for the sum, how many groups a sequential sum would round differently (the data tells orders apart)
+HARNESS = """
+#include <random>
+int main() {{
+  const int64_t n = 1024;  // blocks of 64: 16 at GROUP_ITEMS 1, 2 at 8
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-3.f, 3.f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = uniform(rng) * std::pow(10.f, static_cast<int>(rng() % 7) - 3);  // magnitudes far apart
+  for (int i = 0; i < 32; ++i) x[i] = 0.f;  // an all-zero group
+  std::vector<{stats}> stats;
+  auto run = [&](auto kernel, unsigned grid) {{
+    std::vector<int8_t> out(n);
+    stats.assign(n / 32, {stats}{{}});
+    launch(grid, 64, [&] {{ kernel(out.data(), stats.data(), x.data(), n); }});
+    std::vector<unsigned char> bytes(n + stats.size() * sizeof({stats}));
+    std::memcpy(bytes.data(), out.data(), n);
+    std::memcpy(bytes.data() + n, stats.data(), stats.size() * sizeof({stats}));
+    return bytes;
+  }};
+  const auto original = run({original}, n / 64);
+  {reordered}
+{runs}
+}}
+"""
+REORDERED = """int reordered = 0;
+  for (int64_t g = 0; g < n / 32; ++g) {
+    float sum = 0.f;
+    for (int j = 0; j < 32; ++j) sum += x[g * 32 + j];
+    reordered += sum != stats[g].y;
+  }
+  std::printf("reordered %d\\n", reordered);"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_every_group_items_equals_the_original_bit_for_bit_on_emulated_warps(kernel: str, tmp_path: Path) -> None:
+    ctx = open_kernel(SAMPLE, kernel)
+    combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
+    assert combined.spec is not None
+    k = 1 + [v.name for v in combined.variants].index("group_items")
+    default = combined.template.space.default()
+    values = (1, 2, 4, 8)
+    configs = [default, *({**default, VARIANT: k, ITEMS: p} for p in values)]
+    expressions = name_expressions(combined.template, combined.spec, configs)
+    unit = extract_kernel(parse_source(combined.template.source, str(SAMPLE)), kernel, instantiations=expressions)
+    (tmp_path / "cuda_runtime.h").write_text(f'#include "{EMULATOR}"\n')  # the unit's one CUDA header
+    runs = "\n".join(
+        f'  std::printf("%d %s\\n", {p}, run({e}, n / 64 / {p}) == original ? "equal" : "different");'
+        for p, e in zip(values, expressions[1:], strict=True)
+    )
+    summed = kernel == "group_quant_sum_kernel"
+    main = HARNESS.format(
+        stats="float2" if summed else "float", original=expressions[0], reordered=REORDERED if summed else "", runs=runs
+    )
+    (tmp_path / "emulated.cpp").write_text(unit.source + main)
+    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", f"-I{tmp_path}", str(tmp_path / "emulated.cpp")]
+    done = subprocess.run([*build, "-o", str(tmp_path / "emulated")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=60, check=True)
+    lines = ran.stdout.split("\n")
+    assert [line for line in lines if line.endswith("equal") or line.endswith("different")] == [
+        f"{p} equal" for p in values
+    ], ran.stdout
+    if summed:  # the sum's order shows in its bits: the variant keeps the butterfly's
+        assert int(next(line for line in lines if line.startswith("reordered")).split()[1]) > 0
 
 
 @pytest.mark.gpu
