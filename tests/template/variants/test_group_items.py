@@ -25,7 +25,7 @@ from cutune.spec import load_spec
 from cutune.template.model import Config
 from cutune.template.recipes.index_bits import narrowed
 from cutune.template.variants import TRANSFORMS, VARIANT, GroupItems, combine_all, propose_variants, with_variants
-from cutune.template.variants.group_items import ITEMS
+from cutune.template.variants.group_items import ITEMS, KEEP
 from tests.corpus.sources import LLAMA, corpus_dir
 from tests.cuda.test_extract import needs_nvrtc
 
@@ -64,9 +64,12 @@ def test_registered_last_so_the_other_transforms_keep_their_numbers() -> None:
 
 def test_the_quantiser_sample_reduces_its_values_before_the_groups_shuffles() -> None:
     int8 = _variant(SAMPLE, "group_quant_int8_kernel")  # its helper's butterfly, inlined by the canonical step
-    assert f"* {ITEMS} + cutune_p;" in int8.body and "if (i >= n) {\n      continue;" in int8.body
-    assert "cutune_g0_all = fmaxf(cutune_g0_all, cutune_g0[cutune_gq]);" in int8.body  # the thread's own first
-    assert [(p.name, p.values, p.default) for p in int8.params] == [(ITEMS, (1, 2, 4, 8), 1)]
+    flat = " ".join(int8.body.split())
+    assert f"* {ITEMS} + cutune_p;" in flat and "if (i >= n) { continue; }" in flat  # an element leaves alone
+    assert "cutune_g0_all = fmaxf(cutune_g0_all, cutune_g0[cutune_gq]);" in flat  # the thread's own values first
+    # the locals the rest reads kept per element (GROUP_KEEP 1), or the part before computed again (0)
+    assert f"if constexpr ({KEEP}) {{" in flat and "const float v = cutune_gc1[cutune_p];" in flat
+    assert [(p.name, p.values, p.default) for p in int8.params] == [(ITEMS, (1, 2, 4, 8), 1), (KEEP, (0, 1), 0)]
     summed = _variant(SAMPLE, "group_quant_sum_kernel")
     # a float sum keeps the butterfly's order: each value shuffled between threads, then paired within the thread
     assert "cutune_g1[cutune_gq] = cutune_g1[cutune_gq] + (__shfl_xor_sync(" in summed.body
@@ -135,6 +138,7 @@ def test_every_group_items_compiles_with_nvcc_and_nvrtc(kernel: str, tmp_path: P
     k = 1 + [v.name for v in combined.variants].index("group_items")
     default = combined.template.space.default()
     configs = [{**default, VARIANT: k, ITEMS: p} for p in (1, 2, 4, 8)]
+    configs.append({**default, VARIANT: k, ITEMS: 8, KEEP: 1})
     if "ITEMS_PER_THREAD" in default:
         configs.append({**default, VARIANT: k, ITEMS: 8, "ITEMS_PER_THREAD": 4})
     expressions = name_expressions(combined.template, combined.spec, configs)
@@ -186,14 +190,14 @@ def test_every_group_items_equals_the_original_bit_for_bit_on_emulated_warps(ker
     assert combined.spec is not None
     k = 1 + [v.name for v in combined.variants].index("group_items")
     default = combined.template.space.default()
-    values = (1, 2, 4, 8)
-    configs = [default, *({**default, VARIANT: k, ITEMS: p} for p in values)]
+    values = [(p, keep) for keep in (0, 1) for p in (1, 2, 4, 8)]
+    configs = [default, *({**default, VARIANT: k, ITEMS: p, KEEP: keep} for p, keep in values)]
     expressions = name_expressions(combined.template, combined.spec, configs)
     unit = extract_kernel(parse_source(combined.template.source, str(SAMPLE)), kernel, instantiations=expressions)
     (tmp_path / "cuda_runtime.h").write_text(f'#include "{EMULATOR}"\n')  # the unit's one CUDA header
     runs = "\n".join(
-        f'  std::printf("%d %s\\n", {p}, run({e}, n / 64 / {p}) == original ? "equal" : "different");'
-        for p, e in zip(values, expressions[1:], strict=True)
+        f'  std::printf("%d %d %s\\n", {p}, {keep}, run({e}, n / 64 / {p}) == original ? "equal" : "different");'
+        for (p, keep), e in zip(values, expressions[1:], strict=True)
     )
     summed = kernel == "group_quant_sum_kernel"
     main = HARNESS.format(
@@ -206,7 +210,7 @@ def test_every_group_items_equals_the_original_bit_for_bit_on_emulated_warps(ker
     ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=60, check=True)
     lines = ran.stdout.split("\n")
     assert [line for line in lines if line.endswith("equal") or line.endswith("different")] == [
-        f"{p} equal" for p in values
+        f"{p} {keep} equal" for p, keep in values
     ], ran.stdout
     if summed:  # the sum's order shows in its bits: the variant keeps the butterfly's
         assert int(next(line for line in lines if line.startswith("reordered")).split()[1]) > 0
@@ -238,7 +242,7 @@ def test_quantize_q8_1_equals_the_original_on_the_gpu_at_every_group_items() -> 
     backend.open(build_job(ctx, timing=TimingOptions(warmup=1, reps=3, min_time_ms=0.0)))
     default = ctx.space.default()
     try:  # every size of its spec, each checked against the original's bytes (its sum in half: the order kept)
-        configs = [Config.of({**default, VARIANT: k, ITEMS: p}) for p in (1, 2, 4, 8)]
+        configs = [Config.of({**default, VARIANT: k, ITEMS: p, KEEP: keep}) for keep in (0, 1) for p in (1, 2, 4, 8)]
         for config in [*configs, narrowed(configs[-1])]:  # and with 32-bit indices
             measured = backend.evaluate(config)
             assert measured.ok, f"{dict(config)}: {measured.failure} {measured.detail}"

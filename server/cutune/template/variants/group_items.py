@@ -6,12 +6,13 @@ G / GROUP_ITEMS lanes, each thread first combining its own, and the grid's x ext
 Each thread plays the original threads `t * GROUP_ITEMS + p` (p < GROUP_ITEMS): the global index
 `i = blockIdx.x * blockDim.x + threadIdx.x` becomes `(…) * GROUP_ITEMS + p`. The statements before the reductions
 run for every p and keep the values to reduce; the reductions run over the thread's values and its group's lanes;
-then the statements before the reductions run again for every p (they only compute locals, so they give the same
-values), the reduced values are those of original lane p, and the statements after run as written (a `return` of
-the original thread is a `continue` of its p). The lanes of an original group of G are the G / GROUP_ITEMS aligned
-lanes that play them, so the butterfly's steps at offsets G/2 … GROUP_ITEMS become shuffles at offsets divided by
-GROUP_ITEMS and those below are exchanges among a thread's own values: every original lane's value is reproduced in
-the butterfly's order, bit for bit. Where any order gives the same bits (extrema, integer sums) the thread first
+then, for every p, the reduced values are those of original lane p and the statements after run as written (a
+`return` of the original thread is a `continue` of its p), with the locals they read from before either kept per p
+(GROUP_KEEP 1, where they are scalars or pointers) or computed again by the statements before (GROUP_KEEP 0: those
+only compute locals, so they give the same values). Inside a recipe's loop over block-chunks, each chunk is the
+body. The lanes of an original group of G are the G / GROUP_ITEMS aligned lanes that play them, so the butterfly's
+steps at offsets G/2 … GROUP_ITEMS become shuffles at offsets divided by GROUP_ITEMS and those below are exchanges
+among a thread's own values: every original lane's value is reproduced in the butterfly's order, bit for bit. Where any order gives the same bits (extrema, integer sums) the thread first
 combines its values and shuffles once per step; a float sum keeps the order, shuffling each of its values.
 
 Refused, with the reason, where that does not hold: no global thread index over x, no butterfly over a warp's
@@ -38,6 +39,7 @@ from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.index_bits import HELPER as INDEX_TYPE
 from cutune.template.variants.block_items import _BLOCK_WIDE, _WARP_WIDE, _called_helpers
 from cutune.template.variants.butterfly import (
     OWN,
@@ -54,6 +56,7 @@ from cutune.template.variants.model import Launch, Provenance, Transform, Varian
 
 NAME = "group_items"
 ITEMS = "GROUP_ITEMS"
+KEEP = "GROUP_KEEP"  # 1: the locals the statements after the reductions read kept per element; 0: computed again
 ITEM = "cutune_p"  # which of its GROUP_ITEMS original threads a thread plays
 PREFIX = "cutune_g"  # the variant's own names
 _VALUES = (1, 2, 4, 8)
@@ -127,17 +130,31 @@ class GroupItems(Transform):
         before = _region(src, prologue, replacements)
         after = _region(src, epilogue, replacements)
         arrays = [f"{PREFIX}{k}" for k in range(len(found))]
-        keep = [f"{a}[{ITEM}] = {var};" for a, var in zip(arrays, locals_, strict=True)]
-        take = [f"{var} = {a}[{ITEM}];" for a, var in zip(arrays, locals_, strict=True)]
-        lines = [
+        header = [
             f"// cutune {NAME}: {ITEMS} consecutive elements per thread (it plays the original threads "
             f"t * {ITEMS} + {ITEM}),",
             f"// their values combined before the groups' shuffles over {group} / {ITEMS} lanes",
-            *(f"{r.var_type} {a}[{ITEMS}] = {{}};" for r, a in zip(found, arrays, strict=True)),
-            _per_item([before, *keep]),
-            *(_reduce(r, a) for r, a in zip(found, arrays, strict=True)),
-            _per_item([before, *take, after]),
         ]
+        recomputed = _phases(src, prologue, found, arrays, before, after, None)
+        carried = _carried(src, prologue, epilogue, set(locals_))
+        params = [TunableParam(ITEMS, values, 1, Binding.TEMPLATE, description="consecutive elements per thread")]
+        if carried is None:
+            lines = [*header, *recomputed]
+        else:  # keeping the locals per element or computing them again: the compiler's code differs, the GPU decides
+            kept = _phases(src, prologue, found, arrays, before, after, carried)
+            lines = [
+                *header,
+                f"if constexpr ({KEEP}) {{",
+                textwrap.indent("\n".join(kept), "  "),
+                "} else {",
+                textwrap.indent("\n".join(recomputed), "  "),
+                "}",
+            ]
+            params.append(
+                TunableParam(
+                    KEEP, (0, 1), 0, Binding.TEMPLATE, description="1: locals kept per element; 0: computed again"
+                )
+            )
         indent = line_indent(src.data, statements[0].start_byte)
         closing = line_indent(src.data, scope.end_byte - 1) if chunk is not None else ""
         head = src.data[src.body.start_byte + 1 : scope.start_byte + 1].decode("utf-8")
@@ -154,7 +171,7 @@ class GroupItems(Transform):
         return Variant(
             name=NAME,
             body=inner,
-            params=(TunableParam(ITEMS, values, 1, Binding.TEMPLATE, description="consecutive elements per thread"),),
+            params=tuple(params),
             constraints=constraints,
             launch=Launch(
                 grid=(f"({{grid}}) / {ITEMS}", "{grid}", "{grid}"),
@@ -293,6 +310,103 @@ class GroupItems(Transform):
                         f"writes `{src.text(target) if target is not None else '?'}` before the reduction "
                         f"(line {src.line(n)}): that part runs twice, and may only compute locals"
                     )
+
+
+@dataclass(frozen=True)
+class _Carried:
+    """A local of the part before the reductions that the rest reads, kept per element between them."""
+
+    name: str
+    array_type: str  # the element type of the array keeping it
+    restore: str  # its declaration again, its value `@value@`
+
+
+# the types a local may be kept in an array of: arithmetic scalars (index_bits' integer of either width among them),
+# and pointers to anything
+_SCALAR = re.compile(
+    r"(?:(?:unsigned|signed|short|long|int|char|float|double|bool|size_t|u?int(?:8|16|32|64)_t|half|__half"
+    rf"|__nv_bfloat16|nv_bfloat16)\s*)+|{INDEX_TYPE}\s*<[\w\s,]*>"
+)
+
+
+def _carried(src: KernelSource, prologue: list[Node], epilogue: list[Node], reduced: set[str]) -> list[_Carried] | None:
+    """The locals the statements before the reductions declare and those after read, each as it can be kept per
+    element; None where one cannot (a reference, an array, a class type, a static or constexpr local)."""
+    read = {src.text(n) for s in epilogue for n in descendants(s, "identifier")}
+    carried: list[_Carried] = []
+    for s in prologue:
+        if s.type != "declaration":
+            continue
+        declarators = s.children_by_field_name("declarator")
+        for d in declarators:
+            target = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+            name = declarator_name(target)
+            if name is None or src.text(name) not in read or src.text(name) in reduced:
+                continue
+            if any(c.type == "storage_class_specifier" for c in s.children) or "constexpr" in src.text(s).split():
+                return None
+            specifiers = src.data[s.start_byte : declarators[0].start_byte].decode("utf-8").strip()
+            assert target is not None
+            if target.type == "identifier":
+                element = re.sub(r"\b(?:const|volatile)\b", "", specifiers).strip()
+                if not _SCALAR.fullmatch(element):
+                    return None
+            elif target.type == "pointer_declarator" and target.child_by_field_name("declarator") == name:
+                if any(c.type == "type_qualifier" for c in target.children):
+                    return None
+                element = f"{specifiers} *"
+            else:
+                return None
+            carried.append(_Carried(src.text(name), element, f"{specifiers} {src.text(target)} = @value@;"))
+    return carried
+
+
+def _phases(
+    src: KernelSource,
+    prologue: list[Node],
+    found: list[_Reduction],
+    arrays: list[str],
+    before: str,
+    after: str,
+    carried: list[_Carried] | None,
+) -> list[str]:
+    """The body over the thread's elements: the part before the reductions for each, keeping the values to reduce,
+    the reductions, then the rest for each; with the locals the rest reads kept per element (`carried`), or with
+    the part before computed again (None: it only computes locals, so it gives the same ones)."""
+    names = [r.butterfly.var for r in found]
+    keep = [f"{a}[{ITEM}] = {var};" for a, var in zip(arrays, names, strict=True)]
+    declared = [f"{r.var_type} {a}[{ITEMS}] = {{}};" for r, a in zip(found, arrays, strict=True)]
+    reductions = [_reduce(r, a) for r, a in zip(found, arrays, strict=True)]
+    if carried is None:
+        first = [before, *keep]
+        second = [before, *(f"{var} = {a}[{ITEM}];" for a, var in zip(arrays, names, strict=True)), after]
+        return [*declared, _per_item(first), *reductions, _per_item(second)]
+    alive = f"{PREFIX}alive"
+    declared += [
+        f"bool {alive}[{ITEMS}] = {{}};",
+        *(f"{c.array_type} {PREFIX}c{k}[{ITEMS}];" for k, c in enumerate(carried)),
+    ]
+    first = [
+        before,
+        *keep,
+        *(f"{PREFIX}c{k}[{ITEM}] = {c.name};" for k, c in enumerate(carried)),
+        f"{alive}[{ITEM}] = true;",
+    ]
+    second = [
+        f"if (!{alive}[{ITEM}]) continue;",
+        *(c.restore.replace("@value@", f"{PREFIX}c{k}[{ITEM}]") for k, c in enumerate(carried)),
+        *(f"{_prefix(src, prologue, var)}{var} = {a}[{ITEM}];" for a, var in zip(arrays, names, strict=True)),
+        after,
+    ]
+    return [*declared, _per_item(first), *reductions, _per_item(second)]
+
+
+def _prefix(src: KernelSource, statements: list[Node], var: str) -> str:
+    """The declaration specifiers of the top-level local `var` (`float `), to declare it again."""
+    declaration = _declaration_of(src, statements, var)
+    assert declaration is not None  # checked before
+    first = declaration.children_by_field_name("declarator")[0]
+    return src.data[declaration.start_byte : first.start_byte].decode("utf-8")
 
 
 def _nodes(found: list[_Reduction]) -> list[Node]:
