@@ -12,8 +12,9 @@ then, for every p, the reduced values are those of original lane p and the state
 only compute locals, so they give the same values). Inside a recipe's loop over block-chunks, each chunk is the
 body. The lanes of an original group of G are the G / GROUP_ITEMS aligned lanes that play them, so the butterfly's
 steps at offsets G/2 … GROUP_ITEMS become shuffles at offsets divided by GROUP_ITEMS and those below are exchanges
-among a thread's own values: every original lane's value is reproduced in the butterfly's order, bit for bit. Where any order gives the same bits (extrema, integer sums) the thread first
-combines its values and shuffles once per step; a float sum keeps the order, shuffling each of its values.
+among a thread's own values: every original lane's value is reproduced in the butterfly's order, bit for bit. Where
+any order gives the same bits (extrema, integer sums) the thread first combines its values and shuffles once per
+step; a float sum keeps the order, shuffling each of its values.
 
 Refused, with the reason, where that does not hold: no global thread index over x, no butterfly over a warp's
 aligned groups (a full mask, offsets halving from a power of two), the index or thread and block builtins read
