@@ -110,7 +110,7 @@ run_step() {
       tests/template/recipes/test_index_bits_gpu.py ;;
     corpus_index) step corpus_index "${T_CORPUS_INDEX:-420}" python3 benchmarks/corpus_variants.py "$dir" \
       --trials 48 --seconds 45 --only "${CORPUS_KERNELS:-k_set_rows,quantize_q8_1}" ;;
-    group_quant) step group_quant "${T_GROUP_QUANT:-200}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+    group_quant) step group_quant "${T_GROUP_QUANT:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_group_items.py ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;

@@ -226,9 +226,9 @@ def test_the_variant_equals_the_original_on_the_gpu_at_every_group_items(kernel:
     assert combined is not None
     space = only_the_variant(template.space)
     job = Job(str(ctx.path), template, combined, space, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))
-    # GROUP_ITEMS 1, 2, 4, 8 at every size, each checked against the original's output
-    passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS})
-    assert passed >= 4 and not failed, failed
+    # GROUP_ITEMS 1, 2, 4, 8 by GROUP_KEEP 0, 1 at every size, each checked against the original's output
+    passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS, KEEP})
+    assert passed >= 8 and not failed, failed
 
 
 @pytest.mark.gpu
