@@ -12,6 +12,8 @@
 # row_reduce_forms (the samples of issue #21's row forms: a block size fixed by cub::BlockReduce, an exit on
 # integer helpers over block-uniform values, while loops over one restarted index,
 # a step by a macro thread count)
+# group_quant (group_items: the quantiser samples and llama.cpp's quantize_q8_1 equal the original at every GROUP_ITEMS;
+# carry .corpus; corpus_index then searches GROUP_ITEMS for quantize_q8_1 as one of its variants)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
@@ -114,6 +116,8 @@ run_step() {
       tests/template/recipes/test_index_bits_gpu.py ;;
     corpus_index) step corpus_index "${T_CORPUS_INDEX:-420}" python3 benchmarks/corpus_variants.py "$dir" \
       --trials 48 --seconds 45 --only "${CORPUS_KERNELS:-k_set_rows,quantize_q8_1}" ;;
+    group_quant) step group_quant "${T_GROUP_QUANT:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+      tests/template/variants/test_group_items.py ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac

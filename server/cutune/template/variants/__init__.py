@@ -4,6 +4,7 @@ combined template that holds them all behind `VARIANT`."""
 from cutune.template.variants.block_items import BlockItems
 from cutune.template.variants.combine import VARIANT, variant_launch, with_variants
 from cutune.template.variants.grid_shape import GridShape
+from cutune.template.variants.group_items import GroupItems
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.packs import PacksPerThread
 from cutune.template.variants.propose import Combined, combine, combine_all, propose_variants
@@ -14,7 +15,8 @@ from cutune.template.variants.vectorize import Vectorize
 
 # in the order they are tried (and numbered as VARIANT = 1, 2, ... when all apply)
 TRANSFORMS: dict[str, Transform] = {
-    t.name: t for t in (Vectorize(), PacksPerThread(), GridShape(), RowReduce(), SplitItems(), BlockItems())
+    t.name: t
+    for t in (Vectorize(), PacksPerThread(), GridShape(), RowReduce(), SplitItems(), BlockItems(), GroupItems())
 }
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "BlockItems",
     "Combined",
     "GridShape",
+    "GroupItems",
     "Launch",
     "PacksPerThread",
     "Provenance",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from cutune.cuda.headers import resolve_header
@@ -112,7 +112,8 @@ Definition = tuple[list[str], str] | str  # (parameters, replacement text), or w
 def _definitions(model: SourceModel, include_dirs: Sequence[str], names: set[str]) -> dict[str, Definition]:
     """The definitions of `names` in the file, then in the project headers it reaches (first found, in order)."""
     found: dict[str, Definition] = {}
-    for text in _texts(model, include_dirs, lambda: bool(names - found.keys())):
+    texts = _texts(model, include_dirs)
+    while names - found.keys() and (text := next(texts, None)) is not None:
         _collect(text, names, found)
     return found
 
@@ -121,7 +122,8 @@ def object_macros(model: SourceModel, include_dirs: Sequence[str], names: set[st
     """The replacement text of each of `names` defined as an object-like macro (`#define WARP_SIZE 32`) in the file
     or the project headers it reaches; None for a name defined differently in two places (under different `#if`s)."""
     found: dict[str, str | None] = {}
-    for text in _texts(model, include_dirs, lambda: bool(names - found.keys())):
+    texts = _texts(model, include_dirs)
+    while names - found.keys() and (text := next(texts, None)) is not None:
         for match in _OBJECT_DEFINE.finditer(text):
             if match.group(1) in names:
                 value = " ".join(_COMMENT.sub(" ", match.group(2)).split())
@@ -131,14 +133,19 @@ def object_macros(model: SourceModel, include_dirs: Sequence[str], names: set[st
     return found
 
 
-def _texts(model: SourceModel, include_dirs: Sequence[str], wanted: Callable[[], bool]) -> Iterator[str]:
-    """The file's text, then each project header it reaches (`#include "..."`, transitively, beside the including
-    file or on the include path), while `wanted()` holds."""
+def _texts(model: SourceModel, include_dirs: Sequence[str]) -> Iterator[str]:
+    """The file's text, then the texts of the project headers it reaches (`reached_headers`), read as asked for."""
     yield model.text
+    yield from reached_headers(model, include_dirs)
+
+
+def reached_headers(model: SourceModel, include_dirs: Sequence[str]) -> Iterator[str]:
+    """The texts of the project headers the file includes (`#include "..."`, looked up beside the including file,
+    then in `include_dirs`), transitively, breadth first, each once (at most MAX_HEADERS)."""
     folder = str(Path(model.path).parent) if model.path else "."
     todo = [(t, folder) for t in _INCLUDE.findall(model.text)]
     seen: set[Path] = set()
-    while todo and wanted() and len(seen) < MAX_HEADERS:
+    while todo and len(seen) < MAX_HEADERS:
         target, beside = todo.pop(0)
         header = resolve_header(target, (beside, *include_dirs))
         if header is None or header in seen:

@@ -1,0 +1,65 @@
+// A CUDA launch emulated on the host, for checking a kernel's variants bit for bit without a GPU: each warp runs
+// as 32 std::threads that meet at every shuffle (each lane publishes its value, all wait, each reads its partner's),
+// one warp at a time. Enough of the CUDA device API for one-dimensional, shuffle-only kernels; a lane that
+// returns drops out of the warp's later meetings.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+
+struct uint3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+struct float2 {
+  float x, y;
+};
+inline float2 make_float2(float x, float y) { return {x, y}; }
+
+inline thread_local uint3 threadIdx, blockIdx;
+inline uint3 blockDim, gridDim;
+inline std::barrier<>* warp_meeting = nullptr;
+inline unsigned char warp_slots[32][16];
+
+template <class T>
+T __shfl_xor_sync(unsigned, T value, int offset, int width = 32) {
+  static_assert(sizeof(T) <= sizeof(warp_slots[0]));
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned partner = lane ^ static_cast<unsigned>(offset);
+  std::memcpy(warp_slots[lane], &value, sizeof(T));
+  warp_meeting->arrive_and_wait();
+  T got;
+  std::memcpy(&got, warp_slots[partner / width == lane / width ? partner : lane], sizeof(T));
+  warp_meeting->arrive_and_wait();
+  return got;
+}
+
+// Runs `kernel` on a one-dimensional grid of one-dimensional blocks of whole warps.
+inline void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
+  blockDim = {block, 1, 1};
+  gridDim = {grid, 1, 1};
+  for (unsigned b = 0; b < grid; ++b) {
+    for (unsigned w = 0; w < block / 32; ++w) {
+      std::barrier<> meeting(32);
+      warp_meeting = &meeting;
+      std::vector<std::thread> lanes;
+      for (unsigned l = 0; l < 32; ++l) {
+        lanes.emplace_back([&, b, w, l] {
+          blockIdx = {b, 0, 0};
+          threadIdx = {w * 32 + l, 0, 0};
+          kernel();
+          meeting.arrive_and_drop();
+        });
+      }
+      for (auto& lane : lanes) lane.join();
+    }
+  }
+}
