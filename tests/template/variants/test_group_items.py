@@ -84,18 +84,25 @@ def test_llama_cpp_quantize_q8_1_gets_it_through_its_header_helpers() -> None:
     assert "y[ib].qs[iqs] = q;" in variant.body and "warp_reduce" not in variant.body
 
 
-def test_the_launch_shrinks_the_grid_where_it_divides() -> None:
+def test_the_launch_divides_the_grid_rounding_up() -> None:
     model = parse_source(SAMPLE.read_text(), str(SAMPLE))
     spec = load_spec(SAMPLE.with_suffix(".tune.toml")).kernel("group_quant_int8_kernel")
     variant = GroupItems().apply(model, "group_quant_int8_kernel", spec)
-    grid = "ceil_div(tokens * hidden, BLOCK_THREADS * ITEMS_PER_THREAD)"
-    assert variant.constraints == (f"({grid}) % {ITEMS} == 0", "(BLOCK_THREADS) % 32 == 0")
+    assert variant.constraints == ("(BLOCK_THREADS) % 32 == 0",)
     _, combined = with_variants(model, "group_quant_int8_kernel", [variant], spec)
     assert combined is not None
     names = {**limits_for("sm_90").as_names(), "tokens": 16, "hidden": 4096, "VARIANT": 1}
     names |= {"BLOCK_THREADS": 256, "ITEMS_PER_THREAD": 1}
     assert combined.launch({**names, ITEMS: 4})[:2] == ((64, 1, 1), (256, 1, 1))
     assert combined.launch({**names, ITEMS: 1})[:2] == ((256, 1, 1), (256, 1, 1))
+    # a ragged size (127 blocks of the original): the last, partial block's elements are not lost
+    assert combined.launch({**names, "tokens": 127, "hidden": 256, ITEMS: 2})[:2] == ((64, 1, 1), (256, 1, 1))
+
+
+def test_an_index_without_a_bound_right_after_it_is_refused() -> None:
+    text = SAMPLE.read_text().replace("  if (i >= n) {\n    return;\n  }\n", "", 1)
+    with pytest.raises(TransformRefused, match=r"no bound on the thread index right after it"):
+        GroupItems().apply(parse_source(text, str(SAMPLE)), "group_quant_int8_kernel", None)
 
 
 @pytest.mark.parametrize(

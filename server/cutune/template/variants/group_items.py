@@ -20,8 +20,10 @@ Refused, with the reason, where that does not hold: no global thread index over 
 aligned groups (a full mask, offsets halving from a power of two), the index or thread and block builtins read
 elsewhere, other exchanges between lanes (shuffles, votes, helpers that do them), threads of a block cooperating
 (shared memory, barriers), the statements before the reductions writing anything but locals, a `return` inside a
-loop or switch, work between the reductions. The launch keeps the block and shrinks the grid's x extent by
-GROUP_ITEMS; the spec's grid x must divide by it and its block be whole warps (its constraints).
+loop or switch, work between the reductions, no `if (i >= n) return;` right after the index. The launch keeps the
+block (whole warps: its constraint) and divides the grid's x extent by GROUP_ITEMS, rounding up: the original
+threads played past the original grid meet that bound (a floor division lost the last block's elements at a
+ragged size, found by the checks on the GPU).
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class GroupItems(Transform):
             prologue = prologue[:-1]  # the reduction's own `#pragma unroll`
         self._check_body(src, index, value, found)
         self._check_prologue(src, prologue, index)
+        self._check_guard(src, prologue, index)
         locals_ = {r.butterfly.var: r for r in found}
         for r in found:
             if _declaration_of(src, prologue, r.butterfly.var) is None:
@@ -163,7 +166,7 @@ class GroupItems(Transform):
         inner = head + "\n" + textwrap.indent("\n".join(lines), indent) + "\n" + closing + tail
         constraints: tuple[str, ...] = ()
         if spec is not None:
-            constraints = (f"({spec.grid[0]}) % {ITEMS} == 0", f"({spec.block[0]}) % 32 == 0")
+            constraints = (f"({spec.block[0]}) % 32 == 0",)
         kinds = ", ".join(
             f"{r.helper or 'a butterfly'} of {r.butterfly.var}"
             + ("" if r.butterfly.exact else " (in the original's order)")
@@ -175,7 +178,7 @@ class GroupItems(Transform):
             params=tuple(params),
             constraints=constraints,
             launch=Launch(
-                grid=(f"({{grid}}) / {ITEMS}", "{grid}", "{grid}"),
+                grid=(f"ceil_div({{grid}}, {ITEMS})", "{grid}", "{grid}"),
                 block=("{block}", "{block}", "{block}"),
                 shared_mem="{shared_mem}",
             ),
@@ -184,6 +187,22 @@ class GroupItems(Transform):
                 note=f"{ITEMS} elements per thread over groups of {group} lanes: {kinds} (line {src.line(index)})",
             ),
         )
+
+    def _check_guard(self, src: KernelSource, prologue: list[Node], index: Node) -> None:
+        """The index must be bounded first thing after it is computed (`if (i >= n) return;`, `continue` in a
+        recipe's chunk): the grid rounds up
+        to whole GROUP_ITEMS, and the original threads played past the original grid are sent away by it (they
+        are past n wherever the original's launch covers its work; where it does not, its outputs differ from
+        the variant's and the checks say so)."""
+        declared = index.child_by_field_name("declarator")  # `T i = …;` (the index's form: `_index`)
+        name = src.text(declared.child_by_field_name("declarator") or declared) if declared is not None else ""
+        after = prologue[prologue.index(index) + 1 :] if index in prologue else []
+        guard = re.compile(rf"if\s*\(\s*{re.escape(name)}\s*>=\s*[^;{{}}]+\)\s*\{{?\s*(?:return|continue)\s*;\s*\}}?")
+        if not name or not after or not guard.fullmatch(src.text(after[0])):
+            self.refuse(
+                "no bound on the thread index right after it (`if (i >= n) return;`): a grid rounded up to whole "
+                f"{ITEMS} would run threads the original never had"
+            )
 
     def refuse(self, reason: str) -> NoReturn:
         """Stop: the kernel cannot take several elements per thread, for `reason`."""
