@@ -14,8 +14,11 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 async def test_templatize_applies_the_rewrite_and_drafts_the_spec(editor: Editor, tmp_path: Path) -> None:
     editor.use(copy_workspace("lenses", tmp_path))
+    opened = editor.lens_refreshes
     uri = editor.open("scale.cu")
     await editor.diagnostics(uri)
+    await editor.wait(lambda: editor.lens_refreshes > opened)  # the opened text's lenses are made
+    refreshed = editor.lens_refreshes
     reply = await editor.command("cutune.templatize", uri, "scale_kernel")
     assert reply == {"applied": True, "params": ["BLOCK_THREADS", "ITEMS_PER_THREAD", "FAST_MATH", "MAXRREGCOUNT"]}
     assert len(editor.applied) == 1 and editor.applied[0].label is not None
@@ -24,6 +27,8 @@ async def test_templatize_applies_the_rewrite_and_drafts_the_spec(editor: Editor
     assert spec.startswith("[kernel.scale_kernel]\n")
     # the analysis of the new text: scale_kernel's hint is gone (add_kernel keeps its own), its lens too
     await editor.wait(lambda: {d.data["kernel"] for d in editor.published[uri][-1]} == {"add_kernel"})
+    # the new text's lenses are made after its diagnostics; the server asks the editor to refresh once they are
+    await editor.wait(lambda: editor.lens_refreshes > refreshed)
     titles = [lens.command.title for lens in await editor.lenses(uri) if lens.command and lens.range.start.line == 9]
     assert titles == ["Autotune"]
 
