@@ -101,28 +101,34 @@ async def test_a_lens_key_holds_its_list_kernel_and_index_exactly_in_a_json_numb
 
 
 def _many_kernels(count: int) -> str:
-    """`count` small kernels, one every 10 lines (kernel i's definition on line 10 i)."""
-    kernel = "__global__ void k_{i}(float* x) {{\n  x[threadIdx.x] = {i}.0f;\n}}\n" + "//\n" * 7
+    """`count` small kernels, one every 10 lines (kernel i's definition on line 10 i, its unroll hint on the next)."""
+    kernel = (
+        "__global__ void k_{i}(float* x) {{\n#pragma unroll 4\n"
+        "  for (int j = threadIdx.x; j < 64; j += blockDim.x) x[j] = {i}.0f;\n}}\n" + "//\n" * 6
+    )
     return "".join(kernel.format(i=i) for i in range(count))
 
 
-async def test_a_document_of_many_kernels_gets_lenses_near_the_lines_the_editor_shows(
+async def test_a_document_of_many_kernels_gets_lenses_and_hints_near_the_lines_the_editor_shows(
     editor: Editor, tmp_path: Path
 ) -> None:
     editor.use(copy_workspace("lenses", tmp_path))
     count = WINDOWED_FROM + 100
     uri = editor.open("many.cu", _many_kernels(count))
-    await editor.diagnostics(uri)
 
-    def kernels(lenses: list[types.CodeLens]) -> set[int]:
-        return {lens.range.start.line // 10 for lens in lenses}
+    def kernels(found: list[types.CodeLens] | list[types.Diagnostic]) -> set[int]:
+        return {item.range.start.line // 10 for item in found}
 
-    assert kernels(await editor.lenses(uri, resolve=False)) == set(range(count))  # not told what it shows: all
-    refreshed, margin = editor.lens_refreshes, Session.WINDOW_MARGIN
+    assert kernels(await editor.diagnostics(uri)) == set(range(count))  # not told what it shows: every hint
+    assert kernels(await editor.lenses(uri, resolve=False)) == set(range(count))  # and every lens
+    refreshed, published, margin = editor.lens_refreshes, editor.publications(uri), Session.WINDOW_MARGIN
     editor.show(uri, 3000, 3040)
     await editor.wait(lambda: editor.lens_refreshes > refreshed)  # the editor asks again, and gets the window's
     window = set(range((3000 - margin) // 10, (3040 + margin) // 10 + 1))
     assert kernels(await editor.lenses(uri, resolve=False)) == window
+    hints = await editor.diagnostics(uri, since=published)  # published again, with the window's hints only
+    assert {d.code for d in hints} == {"tunable-literal"}
+    assert kernels(hints) == {i for i in window if 10 * i + 1 <= 3040 + margin}  # a hint is a line below its kernel
     refreshed = editor.lens_refreshes
     editor.show(uri, 100, 140)  # scrolled out of the window: new lenses
     await editor.wait(lambda: editor.lens_refreshes > refreshed)

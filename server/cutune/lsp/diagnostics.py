@@ -16,6 +16,7 @@ from cutune.errors import SpecError
 from cutune.lsp import describe
 from cutune.lsp.analysis import DocumentAnalysis, KernelView
 from cutune.lsp.convert import line_range, lsp_range, path_uri
+from cutune.lsp.lenses import Window
 from cutune.lsp.wire import CONVERTER, Serialized
 from cutune.lsp.worker import Cancelled
 
@@ -70,9 +71,16 @@ class DocumentDiagnostics:
     # each kernel's, and how many lines edits above them moved them since they were made
     kernels: tuple[tuple[tuple[Placed, ...], int], ...]
 
-    def serialized(self, uri: str) -> Serialized:
-        """The parameters of `textDocument/publishDiagnostics`."""
-        items = ",".join(p.json(lines) for group, lines in ((self.issues, 0), *self.kernels) for p in group)
+    def serialized(self, uri: str, window: Window | None = None) -> Serialized:
+        """The parameters of `textDocument/publishDiagnostics`; with a `window` (lines), the tunable-literal hints
+        in it only: an editor shows hints under the text, never in its list of problems, and the 20,000 of a
+        200,000-line file were 5 MB that the editor decoded after every edit."""
+        items = ",".join(
+            p.json(lines)
+            for group, lines in ((self.issues, 0), *self.kernels)
+            for p in group
+            if window is None or p.code != LITERAL or window[0] <= p.start.line + lines <= window[1]
+        )
         return Serialized(f'{{"uri":{json.dumps(uri)},"diagnostics":[{items}]}}')
 
 

@@ -59,8 +59,19 @@ class Host:
         self._summaries: dict[str, Summary] = {}  # of the last analysis, or of a first look before it
         self._paths: dict[str, Path] = {}
 
-    def analyse(self, uri: str, path: Path, text: str, version: int | None, whole: bool, *, stop: Stop) -> Analysed:
-        """Analyse a version, from the last analysis where the edit allows (lsp/incremental.py) unless `whole`."""
+    def analyse(
+        self,
+        uri: str,
+        path: Path,
+        text: str,
+        version: int | None,
+        whole: bool,
+        window: Window | None,
+        *,
+        stop: Stop,
+    ) -> Analysed:
+        """Analyse a version, from the last analysis where the edit allows (lsp/incremental.py) unless `whole`;
+        its diagnostics with the hints in `window` only, where the document has that many kernels (`windowed`)."""
         previous, previous_found = self._analyses.get(uri), self._diagnostics.get(uri)
         # the collector paused throughout: with a large file's model alive, the collections the views and
         # diagnostics trigger took half of a 200,000-line analysis
@@ -73,7 +84,8 @@ class Host:
                 made = analysis, document_diagnostics(analysis, stop.is_set)
             analysis, found = made
             summary = summarize(analysis)
-            answer = summary, found.serialized(uri), path_uri(analysis.spec_path), spec_diagnostics(analysis)
+            shown = windowed(len(summary.names), window)
+            answer = summary, found.serialized(uri, shown), path_uri(analysis.spec_path), spec_diagnostics(analysis)
             settle()
         self._analyses[uri], self._diagnostics[uri], self._summaries[uri], self._paths[uri] = (
             analysis,
@@ -129,6 +141,14 @@ class Host:
         settle()
         return found
 
+    def diagnostics(self, uri: str, version: int | None, window: Window | None, *, stop: Stop) -> Serialized:
+        """The last analysis's diagnostics again, with another window's hints; Cancelled when it is not of
+        `version` any more."""
+        summary, found = self._summaries.get(uri), self._diagnostics.get(uri)
+        if summary is None or found is None or summary.version != version:
+            raise Cancelled(f"diagnostics of {uri} version {version}")
+        return found.serialized(uri, windowed(len(summary.names), window))
+
     def hover(self, uri: str, position: types.Position, *, stop: Stop) -> types.Hover | None:
         """The hover at a position, from the last analysis (of any version)."""
         analysis = self._analyses.get(uri)
@@ -162,7 +182,7 @@ class Host:
         return analysis
 
 
-METHODS = frozenset(("analyse", "look", "lenses", "offers", "hover", "templatize", "apply", "close"))
+METHODS = frozenset(("analyse", "look", "lenses", "diagnostics", "offers", "hover", "templatize", "apply", "close"))
 
 
 def settle() -> None:

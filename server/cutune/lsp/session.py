@@ -73,6 +73,7 @@ class Session:
         # each document's lenses, and the summary, the jobs and the window they were made from
         self._lenses: dict[str, tuple[Summary, frozenset[str], Window | None, Serialized]] = {}
         self._windows: dict[str, Window] = {}  # the lines near those an editor shows, of documents it said
+        self._republish: dict[str, asyncio.Future[None]] = {}  # each document's last publication for a new window
         self._lists: dict[int, tuple[str, Summary]] = {}  # a list of lenses (`lenses.lens_key`) → what it showed
         self._list_numbers = itertools.count()
         self._context: tuple[tuple[str, int | None, str], KernelContext] | None = None  # the last one made here
@@ -179,6 +180,8 @@ class Session:
         self._whole.discard(uri)
         self._lenses.pop(uri, None)
         self._windows.pop(uri, None)
+        if (republishing := self._republish.pop(uri, None)) is not None:
+            republishing.cancel()
         self._asked.pop(uri, None)
         self._made = {k: v for k, v in self._made.items() if k[0] != uri}
         self._offers = {k: v for k, v in self._offers.items() if k[0] != uri}
@@ -359,8 +362,9 @@ class Session:
 
     def visible(self, uri: str, ranges: Sequence[tuple[int, int]]) -> None:
         """The lines (first, last) an editor shows of a document: a document of more than `lenses.WINDOWED_FROM`
-        kernels gets the lenses of the kernels there and WINDOW_MARGIN lines around; the editor is asked for
-        lenses again when the shown lines leave that window."""
+        kernels gets the lenses and the tunable-literal hints of the kernels there and WINDOW_MARGIN lines around;
+        when the shown lines leave that window, the editor is asked for lenses again and the last analysis's
+        diagnostics are published again with the new window's hints."""
         if not ranges:
             return
         first, last = min(r[0] for r in ranges), max(r[1] for r in ranges)
@@ -371,6 +375,17 @@ class Session:
         summary = self._summaries.get(uri)
         if summary is not None and self._window(uri, summary) is not None:
             self.refresh_lenses()
+            if summary.analysed:
+                self._republish[uri] = asyncio.ensure_future(self._publish_again(uri, summary))
+
+    async def _publish_again(self, uri: str, summary: Summary) -> None:
+        """The diagnostics of the analysis `summary` comes from, with the hints of the document's window now."""
+        try:
+            published = await self.host.call(REQUESTS, "diagnostics", uri, summary.version, self._windows.get(uri))
+        except (Cancelled, HostFailed):  # a newer analysis publishes its own
+            return
+        if self._summaries.get(uri) is summary:
+            self.server.protocol.notify(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, published)
 
     def _window(self, uri: str, summary: Summary) -> Window | None:
         """The lines whose kernels get lenses (None: all)."""
@@ -448,7 +463,7 @@ class Session:
         whole = uri in self._whole
         try:
             analysed: Analysed = await self.host.call(
-                ANALYSIS, "analyse", uri, path, document.source, document.version, whole
+                ANALYSIS, "analyse", uri, path, document.source, document.version, whole, self._windows.get(uri)
             )
         except Cancelled:  # a newer version replaced it (or the process died: every document is analysed again)
             return None
