@@ -8,10 +8,13 @@ from pathlib import Path
 
 from cutune.cuda.extract import extract_kernel, qualified_name
 from cutune.cuda.parse import parse_source
-from cutune.gpu.backend import Failure, Job
+from cutune.gpu.backend import Failure, Job, TimingOptions
+from cutune.project import KernelContext
 from cutune.spec import KernelSpec
 from cutune.template.instantiate import instantiation
-from cutune.template.model import Config, Template, Value
+from cutune.template.model import Config, Space, Template, Value
+from cutune.template.variants import with_variants
+from cutune.template.variants.model import Variant
 from tests.cuda.test_extract import nvcc_compiled_functions, nvrtc_lowered_names
 
 
@@ -61,3 +64,18 @@ def measured_failures(job: Job, spec: KernelSpec, vary: Set[str]) -> tuple[int, 
         return passed, failed
     finally:
         backend.close()
+
+
+def only_the_variant(space: Space) -> Space:
+    """`space` searching VARIANT = 1 only; the original (VARIANT = 0 at every default) stays the reference."""
+    defaults = " and ".join(f"{p.name} == {p.default!r}" for p in space.params if p.name != "VARIANT")
+    return Space(space.params, (*space.constraints, f"VARIANT == 1 or ({defaults})"))
+
+
+def variant_alone(ctx: KernelContext, kernel: str, variant: Variant) -> Job:
+    """A job of `kernel` with `variant` alone (`only_the_variant`), timed briefly: for the GPU tests that check
+    every configuration of a variant against the original."""
+    template, combined = with_variants(ctx.template_model, kernel, [variant], ctx.require_spec(), base=ctx.template)
+    assert combined is not None
+    space = only_the_variant(template.space)
+    return Job(str(ctx.path), template, combined, space, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))

@@ -11,7 +11,6 @@ import pytest
 
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
-from cutune.gpu.backend import Job, TimingOptions
 from cutune.limits import limits_for
 from cutune.project import open_kernel
 from cutune.spec import load_spec
@@ -22,8 +21,7 @@ from cutune.template.variants.host_launch import host_config
 from cutune.template.variants.model import Launch
 from tests.cuda.test_extract import needs_nvrtc
 
-from .compile import compile_both, measured_failures, name_expressions
-from .test_row_reduce import only_the_variant
+from .compile import compile_both, measured_failures, name_expressions, variant_alone
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "template" / "variants"
 FILE = DATA / "block_items.cu"
@@ -182,11 +180,7 @@ def test_the_variants_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
 def test_the_variant_equals_the_original_on_the_gpu(kernel: str) -> None:
     ctx = open_kernel(FILE, kernel)
     spec = ctx.require_spec()
-    variant = BlockItems().apply(ctx.template_model, kernel, spec)
-    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
-    assert combined is not None
-    space = only_the_variant(template.space)
-    job = Job(str(ctx.path), template, combined, space, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))
+    job = variant_alone(ctx, kernel, BlockItems().apply(ctx.template_model, kernel, spec))
     # every ITEMS_Y measured at both sizes (6 tokens and 1000 rows fall back to one item per block), each equal
     passed, failed = measured_failures(job, spec, {"VARIANT", "ITEMS_Y"})
     assert passed >= 4 and not failed, failed

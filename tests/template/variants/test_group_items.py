@@ -17,7 +17,7 @@ from benchmarks.corpus_variants import TABLE, opened
 from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
-from cutune.gpu.backend import Job, TimingOptions
+from cutune.gpu.backend import TimingOptions
 from cutune.gpu.registry import create_backend
 from cutune.limits import limits_for
 from cutune.project import build_job, open_kernel
@@ -29,8 +29,7 @@ from cutune.template.variants.group_items import ITEMS, KEEP
 from tests.corpus.sources import LLAMA, corpus_dir
 from tests.cuda.test_extract import needs_nvrtc
 
-from .compile import compile_both, measured_failures, name_expressions
-from .test_row_reduce import only_the_variant
+from .compile import compile_both, measured_failures, name_expressions, variant_alone
 
 SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "group_quant.cu"
 EMULATOR = Path(__file__).resolve().parents[2] / "data" / "template" / "variants" / "warp_emulator.h"
@@ -228,11 +227,7 @@ def test_every_group_items_equals_the_original_bit_for_bit_on_emulated_warps(ker
 def test_the_variant_equals_the_original_on_the_gpu_at_every_group_items(kernel: str) -> None:
     ctx = open_kernel(SAMPLE, kernel)
     spec = ctx.require_spec()
-    variant = GroupItems().apply(ctx.template_model, kernel, spec)
-    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
-    assert combined is not None
-    space = only_the_variant(template.space)
-    job = Job(str(ctx.path), template, combined, space, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))
+    job = variant_alone(ctx, kernel, GroupItems().apply(ctx.template_model, kernel, spec))
     # GROUP_ITEMS 1, 2, 4, 8 by GROUP_KEEP 0, 1 at every size, each checked against the original's output
     passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS, KEEP})
     assert passed >= 8 and not failed, failed

@@ -13,12 +13,11 @@ from cutune.cuda.extract import extract_kernel
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
-from cutune.gpu.backend import Job, TimingOptions
 from cutune.gpu.registry import create_backend
 from cutune.limits import limits_for
 from cutune.project import open_kernel, tune_options
 from cutune.spec import KernelSpec, load_spec
-from cutune.template.model import Space, Template
+from cutune.template.model import Template
 from cutune.template.templatize import templatize
 from cutune.template.variants import TRANSFORMS, with_variants
 from cutune.template.variants.canonical import canonicalise
@@ -27,7 +26,7 @@ from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
 from tests.cuda.test_extract import needs_nvrtc, nvrtc_compiled
 
-from .compile import compile_both, name_expressions
+from .compile import compile_both, name_expressions, only_the_variant, variant_alone
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "template" / "variants"
@@ -562,15 +561,10 @@ def test_counted_rounds_over_packs_compile(stem: str, kernel: str, block: str, t
 )
 def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:
     ctx = open_kernel(SAMPLES / f"{stem}.cu", kernel)
-    spec = ctx.require_spec()
-    variant = RowReduce().apply(ctx.template_model, kernel, spec)
-    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
-    assert combined is not None
-    space = only_the_variant(template.space)
-    job = Job(str(ctx.path), template, combined, space, timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0))
+    job = variant_alone(ctx, kernel, RowReduce().apply(ctx.template_model, kernel, ctx.require_spec()))
     options = replace(tune_options(ctx, trials=8, seconds=60), workspace=tmp_path, sanitize=False)
     result = tune(job, create_backend("cupy"), options)
-    assert result.original == template.space.default()  # measured first, as the reference
+    assert result.original == job.template.space.default()  # measured first, as the reference
     # variant configurations measured, each equal to the original (proposals outside the space are turned away)
     # registers are known after the compile: a configuration the GPU cannot launch is skipped, as in a search
     assert result.trials >= 3 and set(result.failures) <= {"infeasible", "resources"}
@@ -617,28 +611,13 @@ def _equal_read_canonically(path: Path, kernel: str, tmp_path: Path) -> None:
     """The kernel's row_reduce variant, read as templatize reads it, tuned against the original: equal at every
     configuration measured."""
     ctx = open_kernel(path, kernel)
-    spec = ctx.require_spec()
     # read in canonical form (group_rows' loops run over offset ranges), as templatize reads it
-    variant = RowReduce().apply(canonicalise(ctx.template_model, kernel).model, kernel, spec)
-    template, combined = with_variants(ctx.template_model, kernel, [variant], spec, base=ctx.template)
-    assert combined is not None
-    job = Job(
-        str(ctx.path),
-        template,
-        combined,
-        only_the_variant(template.space),
-        timing=TimingOptions(warmup=1, reps=5, min_time_ms=0.0),
-    )
+    variant = RowReduce().apply(canonicalise(ctx.template_model, kernel).model, kernel, ctx.require_spec())
+    job = variant_alone(ctx, kernel, variant)
     options = replace(tune_options(ctx, trials=8, seconds=60), workspace=tmp_path, sanitize=False)
     result = tune(job, create_backend("cupy"), options)
     # registers are known after the compile: a configuration the GPU cannot launch is skipped, as in a search
     assert result.trials >= 3 and set(result.failures) <= {"infeasible", "resources"}
-
-
-def only_the_variant(space: Space) -> Space:
-    """`space` searching VARIANT = 1 only; the original (VARIANT = 0 at every default) stays the reference."""
-    defaults = " and ".join(f"{p.name} == {p.default!r}" for p in space.params if p.name != "VARIANT")
-    return Space(space.params, (*space.constraints, f"VARIANT == 1 or ({defaults})"))
 
 
 @pytest.mark.parametrize(
