@@ -141,6 +141,19 @@ async def test_a_document_of_many_kernels_gets_lenses_and_hints_near_the_lines_t
     editor.close(uri)
 
 
+async def test_lines_shown_as_the_document_opens_window_its_first_lenses_and_hints(
+    editor: Editor, tmp_path: Path
+) -> None:
+    editor.use(copy_workspace("lenses", tmp_path))
+    count, margin = WINDOWED_FROM + 100, Session.WINDOW_MARGIN
+    uri = editor.open("many.cu", _many_kernels(count))
+    editor.show(uri, 5900, 5940)  # as an editor says right after opening, before the analysis
+    window = set(range((5900 - margin) // 10, count))
+    assert {d.range.start.line // 10 for d in await editor.diagnostics(uri)} == window  # the first publication
+    assert {lens.range.start.line // 10 for lens in await editor.lenses(uri, resolve=False)} == window
+    editor.close(uri)
+
+
 async def test_a_document_of_few_kernels_keeps_every_lens_whatever_the_editor_shows(
     editor: Editor, tmp_path: Path
 ) -> None:

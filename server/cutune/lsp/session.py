@@ -461,9 +461,10 @@ class Session:
             return None
         document = self.server.workspace.get_text_document(uri)
         whole = uri in self._whole
+        window = self._windows.get(uri)
         try:
             analysed: Analysed = await self.host.call(
-                ANALYSIS, "analyse", uri, path, document.source, document.version, whole, self._windows.get(uri)
+                ANALYSIS, "analyse", uri, path, document.source, document.version, whole, window
             )
         except Cancelled:  # a newer version replaced it (or the process died: every document is analysed again)
             return None
@@ -477,6 +478,8 @@ class Session:
         if whole:
             self._whole.discard(uri)
         self.server.protocol.notify(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, published)
+        if self._windows.get(uri) != window and self._window(uri, summary) is not None:  # the view moved meanwhile
+            self._republish[uri] = asyncio.ensure_future(self._publish_again(uri, summary))
         self._spec_uris[uri] = spec_uri
         self._publish(spec_uri, in_spec)
         # the lenses after the diagnostics, in the same thread: until they are made, the last ones are answered
