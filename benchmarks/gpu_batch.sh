@@ -5,7 +5,7 @@
 # Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
 # capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d selection_cost_parallel
 # together (TOGETHER: steps run at once, one GPU each; `a+b` runs a then b on one GPU) graph_tests timing_modes
-# checks_spread checks_spread_rms reopen_spread (same winners, one open vs one per repeat) canonical corpus_variants corpus_index (k_set_rows and quantize_q8_1 alone, a longer
+# checks_spread checks_spread_rms clock_state (the SM clock beside few-µs medians, cold, after load, after idle) reopen_spread (same winners, one open vs one per repeat) canonical corpus_variants corpus_index (k_set_rows and quantize_q8_1 alone, a longer
 # search, INDEX_BITS among the parameters; CORPUS_KERNELS overrides the pair) index_bits_gpu (32-bit indices of 4
 # llama.cpp kernels, alone and under each variant, equal the original) corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
 # pdl_tests open_after_sanitizer retest (RETEST: the test ids to run) row_reduce_packs (the pack, warp-per-row, per-head, thread-offset and rows-per-block row_reduce samples) row_reduce_rows (only the rows-on-y and warp-per-row-of-a-1-D-block ones)
@@ -95,6 +95,7 @@ run_step() {
       tests/gpu/test_graph_timing.py ;;
     timing_modes) step timing_modes "${T_MODES:-200}" python3 -m benchmarks.timing_modes "$dir" --configs "${MODE_CONFIGS:-20}" ;;
     reopen_spread) step reopen_spread "${T_REOPEN:-420}" python3 -m benchmarks.reopen_spread "$dir" ${REOPEN_ARGS:---repeats 5} ;;
+    clock_state) step clock_state "${T_CLOCK:-300}" python3 -m benchmarks.clock_state "$dir" ${CLOCK_ARGS:-} ;;
     checks_spread) step checks_spread "${T_SPREAD:-200}" python3 -m benchmarks.checks_spread "$dir" --only silu_and_mul ;;
     checks_spread_rms) step checks_spread_rms "${T_SPREAD:-200}" python3 -m benchmarks.checks_spread "$dir" \
       --only rms_norm --variants "checks off, old timer;checks on, old timer;checks off;checks on" ;;
