@@ -1,17 +1,24 @@
 """online_merge: an online softmax's per-round block maxima replaced by one merge after the loop, read from real
 tree-sitter trees, checked textually and refused with its reason where the round is not the online form (the sample's
-variant compiles with nvcc and NVRTC and equals the original on the GPU through canonical/test_samples*.py)."""
+variant compiles with nvcc and NVRTC and equals the original on the GPU through canonical/test_samples*.py; here, on
+the GPU too, on rows with masked and infinite logits, which the spec's random inputs never hold)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
-from cutune.template.variants import TRANSFORMS
+from cutune.project import open_kernel
+from cutune.template.variants import TRANSFORMS, VARIANT, combine_all
 from cutune.template.variants.online import MERGED, SKIP, OnlineMerge
+from tests.cuda.test_extract import needs_nvrtc, nvrtc_compiled
+
+from .compile import name_expressions
 
 SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "online_softmax.cu"
 KERNEL = "online_softmax_kernel"
@@ -116,3 +123,39 @@ def test_refuses_a_kernel_without_a_reduction_in_its_rounds() -> None:
     source = "__global__ void scale(float* x, int n) { for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] *= 2.f; }"
     with pytest.raises(TransformRefused, match="no loop reduces a maximum over the block in each round"):
         OnlineMerge().apply(parse_source(source), "scale", None)
+
+
+@pytest.mark.gpu
+@needs_nvrtc
+def test_masked_and_infinite_rounds_are_skipped_as_the_original_skips_them(tmp_path: Path) -> None:
+    import cupy
+
+    ctx = open_kernel(SAMPLE, KERNEL)
+    combined = combine_all(ctx.template_model, KERNEL, ctx.template, ctx.spec)
+    assert combined.spec is not None and [v.name for v in combined.variants] == ["online_merge"]
+    default = combined.template.space.default()
+    expressions = name_expressions(combined.template, combined.spec, [{**default, VARIANT: k} for k in (0, 1)])
+    unit = extract_kernel(
+        parse_source(combined.template.source, str(SAMPLE)), KERNEL, instantiations=expressions, for_nvrtc=True
+    )
+    ptx, lowered = nvrtc_compiled(unit)
+    (tmp_path / "online.ptx").write_text(ptx)
+    module = cupy.RawModule(path=str(tmp_path / "online.ptx"))  # CuPy loads PTX from a file, by mangled names
+    vocab = 4100  # 5 rounds of 256 threads × 4 logits, the last one partial
+    logits = np.random.default_rng(7).standard_normal((6, vocab)).astype(np.float32)
+    logits[1, :1000] = -np.inf  # a round masked all but its last threads: they hold logits, the others none
+    logits[2, 1024:2048] = -np.inf  # a whole round masked, and the partial last round
+    logits[2, 4096:] = -np.inf
+    logits[3, 2000] = np.inf  # the original drops that whole round from the statistics
+    logits[4, :] = -np.inf  # nothing left: both divide 0 by 0
+    logits[5] *= 30.0  # the running maximum moves far between rounds
+    x = cupy.asarray(logits)
+    outputs = []
+    for expression in expressions:
+        y = cupy.full(logits.shape, 7.0, dtype=cupy.float32)
+        kernel = module.get_function(lowered[expression])
+        kernel((logits.shape[0], 1, 1), (256, 1, 1), (y, x, np.int32(vocab)))
+        outputs.append(y.get())
+    original, variant = outputs
+    assert np.isinf(original[3, 2000]) and np.isnan(original[4]).all()  # the rows are the edge cases meant
+    np.testing.assert_allclose(variant, original, rtol=1e-4, atol=1e-6, equal_nan=True)
