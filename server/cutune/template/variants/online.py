@@ -49,6 +49,7 @@ from cutune.template.variants.model import Provenance, Transform, Variant
 NAME = "online_merge"
 SKIP = "cutune_online_skip"
 MERGED = "cutune_online_max"
+NONE = "no loop reduces a maximum over the block in each round"
 _EXP = frozenset({"expf", "__expf", "exp", "exp2f", "__exp2f", "exp2"})
 _MAX = frozenset({"fmaxf", "fmax", "max"})
 _NEG_INF = re.compile(r"-(?:INFINITY|CUDART_INF_F|HUGE_VALF|(?:[\w:]+::)?numeric_limits<\w+>::infinity\(\))")
@@ -84,18 +85,21 @@ class OnlineMerge(Transform):
         src = kernel_source(self.name, model, kernel)
         found: list[_Online] = []
         reasons: list[str] = []
+        if b"BlockReduce" not in src.data[src.body.start_byte : src.body.end_byte]:  # the common case, read fast
+            raise TransformRefused(self.name, NONE)
+        aliases = _aliases(src)
         for loop in src.in_body(*_LOOPS):
             body = loop.child_by_field_name("body")
-            if body is None or not any(_block_reduce(src, s) is not None for s in statements_of(body)):
+            if body is None or not any(_block_reduce(src, aliases, s) is not None for s in statements_of(body)):
                 continue
             try:
-                found.append(_Reader(src, loop).read())
+                found.append(_Reader(src, aliases, loop).read())
             except _Refused as e:
                 reasons.append(f"the loop at line {src.line(loop)} {e}")
         if reasons:
             raise TransformRefused(self.name, "; ".join(reasons))
         if not found:
-            raise TransformRefused(self.name, "no loop reduces a maximum over the block in each round")
+            raise TransformRefused(self.name, NONE)
         return Variant(
             name=NAME,
             body=_rewritten(src, found),
@@ -105,12 +109,16 @@ class OnlineMerge(Transform):
         )
 
 
-def _block_reduce(src: KernelSource, statement: Node) -> Node | None:
-    """The `X(temp).Reduce(v, op)` or `.Sum(v)` call of a cub::BlockReduce (or a local alias of it) in a statement."""
-    aliases = {
+def _aliases(src: KernelSource) -> dict[str, str]:
+    """The kernel's local type aliases (`using BlockReduce = cub::BlockReduce<float, N>;`), name → declaration."""
+    return {
         squeezed(src.field(a, "name") or src.field(a, "declarator")): src.text(a)
         for a in src.in_body("alias_declaration", "type_definition")
     }
+
+
+def _block_reduce(src: KernelSource, aliases: dict[str, str], statement: Node) -> Node | None:
+    """The `X(temp).Reduce(v, op)` or `.Sum(v)` call of a cub::BlockReduce (or a local alias of it) in a statement."""
     for call in descendants(statement, "call_expression"):
         fn = call.child_by_field_name("function")
         made = fn.child_by_field_name("argument") if fn is not None and fn.type == "field_expression" else None
@@ -164,8 +172,8 @@ def _code(node: Node) -> list[Node]:
 class _Reader:
     """Reads one loop that reduces over the block each round as the online form."""
 
-    def __init__(self, src: KernelSource, loop: Node) -> None:
-        self.src, self.loop = src, loop
+    def __init__(self, src: KernelSource, aliases: dict[str, str], loop: Node) -> None:
+        self.src, self.aliases, self.loop = src, aliases, loop
 
     def refuse(self, what: str, node: Node) -> _Refused:
         return _Refused(f"{what} (line {self.src.line(node)}): not an online softmax's round the rewrite can merge")
@@ -179,9 +187,9 @@ class _Reader:
         body = loop.child_by_field_name("body")
         assert body is not None  # the caller found a reduction in it
         statements = _code(body)
-        first = next(i for i, s in enumerate(statements) if _block_reduce(src, s) is not None)
+        first = next(i for i, s in enumerate(statements) if _block_reduce(src, self.aliases, s) is not None)
         declared = _declared(src, statements[first])
-        call = _block_reduce(src, statements[first])
+        call = _block_reduce(src, self.aliases, statements[first])
         assert call is not None
         args = _args(call)
         fn = call.child_by_field_name("function")
@@ -230,7 +238,7 @@ class _Reader:
             if descendants(s, "return_statement", "goto_statement", "break_statement"):
                 break
             if s.type in ("declaration", "expression_statement") and (
-                _block_reduce(src, s) is not None or squeezed(src.text(s)) == "__syncthreads();"
+                _block_reduce(src, self.aliases, s) is not None or squeezed(src.text(s)) == "__syncthreads();"
             ):
                 return
         raise self.refuse(
