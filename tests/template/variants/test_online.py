@@ -85,6 +85,8 @@ def test_a_lane_scaled_before_its_maximum_is_the_same_lane() -> None:
             "sums otherwise than",
         ),
         ((("+ round_sum * __expf(round_max - new_max)", "+ round_sum"),), "sets `partial` otherwise than"),
+        # the update's own `local_max` would shadow the thread's maximum the variant puts in the round's place
+        ((("new_max", "local_max"),), "names `local_max` again in the update"),
         ((("row_max = new_max;\n", "row_max = new_max;\n      partial += 1.f;\n"),), "not the online update's five"),
         # the broadcast's slot holds each round's maximum in the original, only the row's in the variant
         (

@@ -209,11 +209,15 @@ class _Reader:
         slots = self.broadcast(reduction[1:], block_max)
         header, lane = self.thread_max(statements[:first], thread_max)
         running_max, total, exp = self.update(guard, block_max, header, lane)
+        if thread_max in (running_max, total, *_declared_in(src, guard)):  # the renamed update would read another value
+            raise self.refuse(
+                f"names `{thread_max}` again in the update, where it would stand for the round's maximum", guard
+            )
         for s in statements[:first]:  # the round's own work reads neither statistic
             used = {src.text(n) for n in descendants(s, "identifier")} & {block_max, running_max, total}
             if used:
                 raise self.refuse(f"reads `{sorted(used)[0]}` before the round's reduction", s)
-        if {src.text(n) for n in descendants(body, "identifier") if _declares(n)} & {running_max, total}:
+        if _declared_in(src, body) & {running_max, total}:
             raise self.refuse("declares the running statistics in the round", loop)
         start, end = reduction[0].start_byte, reduction[-1].end_byte
         for node in descendants(src.body, "identifier", "field_expression", "subscript_expression"):
@@ -415,6 +419,11 @@ def _declares(identifier: Node) -> bool:
         and parent.type in ("init_declarator", "declaration")
         and (parent.child_by_field_name("declarator") == identifier)
     )
+
+
+def _declared_in(src: KernelSource, node: Node) -> set[str]:
+    """The names declared under a node."""
+    return {src.text(n) for n in descendants(node, "identifier") if _declares(n)}
 
 
 def _target_root(src: KernelSource, node: Node) -> str:
