@@ -5,8 +5,9 @@ definition on its own (overloads of one name too, the others renamed for it), th
 a spec's `include_dirs` names them: loop macros are looked up in the headers there). Per transform: where it
 applied and where it refused, by reason; per corpus: kernels, kernels with a launch in their file, and those that
 get at least one variant; code-changing recipes (index_bits) beside them; the row-reduction kernels (norms and
-softmax, by name) and whether row_reduce applies to each. No transform may crash: an unexpected exception is
-counted and printed as a crash.
+softmax, by name) and whether row_reduce applies to each (online_merge, which merges an online softmax's
+per-round reductions once, counted beside it). No transform may crash: an unexpected exception is counted and
+printed as a crash.
 
     python benchmarks/transform_report.py [--json FILE] [--corpus NAME ...]
 """
@@ -176,6 +177,8 @@ def main() -> None:
                         "kernel": kernel.name,
                         "line": kernel.span.start.line + 1,
                         "row_reduce": "row_reduce" in origins,
+                        # a row variant of its own: the reduction's rounds merged once (not counted as row_reduce)
+                        "online_merge": "online_merge" in origins,
                         "refused": "" if "row_reduce" in origins else why,
                     }
                     columns = "" if "row_reduce" in origins else column_reduction(model, kernel.name)
@@ -202,9 +205,13 @@ def main() -> None:
             print(f"  refused {n:4d}: {reason}")
     rows_done = sum(bool(r["row_reduce"]) for r in row_kernels)
     print(f"\nrow-reduction kernels (norm/softmax by name): row_reduce applies to {rows_done} of {len(row_kernels)}")
+    merged = [r for r in row_kernels if r["online_merge"]]
+    either = sum(bool(r["row_reduce"] or r["online_merge"]) for r in row_kernels)
+    print(f"online_merge applies to {len(merged)} of them; a row variant of either: {either} of {len(row_kernels)}")
     for r in row_kernels:
         where = f"{r['corpus']}:{r['kernel']}:{r['line']}"
-        print(f"  {'yes' if r['row_reduce'] else 'no ':3} {where} {r['refused'][:160]}")
+        merge = " (online_merge)" if r["online_merge"] else ""
+        print(f"  {'yes' if r['row_reduce'] else 'no ':3} {where}{merge} {r['refused'][:160]}")
     print(f"excluded, named like norms but not row reductions: {len(column_kernels)}")
     for r in column_kernels:
         print(f"  --  {r['corpus']}:{r['kernel']}:{r['line']} {r['excluded']}")

@@ -6,6 +6,7 @@ from cutune.template.variants.combine import VARIANT, variant_launch, with_varia
 from cutune.template.variants.grid_shape import GridShape
 from cutune.template.variants.group_items import GroupItems
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.online import OnlineMerge
 from cutune.template.variants.packs import PacksPerThread
 from cutune.template.variants.propose import Combined, combine, combine_all, propose_variants
 from cutune.template.variants.prune import keep_variant, winning_variant
@@ -16,7 +17,16 @@ from cutune.template.variants.vectorize import Vectorize
 # in the order they are tried (and numbered as VARIANT = 1, 2, ... when all apply)
 TRANSFORMS: dict[str, Transform] = {
     t.name: t
-    for t in (Vectorize(), PacksPerThread(), GridShape(), RowReduce(), SplitItems(), BlockItems(), GroupItems())
+    for t in (
+        Vectorize(),
+        PacksPerThread(),
+        GridShape(),
+        RowReduce(),
+        SplitItems(),
+        BlockItems(),
+        GroupItems(),
+        OnlineMerge(),
+    )
 }
 
 __all__ = [
@@ -27,6 +37,7 @@ __all__ = [
     "GridShape",
     "GroupItems",
     "Launch",
+    "OnlineMerge",
     "PacksPerThread",
     "Provenance",
     "RowReduce",

@@ -76,6 +76,10 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 4}, {"ROW_THREADS": 256, "ROW_VEC": 2}],
     },
+    # an online softmax reducing each round's maximum over the block: the rounds' reductions merged once after the loop
+    ("online_softmax.cu", "online_softmax_kernel"): {
+        "online_merge": [{}],
+    },
     # a warp per row stepping by a project macro (`WARP_SIZE`) the launch gives the block too
     ("warp_l2_norm.cu", "l2_norm_rows_f32"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
