@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import gc
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.reports import write_report
+from benchmarks.reports import new_report, write_report
 
 from cutune.gpu import cupy_backend
 from cutune.gpu.backend import Measurement, TimingOptions
@@ -154,10 +153,7 @@ def main() -> None:
     ap.add_argument("--variants", default=";".join(VARIANTS), help="names separated by `;` (names hold commas)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"date": datetime.date.today().isoformat(), "samples": {}}
-    import cupy
-
-    report["device"] = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    report = new_report()
     for sample in args.only.split(","):
         runs = []
         for variant in args.variants.split(";"):

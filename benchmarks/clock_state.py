@@ -26,7 +26,6 @@ Writes OUT_DIR/clock_state.<device>.<date>.json and .md.
 from __future__ import annotations
 
 import argparse
-import datetime
 import random
 import subprocess
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.reopen_spread import ROOT, SAMPLES, WINNERS, one_repeat
-from benchmarks.reports import write_report
+from benchmarks.reports import new_report, write_report
 
 from cutune.gpu.backend import Job, TimingOptions
 from cutune.gpu.cupy_backend import CupyBackend
@@ -144,13 +143,7 @@ def main() -> None:
     ap.add_argument("--search", type=int, default=100, help="random configurations evaluated before `after a search`")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    import cupy
-
-    report: dict[str, Any] = {
-        "date": datetime.date.today().isoformat(),
-        "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-        "samples": {},
-    }
+    report = new_report()
     for sample in args.only.split(","):
         ctx = open_kernel(ROOT / "samples" / f"{sample}.cu", SAMPLES[sample])
         job = build_job(with_combined(ctx, variants_of(ctx)), timing=TimingOptions(mode="events"))

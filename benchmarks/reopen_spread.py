@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import statistics
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.reports import write_report
+from benchmarks.reports import new_report, write_report
 
 from cutune.gpu import harness
 from cutune.gpu.backend import Backend, TimingOptions
@@ -201,13 +200,7 @@ def main() -> None:
     ap.add_argument("--opens", default="same,reopen", help="one open for all repeats (same), one each (reopen)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    import cupy
-
-    report: dict[str, Any] = {
-        "date": datetime.date.today().isoformat(),
-        "device": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-        "samples": {},
-    }
+    report = new_report()
     for sample in args.only.split(","):
         runs = []
         for variant in args.variants.split(";"):
