@@ -1,0 +1,104 @@
+"""rows_on_grid: rows on the block's y axis numbered by a count of their own, moved onto the grid's y axis where the
+block's rows never meet, refused naming what lets them meet; and row_reduce's variant of such a sample."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.limits import limits_for
+from cutune.spec import load_spec
+from cutune.template.recipes.base import KernelSource
+from cutune.template.variants import with_variants
+from cutune.template.variants.row_reduce import RowReduce
+from cutune.template.variants.rows_on_grid import rows_on_grid
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+
+# a row of one warp on x, numbered by a count of rows per block that the launch need not give the block
+KERNEL = """\
+template <int kRows>
+__global__ void k(float* out, const float* in, int rows, int cols) {{
+  {shared}
+  const int row = blockIdx.x * kRows + threadIdx.y;
+  if (row >= rows) return;
+  float s = 0.f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += {term};
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  {extra}
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out[row * cols + c] = in[row * cols + c] / s;
+}}
+{helper}
+void launch(float* out, const float* in, int rows, int cols) {{
+  dim3 block({x}, rows < 4 ? rows : 4);
+  k<4><<<(rows + 3) / 4, block>>>(out, in, rows, cols);
+}}
+"""
+
+
+def _moved(x: str = "32", shared: str = "", term: str = "in[row * cols + c]", extra: str = "", helper: str = "") -> str:
+    text = KERNEL.format(x=x, shared=shared, term=term, extra=extra, helper=helper)
+    model = parse_source(text, "k.cu")
+    moved = rows_on_grid(KernelSource(model, model.kernel("k")), None, "row_reduce")
+    assert moved is not None
+    return moved
+
+
+def test_the_block_y_axis_becomes_the_grid_y_axis() -> None:
+    moved = _moved(shared="__shared__ float part[4][2];", extra="part[threadIdx.y][0] = s;")
+    assert "const int row = blockIdx.x * kRows + blockIdx.y;" in moved
+    assert "part[blockIdx.y][0] = s;" in moved  # the row's own slice, still its own
+    assert "threadIdx.y" not in moved.split("void launch")[0]
+    assert "dim3 block(32, rows < 4 ? rows : 4);" in moved  # the host code is left as it is
+
+
+def test_a_kernel_without_such_rows_is_not_read() -> None:
+    model = parse_source(
+        KERNEL.format(x="32", shared="", term="0.f", extra="", helper="").replace("kRows", "1"), "k.cu"
+    )
+    text = model.text.replace("blockIdx.x * 1 + threadIdx.y", "blockIdx.x")
+    plain = parse_source(text, "k.cu")
+    assert rows_on_grid(KernelSource(plain, plain.kernel("k")), None, "row_reduce") is None
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"shared": "__shared__ float total;", "extra": "total = s;"}, r"`total` \(line 3\) is shared by the block"),
+        ({"shared": "__shared__ float part[8];", "extra": "part[threadIdx.x % 8] = s;"}, r"`part\[8\]` .* is shared"),
+        ({"extra": "s += __syncthreads_count(s > 0.f);"}, r"the kernel reads the block as a whole"),
+        ({"extra": "s += blockIdx.y;"}, r"reads another axis of the grid"),
+        ({"term": "load(in, row * cols + c)"}, r"calls `load` \(line 7\), which the file does not define"),
+        (
+            {
+                "term": "load(in, row * cols + c)",
+                "helper": "__device__ float load(const float* p, int i) {\n  return p[i + threadIdx.y]; }",
+            },
+            r"`load` reads `threadIdx.y`",
+        ),
+        ({"x": "16"}, r"warps exchange values, and neither the spec nor the launches"),
+    ],
+)
+def test_rows_that_may_meet_are_refused_with_the_reason(change: dict[str, str], reason: str) -> None:
+    with pytest.raises(TransformRefused, match=reason):
+        _moved(**change)
+
+
+def test_row_reduce_runs_each_row_in_a_block_of_its_own_on_the_grid_y_axis() -> None:
+    path = SAMPLES / "grouped_rms_norm.cu"
+    model = parse_source(path.read_text(), str(path))
+    kernel = "grouped_rms_norm_kernel"
+    spec = load_spec(SAMPLES / "grouped_rms_norm.tune.toml").kernel(kernel)
+    variant = RowReduce().apply(model, kernel, spec)
+    assert "const int row = cutune_row * kMaxRowsPerBlock + blockIdx.y;" in variant.body
+    assert "sum_sq = cutune_rr_allreduce<ROW_THREADS>(sum_sq, cutune_rr_sum{}" in variant.body
+    _, combined = with_variants(model, kernel, [variant], spec)
+    assert combined is not None
+    names = {**limits_for("sm_90").as_names(), "cols": 200, "ROW_THREADS": 64, "ROW_VEC": 4}
+    # a small batch: the original's one block of 3 rows (not the kernel's 8), the variant's 3 blocks on y
+    assert combined.launch({**names, "rows": 3, "VARIANT": 0})[:2] == ((1, 1, 1), (32, 3, 1))
+    assert combined.launch({**names, "rows": 3, "VARIANT": 1})[:2] == ((1, 3, 1), (64, 1, 1))
+    assert combined.launch({**names, "rows": 13, "VARIANT": 1})[:2] == ((2, 8, 1), (64, 1, 1))
