@@ -14,7 +14,7 @@ from cutune.spec import load_spec
 from cutune.template.recipes.base import KernelSource
 from cutune.template.variants import with_variants
 from cutune.template.variants.row_reduce import RowReduce
-from cutune.template.variants.rows_on_grid import rows_on_grid
+from cutune.template.variants.rows_on_grid import rows_on_grid, warps_within_rows
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 
@@ -102,3 +102,45 @@ def test_row_reduce_runs_each_row_in_a_block_of_its_own_on_the_grid_y_axis() -> 
     assert combined.launch({**names, "rows": 3, "VARIANT": 0})[:2] == ((1, 1, 1), (32, 3, 1))
     assert combined.launch({**names, "rows": 3, "VARIANT": 1})[:2] == ((1, 3, 1), (64, 1, 1))
     assert combined.launch({**names, "rows": 13, "VARIANT": 1})[:2] == ((2, 8, 1), (64, 1, 1))
+
+
+# rows on y numbered by the block's own y size (rows_on_y's form), each row's sum all-reduced by xor shuffles
+ON_Y = """\
+__global__ void k(float* out, const float* in, int rows, int cols) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row >= rows) return;
+  float s = 0.f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) s += in[row * cols + c];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out[row * cols + c] = in[row * cols + c] / s;
+}
+constexpr int kWarpSize = 32;
+void launch(float* out, const float* in, int rows, int cols) {
+  const int threads = X;
+  dim3 block(threads, 4);
+  k<<<(rows + 3) / 4, block>>>(out, in, rows, cols);
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("x", "whole"),
+    [
+        ("16", False),
+        ("32", True),
+        ("cols > 512 ? 4 * kWarpSize : 2 * kWarpSize", True),  # a local's choice between multiples of the warp
+        ("cols > 512 ? 64 : 16", False),
+        ("cols / 8", False),
+    ],
+)
+def test_a_warp_lies_within_a_row_where_every_launch_is_whole_warps_wide(x: str, whole: bool) -> None:
+    model = parse_source(ON_Y.replace("X;", f"{x};"), "k.cu")
+    assert warps_within_rows(KernelSource(model, model.kernel("k")), None) is whole
+
+
+def test_a_warp_holding_several_rows_on_y_keeps_them_in_one_block() -> None:
+    # a (16, 4) block puts two rows in a warp: its `xor 16` adds the other row's sum, which one row per block would not
+    model = parse_source(ON_Y.replace("X;", "16;"), "k.cu")
+    with pytest.raises(TransformRefused, match=r"a block whose x size is a multiple of 32: a warp may hold several"):
+        RowReduce().apply(model, "k", None)
+    RowReduce().apply(parse_source(ON_Y.replace("X;", "32;"), "k.cu"), "k", None)  # a warp a row

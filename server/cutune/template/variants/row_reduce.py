@@ -57,7 +57,7 @@ from cutune.template.variants.loops import ARITHMETIC, index_form, local_values,
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import register_rows
 from cutune.template.variants.rows_on_grid import GRID as ON_GRID
-from cutune.template.variants.rows_on_grid import launched_value, moved_spec, rows_on_grid
+from cutune.template.variants.rows_on_grid import launched_value, moved_spec, rows_on_grid, warps_within_rows
 from cutune.template.variants.rows_on_y import GRID_X, WARP_GRID_X, rows_on_y, warps_on_y
 
 THREADS = "ROW_THREADS"
@@ -291,6 +291,12 @@ class RowReduce(Transform):
                 variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
             )
         on_y = rows_on_y(src)
+        if on_y is not None and not warp_rows and not warps_within_rows(src, spec):
+            # a block narrower than a warp puts several rows in one warp, whose exchanges (`xor 16`) cross them
+            self.refuse(
+                "rows on the block's y axis exchange values within warps, and neither the spec nor the launches in "
+                "the file show a block whose x size is a multiple of 32: a warp may hold several rows"
+            )
         if on_y is not None:  # rows on the block's y axis: one row per block, on grid.x * block.y blocks
             if spec is not None and len(spec.block) > 1:
                 spec = dataclasses.replace(

@@ -29,7 +29,7 @@ from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.variants.inline import _callee as callee
 from cutune.template.variants.inline import _helpers as helpers
 from cutune.template.variants.loops import index_form, sum_terms
-from cutune.template.variants.rows_on_y import _array_name, _slice_index
+from cutune.template.variants.rows_on_y import _array_name, _slice_index, warp_form
 
 # the rewritten kernel's launch: a block per row of threads of the original's blocks, the original's own y and z
 # (which the kernel never reads) on z
@@ -177,6 +177,12 @@ def _template_type(src: KernelSource, name: str) -> bool:
     return bool(name) and src.template_param(name)
 
 
+def warps_within_rows(src: KernelSource, spec: KernelSpec | None) -> bool:
+    """Whether no warp of the kernel exchanges values across the block's rows on y: its body makes no warp-level
+    exchange, or a warp lies within one row (the block's x size a multiple of 32, as `_whole_warps` reads it)."""
+    return not _WARP_LEVEL.search(src.text(src.body)) or _whole_warps(src, spec)
+
+
 def _whole_warps(src: KernelSource, spec: KernelSpec | None) -> bool:
     """Whether the block's x size is a multiple of 32 wherever the kernel runs: the spec's at every size, or without
     a spec every launch of the kernel in the file."""
@@ -187,13 +193,39 @@ def _whole_warps(src: KernelSource, spec: KernelSpec | None) -> bool:
         except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
             return False
     launches = launched_block_x(src)
-    return bool(launches) and all(x is not None and _multiple_of_warp(src, call, x) for call, x in launches)
+    return bool(launches) and all(
+        x is not None and _multiple_of_warp(HostResolver(src, call), x) for call, x in launches
+    )
 
 
-def _multiple_of_warp(src: KernelSource, call: Node, x: Node) -> bool:
-    """Whether a launch's block x resolves to a multiple of 32."""
-    value = launched_value(src, call, x)
-    return value is not None and value % 32 == 0
+def _multiple_of_warp(resolver: HostResolver, node: Node, depth: int = 0) -> bool:
+    """Whether a launch's expression is a multiple of 32 at every run: a value the host code fixes, the warp size by
+    its usual names or a constant of the file, a product with such a factor, a choice between such, or a local
+    holding one."""
+    src = resolver.src
+    value = resolver.resolve(node).value
+    if value is not None or depth > 8:
+        return value is not None and value % 32 == 0
+    if node.type == "parenthesized_expression" and node.named_child_count == 1:
+        return _multiple_of_warp(resolver, node.named_children[0], depth + 1)
+    if node.type == "binary_expression" and src.field(node, "operator") == "*":
+        return any(_multiple_of_warp(resolver, f, depth + 1) for f in _operands(node, "left", "right"))
+    if node.type == "conditional_expression":
+        branches = _operands(node, "consequence", "alternative")
+        return len(branches) == 2 and all(_multiple_of_warp(resolver, b, depth + 1) for b in branches)
+    text = "".join(src.text(node).split())
+    if warp_form(text) == "32":
+        return True
+    constant = _file_constant(src, text)
+    if constant is not None:
+        return constant % 32 == 0
+    found = resolver.declaration(text) if re.fullmatch(r"\w+", text) else None
+    return found is not None and len(found[2]) == 1 and _multiple_of_warp(resolver, found[2][0], depth + 1)
+
+
+def _operands(node: Node, *fields: str) -> list[Node]:
+    """The children of `node` in `fields` that are present."""
+    return [c for f in fields if (c := node.child_by_field_name(f)) is not None]
 
 
 def launched_value(src: KernelSource, call: Node, x: Node) -> int | None:
@@ -202,7 +234,16 @@ def launched_value(src: KernelSource, call: Node, x: Node) -> int | None:
     value = HostResolver(src, call).resolve(x).value
     if value is not None:
         return value
-    name = "".join(src.text(x).split()).rsplit("::", 1)[-1]
+    return _file_constant(src, "".join(src.text(x).split()))
+
+
+def _file_constant(src: KernelSource, text: str) -> int | None:
+    """The value of a constant of the file (`constexpr int kWarp = 32;`, `#define WARPS 32`) that `text` names,
+    namespace-qualified or not; None where `text` is no name or names none."""
+    qualified = re.fullmatch(r"(?:\w+::)*(\w+)", text)
+    if qualified is None:
+        return None
+    name = qualified.group(1)
     found = re.search(
         rf"(?:constexpr\s+[\w:]+\s+{re.escape(name)}\s*=|#define\s+{re.escape(name)})\s*(\d+)\b", src.model.text
     )
