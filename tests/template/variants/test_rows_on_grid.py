@@ -144,3 +144,19 @@ def test_a_warp_holding_several_rows_on_y_keeps_them_in_one_block() -> None:
     with pytest.raises(TransformRefused, match=r"a block whose x size is a multiple of 32: a warp may hold several"):
         RowReduce().apply(model, "k", None)
     RowReduce().apply(parse_source(ON_Y.replace("X;", "32;"), "k.cu"), "k", None)  # a warp a row
+
+
+def test_shared_memory_of_the_file_is_shared_by_the_block_rows() -> None:
+    text = "extern __shared__ float staged[];\n" + KERNEL.format(
+        x="32", shared="", term="in[row * cols + c]", extra="staged[threadIdx.x] = s;", helper=""
+    )
+    model = parse_source(text, "k.cu")
+    with pytest.raises(TransformRefused, match=r"`staged` \(line 1\), shared memory of the file"):
+        rows_on_grid(KernelSource(model, model.kernel("k")), None, "row_reduce")
+    # another function's shared array of the same name is its own
+    other = "__global__ void other(float* p) { __shared__ float part[4]; part[0] = p[0]; p[1] = part[0]; }\n"
+    sliced = KERNEL.format(
+        x="32", shared="__shared__ float part[4][2];", term="0.f", extra="part[threadIdx.y][0] = s;", helper=""
+    )
+    model = parse_source(other + sliced, "k.cu")
+    assert rows_on_grid(KernelSource(model, model.kernel("k")), None, "row_reduce") is not None

@@ -17,6 +17,7 @@ multiple of 32 at every size of the spec, or without one in every launch of the 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from tree_sitter import Node
 
@@ -85,8 +86,17 @@ def rows_on_grid(src: KernelSource, spec: KernelSpec | None, transform: str) -> 
                 raise refuse(f"{where} {what} (`{found.group(0).rstrip('( ')}`)")
         if where != "the kernel" and (found := _HELPER_Y.search(text)) is not None:  # it would keep the block's y
             raise refuse(f"{where} reads `{found.group(0)}`")
-    for decl in src.in_body("declaration"):
+    body_names = {src.text(n) for n in src.in_body("identifier")}
+    for decl in descendants(src.root, "declaration"):
         if not any(src.text(c) == "__shared__" for c in decl.children):
+            continue
+        if _in_function(decl) and not src.body.start_byte <= decl.start_byte < src.body.end_byte:
+            continue  # another function's
+        if not src.body.start_byte <= decl.start_byte < src.body.end_byte:  # the file's: every block's own too
+            named = [n for d in decl.children_by_field_name("declarator") if (n := _declared_name(d)) is not None]
+            used = [n for n in named if n in body_names]
+            if used:
+                raise refuse(f"`{used[0]}` (line {src.line(decl)}), shared memory of the file, may be shared by them")
             continue
         for d in decl.children_by_field_name("declarator"):
             name = _array_name(d)
@@ -137,10 +147,31 @@ def _numbers_rows(src: KernelSource, node: Node) -> bool:
     return x and y
 
 
-def _called(src: KernelSource, refuse: object) -> list[tuple[str, str]]:
+def _in_function(node: Node) -> bool:
+    """Whether `node` lies in a function's definition."""
+    parent = node.parent
+    while parent is not None and parent.type != "function_definition":
+        parent = parent.parent
+    return parent is not None
+
+
+def _declared_name(declarator: Node) -> str | None:
+    """The name a declarator declares (`S` of `S[8]`, `extern __shared__ float S[];`), None where it is no name."""
+    while declarator.type in ("array_declarator", "init_declarator", "pointer_declarator"):
+        inner = declarator.child_by_field_name("declarator")
+        if inner is None:
+            return None
+        declarator = inner
+    return (
+        declarator.text.decode("utf-8", errors="replace")
+        if declarator.type == "identifier" and declarator.text
+        else None
+    )
+
+
+def _called(src: KernelSource, refuse: Callable[[str], TransformRefused]) -> list[tuple[str, str]]:
     """The file's helpers the kernel calls, directly or through each other (name, text); raises `refuse`'s error for
     a call of a function the file does not define that is not an intrinsic, a cast or math."""
-    assert callable(refuse)
     defined = helpers(src)
     found: dict[str, str] = {}
     pending = [src.body]
