@@ -55,6 +55,16 @@ def test_the_block_y_axis_becomes_the_grid_y_axis() -> None:
     assert "dim3 block(32, rows < 4 ? rows : 4);" in moved  # the host code is left as it is
 
 
+def test_the_builtins_may_be_spelled_through_locals() -> None:
+    text = KERNEL.format(x="32", shared="", term="in[row * cols + c]", extra="", helper="").replace(
+        "const int row = blockIdx.x * kRows + threadIdx.y;",
+        "const int bx = blockIdx.x;\n  const int ty = threadIdx.y;\n  const int row = bx * kRows + ty;",
+    )
+    model = parse_source(text, "k.cu")
+    moved = rows_on_grid(KernelSource(model, model.kernel("k")), None, "row_reduce")
+    assert moved is not None and "const int ty = blockIdx.y;" in moved
+
+
 def test_a_kernel_without_such_rows_is_not_read() -> None:
     model = parse_source(
         KERNEL.format(x="32", shared="", term="0.f", extra="", helper="").replace("kRows", "1"), "k.cu"

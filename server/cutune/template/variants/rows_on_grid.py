@@ -29,7 +29,7 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.variants.inline import _callee as callee
 from cutune.template.variants.inline import _helpers as helpers
-from cutune.template.variants.loops import index_form, sum_terms
+from cutune.template.variants.loops import index_form, local_values, sum_terms
 from cutune.template.variants.rows_on_y import _array_name, _slice_index, warp_form
 
 # the rewritten kernel's launch: a block per row of threads of the original's blocks, the original's own y and z
@@ -62,7 +62,9 @@ def rows_on_grid(src: KernelSource, spec: KernelSpec | None, transform: str) -> 
     """The file's text with the kernel's y axis moved onto the grid (`threadIdx.y` written `blockIdx.y`, `blockDim.y`
     `gridDim.y`; launch it on GRID); None when no row is numbered `blockIdx.x * F + threadIdx.y`. Raises
     TransformRefused (as `transform`) naming what lets the rows of a block meet."""
-    rows = [n for n in src.in_body("binary_expression") if _numbers_rows(src, n)]
+    # the builtins may be spelled through locals (`const int ty = threadIdx.y;`): read as the builtins they hold
+    builtins = {k: v for k, v in local_values(src).items() if re.fullmatch(r"(?:threadIdx|blockIdx)\.[xy]", v)}
+    rows = [n for n in src.in_body("binary_expression") if _numbers_rows(src, n, builtins)]
     if not rows:
         return None
     line = src.line(rows[0])
@@ -129,7 +131,7 @@ def moved_spec(spec: KernelSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (grid[0], block[1], f"({grid[1]}) * ({grid[2]})"), (block[0],)
 
 
-def _numbers_rows(src: KernelSource, node: Node) -> bool:
+def _numbers_rows(src: KernelSource, node: Node, builtins: dict[str, str]) -> bool:
     """Whether `node` is a sum with a term `threadIdx.y` (times a row length) and one of blockIdx.x times a count
     other than the block's y size."""
     parent = node.parent
@@ -137,7 +139,10 @@ def _numbers_rows(src: KernelSource, node: Node) -> bool:
         parent is not None and parent.type == "binary_expression" and src.field(parent, "operator") == "+"
     ):
         return False
-    forms = [index_form(src.text(t)) for t in sum_terms(src, node)]
+    forms = [
+        index_form(re.sub(r"\b[A-Za-z_]\w*\b(?!\s*\.)", lambda m: builtins.get(m.group(0), m.group(0)), src.text(t)))
+        for t in sum_terms(src, node)
+    ]
     y = any(f == "threadIdx.y" or f.startswith("threadIdx.y*") or f.endswith("*threadIdx.y") for f in forms)
     # a count of its own: rows_on_y reads `blockDim.y`, the block's rows, and says why where it cannot
     x = any(
