@@ -20,7 +20,7 @@ pair accumulators (`float2 mean_var`, summed part by part) split into their scal
 rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`, each maybe with its own slice of a shared array)
 read as one row per block, and a warp per row of a 1-D block read as rows on y first (rows_on_y.py), rows on y
 numbered by a count of their own (`blockIdx.x * F + threadIdx.y`) with the block's y axis moved onto the grid
-(rows_on_grid.py), either only where a warp lies within one row or exchanges nothing; a row
+(rows_on_grid.py), either only where no warp exchanges values across rows (the block's x a multiple of 32); a row
 kept in local arrays by counted loops over the block's rounds, read as stride loops with each array the variant's
 register cache (register_rows.py); a body wholly under `#if`/`#ifdef`, kept under it; warp shuffles through
 cooperative-groups tiles (`g.shfl_down(v, o)`) or wrappers; an array read only under a condition, read there element
