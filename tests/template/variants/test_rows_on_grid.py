@@ -153,7 +153,18 @@ def test_a_warp_holding_several_rows_on_y_keeps_them_in_one_block() -> None:
     model = parse_source(ON_Y.replace("X;", "16;"), "k.cu")
     with pytest.raises(TransformRefused, match=r"a block whose x size is a multiple of 32: a warp may hold several"):
         RowReduce().apply(model, "k", None)
-    RowReduce().apply(parse_source(ON_Y.replace("X;", "32;"), "k.cu"), "k", None)  # a warp a row
+    RowReduce().apply(parse_source(ON_Y.replace("X;", "32;"), "k.cu"), "k", None)
+    # the shuffles in a helper of the file
+    helper = (
+        "__device__ float row_sum(float s) {\n"
+        "  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(~0u, s, o);\n"
+        "  return s;\n}\n"
+    )
+    text = helper + ON_Y.replace("X;", "16;").replace(
+        "for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);", "s = row_sum(s);"
+    )
+    model = parse_source(text, "k.cu")
+    assert not warps_within_rows(KernelSource(model, model.kernel("k")), None)  # a warp a row
 
 
 def test_shared_memory_of_the_file_is_shared_by_the_block_rows() -> None:

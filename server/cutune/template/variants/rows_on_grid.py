@@ -174,9 +174,10 @@ def _declared_name(declarator: Node) -> str | None:
     )
 
 
-def _called(src: KernelSource, refuse: Callable[[str], TransformRefused]) -> list[tuple[str, str]]:
-    """The file's helpers the kernel calls, directly or through each other (name, text); raises `refuse`'s error for
-    a call of a function the file does not define that is not an intrinsic, a cast or math."""
+def _called(src: KernelSource, refuse: Callable[[str], TransformRefused] | None = None) -> list[tuple[str, str]]:
+    """The file's helpers the kernel calls, directly or through each other (name, text); with `refuse`, raises its
+    error for a call of a function the file does not define that is not an intrinsic, a cast or math, or a method
+    other than a warp exchange or a barrier."""
     defined = helpers(src)
     found: dict[str, str] = {}
     pending = [src.body]
@@ -186,7 +187,7 @@ def _called(src: KernelSource, refuse: Callable[[str], TransformRefused]) -> lis
             function = call.child_by_field_name("function")
             if function is not None and function.type == "field_expression":  # a method: a tile's, a group's
                 method = src.field(function, "field")
-                if not (_WARP_LEVEL.fullmatch(method) or method == "sync"):
+                if refuse is not None and not (_WARP_LEVEL.fullmatch(method) or method == "sync"):
                     raise refuse(
                         f"calls the method `{method}` (line {src.line(call)}): it may read the block's y "
                         "axis or shared memory"
@@ -199,8 +200,8 @@ def _called(src: KernelSource, refuse: Callable[[str], TransformRefused]) -> lis
                     found[name] = "\n".join(src.text(h.definition) for h in defined[name])
                     pending += [h.definition for h in defined[name]]
             elif not name or not _PURE.fullmatch(qualified.removeprefix("cg::").removeprefix("cooperative_groups::")):
-                if _template_type(src, name):
-                    continue  # a conversion to a template type (`T(v)`)
+                if refuse is None or _template_type(src, name):
+                    continue  # a conversion to a template type (`T(v)`), or no refusal asked for
                 raise refuse(
                     f"calls `{qualified or src.text(call)}` (line {src.line(call)}), which the file does not "
                     "define: it may read the block's y axis or shared memory"
@@ -214,9 +215,11 @@ def _template_type(src: KernelSource, name: str) -> bool:
 
 
 def warps_within_rows(src: KernelSource, spec: KernelSpec | None) -> bool:
-    """Whether no warp of the kernel exchanges values across the block's rows on y: its body makes no warp-level
-    exchange, or a warp lies within one row (the block's x size a multiple of 32, as `_whole_warps` reads it)."""
-    return not _WARP_LEVEL.search(src.text(src.body)) or _whole_warps(src, spec)
+    """Whether no warp of the kernel exchanges values across the block's rows on y: neither its body nor the file's
+    helpers it calls make a warp-level exchange, or a warp lies within one row (the block's x size a multiple of 32,
+    as `_whole_warps` reads it)."""
+    texts = [src.text(src.body), *(text for _, text in _called(src))]
+    return not any(_WARP_LEVEL.search(t) for t in texts) or _whole_warps(src, spec)
 
 
 def _whole_warps(src: KernelSource, spec: KernelSpec | None) -> bool:
