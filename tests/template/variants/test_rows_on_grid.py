@@ -3,6 +3,8 @@ block's rows never meet, refused naming what lets them meet; and row_reduce's va
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from cutune.template.variants.row_reduce import RowReduce
 from cutune.template.variants.rows_on_grid import rows_on_grid, warps_within_rows
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+EMULATOR = Path(__file__).resolve().parents[2] / "data" / "template" / "variants" / "warp_emulator.h"
 
 # a row of one warp on x, numbered by a count of rows per block that the launch need not give the block
 KERNEL = """\
@@ -181,3 +184,54 @@ def test_shared_memory_of_the_file_is_shared_by_the_block_rows() -> None:
     )
     model = parse_source(other + sliced, "k.cu")
     assert rows_on_grid(KernelSource(model, model.kernel("k")), None, "row_reduce") is not None
+
+
+# the sample's norm at T = float on the host (warp_emulator.h): the original on (32, y) blocks and the kernel with its
+# y axis moved onto the grid on (32, 1) blocks of a (blocks, y) grid, the outputs compared byte for byte: the
+# launcher's small batch (3 rows on one block of 3, fewer than the kernel's count of 8), its 13 rows on two blocks of
+# 8 (three rows past the end), and a launch of 4 rows per block on two blocks, which leaves rows 4-7 and 12 undone in
+# the original (the kernel numbers 8 per block): the moved kernel must leave the same rows
+HARNESS = """
+#include <random>
+int main() {
+  for (auto [rows, rows_per_block] : {std::pair{3u, 3u}, {13u, 8u}, {13u, 4u}}) {
+    const int cols = 200;
+    std::mt19937 rng(rows * rows_per_block);
+    std::uniform_real_distribution<float> uniform(-2.f, 2.f);
+    std::vector<float> in(rows * cols), gamma(cols);
+    for (auto& v : in) v = uniform(rng);
+    for (auto& v : gamma) v = uniform(rng);
+    const unsigned blocks = (rows + 7) / 8;
+    std::vector<float> original(rows * cols, -1.f), moved(rows * cols, -1.f);
+    launch(blocks, 1, 32, rows_per_block, [&] {
+      grouped_rms_norm_kernel<float, 8>(original.data(), in.data(), gamma.data(), rows, cols, 1e-6f);
+    });
+    launch(blocks, rows_per_block, 32, 1, [&] {
+      moved_kernel<float, 8>(moved.data(), in.data(), gamma.data(), rows, cols, 1e-6f);
+    });
+    std::printf("%u %u %s\\n", rows, rows_per_block, original == moved ? "equal" : "different");
+  }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_moved_kernel_equals_the_original_bit_for_bit_on_emulated_warps(tmp_path: Path) -> None:
+    path = SAMPLES / "grouped_rms_norm.cu"
+    model = parse_source(path.read_text(), str(path))
+    kernel = model.kernel("grouped_rms_norm_kernel")
+    moved_text = rows_on_grid(KernelSource(model, kernel), None, "row_reduce")
+    assert moved_text is not None
+    moved = parse_source(moved_text, str(path)).kernel("grouped_rms_norm_kernel")
+    data = model.text.encode()
+    original_def = data[kernel.span.start_byte : kernel.span.end_byte].decode()
+    moved_def = moved_text.encode()[moved.span.start_byte : moved.span.end_byte].decode()
+    assert "blockIdx.y" in moved_def and "threadIdx.y" not in moved_def
+    prelude = f'#include "{EMULATOR}"\n#define __restrict__ __restrict\nconstexpr int kWarpSize = 32;\n'
+    moved_def = moved_def.replace("grouped_rms_norm_kernel(", "moved_kernel(")
+    (tmp_path / "emulated.cpp").write_text(f"{prelude}{original_def}\n{moved_def}\n{HARNESS}")
+    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", str(tmp_path / "emulated.cpp"), "-o", str(tmp_path / "run")]
+    done = subprocess.run(build, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "run")], capture_output=True, text=True, timeout=60, check=True)
+    assert ran.stdout.split("\n")[:3] == ["3 3 equal", "13 8 equal", "13 4 equal"], ran.stdout
