@@ -18,7 +18,9 @@ loops (`x += row * stride;`); and row loops over a 2-D block's threads in order
 (`threadIdx.y * blockDim.x + threadIdx.x`, stepping by `blockDim.x * blockDim.y`), which the new 1-D block replaces;
 pair accumulators (`float2 mean_var`, summed part by part) split into their scalar parts first (compound.py);
 rows on the block's y axis (`blockIdx.x * blockDim.y + threadIdx.y`, each maybe with its own slice of a shared array)
-read as one row per block, and a warp per row of a 1-D block read as rows on y first (rows_on_y.py); a row
+read as one row per block, and a warp per row of a 1-D block read as rows on y first (rows_on_y.py), rows on y
+numbered by a count of their own (`blockIdx.x * F + threadIdx.y`) with the block's y axis moved onto the grid
+(rows_on_grid.py), either only where no warp exchanges values across rows (the block's x a multiple of 32); a row
 kept in local arrays by counted loops over the block's rounds, read as stride loops with each array the variant's
 register cache (register_rows.py); a body wholly under `#if`/`#ifdef`, kept under it; warp shuffles through
 cooperative-groups tiles (`g.shfl_down(v, o)`) or wrappers; an array read only under a condition, read there element
@@ -50,12 +52,14 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.recipes.host import HostResolver, launched_block_x
+from cutune.template.recipes.host import launched_block_x
 from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.loops import ARITHMETIC, index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import register_rows
+from cutune.template.variants.rows_on_grid import GRID as ON_GRID
+from cutune.template.variants.rows_on_grid import launched_value, moved_spec, rows_on_grid, warps_within_rows
 from cutune.template.variants.rows_on_y import GRID_X, WARP_GRID_X, rows_on_y, warps_on_y
 
 THREADS = "ROW_THREADS"
@@ -289,6 +293,12 @@ class RowReduce(Transform):
                 variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
             )
         on_y = rows_on_y(src)
+        if on_y is not None and not warp_rows and not warps_within_rows(src, spec):
+            # a block narrower than a warp puts several rows in one warp, whose exchanges (`xor 16`) cross them
+            self.refuse(
+                "rows on the block's y axis exchange values within warps, and neither the spec nor the launches in "
+                "the file show a block whose x size is a multiple of 32: a warp may hold several rows"
+            )
         if on_y is not None:  # rows on the block's y axis: one row per block, on grid.x * block.y blocks
             if spec is not None and len(spec.block) > 1:
                 spec = dataclasses.replace(
@@ -306,6 +316,19 @@ class RowReduce(Transform):
             note = f"{variant.provenance.note}; each row of threads along y a block of its own"
             return dataclasses.replace(
                 variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
+            )
+        on_grid = rows_on_grid(src, spec, self.name)
+        if on_grid is not None:  # rows on y numbered by a count of their own: the block's y axis moved onto the grid
+            if spec is not None:
+                grid, block = moved_spec(spec)
+                spec = dataclasses.replace(spec, grid=grid, block=block)
+            variant = self._apply(parse_source(on_grid, model.path, rewrite=True), kernel, spec, arrays, warp_rows)
+            assert variant.launch is not None  # row_reduce always sets its launch
+            note = f"{variant.provenance.note}; each row of threads along y a block of its own, on the grid's y axis"
+            return dataclasses.replace(
+                variant,
+                launch=dataclasses.replace(variant.launch, grid=ON_GRID),
+                provenance=dataclasses.replace(variant.provenance, note=note),
             )
         guarded = _guarded_rest(src)
         if guarded is not None:  # `if (row < rows) { rest }` last: the early return it is, checked as any
@@ -1339,13 +1362,7 @@ class _Rewriter:
         text = self.compact(x)
         if text in _WARP_NAMES:
             return True
-        value = HostResolver(self.src, call).resolve(x).value
-        if value is None:  # a constant of the file (`constexpr int kWarp = 32;`, `#define WARPS 32`)
-            found = re.search(
-                rf"(?:constexpr\s+[\w:]+\s+{re.escape(text)}\s*=|#define\s+{re.escape(text)})\s*(\d+)\b",
-                self.src.model.text,
-            )
-            value = int(found.group(1)) if found is not None else None
+        value = launched_value(self.src, call, x)
         return value is not None and value <= 32
 
     def _block_reduce_text(self, fn: Node) -> str:

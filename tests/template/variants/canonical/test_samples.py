@@ -80,6 +80,19 @@ CASES = {
     ("online_softmax.cu", "online_softmax_kernel"): {
         "online_merge": [{}],
     },
+    # rows on y numbered by the most rows a block may hold (a template count), a small batch on a block of fewer rows:
+    # the block's y axis moved onto the grid
+    ("grouped_rms_norm.cu", "grouped_rms_norm_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 32, "ROW_VEC": 8}, {"ROW_THREADS": 128, "ROW_VEC": 2}],
+    },
+    # and the count an argument, a row's two warps meeting in the row's own slice of shared memory
+    ("grouped_rms_norm.cu", "grouped_softmax_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 4}, {"ROW_THREADS": 256, "ROW_VEC": 1}],
+    },
     # a warp per row stepping by a project macro (`WARP_SIZE`) the launch gives the block too
     ("warp_l2_norm.cu", "l2_norm_rows_f32"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
