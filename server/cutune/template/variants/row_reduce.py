@@ -53,6 +53,7 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import HostResolver, launched_block_x
 from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
+from cutune.template.variants.constexpr_arms import constexpr_arms, joined
 from cutune.template.variants.loops import ARITHMETIC, index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import register_rows
@@ -271,6 +272,20 @@ class RowReduce(Transform):
             text, opening = under
             variant = self._apply(parse_source(text, model.path, rewrite=True), kernel, spec, arrays, warp_rows)
             return dataclasses.replace(variant, body=f"{opening}\n{variant.body}\n#endif")
+        arms = constexpr_arms(src)
+        if isinstance(arms, str):
+            self.refuse(arms)
+        if arms is not None:  # `if constexpr` around row loops: each arm read as the kernel its instantiations run
+            variants = []
+            for value, arm in zip(("true", "false"), arms.models, strict=True):
+                try:
+                    variants.append(self._apply(arm, kernel, spec, arrays, warp_rows))
+                except TransformRefused as e:
+                    self.refuse(f"{e.reason}, where `{arms.condition}` (line {arms.line}) is {value}")
+            both = joined(arms, *variants)
+            if isinstance(both, str):
+                self.refuse(both)
+            return both
         registers = register_rows(src, self.name) if not arrays else None
         if registers is not None:  # the row kept in local arrays by counted loops: read as stride loops over it
             registered = parse_source(registers.text, model.path, rewrite=True)

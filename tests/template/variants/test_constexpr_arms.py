@@ -1,0 +1,114 @@
+"""constexpr_arms: a body branching by `if constexpr` around its row loops read one arm at a time, from real
+tree-sitter trees; row_reduce's variant keeps the branch with each arm's rewrite, and refuses naming the arm."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.template.recipes.base import KernelSource
+from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.constexpr_arms import Arms, constexpr_arms, joined
+from cutune.template.variants.model import Launch, Variant
+from cutune.template.variants.row_reduce import RowReduce
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+
+BRANCHED = """\
+template <bool kSquares, bool kBias>
+__global__ void k(float* out, const float* in, int n) {
+  float s = 0.f;
+  if constexpr (kSquares) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += in[i] * in[i];
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += in[i];
+  }
+  if constexpr (!(kSquares)) s = -s;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    if constexpr (kSquares) { out[i] = s; }
+    if constexpr (kBias) out[i] += 1.f;
+  }
+}
+"""
+
+
+def _arms(text: str) -> Arms | str | None:
+    model = parse_source(text, "k.cu")
+    return constexpr_arms(KernelSource(model, model.kernel("k")))
+
+
+def _body(model_text: str) -> str:
+    return " ".join(model_text.split())
+
+
+def test_each_arm_is_the_body_its_instantiation_compiles() -> None:
+    arms = _arms(BRANCHED)
+    assert isinstance(arms, Arms)
+    assert (arms.condition, arms.line) == ("kSquares", 4)
+    yes, no = (_body(m.text) for m in arms.models)
+    # the top-level arm's statements become the body's; the negated condition and the one in the loop resolve too
+    assert "float s = 0.f; for (int i = threadIdx.x; i < n; i += blockDim.x) s += in[i] * in[i]; for" in yes
+    assert "s = -s" not in yes and "{ out[i] = s; }" in yes
+    assert "s += in[i]; s = -s; for" in no and "out[i] = s" not in no
+    # another condition is left to the next reading of each arm
+    assert "if constexpr (kBias) out[i] += 1.f;" in yes and "if constexpr (kBias) out[i] += 1.f;" in no
+    assert "kSquares" not in yes.split("{", 1)[1] and "kSquares" not in no.split("{", 1)[1]
+    # blanked, not removed: every line stays where the file has it
+    assert all(m.text.count("\n") == BRANCHED.count("\n") for m in arms.models)
+
+
+def test_no_arms_where_no_if_constexpr_holds_a_loop() -> None:
+    assert _arms(BRANCHED.replace("if constexpr (kSquares) {", "if (kSquares) {")) is None
+
+
+def test_a_condition_on_a_local_of_the_kernel_is_refused() -> None:
+    text = BRANCHED.replace("  float s = 0.f;\n", "  constexpr bool kWide = sizeof(float) > 2;\n  float s = 0.f;\n")
+    text = text.replace("if constexpr (kSquares) {", "if constexpr (kWide) {")
+    assert _arms(text) == "`if constexpr (kWide)` (line 5) reads `kWide`, a local of the kernel"
+
+
+def test_an_arm_declaring_a_name_the_body_declares_is_refused() -> None:
+    text = BRANCHED.replace("  } else {\n", "    float t = s;\n  } else {\n").replace(
+        "  if constexpr (!(kSquares)) s = -s;\n", "  float t = -s;\n"
+    )
+    assert _arms(text) == "where `kSquares` (line 4) is true, its arm declares `t` that the kernel's body declares too"
+
+
+def test_arms_needing_different_launches_are_not_joined() -> None:
+    arms = _arms(BRANCHED)
+    assert isinstance(arms, Arms)
+    a = Variant("row_reduce", "a;", launch=Launch(("rows",), ("ROW_THREADS", "1")))
+    b = Variant("row_reduce", "b;", launch=Launch(("ceil_div(rows, ROWS_PER_BLOCK)",), ("ROW_THREADS", "1")))
+    assert joined(arms, a, b) == "the arms of `if constexpr (kSquares)` (line 4) need different launches"
+    both = joined(arms, a, a)
+    assert isinstance(both, Variant) and both.body == "if constexpr (kSquares) {\n  a;\n} else {\n  a;\n}"
+
+
+def _sample_model(text: str | None = None):  # type: ignore[no-untyped-def]
+    path = SAMPLES / "constexpr_layer_norm.cu"
+    model = parse_source(text if text is not None else path.read_text(), str(path))
+    return canonicalise(model, "layer_norm_kernel").model
+
+
+def test_row_reduce_rewrites_each_arm_of_the_sample_under_its_branch() -> None:
+    variant = RowReduce().apply(_sample_model(), "layer_norm_kernel", None)
+    yes, no = variant.body.split("\n} else {\n")
+    assert yes.startswith("if constexpr (kOnePassVariance) {\n")
+    # one pass: the sums of x and x^2 reduced together; two passes: the mean, then the centred squares
+    assert yes.count("cutune_rr_allreduce<ROW_THREADS>") == 2 and "sum_sq = cutune_rr_allreduce" in yes
+    assert no.count("cutune_rr_allreduce<ROW_THREADS>") == 2 and "centred = cutune_rr_allreduce" in no
+    assert "sum_sq" not in no and "centred" not in yes
+
+
+def test_row_reduce_names_the_arm_it_refuses() -> None:
+    text = (SAMPLES / "constexpr_layer_norm.cu").read_text()
+    text = text.replace("    centred = block_sum(centred);\n", "    atomicAdd(&s_rstd, centred);\n")
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(_sample_model(text), "layer_norm_kernel", None)
+    assert refused.value.reason.startswith("updates memory with atomicAdd")
+    # (lines of the canonical file, the block-sum helper inlined above them)
+    assert re.search(r", where `kOnePassVariance` \(line \d+\) is false$", refused.value.reason)
