@@ -1225,6 +1225,7 @@ class _Rewriter:
                 root = _root_name(self, left)
                 if root in self.shared and self.compact(right) in pending:
                     acc = self.compact(right)
+                    self._check_stage_taken(node, s, acc)
                     images[root] = acc
                     wide.add(acc)
                     found[acc] = _merge(found.get(acc), None, acc, self, node)
@@ -1282,6 +1283,34 @@ class _Rewriter:
             if seen is not None and seen != pending[acc]:
                 self.refuse(f"`{acc}` is accumulated as a {pending[acc]} but reduced as a {seen}")
             seg.reductions.append(_Reduction(acc, pending[acc], self._type_of_name(acc)))
+
+    def _check_stage_taken(self, store: Node, top: Node, acc: str) -> None:
+        """The warps' partials of `acc` stored to shared memory (`store`, in the segment's statement `top`) under no
+        condition but a test of the thread (which lane stores) or one of the block's shape and compile-time values:
+        a stage the arguments may skip (`if (len > kTile) { ... }`) leaves some threads' totals of fewer threads than
+        the row's, which a block-wide all-reduce would change."""
+        threads, shape, runtime = {"threadIdx"}, {"blockDim"}, set(self.params)
+        for decl in self.src.body.named_children:  # the top-level locals: of the thread, of the block's shape, or not
+            if decl.type != "declaration":
+                continue
+            names = {self.text(i) for i in _declared_all(decl)}
+            reads = self._idents(decl) - names
+            if reads & threads or "thread_rank" in self.text(decl):
+                threads |= names
+            elif not (reads & runtime) - shape:
+                shape |= names
+            runtime |= names - shape
+        node = store.parent
+        while node is not None and node.start_byte >= top.start_byte:
+            cond = _condition(node) if node.type == "if_statement" else None
+            names = self._idents(cond)
+            if cond is not None and not (names & threads or "thread_rank" in self.text(cond)) and names & runtime:
+                self.refuse(
+                    f"combines the warps' partials of `{acc}` only `if ({_SPACE.sub(' ', self.text(cond))})`: where "
+                    "that does not hold, a thread's total is of fewer threads than the row's",
+                    node,
+                )
+            node = node.parent
 
     def _one_warp(self) -> bool:
         """Whether a row's threads are at most one warp wherever the kernel runs: the spec's block along x at every

@@ -99,3 +99,22 @@ __global__ void counted_rows_kernel(float* out, const float* in, int n) {
   __syncthreads();
   for (int i = 0; i < iterations; i++) out[blockIdx.x * n + i * blockDim.x + id] = vals[i] / total;
 }
+
+// the warps' sums meet in shared memory only where the row is longer than one tile of kTile threads: shorter rows'
+// totals are each tile's own (rows several to a block), which a block-wide all-reduce would mix
+template <int kTile>
+__global__ void skipped_stage_kernel(float* out, const float* in, int n) {
+  __shared__ float warp_sums[32];
+  const int lane = threadIdx.x & 31;
+  const int warps = blockDim.x >> 5;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) s += in[blockIdx.x * n + j];
+  for (int o = 1; o < kTile; o *= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (n > kTile) {
+    if (lane == 0) warp_sums[threadIdx.x >> 5] = s;
+    __syncthreads();
+    s = lane < warps ? warp_sums[lane] : 0.f;
+    for (int o = 1; o < warps; o *= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  }
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
+}
