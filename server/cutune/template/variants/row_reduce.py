@@ -1226,6 +1226,8 @@ class _Rewriter:
                 if root in self.shared and self.compact(right) in pending:
                     acc = self.compact(right)
                     self._check_stage_taken(node, s, acc)
+                    if acc not in images.values():  # the warps' partials; a later store is of their total
+                        self._check_whole_warps(node, acc, shuffles.get(acc, []))
                     images[root] = acc
                     wide.add(acc)
                     found[acc] = _merge(found.get(acc), None, acc, self, node)
@@ -1312,6 +1314,26 @@ class _Rewriter:
                 )
             node = node.parent
 
+    def _check_whole_warps(self, store: Node, acc: str, shuffles: list[Node]) -> None:
+        """The shuffles of `acc` before its store to shared memory leave the storing lane the whole warp's total: an
+        xor butterfly over offsets 1 to 16 (every lane), or shuffles down by those offsets (lane 0); none at all (each
+        thread's own value stored). A warp's partial of a tile's or half a warp's threads (`o < kTile`, offsets 8
+        down to 1) leaves the other lanes' values out of the original's total, which an all-reduce would count."""
+        before = [c for c in shuffles if c.start_byte < store.start_byte]
+        if not before:
+            return
+        for kind in ("xor", "down"):
+            steps = [self._butterfly(call, kind) for call in before]
+            if all(steps) and sorted(o for step in steps for o in step) == [1, 2, 4, 8, 16]:
+                return
+        offsets = [o for kind in ("xor", "down") for call in before for o in self._butterfly(call, kind)]
+        shown = f"offsets {sorted(offsets)}" if offsets else "offsets it cannot count"
+        self.refuse(
+            f"shuffles `{acc}` over {shown} before storing each warp's partial to shared memory: not shown to be "
+            "the whole warp's",
+            store,
+        )
+
     def _one_warp(self) -> bool:
         """Whether a row's threads are at most one warp wherever the kernel runs: the spec's block along x at every
         size, or without a spec every launch of the kernel in the file (a literal or a constant of at most 32, or
@@ -1328,17 +1350,17 @@ class _Rewriter:
         launches = launched_block_x(self.src)
         return bool(launches) and all(x is not None and self._warp_wide(call, x) for call, x in launches)
 
-    def _butterfly(self, call: Node) -> list[int]:
-        """The lane offsets an xor shuffle exchanges over: its constant offset (a step unrolled by hand), or each
-        offset of `for (o = A; COND; UPDATE)` where its offset is the loop's index; [] where it is no xor shuffle or
-        the offsets cannot be counted."""
+    def _butterfly(self, call: Node, kind: str = "xor") -> list[int]:
+        """The lane offsets a shuffle of `kind` (xor, down) exchanges over: its constant offset (a step unrolled by
+        hand), or each offset of `for (o = A; COND; UPDATE)` where its offset is the loop's index; [] where it is no
+        such shuffle or the offsets cannot be counted."""
         name = re.split(r"\.|::|->", self.compact(call.child_by_field_name("function")))[-1]
         loop = call.parent
         while loop is not None and loop.type != "for_statement":
             loop = loop.parent
         args = _args(call)
         at = 2 if name.startswith("__") else 1  # the offset follows the mask and the value in the intrinsics
-        if "xor" not in name or len(args) <= at:
+        if kind not in name or len(args) <= at:
             return []
         if loop is None:
             offset = self._count(self.text(args[at]))

@@ -118,3 +118,33 @@ __global__ void skipped_stage_kernel(float* out, const float* in, int n) {
   }
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
 }
+
+// each warp's partial is one tile's of kTile lanes (a width the kernel cannot show to be the warp's): the original's
+// total leaves the other tiles' values out
+template <int kTile>
+__global__ void tile_partial_kernel(float* out, const float* in, int n) {
+  __shared__ float warp_sums[32];
+  const int lane = threadIdx.x & 31;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) s += in[blockIdx.x * n + j];
+  for (int o = 1; o < kTile; o *= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) warp_sums[threadIdx.x >> 5] = s;
+  __syncthreads();
+  s = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0.f;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
+}
+
+// shuffled down by 8, 4, 2 and 1 only: lane 0 holds half its warp's sum
+__global__ void half_warp_partial_kernel(float* out, const float* in, int n) {
+  __shared__ float warp_sums[32];
+  const int lane = threadIdx.x & 31;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) s += in[blockIdx.x * n + j];
+  for (int o = 8; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  if (lane == 0) warp_sums[threadIdx.x >> 5] = s;
+  __syncthreads();
+  s = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0.f;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
+}
