@@ -501,13 +501,28 @@ class _Rewriter:
     def _nearest(self) -> str:
         """What the kernel's loop over the thread's elements is instead of a block-stride row loop, to say so."""
         threads = {"threadIdx"}
+        groups: dict[str, tuple[Node, Node]] = {}  # `lane = tid % n`, n no constant: the local → (declaration, n)
         for decl in self.src.body.named_children:  # the locals computed from the thread index
             if decl.type == "declaration" and self._idents(decl) & threads:
+                declarator = decl.child_by_field_name("declarator")
+                value = declarator.child_by_field_name("value") if declarator is not None else None
+                if value is not None and value.type == "binary_expression" and self.src.field(value, "operator") == "%":
+                    modulus = value.child_by_field_name("right")
+                    if modulus is not None and self._count(self.text(modulus)) is None:
+                        groups[self.text(_declared(declarator))] = (decl, modulus)
                 threads |= {self.text(i) for i in _declared_all(decl)}
         for loop in descendants(self.src.body, "for_statement", "while_statement"):
             init = loop.child_by_field_name("initializer")
-            if not (self._idents(loop.child_by_field_name("body")) | self._idents(init)) & threads:
+            reads = self._idents(loop.child_by_field_name("body")) | self._idents(init)
+            if not reads & threads:
                 continue
+            for name in sorted(reads & groups.keys()):
+                decl, modulus = groups[name]
+                return (
+                    f"the loop at line {self.line(loop)} walks the row from `{name}` (line {self.line(decl)}), the "
+                    f"thread index modulo `{self.compact(modulus)}`: a row's threads are a group of that many, "
+                    "several rows to a block, a size not known to be the block's or a warp's"
+                )
             shown = _SPACE.sub(" ", self.text(init)).rstrip("; ")
             if loop.type == "while_statement":
                 return f"the loop at line {self.line(loop)} over the thread's elements is a while loop"

@@ -148,3 +148,20 @@ __global__ void half_warp_partial_kernel(float* out, const float* in, int n) {
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
 }
+
+// rows of `n` elements, `group` threads each (at least n), several to a block: the thread's place in its row is its
+// index modulo a count the arguments choose
+__global__ void group_rows_kernel(float* out, const float* in, int n, int group) {
+  __shared__ float total[32];
+  const int lane = threadIdx.x % group;
+  const int base = (blockIdx.x * (blockDim.x / group) + threadIdx.x / group) * n;
+  float s = 0.f;
+  for (int i = 0; i < 1; i++) {
+    const int j = i * blockDim.x + lane;
+    if (j < n) s += in[base + j];
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x % 32 == 0) total[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (lane < n) out[base + lane] = in[base + lane] / total[threadIdx.x / 32];
+}
