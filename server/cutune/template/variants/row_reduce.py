@@ -508,7 +508,7 @@ class _Rewriter:
                 value = declarator.child_by_field_name("value") if declarator is not None else None
                 if value is not None and value.type == "binary_expression" and self.src.field(value, "operator") == "%":
                     modulus = value.child_by_field_name("right")
-                    if modulus is not None and self._count(self.text(modulus)) is None:
+                    if declarator is not None and modulus is not None and self._count(self.text(modulus)) is None:
                         groups[self.text(_declared(declarator))] = (decl, modulus)
                 threads |= {self.text(i) for i in _declared_all(decl)}
         for loop in descendants(self.src.body, "for_statement", "while_statement"):
