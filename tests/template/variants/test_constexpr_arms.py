@@ -72,10 +72,18 @@ def test_a_condition_on_a_local_of_the_kernel_is_refused() -> None:
 
 
 def test_an_arm_declaring_a_name_the_body_declares_is_refused() -> None:
-    text = BRANCHED.replace("  } else {\n", "    float t = s;\n  } else {\n").replace(
-        "  if constexpr (!(kSquares)) s = -s;\n", "  float t = -s;\n"
+    text = BRANCHED.replace("  float s = 0.f;\n", "  float s = 0.f;\n  float t = 1.f;\n").replace(
+        "  } else {\n", "    float t = s;\n  } else {\n"
     )
-    assert _arms(text) == "where `kSquares` (line 4) is true, its arm declares `t` that the kernel's body declares too"
+    assert _arms(text) == "where `kSquares` (line 5) is true, its arm declares `t` that the kernel's body declares too"
+
+
+def test_an_arm_declaring_a_name_read_after_it_is_refused() -> None:
+    # unwrapped, its `n` would be the one the loop after it reads, not the parameter
+    text = BRANCHED.replace("  } else {\n", "    const int n = 4;\n  } else {\n")
+    assert _arms(text) == (
+        "where `kSquares` (line 4) is true, the arm at line 4 declares `n`, a name the statements after it read"
+    )
 
 
 def test_arms_needing_different_launches_are_not_joined() -> None:

@@ -59,9 +59,22 @@ def constexpr_arms(src: KernelSource) -> Arms | str | None:
             if not _is_constexpr(s) or any(d.start_byte <= s.start_byte < d.end_byte for d in done):
                 continue
             other, negated = _polarity(_condition(s))
-            if _SPACE.sub("", node_text(src.data, other)) == _SPACE.sub("", condition):
-                _resolve(src, s, value != negated, edits, unwrap=s.parent == src.body)
-                done.append(s)
+            if _SPACE.sub("", node_text(src.data, other)) != _SPACE.sub("", condition):
+                continue
+            kept = _kept(s, value != negated)
+            unwrap = s.parent == src.body and kept is not None and kept.type == "compound_statement"
+            if unwrap and kept is not None:  # its declarations become the body's: nothing after it may see them
+                later = {n for t in src.body.named_children if t.start_byte >= s.end_byte for n in _identifiers(src, t)}
+                seen = sorted(
+                    later & {n for d in kept.named_children if d.type == "declaration" for n in _names(src, d)}
+                )
+                if seen:
+                    return (
+                        f"where `{condition}` (line {src.line(first)}) is {str(value).lower()}, the arm at line "
+                        f"{src.line(s)} declares `{seen[0]}`, a name the statements after it read"
+                    )
+            _resolve(src, s, kept, edits, unwrap)
+            done.append(s)
         model = parse_source(apply_edits(src.model.text, edits.edits), src.model.path, rewrite=True)
         twice = _declared_twice(KernelSource(model, model.kernel(src.kernel.name)))
         if twice:
@@ -119,18 +132,22 @@ def _polarity(condition: Node) -> tuple[Node, bool]:
             return condition, negated
 
 
-def _resolve(src: KernelSource, statement: Node, value: bool, edits: EditList, unwrap: bool) -> None:
-    """Blank `statement` but for the arm `value` picks; `unwrap`: that arm's own braces too (at the body's top level,
-    where its statements become the body's)."""
-    alternative = statement.child_by_field_name("alternative")
-    kept = statement.child_by_field_name("consequence") if value else alternative
+def _kept(statement: Node, value: bool) -> Node | None:
+    """The arm of an if statement that `value` picks (None: no else)."""
+    kept = statement.child_by_field_name("consequence" if value else "alternative")
     if kept is not None and kept.type == "else_clause":
         kept = next(iter(kept.named_children), None)
+    return kept
+
+
+def _resolve(src: KernelSource, statement: Node, kept: Node | None, edits: EditList, unwrap: bool) -> None:
+    """Blank `statement` but for its arm `kept`; `unwrap`: that arm's own braces too (at the body's top level,
+    where its statements become the body's)."""
     if kept is None:
         _blank(src, statement.start_byte, statement.end_byte, edits)
         return
     start, end = kept.start_byte, kept.end_byte
-    if unwrap and kept.type == "compound_statement":
+    if unwrap:
         start, end = start + 1, end - 1
     _blank(src, statement.start_byte, start, edits)
     _blank(src, end, statement.end_byte, edits)
