@@ -1,22 +1,32 @@
 """constexpr_arms: a body branching by `if constexpr` around its row loops read one arm at a time, from real
-tree-sitter trees; row_reduce's variant keeps the branch with each arm's rewrite, and refuses naming the arm."""
+tree-sitter trees; row_reduce's variant keeps the branch with each arm's rewrite (equal to the original at both
+instantiations on emulated blocks), and refuses naming the arm."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from cutune.cuda.extract import extract_kernel
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
+from cutune.project import open_kernel
 from cutune.template.recipes.base import KernelSource
+from cutune.template.variants import VARIANT, combine_all
 from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.constexpr_arms import Arms, constexpr_arms, joined
 from cutune.template.variants.model import Launch, Variant
 from cutune.template.variants.row_reduce import RowReduce
 
+from .compile import name_expressions
+
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+EMULATOR = Path(__file__).resolve().parents[2] / "data" / "template" / "variants" / "warp_emulator.h"
 
 BRANCHED = """\
 template <bool kSquares, bool kBias>
@@ -120,3 +130,71 @@ def test_row_reduce_names_the_arm_it_refuses() -> None:
     assert refused.value.reason.startswith("updates memory with atomicAdd")
     # (lines of the canonical file, the block-sum helper inlined above them)
     assert re.search(r", where `kOnePassVariance` \(line \d+\) is false$", refused.value.reason)
+
+
+# the sample's both arms on the host (warp_emulator.h: whole blocks of std::threads, barriers and shuffles met):
+# the original and the row_reduce variant at several ROW_THREADS and ROW_VEC, the largest difference printed
+HARNESS = """
+#include <random>
+int main() {{
+  const int tokens = 3, hidden = 1000;  // ragged: no ROW_THREADS * ROW_VEC divides it
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> in(tokens * hidden), gamma(hidden), beta(hidden);
+  for (auto& v : in) v = 3.f + normal(rng);  // a mean away from 0: the arms' variances round differently
+  for (auto& v : gamma) v = normal(rng);
+  for (auto& v : beta) v = normal(rng);
+  auto run = [&](auto kernel, unsigned block) {{
+    std::vector<float> out(tokens * hidden, -1e30f);
+    launch(tokens, block, [&] {{ kernel(out.data(), in.data(), gamma.data(), beta.data(), 1e-5f, hidden); }});
+    return out;
+  }};
+  const auto original = run({original}, 1024);
+  auto worst = [&](const std::vector<float>& got) {{
+    float d = 0.f;
+    for (size_t i = 0; i < got.size(); ++i) d = std::fmax(d, std::fabs(got[i] - original[i]));
+    return d;
+  }};
+{runs}
+}}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("one_pass", ["true", "false"])
+def test_each_arms_variant_equals_the_original_on_emulated_blocks(one_pass: str, tmp_path: Path) -> None:
+    path = SAMPLES / "constexpr_layer_norm.cu"
+    ctx = open_kernel(path, "layer_norm_kernel")
+    spec = dataclasses.replace(
+        ctx.require_spec(),
+        template_args={"T": "float", "kOnePassVariance": one_pass},
+        sizes=({"tokens": 3, "hidden": 1000},),
+    )
+    combined = combine_all(ctx.template_model, "layer_norm_kernel", ctx.template, spec)
+    assert combined.spec is not None
+    names = [v.name for v in combined.variants]
+    k = 1 + names.index("row_reduce")
+    launch = combined.variants[k - 1].launch
+    assert launch is not None and (launch.grid[0], launch.block[0]) == ("tokens", "ROW_THREADS")
+    default = combined.template.space.default()
+    points = [(t, v) for t in (32, 128, 256) for v in (2, 4)]
+    configs = [default, *({**default, VARIANT: k, "ROW_THREADS": t, "ROW_VEC": v} for t, v in points)]
+    expressions = name_expressions(combined.template, combined.spec, configs)
+    unit = extract_kernel(
+        parse_source(combined.template.source, str(path)), "layer_norm_kernel", instantiations=expressions
+    )
+    for header in ("cuda_runtime.h", "cuda_bf16.h"):  # the unit's CUDA headers
+        (tmp_path / header).write_text(f'#include "{EMULATOR}"\n')
+    runs = "\n".join(
+        f'  std::printf("%d %d %g\\n", {t}, {v}, worst(run({e}, {t})));'
+        for (t, v), e in zip(points, expressions[1:], strict=True)
+    )
+    (tmp_path / "emulated.cpp").write_text(unit.source + HARNESS.format(original=expressions[0], runs=runs))
+    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", f"-I{tmp_path}", str(tmp_path / "emulated.cpp")]
+    done = subprocess.run([*build, "-o", str(tmp_path / "emulated")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=120, check=True)
+    worst = {(int(t), int(v)): float(d) for t, v, d in (line.split() for line in ran.stdout.strip().split("\n"))}
+    assert set(worst) == set(points)
+    # outputs of size ~3: a sum in another order moves them by float32 roundings, an arm's mistake by far more
+    assert max(worst.values()) < 1e-4, worst
