@@ -91,7 +91,7 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 4}],
         "row_reduce": [
             {"ROW_THREADS": 256, "ROW_VEC": 8},
-            {"ROW_THREADS": 64, "ROW_VEC": 4},
+            {"ROW_THREADS": 1024, "ROW_VEC": 4},
             {"ROW_THREADS": 512, "ROW_VEC": 8, "SPECIALIZE_HIDDEN": True},
         ],
     },
