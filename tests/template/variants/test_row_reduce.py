@@ -160,6 +160,7 @@ def test_a_half2_row_in_float2_registers_under_an_arch_guard_keeps_the_guard_and
         ("skipped_stage_kernel", "combines the warps' partials of `s` only `if (n > kTile)`: where that does not hold"),
         ("tile_partial_kernel", "shuffles `s` over offsets it cannot count before storing each warp's partial"),
         ("half_warp_partial_kernel", "shuffles `s` over offsets [1, 2, 4, 8] before storing each warp's partial"),
+        ("down_last_lane_kernel", "stores `s`, shuffled down, from lanes other than the first"),
         ("group_rows_kernel", "walks the row from `lane` (line 156), the thread index modulo `group`: a row's threads"),
     ],
 )

@@ -1340,6 +1340,12 @@ class _Rewriter:
         for kind in ("xor", "down"):
             steps = [self._butterfly(call, kind) for call in before]
             if all(steps) and sorted(o for step in steps for o in step) == [1, 2, 4, 8, 16]:
+                if kind == "down" and not self._first_lane_only(store):
+                    self.refuse(
+                        f"stores `{acc}`, shuffled down, from lanes other than the first, which alone holds the "
+                        "warp's total",
+                        store,
+                    )
                 return
         offsets = [o for kind in ("xor", "down") for call in before for o in self._butterfly(call, kind)]
         shown = f"offsets {sorted(offsets)}" if offsets else "offsets it cannot count"
@@ -1348,6 +1354,19 @@ class _Rewriter:
             "the whole warp's",
             store,
         )
+
+    def _first_lane_only(self, store: Node) -> bool:
+        """Whether `store` runs only where an `if` around it tests a lane, thread or rank for 0 (`lane == 0`,
+        `!lane`, one conjunct of its condition)."""
+        node = store.parent
+        while node is not None and node != self.src.body:
+            then = node.child_by_field_name("consequence") if node.type == "if_statement" else None
+            if then is not None and then.start_byte <= store.start_byte < then.end_byte:
+                conjuncts = _conjuncts(_condition(node))
+                if any(re.fullmatch(r"!\w+|.+==0|0==.+", self.compact(c)) for c in conjuncts):
+                    return True
+            node = node.parent
+        return False
 
     def _one_warp(self) -> bool:
         """Whether a row's threads are at most one warp wherever the kernel runs: the spec's block along x at every

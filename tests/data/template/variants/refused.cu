@@ -165,3 +165,17 @@ __global__ void group_rows_kernel(float* out, const float* in, int n, int group)
   __syncthreads();
   if (lane < n) out[base + lane] = in[base + lane] / total[threadIdx.x / 32];
 }
+
+// shuffled down over the whole warp, but stored from lane 31: only lane 0 holds the warp's total
+__global__ void down_last_lane_kernel(float* out, const float* in, int n) {
+  __shared__ float warp_sums[32];
+  const int lane = threadIdx.x & 31;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) s += in[blockIdx.x * n + j];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  if (lane == 31) warp_sums[threadIdx.x >> 5] = s;
+  __syncthreads();
+  s = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0.f;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
+}
