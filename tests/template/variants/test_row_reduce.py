@@ -157,6 +157,11 @@ def test_a_half2_row_in_float2_registers_under_an_arch_guard_keeps_the_guard_and
         ("paired_kernel", "accumulates into `acc.s`, a part of a compound value"),
         ("online_kernel", "`s` is carried from element to element"),
         ("counted_rows_kernel", "the loop over `iterations` rounds leaves the thread's last, partial round undone"),
+        ("skipped_stage_kernel", "combines the warps' partials of `s` only `if (n > kTile)`: where that does not hold"),
+        ("tile_partial_kernel", "shuffles `s` over offsets it cannot count before storing each warp's partial"),
+        ("half_warp_partial_kernel", "shuffles `s` over offsets [1, 2, 4, 8] before storing each warp's partial"),
+        ("down_last_lane_kernel", "stores `s`, shuffled down, from lanes other than the first"),
+        ("group_rows_kernel", "walks the row from `lane` (line 156), the thread index modulo `group`: a row's threads"),
     ],
 )
 def test_refuses_with_its_reason(kernel: str, reason: str) -> None:

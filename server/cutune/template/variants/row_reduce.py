@@ -55,6 +55,7 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import launched_block_x
 from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.compound import split_compound_accumulators
+from cutune.template.variants.constexpr_arms import constexpr_arms, joined
 from cutune.template.variants.loops import ARITHMETIC, index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import register_rows
@@ -275,6 +276,20 @@ class RowReduce(Transform):
             text, opening = under
             variant = self._apply(parse_source(text, model.path, rewrite=True), kernel, spec, arrays, warp_rows)
             return dataclasses.replace(variant, body=f"{opening}\n{variant.body}\n#endif")
+        arms = constexpr_arms(src)
+        if isinstance(arms, str):
+            self.refuse(arms)
+        if arms is not None:  # `if constexpr` around row loops: each arm read as the kernel its instantiations run
+            variants = []
+            for value, arm in zip(("true", "false"), arms.models, strict=True):
+                try:
+                    variants.append(self._apply(arm, kernel, spec, arrays, warp_rows))
+                except TransformRefused as e:
+                    self.refuse(f"{e.reason}, where `{arms.condition}` (line {arms.line}) is {value}")
+            both = joined(arms, *variants)
+            if isinstance(both, str):
+                self.refuse(both)
+            return both
         registers = register_rows(src, self.name) if not arrays else None
         if registers is not None:  # the row kept in local arrays by counted loops: read as stride loops over it
             registered = parse_source(registers.text, model.path, rewrite=True)
@@ -509,13 +524,28 @@ class _Rewriter:
     def _nearest(self) -> str:
         """What the kernel's loop over the thread's elements is instead of a block-stride row loop, to say so."""
         threads = {"threadIdx"}
+        groups: dict[str, tuple[Node, Node]] = {}  # `lane = tid % n`, n no constant: the local → (declaration, n)
         for decl in self.src.body.named_children:  # the locals computed from the thread index
             if decl.type == "declaration" and self._idents(decl) & threads:
+                declarator = decl.child_by_field_name("declarator")
+                value = declarator.child_by_field_name("value") if declarator is not None else None
+                if value is not None and value.type == "binary_expression" and self.src.field(value, "operator") == "%":
+                    modulus = value.child_by_field_name("right")
+                    if declarator is not None and modulus is not None and self._count(self.text(modulus)) is None:
+                        groups[self.text(_declared(declarator))] = (decl, modulus)
                 threads |= {self.text(i) for i in _declared_all(decl)}
         for loop in descendants(self.src.body, "for_statement", "while_statement"):
             init = loop.child_by_field_name("initializer")
-            if not (self._idents(loop.child_by_field_name("body")) | self._idents(init)) & threads:
+            reads = self._idents(loop.child_by_field_name("body")) | self._idents(init)
+            if not reads & threads:
                 continue
+            for name in sorted(reads & groups.keys()):
+                decl, modulus = groups[name]
+                return (
+                    f"the loop at line {self.line(loop)} walks the row from `{name}` (line {self.line(decl)}), the "
+                    f"thread index modulo `{self.compact(modulus)}`: a row's threads are a group of that many, "
+                    "several rows to a block, a size not known to be the block's or a warp's"
+                )
             shown = _SPACE.sub(" ", self.text(init)).rstrip("; ")
             if loop.type == "while_statement":
                 return f"the loop at line {self.line(loop)} over the thread's elements is a while loop"
@@ -1233,6 +1263,9 @@ class _Rewriter:
                 root = _root_name(self, left)
                 if root in self.shared and self.compact(right) in pending:
                     acc = self.compact(right)
+                    self._check_stage_taken(node, s, acc)
+                    if acc not in images.values():  # the warps' partials; a later store is of their total
+                        self._check_whole_warps(node, acc, shuffles.get(acc, []))
                     images[root] = acc
                     wide.add(acc)
                     found[acc] = _merge(found.get(acc), None, acc, self, node)
@@ -1291,6 +1324,73 @@ class _Rewriter:
                 self.refuse(f"`{acc}` is accumulated as a {pending[acc]} but reduced as a {seen}")
             seg.reductions.append(_Reduction(acc, pending[acc], self._type_of_name(acc)))
 
+    def _check_stage_taken(self, store: Node, top: Node, acc: str) -> None:
+        """The warps' partials of `acc` stored to shared memory (`store`, in the segment's statement `top`) under no
+        condition but a test of the thread (which lane stores) or one of the block's shape and compile-time values:
+        a stage the arguments may skip (`if (len > kTile) { ... }`) leaves some threads' totals of fewer threads than
+        the row's, which a block-wide all-reduce would change."""
+        threads, shape, runtime = {"threadIdx"}, {"blockDim"}, set(self.params)
+        for decl in self.src.body.named_children:  # the top-level locals: of the thread, of the block's shape, or not
+            if decl.type != "declaration":
+                continue
+            names = {self.text(i) for i in _declared_all(decl)}
+            reads = self._idents(decl) - names
+            if reads & threads or "thread_rank" in self.text(decl):
+                threads |= names
+            elif not (reads & runtime) - shape:
+                shape |= names
+            runtime |= names - shape
+        node = store.parent
+        while node is not None and node.start_byte >= top.start_byte:
+            cond = _condition(node) if node.type == "if_statement" else None
+            names = self._idents(cond)
+            if cond is not None and not (names & threads or "thread_rank" in self.text(cond)) and names & runtime:
+                self.refuse(
+                    f"combines the warps' partials of `{acc}` only `if ({_SPACE.sub(' ', self.text(cond))})`: where "
+                    "that does not hold, a thread's total is of fewer threads than the row's",
+                    node,
+                )
+            node = node.parent
+
+    def _check_whole_warps(self, store: Node, acc: str, shuffles: list[Node]) -> None:
+        """The shuffles of `acc` before its store to shared memory leave the storing lane the whole warp's total: an
+        xor butterfly over offsets 1 to 16 (every lane), or shuffles down by those offsets (lane 0); none at all (each
+        thread's own value stored). A warp's partial of a tile's or half a warp's threads (`o < kTile`, offsets 8
+        down to 1) leaves the other lanes' values out of the original's total, which an all-reduce would count."""
+        before = [c for c in shuffles if c.start_byte < store.start_byte]
+        if not before:
+            return
+        for kind in ("xor", "down"):
+            steps = [self._butterfly(call, kind) for call in before]
+            if all(steps) and sorted(o for step in steps for o in step) == [1, 2, 4, 8, 16]:
+                if kind == "down" and not self._first_lane_only(store):
+                    self.refuse(
+                        f"stores `{acc}`, shuffled down, from lanes other than the first, which alone holds the "
+                        "warp's total",
+                        store,
+                    )
+                return
+        offsets = [o for kind in ("xor", "down") for call in before for o in self._butterfly(call, kind)]
+        shown = f"offsets {sorted(offsets)}" if offsets else "offsets it cannot count"
+        self.refuse(
+            f"shuffles `{acc}` over {shown} before storing each warp's partial to shared memory: not shown to be "
+            "the whole warp's",
+            store,
+        )
+
+    def _first_lane_only(self, store: Node) -> bool:
+        """Whether `store` runs only where an `if` around it tests a lane, thread or rank for 0 (`lane == 0`,
+        `!lane`, one conjunct of its condition)."""
+        node = store.parent
+        while node is not None and node != self.src.body:
+            then = node.child_by_field_name("consequence") if node.type == "if_statement" else None
+            if then is not None and then.start_byte <= store.start_byte < then.end_byte:
+                conjuncts = _conjuncts(_condition(node))
+                if any(re.fullmatch(r"!\w+|.+==0|0==.+", self.compact(c)) for c in conjuncts):
+                    return True
+            node = node.parent
+        return False
+
     def _one_warp(self) -> bool:
         """Whether a row's threads are at most one warp wherever the kernel runs: the spec's block along x at every
         size, or without a spec every launch of the kernel in the file (a literal or a constant of at most 32, or
@@ -1307,17 +1407,17 @@ class _Rewriter:
         launches = launched_block_x(self.src)
         return bool(launches) and all(x is not None and self._warp_wide(call, x) for call, x in launches)
 
-    def _butterfly(self, call: Node) -> list[int]:
-        """The lane offsets an xor shuffle exchanges over: its constant offset (a step unrolled by hand), or each
-        offset of `for (o = A; COND; UPDATE)` where its offset is the loop's index; [] where it is no xor shuffle or
-        the offsets cannot be counted."""
+    def _butterfly(self, call: Node, kind: str = "xor") -> list[int]:
+        """The lane offsets a shuffle of `kind` (xor, down) exchanges over: its constant offset (a step unrolled by
+        hand), or each offset of `for (o = A; COND; UPDATE)` where its offset is the loop's index; [] where it is no
+        such shuffle or the offsets cannot be counted."""
         name = re.split(r"\.|::|->", self.compact(call.child_by_field_name("function")))[-1]
         loop = call.parent
         while loop is not None and loop.type != "for_statement":
             loop = loop.parent
         args = _args(call)
         at = 2 if name.startswith("__") else 1  # the offset follows the mask and the value in the intrinsics
-        if "xor" not in name or len(args) <= at:
+        if kind not in name or len(args) <= at:
             return []
         if loop is None:
             offset = self._count(self.text(args[at]))

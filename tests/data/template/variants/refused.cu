@@ -99,3 +99,83 @@ __global__ void counted_rows_kernel(float* out, const float* in, int n) {
   __syncthreads();
   for (int i = 0; i < iterations; i++) out[blockIdx.x * n + i * blockDim.x + id] = vals[i] / total;
 }
+
+// the warps' sums meet in shared memory only where the row is longer than one tile of kTile threads: shorter rows'
+// totals are each tile's own (rows several to a block), which a block-wide all-reduce would mix
+template <int kTile>
+__global__ void skipped_stage_kernel(float* out, const float* in, int n) {
+  __shared__ float warp_sums[32];
+  const int lane = threadIdx.x & 31;
+  const int warps = blockDim.x >> 5;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) s += in[blockIdx.x * n + j];
+  for (int o = 1; o < kTile; o *= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (n > kTile) {
+    if (lane == 0) warp_sums[threadIdx.x >> 5] = s;
+    __syncthreads();
+    s = lane < warps ? warp_sums[lane] : 0.f;
+    for (int o = 1; o < warps; o *= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  }
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
+}
+
+// each warp's partial is one tile's of kTile lanes (a width the kernel cannot show to be the warp's): the original's
+// total leaves the other tiles' values out
+template <int kTile>
+__global__ void tile_partial_kernel(float* out, const float* in, int n) {
+  __shared__ float warp_sums[32];
+  const int lane = threadIdx.x & 31;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) s += in[blockIdx.x * n + j];
+  for (int o = 1; o < kTile; o *= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) warp_sums[threadIdx.x >> 5] = s;
+  __syncthreads();
+  s = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0.f;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
+}
+
+// shuffled down by 8, 4, 2 and 1 only: lane 0 holds half its warp's sum
+__global__ void half_warp_partial_kernel(float* out, const float* in, int n) {
+  __shared__ float warp_sums[32];
+  const int lane = threadIdx.x & 31;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) s += in[blockIdx.x * n + j];
+  for (int o = 8; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  if (lane == 0) warp_sums[threadIdx.x >> 5] = s;
+  __syncthreads();
+  s = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0.f;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
+}
+
+// rows of `n` elements, `group` threads each (at least n), several to a block: the thread's place in its row is its
+// index modulo a count the arguments choose
+__global__ void group_rows_kernel(float* out, const float* in, int n, int group) {
+  __shared__ float total[32];
+  const int lane = threadIdx.x % group;
+  const int base = (blockIdx.x * (blockDim.x / group) + threadIdx.x / group) * n;
+  float s = 0.f;
+  for (int i = 0; i < 1; i++) {
+    const int j = i * blockDim.x + lane;
+    if (j < n) s += in[base + j];
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x % 32 == 0) total[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (lane < n) out[base + lane] = in[base + lane] / total[threadIdx.x / 32];
+}
+
+// shuffled down over the whole warp, but stored from lane 31: only lane 0 holds the warp's total
+__global__ void down_last_lane_kernel(float* out, const float* in, int n) {
+  __shared__ float warp_sums[32];
+  const int lane = threadIdx.x & 31;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) s += in[blockIdx.x * n + j];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  if (lane == 31) warp_sums[threadIdx.x >> 5] = s;
+  __syncthreads();
+  s = lane < (blockDim.x >> 5) ? warp_sums[lane] : 0.f;
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
+}

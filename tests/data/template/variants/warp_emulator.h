@@ -1,7 +1,9 @@
-// A CUDA launch emulated on the host, for checking a kernel's variants bit for bit without a GPU: each warp runs
-// as 32 std::threads that meet at every shuffle (each lane publishes its value, all wait, each reads its partner's),
-// one warp at a time. Enough of the CUDA device API for shuffle-only kernels on blocks whose rows are whole warps; a
-// lane that returns drops out of the warp's later meetings.
+// A CUDA launch emulated on the host, for checking a kernel's variants without a GPU: each block runs as one
+// std::thread per CUDA thread, one block at a time; a warp's 32 meet at every shuffle (each lane publishes its value,
+// all wait, each reads its partner's), the block's at __syncthreads, and `__shared__` is a static local (one per
+// function, which one block at a time makes the block's). Enough of the CUDA device API for kernels of xor shuffles
+// and barriers on blocks whose rows are whole warps; a thread that returns drops out of its warp's and its block's
+// later meetings.
 #pragma once
 #include <barrier>
 #include <cmath>
@@ -9,12 +11,17 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __shared__ static
+#define __restrict__
+
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;
@@ -26,45 +33,56 @@ inline float2 make_float2(float x, float y) { return {x, y}; }
 
 inline thread_local uint3 threadIdx, blockIdx;
 inline uint3 blockDim, gridDim;
-inline std::barrier<>* warp_meeting = nullptr;
-inline unsigned char warp_slots[32][16];
+// each warp's meetings and exchange slots (the lane's warp picks them), and the block's barrier
+inline std::vector<std::barrier<>*> warp_meetings;
+inline std::barrier<>* block_meeting = nullptr;
+inline unsigned char warp_slots[32][32][16];
+
+// The warp of the calling thread: 32 consecutive threads along x (block rows are whole warps, so within one row).
+inline unsigned warp_of_thread() { return (threadIdx.y * blockDim.x + threadIdx.x) / 32; }
 
 template <class T>
 T __shfl_xor_sync(unsigned, T value, int offset, int width = 32) {
-  static_assert(sizeof(T) <= sizeof(warp_slots[0]));
-  const unsigned lane = threadIdx.x % 32;
+  static_assert(sizeof(T) <= sizeof(warp_slots[0][0]));
+  const unsigned lane = threadIdx.x % 32, warp = warp_of_thread();
   const unsigned partner = lane ^ static_cast<unsigned>(offset);
-  std::memcpy(warp_slots[lane], &value, sizeof(T));
-  warp_meeting->arrive_and_wait();
+  std::memcpy(warp_slots[warp][lane], &value, sizeof(T));
+  warp_meetings[warp]->arrive_and_wait();
   T got;
-  std::memcpy(&got, warp_slots[partner / width == lane / width ? partner : lane], sizeof(T));
-  warp_meeting->arrive_and_wait();
+  std::memcpy(&got, warp_slots[warp][partner / width == lane / width ? partner : lane], sizeof(T));
+  warp_meetings[warp]->arrive_and_wait();
   return got;
 }
 
-inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+inline void __syncthreads() { block_meeting->arrive_and_wait(); }
 
-// Runs `kernel` on a grid of (grid_x, grid_y) blocks of (block_x, block_y) threads, block_x whole warps (a warp is 32
-// consecutive threads along x, so it lies within one row of the block).
+// Runs `kernel` on a grid of (grid_x, grid_y) blocks of (block_x, block_y) threads, block_x whole warps, one block
+// at a time, its threads all at once (a `static` local is then the block's shared memory).
 inline void launch(unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned block_y,
                    const std::function<void()>& kernel) {
   blockDim = {block_x, block_y, 1};
   gridDim = {grid_x, grid_y, 1};
+  const unsigned threads_per_block = block_x * block_y;
   for (unsigned b = 0; b < grid_x * grid_y; ++b) {
-    for (unsigned w = 0; w < block_x / 32 * block_y; ++w) {
-      std::barrier<> meeting(32);
-      warp_meeting = &meeting;
-      std::vector<std::thread> lanes;
-      for (unsigned l = 0; l < 32; ++l) {
-        lanes.emplace_back([&, b, w, l] {
-          blockIdx = {b % grid_x, b / grid_x, 0};
-          threadIdx = {w % (block_x / 32) * 32 + l, w / (block_x / 32), 0};
-          kernel();
-          meeting.arrive_and_drop();
-        });
-      }
-      for (auto& lane : lanes) lane.join();
+    std::vector<std::unique_ptr<std::barrier<>>> meetings;
+    warp_meetings.clear();
+    for (unsigned w = 0; w < threads_per_block / 32; ++w) {
+      meetings.push_back(std::make_unique<std::barrier<>>(32));
+      warp_meetings.push_back(meetings.back().get());
     }
+    std::barrier<> whole(threads_per_block);
+    block_meeting = &whole;
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < threads_per_block; ++t) {
+      threads.emplace_back([&, b, t] {
+        blockIdx = {b % grid_x, b / grid_x, 0};
+        threadIdx = {t % block_x, t / block_x, 0};
+        kernel();
+        warp_meetings[t / 32]->arrive_and_drop();
+        whole.arrive_and_drop();
+      });
+    }
+    for (auto& thread : threads) thread.join();
   }
 }
 

@@ -3,11 +3,12 @@ canonicalisation, and each variant compiled with nvcc and NVRTC at several confi
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from cutune.project import open_kernel
+from cutune.project import KernelContext, open_kernel
 from cutune.template.variants import VARIANT, combine_all
 from tests.cuda.test_extract import needs_nvrtc
 from tests.template.variants.compile import compile_both, name_expressions
@@ -100,11 +101,37 @@ CASES = {
         "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 4}, {"ROW_THREADS": 256, "ROW_VEC": 2}],
         "block_items": [{"ITEMS_Y": 4}],
     },
+    # a LayerNorm whose variance pass is chosen by `if constexpr` on a template parameter, around the row loops (the
+    # GPU test runs both arms); the hidden size specialised gives the one-pass register form in each arm
+    ("constexpr_layer_norm.cu", "layer_norm_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [
+            {"ROW_THREADS": 256, "ROW_VEC": 8},
+            {"ROW_THREADS": 1024, "ROW_VEC": 4},
+            {"ROW_THREADS": 512, "ROW_VEC": 8, "SPECIALIZE_HIDDEN": True},
+        ],
+    },
 }
 
+# samples whose kernel branches by `if constexpr` on a template parameter around its row loops: each variant is also
+# compiled (and on the GPU, checked) at the instantiation taking the other arm than the spec's
+OTHER_ARMS = {("constexpr_layer_norm.cu", "layer_norm_kernel"): {"kOnePassVariance": "false"}}
+# every instantiation the tests compile and check: the spec's, then the other arms
+INSTANTIATIONS = [(*case, {}) for case in CASES] + [(*case, args) for case, args in OTHER_ARMS.items()]
 
-def _combined(file: str, kernel: str):  # type: ignore[no-untyped-def]
+
+def spec_context(file: str, kernel: str, template_args: dict[str, str]) -> KernelContext:
+    """The sample's kernel with its spec, the spec's template arguments replaced by `template_args` where it names
+    them."""
     ctx = open_kernel(SAMPLES / file, kernel)
+    assert ctx.spec is not None
+    args = {**ctx.spec.template_args, **template_args}
+    return dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, template_args=args))
+
+
+def _combined(file: str, kernel: str, template_args: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    ctx = spec_context(file, kernel, template_args or {})
     return combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
 
 
@@ -122,9 +149,11 @@ def test_the_helpers_loop_is_inlined_with_the_activation_passed_through() -> Non
 
 @pytest.mark.nvcc
 @needs_nvrtc
-@pytest.mark.parametrize(("file", "kernel"), list(CASES))
-def test_every_variant_compiles_with_nvcc_and_nvrtc(file: str, kernel: str, tmp_path: Path) -> None:
-    combined = _combined(file, kernel)
+@pytest.mark.parametrize(("file", "kernel", "template_args"), INSTANTIATIONS)
+def test_every_variant_compiles_with_nvcc_and_nvrtc(
+    file: str, kernel: str, template_args: dict[str, str], tmp_path: Path
+) -> None:
+    combined = _combined(file, kernel, template_args)
     assert combined.spec is not None
     default = combined.template.space.default()
     configs = [{**default, VARIANT: 0}] + [

@@ -10,18 +10,17 @@ import pytest
 
 from cutune.gpu.backend import TimingOptions
 from cutune.gpu.registry import create_backend
-from cutune.project import build_job, open_kernel
+from cutune.project import build_job
 from cutune.template.model import Config
 from cutune.template.variants import combine_all
 
-from .samples import SAMPLES
-from .test_samples import CASES
+from .test_samples import CASES, INSTANTIATIONS, spec_context
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("file", "kernel"), list(CASES))
-def test_every_variant_equals_the_original_on_the_gpu(file: str, kernel: str) -> None:
-    ctx = open_kernel(SAMPLES / file, kernel)
+@pytest.mark.parametrize(("file", "kernel", "template_args"), INSTANTIATIONS)
+def test_every_variant_equals_the_original_on_the_gpu(file: str, kernel: str, template_args: dict[str, str]) -> None:
+    ctx = spec_context(file, kernel, template_args)
     combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
     assert [v.name for v in combined.variants] == list(CASES[file, kernel])
     ctx = dataclasses.replace(ctx, template=combined.template, template_model=combined.model, spec=combined.spec)

@@ -1,0 +1,208 @@
+"""constexpr_arms: a body branching by `if constexpr` around its row loops read one arm at a time, from real
+tree-sitter trees; row_reduce's variant keeps the branch with each arm's rewrite (equal to the original at both
+instantiations on emulated blocks), and refuses naming the arm."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cutune.cuda.extract import extract_kernel
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.project import open_kernel
+from cutune.template.recipes.base import KernelSource
+from cutune.template.variants import VARIANT, combine_all
+from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.constexpr_arms import Arms, constexpr_arms, joined
+from cutune.template.variants.model import Launch, Variant
+from cutune.template.variants.row_reduce import RowReduce
+
+from .compile import name_expressions
+
+SAMPLES = Path(__file__).resolve().parents[3] / "samples"
+EMULATOR = Path(__file__).resolve().parents[2] / "data" / "template" / "variants" / "warp_emulator.h"
+
+BRANCHED = """\
+template <bool kSquares, bool kBias>
+__global__ void k(float* out, const float* in, int n) {
+  float s = 0.f;
+  if constexpr (kSquares) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += in[i] * in[i];
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += in[i];
+  }
+  if constexpr (!(kSquares)) s = -s;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    if constexpr (kSquares) { out[i] = s; }
+    if constexpr (kBias) out[i] += 1.f;
+  }
+}
+"""
+
+
+def _arms(text: str) -> Arms | str | None:
+    model = parse_source(text, "k.cu")
+    return constexpr_arms(KernelSource(model, model.kernel("k")))
+
+
+def _body(model_text: str) -> str:
+    return " ".join(model_text.split())
+
+
+def test_each_arm_is_the_body_its_instantiation_compiles() -> None:
+    arms = _arms(BRANCHED)
+    assert isinstance(arms, Arms)
+    assert (arms.condition, arms.line) == ("kSquares", 4)
+    yes, no = (_body(m.text) for m in arms.models)
+    # the top-level arm's statements become the body's; the negated condition and the one in the loop resolve too
+    assert "float s = 0.f; for (int i = threadIdx.x; i < n; i += blockDim.x) s += in[i] * in[i]; for" in yes
+    assert "s = -s" not in yes and "{ out[i] = s; }" in yes
+    assert "s += in[i]; s = -s; for" in no and "out[i] = s" not in no
+    # another condition is left to the next reading of each arm
+    assert "if constexpr (kBias) out[i] += 1.f;" in yes and "if constexpr (kBias) out[i] += 1.f;" in no
+    assert "kSquares" not in yes.split("{", 1)[1] and "kSquares" not in no.split("{", 1)[1]
+    # blanked, not removed: every line stays where the file has it
+    assert all(m.text.count("\n") == BRANCHED.count("\n") for m in arms.models)
+
+
+def test_no_arms_where_no_if_constexpr_holds_a_loop() -> None:
+    assert _arms(BRANCHED.replace("if constexpr (kSquares) {", "if (kSquares) {")) is None
+
+
+def test_a_condition_on_a_local_of_the_kernel_is_refused() -> None:
+    text = BRANCHED.replace("  float s = 0.f;\n", "  constexpr bool kWide = sizeof(float) > 2;\n  float s = 0.f;\n")
+    text = text.replace("if constexpr (kSquares) {", "if constexpr (kWide) {")
+    assert _arms(text) == "`if constexpr (kWide)` (line 5) reads `kWide`, a local of the kernel"
+
+
+def test_an_arm_declaring_a_name_the_body_declares_is_refused() -> None:
+    text = BRANCHED.replace("  float s = 0.f;\n", "  float s = 0.f;\n  float t = 1.f;\n").replace(
+        "  } else {\n", "    float t = s;\n  } else {\n"
+    )
+    assert _arms(text) == "where `kSquares` (line 5) is true, its arm declares `t` that the kernel's body declares too"
+
+
+def test_an_arm_declaring_a_name_read_after_it_is_refused() -> None:
+    # unwrapped, its `n` would be the one the loop after it reads, not the parameter
+    text = BRANCHED.replace("  } else {\n", "    const int n = 4;\n  } else {\n")
+    assert _arms(text) == (
+        "where `kSquares` (line 4) is true, the arm at line 4 declares `n`, a name the statements after it read"
+    )
+
+
+def test_arms_needing_different_launches_are_not_joined() -> None:
+    arms = _arms(BRANCHED)
+    assert isinstance(arms, Arms)
+    a = Variant("row_reduce", "a;", launch=Launch(("rows",), ("ROW_THREADS", "1")))
+    b = Variant("row_reduce", "b;", launch=Launch(("ceil_div(rows, ROWS_PER_BLOCK)",), ("ROW_THREADS", "1")))
+    assert joined(arms, a, b) == "the arms of `if constexpr (kSquares)` (line 4) need different launches"
+    both = joined(arms, a, a)
+    assert isinstance(both, Variant) and both.body == "if constexpr (kSquares) {\n  a;\n} else {\n  a;\n}"
+
+
+def _sample_model(text: str | None = None):  # type: ignore[no-untyped-def]
+    path = SAMPLES / "constexpr_layer_norm.cu"
+    model = parse_source(text if text is not None else path.read_text(), str(path))
+    return canonicalise(model, "layer_norm_kernel").model
+
+
+def test_row_reduce_rewrites_each_arm_of_the_sample_under_its_branch() -> None:
+    variant = RowReduce().apply(_sample_model(), "layer_norm_kernel", None)
+    yes, no = variant.body.split("\n} else {\n")
+    assert yes.startswith("if constexpr (kOnePassVariance) {\n")
+    # one pass: the sums of x and x^2 reduced together; two passes: the mean, then the centred squares
+    assert yes.count("cutune_rr_allreduce<ROW_THREADS>") == 2 and "sum_sq = cutune_rr_allreduce" in yes
+    assert no.count("cutune_rr_allreduce<ROW_THREADS>") == 2 and "centred = cutune_rr_allreduce" in no
+    assert "sum_sq" not in no and "centred" not in yes
+
+
+def test_row_reduce_names_the_arm_it_refuses() -> None:
+    text = (SAMPLES / "constexpr_layer_norm.cu").read_text()
+    text = text.replace("    centred = block_sum(centred);\n", "    atomicAdd(&s_rstd, centred);\n")
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(_sample_model(text), "layer_norm_kernel", None)
+    assert refused.value.reason.startswith("updates memory with atomicAdd")
+    # (lines of the canonical file, the block-sum helper inlined above them)
+    assert re.search(r", where `kOnePassVariance` \(line \d+\) is false$", refused.value.reason)
+
+
+# the sample's both arms on the host (warp_emulator.h: whole blocks of std::threads, barriers and shuffles met):
+# the original and the row_reduce variant at several ROW_THREADS and ROW_VEC, the largest difference printed
+HARNESS = """
+#include <random>
+int main() {{
+  const int tokens = 3, hidden = 1001;  // ragged: rows 4-byte aligned only, no ROW_THREADS * ROW_VEC divides it
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> in(tokens * hidden), gamma(hidden), beta(hidden);
+  for (auto& v : in) v = 3.f + normal(rng);  // a mean away from 0: the arms' variances round differently
+  for (auto& v : gamma) v = normal(rng);
+  for (auto& v : beta) v = normal(rng);
+  auto run = [&](auto kernel, unsigned block) {{
+    std::vector<float> out(tokens * hidden, -1e30f);
+    launch(tokens, block, [&] {{ kernel(out.data(), in.data(), gamma.data(), beta.data(), 1e-5f, hidden); }});
+    return out;
+  }};
+  const auto original = run({original}, 1024);
+  auto worst = [&](const std::vector<float>& got) {{
+    float d = 0.f;
+    for (size_t i = 0; i < got.size(); ++i) d = std::fmax(d, std::fabs(got[i] - original[i]));
+    return d;
+  }};
+{runs}
+}}
+"""
+
+
+# (variant, its values, the block it runs): row_reduce on its own block, the others on the original's (1024 threads)
+POINTS = [
+    *(("row_reduce", {"ROW_THREADS": t, "ROW_VEC": v}, t) for t in (32, 128, 256) for v in (2, 4)),
+    ("vectorized", {"VEC_BYTES": 16, "PACKS": 2}, 1024),
+    ("vectorized", {"VEC_BYTES": 8, "PACKS": 1}, 1024),
+    ("packs_per_thread", {"ITEMS": 4}, 1024),
+]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("one_pass", ["true", "false"])
+def test_each_arms_variants_equal_the_original_on_emulated_blocks(one_pass: str, tmp_path: Path) -> None:
+    path = SAMPLES / "constexpr_layer_norm.cu"
+    ctx = open_kernel(path, "layer_norm_kernel")
+    spec = dataclasses.replace(
+        ctx.require_spec(),
+        template_args={"T": "float", "kOnePassVariance": one_pass},
+        sizes=({"tokens": 3, "hidden": 1001},),
+    )
+    combined = combine_all(ctx.template_model, "layer_norm_kernel", ctx.template, spec)
+    assert combined.spec is not None
+    names = [v.name for v in combined.variants]
+    launch = combined.variants[names.index("row_reduce")].launch
+    assert launch is not None and (launch.grid[0], launch.block[0]) == ("tokens", "ROW_THREADS")
+    assert all(v.launch is None for v in combined.variants if v.name != "row_reduce")  # the original's launch
+    default = combined.template.space.default()
+    configs = [default, *({**default, VARIANT: 1 + names.index(n), **values} for n, values, _ in POINTS)]
+    expressions = name_expressions(combined.template, combined.spec, configs)
+    unit = extract_kernel(
+        parse_source(combined.template.source, str(path)), "layer_norm_kernel", instantiations=expressions
+    )
+    for header in ("cuda_runtime.h", "cuda_bf16.h"):  # the unit's CUDA headers
+        (tmp_path / header).write_text(f'#include "{EMULATOR}"\n')
+    runs = "\n".join(
+        f'  std::printf("{i} %g\\n", worst(run({e}, {block})));'
+        for i, ((_, _, block), e) in enumerate(zip(POINTS, expressions[1:], strict=True))
+    )
+    (tmp_path / "emulated.cpp").write_text(unit.source + HARNESS.format(original=expressions[0], runs=runs))
+    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", f"-I{tmp_path}", str(tmp_path / "emulated.cpp")]
+    done = subprocess.run([*build, "-o", str(tmp_path / "emulated")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=120, check=True)
+    worst = {int(i): float(d) for i, d in (line.split() for line in ran.stdout.strip().split("\n"))}
+    assert sorted(worst) == list(range(len(POINTS)))
+    # outputs of size ~3: a sum in another order moves them by float32 roundings, an arm's mistake by far more
+    assert max(worst.values()) < 1e-4, {f"{POINTS[i][0]} {POINTS[i][1]}": d for i, d in worst.items()}
