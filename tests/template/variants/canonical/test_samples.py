@@ -105,7 +105,10 @@ CASES = {
     # GPU test runs both arms); the hidden size specialised gives the one-pass register form in each arm
     ("constexpr_layer_norm.cu", "layer_norm_kernel"): {
         # two 16-byte packs take 71 registers: too many for the spec's 1024 threads (H200), unless capped
-        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2, "MAXRREGCOUNT": 64}, {"VEC_BYTES": 16, "PACKS": 1, "MAXRREGCOUNT": 64}],
+        "vectorized": [
+            {"VEC_BYTES": 16, "PACKS": 2, "MAXRREGCOUNT": 64},
+            {"VEC_BYTES": 16, "PACKS": 1, "MAXRREGCOUNT": 64},
+        ],
         "packs_per_thread": [{"ITEMS": 4}],
         "row_reduce": [
             {"ROW_THREADS": 256, "ROW_VEC": 8},
