@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.variants import BIG, measure, size_table  # noqa: E402
+from benchmarks.variants import BIG, log_selection, measure, size_table  # noqa: E402
 from tests.corpus.sources import corpora  # noqa: E402
 
 from cutune.check import check_kernel  # noqa: E402
@@ -194,6 +194,7 @@ def main() -> None:
     if args.out is None:
         ap.error("OUT_DIR is needed to measure")
     args.out.mkdir(parents=True, exist_ok=True)
+    log_selection(args.out / "corpus_variants.selection.log")
     results: list[dict[str, object]] = []
     for entry in chosen:
         try:

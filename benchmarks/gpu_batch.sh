@@ -12,6 +12,8 @@
 # row_reduce_forms (the samples of issue #21's row forms: a block size fixed by cub::BlockReduce, an exit on
 # integer helpers over block-uniform values, while loops over one restarted index,
 # a step by a macro thread count)
+# flat_rows (the strided-copy samples and llama.cpp's flat-index kernels equal the original under flat_rows; carry
+# .corpus) flat_rows_grid (flat_rows' configurations swept on llama.cpp's k_set_rows and unary_gated_op_kernel)
 # group_quant (group_items: the quantiser samples and llama.cpp's quantize_q8_1 equal the original at every GROUP_ITEMS;
 # carry .corpus; corpus_index then searches GROUP_ITEMS for quantize_q8_1 as one of its variants)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
@@ -117,6 +119,11 @@ run_step() {
       tests/template/recipes/test_index_bits_gpu.py ;;
     corpus_index) step corpus_index "${T_CORPUS_INDEX:-420}" python3 benchmarks/corpus_variants.py "$dir" \
       --trials 48 --seconds 45 --only "${CORPUS_KERNELS:-k_set_rows,quantize_q8_1}" ;;
+    flat_rows) step flat_rows "${T_FLAT_ROWS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+      tests/template/variants/test_flat_rows.py tests/template/variants/canonical/test_samples_gpu.py \
+      -k "gpu and (strided_copy or constexpr_layer_norm or flat_rows or corpus)" ;;
+    flat_rows_grid) step flat_rows_grid "${T_FLAT_GRID:-420}" python3 benchmarks/flat_rows_grid.py "$dir" \
+      ${FLAT_KERNELS:+--only "$FLAT_KERNELS"} ;;
     group_quant) step group_quant "${T_GROUP_QUANT:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_group_items.py ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;

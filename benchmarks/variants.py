@@ -39,7 +39,19 @@ NEW = [
     ("fused_add_rms_norm.cu", "fused_add_rms_norm_kernel"),
 ]
 EXISTING = [("silu_and_mul.cu", "silu_and_mul_kernel"), ("merge_attn_states.cu", "merge_attn_states_kernel")]
+# flat indices split by division (issue #21's flat_rows), measured the same way
+FLAT = [("strided_copy.cu", "strided_copy_kernel"), ("strided_copy.cu", "scale_bias_residual_kernel")]
 BIG = 64 * 2**20  # bytes: from here on the bar asks for 85% of the floor
+
+
+def log_selection(path: Path) -> None:
+    """Why a size keeps the original (the selection's per-size verdicts) and what became of each finalist's
+    twin, written to `path` beside the tables."""
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    for name in ("cutune.tune.select", "cutune.tune.run"):
+        logging.getLogger(name).addHandler(handler)
+        logging.getLogger(name).setLevel(logging.DEBUG)
 
 
 def run_one(file: str, kernel: str, trials: int, seconds: float) -> dict[str, object]:
@@ -152,12 +164,8 @@ def main() -> None:
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
-    # why a size keeps the original (the selection's per-size verdicts), beside the tables
-    handler = logging.FileHandler(args.out / "variants.selection.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    logging.getLogger("cutune.tune.select").addHandler(handler)
-    logging.getLogger("cutune.tune.select").setLevel(logging.DEBUG)
-    chosen = [(f, k) for f, k in NEW + EXISTING if not args.only or k in args.only.split(",")]
+    log_selection(args.out / "variants.selection.log")
+    chosen = [(f, k) for f, k in NEW + EXISTING + FLAT if not args.only or k in args.only.split(",")]
     samples = []
     for file, kernel in chosen:
         if not (ROOT / "samples" / file).exists():

@@ -258,7 +258,8 @@ def test_real_gains_survive_the_same_rules() -> None:
 
 
 def test_the_shortlist_brings_each_finalists_twin_with_the_original_flags() -> None:
-    """Treating THREADS as a compile flag: a finalist's twin with the original's value joins it, if measured."""
+    """Treating THREADS as a compile flag: a finalist's twin with the original's value joins it, if measured, or if
+    measured now and sound."""
     backend = opened(FakeBackend(noise=0.0))
     ranked = [Config.of({**NEARLY, "VEC": 2}), Config.of({**NEARLY, "THREADS": 1024, "VEC": 2}), FAST, SMALL_ONLY]
     twin = Config.of({**NEARLY, "THREADS": ORIGINAL["THREADS"], "VEC": 2})
@@ -273,6 +274,15 @@ def test_the_shortlist_brings_each_finalists_twin_with_the_original_flags() -> N
     assert twin in shortlist(outcome, top_k=2, per_file=("THREADS",))  # the twin ranked last, still in
     unmeasured = SearchOutcome(tuple(records[:-1]), records[0], "random", StopReason.BUDGET, 1.0)
     assert twin not in shortlist(unmeasured, top_k=2, per_file=("THREADS",))  # never measured: not invented
+    asked: list[Config] = []
+
+    def measure(config: Config) -> bool:  # evaluated as a trial would be; here it fails its check
+        asked.append(config)
+        return False
+
+    assert twin not in shortlist(unmeasured, top_k=2, per_file=("THREADS",), measure=measure)
+    assert twin in asked and all(c["THREADS"] == ORIGINAL["THREADS"] for c in asked)  # only twins are asked about
+    assert twin in shortlist(unmeasured, top_k=2, per_file=("THREADS",), measure=lambda c: backend.evaluate(c).ok)
 
 
 def test_sequential_selection_prunes_and_stops_early_with_the_same_picks() -> None:

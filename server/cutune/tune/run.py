@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +36,8 @@ from cutune.tune.search import ProgressFn, SearchOutcome, StopReason, progress_o
 from cutune.tune.select import Selection, select, shortlist
 from cutune.tune.space import Feasibility, feasible_configs
 from cutune.tune.study import open_study, param_importances, read_record, study_key
+
+log = logging.getLogger(__name__)
 
 
 def tune(
@@ -101,7 +104,20 @@ def tune(
                     options.budget.seconds or 0.0, evaluation_s, finalists
                 ),
             )
-        candidates = shortlist(outcome, options.selection.top_k, per_file_params(job.space))
+
+        def sound_twin(config: Config) -> bool:  # a finalist's twin under the original's flags, as a trial
+            if outcome is None or deadline.left() < 2 * outcome.evaluation_s:
+                log.info("twin %s: no time left to measure it (%.1f s)", config, deadline.left())
+                return False
+            why = check.violation(config)
+            measured = backend.evaluate(config) if why is None else None
+            if measured is not None and not measured.ok:
+                why = f"{measured.failure}: {measured.detail[:200]}"
+            if why is not None:
+                log.info("twin %s: %s", config, why)
+            return why is None
+
+        candidates = shortlist(outcome, options.selection.top_k, per_file_params(job.space), sound_twin)
         # what is left of the budget decides how many finalists the selection can decide (the best first)
         fit = plan.finalists_within(deadline.left(), outcome.evaluation_s, len(candidates))
         candidates = candidates[:fit]

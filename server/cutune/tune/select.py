@@ -214,9 +214,15 @@ class Selection:
         return self.confirmation.of(self.chosen[index])
 
 
-def shortlist(outcome: SearchOutcome, top_k: int, per_file: Sequence[str] = ()) -> tuple[Config, ...]:
+def shortlist(
+    outcome: SearchOutcome,
+    top_k: int,
+    per_file: Sequence[str] = (),
+    measure: Callable[[Config], bool] | None = None,
+) -> tuple[Config, ...]:
     """The `top_k` measured configurations by objective, plus the fastest at each size, plus each one's
-    twin with the original's `per_file` values (compile flags) where it was measured; no original."""
+    twin with the original's `per_file` values (compile flags) where it was measured, or where `measure`
+    (which evaluates it, checked against the original like any trial) says it is sound; no original."""
     ok = sorted(
         (r for r in outcome.records if r.ok and r.config != outcome.original.config), key=lambda r: r.objective or 0.0
     )
@@ -226,14 +232,23 @@ def shortlist(outcome: SearchOutcome, top_k: int, per_file: Sequence[str] = ()) 
         if fastest is not None and fastest.config not in chosen:
             chosen.append(fastest.config)
     # flags that change nothing still make a search's ranking differ by noise: the twin lets the tie rule
-    # of the selection choose the original's flags whichever of the two the search happened to rank first
+    # of the selection choose the original's flags whichever of the two the search happened to rank first; and a
+    # finalist whose flags differ from the original's can only share a per-size dispatch with the original (at the
+    # sizes it loses) through its twin, so one the search never drew is measured now
+    # (each right after its finalist: a selection that can only afford the first few keeps the pair)
     measured = {r.config for r in ok}
     original = outcome.original.config
-    for config in list(chosen):
+    paired: list[Config] = []
+    for config in chosen:
+        paired.append(config)
         twin = Config.of({k: original[k] if k in per_file else v for k, v in config.items()})
-        if twin in measured and twin not in chosen:
-            chosen.append(twin)
-    return tuple(chosen)
+        if twin in chosen or twin in paired:
+            continue
+        if twin in measured or (measure is not None and twin != original and measure(twin)):
+            paired.append(twin)
+        elif measure is not None and twin != original:
+            log.info("finalist %s: its twin with the original's flags was not measured sound", config)
+    return tuple(paired)
 
 
 def select(

@@ -3,6 +3,7 @@ combined template that holds them all behind `VARIANT`."""
 
 from cutune.template.variants.block_items import BlockItems
 from cutune.template.variants.combine import VARIANT, variant_launch, with_variants
+from cutune.template.variants.flat_rows import FlatRows
 from cutune.template.variants.grid_shape import GridShape
 from cutune.template.variants.group_items import GroupItems
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
@@ -26,6 +27,7 @@ TRANSFORMS: dict[str, Transform] = {
         BlockItems(),
         GroupItems(),
         OnlineMerge(),
+        FlatRows(),
     )
 }
 
@@ -34,6 +36,7 @@ __all__ = [
     "VARIANT",
     "BlockItems",
     "Combined",
+    "FlatRows",
     "GridShape",
     "GroupItems",
     "Launch",

@@ -13,7 +13,7 @@ from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.model import Binding, TunableParam
-from cutune.template.variants.loops import kernel_source, squeezed, stride_loops
+from cutune.template.variants.loops import grid_loops_x, kernel_source, squeezed
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 NAME = "persistent_grid"
@@ -24,8 +24,7 @@ class GridShape(Transform):
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         src = kernel_source(self.name, model, kernel)
-        loops, _ = stride_loops(src)
-        grid_loops = [lp for lp in loops if lp.grid_stride and lp.axis == "x"]
+        grid_loops = grid_loops_x(src)
         if not grid_loops:
             uses = [n for n in src.in_body("identifier") if src.text(n) == "blockIdx"]
             what = (

@@ -13,6 +13,7 @@ once over the threads of a block (or of the grid), whatever the launch's block (
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -44,6 +45,21 @@ _BUILTIN_CASTS = re.compile(
 )
 # the spec's block divided by BLOCK_DIV, never below a warp (nor above the original)
 BLOCK_DIVIDED = "max(min(warp_size, {block}), {block} / BLOCK_DIV)"
+# the signed integer types, by their bits (index arithmetic the canonical forms and transforms reason about)
+SIGNED_WIDTH = {
+    "int": 32,
+    "signed": 32,
+    "signed int": 32,
+    "int32_t": 32,
+    "long": 64,
+    "long int": 64,
+    "long long": 64,
+    "long long int": 64,
+    "signed long": 64,
+    "signed long long": 64,
+    "int64_t": 64,
+    "ptrdiff_t": 64,
+}
 _EXITS = ("break_statement", "return_statement", "goto_statement")
 # the ceiling division helpers libraries write (`ceil_div`, `div_up`, `cdiv`, `DIVUP`), by name
 CEIL_DIV = re.compile(r"(?:\w+::)*\w*(?:ceil\w*div|div\w*up|cdiv)\w*", re.IGNORECASE)
@@ -122,6 +138,11 @@ def required_stride_loops(transform: str, src: KernelSource) -> list[StrideLoop]
         why = "; ".join(reasons) if reasons else "the kernel has no for loop"
         raise TransformRefused(transform, f"no block- or grid-stride loop ({why})")
     return loops
+
+
+def grid_loops_x(src: KernelSource) -> list[StrideLoop]:
+    """The kernel's grid-stride loops over the grid's x axis."""
+    return [lp for lp in stride_loops(src)[0] if lp.grid_stride and lp.axis == "x"]
 
 
 def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:
@@ -384,3 +405,20 @@ def statements_of(node: Node) -> list[Node]:
     if node.type == "compound_statement":
         return [c for c in node.named_children if c.type != "comment"]
     return [node]
+
+
+def rewritten(src: KernelSource, node: Node, edit: Callable[[Node], str | None]) -> str:
+    """The node's text with each outermost descendant `edit` gives new text for replaced."""
+    new = edit(node)
+    if new is not None:
+        return new
+    if not node.children:
+        return src.text(node)
+    parts: list[str] = []
+    at = node.start_byte
+    for child in node.children:
+        parts.append(src.data[at : child.start_byte].decode("utf-8"))
+        parts.append(rewritten(src, child, edit))
+        at = child.end_byte
+    parts.append(src.data[at : node.end_byte].decode("utf-8"))
+    return "".join(parts)

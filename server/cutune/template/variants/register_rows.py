@@ -39,7 +39,15 @@ from cutune.errors import TransformRefused
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import launched_block_x
-from cutune.template.variants.loops import index_form, local_values, squeezed, statements_of, sum_terms, written_names
+from cutune.template.variants.loops import (
+    index_form,
+    local_values,
+    rewritten,
+    squeezed,
+    statements_of,
+    sum_terms,
+    written_names,
+)
 
 _ROUND = re.compile(r"(?:const)?(?:int|unsigned|unsignedint|int32_t|uint32_t)(\w+)=0;?")
 
@@ -337,7 +345,7 @@ class _Reader:
         return "\n".join(self._rewritten(s, edit) for s in statements)
 
     def _rewritten(self, node: Node, edit: Callable[[Node], str | None]) -> str:
-        return _rewritten(self.src, node, edit)
+        return rewritten(self.src, node, edit)
 
     def _mentions(self, s: Node, names: set[str]) -> bool:
         return any(self.src.text(i) in names for i in descendants(s, "identifier"))
@@ -545,21 +553,4 @@ class _Checked:
                 raise self.refuse(f"reads the round `{var}` otherwise than in the element or a register array", node)
             return None
 
-        return "\n".join(_rewritten(src, s, edit) for s in statements_of(guarded))  # the loop's body is its block
-
-
-def _rewritten(src: KernelSource, node: Node, edit: Callable[[Node], str | None]) -> str:
-    """The node's text with each outermost descendant `edit` gives new text for replaced."""
-    new = edit(node)
-    if new is not None:
-        return new
-    if not node.children:
-        return src.text(node)
-    parts: list[str] = []
-    at = node.start_byte
-    for child in node.children:
-        parts.append(src.data[at : child.start_byte].decode("utf-8"))
-        parts.append(_rewritten(src, child, edit))
-        at = child.end_byte
-    parts.append(src.data[at : node.end_byte].decode("utf-8"))
-    return "".join(parts)
+        return "\n".join(rewritten(src, s, edit) for s in statements_of(guarded))  # the loop's body is its block

@@ -5,6 +5,7 @@
 // and barriers on blocks whose rows are whole warps; a thread that returns drops out of its warp's and its block's
 // later meetings.
 #pragma once
+#include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +23,8 @@
 #define __restrict__
 
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+using std::max;
+using std::min;
 
 struct uint3 {
   unsigned x = 0, y = 0, z = 0;

@@ -116,6 +116,28 @@ CASES = {
             {"ROW_THREADS": 512, "ROW_VEC": 8, "SPECIALIZE_HIDDEN": True},
         ],
     },
+    # a flat index over a strided 4-D copy split by division and remainder, one element per thread: the divisions
+    # once a row
+    ("strided_copy.cu", "strided_copy_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 4}],
+        "flat_rows": [
+            {"FLAT_ROW_THREADS": 32, "FLAT_ITEMS": 1, "FLAT_BLOCKS_PER_SM": 8},
+            {"FLAT_ROW_THREADS": 128, "FLAT_ITEMS": 4, "FLAT_SPLIT": 4, "FLAT_BLOCKS_PER_SM": 2},
+            {"FLAT_ROW_THREADS": 1024, "FLAT_ITEMS": 8, "FLAT_BLOCKS_PER_SM": 32},
+        ],
+    },
+    # and a grid-stride loop of 32-bit indices whose row and column broadcast a scale and a bias
+    ("strided_copy.cu", "scale_bias_residual_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 4}],
+        "flat_rows": [
+            {"FLAT_ROW_THREADS": 256, "FLAT_ITEMS": 2, "FLAT_BLOCKS_PER_SM": 4},
+            {"FLAT_ROW_THREADS": 64, "FLAT_ITEMS": 8, "FLAT_SPLIT": 16, "FLAT_BLOCKS_PER_SM": 1},
+        ],
+    },
 }
 
 # samples whose kernel branches by `if constexpr` on a template parameter around its row loops: each variant is also

@@ -23,10 +23,16 @@ from cutune.cuda.parse import parse_source
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import counting_loop, index_form, local_values, squeezed, written_names
+from cutune.template.variants.loops import (
+    SIGNED_WIDTH,
+    counting_loop,
+    index_form,
+    local_values,
+    squeezed,
+    written_names,
+)
 
 NAME = "offset_loops"
-_SIGNED = {"int", "long", "long long", "int32_t", "int64_t", "ptrdiff_t", "long int", "long long int"}
 _THREAD = "threadIdx.x"
 
 
@@ -78,7 +84,7 @@ def _offset_loop(
     base = "+".join(t for t in terms if t != _THREAD)
     if "threadIdx" in base:
         return None
-    if var_type not in _SIGNED:
+    if var_type not in SIGNED_WIDTH:
         return f"runs an index of type `{var_type}` over an offset range: only a signed index is rewritten"
     changed = written_names(src, body)
     names = set(re.findall(r"[A-Za-z_]\w*", base + " " + src.text(bound)))

@@ -1,0 +1,439 @@
+"""flat_rows: a grid-stride loop over a flat index that its body splits by division (`i / (ne00 * ne01)`,
+`i % hidden`), walked row by row: FLAT_ROW_THREADS threads (never more than D) take each row of D consecutive
+indices (D the divisor every other divisor is a multiple of), FLAT_ITEMS columns each at once, and the quotients,
+remainders and everything computed from them alone are computed once per row instead of once per element. Where
+rows are few, FLAT_SPLIT groups of threads share each row (each its part of the columns, the row's values its own).
+
+Why: a 64-bit integer division is a software routine of some seventy instructions. A body that splits its index
+into four coordinates spends more on that arithmetic than on its memory, and runs far below the bandwidth floor.
+
+What makes it exact. Write an element's index as `i = b + c`, with `b = row * D` and `0 <= c < D`. A value of the
+form `x(i) = x(b) + c` (the index plus or minus row-invariant integers) is computed as its value at `b` plus the
+column. Where `x(b)` is moreover a multiple of D (the index, minus or plus multiples of D), it may be divided:
+`x(i) / (D * k) == x(b) / (D * k)` and `x(i) % (D * k) == x(b) % (D * k) + c` whenever `x(b) >= 0` and `D * k > 0`
+(the multiples of `D * k` are multiples of D, so none lies inside the row). The rewrite reads the body's
+declarations with these rules (products of the same factors are multiples; integer arithmetic of signed types only,
+never narrowed; loads only through `const` `__restrict__` pointers, which the kernel cannot write), evaluates the
+row-invariant ones once at the row's first index, and declares the others as `value at b + c`. At run time each
+row checks the rules' conditions (the numerators at `b` not negative, the divisors positive) and runs the original
+body per element where they fail, as it does everywhere when D is not positive. Every index below the bound is
+visited once, as in the original loop, by whichever thread: the loop's iterations must not care which thread runs
+them (`loop_blockers`), nor carry a value from one to the next.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from tree_sitter import Node
+
+from cutune.cuda.model import SourceModel, TemplateParamKind
+from cutune.cuda.syntax import declarator_name, int_value
+from cutune.errors import TransformRefused
+from cutune.spec import KernelSpec
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.model import Binding, TunableParam
+from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.index_bits import HELPER as INDEX_TYPE
+from cutune.template.variants.loops import (
+    ARITHMETIC,
+    SIGNED_WIDTH,
+    StrideLoop,
+    declared_names,
+    grid_loops_x,
+    indented,
+    kernel_source,
+    line_indent,
+    loop_blockers,
+    rewritten,
+    squeezed,
+    statements_of,
+    written_names,
+)
+from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+
+NAME = "flat_rows"
+ROW_THREADS = "FLAT_ROW_THREADS"
+BLOCKS_PER_SM = "FLAT_BLOCKS_PER_SM"
+ITEMS = "FLAT_ITEMS"
+SPLIT = "FLAT_SPLIT"
+
+
+@dataclass(frozen=True)
+class Value:
+    """How an expression varies along a row: `int` (a row-invariant integer of a signed type), `inv` (any other
+    row-invariant value), `pos` (its value at the row's first index plus the column), `var` (anything else)."""
+
+    kind: str
+    width: int = 0  # int and pos: the bits of its signed type
+    factors: tuple[str, ...] = ()  # int: the factors of the product it is, as squeezed texts
+    loadable: bool = False  # inv: a pointer into memory the kernel only reads (`const T* __restrict__`)
+    aligned: bool = False  # pos: its value at the row's first index is a multiple of D (it may be divided)
+
+
+_VAR = Value("var")
+_INV = Value("inv")
+
+
+@dataclass(frozen=True)
+class _Decl:
+    """A declaration of the loop body the rows evaluate once: its statement, name, value and how it varies."""
+
+    node: Node
+    name: Node
+    value: Node
+    kind: str  # int or inv (row-invariant) or pos
+
+
+class _Reader:
+    """The body's declarations read against one row length D (its factors)."""
+
+    def __init__(self, src: KernelSource, env: dict[str, Value], row: tuple[str, ...]) -> None:
+        self.src, self.env, self.row = src, dict(env), Counter(row)
+        self.conditions: list[tuple[Node, Node]] = []  # (numerator, divisor) of each division read as per-row
+
+    def multiple(self, v: Value) -> bool:
+        """Whether `v` is an integer product holding every factor of D."""
+        return v.kind == "int" and not (self.row - Counter(v.factors))
+
+    def read(self, node: Node) -> Value:
+        """How `node` varies along a row (the conditions of the divisions it takes out of the row collected)."""
+        src, t = self.src, node.type
+        if t == "parenthesized_expression" and node.named_child_count == 1:
+            return self.read(node.named_children[0])
+        if t == "number_literal":
+            return _literal(src.text(node))
+        if t == "identifier":
+            return self.env.get(src.text(node), _VAR)
+        if t == "cast_expression":
+            type_node, inner = node.child_by_field_name("type"), node.child_by_field_name("value")
+            return _cast(src.text(type_node), self.read(inner)) if type_node and inner else _VAR
+        if t == "call_expression":
+            return self._call(node)
+        if t == "binary_expression":
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            return self._binary(node, left, right) if left is not None and right is not None else _VAR
+        if t == "unary_expression":
+            inner = node.child_by_field_name("argument")
+            v = self.read(inner) if inner is not None else _VAR
+            return _whole(v, src.text(node)) if v.kind == "int" else _INV if v.kind == "inv" else _VAR
+        if t == "conditional_expression":  # `N_CT > 0 ? N_CT : n`, a size compiled in or not
+            parts = [self.read(c) for c in node.named_children]
+            if all(v.kind == "int" for v in parts):
+                return _whole(Value("int", max(v.width for v in parts[1:])), src.text(node))
+            if len(parts) == 3 and parts[0].kind == "int" and parts[1].kind == parts[2].kind == "pos":
+                return _pos(max(parts[1].width, parts[2].width), parts[1].aligned and parts[2].aligned)
+            return _INV if all(v.kind in ("int", "inv") and not v.loadable for v in parts) else _VAR
+        if t == "pointer_expression" and src.field(node, "operator") == "*":
+            inner = node.child_by_field_name("argument")
+            return _INV if inner is not None and self.read(inner).loadable else _VAR  # a load from read-only memory
+        if t == "subscript_expression":
+            base, indices = node.child_by_field_name("argument"), node.child_by_field_name("indices")
+            index = indices.named_children[0] if indices is not None and indices.named_child_count == 1 else None
+            if base is None or index is None or not self.read(base).loadable:
+                return _VAR
+            return _INV if self.read(index).kind == "int" else _VAR  # a load from read-only memory
+        return _VAR
+
+    def _call(self, node: Node) -> Value:
+        src = self.src
+        function, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+        if function is None or args is None:
+            return _VAR
+        values = [self.read(a) for a in args.named_children]
+        if function.type in ("primitive_type", "sized_type_specifier") and len(values) == 1:
+            return _cast(src.text(function), values[0])  # int64_t(x)
+        if function.type == "template_function":
+            fname, targs = function.child_by_field_name("name"), function.child_by_field_name("arguments")
+            if fname is None or targs is None or len(values) != 1:
+                return _VAR
+            if src.text(fname) == "static_cast":
+                return _cast(src.text(targs)[1:-1], values[0])
+            return _cast(src.text(function), values[0]) if src.text(fname) == INDEX_TYPE else _VAR
+        if not ARITHMETIC.fullmatch(src.text(function)) or not values:
+            return _VAR
+        if all(v.kind == "int" for v in values):
+            return _whole(Value("int", max(v.width for v in values)), src.text(node))
+        return _INV if all(v.kind in ("int", "inv") for v in values) else _VAR
+
+    def _binary(self, node: Node, left_node: Node, right_node: Node) -> Value:
+        op = self.src.field(node, "operator")
+        left, right = self.read(left_node), self.read(right_node)
+        width = max(left.width, right.width)
+        if op in ("/", "%") and left.aligned and self.multiple(right):
+            self.conditions.append((left_node, right_node))
+            return _whole(Value("int", width), self.src.text(node)) if op == "/" else _pos(width, True)
+        if op in ("+", "-") and left.kind == "pos" and right.kind == "int":  # shifted: divisible while by multiples
+            return _pos(width, left.aligned and self.multiple(right))
+        if op == "+" and right.kind == "pos" and left.kind == "int":
+            return _pos(width, right.aligned and self.multiple(left))
+        if op in ("+", "-") and left.loadable and right.kind == "int":
+            return left  # a read-only pointer moved
+        if op == "+" and right.loadable and left.kind == "int":
+            return right
+        if left.kind == right.kind == "int":
+            factors = left.factors + right.factors if op == "*" else (squeezed(self.src.text(node)),)
+            return Value("int", width, factors)
+        return _INV if left.kind in ("int", "inv") and right.kind in ("int", "inv") else _VAR
+
+    def declare(self, decl: Node) -> _Decl | None:
+        """Reads one declaration into the names' values: the declaration, when a row evaluates it once."""
+        src = self.src
+        declarators = decl.children_by_field_name("declarator")
+        only = declarators[0] if len(declarators) == 1 and declarators[0].type == "init_declarator" else None
+        target = only.child_by_field_name("declarator") if only is not None else None
+        value = only.child_by_field_name("value") if only is not None else None
+        name = declarator_name(target)
+        if only is None or target is None or value is None or name is None or value.type == "initializer_list":
+            for d in declarators:  # declared without a value, or several at once: per element
+                named = declarator_name(d)
+                if named is not None:
+                    self.env[src.text(named)] = _VAR
+            return None
+        conditions = len(self.conditions)
+        type_text = src.data[decl.start_byte : target.start_byte].decode("utf-8")
+        declared = _declared(type_text, target.type, self.read(value))
+        self.env[src.text(name)] = replace(declared, factors=(src.text(name),)) if declared.kind == "int" else declared
+        if declared.kind == "var":
+            del self.conditions[conditions:]  # its divisions stay with the element
+            return None
+        return _Decl(decl, name, value, declared.kind)
+
+
+def _literal(text: str) -> Value:
+    """An integer literal's value (an unsigned one is invariant but not a signed integer)."""
+    if int_value(text) is None:
+        return _INV
+    suffix = text.lower()[len(text.lower().rstrip("ul")) :] if not text.lower().startswith("0x") else ""
+    if "u" in suffix:
+        return _INV
+    return Value("int", 64 if "l" in suffix else 32, (text,))
+
+
+def _type_width(type_text: str) -> int:
+    """The bits of a signed integer type (`const int64_t`), 0 for any other type. index_bits' `cutune_index<BITS,
+    Wide, Narrow>` counts as its wide type: its constraint keeps every index it narrows below 2^30."""
+    words = [w for w in type_text.split() if w not in ("const", "volatile", "__restrict__", "static", "constexpr")]
+    text = " ".join(words)
+    if text.startswith(f"{INDEX_TYPE}<") and text.endswith(">"):
+        return SIGNED_WIDTH.get(text[len(INDEX_TYPE) + 1 : -1].split(",")[1].strip(), 0)
+    return SIGNED_WIDTH.get(text, 0)
+
+
+def _cast(type_text: str, v: Value) -> Value:
+    """`v` cast to the type: integers keep what they are in a signed type at least as wide."""
+    width = _type_width(type_text)
+    if v.kind in ("int", "pos") and width >= v.width and width:
+        return replace(v, width=width)
+    if v.loadable and "*" in type_text and "const" in type_text.split("*")[0].split():
+        return v
+    return _INV if v.kind in ("int", "inv") else _VAR
+
+
+def _pos(width: int, aligned: bool) -> Value:
+    """A value that is its value at the row's first index plus the column."""
+    return Value("pos", width, aligned=aligned)
+
+
+def _whole(v: Value, text: str) -> Value:
+    """An integer standing for its whole text (no longer a product of factors)."""
+    return replace(v, factors=(squeezed(text),))
+
+
+def _declared(type_text: str, declarator: str, v: Value) -> Value:
+    """What a name declared with the type from `v` holds: no integer narrowed, pointers only invariant."""
+    if declarator == "pointer_declarator":
+        return v if v.kind == "inv" else _VAR
+    if declarator != "identifier":
+        return _VAR  # references, arrays
+    width = _type_width(type_text)
+    if v.kind in ("int", "pos") and width:
+        return replace(v, width=width, factors=()) if width >= v.width else _VAR
+    return _INV if v.kind in ("int", "inv") and not v.loadable else _VAR
+
+
+def _environment(src: KernelSource, loop: StrideLoop) -> dict[str, Value]:
+    """The row-invariant names the loop body may read: the kernel's parameters and template values, and the locals
+    declared before the loop in the kernel's outermost block; none ever assigned or declared again elsewhere."""
+    env: dict[str, Value] = {}
+    for tp in src.kernel.template_params:
+        width = _type_width(tp.type) if tp.kind is TemplateParamKind.VALUE else 0
+        env[tp.name] = Value("int", width, (tp.name,)) if width else _INV
+    for p in src.kernel.params:
+        const_restrict = "__restrict__" in p.type and "const" in p.type.split("*")[0].split()
+        width = _type_width(p.type)
+        pointer = "*" in p.type
+        env[p.name] = (
+            Value("int", width, (p.name,))
+            if width and not pointer
+            else replace(_INV, loadable=const_restrict and pointer)
+        )
+    reader = _Reader(src, env, ())
+    top = [s for s in statements_of(src.body) if s.end_byte <= loop.node.start_byte and s.type == "declaration"]
+    for decl in top:
+        reader.declare(decl)
+    elsewhere = declared_names(src, src.body) - declared_names(src, loop.body)
+    for decl in top:
+        for d in decl.children_by_field_name("declarator"):
+            named = declarator_name(d)
+            if named is not None:
+                elsewhere.discard(src.text(named))
+    unstable = written_names(src, src.body) | elsewhere
+    return {n: v for n, v in reader.env.items() if n not in unstable and v.kind != "var"}
+
+
+class FlatRows(Transform):
+    name = "flat_rows"
+
+    def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
+        src = kernel_source(self.name, model, kernel)
+        grid_loops = grid_loops_x(src)
+        if not grid_loops:
+            raise TransformRefused(self.name, "no grid-stride loop over a flat index")
+        edits = EditList(src.data)
+        refusals: list[str] = []
+        notes: list[str] = []
+        for index, loop in enumerate(grid_loops):
+            plan = _plan(src, loop)
+            if isinstance(plan, str):
+                refusals.append(f"the loop at line {src.line(loop.node)} {plan}")
+                continue
+            reader, decls = plan
+            new = indented(_rows(src, loop, index, reader, decls), line_indent(src.data, loop.node.start_byte))
+            edits.replace(loop.node.start_byte, loop.node.end_byte, new.lstrip())
+            row = " * ".join(sorted(reader.row.elements()))
+            notes.append(f"line {src.line(loop.node)}: rows of {row}, {len(reader.conditions)} division(s) a row")
+        if not notes:
+            raise TransformRefused(self.name, "; ".join(refusals))
+        text = apply_edits(src.model.text, edits.edits).encode("utf-8")
+        shift = len(text) - len(src.data)
+        inner = text[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
+        threads = TunableParam(
+            ROW_THREADS, (32, 64, 128, 256, 512, 1024), 128, Binding.TEMPLATE, description="threads per row"
+        )
+        items = TunableParam(ITEMS, (1, 2, 4, 8), 4, Binding.TEMPLATE, description="columns per thread at once")
+        split = TunableParam(SPLIT, (1, 2, 4, 8, 16), 1, Binding.TEMPLATE, description="parts each row is split into")
+        blocks = TunableParam(
+            BLOCKS_PER_SM, (1, 2, 4, 8, 16, 32), 8, Binding.LAUNCH, description="blocks per SM the rows spread over"
+        )
+        return Variant(
+            name=NAME,
+            body=inner,
+            params=(threads, items, split, blocks),
+            launch=Launch(grid=(f"max(1, min({{grid}}, {BLOCKS_PER_SM} * sm_count))",), block=("{block}",)),
+            provenance=Provenance(self.name, note="the flat index walked by rows (" + "; ".join(notes) + ")"),
+        )
+
+
+def _plan(src: KernelSource, loop: StrideLoop) -> tuple[_Reader, list[_Decl]] | str:
+    """The body read against the row length that takes the most divisions out of its elements; why none does."""
+    if not _type_width(loop.var_type):
+        return f"has a `{loop.var_type}` index: the row split is proven for signed integer indices"
+    blocker = loop_blockers(src, loop)
+    if blocker is not None:
+        return blocker
+    carried = sorted(written_names(src, loop.body) - declared_names(src, loop.body))
+    if carried:
+        return f"assigns {carried[0]}, declared outside it: a value carried from one iteration to the next"
+    env = {**_environment(src, loop), loop.var: _pos(_type_width(loop.var_type), True)}
+    declarations = [s for s in statements_of(loop.body) if s.type == "declaration"]
+    probe = _Reader(src, env, ("\0",))  # no row: every divisor that is an invariant integer is a candidate
+    candidates: dict[tuple[str, ...], None] = {}
+    for decl in declarations:
+        for div in descendants(decl, "binary_expression"):
+            right = div.child_by_field_name("right")
+            if src.field(div, "operator") in ("/", "%") and right is not None:
+                v = probe.read(right)
+                if v.kind == "int":
+                    candidates[tuple(sorted(v.factors))] = None
+        probe.declare(decl)
+    best: tuple[_Reader, list[_Decl]] | None = None
+    for row in sorted(candidates, key=len):  # of equal counts, the shortest row (the innermost divisor)
+        reader = _Reader(src, env, row)
+        decls = [d for d in (reader.declare(s) for s in declarations) if d is not None]
+        if reader.conditions and (best is None or len(reader.conditions) > len(best[0].conditions)):
+            best = (reader, decls)
+    if best is None:
+        return "divides no value of its index by a loop-invariant signed integer"
+    return best
+
+
+def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: list[_Decl]) -> str:
+    """The loop over rows of D indices: the declarations evaluated at the row's first index, then each element from
+    them where the row's conditions hold; the original body per element where they do not (and everywhere when D is
+    not positive)."""
+    d, part, rt, groups, rows, unit, row, first, last, base, at, col = (
+        f"cutune_{n}{k}"
+        for n in ("d", "part", "rt", "groups", "rows", "unit", "row", "first", "last", "base", "at", "col")
+    )
+    renamed = {src.text(x.name): f"cutune_r{k}_{src.text(x.name)}" for x in decls}
+    at_row: dict[str, str] = {loop.var: at}  # the names read at the row's first index, so far
+
+    def substituted(node: Node, names: dict[str, str]) -> str:
+        def edit(n: Node) -> str | None:
+            return names.get(src.text(n)) if n.type == "identifier" else None
+
+        return rewritten(src, node, edit)
+
+    row_decls = []
+    for x in decls:
+        name = src.text(x.name)
+        row_decls.append(" ".join(substituted(x.node, {**at_row, name: renamed[name]}).split()))
+        at_row[name] = renamed[name]
+    conditions: list[str] = []
+    for numerator, divisor in reader.conditions:
+        for c in (f"({substituted(numerator, at_row)}) >= 0", f"({substituted(divisor, at_row)}) > 0"):
+            if c not in conditions:
+                conditions.append(c)
+    values = {x.value: renamed[src.text(x.name)] + (f" + {col}" if x.kind == "pos" else "") for x in decls}
+    fast = rewritten(src, loop.body, lambda n: values.get(n))
+    row_length = " * ".join(f"({f})" for f in sorted(reader.row.elements()))
+
+    def columns(body: str) -> str:  # ITEMS columns a thread at once, unrolled: their loads in flight together
+        return "\n".join(
+            [
+                f"for (long long cutune_cols{k} = {first} + (int)threadIdx.x % {rt}; cutune_cols{k} < {last}; "
+                f"cutune_cols{k} += (long long){rt} * {ITEMS}) {{",
+                "#pragma unroll",
+                f"  for (int cutune_u{k} = 0; cutune_u{k} < {ITEMS}; ++cutune_u{k}) {{",
+                f"    const long long {col} = cutune_cols{k} + (long long)cutune_u{k} * {rt};",
+                f"    if ({col} < {last} && {base} + {col} < ({loop.bound})) {{",
+                f"      const {loop.var_type} {loop.var} = {base} + {col};",
+                indented(body, "      "),
+                "    }",
+                "  }",
+                "}",
+            ]
+        )
+
+    return "\n".join(
+        [
+            "{",
+            f"  const long long {d} = {row_length};  // a row: the divisor the others are multiples of",
+            f"  if ({d} > 0) {{",
+            f"    const long long {part} = ({d} + {SPLIT} - 1) / {SPLIT};  // columns of each of a row's SPLIT parts",
+            f"    const int {rt} = (int)min(min((long long)({ROW_THREADS}), (long long)blockDim.x), {part});",
+            f"    const int {groups} = (int)blockDim.x / {rt};",
+            f"    const long long {rows} = ((long long)({loop.bound}) + {d} - 1) / {d};",
+            f"    for (long long {unit} = (long long)blockIdx.x * {groups} + (int)threadIdx.x / {rt};",
+            f"         (int)threadIdx.x < {groups} * {rt} && {unit} < {rows} * {SPLIT};",
+            f"         {unit} += (long long){groups} * gridDim.x) {{",
+            f"      const long long {row} = {unit} / {SPLIT};",
+            f"      const long long {first} = ({unit} % {SPLIT}) * {part};",
+            f"      const long long {last} = min({d}, {first} + {part});",
+            f"      const long long {base} = {row} * {d};",
+            f"      const {loop.var_type} {at} = {base};",
+            *(f"      {t}" for t in row_decls),
+            f"      if ({' && '.join(conditions) or 'true'}) {{",
+            indented(columns(fast), "        "),
+            "      } else {",
+            indented(columns(src.text(loop.body)), "        "),
+            "      }",
+            "    }",
+            "  } else {",
+            indented(src.text(loop.node), "    "),
+            "  }",
+            "}",
+        ]
+    )

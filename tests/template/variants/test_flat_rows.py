@@ -1,0 +1,260 @@
+"""flat_rows: a grid-stride loop over a flat index that its body splits by division, walked by rows with the
+divisions once a row. Checked by what it hoists and refuses, on llama.cpp's k_set_rows, and equal to the original
+on the host (warp_emulator.h) at several row widths and grids: ragged ends, 32-bit indices, negative numerators
+(the row's check sends it to the per-element body) and a row length that is not positive (the original loop)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from benchmarks.corpus_variants import TABLE, opened
+
+from cutune.cuda.parse import parse_source
+from cutune.errors import TransformRefused
+from cutune.gpu.backend import TimingOptions
+from cutune.gpu.registry import create_backend
+from cutune.project import build_job
+from cutune.template.model import Config
+from cutune.template.variants import TRANSFORMS, VARIANT, FlatRows, combine_all, propose_variants
+from cutune.template.variants.flat_rows import BLOCKS_PER_SM, ITEMS, ROW_THREADS, SPLIT
+from tests.corpus.sources import LLAMA, corpus_dir
+
+EMULATOR = Path(__file__).resolve().parents[2] / "data" / "template" / "variants" / "warp_emulator.h"
+SET_ROWS = corpus_dir() / LLAMA / "vendor" / "llama.cpp" / "ggml" / "src" / "ggml-cuda" / "set-rows.cu"
+
+# a gather of rows into a 4-D output: coordinates by a chain of divisions, a row index loaded from a read-only array
+GATHER = """
+__global__ void gather(const float* __restrict__ src, const int64_t* __restrict__ idx, float* __restrict__ dst,
+                       const int64_t n0, const int64_t n1, const int64_t n2, const int64_t n3) {
+  const int64_t i = (int64_t)blockDim.x * blockIdx.x + threadIdx.x;
+  if (i >= n0 * n1 * n2 * n3) return;
+  const int64_t c3 = i / (n0 * n1 * n2);
+  const int64_t c2 = (i - c3 * n0 * n1 * n2) / (n0 * n1);
+  const int64_t c1 = (i - c3 * n0 * n1 * n2 - c2 * n0 * n1) / n0;
+  const int64_t c0 = i - c3 * n0 * n1 * n2 - c2 * n0 * n1 - c1 * n0;
+  const int64_t r = idx[c1];
+  dst[((c3 * n2 + c2) * n1 + r) * n0 + c0] = 2.0f * src[i] + (float)c3;
+}
+"""
+# numerators that go negative for the first rows (C's division truncates towards zero: no row-invariant quotient
+# there), and a divisor that may not be positive
+LAGGED = """
+__global__ void lagged(float* __restrict__ out, const float* __restrict__ x, const int64_t n, const int64_t d,
+                       const int64_t lag) {
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const int64_t shifted = i - lag * d;
+    const int64_t q = shifted / d;
+    const int64_t r = shifted % d;
+    out[i] = x[i] + (float)q * 1000.f + (float)r;
+  }
+}
+"""
+# a gather by row and column (`(i / d) * ld + i % d`: the column added to a row-invariant offset), beside a
+# quotient of the index shifted by a non-multiple of the row, which must stay with the element
+GATED = """
+__global__ void gated(float* __restrict__ out, const float* __restrict__ x, const int64_t n, const int64_t d,
+                      const int64_t ld) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int64_t at = (i / d) * ld + i % d;
+  const int64_t gate = ld == d ? at : at + d;
+  const int64_t later = (i + 3) / d;
+  out[i] = x[at] * x[gate] + (float)later;
+}
+"""
+# 32-bit indices, a per-row scale loaded once a row, a bound that ends inside a row
+BROADCAST = """
+__global__ void broadcast(float* __restrict__ out, const float* __restrict__ x, const float* __restrict__ scale,
+                          const float* __restrict__ bias, const int n, const int d) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const int row = i / d;
+    const int col = i % d;
+    const float s = scale[row];
+    out[i] = x[i] * s + bias[col];
+  }
+}
+"""
+
+
+def test_registered_last_so_the_other_transforms_keep_their_numbers() -> None:
+    assert list(TRANSFORMS)[-1] == "flat_rows" and isinstance(TRANSFORMS["flat_rows"], FlatRows)
+
+
+def _variant(source: str, kernel: str):  # type: ignore[no-untyped-def]
+    variants, refusals = propose_variants(parse_source(source), kernel, None)
+    found = [v for v in variants if v.name == "flat_rows"]
+    assert found, [r for r in refusals if r.recipe == "flat_rows"]
+    return found[0]
+
+
+def _refusal(source: str, kernel: str) -> str:
+    with pytest.raises(TransformRefused) as caught:
+        FlatRows().apply(parse_source(source), kernel, None)
+    return caught.value.reason
+
+
+def test_the_division_chain_is_computed_once_a_row_and_the_loaded_row_index_with_it() -> None:
+    v = _variant(GATHER, "gather")
+    assert "rows of n0, 3 division(s) a row" in v.provenance.note
+    fast = v.body.split("} else {")[0]
+    per_element = fast[fast.index("const int64_t i = cutune_base0 + cutune_col0;") :]
+    assert "/" not in per_element  # no division left for the element
+    assert "const int64_t c0 = cutune_r0_c0 + cutune_col0;" in per_element
+    assert "const int64_t r = cutune_r0_r;" in per_element  # the read-only load, once a row
+    assert "const int64_t cutune_r0_r = idx[cutune_r0_c1];" in v.body
+
+
+def test_the_column_is_added_to_a_row_offset_and_a_shifted_index_is_divided_per_element() -> None:
+    v = _variant(GATED, "gated")
+    fast = v.body.split("} else {")[0]
+    assert "const int64_t at = cutune_r0_at + cutune_col0;" in fast
+    assert "const int64_t gate = cutune_r0_gate + cutune_col0;" in fast
+    assert "const int64_t later = (i + 3) / d;" in fast  # (b + 3 + c) / d changes inside the row
+
+
+def test_the_rows_check_their_numerators_and_divisors_before_the_hoisted_values_are_used() -> None:
+    v = _variant(LAGGED, "lagged")
+    assert "if ((cutune_r0_shifted) >= 0 && (d) > 0) {" in v.body
+    assert "if (cutune_d0 > 0)" in v.body  # else the original loop
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            "for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "
+            "out[i] = x[i / d];",
+            "has a `size_t` index",
+        ),
+        (
+            "float acc = 0.f; for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "
+            "{ const int r = i / d; acc += x[r]; } out[0] = acc;",
+            "assigns acc, declared outside it",
+        ),
+        (
+            "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "
+            "out[i] = x[i] * 2.f;",
+            "divides no value of its index",
+        ),
+        # the remainder narrowed from 64 to 32 bits: not the same row arithmetic
+        (
+            "for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "
+            "{ const int c = i % d64; out[i] = x[c]; }",
+            "divides no value of its index",
+        ),
+        (
+            "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "
+            "{ const int r = i / d; out[i] = x[r] + (float)threadIdx.x; }",
+            "reads threadIdx.x in its body",
+        ),
+    ],
+)
+def test_it_refuses_naming_why(body: str, reason: str) -> None:
+    source = (
+        "__global__ void k(float* __restrict__ out, const float* __restrict__ x, const int n, const int d, "
+        f"const int64_t d64) {{ {body} }}"
+    )
+    assert reason in _refusal(source, "k")
+
+
+def test_it_applies_to_llama_cpps_set_rows_from_its_file() -> None:
+    if not SET_ROWS.is_file():
+        pytest.skip("the llama.cpp corpus is not unpacked (scripts/corpus.sh)")
+    v = _variant(SET_ROWS.read_text(), "k_set_rows")
+    assert "rows of ne00, 3 division(s) a row" in v.provenance.note
+    assert "const int64_t dst_row = cutune_r0_dst_row;" in v.body
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["k_set_rows", "unary_gated_op_kernel"])
+def test_the_corpus_kernels_equal_the_original_on_the_gpu_at_every_row_width(kernel: str) -> None:
+    entry = next(e for e in TABLE if e.kernel == kernel)
+    try:
+        ctx = opened(entry)
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
+    k = 1 + [v.name for v in combined.variants].index("flat_rows")
+    ctx = dataclasses.replace(ctx, template=combined.template, template_model=combined.model, spec=combined.spec)
+    backend = create_backend("cupy")
+    backend.open(build_job(ctx, timing=TimingOptions(warmup=1, reps=3, min_time_ms=0.0)))
+    default = ctx.space.default()
+    try:  # every size of its spec, each checked against the original's output
+        for rt, items, split, blocks in ((32, 1, 1, 1), (128, 4, 4, 8), (256, 8, 1, 2), (1024, 2, 16, 32)):
+            values = {ROW_THREADS: rt, ITEMS: items, SPLIT: split, BLOCKS_PER_SM: blocks}
+            config = Config.of({**default, VARIANT: k, **values})
+            measured = backend.evaluate(config)
+            assert measured.ok, f"{dict(config)}: {measured.failure} {measured.detail}"
+    finally:
+        backend.close()
+
+
+HARNESS = """
+#include <random>
+template <class F>
+std::vector<float> run(F kernel, unsigned grid, size_t outputs) {
+  std::vector<float> out(outputs, -1.f);
+  launch(grid, 64, [&] { kernel(out.data()); });
+  return out;
+}
+int main() {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<float> a(4096), b(4096), c(4096);
+  for (auto* v : {&a, &b, &c}) for (auto& e : *v) e = uniform(rng);
+  std::vector<int64_t> idx(24);  // a permutation of the 24 rows of the gather
+  for (size_t k = 0; k < idx.size(); ++k) idx[k] = (k * 7) % idx.size();
+%CASES%
+}
+"""
+
+
+def _case(label: str, call: str, blocks: int, outputs: int, grids: tuple[int, ...] = (1, 3, 7)) -> str:
+    """Prints `label RT grid equal|different` for the variant at each row width (with 1, 4, 8 columns a thread at
+    once, each row in 1, 3, 16 parts: more than some rows have columns) and grid against the original."""
+    lines = [f"  {{ const auto original = run([&](float* o) {{ {call.format(k='original')}; }}, {blocks}, {outputs});"]
+    for rt, items, split in ((32, 1, 1), (64, 4, 3), (128, 8, 16)):
+        for grid in grids:
+            variant = call.format(k=f"variant<{rt}, {items}, {split}>")
+            lines.append(
+                f'    std::printf("{label} {rt} {grid} %s\\n", run([&](float* o) {{ {variant}; }}, {grid}, {outputs}) '
+                '== original ? "equal" : "different");'
+            )
+    return "\n".join([*lines, "  }"])
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path) -> None:
+    units = []
+    for source, kernel in ((GATHER, "gather"), (LAGGED, "lagged"), (GATED, "gated"), (BROADCAST, "broadcast")):
+        v = _variant(source, kernel)
+        params = re.search(rf"{kernel}\((.*?)\) {{", source, re.S)
+        assert params is not None
+        renamed = source.replace(f"void {kernel}(", f"void {kernel}_original(")
+        head = "template <int FLAT_ROW_THREADS, int FLAT_ITEMS, int FLAT_SPLIT>\n"
+        head += f"__global__ void {kernel}_variant({params.group(1)})"
+        variant = f"{head} {{{v.body}}}"
+        units.append(f"{renamed}\n{variant}\n")
+    cases = [
+        # 5 x 3 x 24 x 2 elements in rows of 5 (ragged against the 64-thread rows and blocks)
+        _case("gather", "gather_{k}(a.data(), idx.data(), o, 5, 24, 3, 2)", 12, 720),
+        _case("lagged", "lagged_{k}(o, a.data(), 1000, 37, 3)", 16, 1000),  # the first three rows run per element
+        _case("lagged-negative-d", "lagged_{k}(o, a.data(), 300, -4, 2)", 5, 300),  # the original loop
+        _case("gated", "gated_{k}(o, a.data(), 1000, 50, 64)", 16, 1000),
+        _case("gated-same", "gated_{k}(o, a.data(), 1000, 50, 50)", 16, 1000),
+        _case("broadcast", "broadcast_{k}(o, a.data(), b.data(), c.data(), 1000, 96)", 16, 1000),  # ends mid-row
+        _case("broadcast-wide", "broadcast_{k}(o, a.data(), b.data(), c.data(), 4000, 1000)", 63, 4000),
+    ]
+    main = HARNESS.replace("%CASES%", "\n".join(cases))
+    (tmp_path / "emulated.cpp").write_text(f'#include "{EMULATOR}"\n#include <cstdio>\n' + "\n".join(units) + main)
+    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", str(tmp_path / "emulated.cpp"), "-o", str(tmp_path / "e")]
+    done = subprocess.run(build, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True, timeout=120, check=True)
+    lines = [line for line in ran.stdout.split("\n") if line]
+    assert len(lines) == 7 * 9 and all(line.endswith(" equal") for line in lines), ran.stdout
