@@ -117,6 +117,56 @@ def test_the_column_is_added_to_a_row_offset_and_a_shifted_index_is_divided_per_
     assert "const int64_t later = (i + 3) / d;" in fast  # (b + 3 + c) / d changes inside the row
 
 
+def test_nothing_after_a_continue_is_evaluated_once_a_row() -> None:
+    # a padding row (slot < 0) skips the load the original would never make for it
+    source = """
+__global__ void k(float* __restrict__ out, const float* __restrict__ table, const int64_t* __restrict__ slots,
+                  const int64_t n, const int64_t d) {
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const int64_t row = i / d;
+    const int64_t slot = slots[row];
+    if (slot < 0) continue;
+    const float scale = table[slot];
+    out[i] = scale * (float)(i % d);
+  }
+}
+"""
+    v = _variant(source, "k")
+    fast = v.body.split("} else {")[0]
+    assert "const int64_t cutune_r0_slot = slots[cutune_r0_row];" in v.body  # before the continue: every element
+    assert "cutune_r0_scale" not in v.body and "const float scale = table[slot];" in fast
+
+
+def test_a_value_the_body_may_change_stays_with_the_element() -> None:
+    # `c` changes after its declaration, `d` goes by reference to a helper, `e` by value to another
+    source = """
+__device__ void bump(int64_t& v) { v += 1; }
+__device__ int64_t wrap(const int64_t v, const int64_t n) { return v < 0 ? v + n : v; }
+__global__ void k(float* __restrict__ out, const float* __restrict__ x, const int64_t n, int64_t d, const int64_t e) {
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    int64_t c = i % e;
+    c += 1;
+    const int64_t r = i / e;
+    const int64_t q = c / e;
+    const int64_t w = wrap(r, e);
+    bump(d);
+    out[i] = x[q] + (float)w;
+  }
+}
+"""
+    v = _variant(source, "k")
+    assert "rows of e" in v.provenance.note
+    fast = v.body.split("} else {")[0]
+    assert "int64_t c = i % e;" in fast and "const int64_t q = c / e;" in fast  # both per element
+    assert "const int64_t r = cutune_r0_r;" in fast  # e goes to wrap by value: still the row's
+    with pytest.raises(TransformRefused):  # d goes by reference: no row of d
+        FlatRows().apply(
+            parse_source(source.replace("i % e", "i % d").replace("c / e", "c / d").replace("i / e", "i / d")),
+            "k",
+            None,
+        )
+
+
 def test_the_rows_check_their_numerators_and_divisors_before_the_hoisted_values_are_used() -> None:
     v = _variant(LAGGED, "lagged")
     assert "if ((cutune_r0_shifted) >= 0 && (d) > 0) {" in v.body

@@ -14,22 +14,25 @@ column. Where `x(b)` is moreover a multiple of D (the index, minus or plus multi
 (the multiples of `D * k` are multiples of D, so none lies inside the row). The rewrite reads the body's
 declarations with these rules (products of the same factors are multiples; integer arithmetic of signed types only,
 never narrowed; loads only through `const` `__restrict__` pointers, which the kernel cannot write), evaluates the
-row-invariant ones once at the row's first index, and declares the others as `value at b + c`. At run time each
-row checks the rules' conditions (the numerators at `b` not negative, the divisors positive) and runs the original
-body per element where they fail, as it does everywhere when D is not positive. Every index below the bound is
-visited once, as in the original loop, by whichever thread: the loop's iterations must not care which thread runs
-them (`loop_blockers`), nor carry a value from one to the next.
+row-invariant ones once at the row's first index, and declares the others as `value at b + c`. Only the
+declarations before any `continue` are read: every element evaluates those, so a row evaluating them once at its
+first index evaluates nothing the original would not. At run time each row checks the rules' conditions (the
+numerators at `b` not negative, the divisors positive) and runs the original body per element where they fail, as
+it does everywhere when D is not positive. Every index below the bound is visited once, as in the original loop, by
+whichever thread: the loop's iterations must not care which thread runs them (`loop_blockers`), nor carry a value
+from one to the next.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, replace
 
 from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel, TemplateParamKind
-from cutune.cuda.syntax import declarator_name, int_value
+from cutune.cuda.syntax import declarator_name, int_value, node_text, parse_tree
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.edits import EditList, apply_edits
@@ -89,8 +92,11 @@ class _Decl:
 class _Reader:
     """The body's declarations read against one row length D (its factors)."""
 
-    def __init__(self, src: KernelSource, env: dict[str, Value], row: tuple[str, ...]) -> None:
+    def __init__(
+        self, src: KernelSource, env: dict[str, Value], row: tuple[str, ...], changed: frozenset[str] = frozenset()
+    ) -> None:
         self.src, self.env, self.row = src, dict(env), Counter(row)
+        self.changed = changed  # names the body may change after declaring them: their values are per element
         self.conditions: list[tuple[Node, Node]] = []  # (numerator, divisor) of each division read as per-row
 
     def multiple(self, v: Value) -> bool:
@@ -193,12 +199,79 @@ class _Reader:
             return None
         conditions = len(self.conditions)
         type_text = src.data[decl.start_byte : target.start_byte].decode("utf-8")
-        declared = _declared(type_text, target.type, self.read(value))
+        declared = _declared(type_text, target.type, self.read(value)) if src.text(name) not in self.changed else _VAR
         self.env[src.text(name)] = replace(declared, factors=(src.text(name),)) if declared.kind == "int" else declared
         if declared.kind == "var":
             del self.conditions[conditions:]  # its divisions stay with the element
             return None
         return _Decl(decl, name, value, declared.kind)
+
+
+def changed_names(src: KernelSource, node: Node) -> set[str]:
+    """The names under `node` that may change after their declaration: assigned, incremented, their address taken,
+    bound to a reference, or passed by name to a function (which may take it by reference)."""
+    names = written_names(src, node)
+    for n in descendants(node, "pointer_expression"):
+        argument = n.child_by_field_name("argument")
+        if src.field(n, "operator") == "&" and argument is not None and argument.type == "identifier":
+            names.add(src.text(argument))
+    for n in descendants(node, "init_declarator"):
+        target, value = n.child_by_field_name("declarator"), n.child_by_field_name("value")
+        if target is not None and target.type == "reference_declarator" and value is not None:
+            names.add(src.text(value).strip())
+    for call in descendants(node, "call_expression"):
+        function, args = call.child_by_field_name("function"), call.child_by_field_name("arguments")
+        if function is None or args is None or ARITHMETIC.fullmatch(src.text(function)):
+            continue
+        if function.type in ("primitive_type", "sized_type_specifier"):
+            continue  # a cast: `int64_t(x)`
+        name = function.child_by_field_name("name") if function.type == "template_function" else function
+        if name is not None and src.text(name) in ("static_cast", INDEX_TYPE):
+            continue
+        by_value = _by_value(src, src.text(name) if name is not None else "")
+        for k, a in enumerate(args.named_children):
+            if a.type == "identifier" and (k >= len(by_value) or not by_value[k]):
+                names.add(src.text(a))
+    return names
+
+
+def _by_value(src: KernelSource, function: str) -> list[bool]:
+    """Per parameter of the file's definitions of `function`, whether every one takes it by value (or by const
+    reference); [] where the file defines no such function (a macro, a library's): nothing known."""
+    found = _definitions(src.data).get(function)
+    if not found:
+        return []
+    return [all(f[k] if k < len(f) else False for f in found) for k in range(min(len(f) for f in found))]
+
+
+@functools.lru_cache(maxsize=4)
+def _definitions(data: bytes) -> dict[str, list[list[bool]]]:
+    """The functions a file defines at namespace scope, by name: per definition, per parameter, whether it is taken
+    by value (or by const reference). Read once per text: every kernel of a file asks."""
+    found: dict[str, list[list[bool]]] = {}
+    pending = list(parse_tree(data).root_node.children)
+    while pending:
+        node = pending.pop()
+        if node.type in ("namespace_definition", "linkage_specification", "template_declaration", "declaration_list"):
+            pending.extend(node.children)
+            continue
+        if node.type != "function_definition":
+            continue
+        declarator = node.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        params = declarator.child_by_field_name("parameters") if declarator is not None else None
+        if declarator is None or params is None:
+            continue
+        name = node_text(data, declarator.child_by_field_name("declarator") or declarator).split("::")[-1].strip()
+        found.setdefault(name, []).append(
+            [
+                not descendants(p, "reference_declarator") or "const" in node_text(data, p).split("&")[0].split()
+                for p in params.named_children
+                if p.type == "parameter_declaration"
+            ]
+        )
+    return found
 
 
 def _literal(text: str) -> Value:
@@ -279,7 +352,7 @@ def _environment(src: KernelSource, loop: StrideLoop) -> dict[str, Value]:
             named = declarator_name(d)
             if named is not None:
                 elsewhere.discard(src.text(named))
-    unstable = written_names(src, src.body) | elsewhere
+    unstable = changed_names(src, src.body) | elsewhere
     return {n: v for n, v in reader.env.items() if n not in unstable and v.kind != "var"}
 
 
@@ -337,8 +410,14 @@ def _plan(src: KernelSource, loop: StrideLoop) -> tuple[_Reader, list[_Decl]] | 
     if carried:
         return f"assigns {carried[0]}, declared outside it: a value carried from one iteration to the next"
     env = {**_environment(src, loop), loop.var: _pos(_type_width(loop.var_type), True)}
-    declarations = [s for s in statements_of(loop.body) if s.type == "declaration"]
-    probe = _Reader(src, env, ("\0",))  # no row: every divisor that is an invariant integer is a candidate
+    declarations = []
+    for statement in statements_of(loop.body):
+        if descendants(statement, "continue_statement"):
+            break  # an element may skip what follows: a row must not evaluate it where no element would
+        if statement.type == "declaration":
+            declarations.append(statement)
+    changed = frozenset(changed_names(src, loop.body))
+    probe = _Reader(src, env, ("\0",), changed)  # no row: every divisor that is an invariant integer is a candidate
     candidates: dict[tuple[str, ...], None] = {}
     for decl in declarations:
         for div in descendants(decl, "binary_expression"):
@@ -350,7 +429,7 @@ def _plan(src: KernelSource, loop: StrideLoop) -> tuple[_Reader, list[_Decl]] | 
         probe.declare(decl)
     best: tuple[_Reader, list[_Decl]] | None = None
     for row in sorted(candidates, key=len):  # of equal counts, the shortest row (the innermost divisor)
-        reader = _Reader(src, env, row)
+        reader = _Reader(src, env, row, changed)
         decls = [d for d in (reader.declare(s) for s in declarations) if d is not None]
         if reader.conditions and (best is None or len(reader.conditions) > len(best[0].conditions)):
             best = (reader, decls)
