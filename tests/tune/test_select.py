@@ -389,3 +389,25 @@ def test_the_noise_bound_is_one_standard_error_above_the_estimate() -> None:
     m = len(rounds.original_series[0]) - 2  # log ratios: every original run but the first and the last
     for plain, bound in zip(original_noise(rounds), original_noise(rounds, bound=True), strict=True):
         assert plain > 0 and bound == pytest.approx(plain * (1 + 1 / m**0.5))
+
+
+def test_a_finalists_twin_is_not_pruned_by_its_own_faster_flag_group() -> None:
+    """Treating THREADS as a compile flag: LARGE_FLAGGED wins the large size by far but loses the small one, where
+    only the original's flags can launch the original; its twin under the original's flags is 15% slower than it at
+    both sizes. The twin must stay through the selection rounds (it is the only way the large size's gain can share
+    the file with the original at the small size), so the large size gets it."""
+    flagged = Config.of({"THREADS": 64, "VEC": 4, "UNROLL": 1})
+    twin = Config.of({**flagged, "THREADS": ORIGINAL["THREADS"]})
+
+    def time(config: Config, size: Mapping[str, int]) -> float:
+        small = size["N"] == 1 << 20
+        base = table_time(ORIGINAL, size)
+        if config["VEC"] == 4:
+            return base * (1.3 if small else 0.4) * (0.85 if config["THREADS"] == 64 else 1.0)
+        return base
+
+    backend = opened(FakeBackend(noise=0.003, time_of=time))
+    selection = select(backend, ORIGINAL, [flagged, twin], SelectionOptions(), per_file=("THREADS",))
+    assert selection is not None
+    assert selection.per_file == Config.of({"THREADS": ORIGINAL["THREADS"]})
+    assert selection.chosen == (ORIGINAL, twin)
