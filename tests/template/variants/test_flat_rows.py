@@ -35,7 +35,8 @@ __global__ void gather(const float* __restrict__ src, const int64_t* __restrict_
   if (i >= n0 * n1 * n2 * n3) return;
   const int64_t c3 = i / (n0 * n1 * n2);
   const int64_t c2 = (i - c3 * n0 * n1 * n2) / (n0 * n1);
-  const int64_t c1 = (i - c3 * n0 * n1 * n2 - c2 * n0 * n1) / n0;
+  const int64_t c1 = (i - c3 * n0 * n1 * n2  // a comment inside the declaration
+                      - c2 * n0 * n1) / n0;
   const int64_t c0 = i - c3 * n0 * n1 * n2 - c2 * n0 * n1 - c1 * n0;
   const int64_t r = idx[c1];
   dst[((c3 * n2 + c2) * n1 + r) * n0 + c0] = 2.0f * src[i] + (float)c3;

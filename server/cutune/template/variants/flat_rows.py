@@ -449,16 +449,18 @@ def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: l
     renamed = {src.text(x.name): f"cutune_r{k}_{src.text(x.name)}" for x in decls}
     at_row: dict[str, str] = {loop.var: at}  # the names read at the row's first index, so far
 
-    def substituted(node: Node, names: dict[str, str]) -> str:
+    def substituted(node: Node, names: dict[str, str]) -> str:  # on one line: comments dropped
         def edit(n: Node) -> str | None:
+            if n.type == "comment":
+                return " "
             return names.get(src.text(n)) if n.type == "identifier" else None
 
-        return rewritten(src, node, edit)
+        return " ".join(rewritten(src, node, edit).split())
 
     row_decls = []
     for x in decls:
         name = src.text(x.name)
-        row_decls.append(" ".join(substituted(x.node, {**at_row, name: renamed[name]}).split()))
+        row_decls.append(substituted(x.node, {**at_row, name: renamed[name]}))
         at_row[name] = renamed[name]
     conditions: list[str] = []
     for numerator, divisor in reader.conditions:
