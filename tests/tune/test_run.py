@@ -150,3 +150,38 @@ def test_tune_runs_on_a_replayed_recording(options: TuneOptions, tmp_path) -> No
     again = tune(make_job(), ReplayBackend(recording, noise=0.005), options)
     assert again.study != recorded.study and again.study.startswith("scale@Fake-H200-table-replay-")
     assert again.resumed_trials == 0 and again.trials == 55
+
+
+def _flagged_job():  # type: ignore[no-untyped-def]
+    """The table's kernel with a compile flag REGS (which changes nothing), and a VEC = 4 that loses the small size
+    and wins the large one by far."""
+    from cutune.template.model import Binding, Space, TunableParam
+
+    space = Space(params=(*SPACE.params, TunableParam("REGS", (0, 64), 0, Binding.FLAG, flag="-maxrregcount={}")))
+
+    def time_of(config: Config, size: Mapping[str, int]) -> float:
+        small = size["N"] == 1 << 20
+        return table_time(ORIGINAL, size) * ((1.2 if small else 0.4) if config["VEC"] == 4 else 1.0)
+
+    return make_job(space=space), time_of, Config.of({**ORIGINAL, "VEC": 4, "REGS": 64})
+
+
+def test_a_finalists_twin_under_the_original_flags_is_measured_and_launched_at_the_size_it_wins(
+    options: TuneOptions,
+) -> None:
+    job, time_of, flagged = _flagged_job()
+    twin = Config.of({**flagged, "REGS": 0})
+    backend = FakeBackend(noise=0.003, time_of=time_of)
+    # the search measures only the original and the flagged finalist: the twin is measured after it, as a trial
+    result = tune(job, backend, dataclasses.replace(options, budget=Budget(trials=2)), start=[flagged])
+    assert twin in backend.calls
+    assert result.per_file == Config.of({"REGS": 0})  # the original's flags: the small size keeps the original
+    assert [s.best_config for s in result.sizes] == [result.original, twin]
+
+
+def test_a_cancelled_run_measures_no_twin(options: TuneOptions) -> None:
+    job, time_of, flagged = _flagged_job()
+    cancel = threading.Event()
+    backend = FakeBackend(noise=0.003, time_of=time_of, cancel_after=(2, cancel))
+    tune(job, backend, dataclasses.replace(options, budget=Budget(trials=2)), start=[flagged], cancel=cancel)
+    assert Config.of({**flagged, "REGS": 0}) not in backend.calls

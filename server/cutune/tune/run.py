@@ -106,7 +106,9 @@ def tune(
             )
 
         def sound_twin(config: Config) -> bool:  # a finalist's twin under the original's flags, as a trial
-            if outcome is None or deadline.left() < 2 * outcome.evaluation_s:
+            if outcome is None or outcome.stop is StopReason.CANCELLED or (cancel is not None and cancel.is_set()):
+                return False  # a cancelled run measures nothing more
+            if deadline.left() < 2 * outcome.evaluation_s:
                 log.info("twin %s: no time left to measure it (%.1f s)", config, deadline.left())
                 return False
             why = check.violation(config)

@@ -246,8 +246,6 @@ def shortlist(
             continue
         if twin in measured or (measure is not None and twin != original and measure(twin)):
             paired.append(twin)
-        elif measure is not None and twin != original:
-            log.info("finalist %s: its twin with the original's flags was not measured sound", config)
     return tuple(paired)
 
 

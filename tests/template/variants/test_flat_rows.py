@@ -192,6 +192,12 @@ def test_the_rows_check_their_numerators_and_divisors_before_the_hoisted_values_
             "out[i] = x[i] * 2.f;",
             "divides no value of its index",
         ),
+        # an unsigned divisor (hex literals included) makes the arithmetic unsigned: not proven
+        (
+            "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "
+            "{ const int r = i / 0x10u; out[i] = x[r]; }",
+            "divides no value of its index",
+        ),
         # the remainder narrowed from 64 to 32 bits: not the same row arithmetic
         (
             "for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "

@@ -278,7 +278,7 @@ def _literal(text: str) -> Value:
     """An integer literal's value (an unsigned one is invariant but not a signed integer)."""
     if int_value(text) is None:
         return _INV
-    suffix = text.lower()[len(text.lower().rstrip("ul")) :] if not text.lower().startswith("0x") else ""
+    suffix = text.lower()[len(text.lower().rstrip("ul")) :]  # hex digits hold neither u nor l
     if "u" in suffix:
         return _INV
     return Value("int", 64 if "l" in suffix else 32, (text,))
