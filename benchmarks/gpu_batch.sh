@@ -121,7 +121,7 @@ run_step() {
       --trials 48 --seconds 45 --only "${CORPUS_KERNELS:-k_set_rows,quantize_q8_1}" ;;
     flat_rows) step flat_rows "${T_FLAT_ROWS:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_flat_rows.py tests/template/variants/canonical/test_samples_gpu.py \
-      -k "gpu and (strided_copy or constexpr_layer_norm or flat_rows or corpus)" ;;
+      -k "gpu and (strided_copy or bias_gelu or constexpr_layer_norm or flat_rows or corpus)" ;;
     flat_rows_grid) step flat_rows_grid "${T_FLAT_GRID:-420}" python3 benchmarks/flat_rows_grid.py "$dir" \
       ${FLAT_KERNELS:+--only "$FLAT_KERNELS"} ;;
     group_quant) step group_quant "${T_GROUP_QUANT:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from cutune.gpu.backend import Timing
-from cutune.template.model import Config
+from cutune.template.model import Binding, Config, Space, TunableParam
 from cutune.tune import TuneOptions, tune
 from cutune.tune.held_out import decided
 from cutune.tune.select import Contender, Rounds, Verdict
@@ -74,3 +74,20 @@ def test_each_configuration_is_measured_only_at_the_held_out_sizes_it_is_launche
     asked = {(config, at) for config, at in zip(backend.calls, backend.at, strict=True) if at is not None}
     assert {(launched[0], (0,)), (launched[1], (1,))} <= asked
     assert {at for config, at in asked if config != SPACE.default()} == {(0,), (1,)}
+
+
+def test_a_held_out_loss_under_other_compile_flags_leaves_the_original_everywhere(options: TuneOptions) -> None:
+    """FAST, a -D define, wins both tuned sizes by 30% and loses the held-out size between them: the dispatch cannot
+    hand that range back to the original, whose time under FAST=1 (the file's) nobody measured."""
+    space = Space((*SPACE.params, TunableParam("FAST", (0, 1), 0, binding=Binding.DEFINE)))
+
+    def time_of(config: Config, size: Mapping[str, int]) -> float:
+        gain = 1.3 if size["N"] == 1 << 22 else 0.7
+        return table_time(SPACE.default(), size) * (gain if config["FAST"] else 1.0)
+
+    spec = dataclasses.replace(SPEC, sizes=({"N": 1 << 20}, {"N": 1 << 24}))
+    result = tune(make_job(spec=spec, space=space), FakeBackend(time_of=time_of), options)
+    assert [s.size["N"] for s in result.held_out] == [1 << 22] and result.held_out[0].speedup == 1.0
+    assert "the original stands everywhere" in result.held_out_note
+    assert result.dispatch is not None and set(result.dispatch.configs) == {result.original}
+    assert not any(s.significant for s in result.sizes)

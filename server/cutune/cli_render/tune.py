@@ -98,7 +98,7 @@ def _caption(result: TuneResult) -> list[str]:
             f"choosing them per size would have been {cost:.1f}% faster"
         )
     if result.held_out_note:
-        lines.append(f"held-out sizes not measured: {result.held_out_note}")
+        lines.append(f"held-out sizes: {result.held_out_note}")
     if result.search_estimate is not None and result.rounds[1]:
         lines.append(
             f"the search's estimate was {result.search_estimate:.2f}× (one measurement per configuration); the "

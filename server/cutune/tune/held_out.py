@@ -36,7 +36,7 @@ class HeldOut:
 
     plan: DispatchPlan
     sizes: tuple[SizeResult, ...]
-    skipped: str = ""  # why the held-out sizes were not measured, when they were not
+    note: str = ""  # why the held-out sizes were not measured, or why the original stands everywhere
     unchecked: tuple[str, ...] = ()  # ranges between tuned sizes that no held-out size checks, in words
 
 
@@ -87,13 +87,13 @@ def check_held_out(
             between=options.between, group_from=CONFIRM_GROUP_FROM, at=at,
         )  # fmt: skip
     except CutuneError as e:  # e.g. a replayed recording without these sizes: the tuned sizes still stand
-        return HeldOut(plan, (), skipped=str(e))
+        return HeldOut(plan, (), note=f"not measured: {e}")
     if rounds is None:
-        return HeldOut(plan, (), skipped="cancelled")
+        return HeldOut(plan, (), note="not measured: cancelled")
     if not rounds.original_series or any(c.overall.rounds < MIN_ROUNDS for c in rounds.contenders):
         # out of time: the tuned sizes stand, the ranges between them are unchecked
-        why = "the time budget ran out before the held-out sizes were measured"
-        return HeldOut(plan, (), skipped=why, unchecked=unchecked_ranges(plan, keyed, spec.multiple_of))
+        why = "not measured: the time budget ran out first"
+        return HeldOut(plan, (), note=why, unchecked=unchecked_ranges(plan, keyed, spec.multiple_of))
     slower_from: dict[int, int] = {}
     results = []
     for j, (lo, size) in enumerate(held):
@@ -115,6 +115,19 @@ def check_held_out(
                 held_out=True,
             )
         )
+    if slower_from and any(original.get(k) != v for k, v in selection.per_file.items()):
+        # the original would launch in a range, under the dispatch's compile flags (the file's), where its time was
+        # never measured: the original stands everywhere, under its own flags
+        everywhere = plan_dispatch(keyed, [original] * len(chosen), original)
+        results = [
+            dataclasses.replace(r, best_config=original, tuned=r.original, best_timing=r.original, significant=False)
+            for r in results
+        ]
+        why = (
+            f"one was not faster, and the original cannot launch there under the dispatch's compile flags "
+            f"({selection.per_file}): the original stands everywhere"
+        )
+        return HeldOut(everywhere, tuple(results), note=why)
     final = plan_dispatch(keyed, chosen, original, slower_from=slower_from)
     return HeldOut(final, tuple(results), unchecked=unchecked_ranges(final, keyed, spec.multiple_of))
 

@@ -103,7 +103,7 @@ class TuneResult:
     per_file: Config = field(default_factory=lambda: Config.of({}))  # chosen once for the file (compile flags)
     per_file_cost: float = 1.0  # what choosing them once gave up against free per-size picks (≥ 1)
     held_out: tuple[SizeResult, ...] = ()  # sizes between tuned ones, measured to check the dispatch
-    held_out_note: str = ""  # why no held-out size was measured, where none was
+    held_out_note: str = ""  # why no held-out size was measured, or why the original stands everywhere
     unchecked: tuple[str, ...] = ()  # ranges between tuned sizes that no held-out size checks, in words
     resumed_trials: int = 0  # configurations an earlier run of the study had measured already
     own_trials: int | None = None  # configurations this run measured (None: not recorded, in older results)

@@ -117,11 +117,14 @@ def tune(
                 why = f"{measured.failure}: {measured.detail[:200]}"
             if why is not None:
                 log.info("twin %s: %s", config, why)
+            elif measured is not None:
+                log.info("twin %s: measured, %s", config, ", ".join(f"{t.median_us:.1f}" for t in measured.timings))
             return why is None
 
         candidates = shortlist(outcome, options.selection.top_k, per_file_params(job.space), sound_twin)
         # what is left of the budget decides how many finalists the selection can decide (the best first)
         fit = plan.finalists_within(deadline.left(), outcome.evaluation_s, len(candidates))
+        log.debug("finalists (%d fit in the time left): %s", fit, "; ".join(map(str, candidates)))
         candidates = candidates[:fit]
         selection = None
         held_out: HeldOut | None = None
@@ -202,7 +205,7 @@ def tune(
         per_file=selection.per_file if selection is not None else Config.of({}),
         per_file_cost=selection.per_file_cost if selection is not None else 1.0,
         held_out=held_out.sizes if held_out is not None else (),
-        held_out_note=held_out.skipped if held_out is not None else "",
+        held_out_note=held_out.note if held_out is not None else "",
         unchecked=held_out.unchecked if held_out is not None else (),
         resumed_trials=resumed,
         own_trials=outcome.own,

@@ -275,7 +275,7 @@ def select(
         confirming = options.confirm_rounds * confirm_round_evaluations(len(candidates), options)
     picking = measure_rounds(
         backend, original, candidates, PICK_ROUNDS if options.sequential else options.rounds, weights=weights,
-        cancel=cancel, settled=_pruner() if options.sequential else None, deadline=deadline,
+        cancel=cancel, settled=_pruner(per_file) if options.sequential else None, deadline=deadline,
         keep_s=lambda e: after(e) + confirming * e, between=options.between,
     )  # fmt: skip
     if picking is None or not picking.original_series:
@@ -326,6 +326,18 @@ def select(
             verdict = found.verdict(i) if found is not None else "failed"
             log.debug("size %d: %s not confirmed (%s; noise %.4f)", i, dict(candidate), verdict, noise[i])
         chosen.append(confirmed)
+    home = _flags(original, per_file)
+    if original in chosen and per_file_values != home:
+        # a size keeps the original, whose time under the picks' compile flags (the file's) was never measured:
+        # the file keeps the original's flags, chosen among the finalists that share them
+        log.debug("the original stands at a size but its flags are not %s: selecting under its own", per_file_values)
+        same = [c for c in candidates if _flags(c, per_file) == home]
+        if same:
+            return select(
+                backend, original, same, options, weights=weights, per_file=per_file, cancel=cancel,
+                deadline=deadline, keep_s=keep_s,
+            )  # fmt: skip
+        chosen, per_file_values = [original] * len(chosen), home
     return Selection(
         original=original,
         selection=picking,
@@ -341,9 +353,10 @@ def select(
 Settled = Callable[[Rounds], set[Config]]
 
 
-def _pruner() -> Settled:
+def _pruner(per_file: Sequence[str]) -> Settled:
     """The selection rounds' early decisions: after a round, the finalists that may gain more than TIE_CAP at no
-    size, or that are clearly slower than the leader at every size and no tie for the single best, leave."""
+    size, or that are clearly slower than the leader of their compile flags at every size and no tie for the
+    single best, leave."""
 
     def settled(rounds: Rounds) -> set[Config]:
         n = max((c.overall.rounds for c in rounds.contenders), default=0)
@@ -360,11 +373,16 @@ def _pruner() -> Settled:
         for c in alive:
             if not any(_may_gain(c.per_size[i], widen * noise[i]) for i in range(len(noise))):
                 dropped.add(c.config)  # at most 1% faster than the original anywhere: no pick can matter
+                log.debug("round %d: %s leaves: gains nowhere", n, c.config)
                 continue
             if math.log(c.overall.ratio) - math.log(overall_best) <= tie_margin(widen * overall_noise, n):
                 continue  # could still be the single best
-            if all(_clearly_slower(c, alive, i, widen * noise[i], n) for i in range(len(noise))):
+            # picks share the file's flags: one slower than a finalist of other flags may still be its flags' best
+            # (a twin under the original's flags, the only one that can share a dispatch with the original)
+            peers = [a for a in alive if _flags(a.config, per_file) == _flags(c.config, per_file)]
+            if all(_clearly_slower(c, peers, i, widen * noise[i], n) for i in range(len(noise))):
                 dropped.add(c.config)
+                log.debug("round %d: %s leaves: clearly slower than its flags' leader at every size", n, c.config)
         return dropped
 
     return settled

@@ -80,6 +80,20 @@ __global__ void broadcast(float* __restrict__ out, const float* __restrict__ x, 
   }
 }
 """
+# divisions inside expressions (DeepSpeed's `bias[i % hidden]`): a per-row scale loaded once a row, the bias's column
+# added to the row's remainder; one in a branch of `?:` (not every element evaluates it) and one of a value the body
+# changes stay with the element
+INLINE = """
+__global__ void inline_div(float* __restrict__ out, const float* __restrict__ x, const float* __restrict__ scale,
+                           const float* __restrict__ bias, const int64_t n, const int64_t d) {
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    int64_t k = i;
+    k += 1;
+    const float v = x[i] * scale[i / d];
+    out[i] = v + bias[i % d] + (d > 8 ? bias[(i + d) % d] : 0.f) + x[k % d];
+  }
+}
+"""
 
 
 def test_registered_last_so_the_other_transforms_keep_their_numbers() -> None:
@@ -116,6 +130,27 @@ def test_the_column_is_added_to_a_row_offset_and_a_shifted_index_is_divided_per_
     assert "const int64_t at = cutune_r0_at + cutune_col0;" in fast
     assert "const int64_t gate = cutune_r0_gate + cutune_col0;" in fast
     assert "const int64_t later = (i + 3) / d;" in fast  # (b + 3 + c) / d changes inside the row
+
+
+def test_divisions_inside_expressions_are_taken_out_of_the_elements_unless_in_a_branch() -> None:
+    v = _variant(INLINE, "inline_div")
+    assert "rows of d, 2 division(s) a row" in v.provenance.note
+    assert "const auto cutune_e0_2_0 = scale[cutune_at0 / d];" in v.body  # the row's scale, loaded once
+    assert "const auto cutune_e0_3_0 = cutune_at0 % d;" in v.body
+    fast = v.body.split("} else {")[0]
+    assert "const float v = x[i] * cutune_e0_2_0;" in fast
+    column = "bias[((decltype(cutune_e0_3_0))(cutune_e0_3_0 + cutune_col0))]"  # the element's own type
+    assert f"out[i] = v + {column} + (d > 8 ? bias[(i + d) % d] : 0.f) + x[k % d];" in fast
+
+
+def test_a_narrowed_remainder_is_computed_once_a_row_and_narrowed_per_element() -> None:
+    source = (
+        "__global__ void k(float* __restrict__ out, const float* __restrict__ x, const int64_t n, const int64_t d) {"
+        "for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "
+        "{ const int c = i % d; out[i] = x[c]; } }"
+    )
+    fast = _variant(source, "k").body.split("} else {")[0]
+    assert "const int c = ((decltype(cutune_e0_0_0))(cutune_e0_0_0 + cutune_col0));" in fast  # the exact remainder
 
 
 def test_nothing_after_a_continue_is_evaluated_once_a_row() -> None:
@@ -158,7 +193,9 @@ __global__ void k(float* __restrict__ out, const float* __restrict__ x, const in
     v = _variant(source, "k")
     assert "rows of e" in v.provenance.note
     fast = v.body.split("} else {")[0]
-    assert "int64_t c = i % e;" in fast and "const int64_t q = c / e;" in fast  # both per element
+    # `c` per element, initialised from the row's remainder plus the column; its quotient per element
+    assert "int64_t c = ((decltype(cutune_e0_0_0))(cutune_e0_0_0 + cutune_col0));" in fast
+    assert "const int64_t q = c / e;" in fast
     assert "const int64_t r = cutune_r0_r;" in fast  # e goes to wrap by value: still the row's
     with pytest.raises(TransformRefused):  # d goes by reference: no row of d
         FlatRows().apply(
@@ -198,10 +235,10 @@ def test_the_rows_check_their_numerators_and_divisors_before_the_hoisted_values_
             "{ const int r = i / 0x10u; out[i] = x[r]; }",
             "divides no value of its index",
         ),
-        # the remainder narrowed from 64 to 32 bits: not the same row arithmetic
+        # the index narrowed from 64 to 32 bits before its division: not the same row arithmetic
         (
             "for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "
-            "{ const int c = i % d64; out[i] = x[c]; }",
+            "{ const int c = (int)i % d; out[i] = x[c]; }",
             "divides no value of its index",
         ),
         (
@@ -288,7 +325,14 @@ def _case(label: str, call: str, blocks: int, outputs: int, grids: tuple[int, ..
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
 def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path) -> None:
     units = []
-    for source, kernel in ((GATHER, "gather"), (LAGGED, "lagged"), (GATED, "gated"), (BROADCAST, "broadcast")):
+    kernels = (
+        (GATHER, "gather"),
+        (LAGGED, "lagged"),
+        (GATED, "gated"),
+        (BROADCAST, "broadcast"),
+        (INLINE, "inline_div"),
+    )
+    for source, kernel in kernels:
         v = _variant(source, kernel)
         params = re.search(rf"{kernel}\((.*?)\) {{", source, re.S)
         assert params is not None
@@ -306,6 +350,9 @@ def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path
         _case("gated-same", "gated_{k}(o, a.data(), 1000, 50, 50)", 16, 1000),
         _case("broadcast", "broadcast_{k}(o, a.data(), b.data(), c.data(), 1000, 96)", 16, 1000),  # ends mid-row
         _case("broadcast-wide", "broadcast_{k}(o, a.data(), b.data(), c.data(), 4000, 1000)", 63, 4000),
+        _case("inline", "inline_div_{k}(o, a.data(), b.data(), c.data(), 1000, 96)", 16, 1000),
+        _case("inline-narrow", "inline_div_{k}(o, a.data(), b.data(), c.data(), 1000, 5)", 16, 1000),
+        _case("inline-negative-d", "inline_div_{k}(o, a.data(), b.data(), c.data(), 300, -7)", 5, 300),
     ]
     main = HARNESS.replace("%CASES%", "\n".join(cases))
     (tmp_path / "emulated.cpp").write_text(f'#include "{EMULATOR}"\n#include <cstdio>\n' + "\n".join(units) + main)
@@ -314,4 +361,4 @@ def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path
     assert done.returncode == 0, done.stderr[-3000:]
     ran = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True, timeout=120, check=True)
     lines = [line for line in ran.stdout.split("\n") if line]
-    assert len(lines) == 7 * 9 and all(line.endswith(" equal") for line in lines), ran.stdout
+    assert len(lines) == len(cases) * 9 and all(line.endswith(" equal") for line in lines), ran.stdout

@@ -81,10 +81,11 @@ _INV = Value("inv")
 
 @dataclass(frozen=True)
 class _Decl:
-    """A declaration of the loop body the rows evaluate once: its statement, name, value and how it varies."""
+    """A value of the loop body the rows evaluate once: a declaration (its statement and name) or a sub-expression
+    holding a division (no statement; named here), its value and how it varies."""
 
-    node: Node
-    name: Node
+    statement: Node | None
+    name: str
     value: Node
     kind: str  # int or inv (row-invariant) or pos
 
@@ -204,7 +205,55 @@ class _Reader:
         if declared.kind == "var":
             del self.conditions[conditions:]  # its divisions stay with the element
             return None
-        return _Decl(decl, name, value, declared.kind)
+        return _Decl(decl, src.text(name), value, declared.kind)
+
+    def hoisted(self, statement: Node, named: str) -> list[_Decl]:
+        """The divisions `statement` always evaluates (not in a branch of `?:`, `&&` or `||`) that a row can take
+        out of its elements, each with the largest sub-expression around it that varies as a row's values do (for a
+        statement the row cannot evaluate as a whole); `named`: the prefix of their names."""
+        found: list[_Decl] = []
+
+        def visit(node: Node) -> None:
+            if node.type in _UNEVALUATED or not _divides(self.src, node):
+                return
+            if node.type in _HOISTABLE:
+                before = len(self.conditions)
+                v = self.read(node)
+                if v.kind != "var" and len(self.conditions) > before:
+                    found.append(_Decl(None, f"{named}{len(found)}", node, v.kind))
+                    return
+                del self.conditions[before:]  # its divisions stay with the element
+            for child in _always_evaluated(self.src, node):
+                visit(child)
+
+        visit(statement)
+        return found
+
+
+# expressions a row may evaluate in an element's stead; expressions whose operands are not evaluated
+_HOISTABLE = frozenset(
+    {
+        "binary_expression", "parenthesized_expression", "cast_expression", "call_expression", "unary_expression",
+        "conditional_expression", "subscript_expression", "pointer_expression",
+    }
+)  # fmt: skip
+_UNEVALUATED = frozenset({"lambda_expression", "sizeof_expression", "alignof_expression", "decltype"})
+
+
+def _divides(src: KernelSource, node: Node) -> bool:
+    """Whether `node` holds a `/` or `%`."""
+    return any(src.field(n, "operator") in ("/", "%") for n in descendants(node, "binary_expression"))
+
+
+def _always_evaluated(src: KernelSource, node: Node) -> list[Node]:
+    """The children of `node` evaluated whenever it is: a `?:`'s condition only, the left side of `&&` and `||`."""
+    if node.type == "conditional_expression":
+        condition = node.child_by_field_name("condition")
+        return [condition] if condition is not None else []
+    if node.type == "binary_expression" and src.field(node, "operator") in ("&&", "||"):
+        left = node.child_by_field_name("left")
+        return [left] if left is not None else []
+    return list(node.named_children)
 
 
 def changed_names(src: KernelSource, node: Node) -> set[str]:
@@ -410,32 +459,44 @@ def _plan(src: KernelSource, loop: StrideLoop) -> tuple[_Reader, list[_Decl]] | 
     if carried:
         return f"assigns {carried[0]}, declared outside it: a value carried from one iteration to the next"
     env = {**_environment(src, loop), loop.var: _pos(_type_width(loop.var_type), True)}
-    declarations = []
+    statements = []  # what every element evaluates: the declarations and expressions before any `continue`
     for statement in statements_of(loop.body):
         if descendants(statement, "continue_statement"):
             break  # an element may skip what follows: a row must not evaluate it where no element would
-        if statement.type == "declaration":
-            declarations.append(statement)
+        if statement.type in ("declaration", "expression_statement"):
+            statements.append(statement)
     changed = frozenset(changed_names(src, loop.body))
     probe = _Reader(src, env, ("\0",), changed)  # no row: every divisor that is an invariant integer is a candidate
     candidates: dict[tuple[str, ...], None] = {}
-    for decl in declarations:
-        for div in descendants(decl, "binary_expression"):
+    for statement in statements:
+        for div in descendants(statement, "binary_expression"):
             right = div.child_by_field_name("right")
             if src.field(div, "operator") in ("/", "%") and right is not None:
                 v = probe.read(right)
                 if v.kind == "int":
                     candidates[tuple(sorted(v.factors))] = None
-        probe.declare(decl)
+        if statement.type == "declaration":
+            probe.declare(statement)
     best: tuple[_Reader, list[_Decl]] | None = None
     for row in sorted(candidates, key=len):  # of equal counts, the shortest row (the innermost divisor)
         reader = _Reader(src, env, row, changed)
-        decls = [d for d in (reader.declare(s) for s in declarations) if d is not None]
+        decls: list[_Decl] = []
+        for n, statement in enumerate(statements):
+            declared = reader.declare(statement) if statement.type == "declaration" else None
+            decls += [declared] if declared is not None else reader.hoisted(statement, f"{n}_")
         if reader.conditions and (best is None or len(reader.conditions) > len(best[0].conditions)):
             best = (reader, decls)
     if best is None:
         return "divides no value of its index by a loop-invariant signed integer"
     return best
+
+
+def _per_element(name: str, x: _Decl, col: str) -> str:
+    """What an element evaluates for `x` from its row's value `name`: the row's value, plus the column for `pos`
+    (a sub-expression cast back to its own type: the sum is wider where the column is)."""
+    if x.kind != "pos":
+        return name
+    return f"{name} + {col}" if x.statement is not None else f"((decltype({name}))({name} + {col}))"
 
 
 def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: list[_Decl]) -> str:
@@ -446,7 +507,8 @@ def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: l
         f"cutune_{n}{k}"
         for n in ("d", "part", "rt", "groups", "rows", "unit", "row", "first", "last", "base", "at", "col")
     )
-    renamed = {src.text(x.name): f"cutune_r{k}_{src.text(x.name)}" for x in decls}
+    # a sub-expression's name is `<statement>_<n>`, which no identifier is
+    renamed = {x.name: f"cutune_{'r' if x.statement is not None else 'e'}{k}_{x.name}" for x in decls}
     at_row: dict[str, str] = {loop.var: at}  # the names read at the row's first index, so far
 
     def substituted(node: Node, names: dict[str, str]) -> str:  # on one line: comments dropped
@@ -459,15 +521,17 @@ def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: l
 
     row_decls = []
     for x in decls:
-        name = src.text(x.name)
-        row_decls.append(substituted(x.node, {**at_row, name: renamed[name]}))
-        at_row[name] = renamed[name]
+        if x.statement is None:  # a sub-expression: `auto` gives it the type the element's expression has
+            row_decls.append(f"const auto {renamed[x.name]} = {substituted(x.value, at_row)};")
+            continue
+        row_decls.append(substituted(x.statement, {**at_row, x.name: renamed[x.name]}))
+        at_row[x.name] = renamed[x.name]
     conditions: list[str] = []
     for numerator, divisor in reader.conditions:
         for c in (f"({substituted(numerator, at_row)}) >= 0", f"({substituted(divisor, at_row)}) > 0"):
             if c not in conditions:
                 conditions.append(c)
-    values = {x.value: renamed[src.text(x.name)] + (f" + {col}" if x.kind == "pos" else "") for x in decls}
+    values = {x.value: _per_element(renamed[x.name], x, col) for x in decls}
     fast = rewritten(src, loop.body, lambda n: values.get(n))
     row_length = " * ".join(f"({f})" for f in sorted(reader.row.elements()))
 

@@ -28,6 +28,10 @@ CASES = {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2, "BLOCK_DIV": 4}, {"VEC_BYTES": 8}],
         "packs_per_thread": [{"ITEMS": 4, "ITEMS_BLOCK_DIV": 4}],
         "persistent_grid": [{"BLOCKS_PER_SM": 4}],
+        "flat_rows": [  # `bias[i % d]`: the remainder once a row
+            {"FLAT_ROW_THREADS": 64, "FLAT_ITEMS": 2, "FLAT_BLOCKS_PER_SM": 8},
+            {"FLAT_ROW_THREADS": 512, "FLAT_ITEMS": 8, "FLAT_SPLIT": 8, "FLAT_BLOCKS_PER_SM": 1},
+        ],
     },
     # a grid-stride loop written through a macro from a project header beside the file
     ("scaled_residual.cu", "scaled_residual_kernel"): {
