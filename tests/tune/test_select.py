@@ -418,12 +418,11 @@ def test_a_finalists_twin_is_not_pruned_by_its_own_faster_flag_group() -> None:
     assert found is not None and found.overall.rounds == PICK_ROUNDS  # never pruned
 
 
-def test_a_size_left_to_the_original_takes_the_file_back_to_the_original_flags() -> None:
-    """Treating THREADS as a compile flag: FLAGGED wins both sizes in the selection rounds, then loses its gain at the
-    small size (a near-tie that does not hold). The original would stand there under FLAGGED's flags, a pairing no
-    round measured: the file keeps the original's flags, and the twin under them (15% faster everywhere) is chosen."""
-    flagged = Config.of({"THREADS": 64, "VEC": 4, "UNROLL": 1})
-    twin = Config.of({**flagged, "THREADS": ORIGINAL["THREADS"]})
+def _flagged_then_lost(
+    flagged: Config, twin: Config
+) -> tuple[Callable[[Config, Mapping[str, int]], float], dict[str, int]]:
+    """Times where FLAGGED is 0.7× at both sizes in the selection rounds, then loses its gain at the small size (a
+    near-tie that does not hold), and its twin is 0.85× everywhere; and how often FLAGGED ran at the small size."""
     seen = {"small": 0}
 
     def time(config: Config, size: Mapping[str, int]) -> float:
@@ -434,9 +433,25 @@ def test_a_size_left_to_the_original_takes_the_file_back_to_the_original_flags()
             return base * (1.0 if small and seen["small"] > PICK_ROUNDS else 0.7)
         return base * (0.85 if config == twin else 1.0)
 
+    return time, seen
+
+
+def test_a_size_left_to_the_original_takes_the_file_back_to_the_original_flags() -> None:
+    """Treating THREADS as a compile flag: FLAGGED wins both sizes in the selection rounds, then loses its gain at the
+    small size. The original would stand there under FLAGGED's flags, a pairing no round measured: the file keeps the
+    original's flags, and the twin under them (15% faster everywhere) is chosen; without a finalist under the
+    original's flags, the original stands everywhere."""
+    flagged = Config.of({"THREADS": 64, "VEC": 4, "UNROLL": 1})
+    twin = Config.of({**flagged, "THREADS": ORIGINAL["THREADS"]})
+    home = Config.of({"THREADS": ORIGINAL["THREADS"]})
+    time, seen = _flagged_then_lost(flagged, twin)
     backend = opened(FakeBackend(noise=0.003, time_of=time))
     selection = select(backend, ORIGINAL, [flagged, twin], SelectionOptions(), per_file=("THREADS",))
     assert selection is not None
     assert seen["small"] > PICK_ROUNDS  # FLAGGED was measured at the small size after it had been picked there
-    assert selection.per_file == Config.of({"THREADS": ORIGINAL["THREADS"]})
-    assert selection.chosen == (twin, twin)
+    assert selection.per_file == home and selection.chosen == (twin, twin)
+    time, seen = _flagged_then_lost(flagged, twin)
+    backend = opened(FakeBackend(noise=0.003, time_of=time))
+    alone = select(backend, ORIGINAL, [flagged], SelectionOptions(), per_file=("THREADS",))
+    assert alone is not None and seen["small"] > PICK_ROUNDS
+    assert alone.per_file == home and alone.chosen == (ORIGINAL, ORIGINAL)
