@@ -143,6 +143,22 @@ def test_divisions_inside_expressions_are_taken_out_of_the_elements_unless_in_a_
     assert f"out[i] = v + {column} + (d > 8 ? bias[(i + d) % d] : 0.f) + x[k % d];" in fast
 
 
+def test_where_the_element_may_use_the_loaded_object_only_its_index_is_taken_out() -> None:
+    # its address taken, bound to a reference, passed to a function that may take it by reference: a row's copy
+    # would stand in for the array element; min takes its arguments by value
+    source = (
+        "__device__ float peek(const float& v);\n"
+        "__global__ void k(float* __restrict__ out, const float* __restrict__ s, const int64_t n, const int64_t d) {"
+        "for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) "
+        "{ const float* p = &s[i / d]; const float& r = s[i / d]; out[i] = *p + r + peek(s[i / d]) + min(s[i / d], "
+        "1.f); } }"
+    )
+    fast = _variant(source, "k").body.split("} else {")[0]
+    assert "const float* p = &s[cutune_e0_0_0];" in fast
+    assert "const float& r = s[cutune_e0_1_0];" in fast
+    assert "peek(s[cutune_e0_2_0]) + cutune_e0_2_1;" in fast  # the whole min (of values) once a row
+
+
 def test_a_narrowed_remainder_is_computed_once_a_row_and_narrowed_per_element() -> None:
     source = (
         "__global__ void k(float* __restrict__ out, const float* __restrict__ x, const int64_t n, const int64_t d) {"

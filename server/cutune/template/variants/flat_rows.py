@@ -210,23 +210,25 @@ class _Reader:
     def hoisted(self, statement: Node, named: str) -> list[_Decl]:
         """The divisions `statement` always evaluates (not in a branch of `?:`, `&&` or `||`) that a row can take
         out of its elements, each with the largest sub-expression around it that varies as a row's values do (for a
-        statement the row cannot evaluate as a whole); `named`: the prefix of their names."""
+        statement the row cannot evaluate as a whole); `named`: the prefix of their names. Where the element may
+        use the object itself (`&a[i / d]`, a reference bound to it, an argument of a function that may take it by
+        reference), only an integer is taken out: a load would leave a copy in its place."""
         found: list[_Decl] = []
 
-        def visit(node: Node) -> None:
+        def visit(node: Node, lvalue: bool) -> None:
             if node.type in _UNEVALUATED or not _divides(self.src, node):
                 return
             if node.type in _HOISTABLE:
                 before = len(self.conditions)
                 v = self.read(node)
-                if v.kind != "var" and len(self.conditions) > before:
+                if v.kind in (("int", "pos") if lvalue else ("int", "pos", "inv")) and len(self.conditions) > before:
                     found.append(_Decl(None, f"{named}{len(found)}", node, v.kind))
                     return
                 del self.conditions[before:]  # its divisions stay with the element
-            for child in _always_evaluated(self.src, node):
-                visit(child)
+            for child, as_object in _operands(self.src, node, lvalue):
+                visit(child, as_object)
 
-        visit(statement)
+        visit(statement, False)
         return found
 
 
@@ -245,15 +247,30 @@ def _divides(src: KernelSource, node: Node) -> bool:
     return any(src.field(n, "operator") in ("/", "%") for n in descendants(node, "binary_expression"))
 
 
-def _always_evaluated(src: KernelSource, node: Node) -> list[Node]:
-    """The children of `node` evaluated whenever it is: a `?:`'s condition only, the left side of `&&` and `||`."""
+def _operands(src: KernelSource, node: Node, lvalue: bool) -> list[tuple[Node, bool]]:
+    """The children of `node` evaluated whenever it is (a `?:`'s condition only, the left side of `&&` and `||`),
+    each with whether the element may use the object it names rather than its value (`lvalue`: `node`'s own)."""
     if node.type == "conditional_expression":
         condition = node.child_by_field_name("condition")
-        return [condition] if condition is not None else []
+        return [(condition, False)] if condition is not None else []
     if node.type == "binary_expression" and src.field(node, "operator") in ("&&", "||"):
         left = node.child_by_field_name("left")
-        return [left] if left is not None else []
-    return list(node.named_children)
+        return [(left, False)] if left is not None else []
+    if node.type == "parenthesized_expression":
+        return [(c, lvalue) for c in node.named_children]
+    if node.type == "pointer_expression" and src.field(node, "operator") == "&":
+        return [(c, True) for c in node.named_children]
+    if node.type == "call_expression":  # a function not known to take its arguments by value may take a reference
+        function, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
+        by_value = function is not None and ARITHMETIC.fullmatch(src.text(function)) is not None
+        return [(c, False) for c in ([function] if function is not None else [])] + [
+            (a, not by_value) for a in (args.named_children if args is not None else [])
+        ]
+    if node.type == "init_declarator":  # a reference bound to the value
+        target, value = node.child_by_field_name("declarator"), node.child_by_field_name("value")
+        reference = target is not None and target.type == "reference_declarator"
+        return [(c, c == value and reference) for c in node.named_children]
+    return [(c, False) for c in node.named_children]
 
 
 def changed_names(src: KernelSource, node: Node) -> set[str]:
