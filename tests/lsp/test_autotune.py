@@ -140,14 +140,15 @@ async def test_a_real_h200_recording_replays_to_its_measured_speedup(editor: Edi
     await editor.wait(lambda: any(d.code == "tuned" for d in editor.published[uri][-1]))
     applied = await editor.command("cutune.apply", uri, "silu_and_mul_kernel")
     assert applied == {"applied": True}, editor.messages[-1].message
-    # the recorded sizes want different launches: a dispatch at the launch, one set of compile flags
+    # the recording's per-size picks are within the noise of one configuration under the flags closest to the
+    # original's (fast math alone), which the selection prefers: those flags, the original's block, and d compiled in
+    # at each recorded size
     text = editor.text(uri)
+    assert "static constexpr int BLOCK_THREADS = 1024;" in text
     assert (
-        "// cutune: per-size configurations of silu_and_mul_kernel, tuned on timings replayed from h200.jsonl" in text
+        "if (d == 4096) {" in text
+        and "serving::silu_and_mul_kernel<__half, 14336><<<grid, block, 0, stream>>>(" in text
     )
-    assert "if (num_tokens < 1024) {" in text and "dim3 block(std::min(d, 512));" in text
-    assert re.fullmatch(
-        r"cutune: build silu_and_mul_kernel with --use_fast_math -maxrregcount=\d+ "
-        r"too: compile flags cannot be written into the source",
-        editor.messages[-1].message,
+    assert editor.messages[-1].message == (
+        "cutune: build silu_and_mul_kernel with --use_fast_math too: compile flags cannot be written into the source"
     )
