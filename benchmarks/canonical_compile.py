@@ -3,7 +3,8 @@ ggml-cuda/ that a canonical step rewrites, compiled with nvcc in its canonical f
 tests instantiate it); where that fails, the original is compiled the same way, so a failure the rewrite caused
 (the original compiles, the rewrite does not) stands apart from one of the instantiation or the headers.
 With `--transform NAME`, every kernel that transform applies to is compiled with the variant's body in place of
-its own, the variant's parameters at their defaults (`-D`), and its canonical form is the original to compare.
+its own (its helpers before the kernel, as combine places them), the variant's parameters at their defaults (`-D`),
+and its canonical form is the original to compare.
 
     python benchmarks/canonical_compile.py [--transform flat_rows] [--out FILE]
 """
@@ -57,9 +58,16 @@ def transformed(model: SourceModel, kernel: str, transform: str) -> tuple[Source
         variant = TRANSFORMS[transform].apply(model, kernel, None)
     except CutuneError:
         return None
-    body = model.kernel(kernel).body_span
+    k = model.kernel(kernel)
     text = model.text.encode("utf-8")
-    source = text[: body.start_byte + 1].decode() + variant.body + text[body.end_byte - 1 :].decode()
+    helpers = variant.helpers.strip() + "\n\n" if variant.helpers.strip() else ""  # placed as combine places them
+    source = (
+        text[: k.span.start_byte].decode()
+        + helpers
+        + text[k.span.start_byte : k.body_span.start_byte + 1].decode()
+        + variant.body
+        + text[k.body_span.end_byte - 1 :].decode()
+    )
     return parse_source(source, model.path), {p.name: str(p.default).lower() for p in variant.params}
 
 
