@@ -25,7 +25,7 @@ from cutune.tune.deadline import CONFIRM_GROUP_FROM, Deadline
 from cutune.tune.dispatch import DispatchPlan, held_out_sizes, plan_dispatch, unchecked_ranges
 from cutune.tune.options import SelectionOptions
 from cutune.tune.result import SizeResult
-from cutune.tune.select import MIN_ROUNDS, Rounds, Selection, measure_rounds
+from cutune.tune.select import MIN_ROUNDS, Rounds, Selection, flags_of, measure_rounds
 
 _PER_FILE = (Binding.FLAG, Binding.DEFINE)
 
@@ -115,7 +115,7 @@ def check_held_out(
                 held_out=True,
             )
         )
-    if slower_from and any(original.get(k) != v for k, v in selection.per_file.items()):
+    if slower_from and flags_of(original, tuple(selection.per_file)) != selection.per_file:
         # the original would launch in a range, under the dispatch's compile flags (the file's), where its time was
         # never measured: the original stands everywhere, under its own flags
         everywhere = plan_dispatch(keyed, [original] * len(chosen), original)

@@ -303,7 +303,7 @@ def select(
     confirm = list(dict.fromkeys([*(p for p in picks if p != original), *([single.config] if single else [])]))
     # where a size's pick is not confirmed, the single best stands in if confirmed there (and its compile flags
     # are the file's): the confirmation rounds measured it too, and it beats launching the original
-    fallback = single.config if single is not None and _flags(single.config, per_file) == per_file_values else None
+    fallback = single.config if single is not None and flags_of(single.config, per_file) == per_file_values else None
     decided = _decider(picking, picks, single.config if single else None, fallback, w) if options.sequential else None
     # a pick only at the sizes it was picked at (the only ones it may be launched at); the single best everywhere
     at = {c: [i for i, p in enumerate(picks) if p == c] for c in confirm if single is None or c != single.config}
@@ -326,12 +326,12 @@ def select(
             verdict = found.verdict(i) if found is not None else "failed"
             log.debug("size %d: %s not confirmed (%s; noise %.4f)", i, dict(candidate), verdict, noise[i])
         chosen.append(confirmed)
-    home = _flags(original, per_file)
+    home = flags_of(original, per_file)
     if original in chosen and per_file_values != home:
         # a size keeps the original, whose time under the picks' compile flags (the file's) was never measured:
         # the file keeps the original's flags, chosen among the finalists that share them
         log.debug("the original stands at a size but its flags are not %s: selecting under its own", per_file_values)
-        same = [c for c in candidates if _flags(c, per_file) == home]
+        same = [c for c in candidates if flags_of(c, per_file) == home]
         if same:
             return select(
                 backend, original, same, options, weights=weights, per_file=per_file, cancel=cancel,
@@ -379,7 +379,7 @@ def _pruner(per_file: Sequence[str]) -> Settled:
                 continue  # could still be the single best
             # picks share the file's flags: one slower than a finalist of other flags may still be its flags' best
             # (a twin under the original's flags, the only one that can share a dispatch with the original)
-            peers = [a for a in alive if _flags(a.config, per_file) == _flags(c.config, per_file)]
+            peers = [a for a in alive if flags_of(a.config, per_file) == flags_of(c.config, per_file)]
             if all(_clearly_slower(c, peers, i, widen * noise[i], n) for i in range(len(noise))):
                 dropped.add(c.config)
                 log.debug("round %d: %s leaves: clearly slower than its flags' leader at every size", n, c.config)
@@ -462,7 +462,7 @@ def _pick(
     value of the per-file parameters (a tie within `overall_margin` likewise)."""
 
     def group_of(config: Config) -> Config:
-        return _flags(config, per_file)
+        return flags_of(config, per_file)
 
     def picks_in(allowed: Callable[[Config], bool], fallback: Config | None) -> list[Config] | None:
         picks: list[Config] = []
@@ -497,7 +497,7 @@ def _pick(
     return options[group], group, score(options[group]) / score(free)
 
 
-def _flags(config: Config, per_file: Sequence[str]) -> Config:
+def flags_of(config: Config, per_file: Sequence[str]) -> Config:
     """The values `config` gives the parameters chosen once for the file (compile flags)."""
     return Config.of({k: v for k, v in config.items() if k in per_file})
 
