@@ -3,6 +3,7 @@
 
     python benchmarks/corpus_variants.py OUT_DIR [--trials 8] [--seconds 6] [--only k1,k2]
     python benchmarks/corpus_variants.py --check          # CPU: every spec loads, every variant compiles
+    python benchmarks/corpus_variants.py --merge STEM A.json B.json   # one table and bar over runs split in parts
 
 Per kernel and size: original and tuned time, speedup, % of the floor, the winning variant (every candidate is
 checked against the original by the tuner); then the bar of issue #21: never slower, and over the kernels whose
@@ -180,7 +181,11 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--only", default="", help="comma-separated kernel names (default: all)")
+    ap.add_argument("--merge", nargs="+", metavar="PATH", help="STEM then result JSONs: write STEM.json and STEM.md")
     args = ap.parse_args()
+    if args.merge:
+        merge(Path(args.merge[0]), [Path(p) for p in args.merge[1:]])
+        return
     chosen = [e for e in TABLE if not args.only or e.kernel in args.only.split(",")]
     if args.check:
         failed = 0
@@ -207,6 +212,22 @@ def main() -> None:
             f"{entry.kernel}: geomean {result['geomean']:.2f}×, min % floor ≥64MB {result['min_pct_big']}", flush=True
         )
         write(args.out, results)  # after each kernel: a run cut short keeps what it measured
+
+
+def merge(stem: Path, parts: list[Path]) -> None:
+    """Runs of parts of the table (a device call is capped at minutes) written as one, the bar over all of them."""
+    loaded = [json.loads(p.read_text()) for p in parts]
+    devices = {d["device"] for d in loaded}
+    if len(devices) != 1:
+        raise SystemExit(f"the parts were measured on different devices: {sorted(devices)}")
+    order = {e.kernel: i for i, e in enumerate(TABLE)}
+    results = sorted((k for d in loaded for k in d["kernels"]), key=lambda k: order.get(k["kernel"], len(order)))
+    summary = bar(results)
+    device, date = devices.pop(), max(d["date"] for d in loaded)
+    data = {"device": device, "date": date, "bar": summary, "parts": [p.name for p in parts], "kernels": results}
+    Path(f"{stem}.json").write_text(json.dumps(data, indent=1))
+    Path(f"{stem}.md").write_text(markdown(results, summary, device, date))
+    print(f"bar: {summary}")
 
 
 def write(out: Path, results: list[dict[str, object]]) -> None:

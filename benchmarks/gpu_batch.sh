@@ -16,6 +16,7 @@
 # .corpus) flat_rows_grid (flat_rows' configurations swept on llama.cpp's k_set_rows and unary_gated_op_kernel)
 # group_quant (group_items: the quantiser samples and llama.cpp's quantize_q8_1 equal the original at every GROUP_ITEMS;
 # carry .corpus; corpus_index then searches GROUP_ITEMS for quantize_q8_1 as one of its variants)
+# corpus_profile (ncu counters of slow corpus kernels' originals and best configurations; PROFILE_KERNELS picks)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
@@ -124,6 +125,8 @@ run_step() {
       -k "gpu and (strided_copy or bias_gelu or constexpr_layer_norm or flat_rows or corpus)" ;;
     flat_rows_grid) step flat_rows_grid "${T_FLAT_GRID:-420}" python3 benchmarks/flat_rows_grid.py "$dir" \
       ${FLAT_KERNELS:+--only "$FLAT_KERNELS"} ;;
+    corpus_profile) step corpus_profile "${T_CORPUS_PROFILE:-300}" python3 benchmarks/corpus_profile.py "$dir" \
+      ${PROFILE_KERNELS:+--only "$PROFILE_KERNELS"} ;;
     group_quant) step group_quant "${T_GROUP_QUANT:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_group_items.py ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;

@@ -49,11 +49,11 @@ BIG = 64 * 2**20  # bytes: from here on the bar asks for 85% of the floor
 
 
 def log_selection(path: Path) -> None:
-    """Why a size keeps the original (the selection's per-size verdicts) and what became of each finalist's
-    twin, written to `path` beside the tables."""
+    """Why a size keeps the original (the selection's per-size verdicts), what became of each finalist's twin,
+    and the search's probe rounds, written to `path` beside the tables."""
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
-    for name in ("cutune.tune.select", "cutune.tune.run"):
+    for name in ("cutune.tune.select", "cutune.tune.run", "cutune.tune.search"):
         logging.getLogger(name).addHandler(handler)
         logging.getLogger(name).setLevel(logging.DEBUG)
 

@@ -16,7 +16,7 @@ from cutune.template.recipes.index_bits import index_param, narrowed
 from cutune.template.variants import VARIANT
 from cutune.tune.options import Budget, SearchOptions, TuneOptions
 from cutune.tune.search import Progress, SearchOutcome, StopReason, run_search, variant_seeds
-from cutune.tune.space import Feasibility, feasible_configs
+from cutune.tune.space import Feasibility, feasible_configs, neighbours
 from cutune.tune.study import FAILURE, REPEAT_OF, open_study, study_key
 from tests.tune.fake_backend import DEVICE, SPACE, SPEC, FakeBackend, make_job, table_time
 
@@ -269,3 +269,36 @@ def test_objectives_are_relative_to_the_original_on_the_measuring_workers_own_de
         original = table_time(SPACE.default(), {"N": 1})  # any size: the table's factors do not depend on it
         expected = table_time(config, {"N": 1}) / original
         assert theirs[config] == pytest.approx(expected)
+
+
+def test_the_best_configurations_neighbours_are_probed_between_the_samplers_turns(
+    options: TuneOptions, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = FakeBackend()
+    with caplog.at_level("INFO", logger="cutune.tune.search"):
+        outcome, _ = search(backend, options, budget=Budget(trials=20), sampler="tpe")
+    default = SPACE.default()
+    first = {c for c in neighbours(default, SPACE) if CHECK.violation(c) is None}
+    # right after the original: every feasible neighbour of it (19 trials left: at most 9 in a round)
+    assert set(backend.calls[1 : 1 + len(first)]) == first and len(first) == 4
+    rounds = [r for r in caplog.records if r.getMessage().startswith("probing")]
+    assert len(rounds) >= 2  # a second round, around the best after the sampler's turn
+    # the steps lead to the table's optimum (VEC 4, UNROLL 2) within the budget
+    best = min((r for r in outcome.records if r.ok), key=lambda r: r.objective or 9)
+    assert best.config["VEC"] == 4 and best.config["UNROLL"] == 2 and len(set(backend.calls)) == 20
+
+
+def test_without_probes_the_sampler_proposes_everything(options: TuneOptions, caplog: pytest.LogCaptureFixture) -> None:
+    job = make_job()
+    backend = FakeBackend()
+    backend.open(job)
+    study = open_study(study_key(job, DEVICE), options.storage())
+    with caplog.at_level("INFO", logger="cutune.tune.search"):
+        run_search(study, backend, CHECK, None, Budget(12), SearchOptions(sampler="tpe", seed=1, probe=False))
+    assert len(backend.calls) == 12 and not [r for r in caplog.records if r.getMessage().startswith("probing")]
+
+
+def test_a_small_budget_leaves_no_room_for_probes(options: TuneOptions, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="cutune.tune.search"):
+        search(FakeBackend(), options, budget=Budget(trials=4), sampler="tpe")
+    assert not [r for r in caplog.records if r.getMessage().startswith("probing")]  # 3 left after the original

@@ -6,7 +6,7 @@ from optuna.distributions import CategoricalDistribution
 
 from cutune.limits import limits_for
 from cutune.template.model import Config
-from cutune.tune.space import Feasibility, distributions, feasible_configs
+from cutune.tune.space import Feasibility, distributions, feasible_configs, neighbours
 from tests.tune.fake_backend import SPACE, SPEC
 
 LIMITS = limits_for("sm_90")
@@ -69,3 +69,14 @@ def test_shared_memory_and_limits_are_names_in_expressions() -> None:
 def test_no_enumeration_beyond_the_budget() -> None:
     assert feasible_configs(SPACE, SPEC, LIMITS, budget=71) is None
     assert feasible_configs(SPACE, SPEC, LIMITS, budget=72) is not None
+
+
+def test_neighbours_move_one_parameter_to_an_adjacent_value() -> None:
+    found = neighbours(Config.of({"THREADS": 64, "VEC": 2, "UNROLL": 4}), SPACE)
+    # THREADS has no value below 64 and UNROLL none above 4: one neighbour each on that side
+    assert found == [
+        Config.of({"THREADS": 128, "VEC": 2, "UNROLL": 4}),
+        Config.of({"THREADS": 64, "VEC": 1, "UNROLL": 4}),
+        Config.of({"THREADS": 64, "VEC": 4, "UNROLL": 4}),
+        Config.of({"THREADS": 64, "VEC": 2, "UNROLL": 2}),
+    ]

@@ -42,6 +42,7 @@ class Capability(enum.Enum):
     """What a backend can do, declared by its class: front ends ask for a capability, never a name."""
 
     MEASURE = "measure"  # runs the kernel on a GPU now: timings are measured, not replayed
+    # the two below run the backend again in the tool's child process, built with `speed_of_light=False`
     PROFILE = "profile"  # reads a configuration's hardware counters (Nsight Compute)
     SANITIZE = "sanitize"  # runs configurations under compute-sanitizer
 

@@ -101,7 +101,8 @@ class CupyBackend(Backend):
     Options: `compiler` ("auto": NVRTC, and nvcc for a unit NVRTC cannot compile; "nvrtc"; "nvcc"),
     `device` (CUDA ordinal), `compile_workers` (threads that compile prefetched configurations while the
     GPU measures others), `checks` (False drops guards, ragged sizes, reference validation and the
-    race re-run: only to measure what they cost), `verify_repeats` (checked runs per fresh seed).
+    race re-run: only to measure what they cost), `verify_repeats` (checked runs per fresh seed),
+    `speed_of_light` (False: the device's floor is neither measured nor read; a tool's child process runs so).
     """
 
     name = "cupy"
@@ -121,12 +122,14 @@ class CupyBackend(Backend):
         compile_workers: int = 4,
         checks: bool = True,
         verify_repeats: int = 2,
+        speed_of_light: bool = True,
     ) -> None:
         self.compiler = check_choice(compiler)
         self.device = device
         self.compile_workers = compile_workers
         self.checks = checks
         self.verify_repeats = verify_repeats
+        self.speed_of_light = speed_of_light
         self.nvrtc_failed = ""  # with "auto": why NVRTC could not compile a configuration (nvcc did)
         self._healthy = True
         self._cp: ModuleType | None = None
@@ -156,7 +159,7 @@ class CupyBackend(Backend):
         self._start(job)
         assert self._limits is not None
         self._timer = Timer(self._limits.l2_bytes)
-        info = device_info(self._timer, self.device, graph=job.timing.mode == "graph")
+        info = device_info(self._timer, self.device, graph=job.timing.mode == "graph", measure=self.speed_of_light)
         self._rotations = {}
         real = real_inputs(job.spec)
         notes: list[str] = [real] if real else []

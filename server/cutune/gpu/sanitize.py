@@ -195,7 +195,8 @@ def main(argv: Sequence[str]) -> int:
     cupy.cuda.set_allocator(None)  # every array its own cudaMalloc of its exact size
     job, configs, size, name, options = pickle.loads(Path(argv[0]).read_bytes())
     cls = resolve_backend(name)
-    backend = cls(**options)
+    # under the tool every launch is serialised and instrumented: no speed of light is measured (nor cached) here
+    backend = cls(**{**options, "speed_of_light": False})
     if Capability.SANITIZE not in cls.capabilities or not isinstance(backend, RunsEach):
         raise CutuneError(f"the {name} backend cannot run configurations under compute-sanitizer")
     try:

@@ -105,11 +105,18 @@ def speed_of_light(
     return sol
 
 
-def device_info(timer: Timer, device: int = 0, *, directory: Path | None = None, graph: bool = False) -> DeviceInfo:
+def device_info(
+    timer: Timer, device: int = 0, *, directory: Path | None = None, graph: bool = False, measure: bool = True
+) -> DeviceInfo:
     """The live device's description, limits and speed of light (its empty launch timed in a graph, with
-    `graph`, as graph timing times every kernel)."""
+    `graph`, as graph timing times every kernel); without `measure`, no speed of light (zero: unknown)."""
     limits = device_limits(device)
-    sol = speed_of_light(timer, device, directory=directory, graph=graph)
+    if not measure:
+        # a tool's child process (ncu, compute-sanitizer) serialises and instruments every launch: what it would
+        # time is the tool, and cached it would poison every later floor on this machine
+        sol = SpeedOfLight(limits.name, driver_version(), 0.0, 0.0, "", 0.0)
+    else:
+        sol = speed_of_light(timer, device, directory=directory, graph=graph)
     return DeviceInfo(
         name=limits.name,
         arch=limits.arch,

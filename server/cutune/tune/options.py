@@ -34,6 +34,9 @@ class SearchOptions:
 
     sampler: str = AUTO  # a name in cutune.tune.samplers.NAMES
     seed: int = 0
+    # rounds that measure the best configuration's neighbours (one parameter one value away), each followed by as
+    # many of the sampler's own proposals: see cutune.tune.search
+    probe: bool = True
 
     def __post_init__(self) -> None:
         if self.sampler not in NAMES:

@@ -24,7 +24,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -44,7 +44,7 @@ from cutune.tune.deadline import Deadline
 from cutune.tune.liveness import fail_stale_trials, heartbeat, worker_name
 from cutune.tune.options import Budget, Liveness, SearchOptions
 from cutune.tune.samplers import GRID, SAMPLERS, resolve_sampler
-from cutune.tune.space import Feasibility, distributions
+from cutune.tune.space import Feasibility, distributions, neighbours
 from cutune.tune.study import (
     QUEUED,
     REPEAT_OF,
@@ -158,6 +158,18 @@ def variant_seeds(check: Feasibility) -> list[Config]:
     indices = any(p.name == INDEX_BITS for p in check.space.params)
     narrow = [narrowed(c) for c in (default, *variants)] if indices else []
     return [c for c in (*variants, *narrow) if check.violation(c) is None]
+
+
+@dataclass
+class _Probe:
+    """The search's rounds around its best configuration so far. A sampler given a few dozen trials over a space of
+    thousands of points (a structural variant's own parameters, times index widths, compile flags) models it
+    poorly; one step along each parameter from the best point is what a person tuning by hand tries next. Each
+    round is followed by as many of the sampler's proposals (`owed`), so other variants keep their chance."""
+
+    rng: random.Random
+    done: set[Config] = field(default_factory=set)  # best configurations whose neighbours were proposed
+    owed: int = 0  # the sampler's proposals still due before the next round
 
 
 class _Proposer(BaseSampler):
@@ -311,10 +323,15 @@ class _Search:
             self.backend.prefetch(queue)
         feasible_count = None if feasible is None else len(feasible)
         idle = 0
+        probe = (
+            _Probe(random.Random(options.seed + len(self.study.trials))) if options.probe and sampler != GRID else None
+        )
         while (stop := self._stop(queue, sampler, feasible_count, idle)) is None:
             if not self._can_claim(queue, sampler, feasible_count):
                 self._wait()
                 continue
+            if not queue and probe is not None:
+                queue += self._probes(probe)
             proposer.forced = queue[0] if queue else None
             began = self.clock.now()
             trial = self.study.ask(self.distributions)
@@ -326,6 +343,8 @@ class _Search:
             idle = 0 if measured else idle + 1
             if measured:  # a whole step: proposing, measuring and storing
                 self.step_s.append(self.clock.now() - began)
+                if probe is not None and proposer.forced is None:
+                    probe.owed = max(0, probe.owed - 1)
             if config == proposer.forced and config not in self.known:
                 # yielded (to a claim that may yield too, or to the original): back in line, behind the rest
                 queue.append(config)
@@ -338,6 +357,30 @@ class _Search:
             evaluation_s=self._evaluation_s(),
             own=self.own,
         )
+
+    def _probes(self, probe: _Probe) -> list[Config]:
+        """The best configuration's unmeasured, feasible neighbours, once per best configuration and only when the
+        sampler has had its turn since the last round; at most half the budget left."""
+        ok = [r for r in self.known.values() if r.objective is not None]
+        if probe.owed or not ok:
+            return []
+        best = min(ok, key=lambda r: (r.objective, r.number)).config
+        left = self.budget.trials - self.measured - len(self.claims) - self.waiting
+        if best in probe.done or left < 4:
+            return []
+        probe.done.add(best)
+        found = [
+            c
+            for c in neighbours(best, self.check.space)
+            if c not in self.known and c not in self.claims and self.check.violation(c) is None
+        ]
+        probe.rng.shuffle(found)  # a round cut short by the budget is an unbiased sample of the neighbours
+        found = found[: left // 2]
+        probe.owed = len(found)
+        if found:
+            log.info("probing %d neighbours of the best configuration so far: %s", len(found), best)
+            self.backend.prefetch(found)
+        return found
 
     def _original(self) -> TrialRecord:
         assert self.original is not None  # measured first, or raised

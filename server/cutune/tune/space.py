@@ -80,3 +80,14 @@ def feasible_configs(
         for values in itertools.product(*(p.values for p in space.params))
     )
     return tuple(c for c in points if check.violation(c) is None)
+
+
+def neighbours(config: Config, space: Space) -> list[Config]:
+    """The configurations one step from `config`: one parameter moved to the candidate value before or after its own."""
+    found: list[Config] = []
+    for p in space.params:
+        if config.get(p.name) not in p.values:
+            continue
+        i = p.values.index(config[p.name])
+        found += [Config.of({**config, p.name: p.values[j]}) for j in (i - 1, i + 1) if 0 <= j < len(p.values)]
+    return found
