@@ -25,6 +25,7 @@ from cutune.gpu.profile import (
     top_stalls,
 )
 from cutune.project import build_job, open_kernel
+from cutune.template.model import Config
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
@@ -134,3 +135,22 @@ def test_a_failed_ncu_run_reports_its_messages_not_its_table() -> None:
     text = failure_text(done)
     assert "==ERROR== LaunchFailed" in text and "illegal address" in text
     assert "silu_and_mul_kernel" not in text and "==PROF==" not in text  # the table and progress lines left out
+
+
+@pytest.mark.parametrize(
+    ("dram", "issue", "bound"),
+    [
+        (88.0, 40.0, "memory-bound"),  # a streaming kernel near the floor
+        (27.0, 89.6, "instruction-bound"),  # quantize_q8_1's group_items on an H200
+        (49.8, 55.8, "latency-bound"),  # k_set_rows' flat_rows there: long_scoreboard stalls on top
+        (65.0, 65.0, None),  # neither clearly
+        (40.0, None, None),  # an ncu without the issue counter: no verdict
+    ],
+)
+def test_the_profile_says_what_bounds_the_launch(dram: float, issue: float | None, bound: str | None) -> None:
+    profile = Profile(Config.of({}), {"n": 1}, dram, 50.0, 10.0, 32, 1.0, (), issue, None)
+    said = profile.bound()
+    if bound is None:
+        assert said is None and "-bound" not in profile.render()
+    else:
+        assert said is not None and said.startswith(bound) and said in profile.render()

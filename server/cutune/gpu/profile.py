@@ -48,6 +48,12 @@ METRICS = (
     f"regex:^{STALL_PREFIX}.*{STALL_SUFFIX.replace('.', '[.]')}$",
 )
 TOP_STALLS = 3
+# what a launch is bound by, from its share of DRAM bandwidth and of issue slots (measured on H200s, 2026-11-28:
+# streaming kernels near the floor show DRAM 80-90%; llama.cpp's quantize_q8_1, issue-bound, 78-90% of issue
+# slots with DRAM at 15-27%; its flat-row cache write, latency-bound, DRAM 50% with issue 56%)
+MEMORY_BOUND_PCT = 75.0
+ISSUE_BOUND_PCT = 70.0
+LATENCY_BOUND_PCT = 60.0  # below it, issue slots and DRAM alike
 TIMEOUT_S = 300.0  # ncu replays each launch once per counter pass: tens of passes
 
 
@@ -70,6 +76,21 @@ class Profile:
     issue_pct: float | None = None  # issue slots busy, % of peak
     instructions: float | None = None  # warp instructions executed
 
+    def bound(self) -> str | None:
+        """What limits the launch, read from the counters: memory, instruction issue or latency (None: unclear)."""
+        if self.dram_pct is not None and self.dram_pct >= MEMORY_BOUND_PCT:
+            return "memory-bound: DRAM near its peak, only fewer bytes moved would pay"
+        if self.dram_pct is None or self.issue_pct is None:
+            return None
+        if self.issue_pct >= ISSUE_BOUND_PCT:
+            return (
+                "instruction-bound: issue slots busy, DRAM well below its peak; fewer instructions per element pay "
+                "(more elements per thread, 32-bit indices, cheaper math)"
+            )
+        if self.issue_pct < LATENCY_BOUND_PCT and self.dram_pct < LATENCY_BOUND_PCT:
+            return "latency-bound: neither DRAM nor issue busy; more bytes in flight per thread or more warps pay"
+        return None
+
     def render(self) -> str:
         """One line for logs, prompts and the editor."""
         parts = [
@@ -82,6 +103,8 @@ class Profile:
             parts.append(_pct("issue slots busy", self.issue_pct))
         if self.stalls:
             parts.append("top stalls " + ", ".join(f"{name} {value:.2f}" for name, value in self.stalls))
+        if (bound := self.bound()) is not None:
+            parts.append(bound)
         size = " ".join(f"{k}={v}" for k, v in self.size.items())
         return f"ncu at {size}: " + "; ".join(parts)
 
