@@ -86,9 +86,9 @@ __global__ void k(float* out, const float* in, float* total, int n) {
 """
 
 
-@pytest.mark.parametrize("transform", [Vectorize(), PacksPerThread()])
-def test_a_loop_reading_what_differs_between_threads_is_not_regrouped(transform: object) -> None:
+def test_a_loop_reading_what_differs_between_threads_is_not_regrouped() -> None:
     # thread t reads in[first + i] = x[2t + k * blockDim.x]: regrouping i among threads would read other elements
+    transform = Vectorize()
     assert "reads out, which differs between threads in its body" in _refusal(transform, MOVED)
     lane = MOVED.replace("  in += first;\n  out += first;\n", "").replace("2.0f * in[i]", "in[i] + lane")
     assert "reads lane, which differs between threads in its body" in _refusal(transform, lane)
@@ -96,7 +96,36 @@ def test_a_loop_reading_what_differs_between_threads_is_not_regrouped(transform:
     assert "reads threadIdx.x in its body" in _refusal(transform, direct)
     # a total set from the lane after the loop, a loop's own name shadowing one that differs: each iteration is the same
     plain = lane.replace("in[i] + lane", "in[i] + 1.0f").replace("acc += in[i];", "const int lane = i; acc += lane;")
-    assert transform.apply(parse_source(plain), "k", None).body  # type: ignore[attr-defined]
+    assert transform.apply(parse_source(plain), "k", None).body
+
+
+def test_packs_per_thread_keeps_each_threads_indices_so_what_differs_between_threads_may_be_read() -> None:
+    # thread t still runs i = t, t + B, ... in that order (ITEMS at a time): it reads what it read before
+    for source in (MOVED, MOVED.replace("2.0f * in[i]", "in[i] + lane"), MOVED.replace("2.0f * in[i]", "threadIdx.x")):
+        variant = PacksPerThread().apply(parse_source(source), "k", None)
+        # a thread index read outside the loop header: the block keeps its size, so no thread's indices change
+        assert "ITEMS_BLOCK_DIV" not in {p.name for p in variant.params} and variant.launch is None
+
+
+RANDOM = """
+__global__ void k(const int n, float* y, unsigned long long seed) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned state;
+  init_state(seed, idx, &state);  // a random state per thread, set through its address
+  for (int j = idx; j < n; j += blockDim.x * gridDim.x) {
+    y[j] = next_uniform(&state);  // the thread's k-th draw goes to its k-th element
+  }
+}
+"""
+
+
+def test_a_state_a_call_sets_from_the_thread_through_its_address_differs_between_threads() -> None:
+    # regrouping the elements among threads (vectorize) would give each element another thread's draw
+    assert "reads state, which differs between threads in its body" in _refusal(Vectorize(), RANDOM)
+    assert PacksPerThread().apply(parse_source(RANDOM), "k", None).body  # each thread's draws stay in order
+    # set from nothing that differs between threads: every thread's state is the same, any thread may draw
+    same = RANDOM.replace("init_state(seed, idx, &state)", "init_state(seed, 0, &state)")
+    assert Vectorize().apply(parse_source(same), "k", None).body
 
 
 def test_packs_per_thread_unrolls_stride_loops_and_refuses_cooperation() -> None:

@@ -161,10 +161,11 @@ def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:
     return found, reasons
 
 
-def loop_blockers(src: KernelSource, loop: StrideLoop) -> str | None:
+def loop_blockers(src: KernelSource, loop: StrideLoop, *, regrouped: bool = True) -> str | None:
     """Why the loop's iterations cannot be regrouped among threads: an exit, cooperation, a write to the loop
     variable or its bound, or a read of what differs between threads (threadIdx.x, a pointer moved by it); None when
-    they can."""
+    they can. A rewrite that keeps each thread's own iterations in their order (not `regrouped`) is not blocked by
+    the last: what differs between threads is then read by the same thread for the same index as before."""
     for node in descendants(loop.body, *_EXITS):
         return f"leaves the loop early (line {src.line(node)})"
     for node in descendants(loop.body, "identifier", "namespace_identifier", "type_qualifier"):
@@ -179,6 +180,8 @@ def loop_blockers(src: KernelSource, loop: StrideLoop) -> str | None:
     declared = declared_names(src, loop.body)
     if bound_names & declared:
         return f"has a bound that reads {sorted(bound_names & declared)[0]}, declared inside the body"
+    if not regrouped:
+        return None
     dependent = _thread_dependent_names(src) - {loop.var} - declared  # the loop's own names shadow others
     for node in descendants(loop.body, "identifier"):
         along_x = node.parent is not None and squeezed(src.text(node.parent)) == "threadIdx.x"
@@ -190,13 +193,21 @@ def loop_blockers(src: KernelSource, loop: StrideLoop) -> str | None:
 
 def _thread_dependent_names(src: KernelSource) -> set[str]:
     """The names that differ between a block's threads along x, set outside any loop: declared from `threadIdx.x` or
-    from such names (a local `lane`), or moved by them (`p += threadIdx.x`). Read in a stride loop's body, they make
-    an iteration's work depend on the thread that runs it. (Locals set inside an enclosing loop, a persistent row
-    loop's, are not followed.)"""
+    from such names (a local `lane`), moved by them (`p += threadIdx.x`), or set through their address by a call
+    that reads them (`curand_init(seed, idx, 0, &state)`: a random state per thread). Read in a stride loop's body,
+    they make an iteration's work depend on the thread that runs it. (Locals set inside an enclosing loop, a
+    persistent row loop's, are not followed.)"""
     sets: list[tuple[str, Node]] = []
-    for n in src.in_body("init_declarator", "assignment_expression"):
+    for n in src.in_body("init_declarator", "assignment_expression", "call_expression"):
         if _in_loop(n):
             continue  # a loop's own locals and indices: scoped to it, or set per iteration
+        if n.type == "call_expression":  # each `&name` argument is set from the call's other arguments
+            args = n.child_by_field_name("arguments")
+            for arg in args.named_children if args is not None else ():
+                operand = arg.child_by_field_name("argument") if arg.type == "pointer_expression" else None
+                if operand is not None and operand.type == "identifier" and src.text(arg).lstrip().startswith("&"):
+                    sets.append((src.text(operand), n))
+            continue
         if n.type == "assignment_expression" and src.field(n, "operator") not in ("+=", "-="):
             continue  # a later plain assignment (a reduced total) is read only after the loops that accumulate it
         target = n.child_by_field_name("declarator" if n.type == "init_declarator" else "left")

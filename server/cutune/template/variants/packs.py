@@ -39,7 +39,9 @@ class PacksPerThread(Transform):
         done: list[StrideLoop] = []
         refusals: list[str] = []
         for index, loop in enumerate(loops):
-            blocker = loop_blockers(src, loop)
+            # each thread keeps its own indices in their order; fewer threads (BLOCK_DIV) only where block_free
+            # finds no thread index read outside the loop headers, so nothing thread-dependent is read then either
+            blocker = loop_blockers(src, loop, regrouped=False)
             if blocker is not None:
                 refusals.append(f"the loop at line {src.line(loop.node)} {blocker}")
                 continue

@@ -87,3 +87,30 @@ def test_a_kernel_without_loop_macros_is_left_alone() -> None:
         "  y[threadIdx.x] = fmaxf(y[threadIdx.x], 0.0f);\n  __syncthreads();\n}\n"
     )
     assert expand_loop_macros(parse_source(source), "k") is None
+
+
+BROKEN = """
+#define KERNEL_LOOP(i, n) for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += blockDim.x * gridDim.x)
+__global__ void k(const int n, const float* x, float* y) {
+  const float a = 2.0f;
+
+  KERNEL_LOOP(j, n / 4)
+  {
+    y[j] = a * x[j];
+  }
+}
+"""
+
+
+def test_a_kernel_that_parses_only_once_its_loop_macro_is_expanded_gets_its_variants() -> None:
+    model = parse_source(BROKEN)
+    assert model.kernel("k").has_errors  # tree-sitter reads `KERNEL_LOOP(...)` then a block as broken syntax
+    canonical = canonicalise(model, "k")
+    assert canonical.applied[0] == "loop_macros" and not canonical.model.kernel("k").has_errors
+    variants, _ = propose_variants(model, "k", None)
+    assert {"vectorized", "packs_per_thread"} <= {v.name for v in variants}
+    # broken for another reason too: nothing is rewritten, the transforms say why
+    worse = BROKEN.replace("y[j] = a * x[j];", "y[j] = a * x[j] +;")
+    assert canonicalise(parse_source(worse), "k").applied == ()
+    _, refusals = propose_variants(parse_source(worse), "k", None)
+    assert any("syntax errors" in r.reason for r in refusals)

@@ -80,11 +80,15 @@ def canonicalise(model: SourceModel, kernel: str, include_dirs: Sequence[str] = 
     current = model
     for name, step in steps.items():
         try:
-            if current.kernel(kernel).has_errors:
+            broken = current.kernel(kernel).has_errors
+            # a macro that opens a loop (`KERNEL_LOOP(i, n) { ... }`) is the usual reason a kernel does not parse:
+            # its expansion runs on the broken kernel, every other step only on one that parses
+            if broken and name != LOOP_MACROS:
                 break
             result = step(current, kernel)
             if isinstance(result, SourceModel) and result.kernel(kernel).has_errors:
-                result = "the rewrite did not parse"  # a step's own defect must not reach the transforms
+                # a step's own defect must not reach the transforms; a kernel broken before stays as it was
+                result = None if broken else "the rewrite did not parse"
         except CutuneError as e:  # a definition the step cannot read: the transforms say so themselves
             result = str(e)
         if isinstance(result, str):
