@@ -125,6 +125,9 @@ def test_tune_replays_a_recorded_h200_search_and_resumes(tmp_path: Path) -> None
     assert "20 configurations measured" in res.output
     again = runner.invoke(app, [*args[:-4], "--trials", "30"])  # same study: only 10 more are measured
     assert again.exit_code == 0 and "30 configurations measured" in again.output
+    # the sampler alone, without the probe rounds: the same study goes on
+    plain = runner.invoke(app, [*args[:-4], "--trials", "35", "--no-probe"])
+    assert plain.exit_code == 0 and "35 configurations measured" in plain.output
 
 
 def readme_replay_command() -> list[str]:

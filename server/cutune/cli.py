@@ -357,6 +357,13 @@ def tune(
         float | None, typer.Option(min=0.1, help="A time budget of the search alone, in seconds (default: none).")
     ] = None,
     sampler: Annotated[str, typer.Option(help="auto, grid, tpe or random.")] = "auto",
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe/--no-probe",
+            help="Between the sampler's turns, try the best configuration so far one step along each parameter.",
+        ),
+    ] = True,
     storage: Annotated[str | None, typer.Option(help="Optuna storage URL (default: a journal in .cutune/).")] = None,
     backend: Annotated[str, typer.Option(help="cupy, or replay (recorded measurements).")] = "cupy",
     replay: Annotated[Path | None, typer.Option(help="Recording for --backend replay.")] = None,
@@ -434,6 +441,7 @@ def tune(
             trials=trials,
             seconds=seconds,
             sampler=sampler,
+            probe=probe,
             storage_url=storage,
             variants=variants,
             backend=BackendChoice(backend, replay, replay_pace, compiler, record, isolate),

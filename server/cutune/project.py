@@ -196,6 +196,7 @@ def tune_options(
     sampler: str = "auto",
     storage_url: str | None = None,
     seed: int = 0,
+    probe: bool = True,
 ) -> TuneOptions:
     """Tuning options with studies and results stored in the kernel's workspace `.cutune/`."""
     from cutune.tune.options import Budget, SearchOptions, TuneOptions
@@ -203,7 +204,7 @@ def tune_options(
     return TuneOptions(
         workspace=workspace_dir(ctx.path),
         budget=Budget(trials=trials, seconds=seconds),
-        search=SearchOptions(sampler=sampler, seed=seed),
+        search=SearchOptions(sampler=sampler, seed=seed, probe=probe),
         storage_url=storage_url or None,
     )
 

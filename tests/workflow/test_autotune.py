@@ -107,3 +107,13 @@ def test_graph_timing_searches_pdl_and_events_timing_or_a_replay_without_it_does
     replayed = prepare(silu, TuneRequest(backend=REPLAY, timing=graph), require_device=False)  # recorded without
     assert measured.context.space.params[-1].name == PDL
     assert all(PDL not in {p.name for p in x.context.space.params} for x in (events, replayed))
+
+
+@pytest.mark.parametrize("probe", [True, False])
+def test_the_requests_probe_switch_reaches_the_search(
+    silu: KernelContext, probe: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("INFO", logger="cutune.tune.search"):
+        autotune(silu, TuneRequest(trials=20, backend=REPLAY, probe=probe))
+    rounds = [r for r in caplog.records if r.getMessage().startswith("probing")]
+    assert bool(rounds) is probe

@@ -76,6 +76,7 @@ def run_prepared(prepared: Prepared, hooks: Hooks | None = None) -> Autotuned:
         seconds=request.seconds,
         sampler=request.sampler,
         storage_url=request.storage_url,
+        probe=request.probe,
     )
     options = replace(
         options,

@@ -41,6 +41,7 @@ class TuneRequest:
     seconds: float | None = 600.0  # the whole run: search, selection, checks, held-out sizes
     search_seconds: float | None = None  # the search alone, within `seconds`
     sampler: str = "auto"
+    probe: bool = True  # rounds around the best configuration so far between the sampler's turns
     storage_url: str | None = None  # None: the journal in the workspace's .cutune/
     variants: bool | None = None  # None: on, and when replaying, where the recording's space has VARIANT
     backend: BackendChoice = field(default_factory=BackendChoice)
