@@ -361,8 +361,10 @@ class _Search:
     def _probes(self, probe: _Probe) -> list[Config]:
         """The best configuration's unmeasured, feasible neighbours, once per best configuration and only when the
         sampler has had its turn since the last round; at most half the budget left."""
+        if probe.owed:
+            return []
         ok = [r for r in self.known.values() if r.objective is not None]
-        if probe.owed or not ok:
+        if not ok:
             return []
         best = min(ok, key=lambda r: (r.objective, r.number)).config
         left = self.budget.trials - self.measured - len(self.claims) - self.waiting

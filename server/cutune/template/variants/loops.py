@@ -205,7 +205,7 @@ def _thread_dependent_names(src: KernelSource) -> set[str]:
             args = n.child_by_field_name("arguments")
             for arg in args.named_children if args is not None else ():
                 operand = arg.child_by_field_name("argument") if arg.type == "pointer_expression" else None
-                if operand is not None and operand.type == "identifier" and src.text(arg).lstrip().startswith("&"):
+                if operand is not None and operand.type == "identifier" and src.field(arg, "operator") == "&":
                     sets.append((src.text(operand), n))
             continue
         if n.type == "assignment_expression" and src.field(n, "operator") not in ("+=", "-="):
