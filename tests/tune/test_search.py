@@ -302,3 +302,51 @@ def test_a_small_budget_leaves_no_room_for_probes(options: TuneOptions, caplog: 
     with caplog.at_level("INFO", logger="cutune.tune.search"):
         search(FakeBackend(), options, budget=Budget(trials=4), sampler="tpe")
     assert not [r for r in caplog.records if r.getMessage().startswith("probing")]  # 3 left after the original
+
+
+def _variant_space() -> tuple[Feasibility, object]:
+    """The fake kernel with two variants, each owning a parameter of eight values pinned to its default elsewhere (as
+    `combine` pins a variant's own parameters): of the 13,824 points 935 are feasible."""
+    space = dataclasses.replace(
+        SPACE,
+        params=(
+            *SPACE.params,
+            TunableParam(VARIANT, (0, 1, 2), 0),
+            TunableParam("A_DIV", tuple(range(1, 9)), 1),
+            TunableParam("B_DIV", tuple(range(1, 9)), 1),
+        ),
+        constraints=("VARIANT == 1 or A_DIV == 1", "VARIANT == 2 or B_DIV == 1"),
+    )
+    return Feasibility(space, SPEC, LIMITS), make_job(space=space)
+
+
+def test_the_pins_of_each_variant_are_read_from_the_constraints() -> None:
+    check, _ = _variant_space()
+    assert check.pinned(VARIANT) == {0: {"A_DIV", "B_DIV"}, 1: {"B_DIV"}, 2: {"A_DIV"}}
+    assert check.pinned("VEC") == {1: set(), 2: set(), 4: set(), 8: set()}  # no constraint pairs VEC with another
+    assert CHECK.pinned(VARIANT) == {}  # no such parameter
+
+
+def test_the_sampler_never_proposes_another_variants_own_parameters(options: TuneOptions) -> None:
+    # a plain random draw sets A_DIV or B_DIV off its default where that variant does not run nine times in ten
+    check, job = _variant_space()
+    backend = FakeBackend()
+    backend.open(job)  # type: ignore[arg-type]
+    study = open_study(study_key(job, DEVICE), options.storage())  # type: ignore[arg-type]
+    outcome = run_search(study, backend, check, None, Budget(30), SearchOptions(sampler="tpe", seed=1, probe=False))
+    assert len(backend.calls) == 30 and outcome.stop is StopReason.BUDGET
+    assert not [r for r in outcome.records if r.failure is Failure.INFEASIBLE and "DIV" in (r.detail or "")]
+    # and the owned parameters are searched where their variant runs
+    assert {c["A_DIV"] for c in backend.calls if c[VARIANT] == 1} - {1} and {c["B_DIV"] for c in backend.calls} - {1}
+
+
+def test_a_variant_space_is_enumerated_variant_by_variant() -> None:
+    check, _ = _variant_space()
+    space = check.space
+    # 13,824 points in all, 72 * (1 + 8 + 8) = 1,224 to try: under a budget of 1,300 listed, in the product's order
+    every = [
+        Config.of(dict(zip([p.name for p in space.params], v, strict=True)))
+        for v in itertools.product(*(p.values for p in space.params))
+    ]
+    assert feasible_configs(space, SPEC, LIMITS, budget=1300) == tuple(c for c in every if check.violation(c) is None)
+    assert feasible_configs(space, SPEC, LIMITS, budget=1200) is None

@@ -23,7 +23,7 @@ import statistics
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +36,7 @@ from optuna.trial import FrozenTrial, TrialState
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Failure, Measurement, Timing
 from cutune.gpu.replay import clock_of
-from cutune.template.model import Config
+from cutune.template.model import Config, Value
 from cutune.template.recipes.index_bits import NAME as INDEX_BITS
 from cutune.template.recipes.index_bits import narrowed
 from cutune.template.variants.combine import VARIANT
@@ -173,11 +173,15 @@ class _Probe:
 
 
 class _Proposer(BaseSampler):
-    """The search's sampler, except when the search proposes a configuration itself (grid, original)."""
+    """The search's sampler, except when the search proposes a configuration itself (grid, original); a variant's
+    own parameters, where the sampler picked another variant, are set to their defaults (`pinned`, per VARIANT
+    value) instead of proposing a point the constraints turn away."""
 
-    def __init__(self, inner: BaseSampler) -> None:
+    def __init__(self, inner: BaseSampler, pinned: Mapping[Value, frozenset[str]], default: Config) -> None:
         self.inner = inner
         self.forced: Config | None = None
+        self.pinned = pinned
+        self.default = default
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         if self.forced is not None:
@@ -189,14 +193,22 @@ class _Proposer(BaseSampler):
     ) -> dict[str, Any]:
         if self.forced is not None:
             return {}
-        return self.inner.sample_relative(study, trial, search_space)
+        params = self.inner.sample_relative(study, trial, search_space)
+        held = self._held(params.get(VARIANT, trial.params.get(VARIANT)))
+        return {k: self.default[k] if k in held else v for k, v in params.items()}
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
         if self.forced is not None:
             return self.forced[param_name]
+        if param_name in self._held(trial.params.get(VARIANT)):  # VARIANT is asked for first
+            return self.default[param_name]
         return self.inner.sample_independent(study, trial, param_name, param_distribution)
+
+    def _held(self, variant: object) -> frozenset[str]:
+        """The parameters pinned to their defaults where VARIANT is `variant` (None: not sampled yet)."""
+        return self.pinned.get(variant, frozenset()) if isinstance(variant, (int, str)) else frozenset()
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.inner.before_trial(study, trial)
@@ -232,7 +244,9 @@ class _Search:
         self.liveness = liveness
         self.worker = worker or worker_name()
         self.default = check.space.default()
-        self.distributions: dict[str, BaseDistribution] = dict(distributions(check.space))
+        # VARIANT first: the proposer reads it to pin the other variants' parameters (`ask` samples in this order)
+        ordered = sorted(distributions(check.space).items(), key=lambda item: item[0] != VARIANT)
+        self.distributions: dict[str, BaseDistribution] = dict(ordered)
         self.known: dict[Config, TrialRecord] = {}
         self.claims: dict[Config, int] = {}  # configurations other workers are on: config → trial number
         self.waiting = 0  # trials queued for a retry, which the next ask() of any worker takes
@@ -305,7 +319,9 @@ class _Search:
             budget_left=self.budget.trials - self.measured,
         )
         # offset by the trials so far, so that a resumed run does not replay the first run's draws
-        proposer = _Proposer(SAMPLERS[sampler](options.seed + len(self.study.trials)))
+        proposer = _Proposer(
+            SAMPLERS[sampler](options.seed + len(self.study.trials)), self.check.pinned(VARIANT), self.default
+        )
         self.study.sampler = proposer
         queue: list[Config] = []
         if sampler == GRID and pending is not None:

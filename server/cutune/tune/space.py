@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 
 from optuna.distributions import CategoricalDistribution
@@ -11,8 +12,9 @@ from cutune.errors import CutuneError
 from cutune.limits import DeviceLimits
 from cutune.spec import KernelSpec
 from cutune.template.expr import Number, compile_expr
-from cutune.template.model import Config, Space
+from cutune.template.model import Config, Space, Value
 from cutune.template.recipes.index_bits import EXTENT
+from cutune.template.variants.combine import VARIANT
 
 ENUMERATION_LIMIT = 10_000  # points; beyond this the feasible set is not listed up front
 # CUDA's per-dimension block limits, the same on every architecture cutune targets
@@ -47,6 +49,26 @@ class Feasibility:
                 return f"{why} (at {', '.join(f'{k}={v}' for k, v in size.items())})"
         return None
 
+    def pinned(self, name: str) -> dict[Value, frozenset[str]]:
+        """For each value of the parameter `name`, the parameters a constraint of just the two holds at their
+        defaults while `name` takes it (`VARIANT == 2 or ITEMS == 2`: a variant's own parameters where another runs)."""
+        params = {p.name: p for p in self.space.params}
+        mine = _numbers(params[name].values) if name in params else None
+        if mine is None:
+            return {}
+        held: dict[Value, set[str]] = {v: set() for v in mine}
+        for c in self._constraints:
+            others = c.names - {name}
+            other = params.get(next(iter(others))) if name in c.names and len(others) == 1 else None
+            theirs = _numbers(other.values) if other is not None else None
+            if other is None or theirs is None or not isinstance(other.default, int):
+                continue
+            for v in mine:
+                ok = {x: bool(c.evaluate({name: v, other.name: x})) for x in theirs}
+                if ok.get(other.default) and not any(ok[x] for x in theirs if x != other.default):
+                    held[v].add(other.name)
+        return {v: frozenset(names) for v, names in held.items()}
+
     def _check(self, names: Mapping[str, Number]) -> str | None:
         try:
             for constraint in self._constraints:
@@ -67,19 +89,34 @@ class Feasibility:
         return None
 
 
+def _numbers(values: tuple[Value, ...]) -> tuple[int, ...] | None:
+    """The values as integers (bools included), or None when one is not."""
+    numbers = tuple(v for v in values if isinstance(v, int))
+    return numbers if len(numbers) == len(values) else None
+
+
 def feasible_configs(
     space: Space, spec: KernelSpec, limits: DeviceLimits, budget: int = ENUMERATION_LIMIT
 ) -> tuple[Config, ...] | None:
-    """Every feasible configuration when the space has at most `budget` points, else None."""
-    if space.size() > budget:
-        return None
+    """Every feasible configuration (in the order of the space's product) when there are at most `budget` points to
+    try, else None; a variant's own parameters are tried only where it runs (Feasibility.pinned)."""
     check = Feasibility(space, spec, limits)
+    pins = check.pinned(VARIANT)
+    # each VARIANT value with its pinned parameters at their defaults; all of the space where there are no variants
+    groups = [
+        [(v,) if p.name == VARIANT else (p.default,) if p.name in held else p.values for p in space.params]
+        for v, held in pins.items()
+    ] or [[p.values for p in space.params]]
+    if sum(math.prod(len(values) for values in group) for group in groups) > budget:
+        return None
     names = [p.name for p in space.params]
     points = (
-        Config.of(dict(zip(names, values, strict=True)))
-        for values in itertools.product(*(p.values for p in space.params))
+        Config.of(dict(zip(names, values, strict=True))) for group in groups for values in itertools.product(*group)
     )
-    return tuple(c for c in points if check.violation(c) is None)
+    found = [c for c in points if check.violation(c) is None]
+    if pins:
+        found.sort(key=lambda c: tuple(p.values.index(c[p.name]) for p in space.params))
+    return tuple(found)
 
 
 def neighbours(config: Config, space: Space) -> list[Config]:

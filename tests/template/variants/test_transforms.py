@@ -47,7 +47,10 @@ def test_vectorize_packs_contiguous_subscripts_with_a_runtime_alignment_check_an
         "for (long i = static_cast<long>(cutune_vec_done0 + ((long)blockIdx.x * blockDim.x + threadIdx.x)); i < n"
         in body
     )
-    assert {p.name for p in variant.params} == {"VEC_BYTES", "PACKS"}  # blockDim is read outside the loop header
+    # blockDim is read outside the loop header, but only in the local that holds its stride: any grid, not any block
+    assert {p.name for p in variant.params} == {"VEC_BYTES", "PACKS", "GRID_DIV"}
+    assert variant.launch is not None and variant.launch.grid == ("max(1, ceil_div({grid}, GRID_DIV))",)
+    assert variant.launch.block == ("{block}",)
 
 
 def test_vectorize_refusals_state_the_reason() -> None:
@@ -122,7 +125,10 @@ __global__ void k(const int n, float* y, unsigned long long seed) {
 def test_a_state_a_call_sets_from_the_thread_through_its_address_differs_between_threads() -> None:
     # regrouping the elements among threads (vectorize) would give each element another thread's draw
     assert "reads state, which differs between threads in its body" in _refusal(Vectorize(), RANDOM)
-    assert PacksPerThread().apply(parse_source(RANDOM), "k", None).body  # each thread's draws stay in order
+    packed = PacksPerThread().apply(parse_source(RANDOM), "k", None)  # each thread's draws stay in order
+    # but fewer blocks would give each element another thread's draw too: no GRID_DIV, and no persistent grid
+    assert {p.name for p in packed.params} == {"ITEMS"} and packed.launch is None
+    assert "reads state, which differs between threads in its body" in _refusal(GridShape(), RANDOM)
     # set from nothing that differs between threads: every thread's state is the same, any thread may draw
     same = RANDOM.replace("init_state(seed, idx, &state)", "init_state(seed, 0, &state)")
     assert Vectorize().apply(parse_source(same), "k", None).body
@@ -152,6 +158,39 @@ def test_grid_shape_makes_a_grid_stride_kernel_persistent_and_refuses_when_the_g
     assert "the block index is the work item" in _refusal(GridShape(), per_row)
     mixed = GRID_STRIDE.replace("y[i] = ", "if (blockIdx.x == 0) y[0] = 0; y[i] = ")
     assert "blockIdx.x is read outside the grid-stride loop headers" in _refusal(GridShape(), mixed)
+    # and the variants that could launch fewer blocks do not
+    for variant in (
+        Vectorize().apply(parse_source(mixed), "k", None),
+        PacksPerThread().apply(parse_source(mixed), "k", None),
+    ):
+        assert not any(p.name.endswith("GRID_DIV") for p in variant.params) and variant.launch is None
+
+
+SWITCHED = """
+__global__ void k(float* y, const float* x, int op, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float v = x[i];
+  switch (op) {
+    case 0: v = -v; break;
+    default: break;
+  }
+  for (int j = 0; j < 4; ++j) {
+    if (v > 8.0f) break;
+    v *= 2.0f;
+  }
+  y[i] = v;
+}
+"""
+
+
+def test_a_break_that_leaves_a_nested_switch_or_loop_does_not_leave_the_stride_loop() -> None:
+    # the one-element guard is a grid-stride loop now; its body's breaks end the switch and the inner loop only
+    variants, _ = propose_variants(parse_source(SWITCHED), "k", None, transforms=ELEMENTWISE)
+    assert [v.name for v in variants] == ["vectorized", "packs_per_thread", "persistent_grid"]
+    assert {"BLOCK_DIV", "GRID_DIV"} <= {p.name for p in variants[0].params}
+    leaving = GRID_STRIDE.replace("y[i] = ", "switch (n) { default: break; }\n    if (x[i] < 0) break;\n    y[i] = ")
+    assert "the loop at line 5 leaves the loop early (line 7)" in _refusal(Vectorize(), leaving)
 
 
 @pytest.mark.nvcc

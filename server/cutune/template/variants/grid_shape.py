@@ -3,8 +3,9 @@ more blocks than the original launch), so each block loops over many chunks inst
 covering the work once.
 
 A grid-stride loop covers its range with any grid, so the body stays as it is; the transform refuses when
-the kernel reads the block index or grid size anywhere else (the grid then carries meaning), and for
-one-block-per-item kernels, whose item count only the launch knows.
+the kernel reads the block index or grid size anywhere else (the grid then carries meaning), when a loop's
+iterations cannot move between threads (a thread's random state, an early exit: another grid gives another thread
+each index), and for one-block-per-item kernels, whose item count only the launch knows.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.model import Binding, TunableParam
-from cutune.template.variants.loops import grid_loops_x, kernel_source, squeezed
+from cutune.template.variants.loops import grid_blocker, grid_loops_x, kernel_source
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 NAME = "persistent_grid"
@@ -34,20 +35,9 @@ class GridShape(Transform):
                 else "no grid-stride loop and no block index"
             )
             raise TransformRefused(self.name, f"{what}: the grid cannot change shape without changing the result")
-        headers = [(lp.node.start_byte, lp.body.start_byte) for lp in grid_loops]
-        # a local that holds a loop's start or stride (`const long stride = blockDim.x * gridDim.x;`) is header too
-        names = {squeezed(t) for lp in grid_loops for t in (lp.start, lp.step)}
-        for d in src.in_body("init_declarator"):
-            target = d.child_by_field_name("declarator")
-            if target is not None and src.text(target) in names:
-                headers.append((d.start_byte, d.end_byte))
-        for node in src.in_body("identifier"):
-            if src.text(node) in ("blockIdx", "gridDim") and not any(a <= node.start_byte < b for a, b in headers):
-                raise TransformRefused(
-                    self.name,
-                    f"{src.text(node.parent or node)} is read outside the grid-stride loop headers "
-                    f"(line {src.line(node)}): the grid carries meaning beyond the loop",
-                )
+        blocker = grid_blocker(src)
+        if blocker is not None:
+            raise TransformRefused(self.name, blocker)
         data = src.data
         inner = data[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1].decode()
         return Variant(

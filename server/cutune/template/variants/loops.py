@@ -20,8 +20,10 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.errors import SourceError, TransformRefused
+from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
+from cutune.template.variants.model import Launch
 
 _BLOCK_START = {"threadIdx.x"}
 _BLOCK_STEP = {"blockDim.x"}
@@ -45,6 +47,8 @@ _BUILTIN_CASTS = re.compile(
 )
 # the spec's block divided by BLOCK_DIV, never below a warp (nor above the original)
 BLOCK_DIVIDED = "max(min(warp_size, {block}), {block} / BLOCK_DIV)"
+# the spec's grid divided by GRID_DIV, at least one block
+GRID_DIVIDED = "max(1, ceil_div({grid}, GRID_DIV))"
 # the signed integer types, by their bits (index arithmetic the canonical forms and transforms reason about)
 SIGNED_WIDTH = {
     "int": 32,
@@ -61,6 +65,7 @@ SIGNED_WIDTH = {
     "ptrdiff_t": 64,
 }
 _EXITS = ("break_statement", "return_statement", "goto_statement")
+_BREAKABLE = ("for_statement", "for_range_loop", "while_statement", "do_statement", "switch_statement")
 # the ceiling division helpers libraries write (`ceil_div`, `div_up`, `cdiv`, `DIVUP`), by name
 CEIL_DIV = re.compile(r"(?:\w+::)*\w*(?:ceil\w*div|div\w*up|cdiv)\w*", re.IGNORECASE)
 # integer helpers whose value is a function of their arguments alone: those and the rounding ones (`round_up`)
@@ -145,6 +150,53 @@ def grid_loops_x(src: KernelSource) -> list[StrideLoop]:
     return [lp for lp in stride_loops(src)[0] if lp.grid_stride and lp.axis == "x"]
 
 
+def grid_blocker(src: KernelSource) -> str | None:
+    """Why the kernel's result may depend on the size of its grid: the block index or grid size read outside the
+    headers of its x grid-stride loops (and the locals that hold their starts or strides), or such a loop whose
+    iterations cannot move between threads (loop_blockers); None when any grid covers the same work."""
+    grid_loops = grid_loops_x(src)
+    headers = [(lp.node.start_byte, lp.body.start_byte) for lp in grid_loops]
+    # a local that holds a loop's start or stride (`const long stride = blockDim.x * gridDim.x;`) is header too
+    names = {squeezed(t) for lp in grid_loops for t in (lp.start, lp.step)}
+    for d in src.in_body("init_declarator"):
+        target = d.child_by_field_name("declarator")
+        if target is not None and src.text(target) in names:
+            headers.append((d.start_byte, d.end_byte))
+    for node in src.in_body("identifier"):
+        if src.text(node) in ("blockIdx", "gridDim") and not any(a <= node.start_byte < b for a, b in headers):
+            return (
+                f"{src.text(node.parent or node)} is read outside the grid-stride loop headers "
+                f"(line {src.line(node)}): the grid carries meaning beyond the loop"
+            )
+    for lp in grid_loops:  # another grid gives another thread each index: what differs between threads must not matter
+        blocker = loop_blockers(src, lp)
+        if blocker is not None:
+            return f"the loop at line {src.line(lp.node)} {blocker}"
+    return None
+
+
+def divided_launch(
+    src: KernelSource, loops: list[StrideLoop], prefix: str, what: str
+) -> tuple[list[TunableParam], Launch | None]:
+    """The launch parameters of a variant that rewrote `loops` so each thread may do more of the work: fewer
+    threads per block (`{prefix}BLOCK_DIV`) where any block size covers the same work (block_free), fewer blocks
+    (`{prefix}GRID_DIV`) where the loops are grid-stride and any grid covers the same work (grid_blocker); None
+    where neither, or where the loops' iterations cannot move between threads, as fewer threads make them."""
+    if any(loop_blockers(src, lp) is not None for lp in loops):
+        return [], None
+    params: list[TunableParam] = []
+    grid, block = "{grid}", "{block}"
+    if block_free(src, loops):
+        why = f"threads per block divided by{what}"
+        params.append(TunableParam(f"{prefix}BLOCK_DIV", (1, 2, 4, 8), 1, Binding.LAUNCH, description=why))
+        block = BLOCK_DIVIDED.replace("BLOCK_DIV", f"{prefix}BLOCK_DIV")
+    if all(lp.grid_stride and lp.axis == "x" for lp in loops) and grid_blocker(src) is None:
+        why = f"blocks divided by{what}"
+        params.append(TunableParam(f"{prefix}GRID_DIV", (1, 2, 4, 8, 16, 32), 1, Binding.LAUNCH, description=why))
+        grid = GRID_DIVIDED.replace("GRID_DIV", f"{prefix}GRID_DIV")
+    return params, (Launch(grid=(grid,), block=(block,)) if params else None)
+
+
 def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:
     """The kernel's stride loops (outermost first), and why each other `for` loop is not one."""
     locals_ = local_values(src)
@@ -167,6 +219,8 @@ def loop_blockers(src: KernelSource, loop: StrideLoop, *, regrouped: bool = True
     they can. A rewrite that keeps each thread's own iterations in their order (not `regrouped`) is not blocked by
     the last: what differs between threads is then read by the same thread for the same index as before."""
     for node in descendants(loop.body, *_EXITS):
+        if node.type == "break_statement" and _inner_break(node, loop.body):
+            continue
         return f"leaves the loop early (line {src.line(node)})"
     for node in descendants(loop.body, "identifier", "namespace_identifier", "type_qualifier"):
         if COOPERATION.fullmatch(src.text(node)) or src.text(node) == "cub":
@@ -189,6 +243,16 @@ def loop_blockers(src: KernelSource, loop: StrideLoop, *, regrouped: bool = True
             what = "threadIdx.x" if along_x else f"{src.text(node)}, which differs between threads"
             return f"reads {what} in its body (line {src.line(node)}): which thread runs an iteration matters"
     return None
+
+
+def _inner_break(node: Node, body: Node) -> bool:
+    """Whether a `break` under `body` leaves a loop or switch nested in it, not the loop `body` belongs to."""
+    up = node.parent
+    while up is not None and up != body:
+        if up.type in _BREAKABLE:
+            return True
+        up = up.parent
+    return False
 
 
 def _thread_dependent_names(src: KernelSource) -> set[str]:

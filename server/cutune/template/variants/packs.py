@@ -3,7 +3,8 @@ so the loads of several of its elements (or packs) are in flight together.
 
 Each thread still visits exactly its own indices, in the same order: index `i0 + u·STEP` for u < ITEMS,
 where the loop steps `i0` by STEP·ITEMS. When no thread index or block size is read outside the loops,
-the variant may also launch fewer threads (BLOCK_DIV), each doing more of the work.
+the variant may also launch fewer threads per block (ITEMS_BLOCK_DIV), each doing more of the work; when the
+loops are grid-stride and the grid means nothing else, fewer blocks (ITEMS_GRID_DIV).
 """
 
 from __future__ import annotations
@@ -15,16 +16,15 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource
 from cutune.template.variants.loops import (
-    BLOCK_DIVIDED,
     StrideLoop,
-    block_free,
+    divided_launch,
     indented,
     kernel_source,
     line_indent,
     loop_blockers,
     required_stride_loops,
 )
-from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.model import Provenance, Transform, Variant
 
 NAME = "packs_per_thread"
 
@@ -54,14 +54,8 @@ class PacksPerThread(Transform):
         shift = len(text) - len(src.data)
         inner = text[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
         params = [TunableParam("ITEMS", (2, 4, 8), 2, Binding.TEMPLATE, description="strides per thread per iteration")]
-        launch = None
-        if block_free(src, done):
-            params.append(
-                TunableParam(
-                    "ITEMS_BLOCK_DIV", (1, 2, 4, 8), 1, Binding.LAUNCH, description="threads per block divided by"
-                )
-            )
-            launch = Launch(grid=("{grid}",), block=(BLOCK_DIVIDED.replace("BLOCK_DIV", "ITEMS_BLOCK_DIV"),))
+        divided, launch = divided_launch(src, done, "ITEMS_", "")
+        params += divided
         lines = ", ".join(str(src.line(lp.node)) for lp in done)
         return Variant(
             name=NAME,

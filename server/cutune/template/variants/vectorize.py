@@ -14,7 +14,9 @@ still defined per element); an array written through a pack must have no other a
 
 When no thread or block index is used outside the loops it rewrites, the loops cover their range with
 any block size, so the variant may also launch fewer threads (BLOCK_DIV): with V elements per pack,
-V times fewer threads have the same work to do.
+V times fewer threads have the same work to do. When the loops are grid-stride and the grid means nothing
+else, it may launch fewer blocks instead (GRID_DIV), keeping the block: fewer, fuller blocks, each thread with
+more packs in flight (PACKS).
 """
 
 from __future__ import annotations
@@ -33,10 +35,9 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.address import Address, LoopIndex
 from cutune.template.variants.inline import inline_helpers
 from cutune.template.variants.loops import (
-    BLOCK_DIVIDED,
     StrideLoop,
-    block_free,
     declared_names,
+    divided_launch,
     indented,
     kernel_source,
     line_indent,
@@ -46,7 +47,7 @@ from cutune.template.variants.loops import (
     stride_loops,
     written_names,
 )
-from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.model import Provenance, Transform, Variant
 
 NAME = "vectorized"
 _PREFIX = "cutune_vec"
@@ -150,18 +151,8 @@ class Vectorize(Transform):
             ),
             TunableParam("PACKS", (1, 2, 4), 1, Binding.TEMPLATE, description="packs per thread per iteration"),
         ]
-        launch = None
-        if block_free(src, done):
-            params.append(
-                TunableParam(
-                    "BLOCK_DIV",
-                    (1, 2, 4, 8),
-                    1,
-                    Binding.LAUNCH,
-                    description="threads per block divided by (vectorized)",
-                )
-            )
-            launch = Launch(grid=("{grid}",), block=(BLOCK_DIVIDED,))
+        divided, launch = divided_launch(src, done, "", " (vectorized)")
+        params += divided
         lines = ", ".join(str(lines_of[lp.node.start_byte]) for lp in done)
         inlined_note = f"; {inlined.calls} helper call(s) inlined" if inlined.calls else ""
         return Variant(

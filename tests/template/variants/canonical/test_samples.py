@@ -25,8 +25,12 @@ CASES = {
     },
     # one element per thread, an early return past the end
     ("bias_gelu.cu", "bias_gelu_kernel"): {
-        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2, "BLOCK_DIV": 4}, {"VEC_BYTES": 8}],
-        "packs_per_thread": [{"ITEMS": 4, "ITEMS_BLOCK_DIV": 4}],
+        "vectorized": [
+            {"VEC_BYTES": 16, "PACKS": 2, "BLOCK_DIV": 4},
+            {"VEC_BYTES": 8},
+            {"VEC_BYTES": 16, "PACKS": 4, "GRID_DIV": 16},  # fewer blocks: each thread several packs in flight
+        ],
+        "packs_per_thread": [{"ITEMS": 4, "ITEMS_BLOCK_DIV": 4}, {"ITEMS": 8, "ITEMS_GRID_DIV": 32}],
         "persistent_grid": [{"BLOCKS_PER_SM": 4}],
         "flat_rows": [  # `bias[i % d]`: the remainder once a row
             {"FLAT_ROW_THREADS": 64, "FLAT_ITEMS": 2, "FLAT_BLOCKS_PER_SM": 8},
@@ -36,7 +40,7 @@ CASES = {
     # a grid-stride loop written through a macro from a project header beside the file
     ("scaled_residual.cu", "scaled_residual_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2, "BLOCK_DIV": 4}, {"VEC_BYTES": 8}],
-        "packs_per_thread": [{"ITEMS": 4, "ITEMS_BLOCK_DIV": 2}],
+        "packs_per_thread": [{"ITEMS": 4, "ITEMS_BLOCK_DIV": 2, "ITEMS_GRID_DIV": 4}],
         "persistent_grid": [{"BLOCKS_PER_SM": 8}],
     },
     # a persistent loop over rows, block-stride loops and a block reduction inside
