@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
 from cutune.limits import limits_for
-from cutune.template.model import Config, TunableParam
+from cutune.template.model import Binding, Config, TunableParam
 from cutune.template.recipes.index_bits import index_param, narrowed
 from cutune.template.variants import VARIANT
 from cutune.tune.options import Budget, SearchOptions, TuneOptions
@@ -255,6 +255,12 @@ def test_every_variant_is_measured_at_its_defaults_before_the_sampler_takes_over
     indexed = dataclasses.replace(space, params=(*space.params, index_param()))
     wide = [Config.of({**indexed.default(), VARIANT: v}) for v in (0, 1, 2)]
     assert variant_seeds(Feasibility(indexed, spec, LIMITS)) == [*wide[1:], *(narrowed(c) for c in wide)]
+    # with a size that may be compiled in: then the original and each variant with it specialised
+    size = TunableParam("SPECIALIZE_N", (False, True), False, Binding.SPECIALIZE, arg="N")
+    sized = dataclasses.replace(space, params=(*space.params, size))
+    plain = [Config.of({**sized.default(), VARIANT: v}) for v in (0, 1, 2)]
+    specialised = [Config.of({**c, "SPECIALIZE_N": True}) for c in plain]
+    assert variant_seeds(Feasibility(sized, spec, LIMITS)) == [*plain[1:], *specialised]
 
 
 def test_objectives_are_relative_to_the_original_on_the_measuring_workers_own_device(options: TuneOptions) -> None:

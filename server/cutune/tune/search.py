@@ -36,7 +36,7 @@ from optuna.trial import FrozenTrial, TrialState
 from cutune.errors import StudyError
 from cutune.gpu.backend import Backend, Failure, Measurement, Timing
 from cutune.gpu.replay import clock_of
-from cutune.template.model import Config, Value
+from cutune.template.model import Binding, Config, Value
 from cutune.template.recipes.index_bits import NAME as INDEX_BITS
 from cutune.template.recipes.index_bits import narrowed
 from cutune.template.variants.combine import VARIANT
@@ -149,15 +149,19 @@ def run_search(
 
 
 def variant_seeds(check: Feasibility) -> list[Config]:
-    """Each structural variant at its parameters' defaults, then the original and each variant with 32-bit indices
-    (INDEX_BITS) where the kernel has them, where feasible: measured right after the original, so that the sampler
-    has seen every variant and both index widths before it learns which to favour."""
+    """Each structural variant at its parameters' defaults; then the original and each variant with 32-bit indices
+    (INDEX_BITS) where the kernel has them, and with every size specialised (the SPECIALIZE_* parameters: a row held
+    in registers, loops unrolled over a known length) where it has those; where feasible. Measured right after the
+    original, so that the sampler has seen every variant, both index widths and compile-time sizes before it learns
+    which to favour (a variant whose best form needs its sizes compiled in would otherwise look no better)."""
     default = check.space.default()
     param = next((p for p in check.space.params if p.name == VARIANT), None)
     variants = [Config.of({**default, VARIANT: v}) for v in param.values if v != default[VARIANT]] if param else []
     indices = any(p.name == INDEX_BITS for p in check.space.params)
     narrow = [narrowed(c) for c in (default, *variants)] if indices else []
-    return [c for c in (*variants, *narrow) if check.violation(c) is None]
+    sizes = {p.name: True for p in check.space.params if p.binding is Binding.SPECIALIZE and True in p.values}
+    specialised = [Config.of({**c, **sizes}) for c in (default, *variants)] if sizes else []
+    return [c for c in dict.fromkeys((*variants, *narrow, *specialised)) if check.violation(c) is None]
 
 
 @dataclass
