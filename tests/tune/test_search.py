@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
+from collections.abc import Mapping
 
 import optuna
 import pytest
@@ -18,7 +19,7 @@ from cutune.tune.options import Budget, SearchOptions, TuneOptions
 from cutune.tune.search import Progress, SearchOutcome, StopReason, run_search, variant_seeds
 from cutune.tune.space import Feasibility, feasible_configs, neighbours
 from cutune.tune.study import FAILURE, REPEAT_OF, open_study, study_key
-from tests.tune.fake_backend import DEVICE, SPACE, SPEC, FakeBackend, make_job, table_time
+from tests.tune.fake_backend import BASE_US, DEVICE, SPACE, SPEC, FakeBackend, make_job, table_time
 
 LIMITS = limits_for("sm_90")
 CHECK = Feasibility(SPACE, SPEC, LIMITS)
@@ -356,3 +357,22 @@ def test_a_variant_space_is_enumerated_variant_by_variant() -> None:
     ]
     assert feasible_configs(space, SPEC, LIMITS, budget=1300) == tuple(c for c in every if check.violation(c) is None)
     assert feasible_configs(space, SPEC, LIMITS, budget=1200) is None
+
+
+def test_after_the_best_the_fastest_at_each_size_is_probed(
+    options: TuneOptions, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Wider packs halve the small size's time and triple the large one's: the original stays best overall, but a
+    per-size dispatch would launch VEC 2 at the small size, so its neighbours are tried too."""
+
+    def time_of(config: Mapping[str, object], size: Mapping[str, int]) -> float:
+        vec = 1.0 if config["VEC"] == 1 else 0.5 if size["N"] == 1 << 20 else 3.0
+        other = 1.0 if (config["THREADS"], config["UNROLL"]) == (256, 1) else 1.05
+        return BASE_US[size["N"]] * vec * other
+
+    backend = FakeBackend(noise=0.0, time_of=time_of)
+    with caplog.at_level("INFO", logger="cutune.tune.search"):
+        search(backend, options, budget=Budget(trials=14), sampler="tpe")
+    rounds = [r.getMessage() for r in caplog.records if r.getMessage().startswith("probing")]
+    assert "of the best configuration so far: THREADS=256, UNROLL=1, VEC=1" in rounds[0]
+    assert "of the fastest at size 0: THREADS=256, UNROLL=1, VEC=" in rounds[1]

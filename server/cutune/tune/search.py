@@ -17,6 +17,7 @@ die, so the study's search ends complete.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import random
 import statistics
@@ -159,9 +160,24 @@ def variant_seeds(check: Feasibility) -> list[Config]:
     variants = [Config.of({**default, VARIANT: v}) for v in param.values if v != default[VARIANT]] if param else []
     indices = any(p.name == INDEX_BITS for p in check.space.params)
     narrow = [narrowed(c) for c in (default, *variants)] if indices else []
-    sizes = {p.name: True for p in check.space.params if p.binding is Binding.SPECIALIZE and True in p.values}
-    specialised = [Config.of({**c, **sizes}) for c in (default, *variants)] if sizes else []
+    sizes = [p.name for p in check.space.params if p.binding is Binding.SPECIALIZE and True in p.values]
+    specialised = [_specialised(check, c, sizes) for c in (default, *variants)] if sizes else []
     return [c for c in dict.fromkeys((*variants, *narrow, *specialised)) if check.violation(c) is None]
+
+
+def _at_size(i: int, record: TrialRecord) -> tuple[float, int]:
+    """A record's median at size `i` (then its number, for a stable order)."""
+    return record.timings[i].median_us, record.number
+
+
+def _specialised(check: Feasibility, config: Config, sizes: Sequence[str]) -> Config:
+    """`config` with each of the `sizes` switches on where it stays feasible (a size of 0 at some problem size, say,
+    cannot be compiled in)."""
+    for name in sizes:
+        on = Config.of({**config, name: True})
+        if check.violation(on) is None:
+            config = on
+    return config
 
 
 @dataclass
@@ -379,16 +395,22 @@ class _Search:
         )
 
     def _probes(self, probe: _Probe) -> list[Config]:
-        """The best configuration's unmeasured, feasible neighbours, once per best configuration and only when the
-        sampler has had its turn since the last round; at most half the budget left."""
+        """The unmeasured, feasible neighbours of the best configuration (else of the fastest at a size, where the
+        best's were proposed already), once per configuration and only when the sampler has had its turn since the
+        last round; at most half the budget left."""
         if probe.owed:
             return []
-        ok = [r for r in self.known.values() if r.objective is not None]
+        ok = [r for r in self.known.values() if r.objective is not None and r.timings]
         if not ok:
             return []
-        best = min(ok, key=lambda r: (r.objective, r.number)).config
+        # the best overall, then the fastest at each size: a per-size dispatch launches those where they win (a
+        # variant that wins only the large sizes may lose the geometric mean to the original at its defaults)
+        leaders = [("the best configuration so far", min(ok, key=lambda r: (r.objective or 0.0, r.number)))]
+        sizes = min(len(r.timings) for r in ok)
+        leaders += [(f"the fastest at size {i}", min(ok, key=functools.partial(_at_size, i))) for i in range(sizes)]
+        what, best = next(((w, r.config) for w, r in leaders if r.config not in probe.done), ("", None))
         left = self.budget.trials - self.measured - len(self.claims) - self.waiting
-        if best in probe.done or left < 4:
+        if best is None or left < 4:
             return []
         probe.done.add(best)
         found = [
@@ -400,7 +422,7 @@ class _Search:
         found = found[: left // 2]
         probe.owed = len(found)
         if found:
-            log.info("probing %d neighbours of the best configuration so far: %s", len(found), best)
+            log.info("probing %d neighbours of %s: %s", len(found), what, best)
             self.backend.prefetch(found)
         return found
 
