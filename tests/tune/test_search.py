@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 from cutune.errors import StudyError
 from cutune.gpu.backend import Failure
 from cutune.limits import limits_for
+from cutune.spec import ArgSpec
 from cutune.template.model import Binding, Config, TunableParam
 from cutune.template.recipes.index_bits import index_param, narrowed
 from cutune.template.variants import VARIANT
@@ -256,12 +257,17 @@ def test_every_variant_is_measured_at_its_defaults_before_the_sampler_takes_over
     indexed = dataclasses.replace(space, params=(*space.params, index_param()))
     wide = [Config.of({**indexed.default(), VARIANT: v}) for v in (0, 1, 2)]
     assert variant_seeds(Feasibility(indexed, spec, LIMITS)) == [*wide[1:], *(narrowed(c) for c in wide)]
-    # with a size that may be compiled in: then the original and each variant with it specialised
+    # with a size that may be compiled in: then the original and each variant with it specialised; not one that is 0
+    # at a size (nothing to compile in: the check turns it away before the backend does)
     size = TunableParam("SPECIALIZE_N", (False, True), False, Binding.SPECIALIZE, arg="N")
-    sized = dataclasses.replace(space, params=(*space.params, size))
+    zero = TunableParam("SPECIALIZE_K", (False, True), False, Binding.SPECIALIZE, arg="k")
+    sized = dataclasses.replace(space, params=(*space.params, size, zero))
+    spec = dataclasses.replace(spec, args=(*spec.args, ArgSpec("k", "int32", value="0")))
     plain = [Config.of({**sized.default(), VARIANT: v}) for v in (0, 1, 2)]
     specialised = [Config.of({**c, "SPECIALIZE_N": True}) for c in plain]
-    assert variant_seeds(Feasibility(sized, spec, LIMITS)) == [*plain[1:], *specialised]
+    check = Feasibility(sized, spec, LIMITS)
+    assert variant_seeds(check) == [*plain[1:], *specialised]
+    assert "SPECIALIZE_K: k is 0 for size" in (check.violation(Config.of({**plain[0], "SPECIALIZE_K": True})) or "")
 
 
 def test_objectives_are_relative_to_the_original_on_the_measuring_workers_own_device(options: TuneOptions) -> None:

@@ -33,7 +33,7 @@ def instantiation(
     for tp in kernel.template_params:
         if tp.name in specialized:
             p = specialized[tp.name]
-            args.append(str(_size_value(spec, p, size)) if config.get(p.name, p.default) else "0")
+            args.append(str(size_value(spec, p, size)) if config.get(p.name, p.default) else "0")
         elif tp.kind is TemplateParamKind.VALUE and tp.name in template:
             args.append(value_text(config.get(tp.name, template[tp.name].default)))
         elif tp.name in spec.template_args:
@@ -86,9 +86,10 @@ def _flag(p: TunableParam, value: Value) -> str | None:
     return p.flag if isinstance(value, bool) else p.flag.format(value)
 
 
-def _size_value(spec: KernelSpec, p: TunableParam, size: Mapping[str, int]) -> int:
+def size_value(spec: KernelSpec, p: TunableParam, size: Mapping[str, int]) -> int:
     """The problem's value of the argument a SPECIALIZE parameter fixes: its scalar value in the spec
-    (under its original or its `_rt` name), else the size variable of the same name."""
+    (under its original or its `_rt` name), else the size variable of the same name; SpecError where it is not a
+    positive integer (nothing to compile in)."""
     assert p.arg is not None
     arg = next((a for a in spec.args if a.name in (p.arg, runtime_param(p.arg)) and a.value is not None), None)
     text = arg.value if arg is not None and arg.value is not None else p.arg

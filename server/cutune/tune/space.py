@@ -12,7 +12,8 @@ from cutune.errors import CutuneError
 from cutune.limits import DeviceLimits
 from cutune.spec import KernelSpec
 from cutune.template.expr import Number, compile_expr
-from cutune.template.model import Config, Space, Value
+from cutune.template.instantiate import size_value
+from cutune.template.model import Binding, Config, Space, Value
 from cutune.template.recipes.index_bits import EXTENT
 from cutune.template.variants.combine import VARIANT
 
@@ -38,9 +39,13 @@ class Feasibility:
         texts = dict.fromkeys((*space.constraints, *spec.constraints))  # both may list the same one
         self._constraints = tuple(compile_expr(t) for t in texts)
         self._extent = any(EXTENT in c.names for c in self._constraints)  # computed only where a rule reads it
+        self._unspecialisable = dict(_unspecialisable(space, spec))
 
     def violation(self, config: Config) -> str | None:
         """Why `config` cannot run (the first rule it breaks and the problem size), or None."""
+        for name, reason in self._unspecialisable.items():
+            if config.get(name) is True:
+                return reason
         params = {k: v for k, v in config.items() if not isinstance(v, str)}
         for size in self._spec.sizes:
             extent = {EXTENT: self._spec.index_extent(size)} if self._extent else {}
@@ -87,6 +92,20 @@ class Feasibility:
         if shared > self._limits.max_smem_per_block_optin:
             return f"{shared} bytes of shared memory exceed {self._limits.max_smem_per_block_optin}"
         return None
+
+
+def _unspecialisable(space: Space, spec: KernelSpec) -> list[tuple[str, str]]:
+    """The SPECIALIZE parameters whose size cannot be compiled in at some problem size (it is 0 there, say), and why."""
+    found = []
+    for p in space.params:
+        if p.binding is not Binding.SPECIALIZE or p.arg is None:
+            continue
+        try:
+            for size in spec.sizes:
+                size_value(spec, p, size)
+        except CutuneError as e:
+            found.append((p.name, str(e)))
+    return found
 
 
 def _numbers(values: tuple[Value, ...]) -> tuple[int, ...] | None:
