@@ -215,18 +215,22 @@ def main() -> None:
 
 
 def merge(stem: Path, parts: list[Path]) -> None:
-    """Runs of parts of the table (a device call is capped at minutes) written as one, the bar over all of them."""
+    """Runs of parts of the table (a device call is capped at minutes) written as one, the bar over all of them; a
+    kernel measured in several parts (given oldest first) keeps its last measurement, and each says its part."""
     loaded = [json.loads(p.read_text()) for p in parts]
     devices = {d["device"] for d in loaded}
     if len(devices) != 1:
         raise SystemExit(f"the parts were measured on different devices: {sorted(devices)}")
     order = {e.kernel: i for i, e in enumerate(TABLE)}
-    results = sorted((k for d in loaded for k in d["kernels"]), key=lambda k: order.get(k["kernel"], len(order)))
+    latest = {k["kernel"]: (k, part.name) for part, d in zip(parts, loaded, strict=True) for k in d["kernels"]}
+    results = sorted((k for k, _ in latest.values()), key=lambda k: order.get(k["kernel"], len(order)))
     summary = bar(results)
     device, date = devices.pop(), max(d["date"] for d in loaded)
-    data = {"device": device, "date": date, "bar": summary, "parts": [p.name for p in parts], "kernels": results}
-    Path(f"{stem}.json").write_text(json.dumps(data, indent=1))
-    Path(f"{stem}.md").write_text(markdown(results, summary, device, date))
+    source = {name: part for name, (_, part) in latest.items()}
+    data = {"device": device, "date": date, "bar": summary, "parts": [p.name for p in parts], "from": source}
+    Path(f"{stem}.json").write_text(json.dumps({**data, "kernels": results}, indent=1))
+    measured_in = "\n".join(f"- {name}: {part}" for name, part in sorted(source.items(), key=lambda x: order[x[0]]))
+    Path(f"{stem}.md").write_text(f"{markdown(results, summary, device, date)}\n## Measured in\n\n{measured_in}\n")
     print(f"bar: {summary}")
 
 

@@ -53,6 +53,17 @@ def test_applied_split_rotary_sample_compiles_with_stubbed_torch_headers(tmp_pat
     _nvcc_whole_file(kept, tmp_path)
 
 
+@pytest.mark.nvcc
+def test_applied_vectorized_one_element_sample_launches_fewer_blocks_and_compiles(tmp_path: Path) -> None:
+    # the one-element-per-thread guard read as a grid-stride loop: fewer blocks cover it, in the host's own terms
+    kept = _kept("bias_gelu.cu", "bias_gelu_kernel", "vectorized", {"PACKS": 4, "GRID_DIV": 16})
+    struct = "serving::bias_gelu_kernel_tuning"
+    assert "static constexpr int GRID_DIV = 16;" in kept and "static constexpr int PACKS = 4;" in kept
+    # max(1, ceil_div(grid, GRID_DIV)), the grid being the site's own (after the items_per_thread recipe's division)
+    assert "<<<(1 > ((dim3((blocks + " in kept and f".x + {struct}::GRID_DIV - 1) / {struct}::GRID_DIV) ? 1 : " in kept
+    _nvcc_whole_file(kept, tmp_path)
+
+
 def test_a_variant_whose_launch_the_host_cannot_spell_is_refused_not_written_with_the_wrong_launch() -> None:
     source = """
 __global__ void k(float* o, long n) {
