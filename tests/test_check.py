@@ -14,6 +14,7 @@ from cutune.cli import app
 from cutune.gpu.device import gpu_available
 from cutune.gpu.nvrtc import find_libnvrtc
 from cutune.project import open_kernel
+from cutune.workflow import variants_of, with_combined
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST_TRAITS = ROOT / "tests" / "cuda" / "data" / "host_traits"  # a header NVRTC cannot read, nvcc can
@@ -73,3 +74,12 @@ def test_tune_without_a_gpu_checks_with_its_own_compiler(scale: Path) -> None:
     assert res.exit_code == 1 and 'cannot open source file "type_traits"' in res.stdout, res.output
     res = runner.invoke(app, ["tune", str(scale), "-k", "scale_kernel", "--compiler", "nvcc", "--no-variants"])
     assert res.exit_code == 0 and "yes (original)" in res.stdout, res.output
+
+
+def test_a_sample_of_a_variant_space_never_draws_another_variants_own_parameters(tmp_path: Path) -> None:
+    # the combined space's product is 432,000 points, of which each variant's own parameters vary only where it runs
+    ctx = open_kernel(ROOT / "samples" / "silu_and_mul.cu", "silu_and_mul_kernel")
+    combined = with_combined(ctx, variants_of(ctx))
+    report = check_kernel(combined, limit=6, compiler="nvrtc")
+    assert report.skipped_infeasible == 0 and len(report.rows) == 6, [r.problem for r in report.rows]
+    assert report.space_size < combined.space.size() and len({r.config["VARIANT"] for r in report.rows}) >= 2

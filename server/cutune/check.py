@@ -9,6 +9,7 @@ feasible here compiles in `tune` with the same compiler, unit and options.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ class CheckReport:
     kernel: str
     arch: str
     limits: DeviceLimits
-    space_size: int
+    space_size: int  # points a variant's own parameters take only where it runs (Feasibility.size)
     rows: tuple[CheckRow, ...]
     skipped_infeasible: int  # sampled points that break a constraint or limit before compiling (not listed)
     spec_drafted: bool  # True when no spec existed and a drafted one was used
@@ -128,14 +129,18 @@ def check_kernel(
         problem = None if occ.feasible else occ.message
         rows[i] = CheckRow(configs[i], threads, kernel.resources, occ, problem, res.compiler, kernel.build)
     listed = tuple(r for r in rows if r is not None)
-    return CheckReport(ctx.kernel.name, arch, limits, space.size(), listed, infeasible, drafted, compiler, why)
+    return CheckReport(ctx.kernel.name, arch, limits, feasibility.size(), listed, infeasible, drafted, compiler, why)
 
 
 def _sample(space: Space, feasibility: Feasibility | None, limit: int, seed: int) -> tuple[list[Config], int]:
-    """The default first, then the feasible points (all, or a seeded sample); and how many were infeasible."""
+    """The default first, then the feasible points (all, or a seeded uniform sample; a variant's own parameters only
+    where it runs); and how many were infeasible."""
     default = space.default()
     out = [default]
     rejected = 0
+    names = [p.name for p in space.params]
+    groups = feasibility.groups() if feasibility is not None else [[p.values for p in space.params]]
+    sizes = [math.prod(len(values) for values in group) for group in groups]
 
     def take(c: Config) -> None:
         nonlocal rejected
@@ -144,19 +149,20 @@ def _sample(space: Space, feasibility: Feasibility | None, limit: int, seed: int
         else:
             out.append(c)
 
-    if space.size() <= limit:
-        names = [p.name for p in space.params]
-        for values in itertools.product(*(p.values for p in space.params)):
-            c = Config.of(dict(zip(names, values, strict=True)))
-            if c != default:
-                take(c)
+    if sum(sizes) <= limit:
+        for group in groups:
+            for values in itertools.product(*group):
+                c = Config.of(dict(zip(names, values, strict=True)))
+                if c != default:
+                    take(c)
         return out, rejected
     rng = random.Random(seed)
     seen = {default}
     for _ in range(limit * 50):  # bounded: a space that is mostly infeasible stops early
         if len(out) >= limit:
             break
-        c = Config.of({p.name: rng.choice(p.values) for p in space.params})
+        group = rng.choices(groups, weights=sizes)[0]  # each point of the groups equally likely
+        c = Config.of({name: rng.choice(values) for name, values in zip(names, group, strict=True)})
         if c not in seen:
             seen.add(c)
             take(c)

@@ -74,6 +74,20 @@ class Feasibility:
                     held[v].add(other.name)
         return {v: frozenset(names) for v, names in held.items()}
 
+    def groups(self) -> list[list[tuple[Value, ...]]]:
+        """The space as the values each parameter may take, one group per VARIANT value with its pinned parameters
+        at their defaults (the whole space as one group where there are no variants): every point the constraints
+        could let through, in far fewer than the product's."""
+        pins = self.pinned(VARIANT)
+        return [
+            [(v,) if p.name == VARIANT else (p.default,) if p.name in held else p.values for p in self.space.params]
+            for v, held in pins.items()
+        ] or [[p.values for p in self.space.params]]
+
+    def size(self) -> int:
+        """How many points the groups hold."""
+        return sum(math.prod(len(values) for values in group) for group in self.groups())
+
     def _check(self, names: Mapping[str, Number]) -> str | None:
         try:
             for constraint in self._constraints:
@@ -118,23 +132,18 @@ def feasible_configs(
     space: Space, spec: KernelSpec, limits: DeviceLimits, budget: int = ENUMERATION_LIMIT
 ) -> tuple[Config, ...] | None:
     """Every feasible configuration (in the order of the space's product) when there are at most `budget` points to
-    try, else None; a variant's own parameters are tried only where it runs (Feasibility.pinned)."""
+    try, else None; a variant's own parameters are tried only where it runs (Feasibility.groups)."""
     check = Feasibility(space, spec, limits)
-    pins = check.pinned(VARIANT)
-    # each VARIANT value with its pinned parameters at their defaults; all of the space where there are no variants
-    groups = [
-        [(v,) if p.name == VARIANT else (p.default,) if p.name in held else p.values for p in space.params]
-        for v, held in pins.items()
-    ] or [[p.values for p in space.params]]
-    if sum(math.prod(len(values) for values in group) for group in groups) > budget:
+    if check.size() > budget:
         return None
     names = [p.name for p in space.params]
     points = (
-        Config.of(dict(zip(names, values, strict=True))) for group in groups for values in itertools.product(*group)
+        Config.of(dict(zip(names, values, strict=True)))
+        for group in check.groups()
+        for values in itertools.product(*group)
     )
     found = [c for c in points if check.violation(c) is None]
-    if pins:
-        found.sort(key=lambda c: tuple(p.values.index(c[p.name]) for p in space.params))
+    found.sort(key=lambda c: tuple(p.values.index(c[p.name]) for p in space.params))
     return tuple(found)
 
 
