@@ -21,7 +21,7 @@ from cutune.gpu.registry import create_backend
 from cutune.project import build_job
 from cutune.template.model import Config
 from cutune.template.variants import TRANSFORMS, VARIANT, FlatRows, combine_all, propose_variants
-from cutune.template.variants.flat_rows import BLOCKS_PER_SM, ITEMS, ROW_THREADS, SPLIT
+from cutune.template.variants.flat_rows import BLOCKS_PER_SM, FLAT_VEC, ITEMS, ROW_THREADS, SPLIT
 from tests.corpus.sources import LLAMA, corpus_dir
 
 EMULATOR = Path(__file__).resolve().parents[2] / "data" / "template" / "variants" / "warp_emulator.h"
@@ -294,9 +294,12 @@ def test_the_corpus_kernels_equal_the_original_on_the_gpu_at_every_row_width(ker
     backend = create_backend("cupy")
     backend.open(build_job(ctx, timing=TimingOptions(warmup=1, reps=3, min_time_ms=0.0)))
     default = ctx.space.default()
+    assert FLAT_VEC in default
     try:  # every size of its spec, each checked against the original's output
-        for rt, items, split, blocks in ((32, 1, 1, 1), (128, 4, 4, 8), (256, 8, 1, 2), (1024, 2, 16, 32)):
+        cases = ((32, 1, 1, 1, 1), (128, 4, 4, 8, 4), (256, 8, 1, 2, 1), (1024, 2, 16, 32, 2), (64, 2, 1, 8, 8))
+        for rt, items, split, blocks, vec in cases:
             values = {ROW_THREADS: rt, ITEMS: items, SPLIT: split, BLOCKS_PER_SM: blocks}
+            values[FLAT_VEC] = vec
             config = Config.of({**default, VARIANT: k, **values})
             measured = backend.evaluate(config)
             assert measured.ok, f"{dict(config)}: {measured.failure} {measured.detail}"
@@ -325,15 +328,16 @@ int main() {
 
 
 def _case(label: str, call: str, blocks: int, outputs: int, grids: tuple[int, ...] = (1, 3, 7)) -> str:
-    """Prints `label RT grid equal|different` for the variant at each row width (with 1, 4, 8 columns a thread at
-    once, each row in 1, 3, 16 parts: more than some rows have columns) and grid against the original."""
+    """Prints `label RT VEC grid equal|different` for the variant at each row width (with 1, 4, 8 columns a thread
+    at once, each row in 1, 3, 16 parts: more than some rows have columns; 1, 2, 4, 8 columns a pack: the rows whose
+    part is not aligned run unpacked, a part's last chunk may be partial) and grid against the original."""
     lines = [f"  {{ const auto original = run([&](float* o) {{ {call.format(k='original')}; }}, {blocks}, {outputs});"]
-    for rt, items, split in ((32, 1, 1), (64, 4, 3), (128, 8, 16)):
+    for rt, items, split, vec in ((32, 1, 1, 1), (64, 4, 3, 2), (128, 8, 16, 4), (64, 2, 1, 4), (32, 1, 2, 8)):
         for grid in grids:
-            variant = call.format(k=f"variant<{rt}, {items}, {split}>")
+            variant = call.format(k=f"variant<{rt}, {items}, {split}, {vec}>")
             lines.append(
-                f'    std::printf("{label} {rt} {grid} %s\\n", run([&](float* o) {{ {variant}; }}, {grid}, {outputs}) '
-                '== original ? "equal" : "different");'
+                f'    std::printf("{label} {rt} {vec} {grid} %s\\n", run([&](float* o) {{ {variant}; }}, {grid}, '
+                f'{outputs}) == original ? "equal" : "different");'
             )
     return "\n".join([*lines, "  }"])
 
@@ -353,8 +357,9 @@ def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path
         params = re.search(rf"{kernel}\((.*?)\) {{", source, re.S)
         assert params is not None
         renamed = source.replace(f"void {kernel}(", f"void {kernel}_original(")
-        head = "template <int FLAT_ROW_THREADS, int FLAT_ITEMS, int FLAT_SPLIT>\n"
+        head = "template <int FLAT_ROW_THREADS, int FLAT_ITEMS, int FLAT_SPLIT, int FLAT_VEC>\n"
         head += f"__global__ void {kernel}_variant({params.group(1)})"
+        assert FLAT_VEC in {p.name for p in v.params} and v.helpers  # every one has accesses that move with the column
         variant = f"{head} {{{v.body}}}"
         units.append(f"{renamed}\n{variant}\n")
     cases = [
@@ -371,10 +376,13 @@ def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path
         _case("inline-negative-d", "inline_div_{k}(o, a.data(), b.data(), c.data(), 300, -7)", 5, 300),
     ]
     main = HARNESS.replace("%CASES%", "\n".join(cases))
-    (tmp_path / "emulated.cpp").write_text(f'#include "{EMULATOR}"\n#include <cstdio>\n' + "\n".join(units) + main)
+    helpers = v.helpers  # the pack helpers, the same for every variant
+    (tmp_path / "emulated.cpp").write_text(
+        f'#include "{EMULATOR}"\n#include <cstdio>\n{helpers}\n' + "\n".join(units) + main
+    )
     build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", str(tmp_path / "emulated.cpp"), "-o", str(tmp_path / "e")]
     done = subprocess.run(build, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     ran = subprocess.run([str(tmp_path / "e")], capture_output=True, text=True, timeout=120, check=True)
     lines = [line for line in ran.stdout.split("\n") if line]
-    assert len(lines) == len(cases) * 9 and all(line.endswith(" equal") for line in lines), ran.stdout
+    assert len(lines) == len(cases) * 15 and all(line.endswith(" equal") for line in lines), ran.stdout

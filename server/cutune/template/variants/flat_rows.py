@@ -4,6 +4,14 @@ indices (D the divisor every other divisor is a multiple of), FLAT_ITEMS columns
 remainders and everything computed from them alone are computed once per row instead of once per element. Where
 rows are few, FLAT_SPLIT groups of threads share each row (each its part of the columns, the row's values its own).
 
+Packs (FLAT_VEC > 1): an access `a[x]` whose array is row-invariant and whose index is its value at the row's first
+index plus the column (read where every element reads it, or written by a statement every element runs) moves by one
+element a column. A thread then takes FLAT_VEC consecutive columns at once, loading each such array's FLAT_VEC
+elements as one aligned pack before the columns run and storing a written one after them, where the row's part starts
+aligned for every pack (checked at run time; the columns one by one where not, and in a part's last, partial chunk).
+An array written through a pack must have no other access in the body, as in vectorize; and no pack is taken where an
+element may skip the rest (`continue`), or where its index divides by something the row does not check.
+
 Why: a 64-bit integer division is a software routine of some seventy instructions. A body that splits its index
 into four coordinates spends more on that arithmetic than on its memory, and runs far below the bandwidth floor.
 
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tree_sitter import Node
@@ -55,12 +64,15 @@ from cutune.template.variants.loops import (
     written_names,
 )
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.vectorize import HELPERS as PACK_HELPERS
+from cutune.template.variants.vectorize import always_runs, unconditional, use_of
 
 NAME = "flat_rows"
 ROW_THREADS = "FLAT_ROW_THREADS"
 BLOCKS_PER_SM = "FLAT_BLOCKS_PER_SM"
 ITEMS = "FLAT_ITEMS"
 SPLIT = "FLAT_SPLIT"
+FLAT_VEC = "FLAT_VEC"
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,17 @@ class _Decl:
     name: str
     value: Node
     kind: str  # int or inv (row-invariant) or pos
+
+
+@dataclass
+class _ColumnPack:
+    """The accesses `a[x]` of the body whose address moves with the column (`a` row-invariant, `x` its value at the
+    row's first index plus the column), FLAT_VEC columns of them loaded or stored as one pack."""
+
+    name: str
+    start: str  # `&a[x]` at the row's first index, in the row's names: the pack of columns c.. is at start + c
+    nodes: list[Node]
+    written: bool = False
 
 
 class _Reader:
@@ -433,13 +456,16 @@ class FlatRows(Transform):
         edits = EditList(src.data)
         refusals: list[str] = []
         notes: list[str] = []
+        vectorized = False
         for index, loop in enumerate(grid_loops):
             plan = _plan(src, loop)
             if isinstance(plan, str):
                 refusals.append(f"the loop at line {src.line(loop.node)} {plan}")
                 continue
             reader, decls = plan
-            new = indented(_rows(src, loop, index, reader, decls), line_indent(src.data, loop.node.start_byte))
+            rows, packed = _rows(src, loop, index, reader, decls)
+            vectorized = vectorized or packed
+            new = indented(rows, line_indent(src.data, loop.node.start_byte))
             edits.replace(loop.node.start_byte, loop.node.end_byte, new.lstrip())
             row = " * ".join(sorted(reader.row.elements()))
             notes.append(f"line {src.line(loop.node)}: rows of {row}, {len(reader.conditions)} division(s) a row")
@@ -456,10 +482,14 @@ class FlatRows(Transform):
         blocks = TunableParam(
             BLOCKS_PER_SM, (1, 2, 4, 8, 16, 32), 8, Binding.LAUNCH, description="blocks per SM the rows spread over"
         )
+        packs = TunableParam(
+            FLAT_VEC, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="columns a thread loads and stores as one pack"
+        )
         return Variant(
             name=NAME,
             body=inner,
-            params=(threads, items, split, blocks),
+            params=(threads, items, split, blocks, *((packs,) if vectorized else ())),
+            helpers=PACK_HELPERS if vectorized else "",
             launch=Launch(grid=(f"max(1, min({{grid}}, {BLOCKS_PER_SM} * sm_count))",), block=("{block}",)),
             provenance=Provenance(self.name, note="the flat index walked by rows (" + "; ".join(notes) + ")"),
         )
@@ -508,6 +538,45 @@ def _plan(src: KernelSource, loop: StrideLoop) -> tuple[_Reader, list[_Decl]] | 
     return best
 
 
+def _column_packs(
+    src: KernelSource, loop: StrideLoop, reader: _Reader, at_row: Callable[[Node], str], k: int
+) -> list[_ColumnPack]:
+    """The body's accesses that FLAT_VEC columns may load or store as one pack: `a[x]` with `a` a row-invariant
+    name and `x` its row's first value plus the column, read where every element reads it, or written by a statement
+    every element runs; none where an element may skip the rest (`continue`), or where an array written through a
+    pack is accessed otherwise too (packs could overlap)."""
+    if descendants(loop.body, "continue_statement"):
+        return []
+    packs: dict[tuple[str, str], _ColumnPack] = {}
+    other: set[str] = set()  # arrays accessed in a way no pack takes
+    for sub in descendants(loop.body, "subscript_expression"):
+        array, indices = sub.child_by_field_name("argument"), sub.child_by_field_name("indices")
+        index = indices.named_children[0] if indices is not None and indices.named_child_count == 1 else None
+        if array is None or array.type != "identifier" or index is None:
+            continue
+        name = src.text(array)
+        node, role = use_of(src, sub)
+        # a division read here for the first time would hold along the row only under conditions the row never
+        # checks: such an index is not taken (and the reader keeps the conditions it had)
+        checked = list(reader.conditions)
+        movable = reader.read(array).kind == "inv" and reader.read(index).kind == "pos"
+        movable = movable and all(c in checked for c in reader.conditions)
+        reader.conditions[:] = checked
+        ok = (role == "read" and always_runs(node, loop.body)) or (role == "write" and unconditional(node, loop.body))
+        if not (movable and ok):
+            other.add(name)
+            continue
+        key = (name, squeezed(src.text(index)))
+        start = f"&({at_row(array)})[{at_row(index)}]"
+        pack = packs.setdefault(key, _ColumnPack(f"cutune_pk{k}_{len(packs)}", start, []))
+        pack.nodes.append(node)
+        pack.written = pack.written or role == "write"
+    for (name, _), pack in packs.items():
+        if pack.written and (name in other or sum(1 for a, _ in packs if a == name) > 1):
+            return []
+    return list(packs.values())
+
+
 def _per_element(name: str, x: _Decl, col: str) -> str:
     """What an element evaluates for `x` from its row's value `name`: the row's value, plus the column for `pos`
     (a sub-expression cast back to its own type: the sum is wider where the column is)."""
@@ -516,10 +585,11 @@ def _per_element(name: str, x: _Decl, col: str) -> str:
     return f"{name} + {col}" if x.statement is not None else f"((decltype({name}))({name} + {col}))"
 
 
-def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: list[_Decl]) -> str:
+def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: list[_Decl]) -> tuple[str, bool]:
     """The loop over rows of D indices: the declarations evaluated at the row's first index, then each element from
-    them where the row's conditions hold; the original body per element where they do not (and everywhere when D is
-    not positive)."""
+    them where the row's conditions hold (FLAT_VEC columns at once, the accesses that move with the column one pack
+    each, where there are such and the row's part is aligned); the original body per element where they do not (and
+    everywhere when D is not positive). And whether there are packs."""
     d, part, rt, groups, rows, unit, row, first, last, base, at, col = (
         f"cutune_{n}{k}"
         for n in ("d", "part", "rt", "groups", "rows", "unit", "row", "first", "last", "base", "at", "col")
@@ -551,6 +621,7 @@ def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: l
     values = {x.value: _per_element(renamed[x.name], x, col) for x in decls}
     fast = rewritten(src, loop.body, lambda n: values.get(n))
     row_length = " * ".join(f"({f})" for f in sorted(reader.row.elements()))
+    packs = _column_packs(src, loop, reader, lambda n: substituted(n, at_row), k)
 
     def columns(body: str) -> str:  # ITEMS columns a thread at once, unrolled: their loads in flight together
         return "\n".join(
@@ -569,7 +640,55 @@ def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: l
             ]
         )
 
-    return "\n".join(
+    def packed() -> str:  # FLAT_VEC columns a chunk, the row's contiguous accesses one pack each where aligned
+        j, c0 = f"cutune_j{k}", f"cutune_c{k}"
+        element = {n: f"{pack.name}.v[{j}]" for pack in packs for n in pack.nodes}
+        body = rewritten(src, loop.body, lambda n: element.get(n) or values.get(n))
+        aligned = " && ".join(
+            f"reinterpret_cast<unsigned long long>({p.start} + {first}) % (sizeof(*({p.start})) * {FLAT_VEC}) == 0"
+            for p in packs
+        )
+        loads = [
+            f"const auto {p.name} = cutune_vec_load<{FLAT_VEC}>({p.start} + {c0});"
+            if not p.written
+            else f"decltype(cutune_vec_load<{FLAT_VEC}>({p.start})) {p.name};"
+            for p in packs
+        ]
+        stores = [f"cutune_vec_store<{FLAT_VEC}>({p.start} + {c0}, {p.name});" for p in packs if p.written]
+        return "\n".join(
+            [
+                f"if ({FLAT_VEC} > 1 && {aligned}) {{",
+                f"  for (long long cutune_chunk{k} = {first} + (long long)((int)threadIdx.x % {rt}) * {FLAT_VEC}; "
+                f"cutune_chunk{k} < {last}; cutune_chunk{k} += (long long){rt} * {FLAT_VEC} * {ITEMS}) {{",
+                "#pragma unroll",
+                f"    for (int cutune_u{k} = 0; cutune_u{k} < {ITEMS}; ++cutune_u{k}) {{",
+                f"      const long long {c0} = cutune_chunk{k} + (long long)cutune_u{k} * {rt} * {FLAT_VEC};",
+                f"      if ({c0} + {FLAT_VEC} <= {last} && {base} + {c0} + {FLAT_VEC} <= ({loop.bound})) {{",
+                *(f"        {t}" for t in loads),
+                "#pragma unroll",
+                f"        for (int {j} = 0; {j} < {FLAT_VEC}; ++{j}) {{",
+                f"          const long long {col} = {c0} + {j};",
+                f"          const {loop.var_type} {loop.var} = {base} + {col};",
+                indented(body, "          "),
+                "        }",
+                *(f"        {t}" for t in stores),
+                f"      }} else if ({c0} < {last}) {{",  # the part's last chunk, partial: column by column
+                f"        for (long long {col} = {c0}; {col} < {last} && {col} < {c0} + {FLAT_VEC}; ++{col}) {{",
+                f"          if ({base} + {col} < ({loop.bound})) {{",
+                f"            const {loop.var_type} {loop.var} = {base} + {col};",
+                indented(fast, "            "),
+                "          }",
+                "        }",
+                "      }",
+                "    }",
+                "  }",
+                "} else {",
+                indented(columns(fast), "  "),
+                "}",
+            ]
+        )
+
+    text = "\n".join(
         [
             "{",
             f"  const long long {d} = {row_length};  // a row: the divisor the others are multiples of",
@@ -588,7 +707,7 @@ def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: l
             f"      const {loop.var_type} {at} = {base};",
             *(f"      {t}" for t in row_decls),
             f"      if ({' && '.join(conditions) or 'true'}) {{",
-            indented(columns(fast), "        "),
+            indented(packed() if packs else columns(fast), "        "),
             "      } else {",
             indented(columns(src.text(loop.body)), "        "),
             "      }",
@@ -599,3 +718,4 @@ def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: l
             "}",
         ]
     )
+    return text, bool(packs)

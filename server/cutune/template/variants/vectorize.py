@@ -61,7 +61,7 @@ _BRANCHES = (
 )
 _LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
 HELPERS = f"""\
-// cutune: a pack of N elements, loaded and stored as one aligned access (used by variant {NAME})
+// cutune: a pack of N elements, loaded and stored as one aligned access (variants vectorized, flat_rows)
 template <int N, typename E>
 struct alignas(sizeof(E) * N) {_PREFIX}_t {{
   E v[N];
@@ -182,7 +182,7 @@ class Vectorize(Transform):
             base = _base(src, parts[1], loop.var) if len(parts) == 2 else None
             address: Address | None = None
             # read ahead only what the loop always reads (plain `a[base + i]` keeps its earlier rule)
-            if not _always_runs(access, loop.body) and (array_node.type != "identifier" or base is None):
+            if not always_runs(access, loop.body) and (array_node.type != "identifier" or base is None):
                 scalar.setdefault(array, access)
                 why.append(f"{src.text(access)}: is accessed only under a condition")
                 continue
@@ -201,7 +201,7 @@ class Vectorize(Transform):
                 address, array, base = found, found.root, ""
             key = (array, address.key if address is not None else squeezed(base))
             pack = packs.setdefault(key, _Pack(array, base, f"{_PREFIX}_{len(packs)}", [], address=address))
-            node, role = _use(src, access)
+            node, role = use_of(src, access)
             if role == "address":
                 return f"takes the address of {src.text(access)} (line {src.line(access)}) other than to load it"
             pack.nodes.append(node)
@@ -209,7 +209,7 @@ class Vectorize(Transform):
                 pack.read = True
             if role in ("write", "update"):
                 pack.written = True
-                if has_continue or not _unconditional(node, loop.body):
+                if has_continue or not unconditional(node, loop.body):
                     pack.conditional_write = True
         if not packs:
             flat = f"a[base + {loop.var}]` (nor `a[f({loop.var} / n) + {loop.var} % n]`)"
@@ -283,7 +283,7 @@ class Vectorize(Transform):
         return "\n".join(out)
 
 
-def _use(src: KernelSource, sub: Node) -> tuple[Node, str]:
+def use_of(src: KernelSource, sub: Node) -> tuple[Node, str]:
     """The node to replace for a subscript and how it is used: read, write, update (both) or address."""
     parent = sub.parent
     if parent is not None and parent.type == "pointer_expression" and src.text(parent).startswith("&"):
@@ -304,7 +304,7 @@ def _use(src: KernelSource, sub: Node) -> tuple[Node, str]:
     return sub, "read"
 
 
-def _unconditional(node: Node, body: Node) -> bool:
+def unconditional(node: Node, body: Node) -> bool:
     """Whether `node` is in an expression statement that runs on every iteration of the loop `body`: the
     statement is the body, or only plain `{ }` blocks enclose it up to the body."""
     statement: Node | None = node
@@ -318,7 +318,7 @@ def _unconditional(node: Node, body: Node) -> bool:
     return current == body
 
 
-def _always_runs(node: Node, body: Node) -> bool:
+def always_runs(node: Node, body: Node) -> bool:
     """Whether `node` is evaluated on every iteration of the loop `body` (no branch, loop or short circuit
     between them)."""
     current = node.parent

@@ -35,6 +35,7 @@ CASES = {
         "flat_rows": [  # `bias[i % d]`: the remainder once a row
             {"FLAT_ROW_THREADS": 64, "FLAT_ITEMS": 2, "FLAT_BLOCKS_PER_SM": 8},
             {"FLAT_ROW_THREADS": 512, "FLAT_ITEMS": 8, "FLAT_SPLIT": 8, "FLAT_BLOCKS_PER_SM": 1},
+            {"FLAT_ROW_THREADS": 128, "FLAT_ITEMS": 2, "FLAT_VEC": 8, "FLAT_BLOCKS_PER_SM": 4},  # 16-byte packs
         ],
     },
     # a grid-stride loop written through a macro from a project header beside the file
@@ -134,6 +135,7 @@ CASES = {
             {"FLAT_ROW_THREADS": 32, "FLAT_ITEMS": 1, "FLAT_BLOCKS_PER_SM": 8},
             {"FLAT_ROW_THREADS": 128, "FLAT_ITEMS": 4, "FLAT_SPLIT": 4, "FLAT_BLOCKS_PER_SM": 2},
             {"FLAT_ROW_THREADS": 1024, "FLAT_ITEMS": 8, "FLAT_BLOCKS_PER_SM": 32},
+            {"FLAT_ROW_THREADS": 64, "FLAT_ITEMS": 4, "FLAT_VEC": 4, "FLAT_SPLIT": 2, "FLAT_BLOCKS_PER_SM": 8},
         ],
     },
     # and a grid-stride loop of 32-bit indices whose row and column broadcast a scale and a bias
@@ -144,6 +146,7 @@ CASES = {
         "flat_rows": [
             {"FLAT_ROW_THREADS": 256, "FLAT_ITEMS": 2, "FLAT_BLOCKS_PER_SM": 4},
             {"FLAT_ROW_THREADS": 64, "FLAT_ITEMS": 8, "FLAT_SPLIT": 16, "FLAT_BLOCKS_PER_SM": 1},
+            {"FLAT_ROW_THREADS": 256, "FLAT_ITEMS": 1, "FLAT_VEC": 4, "FLAT_BLOCKS_PER_SM": 4},
         ],
     },
 }
