@@ -80,6 +80,15 @@ __global__ void broadcast(float* __restrict__ out, const float* __restrict__ x, 
   }
 }
 """
+# an update in place: the row's pack of `y` is read, then written back
+IN_PLACE = """
+__global__ void in_place(float* __restrict__ y, const float* __restrict__ x, const int64_t n, const int64_t d) {
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const int64_t r = i / d;
+    y[i] = y[i] * 2.f + x[i % d] + (float)r;
+  }
+}
+"""
 # divisions inside expressions (DeepSpeed's `bias[i % hidden]`): a per-row scale loaded once a row, the bias's column
 # added to the row's remainder; one in a branch of `?:` (not every element evaluates it) and one of a value the body
 # changes stay with the element
@@ -351,6 +360,7 @@ def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path
         (GATED, "gated"),
         (BROADCAST, "broadcast"),
         (INLINE, "inline_div"),
+        (IN_PLACE, "in_place"),
     )
     for source, kernel in kernels:
         v = _variant(source, kernel)
@@ -374,6 +384,7 @@ def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path
         _case("inline", "inline_div_{k}(o, a.data(), b.data(), c.data(), 1000, 96)", 16, 1000),
         _case("inline-narrow", "inline_div_{k}(o, a.data(), b.data(), c.data(), 1000, 5)", 16, 1000),
         _case("inline-negative-d", "inline_div_{k}(o, a.data(), b.data(), c.data(), 300, -7)", 5, 300),
+        _case("in-place", "in_place_{k}(o, a.data(), 1000, 96)", 16, 1000),
     ]
     main = HARNESS.replace("%CASES%", "\n".join(cases))
     helpers = v.helpers  # the pack helpers, the same for every variant

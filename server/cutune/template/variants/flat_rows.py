@@ -110,6 +110,7 @@ class _ColumnPack:
     name: str
     start: str  # `&a[x]` at the row's first index, in the row's names: the pack of columns c.. is at start + c
     nodes: list[Node]
+    read: bool = False
     written: bool = False
 
 
@@ -570,6 +571,7 @@ def _column_packs(
         start = f"&({at_row(array)})[{at_row(index)}]"
         pack = packs.setdefault(key, _ColumnPack(f"cutune_pk{k}_{len(packs)}", start, []))
         pack.nodes.append(node)
+        pack.read = pack.read or role == "read"
         pack.written = pack.written or role == "write"
     for (name, _), pack in packs.items():
         if pack.written and (name in other or sum(1 for a, _ in packs if a == name) > 1):
@@ -648,9 +650,9 @@ def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: l
             f"reinterpret_cast<unsigned long long>({p.start} + {first}) % (sizeof(*({p.start})) * {FLAT_VEC}) == 0"
             for p in packs
         )
-        loads = [
-            f"const auto {p.name} = cutune_vec_load<{FLAT_VEC}>({p.start} + {c0});"
-            if not p.written
+        loads = [  # a pack written in place is loaded first: its elements are read before they are written
+            f"{'auto' if p.written else 'const auto'} {p.name} = cutune_vec_load<{FLAT_VEC}>({p.start} + {c0});"
+            if p.read
             else f"decltype(cutune_vec_load<{FLAT_VEC}>({p.start})) {p.name};"
             for p in packs
         ]
