@@ -194,13 +194,31 @@ export class Workbench {
    * the rows in view, so a file below them cannot be clicked there (the samples outgrew the view in CI).
    */
   async openFile(name: string): Promise<void> {
-    await this.page.keyboard.press("F1");
-    const input = this.page.locator(".quick-input-widget input");
-    await input.waitFor();
+    const input = await this.quickInput();
     await input.fill(name);
     await this.page.locator(".quick-input-list .monaco-list-row", { hasText: name }).first().click();
     await this.page.locator(".tabs-container .tab.active", { hasText: name }).waitFor();
     await this.editor().locator(".view-lines").waitFor();
+  }
+
+  /**
+   * The quick input's box, opened with F1. A key press can be lost to a focus change (CI saw the box never open right
+   * after the server restarted): F1 is pressed again after 5 seconds, three tries.
+   */
+  private async quickInput(): Promise<Locator> {
+    const input = this.page.locator(".quick-input-widget input");
+    for (let attempt = 1; ; attempt++) {
+      await this.page.keyboard.press("F1");
+      try {
+        await input.waitFor({ timeout: 5_000 });
+        return input;
+      } catch (error) {
+        if (attempt === 3) {
+          throw error;
+        }
+        await this.page.keyboard.press("Escape");
+      }
+    }
   }
 
   editor(): Locator {
@@ -299,9 +317,7 @@ export class Workbench {
   }
 
   async runCommand(title: string): Promise<void> {
-    await this.page.keyboard.press("F1");
-    const input = this.page.locator(".quick-input-widget input");
-    await input.waitFor();
+    const input = await this.quickInput();
     await input.fill(`>${title}`);
     await this.page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().click();
   }
