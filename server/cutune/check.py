@@ -8,8 +8,6 @@ feasible here compiles in `tune` with the same compiler, unit and options.
 
 from __future__ import annotations
 
-import itertools
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from cutune.gpu.resources import ResourceUsage
 from cutune.limits import DeviceLimits, limits_for
 from cutune.project import KernelContext
 from cutune.spec import KernelSpec
-from cutune.template.model import Config, Space
+from cutune.template.model import Config
 from cutune.tune.space import Feasibility
 
 
@@ -82,7 +80,7 @@ def check_kernel(
     spec, drafted = (ctx.spec, False) if ctx.spec is not None else (ctx.drafted_spec(), True)
     space = ctx.space
     feasibility = Feasibility(space, spec, limits)
-    configs, infeasible = _sample(space, feasibility if spec.sizes else None, limit, seed)
+    configs, infeasible = _sample(feasibility, limit, seed, checked=bool(spec.sizes))
     rows: list[CheckRow | None] = [None] * len(configs)
     size = spec.sizes[0] if spec.sizes else {}
     keys: dict[int, tuple[BuildKey, str]] = {}  # row → (build key, its expression)
@@ -132,36 +130,33 @@ def check_kernel(
     return CheckReport(ctx.kernel.name, arch, limits, feasibility.size(), listed, infeasible, drafted, compiler, why)
 
 
-def _sample(space: Space, feasibility: Feasibility | None, limit: int, seed: int) -> tuple[list[Config], int]:
-    """The default first, then the feasible points (all, or a seeded uniform sample; a variant's own parameters only
-    where it runs); and how many were infeasible."""
-    default = space.default()
+def _sample(feasibility: Feasibility, limit: int, seed: int, checked: bool) -> tuple[list[Config], int]:
+    """The default first, then the points (all, or a seeded uniform sample; a variant's own parameters only where it
+    runs) that are feasible where `checked` (the spec has sizes to check them at); and how many were not."""
+    default = feasibility.space.default()
     out = [default]
     rejected = 0
-    names = [p.name for p in space.params]
-    groups = feasibility.groups() if feasibility is not None else [[p.values for p in space.params]]
-    sizes = [math.prod(len(values) for values in group) for group in groups]
 
     def take(c: Config) -> None:
         nonlocal rejected
-        if feasibility is not None and feasibility.violation(c) is not None:
+        if checked and feasibility.violation(c) is not None:
             rejected += 1
         else:
             out.append(c)
 
+    sizes = feasibility.group_sizes()
     if sum(sizes) <= limit:
-        for group in groups:
-            for values in itertools.product(*group):
-                c = Config.of(dict(zip(names, values, strict=True)))
-                if c != default:
-                    take(c)
+        for c in feasibility.points():
+            if c != default:
+                take(c)
         return out, rejected
     rng = random.Random(seed)
+    names = [p.name for p in feasibility.space.params]
     seen = {default}
     for _ in range(limit * 50):  # bounded: a space that is mostly infeasible stops early
         if len(out) >= limit:
             break
-        group = rng.choices(groups, weights=sizes)[0]  # each point of the groups equally likely
+        group = rng.choices(feasibility.groups, weights=sizes)[0]  # each point of the groups equally likely
         c = Config.of({name: rng.choice(values) for name, values in zip(names, group, strict=True)})
         if c not in seen:
             seen.add(c)

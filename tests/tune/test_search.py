@@ -338,6 +338,15 @@ def test_the_pins_of_each_variant_are_read_from_the_constraints() -> None:
     assert check.pinned(VARIANT) == {0: {"A_DIV", "B_DIV"}, 1: {"B_DIV"}, 2: {"A_DIV"}}
     assert check.pinned("VEC") == {1: set(), 2: set(), 4: set(), 8: set()}  # no constraint pairs VEC with another
     assert CHECK.pinned(VARIANT) == {}  # no such parameter
+    # a constraint that cannot be evaluated at some value (a division by zero) holds nowhere there, and raises nothing
+    zero = dataclasses.replace(
+        check.space,
+        params=(*check.space.params, TunableParam("STEP", (0, 1, 2), 1)),
+        constraints=(*check.space.constraints, "VARIANT == 2 or 4 % STEP == 0"),
+    )
+    assert Feasibility(zero, SPEC, LIMITS).pinned(VARIANT)[1] == {
+        "B_DIV"
+    }  # STEP 0 and 1, 2 all ok or failing: not a pin
 
 
 def test_the_sampler_never_proposes_another_variants_own_parameters(options: TuneOptions) -> None:

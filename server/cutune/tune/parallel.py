@@ -31,7 +31,7 @@ from cutune.tune.plan import read_plan, to_json
 from cutune.tune.result import TuneResult
 from cutune.tune.run import limits_of, tune
 from cutune.tune.search import Progress, ProgressFn, SearchOutcome, run_search
-from cutune.tune.space import Feasibility, feasible_configs
+from cutune.tune.space import Feasibility
 from cutune.tune.study import load_study
 
 _JOIN_S = 60.0  # how long a finished run waits for its workers to exit before stopping them
@@ -90,12 +90,12 @@ def join(
         refusal = plan.refusal(device)
         if refusal is not None:
             raise StudyError(f"not joining study {study.study_name}: {refusal}")
-        limits = limits_of(device)
+        check = Feasibility(plan.job.space, plan.job.spec, limits_of(device))
         return run_search(
             study,
             backend,
-            Feasibility(plan.job.space, plan.job.spec, limits),
-            feasible_configs(plan.job.space, plan.job.spec, limits),
+            check,
+            check.listed(),
             plan.budget,
             plan.search,
             progress=progress,

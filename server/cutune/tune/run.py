@@ -34,7 +34,7 @@ from cutune.tune.plan import plan_for, write_plan
 from cutune.tune.result import SizeResult, TuneResult, result_path, write_result
 from cutune.tune.search import ProgressFn, SearchOutcome, StopReason, progress_of, run_search
 from cutune.tune.select import Selection, select, shortlist
-from cutune.tune.space import Feasibility, feasible_configs
+from cutune.tune.space import Feasibility
 from cutune.tune.study import open_study, param_importances, read_record, study_key
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def tune(
                 study,
                 backend,
                 check,
-                feasible_configs(job.space, job.spec, limits),
+                check.listed(),
                 options.budget,
                 options.search,
                 progress=progress,

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from optuna.distributions import CategoricalDistribution
 
 from cutune.errors import CutuneError
 from cutune.limits import DeviceLimits
 from cutune.spec import KernelSpec
-from cutune.template.expr import Number, compile_expr
+from cutune.template.expr import Expr, Number, compile_expr
 from cutune.template.instantiate import size_value
 from cutune.template.model import Binding, Config, Space, Value
 from cutune.template.recipes.index_bits import EXTENT
@@ -69,24 +70,47 @@ class Feasibility:
             if other is None or theirs is None or not isinstance(other.default, int):
                 continue
             for v in mine:
-                ok = {x: bool(c.evaluate({name: v, other.name: x})) for x in theirs}
+                ok = {x: _holds(c, {name: v, other.name: x}) for x in theirs}
                 if ok.get(other.default) and not any(ok[x] for x in theirs if x != other.default):
                     held[v].add(other.name)
         return {v: frozenset(names) for v, names in held.items()}
 
-    def groups(self) -> list[list[tuple[Value, ...]]]:
+    @functools.cached_property
+    def groups(self) -> tuple[tuple[tuple[Value, ...], ...], ...]:
         """The space as the values each parameter may take, one group per VARIANT value with its pinned parameters
         at their defaults (the whole space as one group where there are no variants): every point the constraints
         could let through, in far fewer than the product's."""
         pins = self.pinned(VARIANT)
-        return [
-            [(v,) if p.name == VARIANT else (p.default,) if p.name in held else p.values for p in self.space.params]
+        return tuple(
+            tuple(
+                (v,) if p.name == VARIANT else (p.default,) if p.name in held else p.values for p in self.space.params
+            )
             for v, held in pins.items()
-        ] or [[p.values for p in self.space.params]]
+        ) or (tuple(p.values for p in self.space.params),)
+
+    def group_sizes(self) -> list[int]:
+        """How many points each group holds."""
+        return [math.prod(len(values) for values in group) for group in self.groups]
 
     def size(self) -> int:
         """How many points the groups hold."""
-        return sum(math.prod(len(values) for values in group) for group in self.groups())
+        return sum(self.group_sizes())
+
+    def points(self, group: int | None = None) -> Iterator[Config]:
+        """The groups' points (or one group's), feasible or not, each group in the order of its product."""
+        names = [p.name for p in self.space.params]
+        chosen = self.groups if group is None else (self.groups[group],)
+        for values in (v for g in chosen for v in itertools.product(*g)):
+            yield Config.of(dict(zip(names, values, strict=True)))
+
+    def listed(self, budget: int = ENUMERATION_LIMIT) -> tuple[Config, ...] | None:
+        """Every feasible configuration (in the order of the space's product) when the groups hold at most `budget`
+        points, else None: a variant's own parameters are tried only where it runs."""
+        if self.size() > budget:
+            return None
+        found = [c for c in self.points() if self.violation(c) is None]
+        found.sort(key=lambda c: tuple(p.values.index(c[p.name]) for p in self.space.params))
+        return tuple(found)
 
     def _check(self, names: Mapping[str, Number]) -> str | None:
         try:
@@ -117,9 +141,17 @@ def _unspecialisable(space: Space, spec: KernelSpec) -> list[tuple[str, str]]:
         try:
             for size in spec.sizes:
                 size_value(spec, p, size)
-        except CutuneError as e:
+        except (CutuneError, ArithmeticError) as e:  # a size expression dividing by zero there: nothing to compile in
             found.append((p.name, str(e)))
     return found
+
+
+def _holds(constraint: Expr, names: Mapping[str, Number]) -> bool:
+    """Whether the constraint holds for `names` (not where it cannot be evaluated: a division by zero)."""
+    try:
+        return bool(constraint.evaluate(names))
+    except (CutuneError, ArithmeticError):
+        return False
 
 
 def _numbers(values: tuple[Value, ...]) -> tuple[int, ...] | None:
@@ -131,20 +163,8 @@ def _numbers(values: tuple[Value, ...]) -> tuple[int, ...] | None:
 def feasible_configs(
     space: Space, spec: KernelSpec, limits: DeviceLimits, budget: int = ENUMERATION_LIMIT
 ) -> tuple[Config, ...] | None:
-    """Every feasible configuration (in the order of the space's product) when there are at most `budget` points to
-    try, else None; a variant's own parameters are tried only where it runs (Feasibility.groups)."""
-    check = Feasibility(space, spec, limits)
-    if check.size() > budget:
-        return None
-    names = [p.name for p in space.params]
-    points = (
-        Config.of(dict(zip(names, values, strict=True)))
-        for group in check.groups()
-        for values in itertools.product(*group)
-    )
-    found = [c for c in points if check.violation(c) is None]
-    found.sort(key=lambda c: tuple(p.values.index(c[p.name]) for p in space.params))
-    return tuple(found)
+    """Every feasible configuration when there are at most `budget` points to try, else None (Feasibility.listed)."""
+    return Feasibility(space, spec, limits).listed(budget)
 
 
 def neighbours(config: Config, space: Space) -> list[Config]:
