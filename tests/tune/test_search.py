@@ -111,11 +111,12 @@ def test_the_original_failing_stops_the_search(options: TuneOptions) -> None:
 
 def test_time_budget(options: TuneOptions) -> None:
     # the search's own limit runs to it; the whole run's limit stops before a trial would pass it (one trial
-    # may still run longer than the trials before it: a quarter of the budget allows for a loaded host)
+    # may still run longer than the trials before it: a quarter of the budget allows for a loaded host). A trial
+    # costs 0.1 s so that the study's own overhead on a loaded 2-core CI host (tens of ms) cannot decide the count
     for i, (budget, low, high) in enumerate(
-        ((Budget(trials=100, search_seconds=0.2), 0.2, 0.6), (Budget(seconds=0.2), 0.1, 0.25))
+        ((Budget(trials=100, search_seconds=1.0), 1.0, 2.0), (Budget(seconds=1.0), 0.5, 1.25))
     ):
-        backend = FakeBackend(sleep_s=0.02)
+        backend = FakeBackend(sleep_s=0.1)
         fresh = dataclasses.replace(options, storage_url=f"journal:{options.workspace}/{i}.journal")
         outcome, _ = search(backend, fresh, budget=budget)
         assert outcome.stop is StopReason.TIME
