@@ -1,5 +1,6 @@
 """Generality count: every structural transform tried on every kernel of samples/ and of the production corpora
-(flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them), each
+(flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them; the held-out
+vLLM csrc/ of scripts/held_out.sh only when `--corpus vllm` names it), each
 definition on its own (overloads of one name too, the others renamed for it), the way
 `cutune templatize` proposes variants (canonicalised first), with the include folders each corpus's build uses (as
 a spec's `include_dirs` names them: loop macros are looked up in the headers there). Per transform: where it
@@ -35,7 +36,7 @@ from cutune.template.variants.loops import grid_index_axis, index_form
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.corpus.sources import corpora  # noqa: E402
+from tests.corpus.sources import corpora, held_out  # noqa: E402
 
 # templatize recipes that change the kernel's code (not only its launch), counted beside the structural transforms
 RECIPES: tuple[Recipe, ...] = (IndexBits(),)
@@ -46,9 +47,10 @@ NOT_ROW_REDUCTION = re.compile(r"rope|all_?reduce|lamport", re.IGNORECASE)  # ro
 
 
 def sources(names: list[str] | None = None) -> dict[str, tuple[list[Path], list[str]]]:
-    """The samples' .cu files, then each corpus's kernel files, by corpus name, each with its include folders."""
+    """The samples' .cu files, then each corpus's kernel files, by corpus name, each with its include folders; the
+    held-out corpora only where `names` asks for them."""
     found = {"samples": (sorted((ROOT / "samples").rglob("*.cu")), [])}
-    for name, corpus in corpora().items():
+    for name, corpus in {**corpora(), **(held_out() if names else {})}.items():
         found[name] = (list(corpus.files), [str(d) for d in corpus.include_dirs])
     return {k: v for k, v in found.items() if not names or k in names}
 
@@ -111,7 +113,9 @@ def main() -> None:
     """Print the table (and write it as JSON when asked)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--corpus", nargs="*", help="only these (samples, flashinfer, deepspeed, llama.cpp)")
+    ap.add_argument(
+        "--corpus", nargs="*", help="only these (samples, flashinfer, deepspeed, llama.cpp; held out: vllm)"
+    )
     args = ap.parse_args()
     applied: Counter[str] = Counter()
     refused: dict[str, Counter[str]] = {name: Counter() for name in TRANSFORMS}

@@ -81,7 +81,10 @@ _TRAIT_NAMES = frozenset(
     is_unsigned is_unsigned_v is_pointer is_pointer_v is_const is_const_v is_arithmetic is_arithmetic_v
     remove_cv remove_cv_t remove_const remove_const_t remove_reference remove_reference_t remove_pointer
     remove_pointer_t decay decay_t make_signed make_signed_t make_unsigned make_unsigned_t underlying_type
-    underlying_type_t common_type common_type_t void_t is_void is_void_v""".split()  # noqa: SIM905
+    underlying_type_t common_type common_type_t void_t is_void is_void_v is_pod is_pod_v is_trivial is_trivial_v
+    is_trivially_copyable is_trivially_copyable_v is_standard_layout is_standard_layout_v is_base_of is_base_of_v
+    is_convertible is_convertible_v is_class is_class_v is_enum is_enum_v is_array is_array_v is_reference
+    is_reference_v is_empty is_empty_v alignment_of alignment_of_v""".split()  # noqa: SIM905
 )
 _UINT = "typedef unsigned int uint;\n"
 # <math.h>'s INFINITY and NAN, which nvcc's host headers define and NVRTC lacks

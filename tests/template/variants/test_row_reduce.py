@@ -19,7 +19,7 @@ from cutune.project import open_kernel, tune_options
 from cutune.spec import KernelSpec, load_spec
 from cutune.template.model import Template
 from cutune.template.templatize import templatize
-from cutune.template.variants import TRANSFORMS, with_variants
+from cutune.template.variants import TRANSFORMS, propose_variants, with_variants
 from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.tune.run import tune
@@ -217,6 +217,15 @@ def test_pointers_moved_under_a_block_uniform_branch_stay_moved_by_the_whole_bra
     block = "if constexpr (kGated) {\n    const int gate_row = cutune_row % gate_rows;"
     assert block in body and body.index(block) < body.index("cutune_rr_load")
     assert "gate[g]" in body  # a read of the gate only under its branch stays there, one element at a time
+
+
+def test_compile_time_checks_before_the_loops_stay_in_the_variant() -> None:
+    path = SAMPLES / "packed_add_rms_norm.cu"
+    variants, _ = propose_variants(parse_source(path.read_text(), str(path)), "packed_add_rms_norm_kernel", None)
+    body = next(v.body for v in variants if v.name == "row_reduce")
+    assert body.count("static_assert(") == 2 and body.index("static_assert(") < body.index("cutune_rr_load")
+    # each pack named through the loop's 64-bit index locals is read as the row's element
+    assert "(residual_p) + (static_cast<int64_t>(cutune_row) * packs)" in body
 
 
 def test_a_write_of_part_of_an_element_loads_the_element_and_stores_it_whole() -> None:

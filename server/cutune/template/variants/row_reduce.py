@@ -722,7 +722,7 @@ class _Rewriter:
                     if ident is not None:
                         self.decls[self.text(ident)] = (s, _type_of(self, s))
             elif (
-                s.type in ("alias_declaration", "type_definition", "preproc_call")
+                s.type in ("alias_declaration", "type_definition", "preproc_call", "static_assert_declaration")
                 or self._is_sync(s)
                 or s in self.exits
             ):
@@ -1772,6 +1772,9 @@ class _Rewriter:
             elif s.type == "declaration" and s in self.shared.values() and _declared_all(s):
                 if self.text(_declared_all(s)[0]) in set(self.stages.values()) & used:
                     kept.append(s)  # the dynamic array the row is staged in
+                continue
+            elif s.type == "static_assert_declaration":  # a compile-time check of the kernel's own: kept as is
+                kept.append(s)
                 continue
             elif s.type != "declaration":
                 continue

@@ -13,6 +13,7 @@ from tests.cuda.test_extract import needs_nvrtc, nvcc_compiled_functions, nvrtc_
 
 from .test_counted import COUNTED
 from .test_guard import EARLY, ENCLOSING
+from .test_index_locals import INDEXED
 from .test_loop_macros import LOOPED
 from .test_pack_rounds import WARPS
 from .test_scaled import PACKED
@@ -28,6 +29,7 @@ CASES = [
     (PACKED, "k<float>", "scaled_loops"),
     (LOOPED, "k<float>", "loop_macros"),
     (REDUCED, "k<256>", "thread_count"),
+    (INDEXED, "k<float>", "index_locals"),
     (WARPS.replace("LAUNCH", "k<4, float><<<1, dim3(32, 2)>>>(out, in, n, 1e-6f);"), "k<4, float>", "pack_rounds"),
 ]
 

@@ -56,6 +56,13 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
     },
+    # a fused add + norm over pack structs with their own `+=`, each pack named through 64-bit locals of the loop's
+    # index (`id`, `strided_id`: the input rows strided), compile-time checks before the loops
+    ("packed_add_rms_norm.cu", "packed_add_rms_norm_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
+    },
     # packs walked from a thread offset, summed by a helper and reduced by a block-sum helper with shared memory (its
     # row_reduce variants also run on the GPU: test_row_reduce.py, gpu_batch.sh's row_reduce_packs step)
     ("offset_rms_norm.cu", "offset_rms_norm_kernel"): {

@@ -18,6 +18,8 @@ from cutune.template.variants.canonical.counted import NAME as COUNTED
 from cutune.template.variants.canonical.counted import counted_to_stride
 from cutune.template.variants.canonical.guard import NAME as GUARD
 from cutune.template.variants.canonical.guard import grid_stride_guard
+from cutune.template.variants.canonical.index_locals import NAME as INDEX_LOCALS
+from cutune.template.variants.canonical.index_locals import substitute_index_locals
 from cutune.template.variants.canonical.inline import NAME as INLINE
 from cutune.template.variants.canonical.inline import inline_looping_helpers
 from cutune.template.variants.canonical.loop_macros import NAME as LOOP_MACROS
@@ -42,7 +44,9 @@ Step = Callable[[SourceModel, str], SourceModel | str | None]
 # helper is written out first (the guard reads it), inlined helpers' loops
 # are the kernel's own before loop forms are read, `while` loops are `for` loops before their steps are read (a
 # thread count), the loop forms are stride loops before the guard step looks
-# for a kernel that has none (an offset range's loop is read once its step is blockDim.x and it is a `for`)
+# for a kernel that has none (an offset range's loop is read once its step is blockDim.x and it is a `for`; a
+# body's index locals are written out after it, which reads its index only as a whole subscript, and before
+# the steps that read a loop's accesses)
 STEPS: dict[str, Step] = {
     LOOP_MACROS: expand_loop_macros,
     THREAD_INDEX: written_out,
@@ -51,6 +55,7 @@ STEPS: dict[str, Step] = {
     THREAD_COUNT: block_size_strides,
     ROW_COUNT: block_shape_rows,
     OFFSET: offset_to_row,
+    INDEX_LOCALS: substitute_index_locals,
     PACK_ROUNDS: pack_rounds,
     COUNTED: counted_to_stride,
     SCALED: scaled_to_packs,

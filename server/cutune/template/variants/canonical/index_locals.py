@@ -1,0 +1,176 @@
+"""index_locals: a loop body's local that only names an element (`int64_t id = row * stride + i; ... a[id]`),
+written out where it is used, so the transforms read each access as the element of the loop's index it is:
+
+    for (int i = tid; i < n; i += blockDim.x) {           for (int i = tid; i < n; i += blockDim.x) {
+      const int64_t id = blockIdx.x * stride + i;    →      y[blockIdx.x * stride + i] = f(x[blockIdx.x * stride + i]);
+      y[id] = f(x[id]);                                   }
+    }
+
+Only where each access names the same element either way: the local is declared in the loop's body itself (not in
+a nested block), alone in its declaration, with an integer type; it is never written and is read only as a whole
+subscript (`a[id]`); its value reads the loop's index and otherwise only names that the body neither writes nor
+declares again, through arithmetic and casts alone (no other call, no memory read, no assignment, no conditional).
+The value is written out as it is, its casts included; only its conversion to the local's type goes, which changes
+nothing while the index arithmetic does not wrap in its own type: the premise under which the transforms read
+`a[base + i]` already, and which the check of every variant against the original tests at each size.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tree_sitter import Node
+
+from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
+from cutune.template.edits import EditList, apply_edits
+from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.variants.canonical.shape import kernel_body
+from cutune.template.variants.loops import SIGNED_WIDTH, declared_names, written_names
+
+NAME = "index_locals"
+_INTEGER = re.compile(
+    r"(?:unsigned\s+|signed\s+)?(?:long\s+long|long|int|short)(?:\s+int)?|u?int(?:8|16|32|64)_t|size_t"
+)
+_STATIC_CAST = re.compile(r"static_cast<[\w:\s]+>")
+_OPERATORS = {"+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^"}
+
+
+def substitute_index_locals(model: SourceModel, kernel: str) -> SourceModel | None:
+    """The model with `kernel`'s element-naming loop locals written out at their uses; None when it has none."""
+    body = kernel_body(model, kernel)
+    if "for" not in body or "[" not in body:
+        return None
+    src = KernelSource(model, model.kernel(kernel))
+    edits = EditList(src.data)
+    found = False
+    for loop in src.in_body("for_statement"):
+        index = _loop_index(src, loop)
+        loop_body = loop.child_by_field_name("body")
+        if index is None or loop_body is None or loop_body.type != "compound_statement":
+            continue
+        changed = written_names(src, loop)  # the index too (its step); the body must not write it as well
+        redeclared = _nested_declared(src, loop_body)
+        if index in written_names(src, loop_body):
+            continue
+        for statement in loop_body.named_children:
+            shape = _index_local(src, statement, index, changed, redeclared)
+            if shape is None:
+                continue
+            name, value = shape
+            uses = _subscript_uses(src, loop_body, statement, name)
+            if uses is None:
+                continue
+            edits.replace(*_whole_lines(src.data, statement), "")
+            for use in uses:
+                edits.replace(use.start_byte, use.end_byte, src.text(value))
+            found = True
+    if not found:
+        return None
+    return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
+
+
+def _whole_lines(data: bytes, node: Node) -> tuple[int, int]:
+    """`node`'s bytes, widened to its whole lines where nothing else shares them (so no blank line is left)."""
+    start = data.rfind(b"\n", 0, node.start_byte) + 1
+    end = data.find(b"\n", node.end_byte)
+    end = len(data) if end < 0 else end + 1
+    if data[start : node.start_byte].strip() or data[node.end_byte : end].strip():
+        return node.start_byte, node.end_byte
+    return start, end
+
+
+def _loop_index(src: KernelSource, loop: Node) -> str | None:
+    """The name of the one variable a `for` loop's initializer declares, or None."""
+    init = loop.child_by_field_name("initializer")
+    declarators = init.children_by_field_name("declarator") if init is not None and init.type == "declaration" else []
+    if len(declarators) != 1 or declarators[0].type != "init_declarator":
+        return None
+    name = declarators[0].child_by_field_name("declarator")
+    return src.text(name) if name is not None and name.type == "identifier" else None
+
+
+def _nested_declared(src: KernelSource, body: Node) -> set[str]:
+    """The names declared in blocks nested in `body` (where a name of a local's value could mean another thing)."""
+    names: set[str] = set()
+    for child in body.named_children:
+        if child.type != "declaration":
+            names |= declared_names(src, child)
+    return names
+
+
+def _index_local(
+    src: KernelSource, statement: Node, index: str, changed: set[str], redeclared: set[str]
+) -> tuple[str, Node] | None:
+    """For `T name = value;` with T an integer type and value arithmetic over `index` and unchanged names: the name
+    and the value's node; else None."""
+    if statement.type != "declaration":
+        return None
+    declarators = statement.children_by_field_name("declarator")
+    if len(declarators) != 1 or declarators[0].type != "init_declarator":
+        return None
+    name, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
+    if name is None or value is None or name.type != "identifier":
+        return None
+    declared_type = src.text(statement)[: name.start_byte - statement.start_byte]
+    type_text = " ".join(re.sub(r"\b(?:const|constexpr|__restrict__)\b", " ", declared_type).split())
+    if not (type_text in SIGNED_WIDTH or _INTEGER.fullmatch(type_text)):
+        return None
+    names = _arithmetic_names(src, value)
+    if names is None or index not in names or names & (changed - {index}) or names & redeclared:
+        return None
+    return src.text(name), value
+
+
+def _arithmetic_names(src: KernelSource, node: Node) -> set[str] | None:
+    """The names an integer expression of names, members (`blockIdx.x`, `p.n`), literals, arithmetic operators and
+    casts reads; None for anything else (another call, a memory read, an assignment, a conditional)."""
+    if node.type == "identifier":
+        return {src.text(node)}
+    if node.type == "number_literal":
+        return set()
+    if node.type == "field_expression":
+        argument = node.child_by_field_name("argument")
+        if argument is None or argument.type != "identifier" or src.field(node, "operator") != ".":
+            return None
+        return {src.text(argument)}
+    parts = [c for c in node.named_children if c.type != "comment"]
+    if node.type == "parenthesized_expression" and len(parts) == 1:
+        return _arithmetic_names(src, parts[0])
+    if node.type == "cast_expression" and (value := node.child_by_field_name("value")) is not None:
+        return _arithmetic_names(src, value)
+    if node.type == "call_expression" and _STATIC_CAST.fullmatch(src.field(node, "function")):
+        arguments = node.child_by_field_name("arguments")
+        inside = [c for c in arguments.named_children if c.type != "comment"] if arguments is not None else []
+        return _arithmetic_names(src, inside[0]) if len(inside) == 1 else None
+    if node.type == "binary_expression" and src.field(node, "operator") in _OPERATORS:
+        found: set[str] = set()
+        for part in parts:
+            names = _arithmetic_names(src, part)
+            if names is None:
+                return None
+            found |= names
+        return found
+    return None
+
+
+def _subscript_uses(src: KernelSource, body: Node, declaration: Node, name: str) -> list[Node] | None:
+    """Every use of `name` after its declaration in `body`, each a whole subscript (`a[name]`); None when one is not
+    (or it is written, or declared again)."""
+    if name in written_names(src, body) or name in _nested_declared(src, body):
+        return None
+    uses = []
+    for ident in descendants(body, "identifier"):
+        if src.text(ident) != name or ident.start_byte < declaration.end_byte:
+            continue
+        indices = ident.parent
+        inside = [c for c in indices.named_children if c.type != "comment"] if indices is not None else []
+        if (
+            indices is None
+            or indices.type != "subscript_argument_list"
+            or len(inside) != 1
+            or inside[0].start_byte != ident.start_byte
+        ):
+            return None
+        uses.append(ident)
+    return uses
