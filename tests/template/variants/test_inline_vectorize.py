@@ -111,6 +111,21 @@ def test_a_parameter_the_call_leaves_out_takes_its_default() -> None:
     assert "const float& cutune_inl0_v = x[i];" in body and "float cutune_inl0_s = 2.0f * (W);" in body
 
 
+def test_a_helper_in_an_anonymous_namespace_is_inlined_and_one_in_a_named_namespace_is_not() -> None:
+    kernel = (
+        "__global__ void k(float* o, const float* x, int n) {\n"
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) { o[i] = twice(x[i]); }\n}\n"
+    )
+    helper = "__device__ float twice(float v) { return 2.0f * v; }\n"
+    for where in (f"namespace {{\n{helper}}}\n{kernel}", f"namespace {{\n{helper}\n{kernel}}}\n"):
+        body, refusals = _inlined_body(f"namespace ops {{\n{where}}}\n")
+        assert not refusals and "twice(" not in body, refusals
+    body, refusals = _inlined_body(
+        f"namespace ops {{\nnamespace detail {{\n{helper}}}\nusing detail::twice;\n{kernel}}}\n"
+    )
+    assert refusals == ("twice: is defined in namespace 'ops::detail', the kernel in 'ops'",)
+
+
 @pytest.mark.parametrize(
     ("helper", "call", "reason"),
     [

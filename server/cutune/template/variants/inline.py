@@ -15,8 +15,9 @@ kernel's top scope, one per helper: a shared variable is one object per block wh
 A call stays a call, with the reason returned, when inlining could change what it does: a recursive or
 overloaded helper, template arguments left to deduction, variadic parameters, an early return,
 static locals, shared ones inside a loop's helper (or sized by the kernel's locals), a name the helper reads
-from file scope that the kernel declares too, a helper from another namespace, or a call nested inside a larger
-expression. Helpers that call helpers are inlined a few levels deep.
+from file scope that the kernel declares too, a helper from another namespace (an anonymous one inside the
+kernel's, or around it, is the same), or a call nested inside a larger expression. Helpers that call helpers are
+inlined a few levels deep.
 """
 
 from __future__ import annotations
@@ -144,6 +145,12 @@ def _template_args(call: Node) -> list[Node]:
     return [a for a in args.named_children if a.type != "comment"] if args is not None else []
 
 
+def _named(namespace: str) -> str:
+    """A namespace without its anonymous parts: an anonymous namespace's names are visible in the one around it
+    (and those around it from inside it), so a helper there reads the same names from the kernel's."""
+    return "::".join(part for part in namespace.split("::") if part)
+
+
 def _inline(
     src: KernelSource, call: Node, found: list[_Helper], prefix: str, hoisted: dict[str, str] | None = None
 ) -> tuple[int, int, str] | str:
@@ -152,7 +159,7 @@ def _inline(
     if len(found) > 1:
         return "is overloaded: which definition a call means needs overload resolution"
     helper = found[0]
-    if helper.namespace != src.kernel.namespace:
+    if _named(helper.namespace) != _named(src.kernel.namespace):
         return f"is defined in namespace '{helper.namespace}', the kernel in '{src.kernel.namespace}'"
     fn, body = helper.definition, helper.definition.child_by_field_name("body")
     declarator = fn.child_by_field_name("declarator")
