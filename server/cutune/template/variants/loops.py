@@ -86,18 +86,39 @@ class CountingLoop:
     body: Node
 
 
+def single_declaration(node: Node | None) -> tuple[Node, Node] | None:
+    """For a declaration of one plain variable with a value (`T name = value;`): the name's and the value's nodes."""
+    if node is None or node.type != "declaration":
+        return None
+    declarators = node.children_by_field_name("declarator")
+    if len(declarators) != 1 or declarators[0].type != "init_declarator":
+        return None
+    name, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
+    if name is None or value is None or name.type != "identifier":
+        return None
+    return name, value
+
+
+def whole_subscript(ident: Node) -> bool:
+    """Whether `ident` is a subscript's whole index (`a[ident]`)."""
+    indices = ident.parent
+    inside = [c for c in indices.named_children if c.type != "comment"] if indices is not None else []
+    return (
+        indices is not None
+        and indices.type == "subscript_argument_list"
+        and len(inside) == 1
+        and inside[0].start_byte == ident.start_byte
+    )
+
+
 def counting_loop(src: KernelSource, loop: Node) -> CountingLoop | None:
     """The loop as a CountingLoop when it declares one index, bounds it with `<` and steps it with `+=`."""
     init, cond, update = (loop.child_by_field_name(f) for f in ("initializer", "condition", "update"))
     body = loop.child_by_field_name("body")
-    if init is None or cond is None or update is None or body is None or init.type != "declaration":
+    declared = single_declaration(init)
+    if init is None or cond is None or update is None or body is None or declared is None:
         return None
-    declarators = init.children_by_field_name("declarator")
-    if len(declarators) != 1 or declarators[0].type != "init_declarator":
-        return None
-    name, start = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
-    if name is None or start is None or name.type != "identifier":
-        return None
+    name, start = declared
     index = src.text(name)
     bound, step = cond.child_by_field_name("right"), update.child_by_field_name("right")
     if cond.type != "binary_expression" or update.type != "assignment_expression" or bound is None or step is None:

@@ -76,6 +76,11 @@ def test_a_single_local_is_written_out() -> None:
     )
 
 
+def test_a_division_of_what_does_not_read_the_index_is_written_out_too() -> None:
+    text = _text(SINGLE.replace("static_cast<long long>(blockIdx.x) * m + i;", "blockIdx.x * m / 4 + i;"))
+    assert "out[blockIdx.x * m / 4 + i] = in[blockIdx.x * m / 4 + i]" in text
+
+
 @pytest.mark.parametrize(
     ("old", "new"),
     [
@@ -87,6 +92,7 @@ def test_a_single_local_is_written_out() -> None:
         ("* m + i;", "* m + i + (n > 0 ? 1 : 0);"),  # a conditional
         ("* 2.0f;\n", "* 2.0f;\n    m -= 1;\n"),  # a name of its value changes in the body
         ("long long id", "float id"),  # not an integer
+        ("* m + i;", "* m + i / 2;"),  # the index divided: a row of a flat index, kept for flat_rows
         ("out[id] = in[id] * 2.0f;", "{\n      const int m = 2;\n      out[id] = in[id] * 2.0f;\n    }"),  # shadowed
         ("static_cast<long long>(blockIdx.x) * m + i;", "static_cast<long long>(blockIdx.x) * m;"),  # no index
     ],

@@ -37,6 +37,7 @@ from cutune.template.variants.loops import (
     indented,
     index_form,
     line_indent,
+    single_declaration,
     stride_loops,
     written_names,
 )
@@ -178,14 +179,10 @@ def _thread_index(
     """For `T i = GID;` or `T i = GID * C;` (GID a global thread index over a grid axis, C constant at compile
     time): the name, the value, the axis and, when scaled, (GID's text, C's text). In a chunk loop over u < K,
     GID is the chunk's `(blockIdx.x * K + u) * blockDim.x + threadIdx.x`."""
-    if statement.type != "declaration" or "[" in src.text(statement):
+    declared = single_declaration(statement)
+    if declared is None or "[" in src.text(statement):
         return None
-    declarators = statement.children_by_field_name("declarator")
-    if len(declarators) != 1 or declarators[0].type != "init_declarator":
-        return None
-    name, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
-    if name is None or value is None or name.type != "identifier":
-        return None
+    name, value = declared
     if chunk is not None:
         _, item, count = chunk
         chunked = re.sub(

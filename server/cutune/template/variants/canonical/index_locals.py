@@ -9,7 +9,9 @@ written out where it is used, so the transforms read each access as the element 
 Only where each access names the same element either way: the local is declared in the loop's body itself (not in
 a nested block), alone in its declaration, with an integer type; it is never written and is read only as a whole
 subscript (`a[id]`); its value reads the loop's index and otherwise only names that the body neither writes nor
-declares again, through arithmetic and casts alone (no other call, no memory read, no assignment, no conditional).
+declares again, through arithmetic and casts alone (no other call, no memory read, no assignment, no conditional),
+and the index only through sums, differences and products (a local dividing it, `row = i / d`, is a row of a flat
+index, which flat_rows reads as a local once a row).
 The value is written out as it is, its casts included; only its conversion to the local's type goes, which changes
 nothing while the index arithmetic does not wrap in its own type: the premise under which the transforms read
 `a[base + i]` already, and which the check of every variant against the original tests at each size.
@@ -26,13 +28,20 @@ from cutune.cuda.parse import parse_source
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import SIGNED_WIDTH, declared_names, written_names
+from cutune.template.variants.loops import (
+    SIGNED_WIDTH,
+    declared_names,
+    single_declaration,
+    whole_subscript,
+    written_names,
+)
 
 NAME = "index_locals"
 _INTEGER = re.compile(
     r"(?:unsigned\s+|signed\s+)?(?:long\s+long|long|int|short)(?:\s+int)?|u?int(?:8|16|32|64)_t|size_t"
 )
 _STATIC_CAST = re.compile(r"static_cast<[\w:\s]+>")
+_LINEAR = {"+", "-", "*"}  # what may be done to the loop's index: the element is an affine function of it
 _OPERATORS = {"+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^"}
 
 
@@ -82,12 +91,8 @@ def _whole_lines(data: bytes, node: Node) -> tuple[int, int]:
 
 def _loop_index(src: KernelSource, loop: Node) -> str | None:
     """The name of the one variable a `for` loop's initializer declares, or None."""
-    init = loop.child_by_field_name("initializer")
-    declarators = init.children_by_field_name("declarator") if init is not None and init.type == "declaration" else []
-    if len(declarators) != 1 or declarators[0].type != "init_declarator":
-        return None
-    name = declarators[0].child_by_field_name("declarator")
-    return src.text(name) if name is not None and name.type == "identifier" else None
+    declared = single_declaration(loop.child_by_field_name("initializer"))
+    return src.text(declared[0]) if declared is not None else None
 
 
 def _nested_declared(src: KernelSource, body: Node) -> set[str]:
@@ -104,27 +109,24 @@ def _index_local(
 ) -> tuple[str, Node] | None:
     """For `T name = value;` with T an integer type and value arithmetic over `index` and unchanged names: the name
     and the value's node; else None."""
-    if statement.type != "declaration":
+    declared = single_declaration(statement)
+    if declared is None:
         return None
-    declarators = statement.children_by_field_name("declarator")
-    if len(declarators) != 1 or declarators[0].type != "init_declarator":
-        return None
-    name, value = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
-    if name is None or value is None or name.type != "identifier":
-        return None
+    name, value = declared
     declared_type = src.text(statement)[: name.start_byte - statement.start_byte]
     type_text = " ".join(re.sub(r"\b(?:const|constexpr|__restrict__)\b", " ", declared_type).split())
     if not (type_text in SIGNED_WIDTH or _INTEGER.fullmatch(type_text)):
         return None
-    names = _arithmetic_names(src, value)
+    names = _arithmetic_names(src, value, index)
     if names is None or index not in names or names & (changed - {index}) or names & redeclared:
         return None
     return src.text(name), value
 
 
-def _arithmetic_names(src: KernelSource, node: Node) -> set[str] | None:
+def _arithmetic_names(src: KernelSource, node: Node, index: str) -> set[str] | None:
     """The names an integer expression of names, members (`blockIdx.x`, `p.n`), literals, arithmetic operators and
-    casts reads; None for anything else (another call, a memory read, an assignment, a conditional)."""
+    casts reads; None for anything else (another call, a memory read, an assignment, a conditional) and where
+    `index` is taken other than by sums, differences and products."""
     if node.type == "identifier":
         return {src.text(node)}
     if node.type == "number_literal":
@@ -136,20 +138,22 @@ def _arithmetic_names(src: KernelSource, node: Node) -> set[str] | None:
         return {src.text(argument)}
     parts = [c for c in node.named_children if c.type != "comment"]
     if node.type == "parenthesized_expression" and len(parts) == 1:
-        return _arithmetic_names(src, parts[0])
+        return _arithmetic_names(src, parts[0], index)
     if node.type == "cast_expression" and (value := node.child_by_field_name("value")) is not None:
-        return _arithmetic_names(src, value)
+        return _arithmetic_names(src, value, index)
     if node.type == "call_expression" and _STATIC_CAST.fullmatch(src.field(node, "function")):
         arguments = node.child_by_field_name("arguments")
         inside = [c for c in arguments.named_children if c.type != "comment"] if arguments is not None else []
-        return _arithmetic_names(src, inside[0]) if len(inside) == 1 else None
+        return _arithmetic_names(src, inside[0], index) if len(inside) == 1 else None
     if node.type == "binary_expression" and src.field(node, "operator") in _OPERATORS:
         found: set[str] = set()
         for part in parts:
-            names = _arithmetic_names(src, part)
+            names = _arithmetic_names(src, part, index)
             if names is None:
                 return None
             found |= names
+        if index in found and src.field(node, "operator") not in _LINEAR:
+            return None  # `i / d`, `i % d`: a row and column of a flat index, what flat_rows reads as such
         return found
     return None
 
@@ -163,14 +167,7 @@ def _subscript_uses(src: KernelSource, body: Node, declaration: Node, name: str)
     for ident in descendants(body, "identifier"):
         if src.text(ident) != name or ident.start_byte < declaration.end_byte:
             continue
-        indices = ident.parent
-        inside = [c for c in indices.named_children if c.type != "comment"] if indices is not None else []
-        if (
-            indices is None
-            or indices.type != "subscript_argument_list"
-            or len(inside) != 1
-            or inside[0].start_byte != ident.start_byte
-        ):
+        if not whole_subscript(ident):
             return None
         uses.append(ident)
     return uses

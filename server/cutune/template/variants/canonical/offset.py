@@ -29,6 +29,7 @@ from cutune.template.variants.loops import (
     index_form,
     local_values,
     squeezed,
+    whole_subscript,
     written_names,
 )
 
@@ -94,14 +95,7 @@ def _offset_loop(
     for ident in descendants(body, "identifier"):
         if src.text(ident) != var:
             continue
-        indices = ident.parent  # `[j]`: the subscript's argument list, holding the index alone
-        inside = [c for c in indices.named_children if c.type != "comment"] if indices is not None else []
-        if (
-            indices is None
-            or indices.type != "subscript_argument_list"
-            or len(inside) != 1
-            or inside[0].start_byte != ident.start_byte
-        ):
+        if not whole_subscript(ident):
             return f"reads its index {var} other than as a whole subscript (line {src.line(ident)})"
         uses.append(ident)
     return value, bound, uses, base, var_type
