@@ -15,6 +15,7 @@ from typing import Any
 import tree_sitter_cuda
 from tree_sitter import Language, Node, Parser, Point, Query, QueryCursor, Tree
 
+from cutune.cuda.conditionals import device_view
 from cutune.errors import ParseStopped
 
 LANGUAGE = Language(tree_sitter_cuda.language())
@@ -67,7 +68,42 @@ def parse_tree(data: bytes, key: str | None = None) -> Tree:
     key from the last tree parsed at all: a recipe's rewrite of a 50,000-line file re-parses in
     milliseconds instead of 300. Inside `stoppable`, raises ParseStopped once the tree is no longer wanted.
     """
-    return _RECENT.parse(_blanked(data), key)
+    blanked = _blanked(data)
+    tree = _RECENT.parse(blanked, key)
+    if tree.root_node.has_error and b"#" in data:
+        view = _device_view_tree(blanked)
+        if view is not None and _errors(view.root_node) < _errors(tree.root_node):
+            return view
+    return tree
+
+
+@functools.lru_cache(maxsize=16)
+def device_view_spans(data: bytes) -> tuple[tuple[int, int], ...]:
+    """The byte ranges of `data` its parse blanked as a device pass's view (`cutune.cuda.conditionals`): the
+    directives and branches not taken of the conditionals that split its braces; () where the text was parsed
+    as it is."""
+    blanked = _blanked(data)
+    if b"#" not in data or not _RECENT.parse(blanked, None).root_node.has_error:
+        return ()
+    view = _device_view_tree(blanked)
+    if view is None or parse_tree(data) is not view:
+        return ()
+    return device_view(blanked)[1]
+
+
+@functools.lru_cache(maxsize=8)
+def _device_view_tree(blanked: bytes) -> Tree | None:
+    """The tree of the device pass's view of a text that does not parse as it is; None where no conditional is
+    decided. Parsed afresh (no key): the view is not an edit of the text the editor last parsed."""
+    view, spans = device_view(blanked)
+    return _RECENT.parse(view, None) if spans else None
+
+
+def _errors(node: Node) -> int:
+    """How many syntax errors and missing nodes lie under `node` (only subtrees holding one are walked)."""
+    if node.is_missing or node.type == "ERROR":
+        return 1
+    return sum(_errors(child) for child in node.children if child.has_error or child.is_missing)
 
 
 @functools.lru_cache(maxsize=16)

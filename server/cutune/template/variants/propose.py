@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
+from cutune.cuda.syntax import device_view_spans
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.model import Refusal, Template
@@ -53,6 +54,26 @@ def combine(
     return Combined(template, parsed, combined_spec, tuple(variants), tuple(refusals))
 
 
+def _dropped_conditional(model: SourceModel, kernel: str, body: str) -> str:
+    """Why a variant's body cannot stand for the original where the kernel was read as a device pass's view (its
+    preprocessor conditionals split its braces; see cutune.cuda.conditionals): a line of a directive or of a
+    branch that view left out, which the rewrite dropped (the body would then compute the sm_90 pass's code on
+    every architecture); '' where it keeps them all or the kernel was read as written."""
+    span = model.kernel(kernel).body_span
+    data = model.text.encode("utf-8")
+    kept = {line.strip() for line in body.splitlines()}
+    for start, end in device_view_spans(data):
+        if span.start_byte <= start < span.end_byte:
+            for line in data[start:end].decode("utf-8", errors="replace").splitlines():
+                if line.strip() and line.strip() not in kept:
+                    where = data.count(b"\n", 0, start) + 1
+                    return (
+                        f"drops `{line.strip()}` (line {where}), a preprocessor branch the kernel was read "
+                        "without: the rewrite would run one architecture's code on all"
+                    )
+    return ""
+
+
 def propose_variants(
     model: SourceModel,
     kernel: str,
@@ -78,6 +99,10 @@ def propose_variants(
         except TransformRefused as e:
             refusals.append(Refusal(e.transform, e.reason))
             continue
+        dropped = _dropped_conditional(model, kernel, variant.body)
+        if dropped:
+            refusals.append(Refusal(name, dropped))
+            continue
         twin = next((v for v in variants if v.body == variant.body and v.launch == variant.launch), None)
         if twin is not None:
             refusals.append(Refusal(name, f"gives the same kernel as {twin.name}"))
@@ -89,6 +114,10 @@ def propose_variants(
                 chained = chain(parent, transform, model, kernel, spec)
             except TransformRefused as e:
                 refusals.append(Refusal(e.transform, f"on {parent.name}: {e.reason}"))
+                continue
+            dropped = _dropped_conditional(model, kernel, chained.body)
+            if dropped:
+                refusals.append(Refusal(transform.name, f"on {parent.name}: {dropped}"))
                 continue
             plain = [
                 i for i, v in enumerate(variants) if v.provenance.origin == transform.name and not v.provenance.parent
