@@ -54,23 +54,34 @@ def combine(
     return Combined(template, parsed, combined_spec, tuple(variants), tuple(refusals))
 
 
-def _dropped_conditional(model: SourceModel, kernel: str, body: str) -> str:
-    """Why a variant's body cannot stand for the original where the kernel was read as a device pass's view (its
-    preprocessor conditionals split its braces; see cutune.cuda.conditionals): a line of a directive or of a
-    branch that view left out, which the rewrite dropped (the body would then compute the sm_90 pass's code on
-    every architecture); '' where it keeps them all or the kernel was read as written."""
-    span = model.kernel(kernel).body_span
+def _left_out(model: SourceModel, kernel: str) -> list[tuple[int, str]]:
+    """The lines (number, text) of `kernel`'s body that its parse left out, where the kernel was read as a device
+    pass's view (its preprocessor conditionals split its braces; see cutune.cuda.conditionals): the directives and
+    the branches not taken. Empty where it was read as written."""
     data = model.text.encode("utf-8")
-    kept = {line.strip() for line in body.splitlines()}
-    for start, end in device_view_spans(data):
-        if span.start_byte <= start < span.end_byte:
-            for line in data[start:end].decode("utf-8", errors="replace").splitlines():
-                if line.strip() and line.strip() not in kept:
-                    where = data.count(b"\n", 0, start) + 1
-                    return (
-                        f"drops `{line.strip()}` (line {where}), a preprocessor branch the kernel was read "
-                        "without: the rewrite would run one architecture's code on all"
-                    )
+    spans = device_view_spans(data)
+    if not spans:
+        return []
+    body = model.kernel(kernel).body_span
+    return [
+        (data.count(b"\n", 0, start) + 1 + n, line.strip())
+        for start, end in spans
+        if body.start_byte <= start < body.end_byte
+        for n, line in enumerate(data[start:end].decode("utf-8", errors="replace").splitlines())
+        if line.strip()
+    ]
+
+
+def _dropped(left_out: list[tuple[int, str]], body: str) -> str:
+    """Why a variant's body cannot stand for the original: a line the kernel's parse left out that the rewrite
+    dropped (the body would then compute the sm_90 pass's code on every architecture); '' where it keeps them."""
+    kept = {line.strip() for line in body.splitlines()} if left_out else set()
+    for number, line in left_out:
+        if line not in kept:
+            return (
+                f"drops `{line}` (line {number}), a preprocessor branch the kernel was read without: the rewrite "
+                "would run one architecture's code on all"
+            )
     return ""
 
 
@@ -93,13 +104,14 @@ def propose_variants(
     variants: list[Variant] = []
     refusals: list[Refusal] = [Refusal(f"canonical {step}", reason) for step, reason in canonical.refusals]
     chosen = transforms if transforms is not None else TRANSFORMS
+    left_out = _left_out(model, kernel)
     for name, transform in chosen.items():
         try:
             variant = transform.apply(model, kernel, spec)
         except TransformRefused as e:
             refusals.append(Refusal(e.transform, e.reason))
             continue
-        dropped = _dropped_conditional(model, kernel, variant.body)
+        dropped = _dropped(left_out, variant.body)
         if dropped:
             refusals.append(Refusal(name, dropped))
             continue
@@ -115,7 +127,7 @@ def propose_variants(
             except TransformRefused as e:
                 refusals.append(Refusal(e.transform, f"on {parent.name}: {e.reason}"))
                 continue
-            dropped = _dropped_conditional(model, kernel, chained.body)
+            dropped = _dropped(left_out, chained.body)
             if dropped:
                 refusals.append(Refusal(transform.name, f"on {parent.name}: {dropped}"))
                 continue
