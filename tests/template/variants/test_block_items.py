@@ -32,6 +32,14 @@ __global__ void k(float* __restrict__ out, const float* __restrict__ x, int d) {
 """
 
 
+# a per-item lambda capturing by default, as kernels that pass an element function to a row helper write it
+LAMBDA = (
+    "const float s = x[blockIdx.x];\n"
+    "  auto put = [=](int i) { out[blockIdx.x * d + i] = s * i; };\n"
+    "  for (int i = threadIdx.x; i < d; i += blockDim.x) put(i);"
+)
+
+
 def _model():  # type: ignore[no-untyped-def]
     return parse_source(FILE.read_text(), str(FILE))
 
@@ -116,10 +124,28 @@ def test_a_literal_launch_bound_caps_the_packed_block() -> None:
         ),
         ("const uint3 b = blockIdx; out[b.x] = 0.f;", "reads blockIdx whole"),
         ("const int cutune_item = 0; out[blockIdx.x + cutune_item] = 0.f;", "already names something cutune_item"),
+        (
+            "const float s = x[0]; auto put = [s, out](int i) { out[blockIdx.x * 4 + i] = s; }; put(threadIdx.x);",
+            "a lambda reads blockIdx.x (line 3) but captures only what it names",
+        ),
     ],
 )
 def test_refuses_where_the_items_of_one_block_would_meet(body: str, reason: str) -> None:
     assert reason in _refusal(body)
+
+
+def test_a_lambda_is_rewritten_with_the_body_and_captures_the_item_by_default() -> None:
+    variant = BlockItems().apply(parse_source(KERNEL.format(body=LAMBDA)), "k", None)
+    assert f"out[{ITEM} * d + i] = s * i;" in variant.body and f"x[{ITEM}]" in variant.body
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_a_kernel_with_a_lambda_compiles_with_its_items_per_block(tmp_path: Path) -> None:
+    model = parse_source(KERNEL.format(body=LAMBDA))
+    template, _ = with_variants(model, "k", [BlockItems().apply(model, "k", None)], None)
+    entries, lowered = compile_both(template, ["k<1>"], tmp_path)
+    assert len(lowered) == 1 and set(lowered.values()) <= set(entries)
 
 
 def test_refuses_a_helper_that_reads_the_block_index_itself() -> None:

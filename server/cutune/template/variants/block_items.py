@@ -8,8 +8,10 @@ block `cutune_item` of the original launch, so the body stays as written. That h
 block never meet: no shared memory, no barrier, no block-wide cooperative group (a warp-level exchange stays
 within one item when the block's x size is a whole number of warps, which the launch checks), no other use of
 the block's y or z axis, no helper or macro of the file and no inline PTX that reads the block index, grid size or
-block shape itself, no clusters. (Helpers and macros the file does not define are taken at their word: what they
-compute, as every variant, is checked equal to the original before it is searched.)
+block shape itself, no clusters. A lambda of the body is rewritten with it; one reading the block index must
+capture by default (`[=]`, `[&]`), so that it captures the item too. (Helpers and macros the file does not
+define are taken at their word: what they compute, as every variant, is checked equal to the original before it
+is searched.)
 
 The launch keeps the original's item count: the block gets ITEMS_Y rows only where the items divide evenly, the
 block stays within the device's and the kernel's `__launch_bounds__` limits (and is whole warps, when warps
@@ -26,7 +28,7 @@ from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.model import Binding, TunableParam
-from cutune.template.recipes.base import KernelSource
+from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.loop_macros import split_args
 from cutune.template.variants.loops import kernel_source, squeezed, stride_loops
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
@@ -99,8 +101,17 @@ class BlockItems(Transform):
             self.refuse("the kernel runs in thread block clusters, which group blocks by their index")
         if not any(squeezed(src.text(n)) == "blockIdx.x" for n in src.in_body("field_expression")):
             self.refuse("the kernel does not read blockIdx.x: it is not one block per item")
-        if src.in_body("lambda_expression"):
-            self.refuse("defines a lambda, whose captures the rewrite does not follow")
+        for lam in src.in_body("lambda_expression"):
+            # the item is a local of the kernel: a lambda reading it must capture it, which only a default capture
+            # (`[=]`, `[&]`) does without changing its capture list
+            captures = lam.child_by_field_name("captures")
+            default = captures is not None and any(c.type == "lambda_default_capture" for c in captures.children)
+            reads = [n for n in descendants(lam, "field_expression") if squeezed(src.text(n)) == "blockIdx.x"]
+            if reads and not default:
+                self.refuse(
+                    f"a lambda reads blockIdx.x (line {src.line(reads[0])}) but captures only what it names: the "
+                    f"item, {ITEM}, is not among its captures"
+                )
         warps = any(
             _WARP_WIDE.fullmatch(src.text(n)) for n in src.in_body("identifier", "namespace_identifier")
         ) or any(_WARP_WIDE.search(t) for _, t in _called_helpers(src))
