@@ -1,14 +1,14 @@
 """Generality count: every structural transform tried on every kernel of samples/ and of the production corpora
 (flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them; the held-out
-vLLM csrc/ of scripts/held_out.sh only when `--corpus vllm` names it), each
-definition on its own (overloads of one name too, the others renamed for it), the way
-`cutune templatize` proposes variants (canonicalised first), with the include folders each corpus's build uses (as
-a spec's `include_dirs` names them: loop macros are looked up in the headers there). Per transform: where it
-applied and where it refused, by reason; per corpus: kernels, kernels with a launch in their file, and those that
-get at least one variant; code-changing recipes (index_bits) beside them; the row-reduction kernels (norms and
-softmax, by name) and whether row_reduce applies to each (online_merge, which merges an online softmax's
-per-round reductions once, counted beside it). No transform may crash: an unexpected exception is counted and
-printed as a crash.
+vLLM csrc/ of scripts/held_out.sh only when `--corpus vllm` names it), each definition on its own (overloads of
+one name too, the others renamed for it), the way `cutune templatize` proposes variants (canonicalised first), with
+the include folders each corpus's build uses (as a spec's `include_dirs` names them: loop macros are looked up in
+the headers there). Per transform: where it applied and where it refused, by reason; per corpus: kernels, kernels
+with a `<<<...>>>` launch in their file, and those that get at least one variant (beside them, counting the
+kernels launched through `cudaLaunchKernelEx` too); code-changing recipes (index_bits) beside them; the
+row-reduction kernels (norms and softmax, by name) and whether row_reduce applies to each (online_merge, which
+merges an online softmax's per-round reductions once, counted beside it). No transform may crash: an unexpected
+exception is counted and printed as a crash.
 
     python benchmarks/transform_report.py [--json FILE] [--corpus NAME ...]
 """
@@ -29,6 +29,7 @@ from cutune.cuda.model import Kernel, SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.errors import CutuneError, RecipeRefused
 from cutune.template.recipes.base import Draft, KernelSource, Recipe, descendants
+from cutune.template.recipes.host import launch_ex_blocks
 from cutune.template.recipes.index_bits import IndexBits
 from cutune.template.variants import TRANSFORMS, propose_variants
 from cutune.template.variants.canonical import canonicalise
@@ -93,6 +94,16 @@ def column_reduction(model: SourceModel, kernel: str) -> str:
     return ""
 
 
+def _launched_ex(model: SourceModel, kernel: Kernel) -> bool:
+    """Whether the file launches the kernel through `cudaLaunchKernelEx` (named in the call or by a local)."""
+    if "cudaLaunchKernelEx" not in model.text or kernel.has_errors:
+        return False
+    try:
+        return bool(launch_ex_blocks(KernelSource(model, kernel)))
+    except CutuneError:
+        return False
+
+
 def reason_kind(reason: str) -> str:
     """A refusal's reason with its specifics (lines, code, names) taken out, so like reasons count together."""
     first = re.sub(r"the loop at line \d+ ", "a loop ", reason.split("; ")[0])
@@ -155,6 +166,8 @@ def main() -> None:
                     if r.recipe not in origins:
                         refused.setdefault(r.recipe, Counter())[reason_kind(r.reason)] += 1
                 has_launch = kernel.name in launched
+                # launched through cudaLaunchKernelEx as well (the launch model lists `<<<...>>>` sites only)
+                launched_ex = has_launch or _launched_ex(model, kernel)
                 for recipe in RECIPES:
                     key = f"recipe {recipe.name}"
                     try:
@@ -173,6 +186,8 @@ def main() -> None:
                 counts["with_launch"] += has_launch
                 counts["any_variant"] += bool(origins)
                 counts["with_launch_any_variant"] += bool(origins) and has_launch
+                counts["with_launch_ex"] += launched_ex
+                counts["with_launch_ex_any_variant"] += bool(origins) and launched_ex
                 if ROW_REDUCTION.search(kernel.name) and not NOT_ROW_REDUCTION.search(kernel.name):
                     why = next((r.reason for r in refusals if r.recipe == "row_reduce"), "")
                     entry = {
@@ -202,6 +217,12 @@ def main() -> None:
     launched_variant = sum(c["with_launch_any_variant"] for c in per_corpus.values())
     share = launched_variant / max(launched, 1)
     print(f"{'all':>10} launched {launched}, of them with a variant {launched_variant} ({share:.0%})")
+    launched_ex = sum(c["with_launch_ex"] for c in per_corpus.values())
+    launched_ex_variant = sum(c["with_launch_ex_any_variant"] for c in per_corpus.values())
+    print(
+        f"{'':>10} with cudaLaunchKernelEx launches too: {launched_ex}, of them with a variant {launched_ex_variant} "
+        f"({launched_ex_variant / max(launched_ex, 1):.0%})"
+    )
     for name in dict.fromkeys([*TRANSFORMS, *refused, *applied]):
         total = applied[name] + sum(refused.get(name, Counter()).values())
         print(f"\n{name}: applied {applied[name]} / {total}")
@@ -232,6 +253,8 @@ def main() -> None:
             "corpora": {k: dict(v) for k, v in per_corpus.items()},
             "launched": launched,
             "launched_with_variant": launched_variant,
+            "launched_ex": launched_ex,
+            "launched_ex_with_variant": launched_ex_variant,
             "applied": dict(applied),
             "refused": {k: dict(v.most_common()) for k, v in refused.items()},
             "row_reduction_kernels": row_kernels,
