@@ -248,7 +248,6 @@ def test_an_array_read_only_under_a_condition_is_read_there_element_by_element()
         ("flagged_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
         ("optional_scale_kernel", "reads `x[blockIdx.x*n+j]` only under a condition and writes it too"),
         ("thread_exit_kernel", "leaves the kernel early on `threadIdx.x>=n`, not the same for every thread"),
-        ("ragged_exit_kernel", "leaves the kernel early on `lengths[blockIdx.x]==0`, which reads memory"),
         ("persistent_exit_kernel", "leaves the kernel inside the persistent row loop"),
         ("scaled_exit_kernel", "reads memory after the early return, where the rows that leave would read it"),
         ("thread_rebase_kernel", "does work before the first row loop that the rewrite cannot place"),
@@ -261,6 +260,34 @@ def test_refuses_an_exit_or_a_move_it_cannot_prove_block_uniform(kernel: str, re
     path = DATA / "row_grid.cu"
     with pytest.raises(TransformRefused) as refused:
         RowReduce().apply(parse_source(path.read_text(), str(path)), kernel, None)
+    assert reason in refused.value.reason
+
+
+def test_an_exit_on_the_rows_element_of_a_const_array_is_block_uniform() -> None:
+    path = DATA / "row_grid.cu"
+    body = RowReduce().apply(parse_source(path.read_text(), str(path)), "ragged_exit_kernel", None).body
+    # read only for a row in range, as the original reads it only for its own block
+    assert "cutune_row_ok = cutune_row_in && !(lengths[cutune_row] == 0);" in body and "return" not in body
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (("const int* lengths", "int* lengths"), "which reads memory"),  # the kernel could write it
+        (("if (lengths[blockIdx.x]", "if (lengths[threadIdx.x]"), "which reads memory"),  # a thread's own
+        (("if (lengths[blockIdx.x]", "if (lengths[lengths[blockIdx.x]]"), "which reads memory"),
+        (("if (lengths[blockIdx.x]", "if (out[blockIdx.x]"), "which reads memory"),  # what the kernel writes
+    ],
+)
+def test_an_exit_on_memory_the_kernel_may_change_or_another_threads_element_is_refused(
+    change: tuple[str, str], reason: str
+) -> None:
+    path = DATA / "row_grid.cu"
+    text = path.read_text()
+    start = text.index("__global__ void ragged_exit_kernel")
+    edited = text[:start] + text[start:].replace(*change, 1)
+    with pytest.raises(TransformRefused) as refused:
+        RowReduce().apply(parse_source(edited, str(path)), "ragged_exit_kernel", None)
     assert reason in refused.value.reason
 
 
@@ -521,6 +548,7 @@ def test_an_aligned_row_has_all_its_loads_in_flight_before_the_first_is_used() -
         ("row_grid.cu", "warp_grid_rms_norm_kernel", ["warp_grid_rms_norm_kernel<__half, 1, 256, 8>"]),
         ("row_grid.cu", "guarded_softmax_kernel", ["guarded_softmax_kernel<1, 128, 4>"]),
         ("row_grid.cu", "gated_rms_norm_kernel", ["gated_rms_norm_kernel<true, 1, 128, 4>"]),
+        ("row_grid.cu", "ragged_exit_kernel", ["ragged_exit_kernel<1, 128, 4>"]),
         ("pair_layer_norm.cu", "pair_layer_norm_kernel", ["pair_layer_norm_kernel<256, 1, 128, 4>"]),
         ("rows_on_y.cu", "warp_rows_rms_norm_kernel", ["warp_rows_rms_norm_kernel<1, 128, 4>"]),
         ("group_rows.cu", "group_norm_kernel", ["group_norm_kernel<256, 1, 128, 4>"]),

@@ -589,7 +589,8 @@ class _Rewriter:
         shown = self.compact(_condition(s))
         reads, idents = self._uniform_parts(cond)
         for node in reads:
-            self.refuse(f"leaves the kernel early on `{shown}`, which reads memory or calls", node)
+            if not self._uniform_read(node, uniform):
+                self.refuse(f"leaves the kernel early on `{shown}`, which reads memory or calls", node)
         for node in descendants(cond, "field_expression"):
             if self.compact(node.child_by_field_name("argument")) not in ("blockIdx", "gridDim"):
                 self.refuse(f"leaves the kernel early on `{shown}`, not the same for every thread", node)
@@ -600,6 +601,24 @@ class _Rewriter:
                     f"leaves the kernel early on `{self.text(ident)}`, not known to be the same for every thread", s
                 )
         return True
+
+    def _uniform_read(self, node: Node, uniform: set[str]) -> bool:
+        """Whether `node` reads one element the same for every thread of the block from memory the kernel cannot
+        change: `flags[i]` with `flags` a pointer-to-const parameter the body never writes (nor any other
+        parameter through which it could), `i` of block-uniform names alone (blockIdx, gridDim, `uniform`)."""
+        if node.type != "subscript_expression":
+            return False
+        array, indices = node.child_by_field_name("argument"), node.child_by_field_name("indices")
+        param = self.params.get(self.compact(array)) if array is not None else None
+        if param is None or indices is None or not re.search(r"\bconst\b[^*]*\*", param.type):
+            return False
+        if _reads(self, indices) or {
+            self.text(f.child_by_field_name("argument")) for f in descendants(indices, "field_expression")
+        } - {"blockIdx", "gridDim"}:
+            return False
+        fields = {self.text(f.child_by_field_name("field")) for f in descendants(indices, "field_expression")}
+        names = {self.text(i) for i in descendants(indices, "identifier")}
+        return not names - uniform - fields - {"blockIdx", "gridDim"}
 
     def _uniform_names(self, before: Node) -> set[str]:
         """Parameters the body never writes, template parameters, and the top-level locals declared before `before`
