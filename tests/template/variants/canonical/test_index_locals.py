@@ -76,6 +76,14 @@ def test_a_single_local_is_written_out() -> None:
     )
 
 
+def test_a_value_reading_an_earlier_local_of_the_body_is_written_out() -> None:
+    source = SINGLE.replace(
+        "    long long id = static_cast<long long>(blockIdx.x) * m + i;",
+        "    const long long row = blockIdx.x;\n    long long id = row * m + i;",
+    )
+    assert "out[row * m + i] = in[row * m + i] * 2.0f;" in _text(source)
+
+
 def test_a_division_of_what_does_not_read_the_index_is_written_out_too() -> None:
     text = _text(SINGLE.replace("static_cast<long long>(blockIdx.x) * m + i;", "blockIdx.x * m / 4 + i;"))
     assert "out[blockIdx.x * m / 4 + i] = in[blockIdx.x * m / 4 + i]" in text
@@ -95,6 +103,8 @@ def test_a_division_of_what_does_not_read_the_index_is_written_out_too() -> None
         ("* m + i;", "* m + i / 2;"),  # the index divided: a row of a flat index, kept for flat_rows
         ("out[id] = in[id] * 2.0f;", "{\n      const int m = 2;\n      out[id] = in[id] * 2.0f;\n    }"),  # shadowed
         ("static_cast<long long>(blockIdx.x) * m + i;", "static_cast<long long>(blockIdx.x) * m;"),  # no index
+        # a name of its value declared again later in the body: written out after that, it would be the new one
+        ("out[id] = in[id] * 2.0f;", "const int m = 2;\n    out[id] = in[id] * 2.0f;"),
     ],
 )
 def test_a_local_that_could_name_another_element_stays(old: str, new: str) -> None:

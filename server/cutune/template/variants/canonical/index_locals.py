@@ -9,9 +9,9 @@ written out where it is used, so the transforms read each access as the element 
 Only where each access names the same element either way: the local is declared in the loop's body itself (not in
 a nested block), alone in its declaration, with an integer type; it is never written and is read only as a whole
 subscript (`a[id]`); its value reads the loop's index and otherwise only names that the body neither writes nor
-declares again, through arithmetic and casts alone (no other call, no memory read, no assignment, no conditional),
-and the index only through sums, differences and products (a local dividing it, `row = i / d`, is a row of a flat
-index, which flat_rows reads as a local once a row).
+declares anywhere but once at its top before the local, through arithmetic and casts alone (no other call, no
+memory read, no assignment, no conditional), and the index only through sums, differences and products (a local
+dividing it, `row = i / d`, is a row of a flat index, which flat_rows reads as a local once a row).
 The value is written out as it is, its casts included; only its conversion to the local's type goes, which changes
 nothing while the index arithmetic does not wrap in its own type: the premise under which the transforms read
 `a[base + i]` already, and which the check of every variant against the original tests at each size.
@@ -20,6 +20,7 @@ nothing while the index arithmetic does not wrap in its own type: the premise un
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 from tree_sitter import Node
 
@@ -59,11 +60,10 @@ def substitute_index_locals(model: SourceModel, kernel: str) -> SourceModel | No
         if index is None or loop_body is None or loop_body.type != "compound_statement":
             continue
         changed = written_names(src, loop)  # the index too (its step); the body must not write it as well
-        redeclared = _nested_declared(src, loop_body)
         if index in written_names(src, loop_body):
             continue
         for statement in loop_body.named_children:
-            shape = _index_local(src, statement, index, changed, redeclared)
+            shape = _index_local(src, statement, index, changed, _ambiguous(src, loop_body, statement))
             if shape is None:
                 continue
             name, value = shape
@@ -104,11 +104,24 @@ def _nested_declared(src: KernelSource, body: Node) -> set[str]:
     return names
 
 
+def _ambiguous(src: KernelSource, body: Node, statement: Node) -> set[str]:
+    """The names declared in `body` that a use after `statement` could read as another thing than `statement` does:
+    all but those declared once, at the body's top, before it."""
+    counts: Counter[str] = Counter()
+    earlier: set[str] = set()
+    for child in body.named_children:
+        names = declared_names(src, child)
+        counts.update(names)
+        if child.type == "declaration" and child.end_byte <= statement.start_byte:
+            earlier |= names
+    return {name for name, count in counts.items() if count > 1 or name not in earlier}
+
+
 def _index_local(
-    src: KernelSource, statement: Node, index: str, changed: set[str], redeclared: set[str]
+    src: KernelSource, statement: Node, index: str, changed: set[str], ambiguous: set[str]
 ) -> tuple[str, Node] | None:
-    """For `T name = value;` with T an integer type and value arithmetic over `index` and unchanged names: the name
-    and the value's node; else None."""
+    """For `T name = value;` with T an integer type and value arithmetic over `index` and names that stay what they
+    are wherever the local is read: the name and the value's node; else None."""
     declared = single_declaration(statement)
     if declared is None:
         return None
@@ -118,7 +131,7 @@ def _index_local(
     if not (type_text in SIGNED_WIDTH or _INTEGER.fullmatch(type_text)):
         return None
     names = _arithmetic_names(src, value, index)
-    if names is None or index not in names or names & (changed - {index}) or names & redeclared:
+    if names is None or index not in names or names & (changed - {index}) or names & ambiguous:
         return None
     return src.text(name), value
 
