@@ -69,13 +69,31 @@ def test_a_text_that_parses_as_it_is_is_read_as_it_is() -> None:
     assert not parse_source(balanced).kernel("k").has_errors
 
 
-def test_a_rewrite_that_would_drop_a_branch_left_out_is_refused_and_one_that_keeps_it_is_not() -> None:
-    variants, refusals = propose_variants(parse_source(SPLIT), "k", None)
-    dropped = [r for r in refusals if r.recipe == "row_reduce"]
-    assert dropped and "drops `#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800` (line 4)" in dropped[0].reason
-    assert "row_reduce" not in {v.name for v in variants}
-    kept = [v for v in variants if v.name == "vectorized"]
-    assert kept and "#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800" in kept[0].body
+def test_a_new_body_is_kept_inside_the_guard_around_the_original_one() -> None:
+    variants, _ = propose_variants(parse_source(SPLIT), "k", None)
+    guard = "#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800"
+    rewritten = next(v.body for v in variants if v.name == "row_reduce")
+    assert rewritten.lstrip().startswith(guard + "\n  if constexpr (sizeof(T) == 2) {")
+    assert rewritten.rstrip().endswith(guard + "\n  }\n#endif") and "cutune_rr_allreduce" in rewritten
+    kept = next(v.body for v in variants if v.name == "vectorized")  # rewritten in place: the guard stays as is
+    assert kept.count(guard) == 2
+
+
+# the branch left out sits between the body's statements and reads one declared before it: a new body cannot be
+# wrapped in it
+GUARD = "#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800\n"
+MIDDLE = SPLIT.replace(GUARD + "  if constexpr (sizeof(T) == 2) {\n    return;\n  } else {\n#endif\n", "").replace(
+    "    float sum = 0.0f;\n",
+    "    float sum = 0.0f;\n" + GUARD + "  if (n < 0) {\n    sum = 1.0f;\n  } else {\n#endif\n",
+)
+
+
+def test_a_rewrite_that_would_drop_a_branch_between_the_statements_is_refused() -> None:
+    assert MIDDLE != SPLIT and not parse_source(MIDDLE).kernel("k").has_errors
+    variants, refusals = propose_variants(parse_source(MIDDLE), "k", None)
+    dropped = [r.reason for r in refusals if r.recipe == "row_reduce"]
+    assert dropped and "drops `#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 800` (line" in dropped[0]
+    assert "row_reduce" not in {v.name for v in variants} and "vectorized" in {v.name for v in variants}
 
 
 @pytest.mark.parametrize(
@@ -116,15 +134,17 @@ def test_what_the_device_pass_decides(text: str, blanked: list[str]) -> None:
 @pytest.mark.nvcc
 @needs_nvrtc
 @pytest.mark.parametrize("value_type", ["float", "__half"])
-def test_the_original_and_the_variant_that_keeps_the_branches_compile_for_each_architecture(
+def test_the_original_and_the_variants_that_keep_the_branches_compile_for_each_architecture(
     value_type: str, tmp_path: Path
 ) -> None:
     model = parse_source(SPLIT)
     variants, _ = propose_variants(model, "k", None)
-    template, _ = with_variants(model, "k", [v for v in variants if v.name == "vectorized"], None)
+    chosen = [v for v in variants if v.name in ("vectorized", "row_reduce")]
+    template, _ = with_variants(model, "k", chosen, None)
     combined = parse_source(template.source)
-    names = [f"k<{value_type}, {variant}, 16, 2>" for variant in (0, 1)]
+    # VARIANT, then VEC_BYTES, PACKS (vectorized) and ROW_THREADS, ROW_VEC (row_reduce)
+    names = [f"k<{value_type}, {variant}, 16, 2, 256, 4>" for variant in (0, 1, 2)]
     unit = extract_kernel(combined, "k", instantiations=names)
     for arch in ("sm_75", "sm_90"):  # the branch left out is the one sm_75 compiles
-        assert len(nvcc_compiled_functions(unit, tmp_path, f"-arch={arch}")) == 2
+        assert len(nvcc_compiled_functions(unit, tmp_path, f"-arch={arch}")) == 3
     assert set(nvrtc_lowered_names(extract_kernel(combined, "k", instantiations=names, for_nvrtc=True))) == set(names)

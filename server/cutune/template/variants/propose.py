@@ -6,18 +6,21 @@ plain one it extends (at the parent's defaults it is that one)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.cuda.syntax import device_view_spans
-from cutune.errors import TransformRefused
+from cutune.errors import CutuneError, TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.model import Refusal, Template
+from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.chain import chain
 from cutune.template.variants.combine import with_variants
+from cutune.template.variants.loops import declared_names
 from cutune.template.variants.model import Transform, Variant
 
 
@@ -54,35 +57,75 @@ def combine(
     return Combined(template, parsed, combined_spec, tuple(variants), tuple(refusals))
 
 
-def _left_out(model: SourceModel, kernel: str) -> list[tuple[int, str]]:
-    """The lines (number, text) of `kernel`'s body that its parse left out, where the kernel was read as a device
-    pass's view (its preprocessor conditionals split its braces; see cutune.cuda.conditionals): the directives and
-    the branches not taken. Empty where it was read as written."""
+_EFFECTS = ("call_expression", "assignment_expression", "update_expression")
+
+
+@dataclass(frozen=True)
+class _LeftOut:
+    """What a kernel's parse left out where it was read as a device pass's view (its preprocessor conditionals split
+    its braces; see cutune.cuda.conditionals): the lines (number, text) of the directives and branches not taken,
+    and, where they form a guard around the whole body (`#if ... if constexpr (...) { return; } else { #endif` ...
+    `#if ... } #endif`: all of them before the first statement but declarations computing values, or after the
+    last), the guard's text on either side."""
+
+    lines: tuple[tuple[int, str], ...] = ()
+    around: tuple[str, str] | None = None  # (before the first statement, after the last)
+
+    def kept_by(self, body: str) -> tuple[str, str]:
+        """`body` keeping every line left out, wrapped in the text around the original's statements where it
+        dropped them, and ''; else `body` and why it cannot stand for the original."""
+        dropped = self._dropped(body)
+        if dropped and self.around is not None and not self._dropped(wrapped := self.around[0] + body + self.around[1]):
+            return wrapped, ""
+        return body, dropped
+
+    def _dropped(self, body: str) -> str:
+        kept = {line.strip() for line in body.splitlines()} if self.lines else set()
+        for number, line in self.lines:
+            if line not in kept:
+                return (
+                    f"drops `{line}` (line {number}), a preprocessor branch the kernel was read without: the "
+                    "rewrite would run one architecture's code on all"
+                )
+        return ""
+
+
+def _left_out(model: SourceModel, kernel: str) -> _LeftOut:
+    """What `kernel`'s parse left out (nothing where it was read as written)."""
     data = model.text.encode("utf-8")
     spans = device_view_spans(data)
     if not spans:
-        return []
-    body = model.kernel(kernel).body_span
-    return [
-        (data.count(b"\n", 0, start) + 1 + n, line.strip())
-        for start, end in spans
-        if body.start_byte <= start < body.end_byte
-        for n, line in enumerate(data[start:end].decode("utf-8", errors="replace").splitlines())
+        return _LeftOut()
+    span = model.kernel(kernel).body_span
+    start, end = span.start_byte + 1, span.end_byte - 1
+    inside = [(a, b) for a, b in spans if start <= a < end]
+    lines = tuple(
+        (data.count(b"\n", 0, a) + 1 + n, line.strip())
+        for a, b in inside
+        for n, line in enumerate(data[a:b].decode("utf-8", errors="replace").splitlines())
         if line.strip()
-    ]
-
-
-def _dropped(left_out: list[tuple[int, str]], body: str) -> str:
-    """Why a variant's body cannot stand for the original: a line the kernel's parse left out that the rewrite
-    dropped (the body would then compute the sm_90 pass's code on every architecture); '' where it keeps them."""
-    kept = {line.strip() for line in body.splitlines()} if left_out else set()
-    for number, line in left_out:
-        if line not in kept:
-            return (
-                f"drops `{line}` (line {number}), a preprocessor branch the kernel was read without: the rewrite "
-                "would run one architecture's code on all"
-            )
-    return ""
+    )
+    try:
+        src = KernelSource(model, model.kernel(kernel))
+    except CutuneError:  # a definition the transforms cannot read either: they say so themselves
+        return _LeftOut(lines)
+    statements = src.body.named_children
+    if not inside or not statements:
+        return _LeftOut(lines)
+    # the guard opens after the body's first declarations at most (templatize puts its own there): computing
+    # nothing but values the guard does not read, they may as well follow it
+    guard = inside[0][0]
+    before = [t for t in statements if t.end_byte <= guard]
+    after = next((t.start_byte for t in statements if t.start_byte > guard), None)
+    pure = all(t.type == "comment" or (t.type == "declaration" and not descendants(t, *_EFFECTS)) for t in before)
+    guard_words = {w for a, b in inside for w in re.findall(rb"[A-Za-z_]\w*", data[a:b])}
+    pure = pure and not guard_words & {name.encode() for t in before for name in declared_names(src, t)}
+    last = statements[-1].end_byte
+    if after is None or not pure or not all(b <= after or a >= last for a, b in inside):
+        return _LeftOut(lines)
+    return _LeftOut(
+        lines, (data[guard:after].decode("utf-8", errors="replace"), data[last:end].decode("utf-8", errors="replace"))
+    )
 
 
 def propose_variants(
@@ -111,7 +154,8 @@ def propose_variants(
         except TransformRefused as e:
             refusals.append(Refusal(e.transform, e.reason))
             continue
-        dropped = _dropped(left_out, variant.body)
+        body, dropped = left_out.kept_by(variant.body)
+        variant = dataclasses.replace(variant, body=body)
         if dropped:
             refusals.append(Refusal(name, dropped))
             continue
@@ -127,7 +171,8 @@ def propose_variants(
             except TransformRefused as e:
                 refusals.append(Refusal(e.transform, f"on {parent.name}: {e.reason}"))
                 continue
-            dropped = _dropped(left_out, chained.body)
+            body, dropped = left_out.kept_by(chained.body)
+            chained = dataclasses.replace(chained, body=body)
             if dropped:
                 refusals.append(Refusal(transform.name, f"on {parent.name}: {dropped}"))
                 continue

@@ -64,10 +64,11 @@ CASES = {
         "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
     },
     # a bf16 stub before sm_80 whose `if constexpr` opens in one `#if` and closes in another (read as the sm_90 device
-    # pass reads it; row_reduce, which would drop the branch, refused), finished rows skipped by an early return
+    # pass reads it; row_reduce's new body kept inside the guard), finished rows skipped by an early return
     ("arch_guard_rms_norm.cu", "arch_guard_rms_norm_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 8}],
         "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce": [{"ROW_THREADS": 256, "ROW_VEC": 8}, {"ROW_THREADS": 1024, "ROW_VEC": 4}],
     },
     # packs walked from a thread offset, summed by a helper and reduced by a block-sum helper with shared memory (its
     # row_reduce variants also run on the GPU: test_row_reduce.py, gpu_batch.sh's row_reduce_packs step)
