@@ -16,6 +16,7 @@ __CUDA_ARCH__` around a launch), which the device pass's view would lose.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 ARCH = 900  # __CUDA_ARCH__ of the device pass the view is of
@@ -178,19 +179,22 @@ class _Parser:
         return token
 
     def disjunction(self) -> bool | None:
-        value = self.conjunction()
-        while self._peek() == "||":
-            self._take()
-            other = self.conjunction()
-            value = True if value is True or other is True else (None if None in (value, other) else False)
-        return value
+        return self._chain("||", self.conjunction, True)
 
     def conjunction(self) -> bool | None:
-        value = self.comparison()
-        while self._peek() == "&&":
+        return self._chain("&&", self.comparison, False)
+
+    def _chain(self, operator: str, operand: Callable[[], bool | None], absorbing: bool) -> bool | None:
+        """`a op b op ...` in three values: `absorbing` where any part is (true for `||`, false for `&&`), else
+        undecided where any part is, else the other value."""
+        value = operand()
+        while self._peek() == operator:
             self._take()
-            other = self.comparison()
-            value = False if value is False or other is False else (None if None in (value, other) else True)
+            other = operand()
+            if value is absorbing or other is absorbing:
+                value = absorbing
+            else:
+                value = None if value is None or other is None else not absorbing
         return value
 
     def comparison(self) -> bool | None:
