@@ -100,20 +100,24 @@ async def test_an_edit_stops_the_analysis_of_the_version_it_replaced(
     text = _large(10_000)  # 100,000 lines: seconds of analysis
     (tmp_path / "whole.cu").write_text(text, encoding="utf-8")
     (tmp_path / "big.cu").write_text(text, encoding="utf-8")
+    before = _cpu_seconds(server.pid)
     whole_s = await _timed(editor.diagnostics(editor.open("whole.cu")))  # an analysis left to finish
+    whole_cpu = _cpu_seconds(server.pid) - before
     await _quiet(server.pid)
     uri = editor.open("big.cu")
     await asyncio.sleep(whole_s * 0.15)  # its analysis is under way
     editor.change(uri, KERNEL.format(i=0))  # a new version: one kernel
-    start = time.perf_counter()
+    before = _cpu_seconds(server.pid)
 
     def kernels(published: list[types.Diagnostic]) -> set[str]:
         return {d.data["kernel"] for d in published if d.data}
 
     await editor.wait(lambda: editor.publications(uri) > 0 and kernels(editor.published[uri][-1]) == {"scale_0_kernel"})
-    edit_s = time.perf_counter() - start
+    edit_cpu = _cpu_seconds(server.pid) - before
     assert all(kernels(p) == {"scale_0_kernel"} for p in editor.published[uri]), "the old version was published"
-    assert edit_s < whole_s / 2, f"the edit's diagnostics after {edit_s:.2f} s, a whole analysis takes {whole_s:.2f} s"
+    # counted in the server's CPU time, not wall time: other work on a loaded host (a CI runner's other test worker)
+    # slows the wall clock, not what the server computes; an analysis left to run would cost ~85% of a whole one
+    assert edit_cpu < whole_cpu / 2, f"the edit's diagnostics cost {edit_cpu:.2f} s of CPU, a whole {whole_cpu:.2f} s"
     editor.close(uri)
     editor.close(editor.uri("whole.cu"))
 
