@@ -16,9 +16,14 @@ if [ ! -d "$dest/$vllm/csrc" ]; then
 import hashlib, json, sys, urllib.request
 name, out = sys.argv[1], sys.argv[2]
 index = urllib.request.Request("https://pypi.org/simple/vllm/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-files = json.load(urllib.request.urlopen(index, timeout=60))["files"]
-found = next(f for f in files if f["filename"] == name)
-urllib.request.urlretrieve(found["url"], out)
+try:
+    files = json.load(urllib.request.urlopen(index, timeout=60))["files"]
+    found = next((f for f in files if f["filename"] == name), None)
+    if found is None:
+        sys.exit(f"{name}: not on the package index")
+    urllib.request.urlretrieve(found["url"], out)
+except (OSError, ValueError, KeyError) as e:
+    sys.exit(f"{name}: could not fetch it from the package index: {e}")
 with open(out, "rb") as archive:
     if hashlib.sha256(archive.read()).hexdigest() != found["hashes"]["sha256"]:
         sys.exit(f"{name}: the download does not match the index's sha256")

@@ -68,13 +68,7 @@ def parse_tree(data: bytes, key: str | None = None) -> Tree:
     key from the last tree parsed at all: a recipe's rewrite of a 50,000-line file re-parses in
     milliseconds instead of 300. Inside `stoppable`, raises ParseStopped once the tree is no longer wanted.
     """
-    blanked = _blanked(data)
-    tree = _RECENT.parse(blanked, key)
-    if tree.root_node.has_error and b"#" in data:
-        view = _device_view_tree(blanked)
-        if view is not None and _errors(view.root_node) < _errors(tree.root_node):
-            return view
-    return tree
+    return _chosen(data, key)[0]
 
 
 @functools.lru_cache(maxsize=16)
@@ -82,21 +76,25 @@ def device_view_spans(data: bytes) -> tuple[tuple[int, int], ...]:
     """The byte ranges of `data` its parse blanked as a device pass's view (`cutune.cuda.conditionals`): the
     directives and branches not taken of the conditionals that split its braces; () where the text was parsed
     as it is."""
+    return _chosen(data, None)[1]
+
+
+def _chosen(data: bytes, key: str | None) -> tuple[Tree, tuple[tuple[int, int], ...]]:
+    """The tree `parse_tree` gives, and the ranges blanked for a device pass's view where that is the tree: only a
+    text that does not parse as it is and has fewer syntax errors so (parsed afresh: the view is not an edit of the
+    text the editor last parsed)."""
     blanked = _blanked(data)
-    if b"#" not in data or not _RECENT.parse(blanked, None).root_node.has_error:
-        return ()
-    view = _device_view_tree(blanked)
-    if view is None or parse_tree(data) is not view:
-        return ()
-    return device_view(blanked)[1]
+    tree = _RECENT.parse(blanked, key)
+    if tree.root_node.has_error and b"#" in data:
+        view, spans = _device_view(blanked)
+        if spans:
+            viewed = _RECENT.parse(view, None)
+            if _errors(viewed.root_node) < _errors(tree.root_node):
+                return viewed, spans
+    return tree, ()
 
 
-@functools.lru_cache(maxsize=8)
-def _device_view_tree(blanked: bytes) -> Tree | None:
-    """The tree of the device pass's view of a text that does not parse as it is; None where no conditional is
-    decided. Parsed afresh (no key): the view is not an edit of the text the editor last parsed."""
-    view, spans = device_view(blanked)
-    return _RECENT.parse(view, None) if spans else None
+_device_view = functools.lru_cache(maxsize=8)(device_view)  # a broken file is parsed again on every model built
 
 
 def _errors(node: Node) -> int:
