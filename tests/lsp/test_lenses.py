@@ -73,8 +73,11 @@ async def test_lenses_come_without_commands_and_resolve_to_them(editor: Editor, 
 
 async def test_lenses_follow_incremental_edits_of_a_crlf_document(editor: Editor, tmp_path: Path) -> None:
     editor.use(copy_workspace("lenses", tmp_path))
+    refreshed = editor.lens_refreshes
     uri = editor.open("scale.cu", (tmp_path / "workspace" / "scale.cu").read_text().replace("\n", "\r\n"))
     await editor.diagnostics(uri)
+    # the opened version's lenses are made after its diagnostics: their refresh must not pass for the edit's below
+    await editor.wait(lambda: editor.lens_refreshes > refreshed)
     published = editor.publications(uri)
     top = types.Range(start=types.Position(line=1, character=0), end=types.Position(line=1, character=0))
     refreshed = editor.lens_refreshes
