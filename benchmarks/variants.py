@@ -45,6 +45,12 @@ FLAT = [
     ("strided_copy.cu", "scale_bias_residual_kernel"),
     ("bias_gelu.cu", "bias_gelu_kernel"),  # `bias[i % d]` inside an expression
 ]
+# norms over pack structs (issue #21's hand-vectorised forms), one quantising to int8 value by value
+PACKED = [
+    ("packed_add_rms_norm.cu", "packed_add_rms_norm_kernel"),
+    ("packed_add_rms_norm.cu", "packed_add_rms_norm_quant_kernel"),
+    ("arch_guard_rms_norm.cu", "arch_guard_rms_norm_kernel"),
+]
 BIG = 64 * 2**20  # bytes: from here on the bar asks for 85% of the floor
 
 
@@ -169,7 +175,7 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     log_selection(args.out / "variants.selection.log")
-    chosen = [(f, k) for f, k in NEW + EXISTING + FLAT if not args.only or k in args.only.split(",")]
+    chosen = [(f, k) for f, k in NEW + EXISTING + FLAT + PACKED if not args.only or k in args.only.split(",")]
     samples = []
     for file, kernel in chosen:
         if not (ROOT / "samples" / file).exists():

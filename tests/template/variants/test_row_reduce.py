@@ -162,6 +162,7 @@ def test_a_half2_row_in_float2_registers_under_an_arch_guard_keeps_the_guard_and
         ("half_warp_partial_kernel", "shuffles `s` over offsets [1, 2, 4, 8] before storing each warp's partial"),
         ("down_last_lane_kernel", "stores `s`, shuffled down, from lanes other than the first"),
         ("group_rows_kernel", "walks the row from `lane` (line 156), the thread index modulo `group`: a row's threads"),
+        ("pair_sums_kernel", "accumulates into `out[half]`, a part of a compound value or one fixed element"),
     ],
 )
 def test_refuses_with_its_reason(kernel: str, reason: str) -> None:
@@ -226,6 +227,16 @@ def test_compile_time_checks_before_the_loops_stay_in_the_variant() -> None:
     assert body.count("static_assert(") == 2 and body.index("static_assert(") < body.index("cutune_rr_load")
     # each pack named through the loop's 64-bit index locals is read as the row's element
     assert "(residual_p) + (static_cast<int64_t>(cutune_row) * packs)" in body
+
+
+def test_a_pack_written_value_by_value_through_an_index_local_is_a_store_of_the_row() -> None:
+    path = SAMPLES / "packed_add_rms_norm.cu"
+    model = parse_source(path.read_text(), str(path))
+    variants, _ = propose_variants(model, "packed_add_rms_norm_quant_kernel", None)
+    body = next(v.body for v in variants if v.name == "row_reduce")
+    # the second loop's stores are kept as written, each at the element the thread now plays
+    assert "const int id = cutune_row * packs + idx;" in body
+    assert "out[id * WIDTH + j] = quantize_int8(static_cast<float>(normed), scale_inv);" in body
 
 
 def test_a_write_of_part_of_an_element_loads_the_element_and_stores_it_whole() -> None:

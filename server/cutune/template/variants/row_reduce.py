@@ -25,12 +25,14 @@ kept in local arrays by counted loops over the block's rounds, read as stride lo
 register cache (register_rows.py); a body wholly under `#if`/`#ifdef`, kept under it; warp shuffles through
 cooperative-groups tiles (`g.shfl_down(v, o)`) or wrappers; an array read only under a condition, read there element
 by element; and totals finished in place after their reduction (`variance /= n;`). A reduction by warp shuffles
-alone is the row's only where a row's threads are one warp (the spec's block, or every launch in the file, at most 32
-wide). Counted loops over packs (pack_rounds) leave the row's accesses in a pack type's `load`/`store` calls or
+alone is the row's only where a row's threads are one warp (the spec's block, or every launch in the file, at most
+32 wide). Counted loops over packs (pack_rounds) leave the row's accesses in a pack type's `load`/`store` calls or
 `*reinterpret_cast<P*>(addr)`: kept as written, each pack where it was; the launch-dependency controls
 (`griddepcontrol`, or the runtime's `cudaGridDependencySynchronize()` / `cudaTriggerProgrammaticLaunchCompletion()`)
-stay before and after the new body; a row staged in dynamic shared memory at the element (`S + i` or `&S[i]`, S the
-array, a pointer into it, or a cast of it) is kept there, from the array's start.
+stay before and after the new body; a store through a local of the element (`out[id * W + j] = v`, a pack written
+value by value) into an array the kernel only ever stores to is the element's own, kept as written; a row staged in
+dynamic shared memory at the element (`S + i` or `&S[i]`, S the array, a pointer into it, or a cast of it) is kept
+there, from the array's start.
 """
 
 from __future__ import annotations
@@ -841,6 +843,7 @@ class _Rewriter:
             if loop.var in self._idents(sub.child_by_field_name("indices")):
                 self._access(loop, sub)
         self._pack_accesses(loop)
+        element = self._element_names(loop)
         for node in descendants(loop.body, "assignment_expression", "update_expression"):
             target = node.child_by_field_name("left") or node.child_by_field_name("argument")
             base = target
@@ -852,6 +855,15 @@ class _Rewriter:
                 continue  # an element of the row
             if any(target.start_byte <= a.start_byte < target.end_byte for a, stored in loop.packs if stored):
                 continue  # a pack of the row stored
+            if (
+                node.type == "assignment_expression"
+                and self.text(node.child_by_field_name("operator")) == "="
+                and base is not None
+                and base.type == "subscript_expression"
+                and self._idents(base.child_by_field_name("indices")) & element
+                and self._only_stored(_root_name(self, base))
+            ):
+                continue  # a store at the element (`out[id * W + c] = v`, `id` from the element): no running value
             name = _root_name(self, target)
             if name in local or name == loop.var:
                 continue
@@ -870,10 +882,7 @@ class _Rewriter:
     def _pack_accesses(self, loop: _Loop) -> None:
         """The addresses in the row a pack type's `load`/`store` methods take (`v.load(x + base + i * W)`, or through
         a local of the body computed from the element): kept in the body as written, each element where it was."""
-        element = {loop.var}
-        for d in descendants(loop.body, "init_declarator"):
-            if self._idents(d.child_by_field_name("value")) & element:
-                element.add(self.compact(d.child_by_field_name("declarator")))
+        element = self._element_names(loop)
         staged = set(self.shared) | {n for n, (d, _) in self.decls.items() if self._idents(d) & set(self.shared)}
         for node in descendants(loop.body, "call_expression", "pointer_expression"):
             found = self._pack_access(node, element)
@@ -887,6 +896,34 @@ class _Rewriter:
                 loop.stages.append((stage, stored))
                 continue
             loop.packs.append((address, stored))
+
+    def _only_stored(self, name: str) -> bool:
+        """Whether the kernel only ever stores to `name`'s elements (`name[...] = v`): an output no thread reads, so
+        which thread stores an element, and when, changes nothing another one sees."""
+        for ident in descendants(self.src.body, "identifier"):
+            if self.text(ident) != name:
+                continue
+            sub = ident.parent
+            assign = sub.parent if sub is not None else None
+            if not (
+                sub is not None
+                and sub.type == "subscript_expression"
+                and sub.child_by_field_name("argument") == ident
+                and assign is not None
+                and assign.type == "assignment_expression"
+                and assign.child_by_field_name("left") == sub
+                and self.text(assign.child_by_field_name("operator")) == "="
+            ):
+                return False
+        return True
+
+    def _element_names(self, loop: _Loop) -> set[str]:
+        """The loop's index and the body's locals computed from it (`int id = row * n + i;`)."""
+        element = {loop.var}
+        for d in descendants(loop.body, "init_declarator"):
+            if self._idents(d.child_by_field_name("value")) & element:
+                element.add(self.compact(d.child_by_field_name("declarator")))
+        return element
 
     def _own_stage(self, address: Node, element: set[str]) -> str | None:
         """S of an address `S + OFFSET` (or `&S[OFFSET]`) where S is a prologue pointer `T* S = D + X;` (or `= D;`,

@@ -179,3 +179,20 @@ __global__ void down_last_lane_kernel(float* out, const float* in, int n) {
   for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   for (int j = threadIdx.x; j < n; j += blockDim.x) out[blockIdx.x * n + j] = in[blockIdx.x * n + j] / s;
 }
+
+// a store at an index computed from the element that reads back what it stores: pairs of elements summed into one
+// output in the thread's order, which another split of the row across threads would change
+__global__ void pair_sums_kernel(float* out, const float* in, int n) {
+  typedef cub::BlockReduce<float, 256> R;
+  __shared__ typename R::TempStorage tmp;
+  __shared__ float total;
+  float s = 0.f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) s += in[blockIdx.x * n + j];
+  const float t = R(tmp).Reduce(s, cub::Sum());
+  if (threadIdx.x == 0) total = t;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const int half = (blockIdx.x * n + j) / 2;
+    out[half] = out[half] + in[blockIdx.x * n + j] / total;
+  }
+}

@@ -93,7 +93,6 @@ def test_a_division_of_what_does_not_read_the_index_is_written_out_too() -> None
     ("old", "new"),
     [
         ("in[id] * 2.0f;", "in[id] * id;"),  # read as a number
-        ("out[id] =", "out[id + 1] ="),  # not a whole subscript
         ("* 2.0f;\n", "* 2.0f;\n    id += 1;\n"),  # written
         ("static_cast<long long>(blockIdx.x) * m + i;", "offset(blockIdx.x) * m + i;"),  # another call
         ("static_cast<long long>(blockIdx.x) * m + i;", "starts[blockIdx.x] + i;"),  # a memory read
@@ -110,3 +109,14 @@ def test_a_division_of_what_does_not_read_the_index_is_written_out_too() -> None
 def test_a_local_that_could_name_another_element_stays(old: str, new: str) -> None:
     assert old in SINGLE
     assert substitute_index_locals(parse_source(SINGLE.replace(old, new)), "k") is None
+
+
+def test_a_local_also_computed_with_in_another_index_stays_for_it_and_its_whole_subscripts_are_written_out() -> None:
+    text = _text(SINGLE.replace("out[id] =", "out[id * 2 + 1] ="))
+    assert "long long id = " in text  # still read by `out[id * 2 + 1]`
+    assert "out[id * 2 + 1] = in[static_cast<long long>(blockIdx.x) * m + i] * 2.0f;" in text
+
+
+def test_a_local_read_only_inside_other_indices_stays_as_it_is() -> None:
+    changed = SINGLE.replace("out[id] = in[id]", "out[id + 1] = in[id - 1]")
+    assert substitute_index_locals(parse_source(changed), "k") is None

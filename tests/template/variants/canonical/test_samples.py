@@ -63,6 +63,12 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
     },
+    # and a static int8 quantisation fused in, each pack's values written one by one at `out[id * WIDTH + j]`
+    ("packed_add_rms_norm.cu", "packed_add_rms_norm_quant_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 2}],
+    },
     # a bf16 stub before sm_80 whose `if constexpr` opens in one `#if` and closes in another (read as the sm_90 device
     # pass reads it; row_reduce's new body kept inside the guard), finished rows skipped by an early return
     ("arch_guard_rms_norm.cu", "arch_guard_rms_norm_kernel"): {

@@ -6,12 +6,14 @@ written out where it is used, so the transforms read each access as the element 
       y[id] = f(x[id]);                                   }
     }
 
-Only where each access names the same element either way: the local is declared in the loop's body itself (not in
-a nested block), alone in its declaration, with an integer type; it is never written and is read only as a whole
-subscript (`a[id]`); its value reads the loop's index and otherwise only names that the body neither writes nor
-declares anywhere but once at its top before the local, through arithmetic and casts alone (no other call, no
-memory read, no assignment, no conditional), and the index only through sums, differences and products (a local
-dividing it, `row = i / d`, is a row of a flat index, which flat_rows reads as a local once a row).
+Only where each access names the same element either way: the local is declared in the loop's body itself (not in a
+nested block), alone in its declaration, with an integer type; it is never written and is read only in subscripts:
+where it is a whole one (`a[id]`) it is written out, and the declaration stays only for the indices that compute
+with it (`out[id * W + j]`, an element of the pack the local names); its value reads the loop's index and otherwise
+only names that the body neither writes nor declares anywhere but once at its top before the local, through
+arithmetic and casts alone (no other call, no memory read, no assignment, no conditional), and the index only
+through sums, differences and products (a local dividing it, `row = i / d`, is a row of a flat index, which
+flat_rows reads as a local once a row).
 The value is written out as it is, its casts included; only its conversion to the local's type goes, which changes
 nothing while the index arithmetic does not wrap in its own type: the premise under which the transforms read
 `a[base + i]` already, and which the check of every variant against the original tests at each size.
@@ -67,10 +69,14 @@ def substitute_index_locals(model: SourceModel, kernel: str) -> SourceModel | No
             if shape is None:
                 continue
             name, value = shape
-            uses = _subscript_uses(src, loop_body, statement, name)
-            if uses is None:
+            found_uses = _subscript_uses(src, loop_body, statement, name)
+            if found_uses is None:
                 continue
-            edits.replace(*_whole_lines(src.data, statement), "")
+            uses, kept = found_uses
+            if not uses:
+                continue
+            if not kept:  # read nowhere else: the declaration goes too
+                edits.replace(*_whole_lines(src.data, statement), "")
             for use in uses:
                 edits.replace(use.start_byte, use.end_byte, src.text(value))
             found = True
@@ -171,16 +177,29 @@ def _arithmetic_names(src: KernelSource, node: Node, index: str) -> set[str] | N
     return None
 
 
-def _subscript_uses(src: KernelSource, body: Node, declaration: Node, name: str) -> list[Node] | None:
-    """Every use of `name` after its declaration in `body`, each a whole subscript (`a[name]`); None when one is not
-    (or it is written, or declared again)."""
+def _subscript_uses(src: KernelSource, body: Node, declaration: Node, name: str) -> tuple[list[Node], bool] | None:
+    """The uses of `name` after its declaration in `body` that are whole subscripts (`a[name]`), and whether it is
+    also read inside other subscripts' indices (`out[name * W + j]`: kept there, with its declaration); None when
+    it is read anywhere else (as a number), written or declared again."""
     if name in written_names(src, body) or name in _nested_declared(src, body):
         return None
     uses = []
+    kept = False
     for ident in descendants(body, "identifier"):
         if src.text(ident) != name or ident.start_byte < declaration.end_byte:
             continue
-        if not whole_subscript(ident):
+        if whole_subscript(ident):
+            uses.append(ident)
+        elif _in_index(ident):
+            kept = True
+        else:
             return None
-        uses.append(ident)
-    return uses
+    return uses, kept
+
+
+def _in_index(ident: Node) -> bool:
+    """Whether `ident` lies in a subscript's index, within arithmetic (`a[ident * W + j]`)."""
+    node = ident.parent
+    while node is not None and node.type in ("binary_expression", "parenthesized_expression", "cast_expression"):
+        node = node.parent
+    return node is not None and node.type == "subscript_argument_list"
