@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
-# Fetches the held-out corpus: production CUDA no rule here was written against, for the generality benchmarks
-# (python benchmarks/transform_report.py --corpus vllm): vLLM's csrc/, from its source archive on the package
-# index. pip cannot download that archive without building its metadata (which needs torch), so the archive is
-# fetched from the index's simple API (PEP 691) directly; nothing is built or installed.
+# Fetches the held-out corpora: production CUDA no rule here was written against, for the generality benchmarks
+# (python benchmarks/transform_report.py --corpus vllm exllamav2 mamba causal_conv1d): vLLM's csrc/, exllamav2's
+# CUDA extension, mamba-ssm's and causal-conv1d's csrc/, from their source archives on the package index. pip
+# cannot download these archives without building their metadata (which needs torch), so each archive is fetched
+# from the index's simple API (PEP 691) directly and checked against the index's sha256; nothing is built or
+# installed.
 # Usage: scripts/held_out.sh [DIR]   (default: .corpus/ at the repository root; kept between runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=${1:-${CUTUNE_CORPUS:-.corpus}}
-vllm=vllm-0.33.0
 mkdir -p "$dest"
-if [ ! -d "$dest/$vllm/csrc" ]; then
-  archive=$(mktemp --suffix=.tar.gz)
-  trap 'rm -f "$archive"' EXIT
-  python3 - "$vllm.tar.gz" "$archive" <<'PY'
+archive=$(mktemp --suffix=.tar.gz)
+trap 'rm -f "$archive"' EXIT
+# project on the index, archive, the folder of it the corpus reads
+while read -r project name folder; do
+  [ -d "$dest/$folder" ] && continue
+  python3 - "$project" "$name" "$archive" <<'PY'
 import hashlib, json, sys, urllib.request
-name, out = sys.argv[1], sys.argv[2]
-index = urllib.request.Request("https://pypi.org/simple/vllm/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+project, name, out = sys.argv[1:4]
+index = urllib.request.Request(
+    f"https://pypi.org/simple/{project}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+)
 try:
     files = json.load(urllib.request.urlopen(index, timeout=60))["files"]
     found = next((f for f in files if f["filename"] == name), None)
@@ -28,6 +33,11 @@ with open(out, "rb") as archive:
     if hashlib.sha256(archive.read()).hexdigest() != found["hashes"]["sha256"]:
         sys.exit(f"{name}: the download does not match the index's sha256")
 PY
-  tar xzf "$archive" -C "$dest" "$vllm/csrc"
-fi
+  tar xzf "$archive" -C "$dest" "$folder"
+done <<'LIST'
+vllm vllm-0.33.0.tar.gz vllm-0.33.0/csrc
+exllamav2 exllamav2-0.0.3.tar.gz exllamav2-0.0.3/exllamav2/exllamav2_ext/cuda
+mamba-ssm mamba_ssm-2.3.2.post1.tar.gz mamba_ssm-2.3.2.post1/csrc
+causal-conv1d causal_conv1d-1.7.0.tar.gz causal_conv1d-1.7.0/csrc
+LIST
 echo "$dest"

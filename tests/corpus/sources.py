@@ -14,6 +14,12 @@ REPO = Path(__file__).resolve().parents[2]
 DEEPSPEED = "deepspeed-0.18.2"
 LLAMA = "llama_cpp_python-0.3.16"
 VLLM = "vllm-0.33.0"
+# the second held-out set (2026-11-28, measured first on 7f0a80c's rules): CUDA extensions of three more projects
+HELD_OUT = {
+    "exllamav2": "exllamav2-0.0.3/exllamav2/exllamav2_ext/cuda",
+    "mamba": "mamba_ssm-2.3.2.post1/csrc",
+    "causal_conv1d": "causal_conv1d-1.7.0/csrc",
+}
 _AMD = re.compile(r"rocm|hip|rdna|cdna|mfma|wmma", re.IGNORECASE)  # file names of sources for AMD GPUs only
 
 
@@ -64,14 +70,20 @@ def corpora() -> dict[str, Corpus]:
 
 
 def held_out() -> dict[str, Corpus]:
-    """The corpora kept out of the corpus tests, present here (scripts/held_out.sh): vLLM's `csrc/`, which only
-    benchmarks read, by name. It was unseen until its first measurement (2026-11-28, on the code of 9b7c233:
-    `benchmarks/results/transform_report.vllm-held-out.*`); rules written since may have been read against it."""
+    """The corpora kept out of the corpus tests, present here (scripts/held_out.sh), which only benchmarks read, by
+    name: vLLM's `csrc/`, unseen until its first measurement (2026-11-28, on the code of 9b7c233:
+    `benchmarks/results/transform_report.vllm-held-out.*`; rules written since may have been read against it), and
+    exllamav2's, mamba-ssm's and causal-conv1d's CUDA sources (first measured on this session's code)."""
     found: dict[str, Corpus] = {}
     vl = corpus_dir() / VLLM / "csrc"
     if vl.is_dir():  # vLLM's CMake build puts csrc/ on the include path; the AMD-only sources are left out
         files = tuple(p for p in _kernel_files(vl, ".cu") if "rocm" not in p.parts and not _AMD.search(p.stem))
         found["vllm"] = Corpus("vllm", vl, files, (vl,))
+    for name, folder in HELD_OUT.items():
+        root = corpus_dir() / folder
+        if root.is_dir():  # kernels in headers too (mamba's selective scan: `.cu` files only instantiate them)
+            files = tuple(sorted({*_kernel_files(root, ".cu"), *_kernel_files(root, ".cuh")}))
+            found[name] = Corpus(name, root, files, (root, *sorted({p.parent for p in files} - {root})))
     return found
 
 
