@@ -24,6 +24,7 @@ from cutune.spec import (
     spec_path_for,
 )
 from cutune.spec.locate import dotted, key_lines
+from cutune.template.dtypes import C_TYPES
 from cutune.template.model import Binding
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,3 +251,11 @@ def test_a_launch_bound_pdl_needs_no_launch_expression() -> None:
     text = text.replace("values = [256, 1024]\ndefault = 1024", "values = [false, true]\ndefault = false")
     spec = parse_spec(text).kernel("scale")
     assert spec.space is not None and spec.space.param("PDL").binding is Binding.LAUNCH
+
+
+def test_sixteen_bit_integers_are_dtypes_that_c_types_map_to() -> None:
+    text = (DATA / "good.tune.toml").read_text()
+    codes = '[[kernel.scale.args]]\nname = "codes"\ndtype = "uint16"\nrole = "out"\nshape = ["n"]\n'
+    spec = parse_spec(text + "\n" + codes, "codes.tune.toml").kernel("scale")
+    assert (spec.args[-1].dtype, dtype_size(spec.args[-1].dtype)) == ("uint16", 2)
+    assert [C_TYPES[t] for t in ("uint16_t", "unsigned short", "int16_t", "short")] == ["uint16"] * 2 + ["int16"] * 2

@@ -22,8 +22,8 @@ _SKIPPED_DIRS = frozenset({"node_modules", "build", "dist", "__pycache__", "site
 # torch's element types have CUDA's layout: a spec compiles the kernel without torch, so it names CUDA's
 TORCH_TYPES = {"c10::BFloat16": "__nv_bfloat16", "at::BFloat16": "__nv_bfloat16", "c10::Half": "__half",
                "at::Half": "__half"}  # fmt: skip
-_FORMATS = {"float32": "<f", "float64": "<d", "float16": "<e", "int8": "<b", "uint8": "<B", "int32": "<i",
-            "uint32": "<I", "int64": "<q", "bool": "<?"}  # fmt: skip
+_FORMATS = {"float32": "<f", "float64": "<d", "float16": "<e", "int8": "<b", "uint8": "<B", "int16": "<h",
+            "uint16": "<H", "int32": "<i", "uint32": "<I", "int64": "<q", "bool": "<?"}  # fmt: skip
 
 Number = int | float | bool
 POINTER_BYTES = 8  # x86-64 and aarch64, the hosts CUDA 13 runs on

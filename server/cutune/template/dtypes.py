@@ -14,6 +14,8 @@ DTYPE_SIZES: dict[str, int] = {
     "float64": 8,
     "int8": 1,
     "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
     "int32": 4,
     "uint32": 4,
     "int64": 8,
@@ -21,7 +23,7 @@ DTYPE_SIZES: dict[str, int] = {
 }
 
 DTYPES: tuple[str, ...] = tuple(DTYPE_SIZES)
-INTEGER_DTYPES = frozenset({"int8", "uint8", "int32", "uint32", "int64"})
+INTEGER_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64"})
 
 
 # a struct passed by value, as the bytes a launch passed (`cutune capture`): `bytes8` for 8 bytes
@@ -69,6 +71,12 @@ C_TYPES: dict[str, str] = {
     "int8_t": "int8",
     "unsigned char": "uint8",
     "uint8_t": "uint8",
+    "short": "int16",
+    "short int": "int16",
+    "int16_t": "int16",
+    "unsigned short": "uint16",
+    "unsigned short int": "uint16",
+    "uint16_t": "uint16",
     "bool": "bool",
 }
 
