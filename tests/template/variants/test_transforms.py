@@ -72,6 +72,46 @@ def test_vectorize_refusals_state_the_reason() -> None:
     assert "changes n, which its bound reads" in _refusal(Vectorize(), loop.format("o[i] = x[i]; n -= 1;"))
 
 
+GUARDED = """
+__global__ void k(const float* __restrict__ x, const float* __restrict__ scale, float* __restrict__ y,
+                  unsigned short* __restrict__ codes, int rows, int columns) {
+  const int row = blockIdx.y * blockDim.y + threadIdx.y;
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < columns; c += blockDim.x * gridDim.x) {
+    if (row >= rows) continue;
+    const float q = rintf(x[row * columns + c] / scale[c]);
+    if (codes) codes[row * columns + c] = static_cast<unsigned short>(q);
+    y[row * columns + c] = q * scale[c];
+  }
+}
+"""
+
+
+def test_vectorize_leaves_scalar_what_the_original_touches_only_where_a_condition_keeps_its_address_valid() -> None:
+    body = Vectorize().apply(parse_source(GUARDED), "k", None).body
+    # the row's arrays: read and written only for a row in range (a pack past the last row would be out of bounds)
+    assert "cutune_vec_load<cutune_vec_w0>(&x[" not in body and "cutune_vec_store<cutune_vec_w0>(&y[" not in body
+    # a null `codes` is never touched
+    assert "&codes[" not in body and "codes[row * columns + c] = static_cast<unsigned short>(q);" in body
+    # the per-column scale is valid for every column the loop runs over, whatever the row: packed
+    assert "cutune_vec_load<cutune_vec_w0>(&scale[(0) + cutune_vec_p0 * cutune_vec_w0])" in body
+    alone = (
+        GUARDED.replace("* scale[c]", "").replace(" / scale[c]", "").replace("const float* __restrict__ scale, ", "")
+    )
+    assert "x[row * columns + c]: is accessed only where `(row >= rows)` holds" in _refusal(Vectorize(), alone)
+    # a write under a condition on values (a mask), its memory valid wherever the loop runs, is still packed
+    masked = GRID_STRIDE.replace("    y[i] = ", "    if (x[i] > 0) y[i] = ")
+    assert "cutune_vec_store<cutune_vec_w0>(&y[" in Vectorize().apply(parse_source(masked), "k", None).body
+    # an `if`'s condition runs on every iteration: a write under a test of the element itself is packed
+    replaced = GRID_STRIDE.replace("    y[i] = ", "    if (y[i] == static_cast<T>(0)) y[i] = ")
+    assert "cutune_vec_store<cutune_vec_w0>(&y[" in Vectorize().apply(parse_source(replaced), "k", None).body
+    # a null pointer's elements are read only where it is not null
+    optional = GRID_STRIDE.replace("float a, long n", "const T* __restrict__ w, float a, long n").replace(
+        "static_cast<float>(y[i])", "(w ? static_cast<float>(w[i]) : 0.0f)"
+    )
+    body = Vectorize().apply(parse_source(optional), "k", None).body
+    assert "&w[" not in body and "(w ? static_cast<float>(w[i]) : 0.0f)" in body
+
+
 MOVED = """
 __global__ void k(float* out, const float* in, float* total, int n) {
   const int lane = threadIdx.x % 32;

@@ -10,7 +10,11 @@ loop over packs (PACKS of them per iteration, all loaded before any is computed)
 body runs once per element with each contiguous subscript replaced by its pack's element; a scalar loop
 finishes the tail. Whether every pack start is aligned is checked at run time: when one is not, the
 scalar loop does all the work, so any pointer offset stays correct. Other uses of `i` keep working (it is
-still defined per element); an array written through a pack must have no other access in the loop.
+still defined per element); an array written through a pack must have no other access in the loop. A pack
+is read ahead (and stored back) only where the original touches its memory anyway: some access of it runs on
+every iteration, or the conditions its accesses run under test values only; one whose condition may be what keeps
+the address valid (it names the array, a null pointer check, or compares what the address is computed from, as
+`if (row >= rows) continue;` does) stays scalar.
 
 When no thread or block index is used outside the loops it rewrites, the loops cover their range with
 any block size, so the variant may also launch fewer threads (BLOCK_DIV): with V elements per pack,
@@ -22,7 +26,7 @@ more packs in flight (PACKS).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
@@ -59,6 +63,7 @@ _BRANCHES = (
     "do_statement",
     "case_statement",
 )
+_EXITS = ("continue_statement", "break_statement", "return_statement")
 _LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
 HELPERS = f"""\
 // cutune: a pack of N elements, loaded and stored as one aligned access (variants vectorized, flat_rows)
@@ -88,6 +93,8 @@ class _Pack:
     written: bool = False
     conditional_write: bool = False
     address: Address | None = None  # a 2-D (or local-resolved) access; None: `array[base + i]`
+    always: bool = False  # some access of it runs on every iteration: the original touches its memory
+    guards: list[Node] = field(default_factory=list)  # the conditions its other accesses run under
 
     def at(self, index: LoopIndex, p: str, vec: str, var_type: str) -> str:
         """The pointer to the pack's first element at pack index `p`."""
@@ -181,7 +188,8 @@ class Vectorize(Transform):
             array = src.text(array_node)
             base = _base(src, parts[1], loop.var) if len(parts) == 2 else None
             address: Address | None = None
-            # read ahead only what the loop always reads (plain `a[base + i]` keeps its earlier rule)
+            # read ahead only what the loop always reads; a plain `a[base + i]` under a condition joins a pack that
+            # some access of every iteration touches (checked below), as the original touches that memory anyway
             if not always_runs(access, loop.body) and (array_node.type != "identifier" or base is None):
                 scalar.setdefault(array, access)
                 why.append(f"{src.text(access)}: is accessed only under a condition")
@@ -205,12 +213,22 @@ class Vectorize(Transform):
             if role == "address":
                 return f"takes the address of {src.text(access)} (line {src.line(access)}) other than to load it"
             pack.nodes.append(node)
+            if always_runs(access, loop.body):
+                pack.always = True
+            else:
+                pack.guards += _guards(access, loop.body)
             if role in ("read", "update"):
                 pack.read = True
             if role in ("write", "update"):
                 pack.written = True
                 if has_continue or not unconditional(node, loop.body):
                     pack.conditional_write = True
+        for key, pack in list(packs.items()):
+            unsafe = None if pack.always else _address_guard(src, pack, loop.var)
+            if unsafe is not None:  # where it is false the original never touches that memory: it stays scalar
+                del packs[key]
+                scalar.setdefault(pack.array, pack.nodes[0])
+                why.append(f"{src.text(pack.nodes[0])}: is accessed only where `{src.text(unsafe)}` holds")
         if not packs:
             flat = f"a[base + {loop.var}]` (nor `a[f({loop.var} / n) + {loop.var} % n]`)"
             return f"has no contiguous subscript `{flat}" + (f" ({why[0]})" if why else "")
@@ -304,9 +322,83 @@ def use_of(src: KernelSource, sub: Node) -> tuple[Node, str]:
     return sub, "read"
 
 
+def _after_an_exit(node: Node, body: Node) -> bool:
+    """Whether a `continue`, `break` or `return` of the loop `body` comes before `node`: an iteration may leave
+    before it (`if (row >= rows) continue;`)."""
+    return any(e.start_byte < node.start_byte and _leaves(e, body) for e in descendants(body, *_EXITS))
+
+
+def _guards(node: Node, body: Node) -> list[Node]:
+    """The conditions `node` runs under in the loop `body`: of the `if`s and `?:`s around it, the left sides of
+    the `&&`/`||` it is the right side of, and of the `if`s around each exit before it."""
+    found: list[Node] = []
+    child, current = node, node.parent
+    while current is not None and current != body:
+        condition = current.child_by_field_name("condition")
+        conditional = current.type in ("if_statement", "conditional_expression", "while_statement")
+        if conditional and condition is not None and child != condition:
+            found.append(condition)
+        operator = current.child_by_field_name("operator") if current.type == "binary_expression" else None
+        left = current.child_by_field_name("left")
+        if operator is not None and operator.type in ("&&", "||") and left is not None and child != left:
+            found.append(left)
+        child, current = current, current.parent
+    for exit in descendants(body, *_EXITS):
+        if exit.start_byte < node.start_byte and _leaves(exit, body):
+            found += _guards(exit, body) or [exit]
+    return found
+
+
+def _address_guard(src: KernelSource, pack: _Pack, var: str) -> Node | None:
+    """Of the conditions a pack's accesses run under (none of which runs on every iteration), one that may be what
+    keeps its address valid: it names the array (`if (out)`, a null pointer) or compares what the address is
+    computed from (`row < rows`); None when each tests only values (`if (mask[i])`), so loading and storing back
+    the pack (its memory valid wherever the loop runs) changes nothing the original leaves alone."""
+    names = {pack.array, var, *_words(pack.base)} | (set(_words(pack.array)) if pack.address is not None else set())
+    for guard in pack.guards:
+        if guard.type in _EXITS:
+            return guard  # an exit with no condition of its own: nothing after it runs
+        if pack.array in {src.text(i) for i in descendants(guard, "identifier")}:
+            return guard
+        for comparison in descendants(guard, "binary_expression"):
+            operator = comparison.child_by_field_name("operator")
+            compares = operator is not None and operator.type in ("<", "<=", ">", ">=", "==", "!=")
+            if compares and _compared_names(src, comparison) & names:
+                return guard
+    return None
+
+
+def _compared_names(src: KernelSource, comparison: Node) -> set[str]:
+    """The names a comparison reads as numbers: not those inside a subscript (`x[i] > 0` tests a value)."""
+    names = set()
+    for ident in descendants(comparison, "identifier"):
+        current = ident.parent
+        while current is not None and current != comparison and current.type != "subscript_expression":
+            current = current.parent
+        if current is None or current == comparison:
+            names.add(src.text(ident))
+    return names
+
+
+def _leaves(exit: Node, body: Node) -> bool:
+    """Whether `exit` ends the iteration of the loop `body` (a `continue` or `break` of a loop or switch nested in
+    it ends only that one's)."""
+    nested = ("for_statement", "for_range_loop", "while_statement", "do_statement")
+    current = exit.parent
+    while current is not None and current != body:
+        if exit.type != "return_statement" and (
+            current.type in nested or (exit.type == "break_statement" and current.type == "switch_statement")
+        ):
+            return False
+        current = current.parent
+    return True
+
+
 def unconditional(node: Node, body: Node) -> bool:
     """Whether `node` is in an expression statement that runs on every iteration of the loop `body`: the
-    statement is the body, or only plain `{ }` blocks enclose it up to the body."""
+    statement is the body, or only plain `{ }` blocks enclose it up to the body, and no exit comes before it."""
+    if _after_an_exit(node, body):
+        return False
     statement: Node | None = node
     while statement is not None and statement.type != "expression_statement":
         statement = statement.parent
@@ -320,15 +412,19 @@ def unconditional(node: Node, body: Node) -> bool:
 
 def always_runs(node: Node, body: Node) -> bool:
     """Whether `node` is evaluated on every iteration of the loop `body` (no branch, loop or short circuit
-    between them)."""
-    current = node.parent
+    between them, no exit before it)."""
+    if _after_an_exit(node, body):
+        return False
+    child, current = node, node.parent
     while current is not None and current != body:
-        if current.type in _BRANCHES:
+        # an `if`'s or `?:`'s condition, and the left side of `&&` / `||`, are evaluated whichever way they go
+        decided = current.type in ("if_statement", "conditional_expression")
+        if current.type in _BRANCHES and not (decided and child == current.child_by_field_name("condition")):
             return False
         operator = current.child_by_field_name("operator") if current.type == "binary_expression" else None
-        if operator is not None and operator.type in ("&&", "||"):
+        if operator is not None and operator.type in ("&&", "||") and child != current.child_by_field_name("left"):
             return False
-        current = current.parent
+        child, current = current, current.parent
     return True
 
 
