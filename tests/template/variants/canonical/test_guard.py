@@ -110,7 +110,7 @@ def test_the_recipes_block_chunks_of_a_guarded_kernel_are_read_as_the_same_grid_
     assert "item" not in body
 
 
-def test_a_check_of_two_indices_loops_over_the_x_axis_and_keeps_the_other_check() -> None:
+def test_a_check_of_two_indices_loops_over_the_x_axis_and_takes_the_other_check_once_before_it() -> None:
     source = """
 __global__ void k(float* out, const float* in, int ncols, int nrows) {
   const int row = blockDim.y * blockIdx.y + threadIdx.y;
@@ -121,4 +121,38 @@ __global__ void k(float* out, const float* in, int ncols, int nrows) {
 """
     body = _body(source)
     assert "for(intcol=blockDim.x*blockIdx.x+threadIdx.x;col<ncols;col+=blockDim.x*gridDim.x){" in body
-    assert "if(row>=nrows)continue;" in body and body.index("constintrow") < body.index("for(")
+    # the row's check is the same on every iteration: the thread leaves before the loop, as it did
+    assert "constintrow=blockDim.y*blockIdx.y+threadIdx.y;if(row>=nrows)return;for(" in body
+    assert "continue" not in body
+    # so vectorize packs the row's arrays: no iteration reads past the last row
+    variants, _ = propose_variants(parse_source(source), "k", None)
+    vectorized = next(v.body for v in variants if v.name == "vectorized")
+    assert "cutune_vec_load<cutune_vec_w0>(&in[(row * ncols) + cutune_vec_p0 * cutune_vec_w0])" in vectorized
+
+
+@pytest.mark.parametrize(
+    ("check", "stays"),
+    [
+        ("if (row >= nrows) return;", False),  # a later exit on what no iteration changes: taken before the loop
+        ("if (in[row] < 0.0f) return;", True),  # a memory read (the kernel may write it)
+        ("if (col % 2 == 1) return;", True),  # the index
+        ("if (limit(row) < 0) return;", True),  # a call
+    ],
+)
+def test_only_an_exit_no_iteration_can_change_is_taken_before_the_loop(check: str, stays: bool) -> None:
+    source = f"""
+__device__ int limit(int r) {{ return r - 1; }}
+__global__ void k(float* out, const float* in, int ncols, int nrows) {{
+  const int row = blockDim.y * blockIdx.y + threadIdx.y;
+  const int col = blockDim.x * blockIdx.x + threadIdx.x;
+  if (col >= ncols) return;
+  {check}
+  out[row * ncols + col] = in[row * ncols + col] * 0.5f;
+}}
+"""
+    body = _body(source)
+    exit_text = "".join(check.split())
+    if stays:  # inside the loop, as the iteration's own exit
+        assert exit_text.replace("return;", "continue;") in body and exit_text not in body
+    else:
+        assert body.index(exit_text) < body.index("for(") and "continue" not in body

@@ -11,8 +11,11 @@ thread runs the loop once, exactly as it ran REST; with any smaller grid the loo
 once, so the stride-loop transforms (vectorize, packs_per_thread, grid_shape) apply and may shrink the grid.
 
 A guard `if (i >= n || other) return;` keeps `other` as `if (other) continue;` at the top of the loop (and
-`if (i < n && other) {...}` as `if (!(other)) continue;`). Declarations between the index and its guard
-that read the index move into the loop; the others stay before it.
+`if (i < n && other) {...}` as `if (!(other)) continue;`). Where `other`, or the condition of an exit right
+after the guard (`if (row >= rows) return;`), has one value on every iteration (names and comparisons only, none
+computed from the index or written in the loop), it stays an exit before the loop instead: the thread left there
+too, and the transforms then see every iteration touch the row's memory. Declarations between the index and its
+guard that read the index move into the loop; the others stay before it.
 
 Refused, with the reason, where an iteration would not be the thread it was: threads cooperate (barriers,
 shared memory, warp collectives), the block index, thread index, block size or grid size (x axis) is read
@@ -110,6 +113,16 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     vtype = re.sub(r"\bconst\b|\bconstexpr\b", "", vtype).strip() or "int"
     indent = line_indent(src.data, index.start_byte)
     body: list[str] = [src.text(d) for d in moved]
+    hoisted: list[str] = []  # exits on what no iteration changes: taken once, before the loop, as the thread did
+    changing = derived | {n for s in [*moved, *inner] for n in written_names(src, s) | _declares(src, s)}
+    if others and chunk is None and _invariant(others, changing):
+        hoisted.append(f"if (!({others})) return;" if negate else f"if ({others}) return;")
+        others = ""
+    while chunk is None and inner and (condition := _exit_condition(src, inner[0])) is not None:
+        if not _invariant(src.text(condition), changing):
+            break
+        hoisted.append(f"if {src.text(condition)} return;")
+        inner = inner[1:]
     if others:
         body.append(f"if (!({others})) continue;" if negate else f"if ({others}) continue;")
     if inner:
@@ -124,11 +137,37 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
         header = f"{vtype} {pack} = {gid}; {pack} < (({bound}) + ({count}) - 1) / ({count}); {pack} += {stride}"
         body.insert(0, f"const {vtype} {var} = {pack} * ({count});")
     loop = "\n".join([f"for ({header}) {{", *(indented(b, "  ") for b in body), "}"])
-    text = "\n".join([*(src.text(d) for d in kept), indented(loop, indent).lstrip()])
+    text = f"\n{indent}".join([*(src.text(d) for d in kept), *hoisted, indented(loop, indent).lstrip()])
     edits = EditList(src.data)
     start = chunk[0].parent.start_byte if chunk is not None and chunk[0].parent is not None else index.start_byte
     edits.replace(start, region_end, text)
     return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
+
+
+def _exit_condition(src: KernelSource, statement: Node) -> Node | None:
+    """The condition of `if (C) return;` (or `{ return; }`, no `else`), else None."""
+    if statement.type != "if_statement" or statement.child_by_field_name("alternative") is not None:
+        return None
+    then = statement.child_by_field_name("consequence")
+    while then is not None and then.type == "compound_statement" and then.named_child_count == 1:
+        then = then.named_children[0]
+    if then is None or then.type != "return_statement" or then.named_child_count:
+        return None
+    return statement.child_by_field_name("condition")
+
+
+# what a condition may not hold to be the same on every iteration: a call, a memory read, a write
+_CALL = re.compile(r"[A-Za-z_]\w*\s*\(")
+_MEMORY_OR_WRITE = re.compile(r"\[|->|\*|\+\+|--|(?<![=!<>])=(?!=)")
+
+
+def _invariant(condition: str, changing: set[str]) -> bool:
+    """Whether `condition` has one value on every iteration of the thread's loop: names, members and comparisons
+    only (no call, memory read or write), none of them the index, what is computed from it, or written in the
+    loop."""
+    if _CALL.search(condition) or _MEMORY_OR_WRITE.search(condition):
+        return False
+    return not set(_NAME.findall(condition)) & changing
 
 
 def _checked_index(
