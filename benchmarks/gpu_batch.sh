@@ -16,6 +16,8 @@
 # .corpus) flat_rows_grid (flat_rows' configurations swept on llama.cpp's k_set_rows and unary_gated_op_kernel)
 # group_quant (group_items: the quantiser samples and llama.cpp's quantize_q8_1 equal the original at every GROUP_ITEMS;
 # carry .corpus; corpus_index then searches GROUP_ITEMS for quantize_q8_1 as one of its variants)
+# held_out_check (each variant of the held-out kernels in corpus_variants.py's HELD_OUT, with and without FAST_MATH,
+# evaluated once: which the checks reject and why; carry .corpus with scripts/held_out.sh's corpora)
 # corpus_profile (ncu counters of slow corpus kernels' originals and best configurations; PROFILE_KERNELS picks)
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
@@ -130,6 +132,7 @@ run_step() {
       ${PROFILE_KERNELS:+--only "$PROFILE_KERNELS"} ;;
     group_quant) step group_quant "${T_GROUP_QUANT:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_group_items.py ;;
+    held_out_check) step held_out_check "${T_HELD_OUT_CHECK:-120}" python3 benchmarks/held_out_check.py ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac
