@@ -190,7 +190,8 @@ class Vectorize(Transform):
             address: Address | None = None
             # read ahead only what the loop always reads; a plain `a[base + i]` under a condition joins a pack that
             # some access of every iteration touches (checked below), as the original touches that memory anyway
-            if not always_runs(access, loop.body) and (array_node.type != "identifier" or base is None):
+            guards = _guards(access, loop.body)
+            if guards and (array_node.type != "identifier" or base is None):
                 scalar.setdefault(array, access)
                 why.append(f"{src.text(access)}: is accessed only under a condition")
                 continue
@@ -213,10 +214,8 @@ class Vectorize(Transform):
             if role == "address":
                 return f"takes the address of {src.text(access)} (line {src.line(access)}) other than to load it"
             pack.nodes.append(node)
-            if always_runs(access, loop.body):
-                pack.always = True
-            else:
-                pack.guards += _guards(access, loop.body)
+            pack.always = pack.always or not guards
+            pack.guards += guards
             if role in ("read", "update"):
                 pack.read = True
             if role in ("write", "update"):
@@ -329,15 +328,17 @@ def _after_an_exit(node: Node, body: Node) -> bool:
 
 
 def _guards(node: Node, body: Node) -> list[Node]:
-    """The conditions `node` runs under in the loop `body`: of the `if`s and `?:`s around it, the left sides of
-    the `&&`/`||` it is the right side of, and of the `if`s around each exit before it."""
+    """What `node` runs under in the loop `body` (none: it runs on every iteration): the conditions of the `if`s and
+    `?:`s around it (not where it is the condition, which runs either way) and of the loops around it (a `case`:
+    the case itself), the left sides of the `&&`/`||` it is the right side of, and those of each exit before it
+    (a bare exit: the exit itself)."""
     found: list[Node] = []
     child, current = node, node.parent
     while current is not None and current != body:
         condition = current.child_by_field_name("condition")
-        conditional = current.type in ("if_statement", "conditional_expression", "while_statement")
-        if conditional and condition is not None and child != condition:
-            found.append(condition)
+        decided = current.type in ("if_statement", "conditional_expression") and child == condition
+        if current.type in _BRANCHES and not decided:
+            found.append(condition if condition is not None else current)
         operator = current.child_by_field_name("operator") if current.type == "binary_expression" else None
         left = current.child_by_field_name("left")
         if operator is not None and operator.type in ("&&", "||") and left is not None and child != left:
@@ -413,19 +414,7 @@ def unconditional(node: Node, body: Node) -> bool:
 def always_runs(node: Node, body: Node) -> bool:
     """Whether `node` is evaluated on every iteration of the loop `body` (no branch, loop or short circuit
     between them, no exit before it)."""
-    if _after_an_exit(node, body):
-        return False
-    child, current = node, node.parent
-    while current is not None and current != body:
-        # an `if`'s or `?:`'s condition, and the left side of `&&` / `||`, are evaluated whichever way they go
-        decided = current.type in ("if_statement", "conditional_expression")
-        if current.type in _BRANCHES and not (decided and child == current.child_by_field_name("condition")):
-            return False
-        operator = current.child_by_field_name("operator") if current.type == "binary_expression" else None
-        if operator is not None and operator.type in ("&&", "||") and child != current.child_by_field_name("left"):
-            return False
-        child, current = current, current.parent
-    return True
+    return not _guards(node, body)
 
 
 def _disjoint(a: _Pack, b: _Pack) -> bool:

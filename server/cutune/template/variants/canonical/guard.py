@@ -156,7 +156,8 @@ def _exit_condition(src: KernelSource, statement: Node) -> Node | None:
     return statement.child_by_field_name("condition")
 
 
-# what a condition may not hold to be the same on every iteration: a call, a memory read, a write
+# what a condition may not hold to be the same on every iteration: a call, a memory read (`*` too, though it may be
+# a product: this check is on text, and refusing is the safe side), a write
 _CALL = re.compile(r"[A-Za-z_]\w*\s*\(")
 _MEMORY_OR_WRITE = re.compile(r"\[|->|\*|\+\+|--|(?<![=!<>])=(?!=)")
 
