@@ -130,6 +130,23 @@ def test_refuses_to_dispatch_a_launch_that_deduces_template_arguments() -> None:
         )
 
 
+def test_a_launch_through_a_local_takes_the_defaults_but_refuses_a_dispatch() -> None:
+    text = (
+        "template <typename T>\n__global__ void k(T* x, int n, int m) {\n"
+        "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] = x[i] / m;\n"
+        "  for (int j = 0; j < m; ++j) x[j] = 0;\n}\n"
+        "void f(float* x, int n, int m) {\n  auto kernel = &k<float>;\n"
+        "  kernel<<<(n + 255) / 256, 256>>>(x, n, m);\n}\n"
+    )
+    t = templatize(parse_source(text), "k", recipes=["block_threads", "specialize"])
+    assert "kernel<<<" in t.source and "&k<float>" in t.source  # the launch is templatized where it is
+    model = parse_source(t.source)
+    defaults = apply_config(model, "k", Config.of({**t.space.default(), "BLOCK_THREADS": 128}), t.space)
+    assert "BLOCK_THREADS = 128" in apply_edits(t.source, defaults.edits)
+    with pytest.raises(SourceError, match=r"the launch at line \d+ calls k through the local `kernel`"):
+        apply_config(model, "k", Config.of({"SPECIALIZE_M": True}), t.space, specialized_values={"m": [4]})
+
+
 @pytest.mark.nvcc
 def test_applied_sources_compile() -> None:
     relu, relu_kernel = templatized("elementwise_return")

@@ -43,6 +43,23 @@ def test_every_launch_sets_the_attribute_and_the_kernel_waits(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_a_launch_through_a_local_passes_the_local(tmp_path) -> None:
+    # the local points at one instance of the kernel or another: cudaLaunchKernelEx takes the pointer as it is
+    local = "    auto kernel = n % 2 ? &scale<float> : &scale<float>;\n    kernel<<<dim3(1), dim3(n)>>>(out, in, s, n);"
+    text, why = with_dependent_launch(
+        HOST.replace("    scale<float><<<dim3(1), dim3(n)>>>(out, in, s, n);", local), "k.cu", "scale"
+    )
+    assert why == ""
+    assert "cudaLaunchKernelEx(&pdl_config, kernel, out, in, s, n);" in text and "<<<" not in text
+    if subprocess.run(["which", "nvcc"], capture_output=True).returncode != 0:
+        pytest.skip("nvcc is not on PATH")
+    (tmp_path / "k.cu").write_text(text)
+    done = subprocess.run(
+        ["nvcc", "-std=c++17", "-arch=sm_90", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [

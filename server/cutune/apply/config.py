@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from cutune.apply.dispatch import dispatch_edits, variant_launch_config
+from cutune.apply.dispatch import dispatch_edits, named_launch, variant_launch_config
 from cutune.cuda.model import LaunchSite, SourceModel
 from cutune.errors import SourceError
 from cutune.template.edits import EditList, TextEdit
@@ -190,6 +190,7 @@ def _dispatch(
             path=src.model.path,
             line=line - 1,
         )
+    named_launch(src, site, call, "specialise")
     tparams = src.kernel.template_params
     positions = {tp.name: i for i, tp in enumerate(tparams)}
     needed = max(positions[static_param(p.arg or "")] for p, _ in specialized) + 1

@@ -265,6 +265,7 @@ def _region_text(
             pieces += [(a, b, text) for a, b, text in config_edits(site, launch)]
         if not explicit:
             continue
+        named_launch(src, site, call, "dispatch")
         args = []
         for i, tp in enumerate(tparams[: max(explicit) + 1]):
             if tp.name in specialized:
@@ -296,6 +297,19 @@ def _region_text(
     indent = data[data.rfind(b"\n", 0, region.start) + 1 : region.start].decode()
     lines = member.sub(value_of, text.decode()).split("\n")
     return "\n".join([lines[0], *(line.removeprefix(indent) for line in lines[1:])])
+
+
+def named_launch(src: KernelSource, site: LaunchSite, call: Node, purpose: str) -> None:
+    """SourceError when the launch calls the kernel through a local (`auto kernel = &k<T>;`): writing template
+    arguments there would name the local, and the local may carry the kernel's attributes (cudaFuncSetAttribute)."""
+    if site.through is not None:
+        raise SourceError(
+            f"the launch at line {src.line(call)} calls {src.kernel.name} through the local `{site.through}`, so "
+            f"template arguments cannot be written there to {purpose}: launch the kernel by its name there, or "
+            "apply one configuration for all sizes",
+            path=src.model.path,
+            line=src.line(call) - 1,
+        )
 
 
 def _indented(text: str, indent: str) -> str:

@@ -40,7 +40,7 @@ def with_dependent_launch(text: str, path: str, kernel: str) -> tuple[str, str]:
         if site.macro is not None or statement is None or statement.type != "expression_statement":
             return text, f"{where} is not a statement of its own (a macro, or inside an expression)"
         callee = src.data[call.start_byte : site.config_spans[0].start_byte].decode().rstrip().removesuffix("<<<")
-        if src.kernel.template_params and not site.template_args:
+        if src.kernel.template_params and not site.template_args and site.through is None:  # a local: a pointer
             return text, f"{where} deduces {kernel}'s template arguments, which cudaLaunchKernelEx cannot"
         line_start = src.data.rfind(b"\n", 0, statement.start_byte) + 1
         indent = src.data[line_start : statement.start_byte].decode()

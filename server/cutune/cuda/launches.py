@@ -1,4 +1,6 @@
-"""Kernel launch sites `k<targs><<<grid, block, smem, stream>>>(args)` found in a parsed file."""
+"""Kernel launch sites `k<targs><<<grid, block, smem, stream>>>(args)` found in a parsed file, also those that
+launch a local set to the kernel (`auto kernel = &k<Ktraits>; ... kernel<<<grid, block>>>(params);`, the way
+code that sets the kernel's attributes first writes it)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,9 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from cutune.cuda.decls import Decl, Declarations
+from cutune.cuda.decls import Decl, Declarations, DeclKind
 from cutune.cuda.model import LaunchSite
-from cutune.cuda.syntax import node_text, parse_tree, trim
+from cutune.cuda.syntax import descendants, node_text, parse_tree, trim
 from cutune.cuda.text import LineIndex
 
 _CHEVRONS = re.compile(rb"<<<")
@@ -28,6 +30,7 @@ class Launch:
     config: tuple[Node, ...]  # grid, block[, smem[, stream]] expressions
     template_args: tuple[Node, ...]
     macro: str | None  # the `#define` whose body holds the launch
+    through: str | None  # the local the launch calls the kernel through
     data: bytes = field(repr=False)
     index: LineIndex = field(repr=False)
     declarations: Declarations = field(repr=False)
@@ -57,10 +60,14 @@ class Launch:
             template_arg_spans=tuple(index.span(a.start_byte, a.end_byte) for a in self.template_args),
             host_function=self.function.name if self.function is not None else self.macro,
             macro=self.macro,
+            through=self.through,
         )
 
 
 _CALLEE_REACH = 1024  # bytes before `<<<` a launch's kernel name (with its template arguments) is looked for in
+# bytes before `<<<` the kernel's name is looked for in when the launch calls a local (set to the kernel earlier)
+_LOCAL_REACH = 16384
+_LOCAL_CALLEE = re.compile(rb"(?<![\w>:.])[A-Za-z_]\w*\s*$")  # a bare name right before `<<<`
 
 
 def find_launches(
@@ -93,7 +100,14 @@ def _chevrons(data: bytes, near: bytes | None, within: tuple[int, int] | None = 
     found = list(_CHEVRONS.finditer(data, *(within or (0, len(data)))))
     if near is None:
         return found
-    return [m for m in found if data.rfind(near, max(0, m.start() - _CALLEE_REACH), m.start()) >= 0]
+
+    def names(m: re.Match[bytes]) -> bool:
+        if data.rfind(near, max(0, m.start() - _CALLEE_REACH), m.start()) >= 0:
+            return True
+        local = _LOCAL_CALLEE.search(data, max(0, m.start() - 64), m.start())
+        return local is not None and data.rfind(near, max(0, m.start() - _LOCAL_REACH), m.start()) >= 0
+
+    return [m for m in found if names(m)]
 
 
 def launch_calls(
@@ -148,9 +162,95 @@ def _as_function(data: bytes, body: Node, name: str) -> bytes:
 
 
 def _launch(call: Node, data: bytes, index: LineIndex, declarations: Declarations, macro: str | None = None) -> Launch:
-    kernel, targs = _callee(call.child_by_field_name("function"), data)
+    fn = call.child_by_field_name("function")
+    kernel, targs = _callee(fn, data)
+    through = None
+    if fn is not None and fn.type == "identifier" and (named := _set_to(call, fn, data, declarations)):
+        kernels = {_callee(n, data)[0] for n in named}
+        if len(kernels) == 1:  # one kernel; its template arguments where every instance it may be has the same
+            through, (kernel, targs) = kernel, _callee(named[0], data)
+            targs = targs if len({"".join(node_text(data, n).split()) for n in named}) == 1 else []
     config_node = next(c for c in call.children if c.type == "kernel_call_syntax")
-    return Launch(call, kernel, tuple(_expressions(config_node)), tuple(targs), macro, data, index, declarations)
+    return Launch(
+        call, kernel, tuple(_expressions(config_node)), tuple(targs), macro, through, data, index, declarations
+    )
+
+
+def _set_to(call: Node, local: Node, data: bytes, declarations: Declarations) -> list[Node]:
+    """The kernels a launch's callee may be when it is a local declared in an enclosing block before the launch
+    with a kernel as its value (`auto kernel = &k<T>;`, `k<T>`, a conditional between such, or a call of a function
+    of the file that returns such: `fp_t kernel = pick_kernel(n);`) and assigned nowhere between: their name nodes
+    (`k`, `ns::k`, `k<T>`); [] otherwise."""
+    name = node_text(data, local)
+    node: Node | None = call
+    while node is not None and node.type != "function_definition":
+        parent = node.parent
+        if parent is not None and parent.type == "compound_statement":
+            for s in reversed([c for c in parent.named_children if c.end_byte <= node.start_byte]):
+                declarator = _declarator_of(s, name, data)
+                if declarator is None:
+                    continue
+                value = declarator.child_by_field_name("value") if declarator.type == "init_declarator" else None
+                function = parent
+                while function.parent is not None and function.type != "function_definition":
+                    function = function.parent
+                assigned = any(
+                    s.end_byte <= a.start_byte < call.start_byte and _names(data, a, name)
+                    for a in descendants(function, "assignment_expression")
+                )
+                return _kernel_values(value, data, declarations) if value is not None and not assigned else []
+        node = parent
+    return []
+
+
+def _declarator_of(statement: Node, name: str, data: bytes) -> Node | None:
+    """The declarator of `statement` that declares the local `name` (`kernel = &k<T>`, `(*kernel)(P) = k`), when
+    it is a declaration of it."""
+    if statement.type != "declaration":
+        return None
+    for d in statement.children_by_field_name("declarator"):
+        declared = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+        while declared is not None and declared.type != "identifier":  # through `*`, `(...)` and `(P)` wrappers
+            declared = declared.child_by_field_name("declarator") or next(iter(declared.named_children), None)
+        if declared is not None and node_text(data, declared) == name:
+            return d
+    return None
+
+
+def _kernel_values(value: Node, data: bytes, declarations: Declarations, calls: int = 1) -> list[Node]:
+    """The kernel name nodes `value` may denote: itself or its address, parenthesised or not; either arm of a
+    conditional; what a function of the file returns (but a null pointer), followed `calls` deep. [] where one of
+    them is something else."""
+    while value.type == "parenthesized_expression" and value.named_child_count == 1:
+        value = value.named_children[0]
+    if value.type == "pointer_expression" and value.children[0].type == "&":
+        argument = value.child_by_field_name("argument")
+        return _kernel_values(argument, data, declarations, calls) if argument is not None else []
+    arms: list[Node | None] = []
+    if value.type == "conditional_expression":
+        arms = [value.child_by_field_name("consequence"), value.child_by_field_name("alternative")]
+    elif value.type == "call_expression" and calls > 0:
+        arms = _returned(value.child_by_field_name("function"), data, declarations)
+    elif value.type in ("identifier", "qualified_identifier", "template_function"):
+        return [value]
+    found = [_kernel_values(a, data, declarations, calls - 1) if a is not None else [] for a in arms]
+    return [n for f in found for n in f] if found and all(found) else []
+
+
+_NULL = frozenset(("NULL", "nullptr", "0"))
+
+
+def _returned(fn: Node | None, data: bytes, declarations: Declarations) -> list[Node | None]:
+    """The values the host function `fn` names returns (a null pointer's left out), when the file defines it."""
+    if fn is None or fn.type != "identifier":
+        return []
+    name = node_text(data, fn)
+    defined = [d for d in declarations.holding(name) if d.kind is DeclKind.HOST_FUNCTION and d.name == name]
+    if len(defined) != 1:
+        return []
+    returns = descendants(defined[0].item, "return_statement")
+    values = [r.named_children[0] if r.named_child_count == 1 else None for r in returns]
+    return [v for v in values if v is None or node_text(data, v).strip() not in _NULL]
 
 
 def _callee(fn: Node | None, data: bytes) -> tuple[str, list[Node]]:
@@ -170,3 +270,9 @@ def _callee(fn: Node | None, data: bytes) -> tuple[str, list[Node]]:
 def _expressions(node: Node) -> list[Node]:
     """The comma-separated items of an argument or launch-configuration list."""
     return [c for c in node.named_children if c.type != "comment"]
+
+
+def _names(data: bytes, assignment: Node, name: str) -> bool:
+    """Whether `assignment` sets the local `name`."""
+    left = assignment.child_by_field_name("left")
+    return left is not None and node_text(data, left) == name

@@ -87,7 +87,8 @@ class Access(enum.Flag):
 
 @dataclass(frozen=True, slots=True)
 class LaunchSite:
-    """A launch `kernel<targs><<<grid, block, smem, stream>>>(args)` in host code."""
+    """A launch `kernel<targs><<<grid, block, smem, stream>>>(args)` in host code, or of a local set to the kernel
+    (`through`)."""
 
     kernel: str
     template_args: tuple[str, ...]
@@ -101,6 +102,9 @@ class LaunchSite:
     template_arg_spans: tuple[Span, ...]
     host_function: str | None
     macro: str | None = None  # the `#define` whose body holds the launch, when it is written in one
+    # the local the launch calls the kernel through (`auto kernel = &k<T>; kernel<<<...>>>(...)`), whose
+    # initializer holds the template arguments
+    through: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,11 @@ _UNPARSED_ATTRIBUTES = (
     re.compile(rb"__(?:align|cluster_dims|maxnreg)__\s*\((?:[^()]|\([^()]*\))*\)"),
     re.compile(rb"\][ \t]*__(?:host|device)__(?:\s+__(?:host|device)__)?"),
 )
+# the keyword of a functional cast to a dependent type (`typename Ktraits::BlockLoadT(smem).Load(...)`, cub's idiom),
+# which tree-sitter-cpp cannot read in an expression: without it, it reads as the call it is
+_DEPENDENT_CAST = re.compile(
+    rb"\btypename(?=\s+(?:::)?[A-Za-z_][\w:<>, ]*?::\s*[A-Za-z_]\w*\s*(?:<[\w:<>, ]*>\s*)?[({])"
+)
 _INT_LITERAL = re.compile(r"(0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)([uUlLzZ]*)")
 
 
@@ -81,20 +86,26 @@ def device_view_spans(data: bytes) -> tuple[tuple[int, int], ...]:
 
 def _chosen(data: bytes, key: str | None) -> tuple[Tree, tuple[tuple[int, int], ...]]:
     """The tree `parse_tree` gives, and the ranges blanked for a device pass's view where that is the tree: only a
-    text that does not parse as it is and has fewer syntax errors so (parsed afresh: the view is not an edit of the
-    text the editor last parsed)."""
+    text that does not parse as it is, read as `_view` gives it where it has fewer syntax errors so (parsed afresh:
+    the view is not an edit of the text the editor last parsed)."""
     blanked = _blanked(data)
     tree = _RECENT.parse(blanked, key)
-    if tree.root_node.has_error and b"#" in data:
-        view, spans = _device_view(blanked)
-        if spans:
+    if tree.root_node.has_error:
+        view, spans = _view(blanked)
+        if view != blanked:
             viewed = _RECENT.parse(view, None)
             if _errors(viewed.root_node) < _errors(tree.root_node):
                 return viewed, spans
     return tree, ()
 
 
-_device_view = functools.lru_cache(maxsize=8)(device_view)  # a broken file is parsed again on every model built
+@functools.lru_cache(maxsize=8)  # a broken file is parsed again on every model built
+def _view(data: bytes) -> tuple[bytes, tuple[tuple[int, int], ...]]:
+    """A text that does not parse as it is, as the parser may read it instead (same offsets): the device pass's view
+    of its conditionals (the ranges it blanks returned: lines the parse leaves out), with the keyword of each
+    functional cast to a dependent type blanked too (nothing left out: the cast reads the same without it)."""
+    view, spans = device_view(data) if b"#" in data else (data, ())
+    return _DEPENDENT_CAST.sub(_blank, view), spans
 
 
 def _errors(node: Node) -> int:
