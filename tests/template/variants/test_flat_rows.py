@@ -89,6 +89,18 @@ __global__ void in_place(float* __restrict__ y, const float* __restrict__ x, con
   }
 }
 """
+# a row length held in a local of the body (llama.cpp's pool2d `O_HW = oh * ow`): computed before the loop, where
+# the local is not declared, it is written as its value
+PLANES = """
+__global__ void planes(float* __restrict__ out, const float* __restrict__ x, const float* __restrict__ scale,
+                       const int n, const int h, const int w) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const int hw = h * w;
+    const int c = i / hw;
+    out[i] = x[i] * scale[c] + (float)(i % hw / w);
+  }
+}
+"""
 # divisions inside expressions (DeepSpeed's `bias[i % hidden]`): a per-row scale loaded once a row, the bias's column
 # added to the row's remainder; one in a branch of `?:` (not every element evaluates it) and one of a value the body
 # changes stay with the element
@@ -131,6 +143,12 @@ def test_the_division_chain_is_computed_once_a_row_and_the_loaded_row_index_with
     assert "const int64_t c0 = cutune_r0_c0 + cutune_col0;" in per_element
     assert "const int64_t r = cutune_r0_r;" in per_element  # the read-only load, once a row
     assert "const int64_t cutune_r0_r = idx[cutune_r0_c1];" in v.body
+
+
+def test_a_row_length_held_in_a_local_of_the_body_is_written_as_its_value_before_the_loop() -> None:
+    v = _variant(PLANES, "planes")
+    assert "const long long cutune_d0 = ((h*w));" in v.body  # `hw` is declared inside the loop only
+    assert "const int cutune_r0_hw = h * w;" in v.body
 
 
 def test_the_column_is_added_to_a_row_offset_and_a_shifted_index_is_divided_per_element() -> None:
@@ -361,6 +379,7 @@ def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path
         (BROADCAST, "broadcast"),
         (INLINE, "inline_div"),
         (IN_PLACE, "in_place"),
+        (PLANES, "planes"),
     )
     for source, kernel in kernels:
         v = _variant(source, kernel)
@@ -385,6 +404,7 @@ def test_every_row_width_and_grid_equals_the_original_on_the_host(tmp_path: Path
         _case("inline-narrow", "inline_div_{k}(o, a.data(), b.data(), c.data(), 1000, 5)", 16, 1000),
         _case("inline-negative-d", "inline_div_{k}(o, a.data(), b.data(), c.data(), 300, -7)", 5, 300),
         _case("in-place", "in_place_{k}(o, a.data(), 1000, 96)", 16, 1000),
+        _case("planes", "planes_{k}(o, a.data(), b.data(), 1000, 6, 8)", 16, 1000),  # rows of 48 = h * w
     ]
     main = HARNESS.replace("%CASES%", "\n".join(cases))
     helpers = v.helpers  # the pack helpers, the same for every variant

@@ -34,6 +34,7 @@ from one to the next.
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -622,7 +623,17 @@ def _rows(src: KernelSource, loop: StrideLoop, k: int, reader: _Reader, decls: l
                 conditions.append(c)
     values = {x.value: _per_element(renamed[x.name], x, col) for x in decls}
     fast = rewritten(src, loop.body, lambda n: values.get(n))
-    row_length = " * ".join(f"({f})" for f in sorted(reader.row.elements()))
+    # the row length is computed before the loop, where the body's own locals are not declared: each one a factor
+    # names is written as its (row-invariant) value
+    locals_ = {x.name: x.value for x in decls if x.statement is not None and x.kind == "int"}
+    names = re.compile(r"\b(" + "|".join(map(re.escape, locals_)) + r")\b") if locals_ else None
+
+    def before_loop(text: str, depth: int = 0) -> str:
+        if names is None or depth > len(locals_):
+            return text
+        return names.sub(lambda m: f"({before_loop(squeezed(src.text(locals_[m.group(1)])), depth + 1)})", text)
+
+    row_length = " * ".join(f"({before_loop(f)})" for f in sorted(reader.row.elements()))
     packs = _column_packs(src, loop, reader, lambda n: substituted(n, at_row), k)
 
     def columns(body: str) -> str:  # ITEMS columns a thread at once, unrolled: their loads in flight together
