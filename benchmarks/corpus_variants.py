@@ -95,7 +95,8 @@ TABLE = [
 ]
 # held-out corpora (scripts/held_out.sh): tuned only when asked for by name (--only), never in the bar's table
 HELD_OUT = [
-    Entry("quantisation (held out)", "exllamav2", "quantize.cu", "quantize_kernel", "exllamav2_quantize.tune.toml")
+    Entry("quantisation (held out)", "exllamav2", "quantize.cu", "quantize_kernel", "exllamav2_quantize.tune.toml"),
+    Entry("RMSNorm (held out)", "exllamav2", "rms_norm.cu", "rms_norm_kernel", "exllamav2_rms_norm.tune.toml"),
 ]
 
 

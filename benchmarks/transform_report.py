@@ -43,7 +43,7 @@ from tests.corpus.sources import corpora, held_out  # noqa: E402
 RECIPES: tuple[Recipe, ...] = (IndexBits(),)
 _DETAIL = re.compile(r"line \d+|`[^`]*`|\((?:line|the|\d)[^()]*\)|\b[A-Za-z_]\w*\[[^\]]*\]")
 # the kernels a row reduction computes: norms and softmax, told by name (a report's class, not a rule)
-ROW_REDUCTION = re.compile(r"(?<!re)norm|softmax", re.IGNORECASE)
+ROW_REDUCTION = re.compile(r"(?<!re)norm|soft_?max", re.IGNORECASE)
 NOT_ROW_REDUCTION = re.compile(r"rope|all_?reduce|lamport", re.IGNORECASE)  # rotary "rope_norm", comm kernels
 
 

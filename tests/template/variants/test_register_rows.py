@@ -10,6 +10,7 @@ import pytest
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.template.recipes.base import KernelSource
+from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.register_rows import register_rows
 from cutune.template.variants.row_reduce import RowReduce
 
@@ -104,3 +105,26 @@ def test_checked_rounds_refuse_with_their_reason(edit: tuple[str, str], reason: 
     with pytest.raises(TransformRefused) as refused:
         register_rows(KernelSource(model, model.kernel("warp_softmax_kernel")), "row_reduce")
     assert reason in refused.value.reason
+
+
+def test_rounds_of_a_constant_stride_hold_the_row_at_any_thread_count_in_one_pass() -> None:
+    # the rounds sample: ROUNDS rounds of THREADS (a macro): a thread of ROW_THREADS holds ceil(ROUNDS * THREADS /
+    # ROW_THREADS) of the row, and the row is at most ROUNDS * THREADS long: every pack loaded before any is used
+    path = ROOT / "samples" / "rounds_rms_norm.cu"
+    model = canonicalise(parse_source(path.read_text(), str(path)), "rounds_rms_norm_kernel").model
+    read = register_rows(KernelSource(model, model.kernel("rounds_rms_norm_kernel")), "row_reduce")
+    assert read is not None and read.arrays == {
+        "held": ("float", "((ROUNDS) * (THREADS) + ROW_THREADS - 1) / ROW_THREADS")
+    }
+    variant = RowReduce().apply(model, "rounds_rms_norm_kernel", None)
+    threads = next(p for p in variant.params if p.name == "ROW_THREADS")
+    assert threads.values == (32, 64, 128, 256, 512, 1024) and threads.default == 256
+    assert "constexpr int cutune_len_max = ((ROUNDS) * (THREADS));" in variant.body
+    assert "constexpr bool cutune_exact = cutune_one_pass && cutune_len_ct > 0" in variant.body  # the cap: checked
+    # a stride known only at run time keeps the original's thread count
+    runtime = canonicalise(
+        parse_source(path.read_text().replace("r * THREADS;", "r * blockDim.x;"), str(path)), "rounds_rms_norm_kernel"
+    ).model
+    variant = RowReduce().apply(runtime, "rounds_rms_norm_kernel", None)
+    assert next(p for p in variant.params if p.name == "ROW_THREADS").values == (1024,)
+    assert "constexpr int cutune_len_max = 0;" in variant.body

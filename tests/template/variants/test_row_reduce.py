@@ -779,3 +779,42 @@ def test_a_row_staged_through_a_cast_of_the_dynamic_array_is_kept_where_it_was()
     assert (
         "reads the row it stages in shared memory (staged) otherwise than after storing it all" in refused.value.reason
     )
+
+
+@pytest.mark.parametrize(
+    ("update", "applies"),
+    [
+        ("s = fmaf(x[i], x[i], s);", True),  # a product added to the total, rounded once
+        ("s = __fmaf_rn(x[i], 2.f, s);", True),
+        ("s = fmaf(s, x[i], 1.f);", False),  # the total scaled: no sum
+        ("s = fmaf(x[i], s, s);", False),
+    ],
+)
+def test_an_fma_onto_the_total_is_a_sum(update: str, applies: bool) -> None:
+    model = parse_source(WARP_ONLY.replace("THREADS", "32").replace("s += x[i];", update))
+    if applies:
+        assert update in RowReduce().apply(model, "k", None).body
+    else:
+        with pytest.raises(TransformRefused, match="`s` is carried from element to element"):
+            RowReduce().apply(model, "k", None)
+
+
+@pytest.mark.parametrize(
+    ("host", "applies"),
+    [
+        ("dim3 grid, block; grid.x = rows; block.x = 32; k<<<grid, block>>>(out, x, n);", True),
+        ("dim3 block; block.x = 32; block.y = 1; k<<<rows, block>>>(out, x, n);", True),
+        ("dim3 block; block.x = 32; block.x = 256; k<<<rows, block>>>(out, x, n);", False),  # set twice
+        ("dim3 block; if (n > 4) block.x = 32; k<<<rows, block>>>(out, x, n);", False),  # maybe not set
+        ("dim3 block; block.x = 32; block = dim3(256); k<<<rows, block>>>(out, x, n);", False),
+    ],
+)
+def test_a_block_set_member_by_member_is_read_at_the_launch(host: str, applies: bool) -> None:
+    launch = "k<<<rows, THREADS>>>(out, x, n);"
+    model = parse_source(WARP_ONLY.replace(launch, host))
+    assert launch not in model.text
+    if applies:
+        assert RowReduce().apply(model, "k", None).body
+    else:
+        with pytest.raises(TransformRefused, match="reduces `s` within a warp only"):
+            RowReduce().apply(model, "k", None)

@@ -186,11 +186,13 @@ class HostResolver:
         return self.resolve(dims[0])
 
     def dims_of(self, node: Node) -> tuple[Node, list[Node]] | None:
-        """For a dim3-valued expression (a local dim3 or `dim3(...)`): the node holding its arguments,
-        and the arguments; None for anything else."""
+        """For a dim3-valued expression (a local dim3 or `dim3(...)`, or a dim3 local set member by member): the
+        node holding its arguments, and the arguments; None for anything else."""
         if node.type == "identifier":
             found = self.declaration(self.src.text(node))
-            if found is None or not self._is_dim3(found[0]):
+            if found is None:
+                return self._assigned_dims(self.src.text(node))
+            if not self._is_dim3(found[0]):
                 return None
             holder, values = found[1], found[2]
             if len(values) == 1 and values[0].type == "call_expression" and self._callee(values[0]) == "dim3":
@@ -198,6 +200,47 @@ class HostResolver:
             return holder, values
         if node.type == "call_expression" and self._callee(node) == "dim3":
             return node, self.arguments(node)
+        return None
+
+    def _assigned_dims(self, name: str) -> tuple[Node, list[Node]] | None:
+        """A dim3 local declared without a value and set member by member before the launch (`dim3 block;
+        block.x = NUM_THREADS;`): its declaration and the values of x, then y (and z) where set; None where a member
+        is set twice, by another operator, in a block the launch is not in, or the local as a whole."""
+        for function, before in self.scopes:
+            declared = [
+                d
+                for d in descendants(function, "declaration")
+                if d.end_byte <= before
+                and self._is_dim3(d)
+                and any(
+                    c.type == "identifier" and self.src.text(c) == name for c in d.children_by_field_name("declarator")
+                )
+            ]
+            if not declared:
+                continue
+            members: dict[str, Node] = {}
+            for a in descendants(function, "assignment_expression"):
+                left, right = a.child_by_field_name("left"), a.child_by_field_name("right")
+                if not declared[-1].end_byte <= a.start_byte < before or left is None or right is None:
+                    continue
+                target = "".join(self.src.text(left).split())
+                member = target.removeprefix(f"{name}.") if target.startswith(f"{name}.") else None
+                if target == name or (member is not None and member not in ("x", "y", "z")):
+                    return None
+                if member is None:
+                    continue
+                block = a.parent.parent if a.parent is not None else None
+                if (
+                    member in members
+                    or self.src.field(a, "operator") != "="
+                    or block is None
+                    or not block.start_byte <= before < block.end_byte
+                ):
+                    return None
+                members[member] = right
+            if "x" not in members or ("z" in members and "y" not in members):
+                return None
+            return declared[-1], [members[m] for m in "xyz" if m in members]
         return None
 
     def declaration(self, name: str) -> tuple[Node, Node, list[Node]] | None:

@@ -123,12 +123,13 @@ class IndexBits(Recipe):
             rewrite.insert(
                 start,
                 f"// cutune: the type of index arithmetic, by {NAME} (64: the type as written)\n"
-                f"{indent}template <int BITS, typename Wide, typename Narrow>\n"
-                f"{indent}struct {helper}_type {{ using type = Wide; }};\n"
-                f"{indent}template <typename Wide, typename Narrow>\n"
-                f"{indent}struct {helper}_type<{NARROW}, Wide, Narrow> {{ using type = Narrow; }};\n"
-                f"{indent}template <int BITS, typename Wide, typename Narrow>\n"
-                f"{indent}using {helper} = typename {helper}_type<BITS, Wide, Narrow>::type;\n\n{indent}",
+                f"{indent}template <int CutuneBits, typename CutuneWide, typename CutuneNarrow>\n"
+                f"{indent}struct {helper}_type {{ using type = CutuneWide; }};\n"
+                f"{indent}template <typename CutuneWide, typename CutuneNarrow>\n"
+                f"{indent}struct {helper}_type<{NARROW}, CutuneWide, CutuneNarrow> {{ using type = CutuneNarrow; }};\n"
+                f"{indent}template <int CutuneBits, typename CutuneWide, typename CutuneNarrow>\n"
+                f"{indent}using {helper} =\n"
+                f"{indent}    typename {helper}_type<CutuneBits, CutuneWide, CutuneNarrow>::type;\n\n{indent}",
             )
         rewrite.member(NAME, WIDE, _COMMENT, in_kernel=True)
         return rewrite.result()

@@ -52,12 +52,16 @@ from cutune.template.variants.loops import (
 _ROUND = re.compile(r"(?:const)?(?:int|unsigned|unsignedint|int32_t|uint32_t)(\w+)=0;?")
 
 
+ROW_THREADS = "ROW_THREADS"  # row_reduce's threads per row, which a thread's share of the row depends on
+
+
 @dataclass(frozen=True)
 class RegisterRow:
     """The file with a kernel's counted loops over register arrays read as block-stride loops, and the arrays."""
 
     text: str
-    arrays: dict[str, tuple[str, str]]  # array → (element type, size as written)
+    # array → (element type, the elements of a row a thread holds: its size as written, or in ROW_THREADS' terms)
+    arrays: dict[str, tuple[str, str]]
 
 
 def register_rows(src: KernelSource, transform: str) -> RegisterRow | None:
@@ -422,7 +426,20 @@ class _Checked:
                 self.edits.replace(s.start_byte, s.end_byte, "")
             elif any(src.text(i) in self.arrays for i in descendants(s, "identifier")):
                 raise self.refuse("uses a register array outside the loops over the rounds", s)
-        return RegisterRow(apply_edits(src.model.text, self.edits.edits), dict(self.arrays))
+        return RegisterRow(apply_edits(src.model.text, self.edits.edits), self._per_thread(stride))
+
+    def _per_thread(self, stride: str) -> dict[str, tuple[str, str]]:
+        """The arrays with their sizes as a variant's thread needs them: a thread of the original holds `size`
+        elements of rows of up to `size * S`; where S is a compile-time constant (a literal, a macro of the file, a
+        template parameter), a thread of ROW_THREADS holds `ceil(size * S / ROW_THREADS)` of them, so any thread
+        count keeps the row; else only as many threads as the original's can."""
+        constants = {m.name for m in self.src.model.macros} | {p.name for p in self.src.kernel.template_params}
+        if not (stride.isdigit() or stride in constants):
+            return dict(self.arrays)
+        return {
+            name: (kind, f"(({size}) * ({stride}) + {ROW_THREADS} - 1) / {ROW_THREADS}")
+            for name, (kind, size) in self.arrays.items()
+        }
 
     def _shape(self, loop: Node) -> tuple[str, Node, str, Node, Node] | None:
         """(idx, the element's form `T + i * S`, S, N, the checked statement) of a round's body `int idx = T + i * S;

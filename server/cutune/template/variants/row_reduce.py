@@ -60,12 +60,12 @@ from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.constexpr_arms import constexpr_arms, joined
 from cutune.template.variants.loops import ARITHMETIC, index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
-from cutune.template.variants.register_rows import register_rows
+from cutune.template.variants.register_rows import ROW_THREADS, register_rows
 from cutune.template.variants.rows_on_grid import GRID as ON_GRID
 from cutune.template.variants.rows_on_grid import launched_value, moved_spec, rows_on_grid, warps_within_rows
 from cutune.template.variants.rows_on_y import GRID_X, WARP_GRID_X, rows_on_y, warps_on_y
 
-THREADS = "ROW_THREADS"
+THREADS = ROW_THREADS
 ROWS = "ROWS_PER_BLOCK"
 VEC = "ROW_VEC"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
@@ -74,6 +74,8 @@ SHORT_ROW_BYTES = 128 * 16
 _SPACE = re.compile(r"\s+")
 _OPS = {"sum": "cutune_rr_sum", "max": "cutune_rr_max", "min": "cutune_rr_min"}
 _MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
+_MIN_CALLS = {"min", "::min", "std::min", "cuda::std::min"}
+_FMA_CALLS = {"fma", "fmaf", "__fmaf_rn", "__fma_rn", "std::fma"}
 # the count a loop over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`) steps by
 _FLAT_STEPS = ("blockDim.x*blockDim.y", "blockDim.y*blockDim.x")
 _SHUFFLE = re.compile(r"(__)?shfl(_xor|_down|_up)?(_sync)?")
@@ -83,87 +85,89 @@ _INTEGRAL = {"int", "unsigned", "unsigned int", "int32_t", "uint32_t", "int64_t"
 HELPERS = """\
 #ifndef CUTUNE_ROW_REDUCE_HELPERS
 #define CUTUNE_ROW_REDUCE_HELPERS
-// cutune row_reduce: V consecutive elements loaded and stored as one aligned access
-template <typename E, int V>
-struct alignas(sizeof(E) * V) cutune_rr_pack {
-  E v[V];
+// cutune row_reduce: CutuneV consecutive elements loaded and stored as one aligned access
+template <typename CutuneE, int CutuneV>
+struct alignas(sizeof(CutuneE) * CutuneV) cutune_rr_pack {
+  CutuneE v[CutuneV];
 };
-template <typename P>
+template <typename CutuneP>
 struct cutune_rr_elem;
-template <typename E>
-struct cutune_rr_elem<E*> {
-  using type = E;
+template <typename CutuneE>
+struct cutune_rr_elem<CutuneE*> {
+  using type = CutuneE;
 };
-template <typename E>
-struct cutune_rr_elem<const E*> {
-  using type = E;
+template <typename CutuneE>
+struct cutune_rr_elem<const CutuneE*> {
+  using type = CutuneE;
 };
-// whether every access to the `len` elements at p can be one whole, aligned pack of V
-template <int V, typename E>
-__device__ __forceinline__ bool cutune_rr_whole(const E* p, int len) {
-  return len % V == 0 && reinterpret_cast<unsigned long long>(p) % (sizeof(E) * V) == 0;
+// whether every access to the `len` elements at p can be one whole, aligned pack of CutuneV
+template <int CutuneV, typename CutuneE>
+__device__ __forceinline__ bool cutune_rr_whole(const CutuneE* p, int len) {
+  return len % CutuneV == 0 && reinterpret_cast<unsigned long long>(p) % (sizeof(CutuneE) * CutuneV) == 0;
 }
-// elements [base, base + V) of a row cutune_rr_whole accepts, when the pack lies in the row (`in_row`): one vector
-// access under a predicate, so the loads of several packs issue back to back
-template <typename E, int V>
-__device__ __forceinline__ void cutune_rr_load_whole(cutune_rr_pack<E, V>& dst, const E* src, int base, bool in_row) {
-  if (in_row) dst = *reinterpret_cast<const cutune_rr_pack<E, V>*>(src + base);
+// elements [base, base + CutuneV) of a row cutune_rr_whole accepts, when the pack lies in the row (`in_row`): one
+// vector access under a predicate, so the loads of several packs issue back to back
+template <typename CutuneE, int CutuneV>
+__device__ __forceinline__ void cutune_rr_load_whole(cutune_rr_pack<CutuneE, CutuneV>& dst, const CutuneE* src,
+                                                     int base, bool in_row) {
+  if (in_row) dst = *reinterpret_cast<const cutune_rr_pack<CutuneE, CutuneV>*>(src + base);
 }
-// elements [base, base + V) of any row of `len`: one vector access when whole and aligned, else one by one
-template <typename E, int V>
-__device__ __forceinline__ void cutune_rr_load(cutune_rr_pack<E, V>& dst, const E* src, int base, int len, bool ok) {
+// elements [base, base + CutuneV) of any row of `len`: one vector access when whole and aligned, else one by one
+template <typename CutuneE, int CutuneV>
+__device__ __forceinline__ void cutune_rr_load(cutune_rr_pack<CutuneE, CutuneV>& dst, const CutuneE* src, int base,
+                                               int len, bool ok) {
   if (!ok) return;
-  if (base + V <= len && reinterpret_cast<unsigned long long>(src + base) % sizeof(dst) == 0) {
-    dst = *reinterpret_cast<const cutune_rr_pack<E, V>*>(src + base);
+  if (base + CutuneV <= len && reinterpret_cast<unsigned long long>(src + base) % sizeof(dst) == 0) {
+    dst = *reinterpret_cast<const cutune_rr_pack<CutuneE, CutuneV>*>(src + base);
   } else {
 #pragma unroll
-    for (int i = 0; i < V; ++i)
+    for (int i = 0; i < CutuneV; ++i)
       if (base + i < len) dst.v[i] = src[base + i];
   }
 }
-// elements [base, base + V) stored: as cutune_rr_load_whole when the row is `whole`, else as cutune_rr_load
-template <typename E, int V>
-__device__ __forceinline__ void cutune_rr_store(E* dst, const cutune_rr_pack<E, V>& src, int base, int len, bool ok,
-                                                bool whole, bool in_row) {
+// elements [base, base + CutuneV) stored: as cutune_rr_load_whole when the row is `whole`, else as cutune_rr_load
+template <typename CutuneE, int CutuneV>
+__device__ __forceinline__ void cutune_rr_store(CutuneE* dst, const cutune_rr_pack<CutuneE, CutuneV>& src, int base,
+                                                int len, bool ok, bool whole, bool in_row) {
   if (whole) {
-    if (in_row) *reinterpret_cast<cutune_rr_pack<E, V>*>(dst + base) = src;
+    if (in_row) *reinterpret_cast<cutune_rr_pack<CutuneE, CutuneV>*>(dst + base) = src;
     return;
   }
   if (!ok) return;
-  if (base + V <= len && reinterpret_cast<unsigned long long>(dst + base) % sizeof(src) == 0) {
-    *reinterpret_cast<cutune_rr_pack<E, V>*>(dst + base) = src;
+  if (base + CutuneV <= len && reinterpret_cast<unsigned long long>(dst + base) % sizeof(src) == 0) {
+    *reinterpret_cast<cutune_rr_pack<CutuneE, CutuneV>*>(dst + base) = src;
   } else {
 #pragma unroll
-    for (int i = 0; i < V; ++i)
+    for (int i = 0; i < CutuneV; ++i)
       if (base + i < len) dst[base + i] = src.v[i];
   }
 }
 struct cutune_rr_sum {
-  template <typename T>
-  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+  template <typename CutuneT>
+  __device__ __forceinline__ CutuneT operator()(CutuneT a, CutuneT b) const { return a + b; }
 };
 struct cutune_rr_max {
-  template <typename T>
-  __device__ __forceinline__ T operator()(T a, T b) const { return a > b ? a : b; }
+  template <typename CutuneT>
+  __device__ __forceinline__ CutuneT operator()(CutuneT a, CutuneT b) const { return a > b ? a : b; }
 };
 struct cutune_rr_min {
-  template <typename T>
-  __device__ __forceinline__ T operator()(T a, T b) const { return a < b ? a : b; }
+  template <typename CutuneT>
+  __device__ __forceinline__ CutuneT operator()(CutuneT a, CutuneT b) const { return a < b ? a : b; }
 };
-// every thread of a row (threadIdx.x < THREADS, row threadIdx.y) gets op over the row's values:
+// every thread of a row (threadIdx.x < CutuneThreads, row threadIdx.y) gets op over the row's values:
 // butterfly shuffles within a warp, then the warps' results through shared memory
-template <int THREADS, typename T, typename Op>
-__device__ __forceinline__ T cutune_rr_allreduce(T v, Op op, T* smem) {
-  constexpr int W = THREADS < 32 ? THREADS : 32;
+template <int CutuneThreads, typename CutuneT, typename CutuneOp>
+__device__ __forceinline__ CutuneT cutune_rr_allreduce(CutuneT v, CutuneOp op, CutuneT* smem) {
+  constexpr int CutuneW = CutuneThreads < 32 ? CutuneThreads : 32;
 #pragma unroll
-  for (int o = W / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o, W));
-  if constexpr (THREADS > 32) {
-    T* s = smem + threadIdx.y * (THREADS / 32);
+  for (int o = CutuneW / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o, CutuneW));
+  if constexpr (CutuneThreads > 32) {
+    CutuneT* s = smem + threadIdx.y * (CutuneThreads / 32);
     if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
     __syncthreads();
     v = s[0];
 #pragma unroll
-    for (int w = 1; w < THREADS / 32; ++w) v = op(v, s[w]);
+    for (int w = 1; w < CutuneThreads / 32; ++w) v = op(v, s[w]);
   }
   return v;
 }
@@ -1019,6 +1023,10 @@ class _Rewriter:
                 alone = [self.compact(a) == acc for a in args].count(True) == 1
                 if fn in _MAX_CALLS and len(args) == 2 and alone and sum(acc in self._idents(a) for a in args) == 1:
                     return _MAX_CALLS[fn]
+                # `acc = fmaf(x, x, acc)`: a product added to the total, rounded once
+                fma = fn in _FMA_CALLS and len(args) == 3 and self.compact(args[2]) == acc
+                if fma and not any(acc in self._idents(a) for a in args[:2]):
+                    return "sum"
         self.refuse(f"`{acc}` is carried from element to element in a way that is not a sum, max or min", node)
 
     def _in_update(self, ident: Node, acc: str) -> bool:
@@ -1669,6 +1677,19 @@ class _Rewriter:
 
     # --- writing ---------------------------------------------------------------------------------------------
 
+    def _length_cap(self, bound: Node) -> str:
+        """K of a row bound `min(n, K)` (either order) whose K is a compile-time constant (literals, the file's
+        macros, the kernel's template parameters: a register row's `min(n, ROUNDS * THREADS)`); '' otherwise."""
+        if bound.type != "call_expression" or self.compact(bound.child_by_field_name("function")) not in _MIN_CALLS:
+            return ""
+        constants = {m.name for m in self.src.model.macros} | {p.name for p in self.src.kernel.template_params}
+        for arg in _args(bound) if len(_args(bound)) == 2 else []:
+            names = {self.text(i) for i in descendants(arg, "identifier")}
+            computed = not _reads(self, arg) and not descendants(arg, "call_expression", "field_expression")
+            if computed and names <= constants:
+                return f"({self.text(arg)})"
+        return ""
+
     def _emit(self, prologue: list[Node], loops: list[_Loop], segments: list[_Segment]) -> Variant:
         length = self.compact(loops[0].bound)
         # the specialize recipe's `<LENGTH>_CT` template parameter, when the length is a specialised size
@@ -1697,14 +1718,16 @@ class _Rewriter:
             out.append(f"const bool cutune_row_ok = {ok} && {stays};")
         out += [
             f"constexpr int cutune_len_ct = {ct or 0};",
+            # the longest row: its length where specialised, else a compile-time cap of the bound (`min(n, K)`)
+            f"constexpr int cutune_len_max = {'cutune_len_ct' if ct else self._length_cap(loops[0].bound) or 0};",
             f"const int cutune_len = {self._render(loops[0].bound)};",
             f"constexpr int cutune_step = {THREADS} * {VEC};",
-            "constexpr int cutune_chunks = (cutune_len_ct + cutune_step - 1) / cutune_step;",
-            f"constexpr bool cutune_one_pass = cutune_len_ct > 0 && cutune_chunks * {VEC} <= {MAX_CACHED};",
+            "constexpr int cutune_chunks = (cutune_len_max + cutune_step - 1) / cutune_step;",
+            f"constexpr bool cutune_one_pass = cutune_len_max > 0 && cutune_chunks * {VEC} <= {MAX_CACHED};",
             "const int cutune_steps = cutune_one_pass ? cutune_chunks : (cutune_len + cutune_step - 1) / cutune_step;",
             "constexpr int cutune_group = cutune_one_pass ? cutune_chunks : 1;  // packs loaded before any is used",
             "// every element of every pack lies in the row (the block is ROW_THREADS wide): no bounds to check",
-            "constexpr bool cutune_exact = cutune_one_pass && cutune_len_ct % cutune_step == 0;",
+            "constexpr bool cutune_exact = cutune_one_pass && cutune_len_ct > 0 && cutune_len_ct % cutune_step == 0;",
         ]
         for stream in sorted(self.streams.values(), key=lambda s: s.index):
             pack = f"cutune_rr_pack<{self._elem(stream)}, {VEC}>"
@@ -1981,13 +2004,17 @@ class _Rewriter:
             for t in (32, 64, 128, 256, 512, 1024)
             if not longest or ((t == 32 or t * vec[0] <= longest) and (t == 1024 or t * MAX_CACHED >= longest))
         )
-        if registers:
+        pinned = registers and any(
+            s.register is not None and THREADS not in s.register[1] for s in self.streams.values()
+        )
+        if pinned:
             # the original's arrays hold a thread's elements of any row its launch runs, so as many registers a
-            # thread hold the row where a row has at least as many threads as the original launch gives it
+            # thread hold the row where a row has at least as many threads as the original launch gives it (arrays
+            # sized in ROW_THREADS' terms hold it at any count)
             floor = self._launched_threads()
             threads = tuple(t for t in dict.fromkeys((*threads, 1024)) if t >= floor)
         # a thread count the variant can run (the original's pin needs it among the values): 256, else the nearest
-        default = threads[-1] if registers else min(threads, key=lambda t: (abs(t - 256), t))
+        default = threads[-1] if pinned else min(threads, key=lambda t: (abs(t - 256), t))
         params = [TunableParam(THREADS, threads, default, Binding.TEMPLATE, description="threads per row")]
         if rows:
             params.append(TunableParam(ROWS, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="rows per block"))

@@ -66,18 +66,18 @@ _BRANCHES = (
 _EXITS = ("continue_statement", "break_statement", "return_statement")
 _LOADS = ("__ldg", "__ldcs", "__ldcg", "__ldca", "__ldlu", "__ldcv")
 HELPERS = f"""\
-// cutune: a pack of N elements, loaded and stored as one aligned access (variants vectorized, flat_rows)
-template <int N, typename E>
-struct alignas(sizeof(E) * N) {_PREFIX}_t {{
-  E v[N];
+// cutune: a pack of CutuneN elements, loaded and stored as one aligned access (variants vectorized, flat_rows)
+template <int CutuneN, typename CutuneE>
+struct alignas(sizeof(CutuneE) * CutuneN) {_PREFIX}_t {{
+  CutuneE v[CutuneN];
 }};
-template <int N, typename E>
-__device__ __forceinline__ {_PREFIX}_t<N, E> {_PREFIX}_load(const E* p) {{
-  return *reinterpret_cast<const {_PREFIX}_t<N, E>*>(p);
+template <int CutuneN, typename CutuneE>
+__device__ __forceinline__ {_PREFIX}_t<CutuneN, CutuneE> {_PREFIX}_load(const CutuneE* p) {{
+  return *reinterpret_cast<const {_PREFIX}_t<CutuneN, CutuneE>*>(p);
 }}
-template <int N, typename E>
-__device__ __forceinline__ void {_PREFIX}_store(E* p, const {_PREFIX}_t<N, E>& pack) {{
-  *reinterpret_cast<{_PREFIX}_t<N, E>*>(p) = pack;
+template <int CutuneN, typename CutuneE>
+__device__ __forceinline__ void {_PREFIX}_store(CutuneE* p, const {_PREFIX}_t<CutuneN, CutuneE>& pack) {{
+  *reinterpret_cast<{_PREFIX}_t<CutuneN, CutuneE>*>(p) = pack;
 }}"""
 
 

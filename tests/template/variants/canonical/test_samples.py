@@ -145,6 +145,17 @@ CASES = {
             {"ROW_THREADS": 512, "ROW_VEC": 8, "SPECIALIZE_HIDDEN": True},
         ],
     },
+    # an fp16 row held in registers by rounds of a 1024-thread block: the column rebuilt from warp and lane, exits at
+    # the row's end (`break`, `return`), an fmaf accumulation, a second reduction level reading a partial per lane,
+    # launched through a picker's function pointer on a block set member by member
+    ("rounds_rms_norm.cu", "rounds_rms_norm_kernel"): {
+        # fewer threads than the original's 1024: each holds more of the row (its arrays sized in ROW_THREADS' terms)
+        "row_reduce": [
+            {"ROW_THREADS": 1024, "ROW_VEC": 4},
+            {"ROW_THREADS": 256, "ROW_VEC": 8},
+            {"ROW_THREADS": 64, "ROW_VEC": 4},
+        ],
+    },
     # a flat index over a strided 4-D copy split by division and remainder, one element per thread: the divisions
     # once a row
     ("strided_copy.cu", "strided_copy_kernel"): {
@@ -173,7 +184,10 @@ CASES = {
 
 # samples whose kernel branches by `if constexpr` on a template parameter around its row loops: each variant is also
 # compiled (and on the GPU, checked) at the instantiation taking the other arm than the spec's
-OTHER_ARMS = {("constexpr_layer_norm.cu", "layer_norm_kernel"): {"kOnePassVariance": "false"}}
+OTHER_ARMS = {
+    ("constexpr_layer_norm.cu", "layer_norm_kernel"): {"kOnePassVariance": "false"},
+    ("rounds_rms_norm.cu", "rounds_rms_norm_kernel"): {"ROUNDS": "8"},  # rows of up to 8192: rounds left unused
+}
 # every instantiation the tests compile and check: the spec's, then the other arms
 INSTANTIATIONS = [(*case, {}) for case in CASES] + [(*case, args) for case, args in OTHER_ARMS.items()]
 

@@ -65,3 +65,40 @@ __global__ void k(float* out, const float* in, int n) {
 """
     body = _body(source)
     assert "for(inti=threadIdx.x;i<n;i+=blockDim.x){out[blockIdx.x*n+i]=in[blockIdx.x*n+i];}" in body
+
+
+# the thread index split into its warp and lane and put back together (exllamav2's `warp_id * WARP_SIZE + lane_id`)
+REJOINED = """
+#define WARP_SIZE 32
+__global__ void k(float* out, const float* in, int n) {
+  const int warp = threadIdx.x / WARP_SIZE;
+  const int lane = threadIdx.x % WARP_SIZE;
+  const int tid = threadIdx.x;
+  const int wave = tid >> 5;
+  const int slot = tid & 31;
+  for (int r = 0; r < 4; ++r) {
+    const int i = warp * WARP_SIZE + lane + 1024 * r;
+    const int j = slot + (wave << 5) + 1024 * r;
+    if (i < n && j < n) out[i] = in[j];
+  }
+}
+"""
+
+
+def test_a_warp_and_lane_put_back_together_are_the_thread_index() -> None:
+    body = _body(REJOINED)
+    assert "constinti=threadIdx.x+1024*r;" in body and "constintj=threadIdx.x+1024*r;" in body
+
+
+def test_a_warp_and_lane_of_different_widths_or_declared_twice_stay() -> None:
+    for source in (
+        REJOINED.replace("tid & 31", "tid & 15"),  # slot is a lane of 16: wave * 32 + slot is not the index
+        REJOINED.replace("(wave << 5)", "(wave << 4)"),
+    ):
+        assert "constintj=threadIdx.x" not in _body(source)
+    twice = REJOINED.replace("    if (i < n", "    { const int lane = 3; out[lane] = 0.f; }\n    if (i < n")
+    assert "constinti=threadIdx.x" not in _body(twice)
+    written = REJOINED.replace("const int warp = ", "int warp = ").replace(
+        "    if (i < n", "    warp += 1;\n    if (i < n"
+    )
+    assert "constinti=threadIdx.x" not in _body(written)

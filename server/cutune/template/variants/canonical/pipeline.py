@@ -16,6 +16,8 @@ from cutune.cuda.model import SourceModel
 from cutune.errors import CutuneError
 from cutune.template.variants.canonical.counted import NAME as COUNTED
 from cutune.template.variants.canonical.counted import counted_to_stride
+from cutune.template.variants.canonical.exits import NAME as EXITS
+from cutune.template.variants.canonical.exits import exits_to_checks
 from cutune.template.variants.canonical.guard import NAME as GUARD
 from cutune.template.variants.canonical.guard import grid_stride_guard
 from cutune.template.variants.canonical.index_locals import NAME as INDEX_LOCALS
@@ -41,17 +43,17 @@ from cutune.template.variants.canonical.while_loops import while_to_for
 
 Step = Callable[[SourceModel, str], SourceModel | str | None]
 # in order: loops written through macros are expanded before anything reads loops, an index spelled through a
-# helper is written out first (the guard reads it), inlined helpers' loops
-# are the kernel's own before loop forms are read, `while` loops are `for` loops before their steps are read (a
-# thread count), the loop forms are stride loops before the guard step looks
-# for a kernel that has none (an offset range's loop is read once its step is blockDim.x and it is a `for`; a
-# body's index locals are written out after it, which reads its index only as a whole subscript, and before
-# the steps that read a loop's accesses)
+# helper is written out first (the guard reads it), inlined helpers' loops are the kernel's own before loop forms are
+# read, `while` loops are `for` loops before their steps are read (a thread count) and before exits at a bound are
+# read as bounds checks, the loop forms are stride loops before the guard step looks for a kernel that has none (an
+# offset range's loop is read once its step is blockDim.x and it is a `for`; a body's index locals are written out
+# after it, which reads its index only as a whole subscript, and before the steps that read a loop's accesses)
 STEPS: dict[str, Step] = {
     LOOP_MACROS: expand_loop_macros,
     THREAD_INDEX: written_out,
     INLINE: inline_looping_helpers,
     WHILE: while_to_for,
+    EXITS: exits_to_checks,
     THREAD_COUNT: block_size_strides,
     ROW_COUNT: block_shape_rows,
     OFFSET: offset_to_row,

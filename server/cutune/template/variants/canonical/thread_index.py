@@ -6,21 +6,27 @@ thread and block builtins (`return blockIdx.x * blockDim.x + threadIdx.x;`), or 
 defined as such an expression (`#define GLOBAL_TID (blockIdx.x * blockDim.x + threadIdx.x)`), becomes that
 expression in parentheses: the same value, as the kernel computes it anyway. So does `tb.thread_index().x`
 (`group_index()`, `group_dim()`) of a local `cg::thread_block tb = cg::this_thread_block();`: threadIdx.x
-(blockIdx, blockDim).
+(blockIdx, blockDim). And the thread index put back together from its warp and lane, `warp * W + lane` with the
+locals `warp = threadIdx.x / W` and `lane = threadIdx.x % W` (or `>> k` and `& (W - 1)`, W = 2^k), is threadIdx.x:
+for a non-negative index, (t / W) * W + t % W = t.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+
+from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
+from cutune.cuda.syntax import int_value
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.inline import _callee as callee
 from cutune.template.variants.inline import _helpers as helpers
-from cutune.template.variants.loops import balanced, written_names
+from cutune.template.variants.loops import balanced, index_form, local_values, written_names
 
 NAME = "thread_index"
 # an expression of builtins, literals, casts to integer types and arithmetic: nothing that could differ in place
@@ -34,12 +40,14 @@ _BUILTINS = re.compile(
 _BLOCK_GROUP = re.compile(r"(?:const)?(?:\w+::)*thread_block(\w+)=(?:\w+::)*this_thread_block\(\);")
 _GROUP_FIELD = re.compile(r"(\w+)\.(thread_index|group_index|group_dim)\(\)\.([xyz])")
 _GROUP_BUILTINS = {"thread_index": "threadIdx", "group_index": "blockIdx", "group_dim": "blockDim"}
+_WARP_PRODUCT = re.compile(r"\w+\s*(?:\*|<<)\s*\w+\s*\+\s*\w+|\w+\s*\+\s*\w+\s*(?:\*|<<)\s*\w+")  # a sum with a product
 
 
 def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
     """The model with `kernel`'s index helpers and macros written out; None when it uses none."""
     text = kernel_body(model, kernel)
-    if "this_thread_block" not in text and not any(name in text for name in _names(model)):
+    rejoined = _WARP_PRODUCT.search(text) is not None
+    if "this_thread_block" not in text and not rejoined and not any(name in text for name in _names(model)):
         return None
     src = KernelSource(model, model.kernel(kernel))
     values: dict[str, str] = {}
@@ -68,9 +76,71 @@ def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
         field = _GROUP_FIELD.fullmatch("".join(src.text(node).split()))
         if field is not None and field.group(1) in blocks:
             edits.replace(node.start_byte, node.end_byte, f"{_GROUP_BUILTINS[field.group(2)]}.{field.group(3)}")
+    for node in _rejoined(src) if rejoined else []:
+        edits.replace(node.start_byte, node.end_byte, "threadIdx.x")
     if not edits.edits:
         return None
     return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
+
+
+def _rejoined(src: KernelSource) -> list[Node]:
+    """The sums `warp * W + lane` (either order of either) of the kernel whose locals split threadIdx.x by the same
+    W: `warp = threadIdx.x / W` (`>> k`), `lane = threadIdx.x % W` (`& (W - 1)`), never written again."""
+    declared = Counter(
+        src.text(n) for d in src.in_body("init_declarator") if (n := d.child_by_field_name("declarator"))
+    )
+    values = {name: v for name, v in local_values(src).items() if declared[name] == 1}  # one value wherever read
+    constants = {m.name: int_value(m.value.strip()) for m in src.model.macros}
+
+    def number(text: str) -> int | None:
+        text = text.strip("()")
+        return int_value(text) if int_value(text) is not None else constants.get(text)
+
+    def width(text: str) -> int | str | None:  # W by its value, or by its name where the file does not give one
+        value = number(text)
+        return value if value is not None else text.strip("()") if text.strip("()").isidentifier() else None
+
+    def split(name: str) -> tuple[str, int | str] | None:  # ("warp" or "lane", W) of a local splitting threadIdx.x
+        m = re.fullmatch(r"\(?(\w+(?:\.\w+)?)\)?(/|%|>>|&)\(?(\w+)\)?", values.get(name, ""))
+        if m is None or index_form(values.get(m.group(1), m.group(1))) != "threadIdx.x":
+            return None
+        w = width(m.group(3)) if m.group(2) in ("/", "%") else number(m.group(3))
+        if w is None or (isinstance(w, int) and w <= 0):
+            return None
+        if isinstance(w, int) and m.group(2) in (">>", "&"):  # `>> k` is `/ 2^k`; `& (2^k - 1)` is `% 2^k`
+            w = 1 << w if m.group(2) == ">>" else w + 1
+            if w & (w - 1):
+                return None
+        return ("warp" if m.group(2) in ("/", ">>") else "lane", w)
+
+    def rejoins(product: Node | None, lane: Node | None) -> bool:  # `warp * W` (or `warp << k`) and `lane`
+        while product is not None and product.type == "parenthesized_expression" and product.named_child_count == 1:
+            product = product.named_children[0]
+        if product is None or lane is None or product.type != "binary_expression":
+            return False
+        a, b = product.child_by_field_name("left"), product.child_by_field_name("right")
+        op = src.field(product, "operator")
+        if a is None or b is None or op not in ("*", "<<") or (lane_split := split(src.text(lane).strip())) is None:
+            return False
+        for warp, factor in [(a, b), (b, a)] if op == "*" else [(a, b)]:
+            shift = number(src.text(factor)) if op == "<<" else None
+            w = (1 << shift if shift is not None else None) if op == "<<" else width(src.text(factor))
+            if w is not None and lane_split == ("lane", w) and split(src.text(warp).strip()) == ("warp", w):
+                return True
+        return False
+
+    sums = [n for n in src.in_body("binary_expression") if src.field(n, "operator") == "+"]
+    return [
+        n
+        for n in sums
+        if any(
+            rejoins(p, q)
+            for p, q in (
+                (n.child_by_field_name("left"), n.child_by_field_name("right")),
+                (n.child_by_field_name("right"), n.child_by_field_name("left")),
+            )
+        )
+    ]
 
 
 def _thread_blocks(src: KernelSource) -> set[str]:
