@@ -73,6 +73,7 @@ TABLE = [
     Entry("gather", "llama.cpp", f"{LLAMA}/getrows.cu", "k_get_rows_float", "llama_get_rows.tune.toml"),
     Entry("LayerNorm", "llama.cpp", f"{LLAMA}/norm.cu", "norm_f32", "llama_layer_norm.tune.toml"),
     Entry("L2Norm", "llama.cpp", f"{LLAMA}/norm.cu", "l2_norm_f32", "llama_l2_norm.tune.toml"),
+    Entry("softmax backward", "llama.cpp", f"{LLAMA}/softmax.cu", "soft_max_back_f32", "llama_soft_max_back.tune.toml"),
     Entry("quantisation", "llama.cpp", f"{LLAMA}/quantize.cu", "quantize_q8_1", "llama_quantize_q8_1.tune.toml"),
     Entry(
         "fused add + RMSNorm",

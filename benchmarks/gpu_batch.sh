@@ -132,7 +132,8 @@ run_step() {
       ${PROFILE_KERNELS:+--only "$PROFILE_KERNELS"} ;;
     group_quant) step group_quant "${T_GROUP_QUANT:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_group_items.py ;;
-    held_out_check) step held_out_check "${T_HELD_OUT_CHECK:-120}" python3 benchmarks/held_out_check.py ;;
+    held_out_check) step held_out_check "${T_HELD_OUT_CHECK:-120}" python3 benchmarks/held_out_check.py \
+      ${CHECK_KERNELS:+--only "$CHECK_KERNELS"} ;;
     multi_gpu) step multi_gpu "${T_MULTI:-240}" python3 benchmarks/multi_gpu.py "$dir" --devices 0,1 ;;
     *) echo "unknown step $s" ;;
   esac

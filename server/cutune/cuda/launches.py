@@ -100,12 +100,18 @@ def _chevrons(data: bytes, near: bytes | None, within: tuple[int, int] | None = 
     found = list(_CHEVRONS.finditer(data, *(within or (0, len(data)))))
     if near is None:
         return found
+    written = [m.start() for m in re.finditer(re.escape(near), data)]  # where the name is, in order
+
+    def written_within(at: int, reach: int) -> bool:  # the name wholly in the `reach` bytes before `at`
+        i = bisect.bisect_left(written, at - reach)
+        return i < len(written) and written[i] + len(near) <= at
 
     def names(m: re.Match[bytes]) -> bool:
-        if data.rfind(near, max(0, m.start() - _CALLEE_REACH), m.start()) >= 0:
+        if written_within(m.start(), _CALLEE_REACH):
             return True
-        local = _LOCAL_CALLEE.search(data, max(0, m.start() - 64), m.start())
-        return local is not None and data.rfind(near, max(0, m.start() - _LOCAL_REACH), m.start()) >= 0
+        if not written_within(m.start(), _LOCAL_REACH):
+            return False
+        return _LOCAL_CALLEE.search(data, max(0, m.start() - 64), m.start()) is not None
 
     return [m for m in found if names(m)]
 

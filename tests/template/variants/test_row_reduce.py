@@ -818,3 +818,43 @@ def test_a_block_set_member_by_member_is_read_at_the_launch(host: str, applies: 
     else:
         with pytest.raises(TransformRefused, match="reduces `s` within a warp only"):
             RowReduce().apply(model, "k", None)
+
+
+HELPER_WARP = """
+template <int width = 32>
+static __device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int offset = width / 2; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffff, x, offset, width);
+  return x;
+}
+__global__ void k(float* out, const float* x, int n) {
+  x += blockIdx.x * n;
+  out += blockIdx.x * n;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+  s = warp_sum(s);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] / s;
+}
+void launch(float* out, const float* x, int rows, int n) { k<<<rows, 32>>>(out, x, n); }
+"""
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (("", ""), ""),  # llama.cpp's `warp_reduce_sum` shape: the helper's butterfly is the row's reduction
+        (("s = warp_sum(s);", "s = warp_sum<16>(s);"), "the block-wide reduction of `s` is not one"),  # half a warp
+        (("k<<<rows, 32>>>", "k<<<rows, 256>>>"), "reduces `s` within a warp only"),  # each warp its own total
+        (("x += __shfl_xor_sync", "x = x * __shfl_xor_sync"), "the block-wide reduction of `s` is not one"),
+    ],
+)
+def test_a_helper_whose_body_is_a_whole_warp_butterfly_is_the_rows_reduction(
+    edit: tuple[str, str], reason: str
+) -> None:
+    model = parse_source(HELPER_WARP.replace(*edit) if edit[0] else HELPER_WARP)
+    if not reason:
+        body = RowReduce().apply(model, "k", None).body
+        assert "warp_sum(" not in body and "s = cutune_rr_allreduce<ROW_THREADS>(s, cutune_rr_sum{}" in body
+    else:
+        with pytest.raises(TransformRefused, match=re.escape(reason)):
+            RowReduce().apply(model, "k", None)

@@ -56,6 +56,7 @@ from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import launched_block_x
 from cutune.template.recipes.specialize import static_param
+from cutune.template.variants.butterfly import OWN, PARTNER, Butterfly, helper_butterfly
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.constexpr_arms import constexpr_arms, joined
 from cutune.template.variants.loops import ARITHMETIC, index_form, local_values, written_names
@@ -1302,6 +1303,7 @@ class _Rewriter:
         images: dict[str, str] = {}  # shared array → the accumulator stored into it
         wide: set[str] = set()  # reduced over the block (cub, or through shared memory), not within a warp only
         shuffles: dict[str, list[Node]] = {}
+        helped: set[str] = set()  # reduced over the whole warp by a helper's butterfly (`warp_reduce_sum`)
         for s in statements:
             for call in descendants(s, "call_expression"):
                 fn = call.child_by_field_name("function")
@@ -1320,6 +1322,10 @@ class _Rewriter:
                     acc = self._accumulator_arg(value, pending, call)
                     found[acc] = _merge(found.get(acc), self._combine_op(call, acc), acc, self, call)
                     shuffles.setdefault(acc, []).append(call)
+                elif (helper := self._helper_reduction(call, pending)) is not None:
+                    acc, op = helper
+                    found[acc] = _merge(found.get(acc), op, acc, self, call)
+                    helped.add(acc)
             for node in descendants(s, "assignment_expression"):
                 left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
                 if left is None or right is None or left.type != "subscript_expression":
@@ -1380,7 +1386,7 @@ class _Rewriter:
                 )
             steps = [self._butterfly(call) for call in shuffles.get(acc, [])]  # a loop's offsets, or one step's
             offsets = sorted(o for step in steps for o in step)
-            if offsets != [1, 2, 4, 8, 16]:
+            if offsets != [1, 2, 4, 8, 16] and not (acc in helped and not steps):
                 shown = f"offsets {offsets}" if all(steps) else "offsets it cannot count"
                 self.refuse(f"reduces `{acc}` within a warp by xor shuffles over {shown}, not the whole warp")
         for acc, seen in found.items():
@@ -1560,6 +1566,30 @@ class _Rewriter:
             if key in text:
                 return name
         self.refuse(f"the reduction operator `{self.compact(op)}` is not one the rewrite recognises", call)
+
+    def _helper_reduction(self, call: Node, pending: dict[str, str]) -> tuple[str, str] | None:
+        """(accumulator, operator) of `acc = f(acc);` (or `f<W>(acc)`) where `f` is a `__device__` helper of the file or
+        the headers beside it whose body is a butterfly over the whole warp summing or taking the extremum
+        (`warp_reduce_sum`); None for any other call."""
+        statement = call.parent
+        if statement is None or statement.type != "assignment_expression" or len(_args(call)) != 1:
+            return None
+        acc = self.compact(statement.child_by_field_name("left"))
+        fn = call.child_by_field_name("function")
+        if acc not in pending or self.compact(_args(call)[0]) != acc or fn is None:
+            return None
+        name = fn.child_by_field_name("name") if fn.type == "template_function" else fn
+        targs = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
+        width = self.compact(targs)[1:-1] if targs is not None else None
+        read = helper_butterfly(self.src.model, self.compact(name), width, self._type_of_name(acc), ())
+        if not isinstance(read, Butterfly) or read.group != 32:
+            return None
+        combine = "".join(read.combine.split())
+        ops = {f"{OWN}+({PARTNER})": "sum", f"{PARTNER}+{OWN}": "sum", f"{OWN}+{PARTNER}": "sum"}
+        for call_name, op in _MAX_CALLS.items():
+            ops[f"{call_name}({OWN},{PARTNER})"] = ops[f"{call_name}({PARTNER},{OWN})"] = op
+        found = ops.get(combine)
+        return (acc, found) if found is not None else None
 
     def _combine_op(self, node: Node, acc: str | None) -> str | None:
         """The operator of the statement that combines a shuffled or shared value: `+=` or fmaxf(...)."""
