@@ -4,6 +4,7 @@ nvcc compiles the result, host code included."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -28,12 +29,8 @@ void launch(float* out, const float* in, float s, int n, cudaStream_t stream) {
 """
 
 
-def test_every_launch_sets_the_attribute_and_the_kernel_waits(tmp_path) -> None:
-    text, why = with_dependent_launch(HOST, "k.cu", "scale")
-    assert why == ""
-    assert text.count("cudaLaunchKernelEx(&pdl_config, scale<float>, out, in, s, n);") == 2
-    assert "<<<" not in text and "pdl_config.stream = stream;" in text and "pdl_config.stream = 0;" in text
-    assert text.index("griddepcontrol.wait") < text.index("int i =")
+def _compiles(text: str, tmp_path: Path) -> None:
+    """nvcc compiles the rewritten file, host code included (skipped without nvcc)."""
     if subprocess.run(["which", "nvcc"], capture_output=True).returncode != 0:
         pytest.skip("nvcc is not on PATH")
     (tmp_path / "k.cu").write_text(text)
@@ -41,6 +38,15 @@ def test_every_launch_sets_the_attribute_and_the_kernel_waits(tmp_path) -> None:
         ["nvcc", "-std=c++17", "-arch=sm_90", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_every_launch_sets_the_attribute_and_the_kernel_waits(tmp_path) -> None:
+    text, why = with_dependent_launch(HOST, "k.cu", "scale")
+    assert why == ""
+    assert text.count("cudaLaunchKernelEx(&pdl_config, scale<float>, out, in, s, n);") == 2
+    assert "<<<" not in text and "pdl_config.stream = stream;" in text and "pdl_config.stream = 0;" in text
+    assert text.index("griddepcontrol.wait") < text.index("int i =")
+    _compiles(text, tmp_path)
 
 
 def test_a_launch_through_a_local_passes_the_local(tmp_path) -> None:
@@ -51,13 +57,7 @@ def test_a_launch_through_a_local_passes_the_local(tmp_path) -> None:
     )
     assert why == ""
     assert "cudaLaunchKernelEx(&pdl_config, kernel, out, in, s, n);" in text and "<<<" not in text
-    if subprocess.run(["which", "nvcc"], capture_output=True).returncode != 0:
-        pytest.skip("nvcc is not on PATH")
-    (tmp_path / "k.cu").write_text(text)
-    done = subprocess.run(
-        ["nvcc", "-std=c++17", "-arch=sm_90", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    _compiles(text, tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.template.recipes.base import KernelSource
 from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.loops import constant_names
 from cutune.template.variants.register_rows import register_rows
 from cutune.template.variants.row_reduce import RowReduce
 
@@ -128,3 +129,20 @@ def test_rounds_of_a_constant_stride_hold_the_row_at_any_thread_count_in_one_pas
     variant = RowReduce().apply(runtime, "rounds_rms_norm_kernel", None)
     assert next(p for p in variant.params if p.name == "ROW_THREADS").values == (1024,)
     assert "constexpr int cutune_len_max = 0;" in variant.body
+
+
+def test_constant_names_are_value_parameters_and_macros_of_integer_arithmetic_over_them() -> None:
+    text = """
+#define WARP 32
+#define WARPS (1024 / WARP)
+#define MASK 0x1fu
+#define LANES(n) ((n) * WARP)
+#define GRID (gridDim.x * WARP)
+#define SIZE sizeof(float)
+#define LATER (WARPS * UNDEFINED)
+template <typename T, int ROUNDS>
+__global__ void k(T* x) { x[threadIdx.x] = 0; }
+"""
+    model = parse_source(text)
+    names = constant_names(KernelSource(model, model.kernel("k")))
+    assert names == {"ROUNDS", "WARP", "WARPS", "MASK"}  # no type, function-like, member, call or unknown name

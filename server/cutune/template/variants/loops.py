@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from cutune.cuda.model import SourceModel
+from cutune.cuda.model import SourceModel, TemplateParamKind
 from cutune.errors import SourceError, TransformRefused
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
@@ -402,6 +402,24 @@ def balanced(text: str) -> bool:
         if depth < 0:
             return False
     return depth == 0
+
+
+def constant_names(src: KernelSource) -> set[str]:
+    """The names a constant expression of the kernel may use: its value template parameters, and the file's
+    object-like macros whose values are integer arithmetic over literals and such names (no member, no call)."""
+    names = {p.name for p in src.kernel.template_params if p.kind is TemplateParamKind.VALUE}
+    macros = {
+        m.name: m.value
+        for m in src.model.macros
+        if re.fullmatch(r"[\w\s()*+\-/%<>&|^~]*", m.value)
+        and not re.search(rf"#\s*define\s+{re.escape(m.name)}\(", src.model.text)  # not function-like
+    }
+    grown = True
+    while grown:
+        found = {n for n, v in macros.items() if n not in names and set(re.findall(r"\b[A-Za-z_]\w*", v)) <= names}
+        names |= found
+        grown = bool(found)
+    return names
 
 
 def local_values(src: KernelSource) -> dict[str, str]:

@@ -40,6 +40,7 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import launched_block_x
 from cutune.template.variants.loops import (
+    constant_names,
     index_form,
     local_values,
     rewritten,
@@ -433,8 +434,7 @@ class _Checked:
         elements of rows of up to `size * S`; where S is a compile-time constant (a literal, a macro of the file, a
         template parameter), a thread of ROW_THREADS holds `ceil(size * S / ROW_THREADS)` of them, so any thread
         count keeps the row; else only as many threads as the original's can."""
-        constants = {m.name for m in self.src.model.macros} | {p.name for p in self.src.kernel.template_params}
-        if not (stride.isdigit() or stride in constants):
+        if not (stride.isdigit() or stride in constant_names(self.src)):
             return dict(self.arrays)
         return {
             name: (kind, f"(({size}) * ({stride}) + {ROW_THREADS} - 1) / {ROW_THREADS}")

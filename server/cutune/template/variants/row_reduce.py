@@ -59,7 +59,7 @@ from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.butterfly import OWN, PARTNER, Butterfly, helper_butterfly
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.constexpr_arms import constexpr_arms, joined
-from cutune.template.variants.loops import ARITHMETIC, index_form, local_values, written_names
+from cutune.template.variants.loops import ARITHMETIC, constant_names, index_form, local_values, written_names
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import ROW_THREADS, register_rows
 from cutune.template.variants.rows_on_grid import GRID as ON_GRID
@@ -1712,7 +1712,7 @@ class _Rewriter:
         macros, the kernel's template parameters: a register row's `min(n, ROUNDS * THREADS)`); '' otherwise."""
         if bound.type != "call_expression" or self.compact(bound.child_by_field_name("function")) not in _MIN_CALLS:
             return ""
-        constants = {m.name for m in self.src.model.macros} | {p.name for p in self.src.kernel.template_params}
+        constants = constant_names(self.src)
         for arg in _args(bound) if len(_args(bound)) == 2 else []:
             names = {self.text(i) for i in descendants(arg, "identifier")}
             computed = not _reads(self, arg) and not descendants(arg, "call_expression", "field_expression")
