@@ -22,6 +22,10 @@ Thread T's k-th element of the row is the one at `T + k·S`, and `arr[k]` holds 
 with its tail visits the thread's elements in that order. An `iterations++` closing a tail makes the later loops over
 `iterations` run over every element of the thread, tail included, until `iterations = N / S;` sets it back.
 
+Where S is a compile-time constant (a literal, an integer macro, a template parameter), a thread of the variant holds
+`ceil(size * S / ROW_THREADS)` of the row's elements, so the variant may run any number of threads a row; else only
+as many as the original's launch gives it.
+
 The arrays then stand for values of the row's elements, never for memory: row_reduce keeps each one as the register
 cache of a row that is never loaded nor stored. The text this module writes is row_reduce's reading of the kernel
 only (an array at `[i]` of a stride loop is out of its bounds as C++), never a kernel of its own.

@@ -32,7 +32,11 @@ alone is the row's only where a row's threads are one warp (the spec's block, or
 stay before and after the new body; a store through a local of the element (`out[id * W + j] = v`, a pack written
 value by value) into an array the kernel only ever stores to is the element's own, kept as written; a row staged in
 dynamic shared memory at the element (`S + i` or `&S[i]`, S the array, a pointer into it, or a cast of it) is kept
-there, from the array's start.
+there, from the array's start; `acc = fmaf(x, y, acc)` is a sum; a `__device__` helper whose body is a whole-warp xor
+butterfly summing or taking an extremum (`acc = warp_reduce_sum(acc);`, in the file or the headers beside it) is the
+warp's reduction; a launch's block set member by member (`dim3 block; block.x = N;`) is read as written; and a row
+whose length has a compile-time cap (`min(n, ROUNDS * THREADS)`, a register row's) is kept in registers in one pass
+under that cap, every pack in flight before any is used.
 """
 
 from __future__ import annotations
