@@ -233,13 +233,14 @@ def _kernel_values(value: Node, data: bytes, declarations: Declarations, calls: 
         argument = value.child_by_field_name("argument")
         return _kernel_values(argument, data, declarations, calls) if argument is not None else []
     arms: list[Node | None] = []
+    deeper = calls
     if value.type == "conditional_expression":
         arms = [value.child_by_field_name("consequence"), value.child_by_field_name("alternative")]
     elif value.type == "call_expression" and calls > 0:
-        arms = _returned(value.child_by_field_name("function"), data, declarations)
+        arms, deeper = _returned(value.child_by_field_name("function"), data, declarations), calls - 1
     elif value.type in ("identifier", "qualified_identifier", "template_function"):
         return [value]
-    found = [_kernel_values(a, data, declarations, calls - 1) if a is not None else [] for a in arms]
+    found = [_kernel_values(a, data, declarations, deeper) if a is not None else [] for a in arms]
     return [n for f in found for n in f] if found and all(found) else []
 
 

@@ -90,6 +90,11 @@ def test_a_warp_and_lane_put_back_together_are_the_thread_index() -> None:
     assert "constinti=threadIdx.x+1024*r;" in body and "constintj=threadIdx.x+1024*r;" in body
 
 
+def test_a_parenthesised_product_alone_is_read_too() -> None:
+    source = REJOINED.replace("const int i = warp * WARP_SIZE + lane + 1024 * r;", "const int i = 1024 * r;")
+    assert "constintj=threadIdx.x+1024*r;" in _body(source)
+
+
 def test_a_warp_and_lane_of_different_widths_or_declared_twice_stay() -> None:
     for source in (
         REJOINED.replace("tid & 31", "tid & 15"),  # slot is a lane of 16: wave * 32 + slot is not the index

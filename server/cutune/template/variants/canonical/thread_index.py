@@ -40,13 +40,12 @@ _BUILTINS = re.compile(
 _BLOCK_GROUP = re.compile(r"(?:const)?(?:\w+::)*thread_block(\w+)=(?:\w+::)*this_thread_block\(\);")
 _GROUP_FIELD = re.compile(r"(\w+)\.(thread_index|group_index|group_dim)\(\)\.([xyz])")
 _GROUP_BUILTINS = {"thread_index": "threadIdx", "group_index": "blockIdx", "group_dim": "blockDim"}
-_WARP_PRODUCT = re.compile(r"\w+\s*(?:\*|<<)\s*\w+\s*\+\s*\w+|\w+\s*\+\s*\w+\s*(?:\*|<<)\s*\w+")  # a sum with a product
 
 
 def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
     """The model with `kernel`'s index helpers and macros written out; None when it uses none."""
     text = kernel_body(model, kernel)
-    rejoined = _WARP_PRODUCT.search(text) is not None
+    rejoined = "threadIdx" in text and ("/" in text or ">>" in text)  # a warp split off the thread index
     if "this_thread_block" not in text and not rejoined and not any(name in text for name in _names(model)):
         return None
     src = KernelSource(model, model.kernel(kernel))
