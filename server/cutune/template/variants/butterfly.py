@@ -34,6 +34,8 @@ _FULL_MASKS = ("0xffffffff", "0xffffffffu", "~0u", "0xffffffffull", "0xffffffffu
 _EXTREMA = ("fmaxf", "fminf", "fmax", "fmin", "max", "min", "__hmax", "__hmin")
 _INTEGRAL = re.compile(r"(?:(?:unsigned|signed|int|long|short|char|size_t|u?int(?:8|16|32|64)_t)\s*)+")
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+# `x = f(x);` or `x = f<W>(x);`: a value reduced by a helper, which may be a butterfly (helper_butterfly)
+REDUCE_CALL = re.compile(r"(?P<x>[A-Za-z_]\w*)\s*=\s*(?P<f>[A-Za-z_]\w*)\s*(?:<(?P<w>[^<>]*)>)?\s*\(\s*(?P=x)\s*\)\s*;")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+\(?(\d+)\)?[ \t]*$", re.M)
 _CONSTANT = re.compile(
     r"\b(?:static\s+)?(?:constexpr|const)\s+(?:unsigned\s+)?(?:int|long|size_t)\s+(\w+)\s*=\s*(\d+)\s*;"

@@ -47,6 +47,7 @@ from cutune.template.variants.block_items import _BLOCK_WIDE, _WARP_WIDE, _calle
 from cutune.template.variants.butterfly import (
     OWN,
     PARTNER,
+    REDUCE_CALL,
     Butterfly,
     helper_butterfly,
     read_butterfly,
@@ -69,9 +70,6 @@ _LANES = re.compile(r"__shfl|__ballot|__syncwarp|__any|__all|__reduce_|__match|t
 # names of helpers defined elsewhere that may exchange values between a warp's or block's threads
 _COLLECTIVE = re.compile(r"reduce|sync|shfl|ballot|warp|block|barrier|cooperative", re.IGNORECASE)
 _WRITES_MEMORY = re.compile(r"\b(?:atomic\w*|printf|__st\w*|asm)\s*\(")
-_REDUCE_CALL = re.compile(
-    r"(?P<x>[A-Za-z_]\w*)\s*=\s*(?P<f>[A-Za-z_]\w*)\s*(?:<(?P<w>[^<>]*)>)?\s*\(\s*(?P=x)\s*\)\s*;"
-)
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,7 @@ class GroupItems(Transform):
         """The variant of `kernel` with GROUP_ITEMS elements per thread, or TransformRefused saying why not."""
         src = kernel_source(self.name, model, kernel)
         body_text = src.text(src.body)
-        if "shfl" not in body_text and not _REDUCE_CALL.search(body_text):
+        if "shfl" not in body_text and not REDUCE_CALL.search(body_text):
             self.refuse("no warp reduction (a `__shfl_xor_sync` butterfly, or a call of a helper that is one)")
         statements = _statements(src.body)
         lone = [s for s in statements if s.type != "preproc_call"]
@@ -224,7 +222,7 @@ class GroupItems(Transform):
                     self.refuse(f"the shuffle loop at line {src.line(s)} does not reduce a plain local of the kernel")
                 names = names if names is not None else texts_names(src.model, include_dirs)
                 read = read_butterfly(text, names, var_type)
-            elif s.type == "expression_statement" and (call := _REDUCE_CALL.fullmatch(text.strip())) is not None:
+            elif s.type == "expression_statement" and (call := REDUCE_CALL.fullmatch(text.strip())) is not None:
                 var, helper = call.group("x"), call.group("f")
                 var_type = _type_of(src, statements, var)
                 if var_type is None:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel, TemplateParamKind
-from cutune.errors import SourceError, TransformRefused
+from cutune.errors import CutuneError, SourceError, TransformRefused
+from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
@@ -404,22 +405,49 @@ def balanced(text: str) -> bool:
     return depth == 0
 
 
-def constant_names(src: KernelSource) -> set[str]:
-    """The names a constant expression of the kernel may use: its value template parameters, and the file's
-    object-like macros whose values are integer arithmetic over literals and such names (no member, no call)."""
-    names = {p.name for p in src.kernel.template_params if p.kind is TemplateParamKind.VALUE}
-    macros = {
+def _integer_macros(src: KernelSource) -> dict[str, str]:
+    """The file's object-like macros whose values are integer arithmetic over literals and names (no member, no
+    call): name → value."""
+    return {
         m.name: m.value
         for m in src.model.macros
         if re.fullmatch(r"[\w\s()*+\-/%<>&|^~]*", m.value)
         and not re.search(rf"#\s*define\s+{re.escape(m.name)}\(", src.model.text)  # not function-like
     }
+
+
+def constant_names(src: KernelSource) -> set[str]:
+    """The names a constant expression of the kernel may use: its value template parameters, and the file's
+    object-like macros of integer arithmetic over literals and such names."""
+    names = {p.name for p in src.kernel.template_params if p.kind is TemplateParamKind.VALUE}
+    macros = _integer_macros(src)
     grown = True
     while grown:
         found = {n for n, v in macros.items() if n not in names and set(re.findall(r"\b[A-Za-z_]\w*", v)) <= names}
         names |= found
         grown = bool(found)
     return names
+
+
+def macros_expanded(src: KernelSource, text: str) -> str:
+    """`text` with the file's integer macros written out (macros of macros too, a few deep)."""
+    macros = _integer_macros(src)
+    for _ in range(8):
+        expanded = re.sub(
+            r"\b[A-Za-z_]\w*", lambda m: f"({macros[m.group(0)]})" if m.group(0) in macros else m.group(0), text
+        )
+        if expanded == text:
+            break
+        text = expanded
+    return text
+
+
+def constant_value(src: KernelSource, text: str) -> int | None:
+    """The value of `text` over integer literals and the file's integer macros; None where it names anything else."""
+    try:
+        return int(compile_expr(macros_expanded(src, text)).evaluate({}))
+    except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
+        return None
 
 
 def local_values(src: KernelSource) -> dict[str, str]:

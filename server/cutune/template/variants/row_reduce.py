@@ -60,7 +60,7 @@ from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import launched_block_x
 from cutune.template.recipes.specialize import static_param
-from cutune.template.variants.butterfly import OWN, PARTNER, Butterfly, helper_butterfly
+from cutune.template.variants.butterfly import OWN, PARTNER, REDUCE_CALL, Butterfly, helper_butterfly
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.constexpr_arms import constexpr_arms, joined
 from cutune.template.variants.loops import ARITHMETIC, constant_names, index_form, local_values, written_names
@@ -80,6 +80,13 @@ _SPACE = re.compile(r"\s+")
 _OPS = {"sum": "cutune_rr_sum", "max": "cutune_rr_max", "min": "cutune_rr_min"}
 _MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
 _MIN_CALLS = {"min", "::min", "std::min", "cuda::std::min"}
+# a butterfly step's combine (butterfly.py's OWN and PARTNER) → the reduction it is
+_BUTTERFLY_OPS = {
+    f"{OWN}+({PARTNER})": "sum",
+    f"{OWN}+{PARTNER}": "sum",
+    f"{PARTNER}+{OWN}": "sum",
+    **{f"{fn}({a},{b})": op for fn, op in _MAX_CALLS.items() for a, b in ((OWN, PARTNER), (PARTNER, OWN))},
+}
 _FMA_CALLS = {"fma", "fmaf", "__fmaf_rn", "__fma_rn", "std::fma"}
 # the count a loop over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`) steps by
 _FLAT_STEPS = ("blockDim.x*blockDim.y", "blockDim.y*blockDim.x")
@@ -1575,24 +1582,15 @@ class _Rewriter:
         """(accumulator, operator) of `acc = f(acc);` (or `f<W>(acc)`) where `f` is a `__device__` helper of the file or
         the headers beside it whose body is a butterfly over the whole warp summing or taking the extremum
         (`warp_reduce_sum`); None for any other call."""
-        statement = call.parent
-        if statement is None or statement.type != "assignment_expression" or len(_args(call)) != 1:
+        statement = call.parent.parent if call.parent is not None else None
+        reduced = REDUCE_CALL.fullmatch(self.text(statement).strip()) if statement is not None else None
+        if reduced is None or reduced.group("x") not in pending:
             return None
-        acc = self.compact(statement.child_by_field_name("left"))
-        fn = call.child_by_field_name("function")
-        if acc not in pending or self.compact(_args(call)[0]) != acc or fn is None:
-            return None
-        name = fn.child_by_field_name("name") if fn.type == "template_function" else fn
-        targs = fn.child_by_field_name("arguments") if fn.type == "template_function" else None
-        width = self.compact(targs)[1:-1] if targs is not None else None
-        read = helper_butterfly(self.src.model, self.compact(name), width, self._type_of_name(acc), ())
+        acc = reduced.group("x")
+        read = helper_butterfly(self.src.model, reduced.group("f"), reduced.group("w"), self._type_of_name(acc), ())
         if not isinstance(read, Butterfly) or read.group != 32:
             return None
-        combine = "".join(read.combine.split())
-        ops = {f"{OWN}+({PARTNER})": "sum", f"{PARTNER}+{OWN}": "sum", f"{OWN}+{PARTNER}": "sum"}
-        for call_name, op in _MAX_CALLS.items():
-            ops[f"{call_name}({OWN},{PARTNER})"] = ops[f"{call_name}({PARTNER},{OWN})"] = op
-        found = ops.get(combine)
+        found = _BUTTERFLY_OPS.get("".join(read.combine.split()))
         return (acc, found) if found is not None else None
 
     def _combine_op(self, node: Node, acc: str | None) -> str | None:

@@ -25,12 +25,18 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.errors import CutuneError
 from cutune.template.edits import EditList, apply_edits
-from cutune.template.expr import compile_expr
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import indented, line_indent, squeezed, statements_of, written_names
+from cutune.template.variants.loops import (
+    constant_value,
+    indented,
+    line_indent,
+    macros_expanded,
+    squeezed,
+    statements_of,
+    written_names,
+)
 
 NAME = "loop_exits"
 _EXIT = re.compile(r"\bif\s*\([^;{}]*\)\s*\{?\s*(?:break|return)\s*;")
@@ -137,21 +143,11 @@ def _growing_index(src: KernelSource, loop: Node) -> str | None:
 
 def _positive(src: KernelSource, text: str) -> bool:
     """Whether `text` is a positive constant: literals, the file's integer macros, block and grid sizes, products."""
-    macros = {m.name: m.value for m in src.model.macros}
-    for _ in range(8):  # macros defined through macros, a few deep
-        expanded = re.sub(
-            r"[A-Za-z_]\w*", lambda m: f"({macros[m.group(0)]})" if m.group(0) in macros else m.group(0), text
-        )
-        if expanded == text:
-            break
-        text = expanded
-    text = _BUILTIN_SIZES.sub("1", text)  # at least 1, and only multiplied
-    if re.search(r"[-/%]", text):
+    sized = _BUILTIN_SIZES.sub("1", text)  # at least 1: positive where only multiplied and added
+    if sized != text and re.search(r"[-/%]", macros_expanded(src, sized)):
         return False
-    try:
-        return int(compile_expr(text).evaluate({})) > 0
-    except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
-        return False
+    value = constant_value(src, sized)
+    return value is not None and value > 0
 
 
 def _negation(src: KernelSource, test: Node, var: str, declared: dict[str, Node], changed: set[str]) -> str | None:

@@ -20,13 +20,12 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
-from cutune.cuda.syntax import int_value
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.inline import _callee as callee
 from cutune.template.variants.inline import _helpers as helpers
-from cutune.template.variants.loops import balanced, index_form, local_values, written_names
+from cutune.template.variants.loops import balanced, constant_value, index_form, local_values, written_names
 
 NAME = "thread_index"
 # an expression of builtins, literals, casts to integer types and arithmetic: nothing that could differ in place
@@ -89,11 +88,9 @@ def _rejoined(src: KernelSource) -> list[Node]:
         src.text(n) for d in src.in_body("init_declarator") if (n := d.child_by_field_name("declarator"))
     )
     values = {name: v for name, v in local_values(src).items() if declared[name] == 1}  # one value wherever read
-    constants = {m.name: int_value(m.value.strip()) for m in src.model.macros}
 
     def number(text: str) -> int | None:
-        text = text.strip("()")
-        return int_value(text) if int_value(text) is not None else constants.get(text)
+        return constant_value(src, text)
 
     def width(text: str) -> int | str | None:  # W by its value, or by its name where the file does not give one
         value = number(text)
