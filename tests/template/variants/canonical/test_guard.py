@@ -76,6 +76,7 @@ def test_a_scaled_index_loops_over_packs_and_keeps_its_index() -> None:
         ("if (i < n) out[i] = 1.0f; out[0] = 2.0f;", "statements follow the guarded block of i"),
         ("if (i + 1 >= n) return; out[i] = 1.0f;", "the guard at line 3 is not `i >= n` (return)"),
         ("out[i] = 1.0f;", "no bounds check on i after its declaration"),
+        ("const int j = i * 2; if (j > 7) return; if (i >= n) return;", "the exit at line 3 reads a value computed"),
     ],
 )
 def test_shapes_a_loop_could_change_are_refused_with_the_reason(body: str, reason: str) -> None:
@@ -156,3 +157,21 @@ __global__ void k(float* out, const float* in, int ncols, int nrows) {{
         assert exit_text.replace("return;", "continue;") in body and exit_text not in body
     else:
         assert body.index(exit_text) < body.index("for(") and "continue" not in body
+
+
+def test_an_exit_on_the_row_before_the_columns_check_stays_before_the_loop() -> None:
+    # 2-D code checks its row first: the thread's row is the same for every column it may take
+    source = """
+__global__ void k(unsigned* out, const unsigned short* in, int rows, int cols) {
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  int row = blockIdx.y * blockDim.y + threadIdx.y;
+  if (row >= rows) return;
+  if (col >= cols) return;
+  out[row * cols + col] = in[row * cols + col] + 1u;
+}
+"""
+    body = _body(source)
+    assert "introw=blockIdx.y*blockDim.y+threadIdx.y;if(row>=rows)return;for(intcol=" in body
+    assert "col<cols;col+=blockDim.x*gridDim.x){out[row*cols+col]" in body
+    variants, _ = propose_variants(parse_source(source), "k", None)
+    assert {v.name for v in variants} >= {"vectorized", "packs_per_thread"}

@@ -15,7 +15,8 @@ A guard `if (i >= n || other) return;` keeps `other` as `if (other) continue;` a
 after the guard (`if (row >= rows) return;`), has one value on every iteration (names and comparisons only, none
 computed from the index or written in the loop), it stays an exit before the loop instead: the thread left there
 too, and the transforms then see every iteration touch the row's memory. Declarations between the index and its
-guard that read the index move into the loop; the others stay before it.
+guard that read the index move into the loop; the others stay before it, and so do exits there on what no thread
+index reads (`if (row >= rows) return;` before the column's check: the thread's row, the same for all its columns).
 
 Refused, with the reason, where an iteration would not be the thread it was: threads cooperate (barriers,
 shared memory, warp collectives), the block index, thread index, block size or grid size (x axis) is read
@@ -103,6 +104,8 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     moved, kept = [], []
     for d in between:
         if _reads(src, d) & derived:
+            if d.type != "declaration":  # an exit on a value computed from the index: the element's, not the thread's
+                return f"the exit at line {src.line(d)} reads a value computed from {var}, before its bounds check"
             moved.append(d)
             derived |= _declares(src, d)
         else:
@@ -162,6 +165,13 @@ _CALL = re.compile(r"[A-Za-z_]\w*\s*\(")
 _MEMORY_OR_WRITE = re.compile(r"\[|->|\*|\+\+|--|(?<![=!<>])=(?!=)")
 
 
+def _other_exit(src: KernelSource, statement: Node, indices: set[str]) -> bool:
+    """Whether `statement` is `if (C) return;` with C one value for the thread whatever its element: no call or
+    memory read, no thread index of the kernel."""
+    condition = _exit_condition(src, statement)
+    return condition is not None and _invariant(src.text(condition), indices)
+
+
 def _invariant(condition: str, changing: set[str]) -> bool:
     """Whether `condition` has one value on every iteration of the thread's loop: names, members and comparisons
     only (no call, memory read or write), none of them the index, what is computed from it, or written in the
@@ -175,9 +185,18 @@ def _checked_index(
     src: KernelSource, statements: list[Node], indices: dict[int, tuple[Node, Node, str, tuple[str, str] | None]]
 ) -> tuple[int, int] | str:
     """(the index's statement, its check's statement): the first statement after the first index that is not a
-    declaration must check an index (the x-axis one where it checks several); else why not."""
+    declaration, nor an exit on what no index reads (`if (row >= rows) return;` before the column's check), must
+    check an index (the x-axis one where it checks several); else why not."""
     first = min(indices)
-    g = next((j for j in range(first + 1, len(statements)) if statements[j].type != "declaration"), None)
+    names = {src.text(found[0]) for found in indices.values()}
+    g = next(
+        (
+            j
+            for j in range(first + 1, len(statements))
+            if statements[j].type != "declaration" and not _other_exit(src, statements[j], names)
+        ),
+        None,
+    )
     if g is None or statements[g].type != "if_statement":
         var = src.text(indices[first][0])
         return f"no bounds check on {var} after its declaration (`if ({var} >= n) return;` or `if ({var} < n) {{...}}`)"
