@@ -98,8 +98,16 @@ TABLE = [
 HELD_OUT = [
     Entry("quantisation (held out)", "exllamav2", "quantize.cu", "quantize_kernel", "exllamav2_quantize.tune.toml"),
     Entry("RMSNorm (held out)", "exllamav2", "rms_norm.cu", "rms_norm_kernel", "exllamav2_rms_norm.tune.toml"),
-    Entry("bit packing (held out)", "exllamav2", "pack_tensor.cu", "pack_rows_4_kernel", "exllamav2_pack_rows.tune.toml"),
-    Entry("rotary (held out)", "vllm", "pos_encoding_kernels.cu", "rotary_embedding_kernel", "vllm_rotary_embedding.tune.toml"),
+    Entry(
+        "bit packing (held out)", "exllamav2", "pack_tensor.cu", "pack_rows_4_kernel", "exllamav2_pack_rows.tune.toml"
+    ),
+    Entry(
+        "rotary (held out)",
+        "vllm",
+        "pos_encoding_kernels.cu",
+        "rotary_embedding_kernel",
+        "vllm_rotary_embedding.tune.toml",
+    ),
 ]
 
 

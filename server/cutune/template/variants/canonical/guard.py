@@ -188,12 +188,12 @@ def _checked_index(
     declaration, nor an exit on what no index reads (`if (row >= rows) return;` before the column's check), must
     check an index (the x-axis one where it checks several); else why not."""
     first = min(indices)
-    names = {src.text(found[0]) for found in indices.values()}
+    index_names = {src.text(found[0]) for found in indices.values()}
     g = next(
         (
             j
             for j in range(first + 1, len(statements))
-            if statements[j].type != "declaration" and not _other_exit(src, statements[j], names)
+            if statements[j].type != "declaration" and not _other_exit(src, statements[j], index_names)
         ),
         None,
     )
