@@ -1,6 +1,7 @@
 """constexpr_arms: a body branching by `if constexpr` around its row loops read one arm at a time, from real
-tree-sitter trees; row_reduce's variant keeps the branch with each arm's rewrite (equal to the original at both
-instantiations on emulated blocks), and refuses naming the arm."""
+tree-sitter trees (template_arms: any `if` on the template parameters, anywhere in the body, the same way);
+row_reduce's variant keeps the branch with each arm's rewrite (equal to the original at both instantiations on
+emulated blocks), and refuses naming the arm."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from cutune.project import open_kernel
 from cutune.template.recipes.base import KernelSource
 from cutune.template.variants import VARIANT, combine_all
 from cutune.template.variants.canonical import canonicalise
-from cutune.template.variants.constexpr_arms import Arms, constexpr_arms, joined
+from cutune.template.variants.constexpr_arms import Arms, constexpr_arms, joined, template_arms
 from cutune.template.variants.model import Launch, Variant
 from cutune.template.variants.row_reduce import RowReduce
 
@@ -206,3 +207,36 @@ def test_each_arms_variants_equal_the_original_on_emulated_blocks(one_pass: str,
     assert sorted(worst) == list(range(len(POINTS)))
     # outputs of size ~3: a sum in another order moves them by float32 roundings, an arm's mistake by far more
     assert max(worst.values()) < 1e-4, {f"{POINTS[i][0]} {POINTS[i][1]}": d for i, d in worst.items()}
+
+
+LAYOUT = """
+template <bool kInterleaved, int kWidth>
+__global__ void k(float* out, const float* in, int n, int stride) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    int a;
+    if (kInterleaved) {
+      a = 2 * i;
+    } else {
+      a = i;
+    }
+    if (stride > kWidth) a += 1;
+    if (!kInterleaved) out[a] = in[a];
+  }
+}
+"""
+
+
+def test_template_arms_resolve_every_plain_if_on_the_parameters_anywhere_in_the_body() -> None:
+    model = parse_source(LAYOUT, "k.cu")
+    arms = template_arms(KernelSource(model, model.kernel("k")))
+    assert isinstance(arms, Arms) and arms.condition == "kInterleaved"
+    yes, no = (_body(m.text) for m in arms.models)
+    # inside the loop each kept arm keeps its braces; the negated test is resolved with it
+    assert "int a; { a = 2 * i; } if (stride > kWidth) a += 1; }" in yes
+    assert "int a; { a = i; } if (stride > kWidth) a += 1; out[a] = in[a]; }" in no
+
+
+def test_template_arms_leave_conditions_on_locals_arguments_or_memory() -> None:
+    for condition in ("stride > 2", "in[0] > 0.f", "n"):
+        model = parse_source(LAYOUT.replace("kInterleaved)", f"{condition})"), "k.cu")
+        assert template_arms(KernelSource(model, model.kernel("k"))) is None, condition

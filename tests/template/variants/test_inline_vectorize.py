@@ -3,6 +3,7 @@ and NVRTC (registers, stack frame, vector instructions in the PTX), and by the r
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from pathlib import Path
@@ -319,3 +320,61 @@ def test_an_accumulating_helper_updates_the_callers_local_only_where_nothing_els
     )
     body = _looping_body(source)
     assert re.search(r"float cutune_inl\d+_v = acc;", body) and "acc += __shfl" not in body
+
+
+def _styles():  # type: ignore[no-untyped-def]
+    ctx = open_kernel(SAMPLES / "rotary_styles.cu", "rotary_styles_kernel")
+    return ctx, combine_all(ctx.template_model, "rotary_styles_kernel", ctx.template, ctx.spec)
+
+
+def test_a_helpers_branch_on_a_template_parameter_is_packed_arm_by_arm() -> None:
+    # the pair's positions, assigned in the branches of `if (NEOX)`: contiguous in one layout, interleaved in the other
+    _, styles = _styles()
+    vectorized = styles.variants[0]
+    assert vectorized.name == "split_vectorized"
+    assert vectorized.provenance.note.endswith("; each arm of `NEOX` on its own")  # GPT-J's packs only cos and sin
+    neox, gptj = vectorized.body.split("} else {")
+    assert vectorized.body.lstrip().startswith("if constexpr (NEOX) {")
+    assert neox.count("cutune_vec_store<") == 2  # both halves of the head, read and written as packs
+    assert "cutune_vec_store<" not in gptj and gptj.count("= cutune_vec_load<") == 2  # only cos and sin
+    assert "= 2 * cutune_inl0_pair;" in gptj and "2 * cutune_inl0_pair" not in neox
+    assert not any(line != line.rstrip() for line in vectorized.body.split("\n"))
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_the_arm_by_arm_variant_compiles_for_both_layouts(tmp_path: Path) -> None:
+    ctx, styles = _styles()
+    assert styles.spec is not None
+    config = {VARIANT: 1, "SPLIT": 2, "PACKS": 2, "VEC_BYTES": 16}
+    expressions = [
+        *name_expressions(styles.template, styles.spec, [config]),
+        *name_expressions(
+            styles.template,
+            dataclasses.replace(styles.spec, template_args={**styles.spec.template_args, "NEOX": "false"}),
+            [config],
+        ),
+    ]
+    assert any("true" in e for e in expressions) and any("false" in e for e in expressions)
+    entries, lowered = compile_both(styles.template, expressions, tmp_path, ctx.path)
+    assert len(set(entries)) == 2 and set(lowered) == set(expressions)
+
+
+@pytest.mark.parametrize(
+    ("body", "packed"),
+    [
+        # declared first, assigned once where it always runs, then read: its value is the assignment's
+        ("int j; float v; j = i; { v = x[j]; } o[j] = 2.f * v;", True),
+        ("int j; if (n > 4) { j = i; } else { j = i + 0; } o[j] = x[j];", False),  # under a condition
+        ("int j; o[0] = 1.f; j = i; j = i; o[j] = x[j];", False),  # assigned twice
+        ("int j = i; int m; o[m] = 0.f; m = j; o[m] = x[m];", False),  # read before it is assigned
+    ],
+)
+def test_a_local_assigned_once_before_any_read_is_read_as_its_value(body: str, packed: bool) -> None:
+    loop = f"for (int i = threadIdx.x; i < n; i += blockDim.x) {{ {body} }}"
+    source = f"__global__ void k(float* o, const float* x, int n) {{\n  {loop}\n}}"
+    if packed:
+        variant = Vectorize().apply(parse_source(source), "k", None)
+        assert variant.body.count("cutune_vec_store<") == 1 and variant.body.count("= cutune_vec_load<") == 1
+    else:
+        assert "which the loop body computes" in _vectorize_refusal(source)

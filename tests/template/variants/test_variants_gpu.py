@@ -31,6 +31,7 @@ CONFIGS = {
     [
         ("gated_activation.cu", "act_and_mul_kernel"),
         ("rotary_embedding.cu", "rotary_embedding_kernel"),
+        ("rotary_styles.cu", "rotary_styles_kernel"),  # vectorized arm by arm on `if (NEOX)` in its helper
         # packs_per_thread on the loops over packs pack_rounds reads, on a 1-D block and a warp per head
         ("rounds_softmax.cu", "rounds_softmax_kernel"),
         ("head_rms_norm.cu", "head_rms_norm_kernel"),

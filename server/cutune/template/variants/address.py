@@ -1,5 +1,7 @@
 """Addresses of a stride loop's memory accesses, read as sums over the loop index `i` through the body's
-plain locals (declared once, never written, computed without calls or loads).
+plain locals (declared once, never written, computed without calls or loads; or declared without a value and
+assigned once, `x = e;`, where that always runs before any read: C-style code, or a helper's branch on a template
+parameter once its arm is resolved).
 
 An address `root + Σ invariant + Σ rows + unit` is contiguous in `i` when its one `i`-dependent unit term
 is `i` itself (a flat index), or `i % n` with every other `i`-dependent term linear in `i / n` (a
@@ -45,6 +47,50 @@ class Address:
         return list(diff.elements()) in ([(1, self.modulus)], [(-1, self.modulus)])
 
 
+def _assigned_once(src: KernelSource, body: Node) -> dict[str, tuple[Node, str | None]]:
+    """The locals `body` declares once, without a value, and assigns once by `name = e;` in a statement that always
+    runs (nothing but braces between it and `body`), after the declaration and before any read: name → (e, its
+    declared type). Such a local holds e wherever it is read."""
+    declared: Counter[str] = Counter()
+    bare: dict[str, tuple[Node, Node]] = {}  # name → (its declarator, its declaration)
+    for d in descendants(body, "declaration"):
+        for declarator in d.children_by_field_name("declarator"):
+            inner = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else declarator
+            target = declarator_name(inner) if inner is not None else None
+            if target is not None:
+                declared[src.text(target)] += 1
+            if declarator.type == "identifier":
+                bare[src.text(declarator)] = (declarator, d)
+    writes: dict[str, list[Node]] = {}
+    for n in descendants(body, "assignment_expression", "update_expression"):
+        target = n.child_by_field_name("left" if n.type == "assignment_expression" else "argument")
+        if target is not None and target.type == "identifier":
+            writes.setdefault(src.text(target), []).append(n)
+    found: dict[str, tuple[Node, str | None]] = {}
+    for name, (declarator, declaration) in bare.items():
+        assignments = writes.get(name, [])
+        if declared[name] != 1 or len(assignments) != 1:
+            continue
+        write = assignments[0]
+        statement, value = write.parent, write.child_by_field_name("right")
+        if src.field(write, "operator") != "=" or value is None or statement is None:
+            continue
+        if statement.type != "expression_statement" or write.start_byte < declaration.end_byte:
+            continue
+        enclosing = statement.parent
+        while enclosing is not None and enclosing != body and enclosing.type == "compound_statement":
+            enclosing = enclosing.parent
+        if enclosing != body:  # under a condition or a loop: it may not run, or run again
+            continue
+        left = write.child_by_field_name("left")
+        reads = [i for i in descendants(body, "identifier") if src.text(i) == name and i not in (declarator, left)]
+        if any(r.start_byte < write.end_byte for r in reads):
+            continue
+        kind = declaration.child_by_field_name("type")
+        found[name] = (value, src.text(kind) if kind is not None else None)
+    return found
+
+
 class LoopIndex:
     """The loop body's plain locals, through which an access's address is read."""
 
@@ -64,7 +110,11 @@ class LoopIndex:
             type_node = declaration.child_by_field_name("type") if declaration is not None else None
             cast = src.text(type_node) if name.type == "identifier" and type_node is not None else None
             found[src.text(target)] = (value, None if cast == "auto" else cast)
-        written = written_names(src, loop.body)
+        once = _assigned_once(src, loop.body)
+        for local, assigned in once.items():
+            counts[local] += 1
+            found[local] = assigned
+        written = written_names(src, loop.body) - set(once)
         self.values = {
             n: v for n, v in found.items() if counts[n] == 1 and n not in written and n != loop.var and _pure(src, v[0])
         }

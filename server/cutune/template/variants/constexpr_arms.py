@@ -51,12 +51,40 @@ def constexpr_arms(src: KernelSource) -> Arms | str | None:
     local = next((n for n in _identifiers(src, base) if n in _declared_names(src, src.body)), None)
     if local is not None:  # the variant tests the condition before any of the body's declarations
         return f"`if constexpr ({condition})` (line {src.line(first)}) reads `{local}`, a local of the kernel"
+    return _arms(src, first, condition, constexpr_only=True)
+
+
+def template_arms(src: KernelSource) -> Arms | str | None:
+    """`src`'s body resolved both ways on the condition of its first `if` (plain or `if constexpr`, anywhere in the
+    body: a helper's branch inlined into a loop) that reads only the kernel's template parameters: a constant of the
+    instantiation, so each instantiation runs one arm as surely as under `if constexpr`; every `if` on the same
+    condition is resolved with it. Why it cannot be; None where there is no such `if`."""
+    params = {p.name for p in src.kernel.template_params}
+    declared = _declared_names(src, src.body)
+    first = None
+    for s in src.in_body("if_statement"):
+        base, _ = _polarity(_condition(s))
+        names = set(_identifiers(src, base))
+        calls = descendants(base, "call_expression", "field_expression", "subscript_expression")
+        if names and names <= params and not names & declared and not calls:
+            first = s
+            break
+    if first is None:
+        return None
+    base, _ = _polarity(_condition(first))
+    return _arms(src, first, node_text(src.data, base), constexpr_only=False)
+
+
+def _arms(src: KernelSource, first: Node, condition: str, *, constexpr_only: bool) -> Arms | str:
+    """The body resolved both ways on `condition` (each `if` on it, only `if constexpr`s where `constexpr_only`)."""
     models: list[SourceModel] = []
     for value in (True, False):
         edits = EditList(src.data)
         done: list[Node] = []  # resolved already: one inside another's arm is resolved with it, or blanked
         for s in src.in_body("if_statement"):
-            if not _is_constexpr(s) or any(d.start_byte <= s.start_byte < d.end_byte for d in done):
+            if (constexpr_only and not _is_constexpr(s)) or any(
+                d.start_byte <= s.start_byte < d.end_byte for d in done
+            ):
                 continue
             other, negated = _polarity(_condition(s))
             if _SPACE.sub("", node_text(src.data, other)) != _SPACE.sub("", condition):

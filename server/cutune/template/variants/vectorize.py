@@ -37,6 +37,7 @@ from cutune.template.edits import EditList, apply_edits
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.address import Address, LoopIndex
+from cutune.template.variants.constexpr_arms import Arms, template_arms
 from cutune.template.variants.inline import inline_helpers
 from cutune.template.variants.loops import (
     StrideLoop,
@@ -120,6 +121,16 @@ class _Pack:
         return checks
 
 
+@dataclass(frozen=True)
+class _Packed:
+    """A body with its packing loops rewritten: which loops (their positions), how many access streams in all."""
+
+    body: str
+    loops: tuple[int, ...]
+    streams: int
+    note: str = ""
+
+
 class Vectorize(Transform):
     name = "vectorize"
 
@@ -130,48 +141,104 @@ class Vectorize(Transform):
         src = kernel_source(self.name, inlined.model, kernel) if inlined.calls else original
         # inlining edits only inside the loops: the same loops, in the same order, at the original's lines
         loops = stride_loops(src)[0] if inlined.calls else first_loops
-        lines_of = {lp.node.start_byte: original.line(old.node) for lp, old in zip(loops, first_loops, strict=True)}
-        edits = EditList(src.data)
-        done: list[StrideLoop] = []
-        refusals: list[str] = []
-        for loop in loops:
-            blocker = loop_blockers(src, loop)
-            index = LoopIndex(src, loop)
-            packs = self._packs(src, loop, index) if blocker is None else blocker
-            if isinstance(packs, str):
-                refusals.append(f"the loop at line {lines_of[loop.node.start_byte]} {packs}")
-                continue
-            new = indented(
-                self._rewrite(src, loop, packs, index, len(done)), line_indent(src.data, loop.node.start_byte)
-            )
-            edits.replace(loop.node.start_byte, loop.node.end_byte, new.lstrip())
-            done.append(loop)
-        if not done:
+        same = len(first_loops) == len(loops)
+        lines = [original.line(old.node) for old in first_loops] if same else [src.line(lp.node) for lp in loops]
+        packed = self._rewritten(src, loops, lines)
+        arms = template_arms(src)
+        if isinstance(arms, Arms):  # each instantiation runs one arm: pack each, where that packs more
+            by_arms = self._by_arms(src, loops, lines, arms)
+            if isinstance(by_arms, _Packed) and (isinstance(packed, str) or by_arms.streams > packed.streams):
+                packed = by_arms
+            elif isinstance(packed, str) and isinstance(by_arms, str):
+                packed = f"{packed}; {by_arms}"
+        if isinstance(packed, str):
             kept = f" (helper calls kept: {'; '.join(inlined.refusals)})" if inlined.refusals else ""
-            raise TransformRefused(self.name, "; ".join(refusals) + kept)
-        body = apply_edits(src.model.text, edits.edits).encode("utf-8")
-        shift = len(body) - len(src.data)
-        inner = body[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
+            raise TransformRefused(self.name, packed + kept)
+        body, done, note = packed.body, packed.loops, packed.note
         params = [
             TunableParam(
                 "VEC_BYTES", (8, 16), 16, Binding.TEMPLATE, description="bytes per vector load/store (vectorized)"
             ),
             TunableParam("PACKS", (1, 2, 4), 1, Binding.TEMPLATE, description="packs per thread per iteration"),
         ]
-        divided, launch = divided_launch(src, done, "", " (vectorized)")
+        divided, launch = divided_launch(src, [loops[k] for k in done], "", " (vectorized)")
         params += divided
-        lines = ", ".join(str(lines_of[lp.node.start_byte]) for lp in done)
+        at = ", ".join(str(lines[k]) for k in done)
         inlined_note = f"; {inlined.calls} helper call(s) inlined" if inlined.calls else ""
         return Variant(
             name=NAME,
-            body=inner,
+            body=body,
             params=tuple(params),
             launch=launch,
             helpers=HELPERS,
             provenance=Provenance(
-                self.name, note=f"packed loads and stores in the loop(s) at line {lines}{inlined_note}"
+                self.name, note=f"packed loads and stores in the loop(s) at line {at}{inlined_note}{note}"
             ),
         )
+
+    def _rewritten(self, src: KernelSource, loops: list[StrideLoop], lines: list[int]) -> _Packed | str:
+        """The body with each loop that packs rewritten; else why none does."""
+        edits = EditList(src.data)
+        done: list[int] = []
+        streams = 0
+        refusals: list[str] = []
+        for k, loop in enumerate(loops):
+            blocker = loop_blockers(src, loop)
+            index = LoopIndex(src, loop)
+            packs = self._packs(src, loop, index) if blocker is None else blocker
+            if isinstance(packs, str):
+                refusals.append(f"the loop at line {lines[k]} {packs}")
+                continue
+            new = indented(
+                self._rewrite(src, loop, packs, index, len(done)), line_indent(src.data, loop.node.start_byte)
+            )
+            edits.replace(loop.node.start_byte, loop.node.end_byte, new.lstrip())
+            done.append(k)
+            streams += len(packs)
+        if not done:
+            return "; ".join(refusals)
+        return _Packed(body_text(src, apply_edits(src.model.text, edits.edits)), tuple(done), streams)
+
+    def _by_arms(self, src: KernelSource, loops: list[StrideLoop], lines: list[int], arms: Arms) -> _Packed | str:
+        """The body as `if constexpr (C) {...} else {...}`, each arm (the body the instantiations where the template
+        parameters' condition C holds, or not, run) packed where it can be and as written where not; why not where
+        neither arm packs. Its launch is the whole body's (`divided_launch` of the loops of `src`): it holds for
+        both arms."""
+        bodies: list[str] = []
+        done: set[int] = set()
+        streams = 0
+        reasons: list[str] = []
+        as_written: list[str] = []  # the values whose arm packs nothing
+        for value, arm in zip(("true", "false"), arms.models, strict=True):
+            arm_src = kernel_source(self.name, arm, src.kernel.name)
+            arm_loops = stride_loops(arm_src)[0]
+            if len(arm_loops) != len(loops):  # a loop inside a discarded arm: the loops are not the body's
+                return f"the arms of `{arms.condition}` hold different loops"
+            result = self._rewritten(arm_src, arm_loops, lines)
+            if isinstance(result, str):
+                reasons.append(f"where `{arms.condition}` is {value}: {result}")
+                as_written.append(value)
+                bodies.append(body_text(arm_src, arm.text))
+            else:
+                bodies.append(result.body)
+                done |= set(result.loops)
+                streams = max(streams, result.streams)
+        if not done:
+            return "; ".join(reasons)
+        joined = "\n".join(
+            [
+                f"if constexpr ({arms.condition}) {{",
+                indented(bodies[0], "  "),
+                "} else {",
+                indented(bodies[1], "  "),
+                "}",
+            ]
+        )
+        body = "\n".join(line.rstrip() for line in joined.split("\n"))  # the arms' blanked code leaves spaces
+        note = f"; each arm of `{arms.condition}` on its own" + (
+            f", the one where it is {as_written[0]} as written" if as_written else ""
+        )
+        return _Packed(body, tuple(sorted(done)), streams, note)
 
     def _packs(self, src: KernelSource, loop: StrideLoop, index: LoopIndex) -> list[_Pack] | str:
         """The loop's contiguous access streams, or why it has none it can pack safely."""
@@ -298,6 +365,13 @@ class Vectorize(Transform):
             "}",
         ]
         return "\n".join(out)
+
+
+def body_text(src: KernelSource, text: str) -> str:
+    """The kernel body of `text` (`src`'s file, edited only inside the body) without its braces."""
+    data = text.encode("utf-8")
+    shift = len(data) - len(src.data)
+    return data[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
 
 
 def use_of(src: KernelSource, sub: Node) -> tuple[Node, str]:
