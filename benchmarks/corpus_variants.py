@@ -238,9 +238,9 @@ def merge(stem: Path, parts: list[Path]) -> None:
     devices = {d["device"] for d in loaded}
     if len(devices) != 1:
         raise SystemExit(f"the parts were measured on different devices: {sorted(devices)}")
-    order = {e.kernel: i for i, e in enumerate(TABLE)}
+    order = {e.kernel: i for i, e in enumerate((*TABLE, *HELD_OUT))}  # held-out kernels after the table's
     latest = {k["kernel"]: (k, part.name) for part, d in zip(parts, loaded, strict=True) for k in d["kernels"]}
-    results = sorted((k for k, _ in latest.values()), key=lambda k: order.get(k["kernel"], len(order)))
+    results = sorted((k for k, _ in latest.values()), key=lambda k: order[k["kernel"]])
     summary = bar(results)
     device, date = devices.pop(), max(d["date"] for d in loaded)
     source = {name: part for name, (_, part) in latest.items()}
