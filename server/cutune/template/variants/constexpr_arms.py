@@ -9,6 +9,9 @@ negation, `!C`) is resolved with it, also inside loops (there the kept arm keeps
 statements become the body's), so the arms are the bodies an instantiation compiles; one on another condition is
 left to the next reading of each arm. The condition must not read the body's locals (the variant tests it before
 them). The discarded code is blanked, not removed, so the lines the refusals name stay the file's.
+
+template_arms reads any `if` whose condition names only the kernel's template parameters the same way, plain or
+`if constexpr`, wherever it sits (a helper's branch inlined into a loop): a constant of the instantiation too.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ every iteration, or the conditions its accesses run under test values only; one 
 the address valid (it names the array, a null pointer check, or compares what the address is computed from, as
 `if (row >= rows) continue;` does) stays scalar.
 
+A body that branches on the kernel's template parameters (`if (IS_NEOX)`, in a helper inlined into the loop too:
+an interleaved layout in one arm, halves in the other) is also read one arm at a time, as each instantiation runs
+one: the variant is `if constexpr (C) {...} else {...}`, each arm packed where it can be and as written where not,
+where that packs more than the body read whole.
+
 When no thread or block index is used outside the loops it rewrites, the loops cover their range with
 any block size, so the variant may also launch fewer threads (BLOCK_DIV): with V elements per pack,
 V times fewer threads have the same work to do. When the loops are grid-stride and the grid means nothing
