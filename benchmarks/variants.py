@@ -51,6 +51,8 @@ PACKED = [
     ("packed_add_rms_norm.cu", "packed_add_rms_norm_quant_kernel"),
     ("arch_guard_rms_norm.cu", "arch_guard_rms_norm_kernel"),
 ]
+# a helper's branch on a template parameter, packed arm by arm (issue #21: the rotary layouts of serving stacks)
+ARMS = [("rotary_styles.cu", "rotary_styles_kernel")]
 BIG = 64 * 2**20  # bytes: from here on the bar asks for 85% of the floor
 
 
@@ -175,7 +177,7 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     log_selection(args.out / "variants.selection.log")
-    chosen = [(f, k) for f, k in NEW + EXISTING + FLAT + PACKED if not args.only or k in args.only.split(",")]
+    chosen = [(f, k) for f, k in NEW + EXISTING + FLAT + PACKED + ARMS if not args.only or k in args.only.split(",")]
     samples = []
     for file, kernel in chosen:
         if not (ROOT / "samples" / file).exists():
