@@ -108,6 +108,13 @@ HELD_OUT = [
         "rotary_embedding_kernel",
         "vllm_rotary_embedding.tune.toml",
     ),
+    Entry(
+        "MLA rotary + cache write (held out)",
+        "vllm",
+        "cache_kernels_fused.cu",
+        "concat_and_cache_mla_rope_fused_kernel",
+        "vllm_mla_rope_cache.tune.toml",
+    ),
 ]
 
 
