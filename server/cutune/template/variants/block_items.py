@@ -26,11 +26,11 @@ import re
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
-from cutune.template.edits import EditList, apply_edits
+from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.loop_macros import split_args
-from cutune.template.variants.loops import kernel_source, squeezed, stride_loops
+from cutune.template.variants.loops import edited_body, kernel_source, squeezed, stride_loops
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 NAME = "block_items"
@@ -129,9 +129,7 @@ class BlockItems(Transform):
             f"\n  // cutune block_items: blockDim.y items per block, item {ITEM} on the threads of row threadIdx.y\n"
             f"  const unsigned int {ITEM} = blockIdx.x * blockDim.y + threadIdx.y;",
         )
-        rewritten = apply_edits(src.model.text, edits.edits).encode("utf-8")
-        shift = len(rewritten) - len(src.data)
-        inner = rewritten[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
+        inner = edited_body(src, edits)
         rows = _rows(limit, warps)
         return Variant(
             name=NAME,

@@ -45,7 +45,7 @@ from cutune.cuda.model import SourceModel, TemplateParamKind
 from cutune.cuda.syntax import declarator_name, int_value, node_text, parse_tree
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
-from cutune.template.edits import EditList, apply_edits
+from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.index_bits import HELPER as INDEX_TYPE
@@ -54,6 +54,7 @@ from cutune.template.variants.loops import (
     SIGNED_WIDTH,
     StrideLoop,
     declared_names,
+    edited_body,
     grid_loops_x,
     indented,
     kernel_source,
@@ -473,9 +474,7 @@ class FlatRows(Transform):
             notes.append(f"line {src.line(loop.node)}: rows of {row}, {len(reader.conditions)} division(s) a row")
         if not notes:
             raise TransformRefused(self.name, "; ".join(refusals))
-        text = apply_edits(src.model.text, edits.edits).encode("utf-8")
-        shift = len(text) - len(src.data)
-        inner = text[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
+        inner = edited_body(src, edits)
         threads = TunableParam(
             ROW_THREADS, (32, 64, 128, 256, 512, 1024), 128, Binding.TEMPLATE, description="threads per row"
         )

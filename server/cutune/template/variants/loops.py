@@ -20,6 +20,7 @@ from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel, TemplateParamKind
 from cutune.errors import CutuneError, SourceError, TransformRefused
+from cutune.template.edits import EditList, apply_edits
 from cutune.template.expr import compile_expr
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
@@ -217,6 +218,13 @@ def divided_launch(
         params.append(TunableParam(f"{prefix}GRID_DIV", (1, 2, 4, 8, 16, 32), 1, Binding.LAUNCH, description=why))
         grid = GRID_DIVIDED.replace("GRID_DIV", f"{prefix}GRID_DIV")
     return params, (Launch(grid=(grid,), block=(block,)) if params else None)
+
+
+def edited_body(src: KernelSource, edits: EditList) -> str:
+    """The kernel's body, without its braces, with `edits` (all inside the body) applied."""
+    text = apply_edits(src.model.text, edits.edits).encode("utf-8")
+    shift = len(text) - len(src.data)
+    return text[src.body.start_byte + 1 : src.body.end_byte - 1 + shift].decode("utf-8")
 
 
 def stride_loops(src: KernelSource) -> tuple[list[StrideLoop], list[str]]:

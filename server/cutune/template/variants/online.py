@@ -41,9 +41,9 @@ from tree_sitter import Node
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
-from cutune.template.edits import EditList, apply_edits
+from cutune.template.edits import EditList
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.variants.loops import kernel_source, line_indent, squeezed, statements_of, sum_terms
+from cutune.template.variants.loops import edited_body, kernel_source, line_indent, squeezed, statements_of, sum_terms
 from cutune.template.variants.model import Provenance, Transform, Variant
 
 NAME = "online_merge"
@@ -503,6 +503,4 @@ def _rewritten(src: KernelSource, loops: list[_Online]) -> str:
             f"\n{indent}{run} = {merged};"
         )
         edits.insert(found.loop.end_byte, merge)
-    text = apply_edits(src.model.text, edits.edits).encode("utf-8")
-    delta = len(text) - len(src.data)
-    return text[src.body.start_byte + 1 : src.body.end_byte - 1 + delta].decode("utf-8")
+    return edited_body(src, edits)

@@ -12,12 +12,13 @@ from __future__ import annotations
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
-from cutune.template.edits import EditList, apply_edits
+from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource
 from cutune.template.variants.loops import (
     StrideLoop,
     divided_launch,
+    edited_body,
     indented,
     kernel_source,
     line_indent,
@@ -50,9 +51,7 @@ class PacksPerThread(Transform):
             done.append(loop)
         if not done:
             raise TransformRefused(self.name, "; ".join(refusals))
-        text = apply_edits(src.model.text, edits.edits).encode("utf-8")
-        shift = len(text) - len(src.data)
-        inner = text[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
+        inner = edited_body(src, edits)
         params = [TunableParam("ITEMS", (2, 4, 8), 2, Binding.TEMPLATE, description="strides per thread per iteration")]
         divided, launch = divided_launch(src, done, "ITEMS_", "")
         params += divided

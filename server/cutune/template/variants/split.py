@@ -18,13 +18,14 @@ import re
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
-from cutune.template.edits import EditList, apply_edits
+from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.loops import (
     COOPERATION,
     StrideLoop,
     declared_names,
+    edited_body,
     kernel_source,
     loop_blockers,
     squeezed,
@@ -64,9 +65,7 @@ class SplitItems(Transform):
             assert value is not None and step is not None
             edits.replace(value.start_byte, value.end_byte, START)
             edits.replace(step.start_byte, step.end_byte, STEP)
-        text = apply_edits(src.model.text, edits.edits).encode("utf-8")
-        shift = len(text) - len(src.data)
-        inner = text[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
+        inner = edited_body(src, edits)
         lines = ", ".join(str(src.line(lp.node)) for lp in loops)
         return Variant(
             name=NAME,

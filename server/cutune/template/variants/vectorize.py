@@ -38,7 +38,7 @@ from tree_sitter import Node
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
-from cutune.template.edits import EditList, apply_edits
+from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.address import Address, LoopIndex
@@ -48,6 +48,7 @@ from cutune.template.variants.loops import (
     StrideLoop,
     declared_names,
     divided_launch,
+    edited_body,
     indented,
     kernel_source,
     line_indent,
@@ -202,7 +203,7 @@ class Vectorize(Transform):
             streams += len(packs)
         if not done:
             return "; ".join(refusals)
-        return _Packed(body_text(src, apply_edits(src.model.text, edits.edits)), tuple(done), streams)
+        return _Packed(edited_body(src, edits), tuple(done), streams)
 
     def _by_arms(self, src: KernelSource, loops: list[StrideLoop], lines: list[int], arms: Arms) -> _Packed | str:
         """The body as `if constexpr (C) {...} else {...}`, each arm (the body the instantiations where the template
@@ -223,7 +224,7 @@ class Vectorize(Transform):
             if isinstance(result, str):
                 reasons.append(f"where `{arms.condition}` is {value}: {result}")
                 as_written.append(value)
-                bodies.append(body_text(arm_src, arm.text))
+                bodies.append(edited_body(arm_src, EditList(arm_src.data)))
             else:
                 bodies.append(result.body)
                 done |= set(result.loops)
@@ -370,13 +371,6 @@ class Vectorize(Transform):
             "}",
         ]
         return "\n".join(out)
-
-
-def body_text(src: KernelSource, text: str) -> str:
-    """The kernel body of `text` (`src`'s file, edited only inside the body) without its braces."""
-    data = text.encode("utf-8")
-    shift = len(data) - len(src.data)
-    return data[src.kernel.body_span.start_byte + 1 : src.kernel.body_span.end_byte - 1 + shift].decode()
 
 
 def use_of(src: KernelSource, sub: Node) -> tuple[Node, str]:
