@@ -128,13 +128,18 @@ def joined(arms: Arms, yes: Variant, no: Variant) -> Variant | str:
     ):
         if a != b:
             return f"the arms of `if constexpr ({arms.condition})` (line {arms.line}) need different {what}"
-    body = "\n".join([f"if constexpr ({arms.condition}) {{", _indent(yes.body), "} else {", _indent(no.body), "}"])
+    body = branched(arms, yes.body, no.body)
     note = (
         yes.provenance.note
         if yes.provenance.note == no.provenance.note
         else (f"where {arms.condition}: {yes.provenance.note}; else: {no.provenance.note}")
     )
     return dataclasses.replace(yes, body=body, provenance=dataclasses.replace(yes.provenance, note=note))
+
+
+def branched(arms: Arms, yes: str, no: str) -> str:
+    """`if constexpr (C) { yes } else { no }`, the bodies indented."""
+    return "\n".join([f"if constexpr ({arms.condition}) {{", _indent(yes), "} else {", _indent(no), "}"])
 
 
 def _is_constexpr(statement: Node) -> bool:

@@ -42,7 +42,7 @@ from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.address import Address, LoopIndex
-from cutune.template.variants.constexpr_arms import Arms, template_arms
+from cutune.template.variants.constexpr_arms import Arms, branched, template_arms
 from cutune.template.variants.inline import inline_helpers
 from cutune.template.variants.loops import (
     StrideLoop,
@@ -231,15 +231,7 @@ class Vectorize(Transform):
                 streams = max(streams, result.streams)
         if not done:
             return "; ".join(reasons)
-        joined = "\n".join(
-            [
-                f"if constexpr ({arms.condition}) {{",
-                indented(bodies[0], "  "),
-                "} else {",
-                indented(bodies[1], "  "),
-                "}",
-            ]
-        )
+        joined = branched(arms, bodies[0], bodies[1])
         body = "\n".join(line.rstrip() for line in joined.split("\n"))  # the arms' blanked code leaves spaces
         note = f"; each arm of `{arms.condition}` on its own" + (
             f", the one where it is {as_written[0]} as written" if as_written else ""
