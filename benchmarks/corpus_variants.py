@@ -115,6 +115,13 @@ HELD_OUT = [
         "concat_and_cache_mla_rope_fused_kernel",
         "vllm_mla_rope_cache.tune.toml",
     ),
+    Entry(
+        "BatchNorm backward (held out)",
+        "mmcv",
+        "common/cuda/sync_bn_cuda_kernel.cuh",
+        "sync_bn_backward_data_cuda_kernel",
+        "mmcv_sync_bn_backward_data.tune.toml",
+    ),
 ]
 
 

@@ -1,14 +1,14 @@
 """Generality count: every structural transform tried on every kernel of samples/ and of the production corpora
 (flashinfer, DeepSpeed's csrc/, llama.cpp's ggml-cuda/, where `tests/corpus/sources.py` finds them; the held-out
-vLLM csrc/ of scripts/held_out.sh only when `--corpus vllm` names it), each definition on its own (overloads of
+corpora of scripts/held_out.sh only when `--corpus` names them), each definition on its own (overloads of
 one name too, the others renamed for it), the way `cutune templatize` proposes variants (canonicalised first), with
 the include folders each corpus's build uses (as a spec's `include_dirs` names them: loop macros are looked up in
 the headers there). Per transform: where it applied and where it refused, by reason; per corpus: kernels, kernels
 with a `<<<...>>>` launch in their file, and those that get at least one variant (beside them, counting the
-kernels launched through `cudaLaunchKernelEx` too); code-changing recipes (index_bits) beside them; the
-row-reduction kernels (norms and softmax, by name) and whether row_reduce applies to each (online_merge, which
-merges an online softmax's per-round reductions once, counted beside it). No transform may crash: an unexpected
-exception is counted and printed as a crash.
+kernels launched through `cudaLaunchKernelEx` too, and those launched by any file of their code base);
+code-changing recipes (index_bits) beside them; the row-reduction kernels (norms and softmax, by name) and whether
+row_reduce applies to each (online_merge, which merges an online softmax's per-round reductions once, counted beside
+it). No transform may crash: an unexpected exception is counted and printed as a crash.
 
     python benchmarks/transform_report.py [--json FILE] [--corpus NAME ...]
 """
@@ -43,7 +43,8 @@ from tests.corpus.sources import corpora, held_out  # noqa: E402
 RECIPES: tuple[Recipe, ...] = (IndexBits(),)
 _DETAIL = re.compile(r"line \d+|`[^`]*`|\((?:line|the|\d)[^()]*\)|\b[A-Za-z_]\w*\[[^\]]*\]")
 # the kernels a row reduction computes: norms and softmax, told by name (a report's class, not a rule)
-ROW_REDUCTION = re.compile(r"(?<!re)norm|soft_?max", re.IGNORECASE)
+# `fused_ln` is a LayerNorm; `nms3d_normal` (a box's normal) is not a norm
+ROW_REDUCTION = re.compile(r"(?<!re)norm(?!al)|soft_?max|(?:^|_)ln(?:_|$)", re.IGNORECASE)
 NOT_ROW_REDUCTION = re.compile(r"rope|all_?reduce|lamport", re.IGNORECASE)  # rotary "rope_norm", comm kernels
 
 
@@ -54,6 +55,23 @@ def sources(names: list[str] | None = None) -> dict[str, tuple[list[Path], list[
     for name, corpus in {**corpora(), **(held_out() if names else {})}.items():
         found[name] = (list(corpus.files), [str(d) for d in corpus.include_dirs])
     return {k: v for k, v in found.items() if not names or k in names}
+
+
+def launched_in(names: list[str] | None = None) -> dict[str, set[str]]:
+    """By corpus, the kernels some file of its code base launches with `<<<...>>>`: a kernel defined in a header is
+    often launched from a `.cu` file that defines none (mmcv's ops), which the per-file count does not see."""
+    roots = {"samples": ROOT / "samples"}
+    roots |= {name: c.root for name, c in {**corpora(), **(held_out() if names else {})}.items()}
+    found: dict[str, set[str]] = {}
+    for name, root in roots.items():
+        if names and name not in names:
+            continue
+        found[name] = set()
+        for path in sorted(p for p in root.rglob("*") if p.suffix in (".cu", ".cuh", ".cpp", ".h", ".hpp")):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if "<<<" in text:
+                found[name] |= {site.kernel for site in parse_source(text, str(path)).launches}
+    return found
 
 
 def definitions(model: SourceModel) -> list[tuple[Kernel, SourceModel]]:
@@ -125,7 +143,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", type=Path)
     ap.add_argument(
-        "--corpus", nargs="*", help="only these (samples, flashinfer, deepspeed, llama.cpp; held out: vllm)"
+        "--corpus",
+        nargs="*",
+        help="only these (samples, flashinfer, deepspeed, llama.cpp; held out: vllm, exllamav2, mamba, "
+        "causal_conv1d, mmcv)",
     )
     args = ap.parse_args()
     applied: Counter[str] = Counter()
@@ -136,6 +157,7 @@ def main() -> None:
     column_kernels: list[dict[str, object]] = []  # named like norms, but reducing columns: not row reductions
     slowest = (0.0, "")
     files = sources(args.corpus)
+    anywhere = launched_in(args.corpus)
     for corpus, (paths, include_dirs) in files.items():
         counts = per_corpus.setdefault(corpus, Counter())
         for path in paths:
@@ -187,6 +209,8 @@ def main() -> None:
                 counts["any_variant"] += bool(origins)
                 counts["with_launch_any_variant"] += bool(origins) and has_launch
                 counts["with_launch_ex"] += launched_ex
+                counts["launched_anywhere"] += kernel.name in anywhere.get(corpus, set())
+                counts["launched_anywhere_any_variant"] += bool(origins) and kernel.name in anywhere.get(corpus, set())
                 counts["with_launch_ex_any_variant"] += bool(origins) and launched_ex
                 if ROW_REDUCTION.search(kernel.name) and not NOT_ROW_REDUCTION.search(kernel.name):
                     why = next((r.reason for r in refusals if r.recipe == "row_reduce"), "")
@@ -223,6 +247,13 @@ def main() -> None:
         f"{'':>10} with cudaLaunchKernelEx launches too: {launched_ex}, of them with a variant {launched_ex_variant} "
         f"({launched_ex_variant / max(launched_ex, 1):.0%})"
     )
+    anywhere_all = sum(c["launched_anywhere"] for c in per_corpus.values())
+    anywhere_variant = sum(c["launched_anywhere_any_variant"] for c in per_corpus.values())
+    print(
+        f"{'':>10} launched by any file of their code base: {anywhere_all}, of them with a variant "
+        f"{anywhere_variant} ({anywhere_variant / max(anywhere_all, 1):.0%}); by corpus: "
+        + ", ".join(f"{k} {c['launched_anywhere_any_variant']}/{c['launched_anywhere']}" for k, c in per_corpus.items())
+    )
     for name in dict.fromkeys([*TRANSFORMS, *refused, *applied]):
         total = applied[name] + sum(refused.get(name, Counter()).values())
         print(f"\n{name}: applied {applied[name]} / {total}")
@@ -255,6 +286,8 @@ def main() -> None:
             "launched_with_variant": launched_variant,
             "launched_ex": launched_ex,
             "launched_ex_with_variant": launched_ex_variant,
+            "launched_anywhere": anywhere_all,
+            "launched_anywhere_with_variant": anywhere_variant,
             "applied": dict(applied),
             "refused": {k: dict(v.most_common()) for k, v in refused.items()},
             "row_reduction_kernels": row_kernels,

@@ -15,10 +15,13 @@ DEEPSPEED = "deepspeed-0.18.2"
 LLAMA = "llama_cpp_python-0.3.16"
 VLLM = "vllm-0.33.0"
 # the second held-out set (2026-11-28, measured first on 7f0a80c's rules): CUDA extensions of three more projects
-HELD_OUT = {
-    "exllamav2": "exllamav2-0.0.3/exllamav2/exllamav2_ext/cuda",
-    "mamba": "mamba_ssm-2.3.2.post1/csrc",
-    "causal_conv1d": "causal_conv1d-1.7.0/csrc",
+# (include folders: the root and every folder of kernel files); the third (2026-11-29, measured first on this day's
+# rules): mmcv's CUDA ops, computer vision and HPC rather than serving, with the include folders of its setup.py
+HELD_OUT: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "exllamav2": ("exllamav2-0.0.3/exllamav2/exllamav2_ext/cuda", None),
+    "mamba": ("mamba_ssm-2.3.2.post1/csrc", None),
+    "causal_conv1d": ("causal_conv1d-1.7.0/csrc", None),
+    "mmcv": ("mmcv-2.2.0/mmcv/ops/csrc", ("common", "common/cuda")),
 }
 _AMD = re.compile(r"rocm|hip|rdna|cdna|mfma|wmma", re.IGNORECASE)  # file names of sources for AMD GPUs only
 
@@ -73,17 +76,23 @@ def held_out() -> dict[str, Corpus]:
     """The corpora kept out of the corpus tests, present here (scripts/held_out.sh), which only benchmarks read, by
     name: vLLM's `csrc/`, unseen until its first measurement (2026-11-28, on the code of 9b7c233:
     `benchmarks/results/transform_report.vllm-held-out.*`; rules written since may have been read against it), and
-    exllamav2's, mamba-ssm's and causal-conv1d's CUDA sources (first measured on this session's code)."""
+    exllamav2's, mamba-ssm's and causal-conv1d's CUDA sources (first measured on 2026-11-28), and mmcv's CUDA ops
+    (first measured on 2026-11-29)."""
     found: dict[str, Corpus] = {}
     vl = corpus_dir() / VLLM / "csrc"
     if vl.is_dir():  # vLLM's CMake build puts csrc/ on the include path; the AMD-only sources are left out
         files = tuple(p for p in _kernel_files(vl, ".cu") if "rocm" not in p.parts and not _AMD.search(p.stem))
         found["vllm"] = Corpus("vllm", vl, files, (vl,))
-    for name, folder in HELD_OUT.items():
+    for name, (folder, includes) in HELD_OUT.items():
         root = corpus_dir() / folder
         if root.is_dir():  # kernels in headers too (mamba's selective scan: `.cu` files only instantiate them)
             files = tuple(sorted({*_kernel_files(root, ".cu"), *_kernel_files(root, ".cuh")}))
-            found[name] = Corpus(name, root, files, (root, *sorted({p.parent for p in files} - {root})))
+            dirs = (
+                tuple(root / i for i in includes)
+                if includes is not None
+                else (root, *sorted({p.parent for p in files} - {root}))
+            )
+            found[name] = Corpus(name, root, files, dirs)
     return found
 
 

@@ -101,6 +101,7 @@ def test_a_rewrite_that_would_drop_a_branch_between_the_statements_is_refused() 
     [
         ("#ifdef USE_ROCM\na\n#else\nb\n#endif\n", ["#ifdef USE_ROCM", "a", "#else", "#endif"]),
         ("#if !defined(GGML_USE_HIP)\na\n#endif\n", ["#if !defined(GGML_USE_HIP)", "#endif"]),
+        ("#ifdef MMCV_WITH_HIP\na\n#else\nb\n#endif\n", ["#ifdef MMCV_WITH_HIP", "a", "#else", "#endif"]),
         (  # a branch per architecture, each opening a brace the code after the group closes
             "#if 0\na\n#elif __CUDA_ARCH__ >= 900\nb {\n#else\nc {\n#endif\n",
             ["#if 0", "a", "#elif __CUDA_ARCH__ >= 900", "#else", "c {", "#endif"],

@@ -30,9 +30,11 @@ DATA = ROOT / "tests" / "data" / "compile"
 TORCH_SITE = ROOT / ".cutune" / "torch-site" / "torch"
 SHAPES = {
     "driver_header": ("silu.cu", "silu_kernel"),
+    "driver_types_header": ("twice.cu", "twice_kernel"),
     "enable_if": ("convert.cu", "to_float_kernel"),
     "cub_nvcc": ("row_sum.cu", "row_sum_kernel"),
     "torch_header": ("scale_bf16.cu", "scale_bf16_kernel"),
+    "torch_tensor_header": ("channel_scale.cuh", "channel_scale_kernel"),
     "ragged_packs": ("pack_scale.cu", "pack_scale_kernel"),
     "overloads": ("dequantize.cu", "dequantize_kernel"),
 }
@@ -88,13 +90,24 @@ def test_what_check_compiles_is_what_the_backend_compiles(name: str, without_tor
         assert compiled.kernel(first).resources.registers == row.usage.registers  # type: ignore[union-attr]
 
 
-def test_a_header_that_includes_cuda_h_compiles_with_nvcc_saying_why(without_torch: None) -> None:
+def test_a_header_that_includes_cuda_h_and_standard_headers_compiles_with_nvrtc_through_stand_ins(
+    without_torch: None,
+) -> None:
+    # NVRTC cannot read <cuda.h> (it needs <stdlib.h>) nor the standard headers: stand-ins give the header its
+    # CUDA_VERSION (the helper the kernel uses is defined under it), INFINITY, uint32_t and std::is_floating_point
     ctx = shape("driver_header")
     report = check_kernel(ctx, limit=1)
-    assert report.rows[0].compiler == "nvcc"
-    assert 'cannot open source file "stdlib.h"' in report.fallback
+    assert report.rows[0].compiler == "nvrtc" and not report.fallback
+    notes = " ".join(build_request(ctx).make_unit((), True).notes)
+    assert "<cuda.h>, <cuda_runtime.h> stood in for by their version macros" in notes
+    assert "<stdint.h>, <type_traits> (included by project headers) stood in for by CCCL's" in notes
+    assert compile_kernel(build_request(ctx), Target("sm_90"), "nvcc").kernels[0].resources.registers > 0
+
+
+def test_a_header_whose_code_takes_the_driver_apis_types_compiles_with_nvcc_saying_why(without_torch: None) -> None:
+    ctx = shape("driver_types_header")
     compiled, _ = backend_compile(ctx, ctx.space.default(), "auto")
-    assert compiled.compiler == "nvcc" and "stdlib.h" in compiled.fallback
+    assert compiled.compiler == "nvcc" and "CUresult" in compiled.fallback
 
 
 def test_enable_if_t_in_a_return_type_compiles_with_nvrtc(without_torch: None) -> None:
@@ -139,6 +152,16 @@ def test_torch_through_a_project_header_without_pytorch_gets_cudas_types(without
     unit = build_request(ctx).make_unit((), False)
     assert "<torch/headeronly/util/BFloat16.h> stood in for by CUDA's types (torch is not installed)" in unit.notes
     assert unit.undefines == ()
+
+
+def test_an_extension_header_naming_torchs_tensor_compiles_without_pytorch(without_torch: None) -> None:
+    # `using at::Tensor;` beside the kernels (host code's type): the stand-ins declare it, `at::Half` is `__half`
+    ctx = shape("torch_tensor_header")
+    for compiler in ("nvrtc", "nvcc"):
+        compiled, first = backend_compile(ctx, ctx.space.default(), compiler)
+        assert compiled.kernel(first).resources.registers > 0
+    unit = build_request(ctx).make_unit((), False)
+    assert any("<ATen/ATen.h>" in note and "stood in for by CUDA's types" in note for note in unit.notes)
 
 
 def test_torch_through_a_project_header_with_pytorch_uses_its_headers(with_torch: None) -> None:

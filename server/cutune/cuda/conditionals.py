@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 ARCH = 900  # __CUDA_ARCH__ of the device pass the view is of
 _DEFINED = {"__CUDACC__": True, "__CUDA_ARCH__": True}
-_FOREIGN = re.compile(r"USE_ROCM|\w*_USE_HIP|\w*_USE_MUSA|USE_MUSA|__HIP\w*|__HIPCC\w*|__MUSACC__")
+_FOREIGN = re.compile(r"USE_ROCM|\w*_(?:USE|WITH)_HIP|\w*_USE_MUSA|USE_MUSA|__HIP\w*|__HIPCC\w*|__MUSACC__")
 _DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$")
 # comments, string and character literals: braces there are not code
 _NOT_CODE = re.compile(rb'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)

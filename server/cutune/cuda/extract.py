@@ -19,6 +19,7 @@ from cutune.cuda.decls import Decl, DeclKind, collect_decls
 from cutune.cuda.headers import Declared, declared_names, resolve_header
 from cutune.cuda.includes import TORCH_PREFIXES, device_includes
 from cutune.cuda.model import SourceModel
+from cutune.cuda.stand_ins import MATH_MACROS, nvrtc_stand_ins
 from cutune.cuda.syntax import captures, node_text, parse_tree
 from cutune.cuda.text import LineIndex
 from cutune.cuda.torch_types import torch_headers, torch_scalars
@@ -87,13 +88,6 @@ _TRAIT_NAMES = frozenset(
     is_reference_v is_empty is_empty_v alignment_of alignment_of_v""".split()  # noqa: SIM905
 )
 _UINT = "typedef unsigned int uint;\n"
-# <math.h>'s INFINITY and NAN, which nvcc's host headers define and NVRTC lacks
-_MATH_MACROS = """\
-#if defined(__CUDACC_RTC__) && !defined(INFINITY)
-#define INFINITY __int_as_float(0x7f800000)
-#define NAN __int_as_float(0x7fffffff)
-#endif
-"""
 # <float.h>'s limits, which real kernels take through a project header the unit may leave out; NVRTC has no
 # <float.h> (and CCCL's <cuda/std/cfloat> defines none of them)
 _FLOAT_LIMITS = """\
@@ -207,8 +201,11 @@ def extract_kernel(
     needed = {d for d in needed if d.kind is not DeclKind.USING or _namespace_kept(d, data, own, headers, quoted)}
     names = code_names | {n for d in needed if d.kind is DeclKind.USING for n in _used_names(d, data)}
     scalars = torch_scalars(names, for_nvrtc=for_nvrtc)
-    # torch reached through a project header the unit keeps: its installed headers, or stand-ins
-    reached = torch_headers(headers.torch_reached(quoted), for_nvrtc=for_nvrtc)
+    # torch, the CUDA host API and the standard library reached through a project header the unit keeps:
+    # installed headers, or stand-ins
+    through = headers.reached(quoted)
+    reached = torch_headers(through.torch, for_nvrtc=for_nvrtc)
+    host_dirs, host_notes = nvrtc_stand_ins(through.host_api, through.standard, for_nvrtc=for_nvrtc)
 
     writer = _Writer(LineIndex(data))
     writer.generated(f"// cutune: {qualified} from {model.path or '<source>'}, device code only\n")
@@ -218,7 +215,7 @@ def extract_kernel(
         if names & _TRAIT_NAMES:
             writer.generated(_TRAITS)
     if names & {"INFINITY", "NAN"}:
-        writer.generated(_MATH_MACROS)
+        writer.generated(MATH_MACROS)
     if names & _FLOAT_LIMIT_NAMES:
         writer.generated(_FLOAT_LIMITS)
     if not any(d.kind is DeclKind.TYPE and "uint" in d.names for d in decls):
@@ -243,11 +240,11 @@ def extract_kernel(
         source=writer.text(),
         kernel=qualified,
         name_expressions=expressions,
-        include_dirs=tuple(dict.fromkeys((*dirs, *scalars.include_dirs, *reached.include_dirs))),
+        include_dirs=tuple(dict.fromkeys((*host_dirs, *dirs, *scalars.include_dirs, *reached.include_dirs))),
         defines=tuple((defines or {}).items()),
         for_nvrtc=for_nvrtc,
         line_map=tuple(writer.line_map),
-        notes=tuple(headers.notes) + scalars.notes + reached.notes,
+        notes=tuple(headers.notes) + scalars.notes + reached.notes + host_notes,
         undefines=reached.undefines,
     )
 
@@ -286,16 +283,22 @@ class _ProjectHeaders:
             self._declared[target] = declared_names(path, self._search) if path is not None else None
         return self._declared[target]
 
-    def torch_reached(self, quoted: Sequence[str]) -> set[str]:
-        """The torch headers the kept ones of these quoted includes reach (spec rules applied)."""
-        reached: set[str] = set()
-        for written in quoted:
-            target = self.chosen(written)
-            if target is None or (target == written and not self.needed(target)):
-                continue
-            declared = self.declared(target)
-            reached |= declared.torch if declared is not None else set()
-        return reached
+    def reached(self, quoted: Sequence[str]) -> Declared:
+        """The torch, CUDA host API and standard headers the kept ones of these quoted includes reach (spec rules
+        applied), in a Declared without names."""
+        found = [
+            declared
+            for written in quoted
+            if (target := self.chosen(written)) is not None and (target != written or self.needed(target))
+            if (declared := self.declared(target)) is not None
+        ]
+        return Declared(
+            frozenset(),
+            frozenset(),
+            frozenset().union(*(d.torch for d in found)),
+            frozenset().union(*(d.host_api for d in found)),
+            frozenset().union(*(d.standard for d in found)),
+        )
 
     def needed(self, target: str) -> bool:
         declared = self.declared(target)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cutune.cuda.decls import collect_decls
-from cutune.cuda.includes import TORCH_PREFIXES
+from cutune.cuda.includes import CUDA_HOST_API, STANDARD, TORCH_PREFIXES
 from cutune.cuda.syntax import parse_tree
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
@@ -32,6 +32,7 @@ _CONSTEXPR = re.compile(
     r"(?:int|long|short|size_t|u?int(?:8|16|32|64)_t|unsigned)\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);"
 )
 _ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+_SYSTEM_INCLUDE = re.compile(r"^\s*#\s*include\s*<([^>]+)>", re.M)
 
 
 def resolve_header(target: str, search: Sequence[str]) -> Path | None:
@@ -45,12 +46,15 @@ def resolve_header(target: str, search: Sequence[str]) -> Path | None:
 
 @dataclass(frozen=True)
 class Declared:
-    """What a header declares, with the headers it includes: names, the namespaces they live in, and the
-    torch headers (torch/, ATen/, c10/, ...) it reaches."""
+    """What a header declares, with the headers it includes: names, the namespaces they live in, and the torch
+    headers (torch/, ATen/, c10/, ...), CUDA host API headers (`<cuda.h>`, ...) and C/C++ standard headers it
+    reaches."""
 
     names: frozenset[str]
     namespaces: frozenset[str]
     torch: frozenset[str] = frozenset()
+    host_api: frozenset[str] = frozenset()
+    standard: frozenset[str] = frozenset()
 
 
 def declared_names(header: Path, include_dirs: Sequence[str]) -> Declared:
@@ -58,12 +62,17 @@ def declared_names(header: Path, include_dirs: Sequence[str]) -> Declared:
     names: set[str] = set()
     namespaces: set[str] = set()
     torch: set[str] = set()
+    host_api: set[str] = set()
+    standard: set[str] = set()
     for path in _walk(header, lambda path, target: resolve_header(target, (str(path.parent), *include_dirs))):
         own, spaces = _declared(str(path), _stamp(path))
         names |= own
         namespaces |= spaces
-        torch |= _scan(str(path), _stamp(path)).torch
-    return Declared(frozenset(names), frozenset(namespaces), frozenset(torch))
+        scan = _scan(str(path), _stamp(path))
+        torch |= scan.torch
+        host_api |= scan.host_api
+        standard |= scan.standard
+    return Declared(*(frozenset(found) for found in (names, namespaces, torch, host_api, standard)))
 
 
 def _walk(start: Path, resolve: Callable[[Path, str], Path | None]) -> Iterator[Path]:
@@ -136,24 +145,30 @@ class _Scan:
 
     includes: tuple[str, ...]  # quoted include targets
     torch: frozenset[str]  # torch headers it includes
+    host_api: frozenset[str]  # CUDA host API headers it includes
+    standard: frozenset[str]  # C/C++ standard headers it includes (`<stdint.h>`, `<type_traits>`)
     constants: tuple[tuple[str, str], ...]  # object-like integer macros, in order
 
 
 @functools.lru_cache(maxsize=512)
 def _scan(path: str, stamp: int) -> _Scan:
-    """A file's quoted include targets, the torch headers it includes and its integer macros."""
+    """A file's quoted include targets, the torch, CUDA host API and standard headers it includes, and its integer
+    macros."""
     del stamp  # part of the cache key only: an edited file is read again
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return _Scan((), frozenset(), ())
+        return _Scan((), frozenset(), frozenset(), frozenset(), ())
     constants = tuple(
         (m.group(1), m.group(2))
         for m in _OBJECT_MACRO.finditer(text)
         if INTEGER_ARITHMETIC.fullmatch(m.group(2)) and not m.group(2).endswith("\\")
     )
-    torch = frozenset(t for t in _ANY_INCLUDE.findall(text) if t.startswith(TORCH_PREFIXES))
-    return _Scan(tuple(_INCLUDE.findall(text)), torch, constants + _namespace_constants(text))
+    included = _ANY_INCLUDE.findall(text)
+    torch = frozenset(t for t in included if t.startswith(TORCH_PREFIXES))
+    host_api = frozenset(t for t in included if t in CUDA_HOST_API)
+    standard = frozenset(t for t in _SYSTEM_INCLUDE.findall(text) if t in STANDARD)
+    return _Scan(tuple(_INCLUDE.findall(text)), torch, host_api, standard, constants + _namespace_constants(text))
 
 
 def _in_namespace(prefix: str, known: set[str], word: re.Match[str]) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Set
 TORCH_PREFIXES = ("torch/", "ATen/", "c10/", "caffe2/", "THC/")
 _HOST_ONLY_PREFIXES = (*TORCH_PREFIXES, "pybind11/", "Python.h")
 _HOST_ONLY_STREAMS = frozenset(("iostream", "fstream", "sstream", "iomanip", "ostream", "istream"))
-_CUDA_HOST_API = frozenset(("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "cuda_profiler_api.h"))
+CUDA_HOST_API = frozenset(("cuda_runtime.h", "cuda_runtime_api.h", "cuda.h", "cuda_profiler_api.h"))
 
 # NVRTC: standard headers CCCL provides device versions of.
 _NVRTC_STD = {
@@ -66,7 +66,7 @@ _NVRTC_STD.update(
 )
 
 # Headers of the C and C++ standard libraries (NVRTC has none of them).
-_STANDARD = frozenset(
+STANDARD = frozenset(
     """algorithm any array atomic bit bitset cassert cctype cerrno cfenv cfloat charconv chrono cinttypes
     climits clocale cmath codecvt compare complex concepts condition_variable cstdarg cstddef cstdint
     cstdio cstdlib cstring ctime cuchar cwchar cwctype deque exception execution filesystem format
@@ -111,10 +111,10 @@ def device_includes(target: str, system: bool, *, for_nvrtc: bool, names: Set[st
         return [target]
     if target == "cub/cub.cuh":
         return sorted({header for cls, header in _CUB_HEADERS.items() if cls in names})
-    if target in _CUDA_HOST_API:
+    if target in CUDA_HOST_API:
         return []
     if system and target in _NVRTC_STD:
         return [_NVRTC_STD[target]]
-    if system and target in _STANDARD:
+    if system and target in STANDARD:
         return []  # cmath/limits are in the prelude; the rest has no device version
     return [target]

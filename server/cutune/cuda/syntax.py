@@ -34,13 +34,21 @@ _UNPARSED_ATTRIBUTES = (
 _DEPENDENT_CAST = re.compile(
     rb"\btypename(?=\s+(?:::)?[A-Za-z_][\w:<>, ]*?::\s*[A-Za-z_]\w*\s*(?:<[\w:<>, ]*>\s*)?[({])"
 )
+# `#pragma` lines between a control statement's header and its unbraced body (`for (...)` or `if (...)`, then
+# `#pragma unroll`, then the inner loop): tree-sitter reads a directive only between statements
+_PRAGMA_IN_STATEMENT = re.compile(rb"(?<=\))[ \t]*(?://[^\n]*)?\n((?:[ \t]*#[ \t]*pragma\b[^\n]*\n)+)")
 _INT_LITERAL = re.compile(r"(0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)([uUlLzZ]*)")
 
 
 def _blank(match: re.Match[bytes]) -> bytes:
     text = match.group()
     keep = 1 if text.startswith(b"]") else 0  # the lambda's capture list stays
-    return text[:keep] + bytes(b if b == 0x0A else 0x20 for b in text[keep:])
+    return text[:keep] + _blank_text(text[keep:])
+
+
+def _blank_text(text: bytes) -> bytes:
+    """`text` as spaces, its newlines kept (the same byte length: every offset stays valid)."""
+    return bytes(b if b == 0x0A else 0x20 for b in text)
 
 
 # what says a parse (and the model built from it) is no longer wanted, in the thread that set it (`stoppable`)
@@ -103,8 +111,10 @@ def _chosen(data: bytes, key: str | None) -> tuple[Tree, tuple[tuple[int, int], 
 def _view(data: bytes) -> tuple[bytes, tuple[tuple[int, int], ...]]:
     """A text that does not parse as it is, as the parser may read it instead (same offsets): the device pass's view
     of its conditionals (the ranges it blanks returned: lines the parse leaves out), with the keyword of each
-    functional cast to a dependent type blanked too (nothing left out: the cast reads the same without it)."""
+    functional cast to a dependent type blanked too (nothing left out: the cast reads the same without it), and the
+    pragmas between a statement's header and its body (hints to the compiler, which change no result)."""
     view, spans = device_view(data) if b"#" in data else (data, ())
+    view = _PRAGMA_IN_STATEMENT.sub(lambda m: m.group()[: m.start(1) - m.start()] + _blank_text(m.group(1)), view)
     return _DEPENDENT_CAST.sub(_blank, view), spans
 
 

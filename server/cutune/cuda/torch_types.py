@@ -6,20 +6,20 @@ Where torch is installed and nvcc compiles, its own headers serve (its include f
 `-U__CUDA_NO_HALF_OPERATORS__`-style undefines serving projects build with). Otherwise (no torch, or NVRTC,
 which cannot read them) the scalar types are mapped to CUDA's `__half` and `__nv_bfloat16`, and each torch
 header a project header includes is stood in for by one that brings CUDA's half and bfloat16 types and that
-mapping. Either way the unit's notes say which was done.
+mapping, and declares `at::Tensor` (which such headers name in a using-declaration for their host code). Either way
+the unit's notes say which was done.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
 import importlib.util
 import os
-import tempfile
 from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
+
+from cutune.cuda.stand_ins import stand_in_folder
 
 TORCH_ENV = "CUTUNE_TORCH"
 _NAMESPACES = frozenset(("at", "c10"))
@@ -61,6 +61,10 @@ _STAND_IN = """\
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+// named, not used, by extension headers beside their kernels (`using at::Tensor;`): host code only
+namespace at {{
+class Tensor;
+}}  // namespace at
 """
 
 
@@ -114,24 +118,8 @@ def _why_not(folders: tuple[str, ...]) -> str:
 
 
 def _stand_ins(targets: frozenset[str], why: str) -> str:
-    """A folder holding a stand-in header for each of `targets` (shared between processes: content-named)."""
-    texts = {t: _STAND_IN.format(target=t, why=why) + _SCALARS for t in sorted(targets)}
-    digest = hashlib.sha256(repr(sorted(texts.items())).encode()).hexdigest()[:16]
-    root = Path(tempfile.gettempdir()) / "cutune-torch-stand-ins" / digest
-    for target, text in texts.items():
-        path = root / target
-        if path.is_file():
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)  # readers see no file or the whole one
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-    return str(root)
+    """A folder holding a stand-in header for each of `targets`."""
+    return stand_in_folder({t: _STAND_IN.format(target=t, why=why) + _SCALARS for t in sorted(targets)})
 
 
 @functools.cache

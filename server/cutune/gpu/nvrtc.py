@@ -33,6 +33,9 @@ class NvrtcOutput:
     binary: bytes  # the cubin for a real `-arch=sm_XX`, else the PTX
 
 
+DEVICE_DEFAULT = "--device-as-default-execution-space"
+
+
 class NvrtcCompiler(Compiler):
     """NVRTC through its library: one unit holds every instantiation, each found by its lowered name."""
 
@@ -40,11 +43,14 @@ class NvrtcCompiler(Compiler):
     for_nvrtc = True
 
     def options(self, unit: CompileUnit, target: Target) -> tuple[str, ...]:
-        """-arch, the default standard, the toolkit's headers (CCCL too), the unit's -I/-D/-U, the flags,
-        and ptxas' report."""
+        """-arch, the default standard, functions without an execution space read as device ones (a project
+        header's small host helpers, `inline int blocks(int n)`, which NVRTC otherwise rejects: the unit calls none
+        from host code, having none), the unit's -I/-D/-U, the toolkit's headers (CCCL too) after them, as nvcc
+        searches its system folders after every -I (a unit's stand-in for a toolkit header comes first), the
+        flags, and ptxas' report."""
         std = () if user_std(target.flags) else (STD_FLAG,)
         toolkit = tuple(f"-I{d}" for d in cuda_include_dirs())
-        return (f"-arch={target.arch}", *std, *toolkit, *unit.options(), *target.flags, "-Xptxas=-v")
+        return (f"-arch={target.arch}", *std, DEVICE_DEFAULT, *unit.options(), *toolkit, *target.flags, "-Xptxas=-v")
 
     def version(self) -> str:
         return nvrtc_version()

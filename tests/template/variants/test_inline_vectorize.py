@@ -159,6 +159,11 @@ def test_a_helper_in_an_anonymous_namespace_is_inlined_and_one_in_a_named_namesp
             "f(o + i);",
             "f: declares shared memory",
         ),
+        (  # `.template` before a call without template arguments: tree-sitter cannot read the helper's text
+            "__device__ void f(float* p, float v) { p->template store(v); }",
+            "f(o + i, x[i]);",
+            "f: has code the parser cannot read (line 2)",
+        ),
     ],
 )
 def test_helpers_that_cannot_be_inlined_safely_stay_calls_with_the_reason(helper: str, call: str, reason: str) -> None:

@@ -488,6 +488,9 @@ def _looping(src: KernelSource, helpers: dict[str, list[_Helper]]) -> set[str]:
 def _body_blocker(src: KernelSource, body: Node, hoisted: list[Node]) -> str | None:
     """Why the helper's statements cannot run in the caller's scope as they are (its shared declarations aside,
     those `hoisted` to the kernel's top scope), or None."""
+    if body.has_error:  # written out, the unparsed text would leave the kernel unreadable to every transform
+        broken = (descendants(body, "ERROR") or [body])[0]
+        return f"has code the parser cannot read (line {src.line(broken)})"
     for node in descendants(body, "storage_class_specifier", "goto_statement", "labeled_statement", "identifier"):
         if any(d.start_byte <= node.start_byte < d.end_byte for d in hoisted):
             continue

@@ -1,4 +1,4 @@
-// NVRTC cannot compile this kernel (its header needs the host <type_traits>); nvcc can.
+// NVRTC cannot compile this kernel (its header needs the host <vector>); nvcc can.
 #include "traits.h"
 
 __global__ void scale_kernel(float* __restrict__ out, const float* __restrict__ in, int n) {

@@ -1,4 +1,4 @@
-// SiLU over a flat array; its helper comes from a header that includes <cuda.h> (NVRTC has no <stdlib.h>).
+// SiLU over a flat array; its helper comes from a header that includes <cuda.h> (which needs <stdlib.h>).
 #include "cuda_utils.h"
 
 __global__ void silu_kernel(float* __restrict__ out, const float* __restrict__ in, int n) {

@@ -88,6 +88,8 @@ def test_an_index_restarted_for_a_second_while_loop_gives_each_loop_its_own() ->
         ("  i = threadIdx.x;\n", "  i = i - n;\n", "starts i from itself"),
         # the second loop cannot be a `for`: neither is rewritten, the restart would be left without its declaration
         ("    grad[row * n + i] = out", "    if (dot > 0.0f) continue;\n    grad[row * n + i] = out", "uses i outside"),
+        # no restart: the second loop goes on from where the first ended (each `for` would need the same start)
+        ("  i = threadIdx.x;\n", "", "shares i with the loop at line 11, which goes on from where the loop at line 6"),
     ],
 )
 def test_loops_of_an_index_used_between_them_are_refused_together(old: str, new: str, reason: str) -> None:

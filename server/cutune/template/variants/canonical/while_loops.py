@@ -17,6 +17,7 @@ step. The loops of one index are rewritten all or none.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -114,9 +115,16 @@ def _plan(src: KernelSource, loop: Node) -> _Plan | str | None:
 
 
 def _outside_uses(src: KernelSource, group: list[_Plan]) -> str:
-    """Why the index of `group`'s loops (one block's, in order) is used apart from them ('' when it is not): the
-    first start is no declaration, or a statement after it other than the loops and their starts names the index."""
+    """Why the index of `group`'s loops (one block's, in order) is used apart from them ('' when it is not): a loop
+    has no start of its own, the first start is no declaration, or a statement after it other than the loops and
+    their starts names the index."""
     first = group[0].start
+    for before, plan in itertools.pairwise(group):
+        if plan.start == before.start:  # no restart between them: the loop goes on from where the one before ended
+            return (
+                f"shares {plan.var} with the loop at line {src.line(plan.loop)}, which goes on from where the loop "
+                f"at line {src.line(before.loop)} left it (no restart between them)"
+            )
     if first.type != "declaration":
         return f"steps {group[0].var}, which is not declared with a value in the same block before it"
     block = first.parent
