@@ -47,6 +47,8 @@ def test_check_with_nvrtc_fails_where_tune_would(scale: Path) -> None:
     res = runner.invoke(app, ["check", str(scale), "-k", "scale_kernel", "--compiler", "nvrtc"])
     assert res.exit_code == 1, res.output
     assert 'namespace "std" has no member "vector"' in res.stdout
+    # the error says what stood in for the headers NVRTC has no copy of
+    assert "<type_traits>, <vector>, included by project headers, stood in for by CCCL's" in res.stdout
     assert "every configuration failed" in res.stderr
 
 

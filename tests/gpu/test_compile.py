@@ -100,7 +100,7 @@ def test_a_header_that_includes_cuda_h_and_standard_headers_compiles_with_nvrtc_
     assert report.rows[0].compiler == "nvrtc" and not report.fallback
     notes = " ".join(build_request(ctx).make_unit((), True).notes)
     assert "<cuda.h>, <cuda_runtime.h> stood in for by their version macros" in notes
-    assert "<stdint.h>, <type_traits> (included by project headers) stood in for by CCCL's" in notes
+    assert "<stdint.h>, <type_traits>, included by project headers, stood in for by CCCL's" in notes
     assert compile_kernel(build_request(ctx), Target("sm_90"), "nvcc").kernels[0].resources.registers > 0
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from cutune.cuda.includes import device_includes
 
+STOOD_IN = "stood in for"  # in a unit's notes: what replaced a header its compiler cannot read (every stand-in's)
 # <math.h>'s INFINITY and NAN, which nvcc's headers define (the runtime's through <math.h>) and NVRTC lacks
 MATH_MACROS = """\
 #if defined(__CUDACC_RTC__) && !defined(INFINITY)
@@ -77,11 +78,11 @@ def nvrtc_stand_ins(
     notes = []
     if host_api:
         shown = ", ".join(f"<{t}>" for t in sorted(host_api))
-        notes.append(f"{shown} stood in for by their version macros (NVRTC cannot read the host API's headers)")
+        notes.append(f"{shown} {STOOD_IN} by their version macros: NVRTC cannot read the host API's headers")
     if standard:
         shown = ", ".join(f"<{t}>" for t in sorted(standard))
         notes.append(
-            f"{shown} (included by project headers) stood in for by CCCL's where it has them (NVRTC has no C++ library)"
+            f"{shown}, included by project headers, {STOOD_IN} by CCCL's where it has them: NVRTC has no C++ library"
         )
     return (stand_in_folder(texts),), tuple(notes)
 

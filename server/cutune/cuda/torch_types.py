@@ -19,7 +19,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
-from cutune.cuda.stand_ins import stand_in_folder
+from cutune.cuda.stand_ins import STOOD_IN, stand_in_folder
 
 TORCH_ENV = "CUTUNE_TORCH"
 _NAMESPACES = frozenset(("at", "c10"))
@@ -107,10 +107,7 @@ def torch_headers(reached: Set[str], *, for_nvrtc: bool) -> TorchHeaders:
     if folders and not for_nvrtc:
         return TorchHeaders(folders, UNDEFINES, (f"{shown} from torch's installed headers",))
     why = _why_not(folders)
-    return TorchHeaders((_stand_ins(frozenset(reached), why),), (), (f"{shown} {STOOD_IN} ({why})",))
-
-
-STOOD_IN = "stood in for by CUDA's types"  # in a unit's notes: torch headers were replaced
+    return TorchHeaders((_stand_ins(frozenset(reached), why),), (), (f"{shown} {STOOD_IN} by CUDA's types ({why})",))
 
 
 def _why_not(folders: tuple[str, ...]) -> str:

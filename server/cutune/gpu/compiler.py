@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from cutune.cuda.extract import CompileUnit
-from cutune.cuda.torch_types import STOOD_IN
+from cutune.cuda.stand_ins import STOOD_IN
 from cutune.errors import CompileError, CutuneError, SourceError
 from cutune.gpu.compile_cache import CachedCompile, CompileCache
 from cutune.gpu.resources import ResourceUsage, parse_ptxas, pick_entry
@@ -159,8 +159,9 @@ class Compiler(ABC):
 
 
 def _hint(unit: CompileUnit, error: str) -> str:
-    """What extraction did that may explain a compile error: stood-in torch headers, or instantiations that
-    match no definition of the kernel (taking `&k<...>` then cannot deduce its type)."""
+    """What extraction did that may explain a compile error: headers stood in for (torch's, the host API's, the
+    standard library's), or instantiations that match no definition of the kernel (taking `&k<...>` then cannot
+    deduce its type)."""
     hints = [n for n in unit.notes if STOOD_IN in n]
     if 'cannot deduce "auto" type' in error and "cutune_inst_" in error:
         shown = ", ".join(f"`{e}`" for e in unit.name_expressions)
