@@ -6,6 +6,7 @@ its compile-only form (`JobBuilder`: CuPy only loads what it returns)."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,6 +103,19 @@ def test_a_header_that_includes_cuda_h_and_standard_headers_compiles_with_nvrtc_
     assert "<cuda.h>, <cuda_runtime.h> stood in for by their version macros" in notes
     assert "<stdint.h>, <type_traits>, included by project headers, stood in for by CCCL's" in notes
     assert compile_kernel(build_request(ctx), Target("sm_90"), "nvcc").kernels[0].resources.registers > 0
+
+
+def test_stand_ins_that_cannot_be_written_leave_the_compile_to_nvcc_saying_why(
+    without_torch: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a file where the stand-ins' folder goes: the temporary folder cannot take them (as when read-only or full)
+    (tmp_path / "cutune-stand-ins").write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ctx = shape("driver_header")
+    notes = " ".join(build_request(ctx).make_unit((), True).notes)
+    assert f"not done, {tmp_path} cannot be written" in notes and "stood in for by their version macros" in notes
+    compiled, _ = backend_compile(ctx, ctx.space.default(), "auto")
+    assert compiled.compiler == "nvcc" and "cannot be written" in compiled.fallback
 
 
 def test_a_header_whose_code_takes_the_driver_apis_types_compiles_with_nvcc_saying_why(without_torch: None) -> None:

@@ -46,7 +46,17 @@ _HOST_API = (
 )
 
 
-def stand_in_folder(texts: Mapping[str, str]) -> str:
+def stood_in(texts: Mapping[str, str], note: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The include folder holding each target of `texts` with that text, and the unit's `note`; where the temporary
+    folder cannot be written (read-only, full), no folder and a note saying why: the compile then goes as without
+    stand-ins (NVRTC fails and `auto` takes nvcc), and its error says so."""
+    try:
+        return (_folder(texts),), (note,)
+    except OSError as e:
+        return (), (f"not done, {tempfile.gettempdir()} cannot be written ({e.strerror or e}): {note}",)
+
+
+def _folder(texts: Mapping[str, str]) -> str:
     """A folder holding each include target of `texts` with that text (shared between processes)."""
     digest = hashlib.sha256(repr(sorted(texts.items())).encode()).hexdigest()[:16]
     root = Path(tempfile.gettempdir()) / "cutune-stand-ins" / digest
@@ -84,7 +94,7 @@ def nvrtc_stand_ins(
         notes.append(
             f"{shown}, included by project headers, {STOOD_IN} by CCCL's where it has them: NVRTC has no C++ library"
         )
-    return (stand_in_folder(texts),), tuple(notes)
+    return stood_in(texts, "; ".join(notes))
 
 
 def _standard(target: str) -> str:

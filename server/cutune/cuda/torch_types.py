@@ -19,7 +19,7 @@ from collections.abc import Set
 from dataclasses import dataclass
 from pathlib import Path
 
-from cutune.cuda.stand_ins import STOOD_IN, stand_in_folder
+from cutune.cuda.stand_ins import STOOD_IN, stood_in
 
 TORCH_ENV = "CUTUNE_TORCH"
 _NAMESPACES = frozenset(("at", "c10"))
@@ -107,16 +107,13 @@ def torch_headers(reached: Set[str], *, for_nvrtc: bool) -> TorchHeaders:
     if folders and not for_nvrtc:
         return TorchHeaders(folders, UNDEFINES, (f"{shown} from torch's installed headers",))
     why = _why_not(folders)
-    return TorchHeaders((_stand_ins(frozenset(reached), why),), (), (f"{shown} {STOOD_IN} by CUDA's types ({why})",))
+    texts = {t: _STAND_IN.format(target=t, why=why) + _SCALARS for t in sorted(reached)}
+    found, notes = stood_in(texts, f"{shown} {STOOD_IN} by CUDA's types ({why})")
+    return TorchHeaders(found, (), notes)
 
 
 def _why_not(folders: tuple[str, ...]) -> str:
     return "NVRTC cannot read torch's headers" if folders else "torch is not installed"
-
-
-def _stand_ins(targets: frozenset[str], why: str) -> str:
-    """A folder holding a stand-in header for each of `targets`."""
-    return stand_in_folder({t: _STAND_IN.format(target=t, why=why) + _SCALARS for t in sorted(targets)})
 
 
 @functools.cache
