@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cutune.errors import CompileError, SourceError
-from cutune.gpu.compile import CompileJob, compile_many, compile_resources
+from cutune.gpu.compile import CompileJob, compile_many, compile_resources, first_error
 from cutune.gpu.nvcc import have_nvcc, nvcc_version
 from cutune.gpu.resources import ResourceUsage, parse_ptxas, pick_entry
 
@@ -133,6 +133,16 @@ def test_pick_entry_without_a_name_needs_a_single_kernel():
         pick_entry(_parsed("multi.sm_90.ptxas.txt"), None)
     with pytest.raises(SourceError, match="has 0 kernels"):
         pick_entry([], None)
+
+
+@pytest.mark.parametrize("root", ["/work/main", "/check/work/main/deeper/still/deeper"])
+def test_first_error_cuts_the_message_never_its_location(root):
+    # a deep header's path once pushed the message past the cut ("has no member" lost what it had no member of)
+    message = 'error: namespace "std" has no member "x"'
+    said = first_error(f"{root}/include/flashinfer/attention/../exception.h(74): {message}")
+    assert said == f"{root}/include/flashinfer/exception.h(74): {message}"
+    assert first_error("k.cu(3): error: " + "y" * 400) == "k.cu(3): " + ("error: " + "y" * 400)[:160]
+    assert first_error("nvcc fatal   : Unknown option '-foo'\nmore") == "nvcc fatal   : Unknown option '-foo'"
 
 
 def test_a_missing_nvcc_is_a_compile_error(monkeypatch, tmp_path):

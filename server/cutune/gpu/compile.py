@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
@@ -26,6 +27,8 @@ from cutune.gpu.resources import ResourceUsage
 COMPILERS = ("auto", "nvrtc", "nvcc")
 _IMPLEMENTATIONS: dict[str, Compiler] = {"nvrtc": NvrtcCompiler(), "nvcc": NvccCompiler()}
 T = TypeVar("T")
+# a compiler's `path(line): ` before its message (nvcc and NVRTC both write it so)
+_LOCATION = re.compile(r"^(\S[^()]*)\((\d+)\): ")
 
 
 def check_choice(choice: str) -> str:
@@ -59,9 +62,12 @@ def _compile_with(compiler: Compiler, request: KernelRequest, target: Target, ca
 def first_error(error: BaseException | str) -> str:
     """The first line of a compiler's complaint that says `error` (else its first line), cut short."""
     text = str(error)
-    lines = [ln for ln in text.splitlines() if "error" in ln] or text.splitlines() or [""]
+    line = ([ln for ln in text.splitlines() if "error" in ln] or text.splitlines() or [""])[0]
+    # the cut falls in the message, never in its `file(line): ` location, however deep the file lies
+    located = _LOCATION.match(line)
+    where = f"{os.path.normpath(located[1])}({located[2]}): " if located else ""
     hint = getattr(error, "hint", "")
-    return lines[0][:160] + (f" ({hint})" if hint else "")
+    return where + line[located.end() if located else 0 :][:160] + (f" ({hint})" if hint else "")
 
 
 def run_parallel(
