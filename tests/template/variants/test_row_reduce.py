@@ -858,3 +858,47 @@ def test_a_helper_whose_body_is_a_whole_warp_butterfly_is_the_rows_reduction(
     else:
         with pytest.raises(TransformRefused, match=re.escape(reason)):
             RowReduce().apply(model, "k", None)
+
+
+# the residual sample with its packs declared once before the loops, as production code reuses a `vec_t` it loads
+# afresh in each iteration
+HOISTED = (
+    "  float acc = 0.f;\n  for (int offset = thread_offset; offset < hidden; offset += blockDim.x * kPack) {\n"
+    "    Pack<T, kPack> a, b;\n",
+    "  Pack<T, kPack> a, b;\n  float acc = 0.f;\n"
+    "  for (int offset = thread_offset; offset < hidden; offset += blockDim.x * kPack) {\n",
+)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (("    Pack<T, kPack> a, w, y;\n", "    Pack<T, kPack> w, y;\n"), ""),  # loaded afresh in the second loop too
+        # the second loop reads what the first left in it: the element a thread saw last
+        (
+            ("    Pack<T, kPack> a, w, y;\n    a.load(&staged[offset]);\n", "    Pack<T, kPack> w, y;\n"),
+            r"`a` is set afresh in each iteration of the row loop at line \d+, but the row loop at line \d+ reads it "
+            "before setting it",
+        ),
+        # read after the loops: the last element's pack, which another split of the row changes
+        (
+            ("  acc = block_sum(acc);\n  const float inv", "  acc = block_sum(acc) + a.v[0];\n  const float inv"),
+            r"`a` is set afresh in each iteration of the row loop at line \d+, but it is used outside the row loops",
+        ),
+    ],
+)
+def test_a_pack_declared_before_the_loops_and_loaded_afresh_in_each_iteration_is_the_iterations_own(
+    edit: tuple[str, str], reason: str
+) -> None:
+    path = SAMPLES / "offset_rms_norm.cu"
+    source = path.read_text().replace(*HOISTED)
+    assert edit[0] in source
+    kernel = "offset_add_rms_norm_kernel"
+    model = canonicalise(parse_source(source.replace(*edit), str(path)), kernel).model
+    if reason:
+        with pytest.raises(TransformRefused, match=reason):
+            RowReduce().apply(model, kernel, None)
+        return
+    body = RowReduce().apply(model, kernel, None).body
+    assert body.index("Pack<T, kPack> a, b;") < body.index("for (int cutune_g")  # declared once, before the loops
+    assert body.count("a.load(x + offset);") == 1 and body.count("a.load(&staged[offset]);") == 1

@@ -63,7 +63,14 @@ from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.butterfly import OWN, PARTNER, REDUCE_CALL, Butterfly, helper_butterfly
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.constexpr_arms import constexpr_arms, joined
-from cutune.template.variants.loops import ARITHMETIC, constant_names, index_form, local_values, written_names
+from cutune.template.variants.loops import (
+    ARITHMETIC,
+    constant_names,
+    index_form,
+    local_values,
+    statements_of,
+    written_names,
+)
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 from cutune.template.variants.register_rows import ROW_THREADS, register_rows
 from cutune.template.variants.rows_on_grid import GRID as ON_GRID
@@ -451,6 +458,7 @@ class _Rewriter:
         self.lengths: list[int] = []  # the row length at each spec size, when the spec tells
         self.rows_arg = ""  # the argument counting rows, when rows may share a block
         self.exits: list[Node] = []  # block-uniform `if (cond) return;` before the first row loop
+        self.loops: list[_Loop] = []  # the row loops
         self.flat = False  # the row loops run over a 2-D block's threads in order
         self.fences: tuple[list[str], list[str]] = ([], [])  # launch-dependency controls before and after the loops
         # a pointer into dynamic shared memory where each thread stages its packs of the row for itself → the array
@@ -525,7 +533,8 @@ class _Rewriter:
         self._collect_shared(body)
         prologue = statements[: loops[0][0]]
         self._read_prologue(prologue)
-        for _, loop in loops:
+        self.loops = [loop for _, loop in loops]
+        for loop in self.loops:
             self._read_loop(loop)
         self._check_loops([loop for _, loop in loops])
         segments: list[_Segment] = []
@@ -881,7 +890,7 @@ class _Rewriter:
             ):
                 continue  # a store at the element (`out[id * W + c] = v`, `id` from the element): no running value
             name = _root_name(self, target)
-            if name in local or name == loop.var:
+            if name in local or name == loop.var or self._iterations_own(loop, name):
                 continue
             if target.type != "identifier":
                 self.refuse(
@@ -1040,6 +1049,66 @@ class _Rewriter:
                 if fma and not any(acc in self._idents(a) for a in args[:2]):
                     return "sum"
         self.refuse(f"`{acc}` is carried from element to element in a way that is not a sum, max or min", node)
+
+    def _iterations_own(self, loop: _Loop, name: str) -> bool:
+        """Whether `name`, declared before the loops, is each iteration's own: every row loop that names it sets it
+        whole before reading it (`v.load(p)`, `v = e`) and nothing outside them uses it, so it stays right however
+        many elements a thread runs. False where `loop` does not set it first; a refusal where it does but another
+        loop, or a statement outside them, reads what the last iteration left."""
+        if not self._set_first(loop, name):
+            return False
+        here = f"`{name}` is set afresh in each iteration of the row loop at line {self.line(loop.node)}, but"
+        for other in self.loops:
+            declared = {self.text(i) for d in descendants(other.body, "declaration") for i in _declared_all(d)}
+            if name in self._idents(other.body) and name not in declared and not self._set_first(other, name):
+                self.refuse(
+                    f"{here} the row loop at line {self.line(other.node)} reads it before setting it: there it holds "
+                    "the element a thread saw last, right only where each thread runs one element",
+                    other.node,
+                )
+        for ident in descendants(self.src.body, "identifier"):
+            inside = any(o.node.start_byte <= ident.start_byte < o.node.end_byte for o in self.loops)
+            parent = ident.parent
+            declared = parent is not None and (
+                parent.type == "declaration" or parent.child_by_field_name("declarator") == ident
+            )
+            if self.text(ident) == name and not inside and not declared:
+                self.refuse(
+                    f"{here} it is used outside the row loops: the element a thread saw last, which another split of "
+                    "the row changes",
+                    ident,
+                )
+        return True
+
+    def _set_first(self, loop: _Loop, name: str) -> bool:
+        """Whether the first statement of `loop`'s body that names `name` sets it whole (`v.load(p)`, `v.fill(x)`,
+        `v = e` with `e` not reading it), whatever the conditions."""
+        pending = statements_of(loop.body)
+        while pending:
+            statement = pending.pop(0)
+            if statement.type == "compound_statement":  # a plain block runs whenever the loop body does
+                pending[:0] = statements_of(statement)
+                continue
+            if name not in self._idents(statement):
+                continue
+            expr = statement.named_children[0] if statement.type == "expression_statement" else None
+            if expr is not None and expr.type == "call_expression":
+                function = expr.child_by_field_name("function")
+                return (
+                    function is not None
+                    and function.type == "field_expression"
+                    and self.compact(function.child_by_field_name("argument")) == name
+                    and re.search(r"load|fill", self.compact(function.child_by_field_name("field")), re.I) is not None
+                    and name not in self._idents(expr.child_by_field_name("arguments"))
+                )
+            return (
+                expr is not None
+                and expr.type == "assignment_expression"
+                and self.text(expr.child_by_field_name("operator")) == "="
+                and self.compact(expr.child_by_field_name("left")) == name
+                and name not in self._idents(expr.child_by_field_name("right"))
+            )
+        return False
 
     def _in_update(self, ident: Node, acc: str) -> bool:
         node: Node | None = ident
