@@ -150,6 +150,49 @@ def test_packs_per_thread_keeps_each_threads_indices_so_what_differs_between_thr
         assert "ITEMS_BLOCK_DIV" not in {p.name for p in variant.params} and variant.launch is None
 
 
+# a grid-stride loop moving its pointers in each iteration (one element per thread in the style of a helper macro):
+# right only where a thread runs one iteration, as a grid covering n makes it
+CARRIED = """
+__global__ void k(float* out, const float* in, float* total, int n) {
+  float acc = 0.0f;
+  float best = -1.0f;
+  int at = -1;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    in += i;
+    out += i;
+    out[0] = 2.0f * in[0];
+  }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "carried"),
+    [
+        ("in += i;\n    out += i;\n    out[0] = 2.0f * in[0];", "in"),  # each iteration moves on from the last
+        ("at = at + 1;\n    out[at] = in[i];", "at"),  # a count used as an address
+        ("acc += in[i];\n    out[i] = acc;", "acc"),  # a running total read as more than a total
+        ("if (in[i] > 0.0f) { best = in[i]; }\n    out[i] = best;", "best"),  # set on one path only
+        ("acc += in[i] * in[i];", None),  # a running total, only updated
+        ("if (in[i] > best) { best = in[i]; at = i; }", None),  # a running maximum and where it lies
+        ("best = in[i];\n    out[i] = best * 2.0f;", None),  # set whole before it is read: the iteration's own
+        ("if (i % 2) { best = in[i]; } else { best = -in[i]; }\n    out[i] = best;", None),  # set on every path
+        ("float c, s;\n    c = in[i];\n    s = c;\n    out[i] = s;", None),  # declared in the body, each of them
+    ],
+)
+def test_a_value_carried_from_one_iteration_to_the_next_keeps_the_iterations_with_their_thread(
+    body: str, carried: str | None
+) -> None:
+    source = CARRIED.replace("in += i;\n    out += i;\n    out[0] = 2.0f * in[0];", body)
+    for transform in (Vectorize(), GridShape()):
+        if carried is None:
+            assert transform.apply(parse_source(source), "k", None).body
+        else:
+            assert f"carries `{carried}` from one iteration to the next" in _refusal(transform, source)
+    # packs_per_thread keeps each thread's iterations, in their order: what an iteration carries stays right
+    assert PacksPerThread().apply(parse_source(source), "k", None).body
+
+
 RANDOM = """
 __global__ void k(const int n, float* y, unsigned long long seed) {
   int idx = blockIdx.x * blockDim.x + threadIdx.x;

@@ -266,6 +266,17 @@ def loop_blockers(src: KernelSource, loop: StrideLoop, *, regrouped: bool = True
         return f"has a bound that reads {sorted(bound_names & declared)[0]}, declared inside the body"
     if not regrouped:
         return None
+    for name in sorted(written_names(src, loop.body) - declared - {loop.var}):
+        if sets_first(src, loop.body, name):
+            continue  # each iteration's own value
+        read = next(
+            (n for n in descendants(loop.body, "identifier") if src.text(n) == name and not _updates(src, n)), None
+        )
+        if read is not None:  # more than a running total (`acc += e`): a pointer moved each iteration, a count used
+            return (
+                f"carries `{name}` from one iteration to the next (line {src.line(read)}): an iteration reads what "
+                "the thread's earlier ones left, so another grouping of the iterations reads other values"
+            )
     dependent = _thread_dependent_names(src) - {loop.var} - declared  # the loop's own names shadow others
     for node in descendants(loop.body, "identifier"):
         along_x = node.parent is not None and squeezed(src.text(node.parent)) == "threadIdx.x"
@@ -273,6 +284,27 @@ def loop_blockers(src: KernelSource, loop: StrideLoop, *, regrouped: bool = True
             what = "threadIdx.x" if along_x else f"{src.text(node)}, which differs between threads"
             return f"reads {what} in its body (line {src.line(node)}): which thread runs an iteration matters"
     return None
+
+
+def _updates(src: KernelSource, ident: Node) -> bool:
+    """Whether the identifier lies in an update of itself (`acc += e`, `acc = fmaxf(acc, e)`, `n++`), or in the
+    condition of an `if` that only then sets it (`if (v > m) { m = v; at = i; }`: a running extremum)."""
+    name = src.text(ident)
+    node: Node | None = ident
+    while node is not None and not node.type.endswith("statement"):
+        if node.type in ("assignment_expression", "update_expression"):
+            target = node.child_by_field_name("left") or node.child_by_field_name("argument")
+            return target is not None and target.type == "identifier" and src.text(target) == name
+        parent = node.parent
+        if parent is not None and parent.type == "if_statement" and parent.child_by_field_name("condition") == node:
+            then = parent.child_by_field_name("consequence")
+            return (
+                then is not None
+                and name in written_names(src, then)
+                and parent.child_by_field_name("alternative") is None
+            )
+        node = parent
+    return False
 
 
 def _inner_break(node: Node, body: Node) -> bool:
@@ -356,16 +388,73 @@ def written_names(src: KernelSource, node: Node) -> set[str]:
     return names
 
 
+def sets_first(src: KernelSource, body: Node, name: str) -> bool:
+    """Whether the first statement of a loop's `body` that names `name` sets it whole, whatever the conditions
+    (`v.load(p)`, `v.fill(x)`, `v = e` with `e` not reading it): each iteration's own value, whatever came before."""
+
+    def names(node: Node | None) -> bool:
+        return node is not None and any(src.text(i) == name for i in descendants(node, "identifier"))
+
+    pending = statements_of(body)
+    while pending:
+        statement = pending.pop(0)
+        if statement.type == "compound_statement":  # a plain block runs whenever the loop body does
+            pending[:0] = statements_of(statement)
+            continue
+        if not names(statement):
+            continue
+        if statement.type == "if_statement":  # set on every path: in each branch, under a condition not reading it
+            branches = [statement.child_by_field_name(f) for f in ("consequence", "alternative")]
+            if names(statement.child_by_field_name("condition")) or branches[1] is None:
+                return False
+            return all(b is not None and sets_first(src, _branch(b), name) for b in branches)
+        expr = statement.named_children[0] if statement.type == "expression_statement" else None
+        if expr is None or expr.type not in ("call_expression", "assignment_expression"):
+            return False
+        if expr.type == "call_expression":
+            function, args = expr.child_by_field_name("function"), expr.child_by_field_name("arguments")
+            return (
+                function is not None
+                and function.type == "field_expression"
+                and squeezed(src.field(function, "argument")) == name
+                and re.search(r"load|fill", src.field(function, "field"), re.IGNORECASE) is not None
+                and not names(args)
+            )
+        return (
+            src.field(expr, "operator") == "="
+            and squeezed(src.field(expr, "left")) == name
+            and not names(expr.child_by_field_name("right"))
+        )
+    return False
+
+
+def _branch(node: Node) -> Node:
+    """An `if`'s branch as a statement: an `else` clause's statement (the grammar wraps it)."""
+    if node.type == "else_clause":
+        return next(iter(node.named_children), node)
+    return node
+
+
 def declared_names(src: KernelSource, node: Node) -> set[str]:
-    """The names declared under `node`."""
+    """The names declared under `node` (every declarator of a declaration: `float c, s;`)."""
     names: set[str] = set()
     for d in descendants(node, "init_declarator", "declaration"):
-        target = d.child_by_field_name("declarator")
-        while target is not None and target.type not in ("identifier", "init_declarator"):
-            target = target.child_by_field_name("declarator")
-        if target is not None and target.type == "identifier":
-            names.add(src.text(target))
+        for target in d.children_by_field_name("declarator"):
+            found = declared_identifier(target)
+            if found is not None:
+                names.add(src.text(found))
     return names
+
+
+def declared_identifier(declarator: Node) -> Node | None:
+    """The identifier a declarator (`x = v`, `*p`, `&r`, `a[n]`) declares."""
+    node: Node | None = declarator
+    while node is not None and node.type != "identifier":
+        inner = node.child_by_field_name("declarator")
+        if inner is None and node.type == "reference_declarator":  # the grammar names no field there
+            inner = next(iter(node.named_children), None)
+        node = inner
+    return node
 
 
 def indented(text: str, indent: str) -> str:

@@ -66,9 +66,10 @@ from cutune.template.variants.constexpr_arms import constexpr_arms, joined
 from cutune.template.variants.loops import (
     ARITHMETIC,
     constant_names,
+    declared_identifier,
     index_form,
     local_values,
-    statements_of,
+    sets_first,
     written_names,
 )
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
@@ -476,7 +477,7 @@ class _Rewriter:
     def _renames(self, values: set[str]) -> set[str]:
         """The top-level locals declared as one of `values` (compact text)."""
         return {
-            self.text(_declared(d))
+            self.text(declared_identifier(d))
             for decl in self.src.body.named_children
             if decl.type == "declaration"
             for d in decl.children_by_field_name("declarator")
@@ -559,7 +560,7 @@ class _Rewriter:
                 if value is not None and value.type == "binary_expression" and self.src.field(value, "operator") == "%":
                     modulus = value.child_by_field_name("right")
                     if declarator is not None and modulus is not None and self._count(self.text(modulus)) is None:
-                        groups[self.text(_declared(declarator))] = (decl, modulus)
+                        groups[self.text(declared_identifier(declarator))] = (decl, modulus)
                 threads |= {self.text(i) for i in _declared_all(decl)}
         for loop in descendants(self.src.body, "for_statement", "while_statement"):
             init = loop.child_by_field_name("initializer")
@@ -754,7 +755,7 @@ class _Rewriter:
         for decl in descendants(body, "declaration"):
             if any(self.text(c) == "__shared__" for c in decl.children if c.type == "type_qualifier"):
                 for d in decl.children_by_field_name("declarator"):
-                    ident = _declared(d)
+                    ident = declared_identifier(d)
                     if ident is not None:
                         self.shared[self.text(ident)] = decl
 
@@ -764,7 +765,7 @@ class _Rewriter:
                 if s in self.shared.values():
                     continue
                 for d in s.children_by_field_name("declarator"):
-                    ident = _declared(d)
+                    ident = declared_identifier(d)
                     if ident is not None:
                         self.decls[self.text(ident)] = (s, _type_of(self, s))
             elif (
@@ -1055,12 +1056,12 @@ class _Rewriter:
         whole before reading it (`v.load(p)`, `v = e`) and nothing outside them uses it, so it stays right however
         many elements a thread runs. False where `loop` does not set it first; a refusal where it does but another
         loop, or a statement outside them, reads what the last iteration left."""
-        if not self._set_first(loop, name):
+        if not sets_first(self.src, loop.body, name):
             return False
         here = f"`{name}` is set afresh in each iteration of the row loop at line {self.line(loop.node)}, but"
         for other in self.loops:
-            declared = {self.text(i) for d in descendants(other.body, "declaration") for i in _declared_all(d)}
-            if name in self._idents(other.body) and name not in declared and not self._set_first(other, name):
+            own = {self.text(i) for d in descendants(other.body, "declaration") for i in _declared_all(d)}
+            if name in self._idents(other.body) and name not in own and not sets_first(self.src, other.body, name):
                 self.refuse(
                     f"{here} the row loop at line {self.line(other.node)} reads it before setting it: there it holds "
                     "the element a thread saw last, right only where each thread runs one element",
@@ -1079,36 +1080,6 @@ class _Rewriter:
                     ident,
                 )
         return True
-
-    def _set_first(self, loop: _Loop, name: str) -> bool:
-        """Whether the first statement of `loop`'s body that names `name` sets it whole (`v.load(p)`, `v.fill(x)`,
-        `v = e` with `e` not reading it), whatever the conditions."""
-        pending = statements_of(loop.body)
-        while pending:
-            statement = pending.pop(0)
-            if statement.type == "compound_statement":  # a plain block runs whenever the loop body does
-                pending[:0] = statements_of(statement)
-                continue
-            if name not in self._idents(statement):
-                continue
-            expr = statement.named_children[0] if statement.type == "expression_statement" else None
-            if expr is not None and expr.type == "call_expression":
-                function = expr.child_by_field_name("function")
-                return (
-                    function is not None
-                    and function.type == "field_expression"
-                    and self.compact(function.child_by_field_name("argument")) == name
-                    and re.search(r"load|fill", self.compact(function.child_by_field_name("field")), re.I) is not None
-                    and name not in self._idents(expr.child_by_field_name("arguments"))
-                )
-            return (
-                expr is not None
-                and expr.type == "assignment_expression"
-                and self.text(expr.child_by_field_name("operator")) == "="
-                and self.compact(expr.child_by_field_name("left")) == name
-                and name not in self._idents(expr.child_by_field_name("right"))
-            )
-        return False
 
     def _in_update(self, ident: Node, acc: str) -> bool:
         node: Node | None = ident
@@ -2379,22 +2350,14 @@ def _args(call: Node) -> list[Node]:
     return [a for a in args.named_children if a.type != "comment"] if args is not None else []
 
 
-def _declared(declarator: Node) -> Node | None:
-    """The identifier a declarator (possibly `x = v`, `*p`, `a[n]`) declares."""
-    node: Node | None = declarator
-    while node is not None and node.type != "identifier":
-        node = node.child_by_field_name("declarator")
-    return node
-
-
 def _declarator_name(node: Node) -> Node | None:
     """The identifier an init declarator declares (`p` of `const T* p = v`), None for other nodes."""
     declarator = node.child_by_field_name("declarator")
-    return _declared(declarator) if declarator is not None else None
+    return declared_identifier(declarator) if declarator is not None else None
 
 
 def _declared_all(decl: Node) -> list[Node]:
-    return [i for d in decl.children_by_field_name("declarator") if (i := _declared(d)) is not None]
+    return [i for d in decl.children_by_field_name("declarator") if (i := declared_identifier(d)) is not None]
 
 
 def _type_of(w: _Rewriter, decl: Node) -> str:
