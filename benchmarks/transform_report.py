@@ -146,7 +146,7 @@ def main() -> None:
         "--corpus",
         nargs="*",
         help="only these (samples, flashinfer, deepspeed, llama.cpp; held out: vllm, exllamav2, mamba, "
-        "causal_conv1d, mmcv)",
+        "causal_conv1d, mmcv, gptqmodel, gsplat, torch_scatter, auto_gptq)",
     )
     args = ap.parse_args()
     applied: Counter[str] = Counter()

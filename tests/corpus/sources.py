@@ -16,12 +16,18 @@ LLAMA = "llama_cpp_python-0.3.16"
 VLLM = "vllm-0.33.0"
 # the second held-out set (2026-11-28, measured first on 7f0a80c's rules): CUDA extensions of three more projects
 # (include folders: the root and every folder of kernel files); the third (2026-11-29, measured first on this day's
-# rules): mmcv's CUDA ops, computer vision and HPC rather than serving, with the include folders of its setup.py
+# rules): mmcv's CUDA ops, computer vision and HPC rather than serving, with the include folders of its setup.py; the
+# fourth (2026-11-29, measured first on 2f6b2d0's rules): GPTQModel, gsplat, torch-scatter and AutoGPTQ
 HELD_OUT: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "exllamav2": ("exllamav2-0.0.3/exllamav2/exllamav2_ext/cuda", None),
     "mamba": ("mamba_ssm-2.3.2.post1/csrc", None),
     "causal_conv1d": ("causal_conv1d-1.7.0/csrc", None),
     "mmcv": ("mmcv-2.2.0/mmcv/ops/csrc", ("common", "common/cuda")),
+    # set 4 (2026-11-29): quantised GEMM/GEMV (two GPTQ code bases), Gaussian splatting, segment reductions
+    "gptqmodel": ("gptqmodel-7.7.0/gptqmodel_ext", None),
+    "gsplat": ("gsplat-1.5.3/gsplat/cuda", None),
+    "torch_scatter": ("torch_scatter-2.1.2/csrc", None),
+    "auto_gptq": ("auto_gptq-0.7.1/autogptq_extension", None),
 }
 _AMD = re.compile(r"rocm|hip|rdna|cdna|mfma|wmma", re.IGNORECASE)  # file names of sources for AMD GPUs only
 
@@ -76,8 +82,8 @@ def held_out() -> dict[str, Corpus]:
     """The corpora kept out of the corpus tests, present here (scripts/held_out.sh), which only benchmarks read, by
     name: vLLM's `csrc/`, unseen until its first measurement (2026-11-28, on the code of 9b7c233:
     `benchmarks/results/transform_report.vllm-held-out.*`; rules written since may have been read against it), and
-    exllamav2's, mamba-ssm's and causal-conv1d's CUDA sources (first measured on 2026-11-28), and mmcv's CUDA ops
-    (first measured on 2026-11-29)."""
+    exllamav2's, mamba-ssm's and causal-conv1d's CUDA sources (first measured on 2026-11-28), mmcv's CUDA ops
+    (first measured on 2026-11-29), and GPTQModel's, gsplat's, torch-scatter's and AutoGPTQ's (the same day)."""
     found: dict[str, Corpus] = {}
     vl = corpus_dir() / VLLM / "csrc"
     if vl.is_dir():  # vLLM's CMake build puts csrc/ on the include path; the AMD-only sources are left out

@@ -386,6 +386,24 @@ def launch_ex_blocks(src: KernelSource) -> list[tuple[Node, Node | None]]:
     return found
 
 
+def launched_one_dimensional(src: KernelSource) -> bool:
+    """Whether the file launches the kernel with `<<<...>>>`, always on a 1-D grid of 1-D blocks: each size a scalar,
+    or a dim3 whose y and z are 1. False where it does not launch it there, or a size's shape cannot be read."""
+    launches = src.launches()
+    if not launches or launch_ex_blocks(src):
+        return False
+    for _, call in launches:
+        resolver = HostResolver(src, call)
+        config = launch_config(call)
+        if len(config) < 2:
+            return False
+        for size in config[:2]:
+            dims = resolver.dims_of(size)
+            if dims is not None and (not dims[1] or any(int_value(src.text(d)) != 1 for d in dims[1][1:])):
+                return False
+    return True
+
+
 def launched_block_x(src: KernelSource) -> list[tuple[Node, Node | None]]:
     """Each launch of the kernel in the file (`<<<...>>>` and cudaLaunchKernelEx) with the expression of its block's
     x size (None where it cannot be read)."""

@@ -571,6 +571,8 @@ def _stride_loop(src: KernelSource, loop: Node, locals_: dict[str, str]) -> Stri
         return "does not declare a plain index"
     var = src.text(name_node)
     var_type = src.text(init)[: name_node.start_byte - init.start_byte].strip()
+    if re.fullmatch(r"(?:const\s+)?auto", var_type):  # the rewrites name the index's type (casts, new loops)
+        var_type = f"decltype({src.text(value).strip()})"
     if (
         cond.type != "binary_expression"
         or src.field(cond, "operator") != "<"

@@ -180,6 +180,18 @@ CASES = {
             {"FLAT_ROW_THREADS": 256, "FLAT_ITEMS": 1, "FLAT_VEC": 4, "FLAT_BLOCKS_PER_SM": 4},
         ],
     },
+    # one element per thread indexed by the grid's rank as a cooperative group, past an early return (1-D launches)
+    ("group_rank_adam.cu", "group_rank_adam_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 8, "BLOCK_DIV": 2}],
+        "packs_per_thread": [{"ITEMS": 4, "ITEMS_GRID_DIV": 8}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 4}],
+    },
+    # and a grid-stride loop stepping by the grid group's size
+    ("group_rank_adam.cu", "group_clamp_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 4}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 2}],
+    },
 }
 
 # samples whose kernel branches by `if constexpr` on a template parameter around its row loops: each variant is also

@@ -107,3 +107,42 @@ def test_a_warp_and_lane_of_different_widths_or_declared_twice_stay() -> None:
         "    if (i < n", "    warp += 1;\n    if (i < n"
     )
     assert "constinti=threadIdx.x" not in _body(written)
+
+
+# a 3D-Gaussian-splatting style kernel: the global index through the grid as a cooperative group, the grid-stride
+# loop of a second kernel through a local group's rank and size
+GROUPS = """
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(float* out, const float* in, unsigned int n) {
+  auto idx = cg::this_grid().thread_rank();
+  if (idx >= n) return;
+  out[idx] = in[idx] * 2.0f;
+}
+__global__ void g(float* out, const float* in, unsigned long long n) {
+  cg::grid_group grid = cg::this_grid();
+  for (unsigned long long i = grid.thread_rank(); i < n; i += grid.size()) {
+    out[i] = in[i] + 1.0f;
+  }
+}
+void launch(float* out, const float* in, unsigned int n, cudaStream_t s) {
+  k<<<(n + 255) / 256, LAUNCH_BLOCK, 0, s>>>(out, in, n);
+  g<<<dim3(132, 1), 256, 0, s>>>(out, in, n);
+}
+"""
+
+
+def test_the_grids_rank_and_size_as_a_cooperative_group_are_the_builtins_at_a_one_dimensional_launch() -> None:
+    one_d = GROUPS.replace("LAUNCH_BLOCK", "dim3(256, 1, 1)")
+    # the rank is 64-bit, as thread_rank() returns it
+    assert "autoidx=((unsignedlonglong)blockIdx.x*blockDim.x+threadIdx.x);" in _body(one_d)
+    assert canonicalise(parse_source(one_d), "k").applied == ("thread_index", "grid_stride_guard")
+    result = written_out(parse_source(one_d), "g")
+    assert result is not None
+    loop = "".join(result.text.split())
+    rank, size = "(unsignedlonglong)blockIdx.x*blockDim.x+threadIdx.x", "(unsignedlonglong)gridDim.x*blockDim.x"
+    assert f"i=({rank});i<n;i+=({size})" in loop
+    # a 2-D block: the rank counts threadIdx.y too, so it stays as written
+    assert written_out(parse_source(GROUPS.replace("LAUNCH_BLOCK", "dim3(32, 8)")), "k") is None
+    # no launch in the file: the block's shape is unknown
+    assert written_out(parse_source(GROUPS.split("void launch")[0]), "k") is None

@@ -6,7 +6,11 @@ thread and block builtins (`return blockIdx.x * blockDim.x + threadIdx.x;`), or 
 defined as such an expression (`#define GLOBAL_TID (blockIdx.x * blockDim.x + threadIdx.x)`), becomes that
 expression in parentheses: the same value, as the kernel computes it anyway. So does `tb.thread_index().x`
 (`group_index()`, `group_dim()`) of a local `cg::thread_block tb = cg::this_thread_block();`: threadIdx.x
-(blockIdx, blockDim). And the thread index put back together from its warp and lane, `warp * W + lane` with the
+(blockIdx, blockDim). The linear ranks and sizes of the grid or the block as a cooperative group
+(`cg::this_grid().thread_rank()`, `grid.size()`, `tb.thread_rank()`) count the y and z axes too, so they become the
+builtins only where every launch in the file is 1-D in grid and block: `(unsigned long long)blockIdx.x * blockDim.x
++ threadIdx.x` (64-bit, as thread_rank() returns it), `(unsigned long long)gridDim.x * blockDim.x`, threadIdx.x,
+blockDim.x. And the thread index put back together from its warp and lane, `warp * W + lane` with the
 locals `warp = threadIdx.x / W` and `lane = threadIdx.x % W` (or `>> k` and `& (W - 1)`, W = 2^k), is threadIdx.x:
 for a non-negative index, (t / W) * W + t % W = t.
 """
@@ -22,6 +26,7 @@ from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.host import launched_one_dimensional
 from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.inline import _callee as callee
 from cutune.template.variants.inline import _helpers as helpers
@@ -39,13 +44,28 @@ _BUILTINS = re.compile(
 _BLOCK_GROUP = re.compile(r"(?:const)?(?:\w+::)*thread_block(\w+)=(?:\w+::)*this_thread_block\(\);")
 _GROUP_FIELD = re.compile(r"(\w+)\.(thread_index|group_index|group_dim)\(\)\.([xyz])")
 _GROUP_BUILTINS = {"thread_index": "threadIdx", "group_index": "blockIdx", "group_dim": "blockDim"}
+# the grid or the block as a cooperative group, by a local (`cg::grid_group g = cg::this_grid();`, `auto`) or called
+# in place (`cg::this_grid().thread_rank()`), and its linear rank and size: on a 1-D grid of 1-D blocks, the builtins
+_GROUP_LOCAL = re.compile(
+    r"(?:const)?(?:(?:\w+::)*(?:grid_group|thread_block)|auto)&?(\w+)=((?:\w+::)*this_(?:grid|thread_block))\(\);"
+)
+_GROUP_CALL = re.compile(r"(?:(\w+)|((?:\w+::)*this_(?:grid|thread_block))\(\))\.(thread_rank|size|num_threads)\(\)")
+_LINEAR = {
+    ("grid", "thread_rank"): "(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x",
+    ("grid", "size"): "(unsigned long long)gridDim.x * blockDim.x",
+    ("grid", "num_threads"): "(unsigned long long)gridDim.x * blockDim.x",
+    ("thread_block", "thread_rank"): "threadIdx.x",
+    ("thread_block", "size"): "blockDim.x",
+    ("thread_block", "num_threads"): "blockDim.x",
+}
 
 
 def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
     """The model with `kernel`'s index helpers and macros written out; None when it uses none."""
     text = kernel_body(model, kernel)
     rejoined = "threadIdx" in text and ("/" in text or ">>" in text)  # a warp split off the thread index
-    if "this_thread_block" not in text and not rejoined and not any(name in text for name in _names(model)):
+    groups = "this_thread_block" in text or "this_grid" in text
+    if not groups and not rejoined and not any(name in text for name in _names(model)):
         return None
     src = KernelSource(model, model.kernel(kernel))
     values: dict[str, str] = {}
@@ -74,6 +94,8 @@ def written_out(model: SourceModel, kernel: str) -> SourceModel | None:
         field = _GROUP_FIELD.fullmatch("".join(src.text(node).split()))
         if field is not None and field.group(1) in blocks:
             edits.replace(node.start_byte, node.end_byte, f"{_GROUP_BUILTINS[field.group(2)]}.{field.group(3)}")
+    for node, value in _linear_ranks(src) if groups else []:
+        edits.replace(node.start_byte, node.end_byte, _wrapped(value))
     for node in _rejoined(src) if rejoined else []:
         edits.replace(node.start_byte, node.end_byte, "threadIdx.x")
     if not edits.edits:
@@ -137,6 +159,27 @@ def _rejoined(src: KernelSource) -> list[Node]:
             )
         )
     ]
+
+
+def _linear_ranks(src: KernelSource) -> list[tuple[Node, str]]:
+    """The calls of a grid's or a block's `thread_rank()`, `size()` or `num_threads()` (the group a local never
+    reassigned, or `this_grid()` called in place), each with its value in builtins, where every launch in the file is
+    1-D in grid and block (the ranks count y and z too); none where one is not, or the file does not launch it."""
+    written = written_names(src, src.body)
+    groups: dict[str, str] = {}
+    for d in src.in_body("declaration"):
+        found = _GROUP_LOCAL.fullmatch("".join(src.text(d).split()))
+        if found is not None and found.group(1) not in written:
+            groups[found.group(1)] = "grid" if found.group(2).endswith("this_grid") else "thread_block"
+    calls = []
+    for call in src.in_body("call_expression"):
+        found = _GROUP_CALL.fullmatch("".join(src.text(call).split()))
+        if found is None:
+            continue
+        group = groups.get(found.group(1) or "") if found.group(1) else found.group(2).rsplit("this_", 1)[1]
+        if group is not None:
+            calls.append((call, _LINEAR[(group, found.group(3))]))
+    return calls if calls and launched_one_dimensional(src) else []
 
 
 def _thread_blocks(src: KernelSource) -> set[str]:
