@@ -87,6 +87,28 @@ def test_shapes_a_loop_could_change_are_refused_with_the_reason(body: str, reaso
     assert isinstance(result, str) and reason in result, result
 
 
+@pytest.mark.parametrize(
+    ("call", "loops"),
+    [
+        ("atomicAdd(out + i % 4, 1.0f);", True),  # each element's own update: it commutes with every other thread's
+        ("gpuAtomicAdd(&out[i / 2], 2.0f);", True),  # a framework's spelling of it
+        ("atomicMax_block(flags + i % 8, 1);", True),
+        ("atomicAggInc(flags);", False),  # an aggregating helper may let the warp's lanes meet
+        ("block_sum(out[i]);", False),
+    ],
+)
+def test_an_atomic_on_one_address_is_the_elements_own_update(call: str, loops: bool) -> None:
+    source = (
+        "__global__ void k(float* out, int* flags, int n) {\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        f"  if (i >= n) return;\n  {call}\n}}"
+    )
+    result = grid_stride_guard(parse_source(source), "k")
+    if loops:
+        assert not isinstance(result, str) and result is not None, result
+    else:
+        assert isinstance(result, str) and "which may make the threads of a warp or block cooperate" in result
+
+
 def test_a_return_inside_a_nested_loop_is_refused() -> None:
     # there a `return` ends the thread: as `continue` it would end only the inner loop
     result = grid_stride_guard(parse_source(ENCLOSING.replace("break;", "return;")), "k")

@@ -19,7 +19,8 @@ guard that read the index move into the loop; the others stay before it, and so 
 index reads (`if (row >= rows) return;` before the column's check: the thread's row, the same for all its columns).
 
 Refused, with the reason, where an iteration would not be the thread it was: threads cooperate (barriers,
-shared memory, warp collectives), the block index, thread index, block size or grid size (x axis) is read
+shared memory, warp collectives, a call whose name says it may: an atomic on one address, `atomicAdd`, is the
+element's own update and commutes with the others, so it does not), the block index, thread index, block size or grid size (x axis) is read
 elsewhere, a `return` sits in a nested loop or switch, the bound changes, or the index is written.
 """
 
@@ -58,6 +59,11 @@ _NESTED = (
 )
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _COLLECTIVE = re.compile(r"reduce|sync|shfl|ballot|warp|block|barrier|atomic", re.IGNORECASE)
+# an atomic on one address (`atomicAdd`, ATen's `gpuAtomicAdd`, `atomicMax_block`): the element's own update, which
+# commutes with every other thread's, whichever thread makes it
+_ONE_ADDRESS_ATOMIC = re.compile(
+    r"(?:\w+::)*[a-z]*[Aa]tomic(?:Add|Sub|Exch|Min|Max|Inc|Dec|CAS|And|Or|Xor|Mul|Div)(?:_block|_system)?(?:<[\w:\s,*]*>)?"
+)
 
 
 def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | None:
@@ -360,7 +366,8 @@ def _blocker(
             return f"{src.text(node)} is read beyond the index {var} (line {src.line(node)}): the thread is the work"
     for call in src.in_body("call_expression"):
         callee = src.field(call, "function")
-        if _COLLECTIVE.search(callee):  # a helper from elsewhere may hide a warp or block collective
+        if _COLLECTIVE.search(callee) and not _ONE_ADDRESS_ATOMIC.fullmatch("".join(callee.split())):
+            # a helper from elsewhere may hide a warp or block collective
             return f"calls {callee} (line {src.line(call)}), which may make the threads of a warp or block cooperate"
     for node in src.in_body("goto_statement", "labeled_statement"):
         return f"jumps with goto (line {src.line(node)})"
