@@ -34,6 +34,7 @@ from cutune.template.recipes.index_bits import IndexBits
 from cutune.template.variants import TRANSFORMS, propose_variants
 from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.loops import grid_index_axis, index_form
+from cutune.template.variants.rows_on_grid import PURE_CALLS
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -112,6 +113,44 @@ def column_reduction(model: SourceModel, kernel: str) -> str:
     return ""
 
 
+# what lets a kernel's threads combine values: shared memory, barriers, warp exchanges, block and group reductions
+_COOPERATION = re.compile(
+    r"__shared__|__sync\w*|shfl|ballot|__reduce_|atomic|cub::|cooperative_groups|\bcg::|this_thread_block|"
+    r"tiled_partition|reduce|warp|block_?sum|barrier",
+    re.IGNORECASE,
+)
+
+
+def elementwise(model: SourceModel, kernel: str) -> str:
+    """Why a kernel named like a norm or softmax combines no values across threads (an elementwise kernel over a
+    softmax's output, a loss), or '': nothing in its body, nor in the file's functions it calls, lets threads meet,
+    and it calls nothing from elsewhere but intrinsics, casts and math."""
+    k = model.kernel(kernel)
+    if k.has_errors:
+        return ""
+    src = KernelSource(model, k)
+    defined = {f.name: f for f in model.device_functions}
+    data = model.text.encode("utf-8")
+    texts, pending, seen = [src.text(src.body)], [src.body], set()
+    while pending:
+        for call in descendants(pending.pop(), "call_expression"):
+            name = src.field(call, "function").split("<")[0].split("::")[-1].strip()
+            if name in defined and name not in seen:
+                seen.add(name)
+                span = defined[name].span
+                texts.append(data[span.start_byte : span.end_byte].decode("utf-8", errors="replace"))
+                found = src.root.descendant_for_byte_range(span.start_byte, max(span.end_byte - 1, 0))
+                pending += [found] if found is not None else []
+            elif name not in defined and not PURE_CALLS.fullmatch(name) and not src.template_param(name):
+                return ""  # a function from elsewhere (`vllm::compute_rms`): it may combine values across threads
+    if any(_COOPERATION.search(t) for t in texts):
+        return ""
+    return (
+        "an elementwise kernel: no thread combines values with another (no shared memory, barrier, warp exchange, "
+        "atomic or reduction)"
+    )
+
+
 def _launched_ex(model: SourceModel, kernel: Kernel) -> bool:
     """Whether the file launches the kernel through `cudaLaunchKernelEx` (named in the call or by a local)."""
     if "cudaLaunchKernelEx" not in model.text or kernel.has_errors:
@@ -154,7 +193,8 @@ def main() -> None:
     crashes: list[str] = []
     per_corpus: dict[str, dict[str, int]] = {}
     row_kernels: list[dict[str, object]] = []
-    column_kernels: list[dict[str, object]] = []  # named like norms, but reducing columns: not row reductions
+    # named like norms or softmax, but reducing columns or nothing across threads: not row reductions
+    column_kernels: list[dict[str, object]] = []
     slowest = (0.0, "")
     files = sources(args.corpus)
     anywhere = launched_in(args.corpus)
@@ -224,7 +264,11 @@ def main() -> None:
                         "online_merge": "online_merge" in origins,
                         "refused": "" if "row_reduce" in origins else why,
                     }
-                    columns = "" if "row_reduce" in origins else column_reduction(model, kernel.name)
+                    columns = (
+                        ""
+                        if "row_reduce" in origins
+                        else column_reduction(model, kernel.name) or elementwise(model, kernel.name)
+                    )
                     (column_kernels if columns else row_kernels).append(
                         {**entry, "excluded": columns} if columns else entry
                     )
@@ -268,7 +312,7 @@ def main() -> None:
         where = f"{r['corpus']}:{r['kernel']}:{r['line']}"
         merge = " (online_merge)" if r["online_merge"] else ""
         print(f"  {'yes' if r['row_reduce'] else 'no ':3} {where}{merge} {r['refused'][:160]}")
-    print(f"excluded, named like norms but not row reductions: {len(column_kernels)}")
+    print(f"excluded, named like norms or softmax but not row reductions: {len(column_kernels)}")
     for r in column_kernels:
         print(f"  --  {r['corpus']}:{r['kernel']}:{r['line']} {r['excluded']}")
     print(f"\nslowest kernel: {slowest[0]:.2f} s ({slowest[1]})")

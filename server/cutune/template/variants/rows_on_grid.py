@@ -52,7 +52,7 @@ _WARP_LEVEL = re.compile(
 )
 # functions a kernel may call that touch no other thread: CUDA intrinsics (the block-wide votes are read above),
 # casts, vector constructors, math
-_PURE = re.compile(
+PURE_CALLS = re.compile(
     r"__\w+|static_cast|reinterpret_cast|const_cast|make_\w+|(?:std::)?(?:min|max|abs|fabs|sqrt|rsqrt|exp|exp2|log|"
     r"log2|pow|tanh|erf|fma|floor|ceil|round|isnan|isinf)f?|fmaxf?|fminf?|this_thread_block|tiled_partition"
 )
@@ -199,7 +199,9 @@ def _called(src: KernelSource, refuse: Callable[[str], TransformRefused] | None 
                 if name not in found:
                     found[name] = "\n".join(src.text(h.definition) for h in defined[name])
                     pending += [h.definition for h in defined[name]]
-            elif not name or not _PURE.fullmatch(qualified.removeprefix("cg::").removeprefix("cooperative_groups::")):
+            elif not name or not PURE_CALLS.fullmatch(
+                qualified.removeprefix("cg::").removeprefix("cooperative_groups::")
+            ):
                 if refuse is None or _template_type(src, name):
                     continue  # a conversion to a template type (`T(v)`), or no refusal asked for
                 raise refuse(

@@ -20,8 +20,9 @@ index reads (`if (row >= rows) return;` before the column's check: the thread's 
 
 Refused, with the reason, where an iteration would not be the thread it was: threads cooperate (barriers,
 shared memory, warp collectives, a call whose name says it may: an atomic on one address, `atomicAdd`, is the
-element's own update and commutes with the others, so it does not), the block index, thread index, block size or grid size (x axis) is read
-elsewhere, a `return` sits in a nested loop or switch, the bound changes, or the index is written.
+element's own update and commutes with the others, so it does not), the block index, thread index, block size or
+grid size (x axis) is read elsewhere, a `return` sits in a nested loop or switch, the bound changes, or the index is
+written.
 """
 
 from __future__ import annotations
