@@ -157,6 +157,8 @@ __global__ void k(float* out, const float* in, float* total, int n) {
   float acc = 0.0f;
   float best = -1.0f;
   int at = -1;
+  float2 pair = make_float2(0.0f, 0.0f);
+  float sums[2] = {0.0f, 0.0f};
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
     in += i;
     out += i;
@@ -178,6 +180,11 @@ __global__ void k(float* out, const float* in, float* total, int n) {
         ("best = in[i];\n    out[i] = best * 2.0f;", None),  # set whole before it is read: the iteration's own
         ("if (i % 2) { best = in[i]; } else { best = -in[i]; }\n    out[i] = best;", None),  # set on every path
         ("float c, s;\n    c = in[i];\n    s = c;\n    out[i] = s;", None),  # declared in the body, each of them
+        # the kernel's local arrays and structs: a part of one written and read across iterations
+        ("pair.x += in[i];\n    out[i] = pair.x;", "pair"),
+        ("sums[i % 2] = fmaf(in[i], in[i], sums[i % 2]);", None),  # an array of running totals
+        # a scratch array declared outside and filled each iteration: refused, the check proves no fill whole
+        ("for (int j = 0; j < 2; ++j) sums[j] = in[i] * j;\n    out[i] = sums[1];", "sums"),
     ],
 )
 def test_a_value_carried_from_one_iteration_to_the_next_keeps_the_iterations_with_their_thread(

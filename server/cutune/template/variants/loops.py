@@ -277,6 +277,11 @@ def loop_blockers(src: KernelSource, loop: StrideLoop, *, regrouped: bool = True
                 f"carries `{name}` from one iteration to the next (line {src.line(read)}): an iteration reads what "
                 "the thread's earlier ones left, so another grouping of the iterations reads other values"
             )
+    for name, read in _aggregates_read(src, loop.body, declared):
+        return (
+            f"carries `{name}` from one iteration to the next (line {src.line(read)}): an iteration writes part of it "
+            "and reads it, so it may read what the thread's earlier iterations left"
+        )
     dependent = _thread_dependent_names(src) - {loop.var} - declared  # the loop's own names shadow others
     for node in descendants(loop.body, "identifier"):
         along_x = node.parent is not None and squeezed(src.text(node.parent)) == "threadIdx.x"
@@ -284,6 +289,56 @@ def loop_blockers(src: KernelSource, loop: StrideLoop, *, regrouped: bool = True
             what = "threadIdx.x" if along_x else f"{src.text(node)}, which differs between threads"
             return f"reads {what} in its body (line {src.line(node)}): which thread runs an iteration matters"
     return None
+
+
+def _aggregates_read(src: KernelSource, body: Node, own: set[str]) -> list[tuple[str, Node]]:
+    """The kernel's local arrays and structs declared outside the loop (not pointers, not `__shared__`) of which an
+    iteration writes a part (`buf[j] = v`, `s.x += v`) and reads any: each with the first read."""
+    local: set[str] = set()
+    for d in descendants(src.body, "declaration"):
+        if d.start_byte >= body.start_byte and d.end_byte <= body.end_byte:
+            continue
+        if any(src.text(c) == "__shared__" for c in d.children) or "static" in src.text(d).split("=")[0].split():
+            continue
+        for target in d.children_by_field_name("declarator"):
+            inner = target.child_by_field_name("declarator") if target.type == "init_declarator" else target
+            named = declared_identifier(target)
+            if inner is not None and inner.type in ("array_declarator", "identifier") and named is not None:
+                local.add(src.text(named))
+    written: dict[str, list[Node]] = {}
+    for n in descendants(body, "assignment_expression", "update_expression"):
+        assigned = n.child_by_field_name("left") or n.child_by_field_name("argument")
+        root = assigned
+        while root is not None and root.type in ("subscript_expression", "field_expression"):
+            root = root.child_by_field_name("argument")
+        if assigned is not None and root is not None and assigned != root and root.type == "identifier":
+            name = src.text(root)
+            if name in local and name not in own:
+                written.setdefault(name, []).append(root)
+    found_reads = []
+    for name, roots in written.items():
+        reads = (n for n in descendants(body, "identifier") if src.text(n) == name and n not in roots)
+        read = next((n for n in reads if not _updates_part(src, n)), None)
+        if read is not None:
+            found_reads.append((name, read))
+    return found_reads
+
+
+def _updates_part(src: KernelSource, ident: Node) -> bool:
+    """Whether the identifier's part (`sums[c]`, `s.x`) is read in an update of that same part
+    (`sums[c] = fmaf(a, w, sums[c])`, `s.x += v`): one of an array's running totals."""
+    part = ident
+    while part.parent is not None and part.parent.type in ("subscript_expression", "field_expression"):
+        if part.parent.child_by_field_name("argument") != part:
+            break
+        part = part.parent
+    node: Node | None = part
+    while node is not None and not node.type.endswith("statement"):
+        if node.type in ("assignment_expression", "update_expression"):
+            target = node.child_by_field_name("left") or node.child_by_field_name("argument")
+            return target is not None and squeezed(src.text(target)) == squeezed(src.text(part))
+        node = node.parent
+    return False
 
 
 def _updates(src: KernelSource, ident: Node) -> bool:
