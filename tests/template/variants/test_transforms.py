@@ -176,6 +176,7 @@ __global__ void k(float* out, const float* in, float* total, int n) {
         ("acc += in[i];\n    out[i] = acc;", "acc"),  # a running total read as more than a total
         ("if (in[i] > 0.0f) { best = in[i]; }\n    out[i] = best;", "best"),  # set on one path only
         ("acc += in[i] * in[i];", None),  # a running total, only updated
+        ("acc = acc * 31.0f + in[i];", "acc"),  # a running value whose total depends on the order of the elements
         ("if (in[i] > best) { best = in[i]; at = i; }", None),  # a running maximum and where it lies
         ("best = in[i];\n    out[i] = best * 2.0f;", None),  # set whole before it is read: the iteration's own
         ("if (i % 2) { best = in[i]; } else { best = -in[i]; }\n    out[i] = best;", None),  # set on every path
@@ -183,8 +184,11 @@ __global__ void k(float* out, const float* in, float* total, int n) {
         # the kernel's local arrays and structs: a part of one written and read across iterations
         ("pair.x += in[i];\n    out[i] = pair.x;", "pair"),
         ("sums[i % 2] = fmaf(in[i], in[i], sums[i % 2]);", None),  # an array of running totals
-        # a scratch array declared outside and filled each iteration: refused, the check proves no fill whole
+        # a scratch array declared outside and filled each iteration element by element: the iteration's own
+        ("sums[0] = in[i];\n    sums[1] = 2.0f * in[i];\n    out[i] = sums[0] + sums[1];", None),
+        # filled by a loop: refused, the check proves no loop's fill whole
         ("for (int j = 0; j < 2; ++j) sums[j] = in[i] * j;\n    out[i] = sums[1];", "sums"),
+        ("sums[0] = in[i];\n    out[i] = sums[1];", "sums"),  # one element left from the last iteration
     ],
 )
 def test_a_value_carried_from_one_iteration_to_the_next_keeps_the_iterations_with_their_thread(
@@ -198,6 +202,31 @@ def test_a_value_carried_from_one_iteration_to_the_next_keeps_the_iterations_wit
             assert f"carries `{carried}` from one iteration to the next" in _refusal(transform, source)
     # packs_per_thread keeps each thread's iterations, in their order: what an iteration carries stays right
     assert PacksPerThread().apply(parse_source(source), "k", None).body
+
+
+def test_a_running_value_combined_by_the_operator_of_the_kernels_block_reduction_may_be_regrouped() -> None:
+    # cub's BlockReduce combines the threads' partials with `merge` in an order of its own: the partials may be
+    # grouped otherwise too
+    source = """
+#include <cub/cub.cuh>
+struct Merge {
+  __device__ float2 operator()(float2 a, float2 b) const { return make_float2(fmaxf(a.x, b.x), a.y + b.y); }
+};
+__global__ void k(float2* out, const float2* in, int n) {
+  Merge merge;
+  float2 agg = make_float2(-1e30f, 0.0f);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    agg = merge(agg, in[blockIdx.x * n + i]);
+  }
+  using Reduce = cub::BlockReduce<float2, 256>;
+  __shared__ typename Reduce::TempStorage storage;
+  const float2 total = Reduce(storage).Reduce(agg, REDUCE_OP);
+  if (threadIdx.x == 0) out[blockIdx.x] = total;
+}
+"""
+    for op, carried in (("merge", False), ("Merge{}", True)):
+        reasons = [r.reason for r in propose_variants(parse_source(source.replace("REDUCE_OP", op)), "k", None)[1]]
+        assert any("carries `agg`" in r for r in reasons) is carried, reasons
 
 
 RANDOM = """

@@ -294,7 +294,7 @@ def loop_blockers(src: KernelSource, loop: StrideLoop, *, regrouped: bool = True
 def _aggregates_read(src: KernelSource, body: Node, own: set[str]) -> list[tuple[str, Node]]:
     """The kernel's local arrays and structs declared outside the loop (not pointers, not `__shared__`) of which an
     iteration writes a part (`buf[j] = v`, `s.x += v`) and reads any: each with the first read."""
-    local: set[str] = set()
+    local: dict[str, int | None] = {}  # name → its length, for an array of a constant one
     for d in descendants(src.body, "declaration"):
         if d.start_byte >= body.start_byte and d.end_byte <= body.end_byte:
             continue
@@ -304,7 +304,8 @@ def _aggregates_read(src: KernelSource, body: Node, own: set[str]) -> list[tuple
             inner = target.child_by_field_name("declarator") if target.type == "init_declarator" else target
             named = declared_identifier(target)
             if inner is not None and inner.type in ("array_declarator", "identifier") and named is not None:
-                local.add(src.text(named))
+                size = src.field(inner, "size") if inner.type == "array_declarator" else ""
+                local[src.text(named)] = constant_value(src, size) if size else None
     written: dict[str, list[Node]] = {}
     for n in descendants(body, "assignment_expression", "update_expression"):
         assigned = n.child_by_field_name("left") or n.child_by_field_name("argument")
@@ -317,11 +318,46 @@ def _aggregates_read(src: KernelSource, body: Node, own: set[str]) -> list[tuple
                 written.setdefault(name, []).append(root)
     found_reads = []
     for name, roots in written.items():
+        if _filled_first(src, body, name, local[name]):
+            continue  # each iteration's own array
         reads = (n for n in descendants(body, "identifier") if src.text(n) == name and n not in roots)
         read = next((n for n in reads if not _updates_part(src, n)), None)
         if read is not None:
             found_reads.append((name, read))
     return found_reads
+
+
+def _filled_first(src: KernelSource, body: Node, name: str, length: int | None) -> bool:
+    """Whether the loop body's first statements that name the array `name` set each of its `length` elements at a
+    constant index (`m[0] = a; m[1] = b;`, values not reading it) before anything else names it."""
+    filled: set[int] = set()
+    pending = statements_of(body)
+    while pending and length is not None:
+        statement = pending.pop(0)
+        if statement.type == "compound_statement":
+            pending[:0] = statements_of(statement)
+            continue
+        if not any(src.text(i) == name for i in descendants(statement, "identifier")):
+            continue
+        expr = statement.named_children[0] if statement.type == "expression_statement" else None
+        left = expr.child_by_field_name("left") if expr is not None and expr.type == "assignment_expression" else None
+        right = expr.child_by_field_name("right") if expr is not None else None
+        index = (
+            src.field(left, "indices").strip("[] ") if left is not None and left.type == "subscript_expression" else ""
+        )
+        at = constant_value(src, index) if index else None
+        if (
+            expr is None
+            or left is None
+            or right is None
+            or src.field(expr, "operator") != "="
+            or src.field(left, "argument") != name
+            or at is None
+            or any(src.text(i) == name for i in descendants(right, "identifier"))
+        ):
+            break
+        filled.add(at)
+    return length is not None and filled >= set(range(length))
 
 
 def _updates_part(src: KernelSource, ident: Node) -> bool:
@@ -341,15 +377,76 @@ def _updates_part(src: KernelSource, ident: Node) -> bool:
     return False
 
 
+# calls that take the larger or smaller of two values, and fused multiply-adds (`fmaf(x, y, acc)` adds x·y to acc)
+EXTREMUM_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
+FMA_CALLS = {"fma", "fmaf", "__fmaf_rn", "__fma_rn", "std::fma"}
+
+
+def update_op(src: KernelSource, node: Node, name: str) -> str | None:
+    """The reduction an update of `name` makes (`acc += e`, `acc = acc + e`, `acc = fmaxf(acc, e)`,
+    `acc = fmaf(x, y, acc)`: "sum", "max" or "min"; `n++`, `p *= e`, `m |= e`: "count", "product", "bits";
+    `acc = op(acc, e)` with the operator the kernel's block reduction takes: "combine"), e never reading `name`; None
+    for any other update (`h = h * 31 + e`: its value depends on the order of the elements)."""
+
+    def reads(n: Node | None) -> bool:
+        return n is not None and any(src.text(i) == name for i in descendants(n, "identifier"))
+
+    if node.type == "update_expression":
+        return "count"
+    op, right = src.field(node, "operator"), node.child_by_field_name("right")
+    if node.type != "assignment_expression" or right is None:
+        return None
+    compound = {"+=": "sum", "-=": "sum", "*=": "product", "|=": "bits", "&=": "bits", "^=": "bits"}
+    if op in compound:
+        return compound[op] if not reads(right) else None
+    if op != "=":
+        return None
+    if right.type == "binary_expression" and src.field(right, "operator") == "+":
+        sides = [right.child_by_field_name("left"), right.child_by_field_name("right")]
+        alone = [s is not None and squeezed(src.text(s)) == name for s in sides]
+        return "sum" if alone.count(True) == 1 and sum(reads(s) for s in sides) == 1 else None
+    if right.type == "call_expression":
+        function = squeezed(src.field(right, "function")).removeprefix("::")
+        arguments = right.child_by_field_name("arguments")
+        args = [a for a in arguments.named_children if a.type != "comment"] if arguments is not None else []
+        alone = [squeezed(src.text(a)) == name for a in args]
+        if function in EXTREMUM_CALLS and len(args) == 2 and alone.count(True) == 1 and sum(map(reads, args)) == 1:
+            return EXTREMUM_CALLS[function]
+        if function in FMA_CALLS and len(args) == 3 and alone[2] and not any(map(reads, args[:2])):
+            return "sum"  # a product added to the total, rounded once
+        if len(args) == 2 and alone.count(True) == 1 and sum(map(reads, args)) == 1 and _reduces_with(src, function):
+            return "combine"  # the operator the kernel's block reduction takes: one whatever the grouping
+    return None
+
+
+def _reduces_with(src: KernelSource, function: str) -> bool:
+    """Whether the kernel hands `function` to a reduction as its operator (`BlockReduce(...).Reduce(v, op)`)."""
+    for call in src.in_body("call_expression"):
+        callee = src.field(call, "function")
+        arguments = call.child_by_field_name("arguments")
+        args = [a for a in arguments.named_children if a.type != "comment"] if arguments is not None else []
+        if (
+            re.search(r"\.\s*(?:Reduce|AllReduce)\s*$", callee)
+            and len(args) == 2
+            and squeezed(src.text(args[1])) == function
+        ):
+            return True
+    return False
+
+
 def _updates(src: KernelSource, ident: Node) -> bool:
-    """Whether the identifier lies in an update of itself (`acc += e`, `acc = fmaxf(acc, e)`, `n++`), or in the
-    condition of an `if` that only then sets it (`if (v > m) { m = v; at = i; }`: a running extremum)."""
+    """Whether the identifier lies in an update of itself that totals the elements whatever their order (update_op:
+    `acc += e`, `acc = fmaxf(acc, e)`, `n++`), or in the condition of an `if` that only then sets it
+    (`if (v > m) { m = v; at = i; }`: a running extremum)."""
     name = src.text(ident)
     node: Node | None = ident
     while node is not None and not node.type.endswith("statement"):
         if node.type in ("assignment_expression", "update_expression"):
             target = node.child_by_field_name("left") or node.child_by_field_name("argument")
-            return target is not None and target.type == "identifier" and src.text(target) == name
+            if target == ident and src.field(node, "operator") == "=":
+                return True  # set, not read
+            own = target is not None and target.type == "identifier" and src.text(target) == name
+            return own and update_op(src, node, name) is not None  # a total whatever the order of the elements
         parent = node.parent
         if parent is not None and parent.type == "if_statement" and parent.child_by_field_name("condition") == node:
             then = parent.child_by_field_name("consequence")

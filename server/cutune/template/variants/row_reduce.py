@@ -65,11 +65,13 @@ from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.constexpr_arms import constexpr_arms, joined
 from cutune.template.variants.loops import (
     ARITHMETIC,
+    EXTREMUM_CALLS,
     constant_names,
     declared_identifier,
     index_form,
     local_values,
     sets_first,
+    update_op,
     written_names,
 )
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
@@ -86,16 +88,14 @@ MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-
 SHORT_ROW_BYTES = 128 * 16
 _SPACE = re.compile(r"\s+")
 _OPS = {"sum": "cutune_rr_sum", "max": "cutune_rr_max", "min": "cutune_rr_min"}
-_MAX_CALLS = {"fmaxf": "max", "fmax": "max", "max": "max", "fminf": "min", "fmin": "min", "min": "min"}
 _MIN_CALLS = {"min", "::min", "std::min", "cuda::std::min"}
 # a butterfly step's combine (butterfly.py's OWN and PARTNER) → the reduction it is
 _BUTTERFLY_OPS = {
     f"{OWN}+({PARTNER})": "sum",
     f"{OWN}+{PARTNER}": "sum",
     f"{PARTNER}+{OWN}": "sum",
-    **{f"{fn}({a},{b})": op for fn, op in _MAX_CALLS.items() for a, b in ((OWN, PARTNER), (PARTNER, OWN))},
+    **{f"{fn}({a},{b})": op for fn, op in EXTREMUM_CALLS.items() for a, b in ((OWN, PARTNER), (PARTNER, OWN))},
 }
-_FMA_CALLS = {"fma", "fmaf", "__fmaf_rn", "__fma_rn", "std::fma"}
 # the count a loop over a 2-D block's threads in order (`threadIdx.y * blockDim.x + threadIdx.x`) steps by
 _FLAT_STEPS = ("blockDim.x*blockDim.y", "blockDim.y*blockDim.x")
 _SHUFFLE = re.compile(r"(__)?shfl(_xor|_down|_up)?(_sync)?")
@@ -1028,27 +1028,9 @@ class _Rewriter:
 
     def _accumulation(self, node: Node, acc: str) -> str:
         """The reduction operator of `acc += e` / `acc = fmaxf(acc, e)`; a refusal for any other update."""
-        op = self.text(node.child_by_field_name("operator") or node)
-        right = node.child_by_field_name("right")
-        if node.type == "assignment_expression" and op == "+=" and right is not None and acc not in self._idents(right):
-            return "sum"
-        if node.type == "assignment_expression" and op == "=" and right is not None:
-            if right.type == "binary_expression" and self.text(right.child_by_field_name("operator")) == "+":
-                sides = [right.child_by_field_name("left"), right.child_by_field_name("right")]
-                if [self.compact(s) == acc for s in sides].count(True) == 1 and sum(
-                    acc in self._idents(s) for s in sides
-                ) == 1:
-                    return "sum"
-            if right.type == "call_expression":
-                fn = self.compact(right.child_by_field_name("function")).removeprefix("::")
-                args = _args(right)
-                alone = [self.compact(a) == acc for a in args].count(True) == 1
-                if fn in _MAX_CALLS and len(args) == 2 and alone and sum(acc in self._idents(a) for a in args) == 1:
-                    return _MAX_CALLS[fn]
-                # `acc = fmaf(x, x, acc)`: a product added to the total, rounded once
-                fma = fn in _FMA_CALLS and len(args) == 3 and self.compact(args[2]) == acc
-                if fma and not any(acc in self._idents(a) for a in args[:2]):
-                    return "sum"
+        op = update_op(self.src, node, acc) if node.type == "assignment_expression" else None
+        if op in ("sum", "max", "min") and self.text(node.child_by_field_name("operator")) != "-=":
+            return op
         self.refuse(f"`{acc}` is carried from element to element in a way that is not a sum, max or min", node)
 
     def _iterations_own(self, loop: _Loop, name: str) -> bool:
@@ -1647,7 +1629,7 @@ class _Rewriter:
         if op == "+=":
             return "sum"
         if op == "=" and right is not None and right.type == "call_expression":
-            return _MAX_CALLS.get(self.compact(right.child_by_field_name("function")).removeprefix("::"))
+            return EXTREMUM_CALLS.get(self.compact(right.child_by_field_name("function")).removeprefix("::"))
         if op == "=" and right is not None and right.type == "binary_expression":
             return "sum" if self.text(right.child_by_field_name("operator")) == "+" else None
         return None
