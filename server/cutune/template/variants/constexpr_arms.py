@@ -27,6 +27,7 @@ from cutune.cuda.parse import parse_source
 from cutune.cuda.syntax import node_text
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.variants.loops import declaration_names, declared_names
 from cutune.template.variants.model import Variant
 
 _SPACE = re.compile(r"\s+")
@@ -51,7 +52,7 @@ def constexpr_arms(src: KernelSource) -> Arms | str | None:
         return None
     base, _ = _polarity(_condition(first))
     condition = node_text(src.data, base)
-    local = next((n for n in _identifiers(src, base) if n in _declared_names(src, src.body)), None)
+    local = next((n for n in _identifiers(src, base) if n in declared_names(src, src.body)), None)
     if local is not None:  # the variant tests the condition before any of the body's declarations
         return f"`if constexpr ({condition})` (line {src.line(first)}) reads `{local}`, a local of the kernel"
     return _arms(src, first, condition, constexpr_only=True)
@@ -63,7 +64,7 @@ def template_arms(src: KernelSource) -> Arms | str | None:
     instantiation, so each instantiation runs one arm as surely as under `if constexpr`; every `if` on the same
     condition is resolved with it. Why it cannot be; None where there is no such `if`."""
     params = {p.name for p in src.kernel.template_params}
-    declared = _declared_names(src, src.body)
+    declared = declared_names(src, src.body)
     first = None
     for s in src.in_body("if_statement"):
         base, _ = _polarity(_condition(s))
@@ -97,7 +98,8 @@ def _arms(src: KernelSource, first: Node, condition: str, *, constexpr_only: boo
             if unwrap and kept is not None:  # its declarations become the body's: nothing after it may see them
                 later = {n for t in src.body.named_children if t.start_byte >= s.end_byte for n in _identifiers(src, t)}
                 seen = sorted(
-                    later & {n for d in kept.named_children if d.type == "declaration" for n in _names(src, d)}
+                    later
+                    & {n for d in kept.named_children if d.type == "declaration" for n in declaration_names(src, d)}
                 )
                 if seen:
                     return (
@@ -200,26 +202,11 @@ def _declared_twice(src: KernelSource) -> str:
     """A name two top-level declarations of the body declare, or ""."""
     seen: set[str] = set()
     for decl in src.body.named_children:
-        for name in _names(src, decl) if decl.type == "declaration" else []:
+        for name in declaration_names(src, decl) if decl.type == "declaration" else []:
             if name in seen:
                 return name
             seen.add(name)
     return ""
-
-
-def _declared_names(src: KernelSource, node: Node) -> set[str]:
-    """Every name a declaration under `node` declares."""
-    return {name for decl in descendants(node, "declaration") for name in _names(src, decl)}
-
-
-def _names(src: KernelSource, decl: Node) -> list[str]:
-    """The names one declaration declares (`int a = 1, b[4];` declares a and b)."""
-    names = []
-    for d in decl.children_by_field_name("declarator"):
-        while d.type != "identifier" and (inner := d.child_by_field_name("declarator")) is not None:
-            d = inner
-        names.append(node_text(src.data, d))
-    return names
 
 
 def _identifiers(src: KernelSource, node: Node) -> list[str]:

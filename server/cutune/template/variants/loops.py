@@ -589,13 +589,13 @@ def _branch(node: Node) -> Node:
 
 def declared_names(src: KernelSource, node: Node) -> set[str]:
     """The names declared under `node` (every declarator of a declaration: `float c, s;`)."""
-    names: set[str] = set()
-    for d in descendants(node, "init_declarator", "declaration"):
-        for target in d.children_by_field_name("declarator"):
-            found = declared_identifier(target)
-            if found is not None:
-                names.add(src.text(found))
-    return names
+    return {n for d in descendants(node, "init_declarator", "declaration") for n in declaration_names(src, d)}
+
+
+def declaration_names(src: KernelSource, declaration: Node) -> list[str]:
+    """The names one declaration declares, in order (`int a = 1, b[4], &r = a;` declares a, b and r)."""
+    found = (declared_identifier(d) for d in declaration.children_by_field_name("declarator"))
+    return [src.text(i) for i in found if i is not None]
 
 
 def declared_identifier(declarator: Node) -> Node | None:

@@ -45,6 +45,7 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import launched_block_x
 from cutune.template.variants.loops import (
     constant_names,
+    declaration_names,
     index_form,
     local_values,
     rewritten,
@@ -163,13 +164,13 @@ class _Reader:
                 f"the loops over the register arrays count to different bounds ({sorted(counts)})", rounds[0]
             )
         count = counts.pop()
-        declared = next((s for s in self.statements if count in _declared_names(src, s)), None)
+        declared = next((s for s in self.statements if count in set(declaration_names(src, s))), None)
         length = self._length(declared, count) if declared is not None else None
         if declared is None or length is None:
             raise self.refuse(
                 f"`{count}` is not the number of whole rounds of the block over a row (`n / blockDim.x`)", rounds[0]
             )
-        if len(_declared_names(src, declared)) > 1:
+        if len(set(declaration_names(src, declared))) > 1:
             raise self.refuse(f"declares `{count}` beside other names", declared)
         read = {src.text(i) for i in descendants(declared, "identifier")}
         moved = sorted((written_names(src, src.body) - {count}) & read)
@@ -360,25 +361,11 @@ class _Reader:
         return any(self.src.text(i) in names for i in descendants(s, "identifier"))
 
     def _declares(self, s: Node, names: set[str]) -> bool:
-        return s.type == "declaration" and bool(_declared_names(self.src, s) & names)
+        return s.type == "declaration" and bool(set(declaration_names(self.src, s)) & names)
 
 
 def _bare(text: str) -> str:
     return "".join(text.split())
-
-
-def _declared_names(src: KernelSource, s: Node) -> set[str]:
-    """The names a top-level declaration declares."""
-    if s.type != "declaration":
-        return set()
-    names: set[str] = set()
-    for declarator in s.children_by_field_name("declarator"):
-        d: Node | None = declarator
-        while d is not None and d.type != "identifier":
-            d = d.child_by_field_name("declarator")
-        if d is not None:
-            names.add(src.text(d))
-    return names
 
 
 class _Checked:
@@ -427,7 +414,7 @@ class _Checked:
         for s in self.statements:
             if s in loops:
                 continue
-            if s.type == "declaration" and _declared_names(src, s) & set(self.arrays):
+            if s.type == "declaration" and set(declaration_names(src, s)) & set(self.arrays):
                 self.edits.replace(s.start_byte, s.end_byte, "")
             elif any(src.text(i) in self.arrays for i in descendants(s, "identifier")):
                 raise self.refuse("uses a register array outside the loops over the rounds", s)
@@ -549,7 +536,7 @@ class _Checked:
                 continue
             for ident in descendants(s, "identifier"):
                 name = self.src.text(ident)
-                declares = s.type == "declaration" and name in _declared_names(self.src, s)
+                declares = s.type == "declaration" and name in set(declaration_names(self.src, s))
                 if name in self.moved or (name in self.offsets and not declares):
                     raise self.refuse(f"reads `{name}`, moved to the thread's first element, outside the rounds", s)
 
