@@ -79,6 +79,13 @@ def backend_compile(
     return builder.compile(key), per_size[0]
 
 
+def assert_both_compile(ctx: KernelContext) -> None:
+    """NVRTC and nvcc each compile the kernel's default configuration to a kernel that uses registers."""
+    for compiler in ("nvrtc", "nvcc"):
+        compiled, first = backend_compile(ctx, ctx.space.default(), compiler)
+        assert compiled.kernel(first).resources.registers > 0, compiler
+
+
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_what_check_compiles_is_what_the_backend_compiles(name: str, without_torch: None, tmp_path: Path) -> None:
     ctx = shape(name)
@@ -160,9 +167,7 @@ def test_an_overloaded_kernel_compiles_under_nvcc(without_torch: None) -> None:
 
 def test_torch_through_a_project_header_without_pytorch_gets_cudas_types(without_torch: None) -> None:
     ctx = shape("torch_header")
-    for compiler in ("nvrtc", "nvcc"):
-        compiled, first = backend_compile(ctx, ctx.space.default(), compiler)
-        assert compiled.kernel(first).resources.registers > 0
+    assert_both_compile(ctx)
     unit = build_request(ctx).make_unit((), False)
     assert "<torch/headeronly/util/BFloat16.h> stood in for by CUDA's types (torch is not installed)" in unit.notes
     assert unit.undefines == ()
@@ -171,9 +176,7 @@ def test_torch_through_a_project_header_without_pytorch_gets_cudas_types(without
 def test_an_extension_header_naming_torchs_tensor_compiles_without_pytorch(without_torch: None) -> None:
     # `using at::Tensor;` beside the kernels (host code's type): the stand-ins declare it, `at::Half` is `__half`
     ctx = shape("torch_tensor_header")
-    for compiler in ("nvrtc", "nvcc"):
-        compiled, first = backend_compile(ctx, ctx.space.default(), compiler)
-        assert compiled.kernel(first).resources.registers > 0
+    assert_both_compile(ctx)
     unit = build_request(ctx).make_unit((), False)
     assert any("<ATen/ATen.h>" in note and "stood in for by CUDA's types" in note for note in unit.notes)
 

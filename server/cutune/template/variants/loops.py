@@ -13,7 +13,7 @@ once over the threads of a block (or of the grid), whatever the launch's block (
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -331,14 +331,7 @@ def _filled_first(src: KernelSource, body: Node, name: str, length: int | None) 
     """Whether the loop body's first statements that name the array `name` set each of its `length` elements at a
     constant index (`m[0] = a; m[1] = b;`, values not reading it) before anything else names it."""
     filled: set[int] = set()
-    pending = statements_of(body)
-    while pending and length is not None:
-        statement = pending.pop(0)
-        if statement.type == "compound_statement":
-            pending[:0] = statements_of(statement)
-            continue
-        if not any(src.text(i) == name for i in descendants(statement, "identifier")):
-            continue
+    for statement in _naming(src, body, name) if length is not None else []:
         expr = statement.named_children[0] if statement.type == "expression_statement" else None
         left = expr.child_by_field_name("left") if expr is not None and expr.type == "assignment_expression" else None
         right = expr.child_by_field_name("right") if expr is not None else None
@@ -547,14 +540,7 @@ def sets_first(src: KernelSource, body: Node, name: str) -> bool:
     def names(node: Node | None) -> bool:
         return node is not None and any(src.text(i) == name for i in descendants(node, "identifier"))
 
-    pending = statements_of(body)
-    while pending:
-        statement = pending.pop(0)
-        if statement.type == "compound_statement":  # a plain block runs whenever the loop body does
-            pending[:0] = statements_of(statement)
-            continue
-        if not names(statement):
-            continue
+    for statement in _naming(src, body, name):
         if statement.type == "if_statement":  # set on every path: in each branch, under a condition not reading it
             branches = [statement.child_by_field_name(f) for f in ("consequence", "alternative")]
             if names(statement.child_by_field_name("condition")) or branches[1] is None:
@@ -578,6 +564,18 @@ def sets_first(src: KernelSource, body: Node, name: str) -> bool:
             and not names(expr.child_by_field_name("right"))
         )
     return False
+
+
+def _naming(src: KernelSource, body: Node, name: str) -> Iterator[Node]:
+    """The statements of a loop's body that name `name`, in the order they run (a plain block's own statements in
+    its place: it runs whenever the body does)."""
+    pending = statements_of(body)
+    while pending:
+        statement = pending.pop(0)
+        if statement.type == "compound_statement":
+            pending[:0] = statements_of(statement)
+        elif any(src.text(i) == name for i in descendants(statement, "identifier")):
+            yield statement
 
 
 def _branch(node: Node) -> Node:
