@@ -122,6 +122,7 @@ HELD_OUT = [
         "sync_bn_backward_data_cuda_kernel",
         "mmcv_sync_bn_backward_data.tune.toml",
     ),
+    Entry("Adam step (held out)", "gsplat", "csrc/AdamCUDA.cu", "adam_kernel", "gsplat_adam.tune.toml"),
 ]
 
 

@@ -76,15 +76,76 @@ def test_a_scaled_index_loops_over_packs_and_keeps_its_index() -> None:
         ("if (i < n) out[i] = 1.0f; out[0] = 2.0f;", "statements follow the guarded block of i"),
         ("if (i + 1 >= n) return; out[i] = 1.0f;", "the guard at line 3 is not `i >= n` (return)"),
         ("out[i] = 1.0f;", "no bounds check on i after its declaration"),
-        ("const int j = i * 2; if (j > 7) return; if (i >= n) return;", "the exit at line 3 reads a value computed"),
+        ("const int j = i * 2; if (j > 7) return; if (i >= n) return;", "the first check after the thread index"),
+        ("const int row = i / n; if (row >= 4) return; out[i] = 1.0f;", None),
+        ("const int row = i / out[0]; if (row >= 4) return;", "a quotient of a thread index by `out[0]`"),
+        ("if (i > n - 1) return; out[i] = 1.0f;", None),  # n signed: `n - 1` cannot wrap
+        ("if (i > m - 1) return; out[i] = 1.0f;", "the guard at line 3 is not `i >= n`"),  # m unsigned: 0 - 1 wraps
     ],
 )
-def test_shapes_a_loop_could_change_are_refused_with_the_reason(body: str, reason: str) -> None:
+def test_shapes_a_loop_could_change_are_refused_with_the_reason(body: str, reason: str | None) -> None:
     source = (
-        f"__global__ void k(float* out, int n) {{\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  {body}\n}}"
+        "__global__ void k(float* out, int n, unsigned m) {\n"
+        f"  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  {body}\n}}"
     )
     result = grid_stride_guard(parse_source(source), "k")
-    assert isinstance(result, str) and reason in result, result
+    if reason is None:  # the shapes beside them that are bounds checks after all
+        assert result is not None and not isinstance(result, str), result
+    else:
+        assert isinstance(result, str) and reason in result, result
+
+
+@pytest.mark.parametrize(
+    ("declaration", "guard", "header"),
+    [
+        # the row's check is the flat index's check against rows * cols, in the index's type (it may pass 2^32)
+        (
+            "const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;",
+            "if (row >= rows) return;",
+            "for(longi=(long)blockIdx.x*blockDim.x+threadIdx.x;i<static_cast<long>(rows)*(cols);",
+        ),
+        (
+            "const auto i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;",
+            "if (rows <= row) return;",
+            "for(autoi=(unsignedlonglong)blockIdx.x*blockDim.x+threadIdx.x;"
+            "i<static_cast<decltype((unsignedlonglong)blockIdx.x*blockDim.x+threadIdx.x)>(rows)*(cols);",
+        ),
+    ],
+)
+def test_a_check_of_the_row_a_flat_index_divides_into_bounds_the_flat_index(
+    declaration: str, guard: str, header: str
+) -> None:
+    source = f"""
+__global__ void k(float* out, const bool* live, const float* scale, int rows, int cols) {{
+  {declaration}
+  const int row = i / cols;
+  {guard}
+  if (!live[row]) return;
+  out[i] *= scale[row];
+}}
+"""
+    body = _body(source)
+    assert header in body
+    # the row moves into the loop, and the row mask's exit ends only its iteration
+    assert "constintrow=i/cols;if(!live[row])continue;out[i]*=scale[row];}" in body
+    variants, _ = propose_variants(parse_source(source), "k", None)
+    assert {v.name for v in variants} >= {"vectorized", "packs_per_thread", "persistent_grid"}
+
+
+def test_a_block_guarded_by_the_row_of_a_flat_index_loops_over_the_flat_index() -> None:
+    source = """
+__global__ void k(float* out, const float* bias, unsigned rows, unsigned cols) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned row = i / cols;
+  const unsigned col = i - row * cols;
+  if (row < rows) {
+    out[i] += bias[col];
+  }
+}
+"""
+    body = _body(source)
+    assert "for(unsignedi=blockIdx.x*blockDim.x+threadIdx.x;i<static_cast<unsigned>(rows)*(cols);" in body
+    assert "constunsignedrow=i/cols;constunsignedcol=i-row*cols;out[i]+=bias[col];}" in body
 
 
 @pytest.mark.parametrize(

@@ -192,6 +192,23 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "persistent_grid": [{"BLOCKS_PER_SM": 2}],
     },
+    # one element per thread whose bounds check is on its row, the flat index divided by the row length (64-bit,
+    # with a row mask's early return)
+    ("masked_rows.cu", "masked_row_scale_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 8, "BLOCK_DIV": 2}],
+        "packs_per_thread": [{"ITEMS": 4, "ITEMS_GRID_DIV": 8}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 4}],
+        "flat_rows": [
+            {"FLAT_ROW_THREADS": 128, "FLAT_ITEMS": 4, "FLAT_BLOCKS_PER_SM": 8},
+            {"FLAT_ROW_THREADS": 256, "FLAT_ITEMS": 2, "FLAT_VEC": 4, "FLAT_SPLIT": 4, "FLAT_BLOCKS_PER_SM": 2},
+        ],
+    },
+    # and the whole body inside `if (row < rows) {...}` (32-bit unsigned)
+    ("masked_rows.cu", "column_bias_copy_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 4}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 2}],
+    },
 }
 
 # samples whose kernel branches by `if constexpr` on a template parameter around its row loops: each variant is also

@@ -35,10 +35,12 @@ from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.recipes.index_bits import HELPER as INDEX_TYPE
 from cutune.template.recipes.items_per_thread import _COOPERATION as COOPERATION
 from cutune.template.recipes.items_per_thread import _bare as bare
 from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.loops import (
+    SIGNED_WIDTH,
     grid_index_axis,
     indented,
     index_form,
@@ -87,17 +89,23 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
     chosen = _checked_index(src, statements, indices)
     if isinstance(chosen, str):
         return chosen
-    k, g = chosen
+    k, g, quotient = chosen
     index = statements[k]
     name_node, value, axis, scale = indices[k]
     var = src.text(name_node)
     rest = statements[k + 1 :]
     g -= k + 1
     guard, between = rest[g], rest[:g]
-    parsed = _guard(src, guard, var, last=g == len(rest) - 1, exit="continue" if chunk else "return")
+    tested = quotient[0] if quotient is not None else var
+    parsed = _guard(src, guard, tested, last=g == len(rest) - 1, exit="continue" if chunk else "return")
     if isinstance(parsed, str):
         return parsed
     bound, others, negate, inner = parsed
+    vtype = src.text(index)[: name_node.start_byte - index.start_byte].strip()
+    vtype = re.sub(r"\bconst\b|\bconstexpr\b", "", vtype).strip() or "int"
+    if quotient is not None:  # i / D < N ⇔ i < N * D (i ≥ 0, D > 0), in the index's type: N * D may pass 2³²
+        wide = f"decltype({src.text(value)})" if vtype == "auto" else vtype
+        bound = f"static_cast<{wide}>({bound}) * ({quotient[1]})"
     inner = inner if inner is not None else rest[g + 1 :]
     blocker = _blocker(src, index, var, axis, bound, between, inner)
     if blocker is not None:
@@ -119,8 +127,6 @@ def grid_stride_guard(model: SourceModel, kernel: str) -> SourceModel | str | No
             kept.append(d)
     if set(_NAME.findall(bound)) & derived:
         return f"the bound `{bound}` of {var} reads a value computed from {var}"
-    vtype = src.text(index)[: name_node.start_byte - index.start_byte].strip()
-    vtype = re.sub(r"\bconst\b|\bconstexpr\b", "", vtype).strip() or "int"
     indent = line_indent(src.data, index.start_byte)
     body: list[str] = [src.text(d) for d in moved]
     hoisted: list[str] = []  # exits on what no iteration changes: taken once, before the loop, as the thread did
@@ -190,33 +196,65 @@ def _invariant(condition: str, changing: set[str]) -> bool:
 
 def _checked_index(
     src: KernelSource, statements: list[Node], indices: dict[int, tuple[Node, Node, str, tuple[str, str] | None]]
-) -> tuple[int, int] | str:
-    """(the index's statement, its check's statement): the first statement after the first index that is not a
-    declaration, nor an exit on what no index reads (`if (row >= rows) return;` before the column's check), must
-    check an index (the x-axis one where it checks several); else why not."""
+) -> tuple[int, int, tuple[str, str] | None] | str:
+    """(the index's statement, its check's statement, the quotient of the index it checks where it checks one:
+    its name and divisor): the first statement after the first index that is not a declaration, nor an exit on
+    what no index reads (`if (row >= rows) return;` before the column's check), must check an index (the x-axis
+    one where it checks several) or its quotient by names (`row = i / cols`); else why not."""
     first = min(indices)
     index_names = {src.text(found[0]) for found in indices.values()}
-    g = next(
-        (
-            j
-            for j in range(first + 1, len(statements))
-            if statements[j].type != "declaration" and not _other_exit(src, statements[j], index_names)
-        ),
-        None,
-    )
+    g, derived = None, set(index_names)  # an exit on a value computed from an index is a check of that index
+    for j in range(first + 1, len(statements)):
+        if statements[j].type == "declaration":
+            if _reads(src, statements[j]) & derived:
+                derived |= _declares(src, statements[j])
+        elif not _other_exit(src, statements[j], derived):
+            g = j
+            break
     if g is None or statements[g].type != "if_statement":
         var = src.text(indices[first][0])
         return f"no bounds check on {var} after its declaration (`if ({var} >= n) return;` or `if ({var} < n) {{...}}`)"
     guarded = {src.text(indices[k][0]): k for k in indices if k < g}
-    tested = {src.text(n) for n in descendants(statements[g], "identifier")} & set(guarded)
+    condition = statements[g].child_by_field_name("condition") or statements[g]
+    named = {src.text(n) for n in descendants(condition, "identifier")}
+    tested = named & set(guarded)
     if len(tested) > 1:  # several indices checked at once: the one over the grid's x axis is the loop's
         tested = {t for t in tested if indices[guarded[t]][2] == "x"}
     if not tested:
+        quotients = {}
+        for statement in statements[first + 1 : g]:
+            if (found := _quotient(src, statement, set(guarded))) is not None:
+                quotients[found[0]] = (guarded[found[1]], found[2])
+        checked = sorted(named & set(quotients))
+        if len(checked) == 1:  # `q = i / D; if (q >= N) return;`: the check of i against N * D
+            k, divisor = quotients[checked[0]]
+            if _CALL.search(divisor) or _MEMORY_OR_WRITE.search(divisor) or indices[k][3] is not None:
+                return (
+                    f"the check at line {src.line(statements[g])} tests {checked[0]}, a quotient of a thread index "
+                    f"by `{divisor}`, which is not a name or product of names"
+                )
+            return k, g, (checked[0], divisor)
         names = ", ".join(sorted(guarded))
         return f"the first check after the thread index (line {src.line(statements[g])}) does not test {names}"
     if len(tested) != 1:
         return f"the check at line {src.line(statements[g])} tests several thread indices over the grid's x axis"
-    return guarded[tested.pop()], g
+    return guarded[tested.pop()], g, None
+
+
+def _quotient(src: KernelSource, statement: Node, indices: set[str]) -> tuple[str, str, str] | None:
+    """For `T q = i / D;` (i a thread index, D names only): (q, i, D's text)."""
+    declared = single_declaration(statement) if statement.type == "declaration" else None
+    if declared is None:
+        return None
+    value = bare(src, declared[1])
+    if value.type != "binary_expression" or src.field(value, "operator") != "/":
+        return None
+    left = value.child_by_field_name("left")
+    arguments = left.child_by_field_name("arguments") if left is not None else None
+    if left is not None and arguments is not None and src.field(left, "function").startswith(f"{INDEX_TYPE}<"):
+        left = arguments.named_children[0] if arguments.named_child_count == 1 else left  # index_bits' type
+    index = "".join(src.text(bare(src, left)).split()) if left is not None else ""
+    return (src.text(declared[0]), index, src.field(value, "right")) if index in indices else None
 
 
 def _chunk(src: KernelSource, statement: Node) -> tuple[Node, str, str] | None:
@@ -342,7 +380,8 @@ def _terms(src: KernelSource, test: Node, joiner: str) -> list[Node]:
 
 
 def _bound(src: KernelSource, term: Node, var: str, exits: bool) -> str | None:
-    """n for `var >= n` / `n <= var` (exits) or `var < n` / `n > var` (continues), else None."""
+    """n for `var >= n` / `n <= var` / `var > n - 1` (exits) or `var < n` / `n > var` / `var <= n - 1` (continues),
+    else None."""
     if term.type != "binary_expression":
         return None
     op, left, right = (src.field(term, f) for f in ("operator", "left", "right"))
@@ -351,7 +390,15 @@ def _bound(src: KernelSource, term: Node, var: str, exits: bool) -> str | None:
         return src.field(term, "right")
     if right == var and op == ("<=" if exits else ">"):
         return src.field(term, "left")
-    return None
+    # `var > n - 1` is `var >= n` where n - 1 cannot wrap: n a parameter of a signed integer type
+    if left == var and op == (">" if exits else "<="):
+        last = right
+    elif right == var and op == ("<" if exits else ">="):
+        last = left
+    else:
+        return None
+    signed = {p.name for p in src.kernel.params if re.sub(r"\bconst\b", "", p.type).strip() in SIGNED_WIDTH}
+    return last[:-2] if last.endswith("-1") and last[:-2] in signed else None
 
 
 def _blocker(
@@ -387,8 +434,10 @@ def _blocker(
                 if parent.type in _NESTED:
                     return f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`"
                 parent = parent.parent
+    casts = ("static_cast", f"{INDEX_TYPE}<")  # conversions, not calls (index_bits writes the second)
     for statement in between:
-        if descendants(statement, "call_expression") and _reads(src, statement) & {var}:
+        calls = [c for c in descendants(statement, "call_expression") if not src.field(c, "function").startswith(casts)]
+        if calls and _reads(src, statement) & {var}:
             return f"calls a function between {var} and its guard (line {src.line(statement)})"
     return None
 
