@@ -116,3 +116,63 @@ __global__ void k(float* out, const float* in, int rows, int n) {
     result = while_to_for(parse_source(source), "k")
     assert result is not None and not isinstance(result, str), result
     assert "for (int c = threadIdx.x; c < n; c += blockDim.x) {" in result.text and "while (r < rows)" in result.text
+
+
+STARTED_BEFORE = """
+__global__ void k(const float* __restrict__ partials, float* __restrict__ out, int splits, int total) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  const int stride = blockDim.x * gridDim.x;
+  for (; idx < total; idx += stride) {
+    float acc = 0.0f;
+    for (int s = 0; s < splits; ++s) acc += partials[s * total + idx];
+    if (acc == 0.0f) continue;  // the update still runs: the loop steps as it did
+    out[idx] = acc;
+  }
+}
+"""
+
+
+def test_a_for_loop_without_an_initializer_takes_the_index_declared_before_it() -> None:
+    result = while_to_for(parse_source(STARTED_BEFORE), "k")
+    assert result is not None and not isinstance(result, str), result
+    k = result.kernel("k")
+    body = "".join(result.text[k.body_span.start_byte : k.body_span.end_byte].split())
+    assert "for(intidx=blockIdx.x*blockDim.x+threadIdx.x;idx<total;idx+=stride){floatacc=0.0f;" in body
+    assert "if(acc==0.0f)continue;" in body and body.count("intidx") == 1
+    variants, _ = propose_variants(parse_source(STARTED_BEFORE), "k", None)
+    assert {v.name for v in variants} >= {"vectorized", "packs_per_thread", "persistent_grid"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        ("    out[idx] = acc;\n  }\n", "    out[idx] = acc;\n  }\n  out[idx] = 0.0f;\n", "uses idx outside the loop"),
+        ("    out[idx] = acc;", "    out[idx] = acc;\n    idx += 1;", "changes idx inside its body"),
+        ("  int idx = blockIdx.x", "  int idx;\n  idx = idx + blockIdx.x", "starts idx from itself"),
+        # the start moves down to the loop: what it reads must not change on the way
+        ("  const int stride", "  total = splits;\n  const int stride", None),
+        ("blockIdx.x * blockDim.x + threadIdx.x;", "out[0] * blockDim.x;\n  out[0] = 1.0f;", "from memory or a call"),
+        ("blockIdx.x * blockDim.x + threadIdx.x;", "splits;\n  splits = 2;", "starts idx from splits, which changes"),
+    ],
+)
+def test_for_loops_without_an_initializer_the_rewrite_could_change_are_refused(
+    old: str, new: str, reason: str | None
+) -> None:
+    source = STARTED_BEFORE.replace(old, new)
+    assert source != STARTED_BEFORE
+    result = while_to_for(parse_source(source), "k")
+    if reason is None:  # a change before the loop to what the start does not read
+        assert result is not None and not isinstance(result, str), result
+    else:
+        assert isinstance(result, str) and reason in result and "the for loop at line" in result, result
+
+
+def test_a_one_statement_for_body_is_kept() -> None:
+    source = (
+        "__global__ void k(float* out, int n) {\n  int i = threadIdx.x + blockIdx.x * blockDim.x;\n"
+        "  for (; i < n; i += blockDim.x * gridDim.x) out[i] = 1.0f;\n}"
+    )
+    result = while_to_for(parse_source(source), "k")
+    assert result is not None and not isinstance(result, str), result
+    assert "for (int i = threadIdx.x + blockIdx.x * blockDim.x; i < n; i += blockDim.x * gridDim.x) {" in result.text
+    assert "out[i] = 1.0f;" in result.text

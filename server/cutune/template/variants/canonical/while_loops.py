@@ -7,6 +7,9 @@ written as the `for` loop it is, so the loop transforms read its start, bound an
       i += STEP;
     }
 
+A `for` loop with no initializer whose index is declared before it (`T i = START; for (; i < BOUND; i += STEP)`)
+is the same loop, and becomes the same `for` (there a `continue` takes the step, as it did).
+
 An index may serve several such loops one after another, restarted before each (`i = START2;` then the next
 `while`): each becomes a `for` with its own index from its own start, the declaration and the restarts gone.
 
@@ -36,15 +39,16 @@ _LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement")
 
 def while_to_for(model: SourceModel, kernel: str) -> SourceModel | str | None:
     """The model with `kernel`'s stride `while` loops written as `for` loops; why not; None when it has none."""
-    if "while" not in kernel_body(model, kernel):
+    if not re.search(r"\bwhile\b|\bfor\s*\(\s*;", kernel_body(model, kernel)):
         return None
     src = KernelSource(model, model.kernel(kernel))
     reasons: list[str] = []
     plans: dict[tuple[int, str], list[_Plan]] = {}  # by (block, index): the loops of one index, in order
-    for loop in src.in_body("while_statement"):
+    loops = [*src.in_body("while_statement"), *(f for f in src.in_body("for_statement") if _started_before(f))]
+    for loop in sorted(loops, key=lambda n: n.start_byte):
         plan = _plan(src, loop)
         if isinstance(plan, str):
-            reasons.append(f"the while loop at line {src.line(loop)} {plan}")
+            reasons.append(f"the {_kind(loop)} loop at line {src.line(loop)} {plan}")
         elif plan is not None:
             block = plan.loop.parent
             assert block is not None  # _plan found the loop in a block
@@ -56,7 +60,7 @@ def while_to_for(model: SourceModel, kernel: str) -> SourceModel | str | None:
             continue  # inside a loop rewritten here: left as it is
         why = _outside_uses(src, group)
         if why:
-            reasons.append(f"the while loop at line {src.line(group[0].loop)} {why}")
+            reasons.append(f"the {_kind(group[0].loop)} loop at line {src.line(group[0].loop)} {why}")
             continue
         for plan in group:
             edits.replace(plan.start.start_byte, plan.start.end_byte, "")
@@ -67,10 +71,35 @@ def while_to_for(model: SourceModel, kernel: str) -> SourceModel | str | None:
     return "; ".join(reasons) if reasons else None
 
 
+def _started_before(loop: Node) -> bool:
+    """Whether `loop` is a `for` with no initializer but a condition and an update."""
+    fields = [loop.child_by_field_name(f) for f in ("initializer", "condition", "update")]
+    return fields[0] is None and fields[1] is not None and fields[2] is not None
+
+
+_CASTS = ("static_cast", "reinterpret_cast", "const_cast")  # conversions, parsed as calls
+
+
+def _touches_memory(src: KernelSource, node: Node) -> bool:
+    """Whether `node` reads or writes memory or calls: a subscript, a dereference, `->`, a call."""
+    return any(
+        n.type == "subscript_expression"
+        or (n.type == "call_expression" and not src.field(n, "function").startswith(_CASTS))
+        or (n.type == "pointer_expression" and src.text(n).startswith("*"))
+        or (n.type == "field_expression" and "->" in src.text(n))
+        for n in descendants(node, "subscript_expression", "call_expression", "pointer_expression", "field_expression")
+    )
+
+
+def _kind(loop: Node) -> str:
+    return "while" if loop.type == "while_statement" else "for"
+
+
 @dataclass(frozen=True)
 class _Plan:
-    """A stride `while` loop over `var`: the statement before it that starts `var` (a declaration with a value, or
-    a plain assignment), its step, and the body's statements."""
+    """A stride `while` (or initializer-less `for`) loop over `var`: the statement before it that starts `var` (a
+    declaration with a value, or a plain assignment), its step, and the body's statements (a `while` body's less
+    its step)."""
 
     loop: Node
     var: str
@@ -82,12 +111,25 @@ class _Plan:
 def _plan(src: KernelSource, loop: Node) -> _Plan | str | None:
     """The loop's plan, why it cannot be a `for`, or None when it is no stride loop."""
     condition, body = loop.child_by_field_name("condition"), loop.child_by_field_name("body")
-    test = condition.named_children[0] if condition is not None and condition.named_children else None
+    if condition is not None and condition.type == "condition_clause" and condition.named_children:
+        condition = condition.named_children[0]  # a while's parentheses
+    test = (
+        condition.named_children[0]
+        if condition is not None and condition.type == "parenthesized_expression"
+        else condition
+    )
     if test is None or test.type != "binary_expression" or src.field(test, "operator") != "<" or body is None:
         return None
     var = "".join(src.field(test, "left").split())
-    statements = [c for c in body.named_children if c.type != "comment"] if body.type == "compound_statement" else []
-    step = _step(src, statements[-1], var) if statements else None
+    block_body = body.type == "compound_statement"
+    statements = [c for c in body.named_children if c.type != "comment"] if block_body else []
+    if loop.type == "for_statement":  # the update is the step, and the body is all the loop's own
+        statements = statements if block_body else [body]
+        update = loop.child_by_field_name("update")
+        step = _step_expression(src, update, var) if update is not None else None
+        statements = [*statements, update] if step is not None and update is not None else statements
+    else:
+        step = _step(src, statements[-1], var) if statements else None
     if step is None:
         return None  # not stepped last by `var += STEP`: no stride loop
     block = loop.parent
@@ -99,11 +141,19 @@ def _plan(src: KernelSource, loop: Node) -> _Plan | str | None:
     if start is None:
         return f"steps {var}, which is not declared with a value in the same block before it"
     value = _start_value(start)
-    if value is not None and var in {src.text(n) for n in descendants(value, "identifier")}:
+    read = {src.text(n) for n in descendants(value, "identifier")} if value is not None else set()
+    if var in read:
         return f"starts {var} from itself (line {src.line(start)})"
+    # the start moves down to the loop: what it reads must hold the same values there
+    between = siblings[siblings.index(start) + 1 : at]
+    changed = sorted(read & {n for b in between for n in written_names(src, b)})
+    if changed:
+        return f"starts {var} from {changed[0]}, which changes before the loop"
+    if value is not None and _touches_memory(src, value) and any(_touches_memory(src, b) for b in between):
+        return f"starts {var} from memory or a call, and the statements before the loop touch memory or call"
     if var in written_names(src, test) or any(var in written_names(src, s) for s in statements[:-1]):
         return f"changes {var} inside its body besides the last step"
-    for c in descendants(body, "continue_statement"):
+    for c in descendants(body, "continue_statement") if loop.type == "while_statement" else []:
         inner = c.parent
         while inner is not None and inner != loop and inner.type not in _LOOPS:
             inner = inner.parent
@@ -146,14 +196,16 @@ def _for_text(src: KernelSource, plan: _Plan, declaration: Node) -> str:
     value = _start_value(plan.start)
     inner_text = ""
     body = plan.loop.child_by_field_name("body")
-    if len(plan.statements) > 1 and body is not None:  # the body's text as written (comments kept), less its indent
+    if body is not None and body.type != "compound_statement":  # a `for` whose body is one statement
+        inner_text = src.text(body)
+    elif len(plan.statements) > 1 and body is not None:  # the body's text as written (comments kept), less its indent
         first = body.named_children[0].start_byte
         margin = line_indent(src.data, first)
         lines = src.data[first : plan.statements[-2].end_byte].decode().split("\n")
         inner_text = "\n".join([lines[0]] + [ln[len(margin) :] if ln.startswith(margin) else ln for ln in lines[1:]])
     condition = plan.loop.child_by_field_name("condition")
     assert condition is not None  # _plan read it
-    test = src.text(condition.named_children[0])
+    test = src.text(condition.named_children[0] if condition.type != "binary_expression" else condition)
     start = src.text(value) if value is not None else plan.var
     header = f"for ({vtype} {plan.var} = {start}; {test}; {plan.var} += {plan.step}) {{"
     indent = line_indent(src.data, plan.loop.start_byte)
@@ -164,7 +216,11 @@ def _step(src: KernelSource, statement: Node, var: str) -> str | None:
     """STEP of `var += STEP;` or `var = var + STEP;`, else None."""
     if statement.type != "expression_statement" or not statement.named_children:
         return None
-    e = statement.named_children[0]
+    return _step_expression(src, statement.named_children[0], var)
+
+
+def _step_expression(src: KernelSource, e: Node, var: str) -> str | None:
+    """STEP of `var += STEP` or `var = var + STEP`, else None."""
     if e.type != "assignment_expression" or "".join(src.field(e, "left").split()) != var:
         return None
     right = src.field(e, "right")
