@@ -123,6 +123,13 @@ HELD_OUT = [
         "mmcv_sync_bn_backward_data.tune.toml",
     ),
     Entry("Adam step (held out)", "gsplat", "csrc/AdamCUDA.cu", "adam_kernel", "gsplat_adam.tune.toml"),
+    Entry(
+        "split-K reduction (held out)",
+        "gptqmodel",
+        "awq/quantization/gemm_cuda_gen.cu",
+        "reduce_splitk_fp32_to_output_kernel",
+        "gptqmodel_reduce_splitk.tune.toml",
+    ),
 ]
 
 
