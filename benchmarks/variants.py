@@ -53,6 +53,8 @@ PACKED = [
 ]
 # a helper's branch on a template parameter, packed arm by arm (issue #21: the rotary layouts of serving stacks)
 ARMS = [("rotary_styles.cu", "rotary_styles_kernel")]
+# one element per thread checked by its row, the flat index divided by the row length (issue #21's quotient guards)
+QUOTIENT = [("masked_rows.cu", "masked_row_scale_kernel"), ("masked_rows.cu", "column_bias_copy_kernel")]
 BIG = 64 * 2**20  # bytes: from here on the bar asks for 85% of the floor
 
 
@@ -177,7 +179,11 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     args.out.mkdir(parents=True, exist_ok=True)
     log_selection(args.out / "variants.selection.log")
-    chosen = [(f, k) for f, k in NEW + EXISTING + FLAT + PACKED + ARMS if not args.only or k in args.only.split(",")]
+    chosen = [
+        (f, k)
+        for f, k in NEW + EXISTING + FLAT + PACKED + ARMS + QUOTIENT
+        if not args.only or k in args.only.split(",")
+    ]
     samples = []
     for file, kernel in chosen:
         if not (ROOT / "samples" / file).exists():
