@@ -5,7 +5,9 @@ elementwise and per-head kernels launch) fill an SM with fewer, larger blocks.
 Item `blockIdx.x` becomes `cutune_item = blockIdx.x * blockDim.y + threadIdx.y`, and `gridDim.x` becomes
 `gridDim.x * blockDim.y`: every thread computes exactly what the thread with the same `threadIdx.x` computed in
 block `cutune_item` of the original launch, so the body stays as written. That holds only where the rows of a
-block never meet: no shared memory, no barrier, no block-wide cooperative group (a warp-level exchange stays
+block never meet: each item gets its own copy of the body's static shared arrays and `__syncthreads()` is reached
+alike by every item (item_shared; ITEMS_Y is then a template argument, the arrays' first size), no barrier that
+counts or votes, no block-wide cooperative group (a warp-level exchange stays
 within one item when the block's x size is a whole number of warps, which the launch checks), no other use of
 the block's y or z axis, no helper or macro of the file and no inline PTX that reads the block index, grid size or
 block shape itself, no clusters. A lambda of the body is rewritten with it; one reading the block index must
@@ -30,16 +32,27 @@ from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.loop_macros import split_args
+from cutune.template.variants.item_shared import (
+    barrier_blocker,
+    barriers,
+    cooperating_call,
+    outer_shared,
+    per_item_shared,
+    shared_declarations,
+)
 from cutune.template.variants.loops import edited_body, kernel_source, squeezed, stride_loops
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
 
 NAME = "block_items"
 ITEMS = "ITEMS_Y"
 ITEM = "cutune_item"
-# what makes the rows of one block meet: shared memory, barriers, block-wide groups and block-wide libraries
+# what makes the rows of one block meet: block-wide barriers that count or vote, block-wide groups and libraries
+# (static shared memory and plain `__syncthreads()`: item_shared gives each item its own copy and checks the barriers)
 _BLOCK_WIDE = re.compile(
-    r"__shared__|__syncthreads\w*|cooperative_groups|this_thread_block|this_grid|this_cluster|cub|grid_group"
+    r"__syncthreads_\w+|cooperative_groups|this_thread_block|this_grid|this_cluster|cub|grid_group"
 )
+# in a helper the kernel calls: shared memory and barriers too (a helper's arrays and barriers are not rewritten)
+_HELPER_BLOCK_WIDE = re.compile(rf"__shared__|__syncthreads|{_BLOCK_WIDE.pattern}")
 # PTX that reads the block's place or shape, or waits at a barrier
 _ASM_LAYOUT = re.compile(r"ctaid|nctaid|%tid\.[yz]|ntid|\bbar\.|barrier|cluster")
 # what makes the threads of one warp meet: fine while a warp lies within one item
@@ -88,9 +101,12 @@ class BlockItems(Transform):
                     f"threads of a block cooperate through {src.text(node)} (line {src.line(node)}): items sharing "
                     "a block would share it"
                 )
-        helper = _helper_reading_grid(src)
+        helper = _helper_reading_grid(src) or outer_shared(src)
         if helper is not None:
             self.refuse(helper)
+        cooperating = cooperating_call(src, {n for n, _ in _called_helpers(src)} | {"__syncthreads"})
+        if cooperating is not None:
+            self.refuse(cooperating)
         macro = _macro_reading_grid(src)
         if macro is not None:
             self.refuse(macro)
@@ -117,6 +133,11 @@ class BlockItems(Transform):
         ) or any(_WARP_WIDE.search(t) for _, t in _called_helpers(src))
         limit = _launch_bound(self, src)
         edits = EditList(src.data)
+        shared = bool(shared_declarations(src) or barriers(src))
+        if shared:  # each item its own shared arrays, its rows sized by the template parameter
+            why = barrier_blocker(src) or per_item_shared(src, edits, ITEMS)
+            if why:
+                self.refuse(why)
         for node in src.in_body("field_expression"):
             text = squeezed(src.text(node))
             if text == "blockIdx.x":
@@ -135,7 +156,13 @@ class BlockItems(Transform):
             name=NAME,
             body=inner,
             params=(
-                TunableParam(ITEMS, (1, 2, 4, 8), 1, Binding.LAUNCH, description="work items per block (block y)"),
+                TunableParam(
+                    ITEMS,
+                    (1, 2, 4, 8),
+                    1,
+                    Binding.TEMPLATE if shared else Binding.LAUNCH,
+                    description="work items per block (block y)" + ("; each its own shared arrays" if shared else ""),
+                ),
             ),
             launch=Launch(
                 grid=(f"({{grid}}) // {rows}", "{grid}", "{grid}"), block=("{block}", rows), shared_mem="{shared_mem}"
@@ -143,7 +170,8 @@ class BlockItems(Transform):
             provenance=Provenance(
                 self.name,
                 note=f"{ITEMS} items per block, one per row of threads (block y)"
-                + ("; whole warps only, as warps exchange values" if warps else ""),
+                + ("; whole warps only, as warps exchange values" if warps else "")
+                + ("; each item its own copy of the shared arrays, the barriers reached alike" if shared else ""),
             ),
         )
 
@@ -254,6 +282,6 @@ def _helper_reading_grid(src: KernelSource) -> str | None:
     for called, text in _called_helpers(src):
         if _GRID_READS.search(text) or _OTHER_AXES.search(text):
             return f"calls {called}, which reads the block index, grid size or block shape itself"
-        if _BLOCK_WIDE.search(text):
+        if _HELPER_BLOCK_WIDE.search(text):
             return f"calls {called}, which makes the threads of a block cooperate"
     return None
