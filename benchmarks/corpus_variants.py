@@ -130,6 +130,13 @@ HELD_OUT = [
         "reduce_splitk_fp32_to_output_kernel",
         "gptqmodel_reduce_splitk.tune.toml",
     ),
+    Entry(
+        "4-bit GEMV tile (held out)",
+        "auto_gptq",
+        "cuda_256/autogptq_cuda_kernel_256.cu",
+        "VecQuant4MatMulKernel",
+        "auto_gptq_vecquant4.tune.toml",
+    ),
 ]
 
 

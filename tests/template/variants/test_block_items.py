@@ -14,6 +14,7 @@ from cutune.errors import TransformRefused
 from cutune.limits import limits_for
 from cutune.project import open_kernel
 from cutune.spec import load_spec
+from cutune.template.model import Binding
 from cutune.template.variants import TRANSFORMS, BlockItems, with_variants
 from cutune.template.variants.block_items import ITEM, ITEMS
 from cutune.template.variants.chain import composed
@@ -111,11 +112,19 @@ def test_a_literal_launch_bound_caps_the_packed_block() -> None:
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
+        ("out[blockIdx.x] = __syncthreads_or(x[threadIdx.x] > 0.f);", "cooperate through __syncthreads_or"),
         (
-            "__shared__ float s[32]; s[threadIdx.x] = x[blockIdx.x]; out[blockIdx.x] = s[0];",
-            "cooperate through __shared__",
+            "if (x[blockIdx.x] > 0.f) { __syncthreads(); }",
+            "a barrier (line 3) is reached or not by `x[blockIdx.x]>0.f`",
         ),
-        ("out[blockIdx.x * d + threadIdx.x] = 0.f; __syncthreads();", "cooperate through __syncthreads"),
+        ("for (int i = 0; i < d; ++i) { if (i == blockIdx.x) break; __syncthreads(); }", "a `break` (line 3)"),
+        ("const int n = blockIdx.x % 3; for (int i = 0; i < n; ++i) __syncthreads();", "by `i<n`"),
+        ("if (blockIdx.x >= d) return; __syncthreads(); out[blockIdx.x] = 0.f;", "a `return` (line 3)"),
+        ("int n = 1; if (blockIdx.x > 2) n = 2; for (int i = 0; i < n; ++i) __syncthreads();", "by `i<n`"),
+        ("extern __shared__ float dyn[]; dyn[threadIdx.x] = x[blockIdx.x];", "declares dynamic shared memory"),
+        ("__shared__ float a[4], b[4]; a[0] = b[0] = x[blockIdx.x];", "declares several names or a value"),
+        ("out[blockIdx.x] = blockReduceSum(x[threadIdx.x]);", "calls blockReduceSum (line 3), defined elsewhere"),
+        ("auto f = [&]() { __syncthreads(); }; f(); out[blockIdx.x] = 0.f;", "has a lambda (line 3)"),
         ("out[blockIdx.x * 4 + threadIdx.y] = 0.f;", "uses threadIdx.y (line 3): the block has rows already"),
         ("for (int i = threadIdx.x; i < d; i += blockDim.x) out[i] = x[i];", "does not read blockIdx.x"),
         (
@@ -151,8 +160,37 @@ def test_a_kernel_with_a_lambda_compiles_with_its_items_per_block(tmp_path: Path
 def test_refuses_a_helper_that_reads_the_block_index_itself() -> None:
     with pytest.raises(TransformRefused, match="calls flat_block, which reads the block index"):
         BlockItems().apply(_model(), "helper_index_kernel", None)
-    with pytest.raises(TransformRefused, match="cooperate through __shared__"):
-        BlockItems().apply(_model(), "row_sum_kernel", None)
+    source = "__device__ float total(float v) { __shared__ float s; s = v; __syncthreads(); return s; }\n"
+    with pytest.raises(TransformRefused, match="calls total, which makes the threads of a block cooperate"):
+        BlockItems().apply(parse_source(source + KERNEL.format(body="out[blockIdx.x] = total(x[0]);")), "k", None)
+
+
+def test_each_item_gets_its_own_copy_of_the_shared_arrays() -> None:
+    variant = BlockItems().apply(_model(), "row_sum_kernel", None)
+    assert "__shared__ float cutune_items_partial[ITEMS_Y][32];" in variant.body
+    assert "auto& partial = cutune_items_partial[threadIdx.y];" in variant.body
+    assert variant.params[0].binding is Binding.TEMPLATE  # the arrays' first size: a compile-time count
+    scalar = KERNEL.format(
+        body="__shared__ float m; if (threadIdx.x == 0) m = x[blockIdx.x]; __syncthreads(); out[0] = m;"
+    )
+    body = BlockItems().apply(parse_source(scalar), "k", None).body
+    assert "__shared__ float cutune_items_m[ITEMS_Y];" in body and "auto& m = cutune_items_m[threadIdx.y];" in body
+    # a barrier in a loop whose count every item shares, and exits on the thread's own index, are reached alike
+    tile = BlockItems().apply(_model(), "tile_dot_kernel", None)
+    assert "__shared__ float cutune_items_tile[ITEMS_Y][64];" in tile.body
+    exits = KERNEL.format(
+        body="__shared__ float s[32]; if (threadIdx.x >= 32) return; s[threadIdx.x] = x[blockIdx.x];"
+        " __syncthreads(); out[blockIdx.x] = s[0];"
+    )
+    assert "cutune_items_s" in BlockItems().apply(parse_source(exits), "k", None).body
+
+
+def test_refuses_shared_memory_declared_outside_the_kernel() -> None:
+    source = "__shared__ float stage[64];\n// __shared__ float x;\n" + KERNEL.format(
+        body="stage[threadIdx.x] = x[blockIdx.x]; __syncthreads(); out[blockIdx.x] = stage[0];"
+    )
+    with pytest.raises(TransformRefused, match="reads stage, shared memory declared outside any function"):
+        BlockItems().apply(parse_source(source), "k", None)
 
 
 def test_refuses_a_launch_bound_it_cannot_compare() -> None:
@@ -190,19 +228,33 @@ def test_the_launch_is_written_at_a_host_launch_site() -> None:
 def test_the_variants_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
     model = _model()
     spec = load_spec(DATA / "block_items.tune.toml").kernel("token_quant_kernel")
-    for kernel in ("token_quant_kernel", "bias_rows_kernel", "dequant_group_kernel"):
+    for kernel in (
+        "token_quant_kernel",
+        "bias_rows_kernel",
+        "dequant_group_kernel",
+        "row_sum_kernel",
+        "tile_dot_kernel",
+    ):
         variant = BlockItems().apply(model, kernel, None)
         template, _ = with_variants(model, kernel, [variant], None)
         if kernel == "dequant_group_kernel":
             expressions = ["dequant_group_kernel<half, 1>"]
-        else:
-            expressions = name_expressions(template, replace(spec, kernel=kernel, template_args={}), [{"VARIANT": 1}])
+        else:  # the shared arrays' kernels at several items per block (a template argument there)
+            configs = (
+                [{"VARIANT": 1}]
+                if kernel in ("token_quant_kernel", "bias_rows_kernel")
+                else [
+                    {"VARIANT": 1, "ITEMS_Y": 1},
+                    {"VARIANT": 1, "ITEMS_Y": 4},
+                ]
+            )
+            expressions = name_expressions(template, replace(spec, kernel=kernel, template_args={}), configs)
         entries, lowered = compile_both(template, expressions, tmp_path, FILE)
-        assert len(lowered) == 1 and set(lowered.values()) <= set(entries), kernel
+        assert len(lowered) == len(expressions) and set(lowered.values()) <= set(entries), kernel
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ["token_quant_kernel", "bias_rows_kernel"])
+@pytest.mark.parametrize("kernel", ["token_quant_kernel", "bias_rows_kernel", "row_sum_kernel", "tile_dot_kernel"])
 def test_the_variant_equals_the_original_on_the_gpu(kernel: str) -> None:
     ctx = open_kernel(FILE, kernel)
     spec = ctx.require_spec()

@@ -51,14 +51,35 @@ __global__ void bias_rows_kernel(float* __restrict__ out, const float* __restric
   }
 }
 
-// a block-wide sum through shared memory: the items of one block would share it
+// a block-wide sum through shared memory and a barrier: each item gets its own copy of the warps' partials
 __global__ void row_sum_kernel(float* __restrict__ out, const float* __restrict__ x, int cols) {
   __shared__ float partial[32];
   float s = 0.f;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) s += x[blockIdx.x * cols + c];
-  partial[threadIdx.x % 32] = s;
+  for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = s;
   __syncthreads();
-  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.f;
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
+  }
+}
+
+// a split-K tile of a small GEMV: the block's slice of each batch row staged in shared memory, two barriers a
+// round of a loop whose count every item shares
+__global__ void tile_dot_kernel(float* __restrict__ out, const float* __restrict__ w, const float* __restrict__ v,
+                                int batch, int k) {
+  __shared__ float tile[64];
+  const int c = threadIdx.x;
+  for (int b = 0; b < batch; ++b) {
+    tile[threadIdx.x] = v[b * k + blockIdx.x * 64 + threadIdx.x];
+    __syncthreads();
+    float acc = 0.f;
+    for (int j = 0; j < 64; ++j) acc += w[(blockIdx.x * 64 + j) * 64 + c] * tile[j];
+    atomicAdd(&out[b * 64 + c], acc);
+    __syncthreads();
+  }
 }
 
 __device__ __forceinline__ int flat_block() { return blockIdx.y * gridDim.x + blockIdx.x; }
@@ -75,5 +96,6 @@ void launch_all(const void* packed, half* deq, int num_groups, int8_t* q, float*
   token_quant_kernel<<<tokens, 32, 0, stream>>>(q, scales, x, hidden);
   bias_rows_kernel<<<rows < 1024 ? rows : 1024, 128, 0, stream>>>(out, bias, rows, cols);
   row_sum_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
+  tile_dot_kernel<<<hidden / 64, 64, 0, stream>>>(out, x, bias, tokens, hidden);
   helper_index_kernel<<<dim3(rows, 2), 128, 0, stream>>>(out, cols);
 }

@@ -55,6 +55,8 @@ CASES = {
         "vectorized": [{"VEC_BYTES": 16}],
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
+        # a block reduction through shared memory: each item of a block its own copy of the partials
+        "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 8}],
     },
     # a fused add + norm over pack structs with their own `+=`, each pack named through 64-bit locals of the loop's
     # index (`id`, `strided_id`: the input rows strided), compile-time checks before the loops
@@ -81,6 +83,8 @@ CASES = {
     ("offset_rms_norm.cu", "offset_rms_norm_kernel"): {
         "packs_per_thread": [{"ITEMS": 4}],
         "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 1}, {"ROW_THREADS": 1024, "ROW_VEC": 1}],
+        # a block reduction through shared memory: each item of a block its own copy of the partials
+        "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 8}],
     },
     # and the row staged in dynamic shared memory at `&staged[offset]`, a cast of the array
     ("offset_rms_norm.cu", "offset_add_rms_norm_kernel"): {
@@ -144,6 +148,8 @@ CASES = {
             {"ROW_THREADS": 1024, "ROW_VEC": 4},
             {"ROW_THREADS": 512, "ROW_VEC": 8, "SPECIALIZE_HIDDEN": True},
         ],
+        # a block reduction through shared memory: each item of a block its own copy of the partials
+        "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 8}],
     },
     # an fp16 row held in registers by rounds of a 1024-thread block: the column rebuilt from warp and lane, exits at
     # the row's end (`break`, `return`), an fmaf accumulation, a second reduction level reading a partial per lane,
@@ -155,6 +161,8 @@ CASES = {
             {"ROW_THREADS": 256, "ROW_VEC": 8},
             {"ROW_THREADS": 64, "ROW_VEC": 4},
         ],
+        # a block reduction through shared memory: each item of a block its own copy of the partials
+        "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 8}],
     },
     # a flat index over a strided 4-D copy split by division and remainder, one element per thread: the divisions
     # once a row
