@@ -15,7 +15,7 @@ _LOAD = re.compile(r"(?i)load|read|gather|__ldg")
 _ATOMIC = re.compile(r"^atomic")
 _MAX_DEPTH = 4
 _INTEGER = re.compile(r"\b(?:u?int(?:8|16|32|64)?_t|int|long|short|unsigned|size_t|uint)\b")
-_CASTS = frozenset(("reinterpret_cast", "static_cast", "const_cast"))
+CASTS = frozenset(("reinterpret_cast", "static_cast", "const_cast"))  # the C++ casts, parsed as calls
 _ELEMENT_WRAPPERS = frozenset(("field_expression", "parenthesized_expression", "subscript_expression"))
 
 
@@ -172,7 +172,7 @@ class _Reader:
 
     def _is_cast(self, call: Node | None) -> bool:
         fn = call.child_by_field_name("function") if call is not None and call.type == "call_expression" else None
-        return fn is not None and self.text(fn).split("<")[0].strip() in _CASTS
+        return fn is not None and self.text(fn).split("<")[0].strip() in CASTS
 
     def _element_use(self, element: Node) -> Access:
         """`p[i]`, `*p` or `p->f`: written when assigned to (`+=` also reads), else read."""

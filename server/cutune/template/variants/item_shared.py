@@ -21,13 +21,13 @@ import re
 
 from tree_sitter import Node
 
+from cutune.cuda.access import CASTS
 from cutune.template.edits import EditList
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.loops import ARITHMETIC, line_indent, squeezed
 
 PREFIX = "cutune_items_"
 BARRIER = "__syncthreads"
-_CASTS = ("static_cast", "reinterpret_cast", "const_cast")
 _BRANCHES = ("if_statement", "for_statement", "while_statement", "do_statement", "switch_statement")
 _EXITS = ("return_statement", "break_statement", "continue_statement")
 _SETS = ("init_declarator", "assignment_expression", "update_expression")
@@ -186,6 +186,6 @@ def _varies(src: KernelSource, node: Node, varying: set[str]) -> bool:
             return True
         if n.type == "call_expression":
             callee = squeezed(src.field(n, "function"))
-            if not (callee.startswith(_CASTS) or ARITHMETIC.fullmatch(re.sub(r"<.*>$", "", callee))):
+            if not (callee.split("<")[0] in CASTS or ARITHMETIC.fullmatch(re.sub(r"<.*>$", "", callee))):
                 return True
     return any(src.text(n) in varying for n in descendants(node, "identifier"))

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from cutune.cuda.access import CASTS
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.template.edits import EditList, apply_edits
@@ -77,14 +78,11 @@ def _started_before(loop: Node) -> bool:
     return fields[0] is None and fields[1] is not None and fields[2] is not None
 
 
-_CASTS = ("static_cast", "reinterpret_cast", "const_cast")  # conversions, parsed as calls
-
-
 def _touches_memory(src: KernelSource, node: Node) -> bool:
     """Whether `node` reads or writes memory or calls: a subscript, a dereference, `->`, a call."""
     return any(
         n.type == "subscript_expression"
-        or (n.type == "call_expression" and not src.field(n, "function").startswith(_CASTS))
+        or (n.type == "call_expression" and squeezed(src.field(n, "function")).split("<")[0] not in CASTS)
         or (n.type == "pointer_expression" and src.text(n).startswith("*"))
         or (n.type == "field_expression" and "->" in src.text(n))
         for n in descendants(node, "subscript_expression", "call_expression", "pointer_expression", "field_expression")
