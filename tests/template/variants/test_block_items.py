@@ -183,6 +183,12 @@ def test_each_item_gets_its_own_copy_of_the_shared_arrays() -> None:
         " __syncthreads(); out[blockIdx.x] = s[0];"
     )
     assert "cutune_items_s" in BlockItems().apply(parse_source(exits), "k", None).body
+    # a cast or integer arithmetic of what every item shares is shared too
+    cast = KERNEL.format(
+        body="__shared__ float s[32]; for (int i = 0; i < min(static_cast<int>(d), 4); ++i) { s[threadIdx.x % 32] = "
+        "x[blockIdx.x]; __syncthreads(); } out[blockIdx.x] = s[0];"
+    )
+    assert "cutune_items_s" in BlockItems().apply(parse_source(cast), "k", None).body
 
 
 def test_refuses_shared_memory_declared_outside_the_kernel() -> None:

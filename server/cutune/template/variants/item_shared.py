@@ -89,7 +89,7 @@ def cooperating_call(src: KernelSource, defined: set[str]) -> str | None:
     """Why a call to a function the file does not define may make the block's threads meet (its name says it
     reduces or scans over the block, or waits at a barrier); None when no call does."""
     for call in src.in_body("call_expression"):
-        callee = squeezed(src.field(call, "function"))
+        callee = "".join(src.field(call, "function").split())
         name = re.sub(r"<.*>$", "", callee).split("::")[-1].split(".")[-1]
         if name not in defined and _BLOCK_CALL.search(name):
             return (
@@ -185,7 +185,7 @@ def _varies(src: KernelSource, node: Node, varying: set[str]) -> bool:
         if n.type == "subscript_expression" or (n.type == "pointer_expression" and text.startswith("*")):
             return True
         if n.type == "call_expression":
-            callee = squeezed(src.field(n, "function"))
+            callee = "".join(src.field(n, "function").split())
             if not (callee.split("<")[0] in CASTS or ARITHMETIC.fullmatch(re.sub(r"<.*>$", "", callee))):
                 return True
     return any(src.text(n) in varying for n in descendants(node, "identifier"))

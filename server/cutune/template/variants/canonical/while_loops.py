@@ -82,7 +82,7 @@ def _touches_memory(src: KernelSource, node: Node) -> bool:
     """Whether `node` reads or writes memory or calls: a subscript, a dereference, `->`, a call."""
     return any(
         n.type == "subscript_expression"
-        or (n.type == "call_expression" and squeezed(src.field(n, "function")).split("<")[0] not in CASTS)
+        or (n.type == "call_expression" and src.field(n, "function").split("<")[0].strip() not in CASTS)
         or (n.type == "pointer_expression" and src.text(n).startswith("*"))
         or (n.type == "field_expression" and "->" in src.text(n))
         for n in descendants(node, "subscript_expression", "call_expression", "pointer_expression", "field_expression")
