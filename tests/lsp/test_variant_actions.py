@@ -40,13 +40,11 @@ async def test_each_variant_is_a_rewrite_the_user_reviews(editor: Editor, tmp_pa
 
 async def test_a_kernel_with_no_variant_offers_none(editor: Editor, tmp_path: Path) -> None:
     root = copy_workspace("autotune", tmp_path)
-    # threads of a block cooperate through shared memory: every transform refuses
+    # threads of a block count together at a barrier (`__syncthreads_count`): every transform refuses
     (root / "block_sum.cu").write_text(
-        "__global__ void block_sum_kernel(float* out, const float* in) {\n"
-        "  __shared__ float partial[256];\n"
-        "  partial[threadIdx.x] = in[blockIdx.x * 256 + threadIdx.x];\n"
-        "  __syncthreads();\n"
-        "  if (threadIdx.x == 0) out[blockIdx.x] = partial[0] + partial[255];\n"
+        "__global__ void block_sum_kernel(int* out, const float* in) {\n"
+        "  const int positive = __syncthreads_count(in[blockIdx.x * 256 + threadIdx.x] > 0.f);\n"
+        "  if (threadIdx.x == 0) out[blockIdx.x] = positive;\n"
         "}\n"
     )
     editor.use(root)
