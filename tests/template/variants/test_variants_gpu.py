@@ -22,6 +22,7 @@ CONFIGS = {
     "split": [{"SPLIT": 4}],
     "split_vectorized": [{"SPLIT": 8, "PACKS": 2}, {"SPLIT": 1, "VEC_BYTES": 8, "BLOCK_DIV": 4}],
     "split_packs_per_thread": [{"SPLIT": 16, "ITEMS": 4, "ITEMS_BLOCK_DIV": 2}],
+    "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 4}],  # the block reductions: each item its own shared partials
 }
 
 
