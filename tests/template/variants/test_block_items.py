@@ -121,6 +121,10 @@ def test_a_literal_launch_bound_caps_the_packed_block() -> None:
         ("const int n = blockIdx.x % 3; for (int i = 0; i < n; ++i) __syncthreads();", "by `i<n`"),
         ("if (blockIdx.x >= d) return; __syncthreads(); out[blockIdx.x] = 0.f;", "a `return` (line 3)"),
         ("int n = 1; if (blockIdx.x > 2) n = 2; for (int i = 0; i < n; ++i) __syncthreads();", "by `i<n`"),
+        (
+            "float2 m; m.x = x[blockIdx.x]; if (m.x > 0.f) { __syncthreads(); } out[blockIdx.x] = m.x;",
+            "a barrier (line 3) is reached or not by `m.x>0.f`",  # a field set from memory: the local varies
+        ),
         ("extern __shared__ float dyn[]; dyn[threadIdx.x] = x[blockIdx.x];", "declares dynamic shared memory"),
         ("__shared__ float a[4], b[4]; a[0] = b[0] = x[blockIdx.x];", "declares several names or a value"),
         ("out[blockIdx.x] = blockReduceSum(x[threadIdx.x]);", "calls blockReduceSum (line 3), defined elsewhere"),
@@ -268,6 +272,18 @@ def test_the_variant_equals_the_original_on_the_gpu(kernel: str) -> None:
     # every ITEMS_Y measured at both sizes (6 tokens and 1000 rows fall back to one item per block), each equal
     passed, failed = measured_failures(job, spec, {"VARIANT", "ITEMS_Y"})
     assert passed >= 4 and not failed, failed
+
+
+@pytest.mark.gpu
+def test_items_sharing_one_copy_of_the_shared_arrays_are_caught_on_the_gpu() -> None:
+    # planted wrong: every item of a block uses the first item's partials; the check against the original rejects it
+    ctx = open_kernel(FILE, "row_sum_kernel")
+    spec = ctx.require_spec()
+    variant = BlockItems().apply(ctx.template_model, "row_sum_kernel", spec)
+    wrong = replace(variant, body=variant.body.replace("cutune_items_partial[threadIdx.y]", "cutune_items_partial[0]"))
+    assert wrong.body != variant.body
+    passed, failed = measured_failures(variant_alone(ctx, "row_sum_kernel", wrong), spec, {"VARIANT", "ITEMS_Y"})
+    assert failed and all("ITEMS_Y': 1" not in f for f in failed), (passed, failed)
 
 
 def test_refuses_a_macro_or_inline_ptx_that_reads_the_block_index() -> None:

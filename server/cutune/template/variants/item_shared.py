@@ -21,10 +21,9 @@ import re
 
 from tree_sitter import Node
 
-from cutune.cuda.access import CASTS
 from cutune.template.edits import EditList
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.variants.loops import ARITHMETIC, line_indent, squeezed
+from cutune.template.variants.loops import ARITHMETIC, line_indent, squeezed, touches_memory
 
 PREFIX = "cutune_items_"
 BARRIER = "__syncthreads"
@@ -154,6 +153,13 @@ def _set_parts(src: KernelSource, node: Node) -> tuple[str | None, Node | None]:
         target, value = node.child_by_field_name("left"), node.child_by_field_name("right")
     else:
         target, value = node.child_by_field_name("argument"), None
+    # a field or element set (`s.max = v`, `acc[i] = v`): the whole local varies with it
+    while target is not None and target.type in (
+        "field_expression",
+        "subscript_expression",
+        "parenthesized_expression",
+    ):
+        target = target.child_by_field_name("argument") or (target.named_children[0] if target.named_children else None)
     name = squeezed(src.text(target)) if target is not None else ""
     return (name if re.fullmatch(r"[A-Za-z_]\w*", name) else None), value
 
@@ -178,14 +184,8 @@ def _varying_path(src: KernelSource, node: Node, varying: set[str]) -> str:
 def _varies(src: KernelSource, node: Node, varying: set[str]) -> bool:
     """Whether `node`'s value may differ between items: it reads the block index, memory, a call other than a cast
     or integer arithmetic, or a varying local."""
-    for n in descendants(node, "field_expression", "subscript_expression", "pointer_expression", "call_expression"):
-        text = squeezed(src.text(n))
-        if n.type == "field_expression" and (text == "blockIdx.x" or "->" in text):
-            return True
-        if n.type == "subscript_expression" or (n.type == "pointer_expression" and text.startswith("*")):
-            return True
-        if n.type == "call_expression":
-            callee = "".join(src.field(n, "function").split())
-            if not (callee.split("<")[0] in CASTS or ARITHMETIC.fullmatch(re.sub(r"<.*>$", "", callee))):
-                return True
+    if touches_memory(src, node, pure=ARITHMETIC):
+        return True
+    if any(squeezed(src.text(n)) == "blockIdx.x" for n in descendants(node, "field_expression")):
+        return True
     return any(src.text(n) in varying for n in descendants(node, "identifier"))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
+from cutune.cuda.access import CASTS
 from cutune.cuda.model import SourceModel, TemplateParamKind
 from cutune.errors import CutuneError, SourceError, TransformRefused
 from cutune.template.edits import EditList, apply_edits
@@ -629,6 +630,23 @@ def line_indent(data: bytes, at: int) -> str:
     while end < len(data) and data[end] in b" \t":
         end += 1
     return data[start:end].decode("utf-8")
+
+
+def touches_memory(src: KernelSource, node: Node, pure: re.Pattern[str] | None = None) -> bool:
+    """Whether `node` reads or writes memory or calls: a subscript, a dereference, `->`, or a call other than a cast
+    (and than a callee `pure` matches, where given)."""
+    for n in descendants(node, "subscript_expression", "call_expression", "pointer_expression", "field_expression"):
+        if n.type == "subscript_expression" or (n.type == "pointer_expression" and src.text(n).startswith("*")):
+            return True
+        if n.type == "field_expression" and "->" in src.text(n):
+            return True
+        if n.type == "call_expression":
+            callee = "".join(src.field(n, "function").split())
+            if callee.split("<")[0] not in CASTS and not (
+                pure is not None and pure.fullmatch(re.sub(r"<.*>$", "", callee))
+            ):
+                return True
+    return False
 
 
 def squeezed(text: str) -> str:

@@ -31,6 +31,7 @@ import re
 
 from tree_sitter import Node
 
+from cutune.cuda.access import CASTS
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.template.edits import EditList, apply_edits
@@ -434,9 +435,13 @@ def _blocker(
                 if parent.type in _NESTED:
                     return f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`"
                 parent = parent.parent
-    casts = ("static_cast", f"{INDEX_TYPE}<")  # conversions, not calls (index_bits writes the second)
+    casts = {*CASTS, INDEX_TYPE}  # conversions, not calls (index_bits writes the last)
     for statement in between:
-        calls = [c for c in descendants(statement, "call_expression") if not src.field(c, "function").startswith(casts)]
+        calls = [
+            c
+            for c in descendants(statement, "call_expression")
+            if src.field(c, "function").split("<")[0].strip() not in casts
+        ]
         if calls and _reads(src, statement) & {var}:
             return f"calls a function between {var} and its guard (line {src.line(statement)})"
     return None

@@ -26,13 +26,12 @@ from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from cutune.cuda.access import CASTS
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.shape import kernel_body
-from cutune.template.variants.loops import indented, line_indent, squeezed, written_names
+from cutune.template.variants.loops import indented, line_indent, squeezed, touches_memory, written_names
 
 NAME = "while_loops"
 _LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement")
@@ -76,17 +75,6 @@ def _started_before(loop: Node) -> bool:
     """Whether `loop` is a `for` with no initializer but a condition and an update."""
     fields = [loop.child_by_field_name(f) for f in ("initializer", "condition", "update")]
     return fields[0] is None and fields[1] is not None and fields[2] is not None
-
-
-def _touches_memory(src: KernelSource, node: Node) -> bool:
-    """Whether `node` reads or writes memory or calls: a subscript, a dereference, `->`, a call."""
-    return any(
-        n.type == "subscript_expression"
-        or (n.type == "call_expression" and src.field(n, "function").split("<")[0].strip() not in CASTS)
-        or (n.type == "pointer_expression" and src.text(n).startswith("*"))
-        or (n.type == "field_expression" and "->" in src.text(n))
-        for n in descendants(node, "subscript_expression", "call_expression", "pointer_expression", "field_expression")
-    )
 
 
 def _kind(loop: Node) -> str:
@@ -147,7 +135,7 @@ def _plan(src: KernelSource, loop: Node) -> _Plan | str | None:
     changed = sorted(read & {n for b in between for n in written_names(src, b)})
     if changed:
         return f"starts {var} from {changed[0]}, which changes before the loop"
-    if value is not None and _touches_memory(src, value) and any(_touches_memory(src, b) for b in between):
+    if value is not None and touches_memory(src, value) and any(touches_memory(src, b) for b in between):
         return f"starts {var} from memory or a call, and the statements before the loop touch memory or call"
     if var in written_names(src, test) or any(var in written_names(src, s) for s in statements[:-1]):
         return f"changes {var} inside its body besides the last step"
