@@ -16,7 +16,7 @@ from cutune.errors import TransformRefused
 from cutune.project import open_kernel
 from cutune.template.variants import VARIANT, Vectorize, combine_all
 from cutune.template.variants.inline import inline_helpers
-from tests.cuda.test_extract import needs_nvrtc
+from tests.cuda.test_extract import needs_nvrtc, nvcc_compiled_functions, nvrtc_lowered_names
 
 from .compile import compile_both, name_expressions
 
@@ -132,9 +132,19 @@ def test_a_helper_in_an_anonymous_namespace_is_inlined_and_one_in_a_named_namesp
     [
         ("__device__ float f(float v) { return v > 0 ? f(v - 1) : v; }", "o[i] = f(x[i]);", "f: is recursive"),
         (
-            "__device__ float f(float v) { if (v < 0) return 0.f; return v; }",
+            "__device__ float f(float v) { for (int k = 0; k < 4; ++k) { if (v < k) return 0.f; } return v; }",
             "o[i] = f(x[i]);",
-            "f: returns before its last statement",
+            "f: returns from inside a loop (line 2)",
+        ),
+        (
+            "__device__ float f(float v) { { if (v < 0) return 0.f; } return v; }",
+            "o[i] = f(x[i]);",
+            "f: returns from inside a block (line 2)",
+        ),
+        (
+            "__device__ float f(float v) { switch (int(v)) { case 0: return 1.f; default: break; } return v; }",
+            "o[i] = f(x[i]);",
+            "f: returns from inside a switch (line 2)",
         ),
         (
             "template <typename T> __device__ T f(T v) { return v; }",
@@ -383,3 +393,81 @@ def test_a_local_assigned_once_before_any_read_is_read_as_its_value(body: str, p
         assert variant.body.count("cutune_vec_store<") == 1 and variant.body.count("= cutune_vec_load<") == 1
     else:
         assert "which the loop body computes" in _vectorize_refusal(source)
+
+
+# helpers that return early: an index wrapped into range, an activation chosen at compile time, a store skipped
+EARLY = """
+__device__ __forceinline__ long wrapped(const long idx, const long n) {
+  if (idx < 0) {
+    return idx + n;
+  }
+  if (idx >= n) {
+    return idx - n;
+  }
+  return idx;
+}
+
+template <bool kGelu>
+__device__ __forceinline__ float activated(float v) {
+  if constexpr (kGelu) {
+    const float c = 0.7978845608f * (v + 0.044715f * v * v * v);
+    return 0.5f * v * (1.f + tanhf(c));
+  } else {
+    return v > 0.f ? v : 0.f;
+  }
+}
+
+__device__ __forceinline__ void store_positive(float* out, float v) {
+  if (!(v > 0.f)) return;
+  *out = v;
+}
+
+template <bool kGelu>
+__global__ void k(float* __restrict__ o, const float* __restrict__ x, long n, int shift) {
+  for (long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)blockDim.x * gridDim.x) {
+    const long from = wrapped(i - shift, n);
+    float v;
+    v = activated<kGelu>(x[from]);
+    store_positive(o + i, v);
+  }
+}
+"""
+
+
+def test_early_returns_set_a_result_local_and_the_rest_runs_under_else() -> None:
+    body, refusals = _inlined_body(EARLY)
+    assert not refusals and "wrapped(" not in body and "activated<" not in body and "store_positive(" not in body
+    flat = " ".join(body.split())
+    # the value leaves through the call's own local; what follows a returning `if` runs only where it did not return
+    assert "long cutune_inl0_ret; {" in flat and "const long from = cutune_inl0_ret;" in flat
+    assert (
+        "if (cutune_inl0_idx < 0) { cutune_inl0_ret = cutune_inl0_idx + cutune_inl0_n; } else { "
+        "if (cutune_inl0_idx >= cutune_inl0_n) { cutune_inl0_ret = cutune_inl0_idx - cutune_inl0_n; } else { "
+        "cutune_inl0_ret = cutune_inl0_idx; } }"
+    ) in flat
+    # both arms of `if constexpr` set it; a void helper's bare return leaves an empty branch
+    assert "if constexpr ((kGelu)) {" in flat and flat.count("cutune_inl1_ret = ") == 2
+    assert "v = cutune_inl1_ret;" in flat
+    assert "if (!(cutune_inl2_v > 0.f)) { } else { *cutune_inl2_out = cutune_inl2_v; }" in flat
+
+
+@needs_nvrtc
+def test_early_returns_written_out_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
+    model = inline_helpers(parse_source(EARLY), "k").model
+    expressions = ["k<true>", "k<false>"]
+    entries = nvcc_compiled_functions(extract_kernel(model, "k", instantiations=expressions), tmp_path)
+    lowered = nvrtc_lowered_names(extract_kernel(model, "k", instantiations=expressions, for_nvrtc=True))
+    assert len(set(entries)) == 2 and set(lowered) == set(expressions)
+
+
+def test_a_returning_helper_whose_rest_would_be_copied_too_often_stays_a_call() -> None:
+    checks = "".join(f"  if (v > {k}.f) {{ v -= 1.f; }} else {{ if (v < -{k}.f) return 0.f; }}\n" for k in range(4))
+    rest = "".join(f"  v = v * {k}.5f + sinf(v) * cosf(v) - {k}.25f;\n" for k in range(6))
+    source = (
+        f"__device__ float f(float v) {{\n{checks}{rest}  return v;\n}}\n"
+        "__global__ void k(float* o, const float* x, int n) {\n"
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) { o[i] = f(x[i]); }\n}"
+    )
+    body, refusals = _inlined_body(source)
+    assert refusals == ("f: returns on so many paths that writing them out copies its statements more than 4 times",)
+    assert "o[i] = f(x[i]);" in body

@@ -6,16 +6,19 @@ assignment's right side (`x = h(args);`) becomes a block that declares each para
 its argument (by value, or by reference where the parameter is one: what the call did), then runs the
 helper's statements. The helper's template parameters become the call's explicit template arguments, and
 its parameters and locals are renamed `cutune_inl<k>_<name>`, so nothing shadows the caller's names. A
-value-returning helper's single `return e;` (its last statement) hands `e` to the caller. A call that updates a
+value-returning helper's single `return e;` (its last statement) hands `e` to the caller. Earlier returns, from
+the branches of `if`s (`if (idx < 0) return idx + n; ... return idx;`), are written as setting a result local
+(`cutune_inl<k>_ret`), with the statements after each such `if` moved into its branches that do not return: every
+path runs what it ran before and nothing after its return. A call that updates a
 local (`acc = h(acc, v)`) binds the parameter to the local itself where nothing else can see it meanwhile (same
 type, no other argument reads it, its address never taken): the helper's `acc += ...` is then the kernel's own.
 Inlined from the kernel's top (the canonical step), a helper's own `__shared__` declarations move to the
 kernel's top scope, one per helper: a shared variable is one object per block wherever it is declared.
 
 A call stays a call, with the reason returned, when inlining could change what it does: a recursive or
-overloaded helper, template arguments left to deduction, variadic parameters, an early return,
-static locals, shared ones inside a loop's helper (or sized by the kernel's locals), a name the helper reads
-from file scope that the kernel declares too, a helper from another namespace (an anonymous one inside the
+overloaded helper, template arguments left to deduction, variadic parameters, a return from inside a loop, switch
+or block, static locals, shared ones inside a loop's helper (or sized by the kernel's locals), a name the helper
+reads from file scope that the kernel declares too, a helper from another namespace (an anonymous one inside the
 kernel's, or around it, is the same), or a call nested inside a larger expression. Helpers that call helpers are
 inlined a few levels deep.
 """
@@ -38,6 +41,7 @@ PREFIX = "cutune_inl"
 _DEPTH = 4  # helpers calling helpers: inlined this many levels deep
 _LOOPS = ("for_statement", "while_statement", "do_statement")
 _FRESH = re.compile(rf"\b{PREFIX}(\d+)_")
+_COPIES = 4  # early returns written out: the statements after them copied into branches, at most this much text
 
 
 @dataclass(frozen=True)
@@ -198,13 +202,12 @@ def _inline(
     if blocker is not None:
         return blocker
     statements = [s for s in body.named_children if s.type != "comment" and s not in shared]
-    returns = descendants(body, "return_statement")
+    returns = _returns(body)
     void = src.field(fn, "type") == "void" and pointers == 0
     last = statements[-1] if statements else None
-    if returns and (len(returns) > 1 or returns[0] != last):
-        return "returns before its last statement"
-    value = last.named_children[0] if returns and last is not None and last.named_children else None
-    if not void and value is None:
+    early = bool(returns) and (len(returns) > 1 or returns[0] != last)  # written out by _structured
+    value = last.named_children[0] if returns and not early and last is not None and last.named_children else None
+    if not void and value is None and not early:
         return "returns a value without a single `return` as its last statement"
     rename = {src.text(n): prefix + src.text(n) for n in names if n is not None}
     rename |= {n: prefix + n for n in _declared(src, body)}
@@ -232,15 +235,24 @@ def _inline(
         for k, (p, v) in enumerate(zip(params, values, strict=True))
         if k != threaded
     ]
-    head += [_rewritten(src, s, rename, tsubst) for s in statements if s is not last or not returns]
-    result = _rewritten(src, value, rename, tsubst) if value is not None else ""
+    assigned = None if void else f"{prefix}ret"  # where an early return leaves the value
+    if early:
+        lines = _structured(src, statements, assigned, rename, tsubst)
+        if isinstance(lines, str):
+            return lines
+        if sum(map(len, lines)) > _COPIES * len(src.text(body)):
+            return f"returns on so many paths that writing them out copies its statements more than {_COPIES} times"
+        head += lines
+    else:
+        head += [_rewritten(src, s, rename, tsubst) for s in statements if s is not last or not returns]
+    result = (assigned or "") if early else _rewritten(src, value, rename, tsubst) if value is not None else ""
     if threaded is not None and result == src.text(args[threaded]):  # `x = h(x)` returning x: nothing to assign
         statement = call.parent.parent if call.parent is not None else None
         assert statement is not None
         placed: tuple[int, int, str] | str = (statement.start_byte, statement.end_byte, _block(head, indent))
     else:
         return_type = _return_type(src, fn, pointers, tsubst)
-        placed = _placed(src, call, helper.name, head, result, void, return_type, prefix, indent)
+        placed = _placed(src, call, head, result, void, return_type, prefix, indent, early)
     if hoisted is not None and not isinstance(placed, str):
         hoisted.update(moved)
     return placed
@@ -299,6 +311,87 @@ def _threaded(
     return k
 
 
+def _returns(node: Node) -> list[Node]:
+    """The `return` statements under `node` that leave it (not those of a lambda's body)."""
+    return [
+        r
+        for r in descendants(node, "return_statement")
+        if not any(a.type == "lambda_expression" for a in _ancestors(r, node))
+    ]
+
+
+def _ancestors(node: Node, top: Node) -> list[Node]:
+    """The nodes between `node` and `top`, both excluded."""
+    found: list[Node] = []
+    parent = node.parent
+    while parent is not None and parent != top:
+        found.append(parent)
+        parent = parent.parent
+    return found
+
+
+def _branch(node: Node | None) -> list[Node]:
+    """The statements of an `if`'s branch (a block's, or the one statement; none where there is no branch)."""
+    if node is not None and node.type == "else_clause":
+        node = next((c for c in node.named_children if c.type != "comment"), None)
+    if node is None:
+        return []
+    if node.type == "compound_statement":
+        return [c for c in node.named_children if c.type != "comment"]
+    return [node]
+
+
+def _always_returns(statements: list[Node]) -> bool:
+    """Whether every path through the statements ends in a `return`."""
+    for s in statements:
+        if s.type == "return_statement":
+            return True
+        if (
+            s.type == "if_statement"
+            and s.child_by_field_name("alternative") is not None
+            and _always_returns(_branch(s.child_by_field_name("consequence")))
+            and _always_returns(_branch(s.child_by_field_name("alternative")))
+        ):
+            return True
+    return False
+
+
+def _structured(
+    src: KernelSource, statements: list[Node], ret: str | None, rename: dict[str, str], tsubst: dict[str, str]
+) -> list[str] | str:
+    """The helper's statements with each `return e;` written `ret = e;` (or `e;`, void), the statements after an
+    `if` that may return moved into the branches that do not: every path runs the statements it ran before, in
+    the same order, and nothing after its return; or why not (a return inside a loop, switch or block)."""
+    out: list[str] = []
+    for k, s in enumerate(statements):
+        if not _returns(s):
+            out.append(_rewritten(src, s, rename, tsubst))
+            continue
+        if s.type == "return_statement":
+            value = next((c for c in s.named_children if c.type != "comment"), None)
+            if value is not None:
+                text = _rewritten(src, value, rename, tsubst)
+                out.append(f"{ret} = {text};" if ret else f"(void)({text});")
+            return out  # what follows a return never runs
+        if s.type != "if_statement":
+            kind = {"compound_statement": "block", "switch_statement": "switch"}.get(s.type, "loop")
+            return f"returns from inside a {kind} (line {src.line(s)})"
+        condition = s.child_by_field_name("condition")
+        assert condition is not None
+        rest = statements[k + 1 :]
+        arms: list[str] = []
+        for branch in (_branch(s.child_by_field_name("consequence")), _branch(s.child_by_field_name("alternative"))):
+            lines = _structured(src, branch if _always_returns(branch) else [*branch, *rest], ret, rename, tsubst)
+            if isinstance(lines, str):
+                return lines
+            arms.append("".join("\n  " + ln.replace("\n", "\n  ") for ln in lines))
+        constexpr = " constexpr" if any(c.type == "constexpr" for c in s.children) else ""
+        head = f"if{constexpr} {_rewritten(src, condition, rename, tsubst)} {{{arms[0]}\n}}"
+        out.append(head + (f" else {{{arms[1]}\n}}" if arms[1] else ""))
+        return out  # the rest runs inside the branches that fall through
+    return out
+
+
 def _param_name(src: KernelSource, node: Node) -> str:
     """The name a parameter (or a one-declarator declaration) declares."""
     name = declarator_name(node.child_by_field_name("declarator"))
@@ -332,18 +425,20 @@ def _block(lines: list[str], indent: str) -> str:
 def _placed(
     src: KernelSource,
     call: Node,
-    name: str,
     head: list[str],
     result: str,
     void: bool,
     return_type: str,
     prefix: str,
     indent: str,
+    early: bool = False,
 ) -> tuple[int, int, str] | str:
-    """The inlined block put where the call was: as its statement, before its declaration, or assigning."""
+    """The inlined block put where the call was: as its statement, before its declaration, or assigning; with
+    `early`, `head` has left the value in `result` (the `{prefix}ret` a block declares first)."""
 
-    def block(last: str) -> str:
-        return _block([*head, last] if last else head, indent)
+    def block(last: str, declared: bool = False) -> str:
+        lines = [f"{return_type} {result};", *head] if early and not void and not declared else head
+        return _block([*lines, last] if last else lines, indent)
 
     parent = call.parent
     if parent is not None and parent.type == "expression_statement":
@@ -367,7 +462,8 @@ def _placed(
             ret = f"{prefix}ret"
             before = src.data[declaration.start_byte : call.start_byte].decode()
             after = src.data[call.end_byte : declaration.end_byte].decode()
-            text = f"{return_type} {ret};\n{indent}{block(f'{ret} = {result};')}\n{indent}{before}{ret}{after}"
+            last = "" if early else f"{ret} = {result};"
+            text = f"{return_type} {ret};\n{indent}{block(last, declared=True)}\n{indent}{before}{ret}{after}"
             return declaration.start_byte, declaration.end_byte, text
     return (
         f"is called inside a larger expression (line {src.line(call)}): only a call that is a statement, "

@@ -217,6 +217,18 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "persistent_grid": [{"BLOCKS_PER_SM": 2}],
     },
+    # per-element helpers that return early (an expert id out of range, a weight not served here), inlined with
+    # their returns written as a result local; the counting kernel's one unconditional read is the helper's
+    ("expert_ids.cu", "map_expert_ids_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 8, "GRID_DIV": 4}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 4}],
+    },
+    ("expert_ids.cu", "count_expert_tokens_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 16, "PACKS": 4, "GRID_DIV": 2}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 2}],
+    },
 }
 
 # samples whose kernel branches by `if constexpr` on a template parameter around its row loops: each variant is also
