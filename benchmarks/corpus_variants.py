@@ -76,6 +76,9 @@ TABLE = [
     Entry("softmax backward", "llama.cpp", f"{LLAMA}/softmax.cu", "soft_max_back_f32", "llama_soft_max_back.tune.toml"),
     Entry("quantisation", "llama.cpp", f"{LLAMA}/quantize.cu", "quantize_q8_1", "llama_quantize_q8_1.tune.toml"),
     Entry(
+        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q4_K", "llama_dequantize_q4_K.tune.toml"
+    ),
+    Entry(
         "fused add + RMSNorm",
         "deepspeed",
         f"{DS}/rms_norm.cu",
