@@ -39,8 +39,9 @@ step() {  # name, seconds, command...
 run_step() {
   local s=$1
   case $s in
-    tests) step tests "${T_TESTS:-540}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+    tests) step tests "${T_TESTS:-580}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_variants_gpu.py tests/template/variants/test_row_reduce.py \
+      tests/template/variants/test_inline_vectorize.py \
       tests/template/variants/test_block_items.py tests/template/variants/canonical/test_samples_gpu.py \
       tests/gpu/test_profile.py tests/agent/test_steps_gpu.py tests/gpu/test_wrong_templates.py ;;
     row_reduce_packs) step row_reduce_packs "${T_ROW_PACKS:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \

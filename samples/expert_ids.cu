@@ -14,10 +14,11 @@ __device__ __forceinline__ int32_t local_expert_id(const IdT* __restrict__ ids, 
   if (expert < 0 || expert >= num_experts) {
     return -1;
   }
+  int32_t ret = expert;
   if (sharded) {
-    return expert_map[expert];
+    ret = expert_map[expert];
   }
-  return expert;
+  return ret;
 }
 
 // Tokens' top-k routing weights, zeroed where the expert is not served here: the softmax weight kept only for a

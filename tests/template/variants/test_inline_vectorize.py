@@ -18,7 +18,7 @@ from cutune.template.variants import VARIANT, Vectorize, combine_all
 from cutune.template.variants.inline import inline_helpers
 from tests.cuda.test_extract import needs_nvrtc, nvcc_compiled_functions, nvrtc_lowered_names
 
-from .compile import compile_both, name_expressions
+from .compile import compile_both, measured_failures, name_expressions, variant_alone
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 
@@ -79,9 +79,9 @@ __global__ void k(float* o, const float* x, int n) {
 """
     body, refusals = _inlined_body(source)
     assert not refusals and "scaled(" not in body and "twice(" not in body
-    assert "float cutune_inl0_ret;" in body and "const float y = cutune_inl0_ret;" in body
+    assert "float cutune_inl0_0ret;" in body and "const float y = cutune_inl0_0ret;" in body
     # the nested calls (an assignment's right side inside each inlined block) were inlined in turn
-    assert re.search(r"cutune_inl\d+_ret = 2\.f \* cutune_inl\d+_v;", body)
+    assert re.search(r"cutune_inl\d+_0ret = 2\.f \* cutune_inl\d+_v;", body)
     assert re.search(r"o\[i\] = 2\.f \* cutune_inl\d+_v;", body)
 
 
@@ -439,15 +439,15 @@ def test_early_returns_set_a_result_local_and_the_rest_runs_under_else() -> None
     assert not refusals and "wrapped(" not in body and "activated<" not in body and "store_positive(" not in body
     flat = " ".join(body.split())
     # the value leaves through the call's own local; what follows a returning `if` runs only where it did not return
-    assert "long cutune_inl0_ret; {" in flat and "const long from = cutune_inl0_ret;" in flat
+    assert "long cutune_inl0_0ret; {" in flat and "const long from = cutune_inl0_0ret;" in flat
     assert (
-        "if (cutune_inl0_idx < 0) { cutune_inl0_ret = cutune_inl0_idx + cutune_inl0_n; } else { "
-        "if (cutune_inl0_idx >= cutune_inl0_n) { cutune_inl0_ret = cutune_inl0_idx - cutune_inl0_n; } else { "
-        "cutune_inl0_ret = cutune_inl0_idx; } }"
+        "if (cutune_inl0_idx < 0) { cutune_inl0_0ret = cutune_inl0_idx + cutune_inl0_n; } else { "
+        "if (cutune_inl0_idx >= cutune_inl0_n) { cutune_inl0_0ret = cutune_inl0_idx - cutune_inl0_n; } else { "
+        "cutune_inl0_0ret = cutune_inl0_idx; } }"
     ) in flat
     # both arms of `if constexpr` set it; a void helper's bare return leaves an empty branch
-    assert "if constexpr ((kGelu)) {" in flat and flat.count("cutune_inl1_ret = ") == 2
-    assert "v = cutune_inl1_ret;" in flat
+    assert "if constexpr ((kGelu)) {" in flat and flat.count("cutune_inl1_0ret = ") == 2
+    assert "v = cutune_inl1_0ret;" in flat
     assert "if (!(cutune_inl2_v > 0.f)) { } else { *cutune_inl2_out = cutune_inl2_v; }" in flat
 
 
@@ -471,3 +471,40 @@ def test_a_returning_helper_whose_rest_would_be_copied_too_often_stays_a_call() 
     body, refusals = _inlined_body(source)
     assert refusals == ("f: returns on so many paths that writing them out copies its statements more than 4 times",)
     assert "o[i] = f(x[i]);" in body
+
+
+@pytest.mark.parametrize(
+    "helper",
+    [
+        "__device__ float f(float v) { float ret = v * 2.f; return ret + 1.f; }",
+        "__device__ float f(float v) { float ret = v * 2.f; if (v < 0.f) return 0.f; return ret + 1.f; }",
+    ],
+)
+def test_a_helper_local_named_ret_does_not_hide_the_calls_result(helper: str) -> None:
+    source = (
+        f"{helper}\n__global__ void k(float* o, const float* x, int n) {{\n"
+        "  for (int i = threadIdx.x; i < n; i += blockDim.x) { float y = f(x[i]); o[i] = y; }\n}"
+    )
+    body, refusals = _inlined_body(source)
+    flat = " ".join(body.split())
+    # the helper's own `ret` is renamed like its other locals; the value leaves through the call's result local
+    assert not refusals and "float cutune_inl0_ret = cutune_inl0_v * 2.f;" in flat
+    assert "float cutune_inl0_0ret; {" in flat and "cutune_inl0_0ret = cutune_inl0_ret + 1.f;" in flat
+    assert "float y = cutune_inl0_0ret;" in flat
+
+
+@pytest.mark.gpu
+def test_an_inlined_result_left_unset_is_caught_on_the_gpu() -> None:
+    # planted wrong: the inlined lookup's result never takes the mapped id (the shadowed-result bug a helper's own
+    # `ret` once caused); the vectorized variant as written is equal, the planted one is rejected
+    ctx = open_kernel(SAMPLES / "expert_ids.cu", "count_expert_tokens_kernel")
+    spec = ctx.require_spec()
+    variant = Vectorize().apply(ctx.template_model, "count_expert_tokens_kernel", spec)
+    assert "cutune_inl0_0ret = cutune_inl0_ret;" in variant.body
+    wrong = dataclasses.replace(
+        variant, body=variant.body.replace("cutune_inl0_0ret = cutune_inl0_ret;", "cutune_inl0_0ret = 0;")
+    )
+    for planted, equal in ((variant, True), (wrong, False)):
+        job = variant_alone(ctx, "count_expert_tokens_kernel", planted)
+        passed, failed = measured_failures(job, spec, {"VARIANT"})
+        assert (passed >= 1 and not failed) if equal else bool(failed), (planted is wrong, passed, failed)

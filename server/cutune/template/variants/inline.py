@@ -8,7 +8,7 @@ helper's statements. The helper's template parameters become the call's explicit
 its parameters and locals are renamed `cutune_inl<k>_<name>`, so nothing shadows the caller's names. A
 value-returning helper's single `return e;` (its last statement) hands `e` to the caller. Earlier returns, from
 the branches of `if`s (`if (idx < 0) return idx + n; ... return idx;`), are written as setting a result local
-(`cutune_inl<k>_ret`), with the statements after each such `if` moved into its branches that do not return: every
+(`cutune_inl<k>_0ret`), with the statements after each such `if` moved into its branches that do not return: every
 path runs what it ran before and nothing after its return. A call that updates a
 local (`acc = h(acc, v)`) binds the parameter to the local itself where nothing else can see it meanwhile (same
 type, no other argument reads it, its address never taken): the helper's `acc += ...` is then the kernel's own.
@@ -235,7 +235,7 @@ def _inline(
         for k, (p, v) in enumerate(zip(params, values, strict=True))
         if k != threaded
     ]
-    assigned = None if void else f"{prefix}ret"  # where an early return leaves the value
+    assigned = None if void else _result(prefix)  # where an early return leaves the value
     if early:
         lines = _structured(src, statements, assigned, rename, tsubst)
         if isinstance(lines, str):
@@ -434,7 +434,7 @@ def _placed(
     early: bool = False,
 ) -> tuple[int, int, str] | str:
     """The inlined block put where the call was: as its statement, before its declaration, or assigning; with
-    `early`, `head` has left the value in `result` (the `{prefix}ret` a block declares first)."""
+    `early`, `head` has left the value in `result` (the call's result local, which a block declares first)."""
 
     def block(last: str, declared: bool = False) -> str:
         lines = [f"{return_type} {result};", *head] if early and not void and not declared else head
@@ -459,7 +459,7 @@ def _placed(
             and declaration.parent is not None
             and declaration.parent.type == "compound_statement"
         ):
-            ret = f"{prefix}ret"
+            ret = _result(prefix)
             before = src.data[declaration.start_byte : call.start_byte].decode()
             after = src.data[call.end_byte : declaration.end_byte].decode()
             last = "" if early else f"{ret} = {result};"
@@ -469,6 +469,12 @@ def _placed(
         f"is called inside a larger expression (line {src.line(call)}): only a call that is a statement, "
         "a declaration's initialiser or an assignment's right side is inlined"
     )
+
+
+def _result(prefix: str) -> str:
+    """The call's result local: `{prefix}0ret`, which no renamed name of the helper can be (`{prefix}` and an
+    identifier, which does not start with a digit), so a helper's own local `ret` does not shadow it."""
+    return f"{prefix}0ret"
 
 
 def _template_substitution(src: KernelSource, helper: _Helper, call: Node) -> dict[str, str] | str:
