@@ -3,10 +3,11 @@ ggml-cuda/ that a canonical step rewrites, compiled with nvcc in its canonical f
 tests instantiate it); where that fails, the original is compiled the same way, so a failure the rewrite caused
 (the original compiles, the rewrite does not) stands apart from one of the instantiation or the headers.
 With `--transform NAME`, every kernel that transform applies to is compiled with the variant's body in place of
-its own (its helpers before the kernel, as combine places them), the variant's parameters at their defaults (`-D`),
-and its canonical form is the original to compare.
+its own (its helpers before the kernel, as combine places them), the variant's parameters at their defaults (`-D`;
+`--define` sets one to another value: `THREAD_PACKS=1` compiles the packed path), and its canonical form is the
+original to compare.
 
-    python benchmarks/canonical_compile.py [--transform flat_rows] [--out FILE]
+    python benchmarks/canonical_compile.py [--transform flat_rows [--define NAME=VALUE ...]] [--out FILE]
 """
 
 from __future__ import annotations
@@ -76,7 +77,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path)
     ap.add_argument("--transform", choices=sorted(TRANSFORMS), help="compile this transform's variants instead")
+    ap.add_argument(
+        "--define", action="append", default=[], metavar="NAME=VALUE", help="a variant's parameter at this value"
+    )
     args = ap.parse_args()
+    overrides = dict(d.split("=", 1) for d in args.define)
     lines: list[str] = []
     counts = {"compiles": 0, "fails, original too": 0, "fails, original compiles": 0}
     for name, corpus in corpora().items():
@@ -93,6 +98,7 @@ def main() -> None:
                     if found is None:
                         continue
                     (rewritten, defines), before, what = found, canonical.model, args.transform
+                    defines = {**defines, **{k: v for k, v in overrides.items() if k in defines}}
                 elif not canonical.applied:
                     continue
                 why = compiles(rewritten, kernel, dirs, defines)

@@ -27,7 +27,8 @@ from cutune.template.model import Config  # noqa: E402
 from cutune.template.variants import VARIANT, combine_all  # noqa: E402
 
 # (label, variant name or "" for the original, parameters over the space's defaults): the best configurations of
-# corpus_variants run 11 (quantize_q8_1), run 26 (unary_gated_op_kernel, vectorized) and flat_rows_grid run 18
+# corpus_variants run 11 (quantize_q8_1), run 26 (unary_gated_op_kernel, vectorized), flat_rows_grid run 18 and
+# corpus_variants run 75 (dequantize_block_q4_K)
 PROFILED: dict[str, list[tuple[str, str, dict[str, object]]]] = {
     "quantize_q8_1": [
         ("original", "", {}),
@@ -53,6 +54,11 @@ PROFILED: dict[str, list[tuple[str, str, dict[str, object]]]] = {
         ("flat_rows", "flat_rows", {"FLAT_ROW_THREADS": 32, "FLAT_ITEMS": 8, "FLAT_SPLIT": 1, "FLAT_BLOCKS_PER_SM": 4}),
     ],
     "OnlineSoftmaxFusedKernel": [("original", "", {}), ("online_merge", "online_merge", {})],
+    # corpus_variants run 75's pick at 150 MB
+    "dequantize_block_q4_K": [
+        ("original", "", {}),
+        ("block_items 4", "block_items", {"ITEMS_Y": 4, "INDEX_BITS": 32}),
+    ],
 }
 
 

@@ -8,7 +8,8 @@
 # checks_spread checks_spread_rms clock_state (the SM clock beside few-µs medians, cold, after load, after idle) reopen_spread (same winners, one open vs one per repeat) canonical corpus_variants corpus_index (k_set_rows and quantize_q8_1 alone, a longer
 # search, INDEX_BITS among the parameters; CORPUS_KERNELS overrides the pair) index_bits_gpu (32-bit indices of 4
 # llama.cpp kernels, alone and under each variant, equal the original) corpus_capture corpus_capture_llama corpus_capture_deepspeed pdl
-# pdl_tests open_after_sanitizer retest (RETEST: the test files or ids to run, split on spaces; RETEST_K: a -k expression, which may hold spaces) row_reduce_packs (the pack, warp-per-row, per-head, thread-offset and rows-per-block row_reduce samples) row_reduce_rows (only the rows-on-y and warp-per-row-of-a-1-D-block ones)
+# pdl_tests open_after_sanitizer transform_tests (the planted inlining result and thread_packs' GPU tests: the
+# tests step fills a device call already) retest (RETEST: the test files or ids to run, split on spaces; RETEST_K: a -k expression, which may hold spaces) row_reduce_packs (the pack, warp-per-row, per-head, thread-offset and rows-per-block row_reduce samples) row_reduce_rows (only the rows-on-y and warp-per-row-of-a-1-D-block ones)
 # row_reduce_forms (the samples of issue #21's row forms: a block size fixed by cub::BlockReduce, an exit on
 # integer helpers over block-uniform values, while loops over one restarted index,
 # a step by a macro thread count)
@@ -41,7 +42,6 @@ run_step() {
   case $s in
     tests) step tests "${T_TESTS:-580}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_variants_gpu.py tests/template/variants/test_row_reduce.py \
-      tests/template/variants/test_inline_vectorize.py \
       tests/template/variants/test_block_items.py tests/template/variants/canonical/test_samples_gpu.py \
       tests/gpu/test_profile.py tests/agent/test_steps_gpu.py tests/gpu/test_wrong_templates.py ;;
     row_reduce_packs) step row_reduce_packs "${T_ROW_PACKS:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
@@ -107,6 +107,8 @@ run_step() {
       --only rms_norm --variants "checks off, old timer;checks on, old timer;checks off;checks on" ;;
     pdl) step pdl "${T_PDL:-420}" python3 benchmarks/pdl.py "$dir" ${PDL_ARGS:---trials 40 --seconds 120} ;;
     pdl_tests) step pdl_tests "${T_PDL_TESTS:-120}" python3 -m pytest -q -p no:cacheprovider -rs -s -m gpu tests/gpu/test_pdl.py ;;
+    transform_tests) step transform_tests "${T_TRANSFORM_TESTS:-180}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+      tests/template/variants/test_inline_vectorize.py tests/template/variants/test_thread_packs.py ;;
     retest) step retest "${T_RETEST:-240}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu ${RETEST:?RETEST: test ids} \
       ${RETEST_K:+-k "$RETEST_K"} ;;
     canonical) step canonical "${T_CANONICAL:-180}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \

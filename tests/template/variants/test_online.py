@@ -32,9 +32,9 @@ def _body(*edits: tuple[str, str]) -> str:
     return OnlineMerge().apply(parse_source(text, str(SAMPLE)), KERNEL, None).body
 
 
-def test_registered_last_so_the_other_transforms_keep_their_numbers() -> None:
+def test_registered_after_the_others_so_they_keep_their_numbers() -> None:
     assert isinstance(TRANSFORMS["online_merge"], OnlineMerge)
-    assert list(TRANSFORMS)[-2:] == ["online_merge", "flat_rows"]  # flat_rows came after it
+    assert list(TRANSFORMS)[-3:] == ["online_merge", "flat_rows", "thread_packs"]  # the other two came after it
 
 
 def test_each_round_keeps_its_own_maximum_and_the_pairs_are_merged_once_after_the_loop() -> None:

@@ -13,6 +13,7 @@ from cutune.template.variants.propose import Combined, combine, combine_all, pro
 from cutune.template.variants.prune import keep_variant, winning_variant
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.template.variants.split import SplitItems
+from cutune.template.variants.thread_packs import ThreadPacks
 from cutune.template.variants.vectorize import Vectorize
 
 # in the order they are tried (and numbered as VARIANT = 1, 2, ... when all apply)
@@ -28,6 +29,7 @@ TRANSFORMS: dict[str, Transform] = {
         GroupItems(),
         OnlineMerge(),
         FlatRows(),
+        ThreadPacks(),
     )
 }
 
@@ -45,6 +47,7 @@ __all__ = [
     "Provenance",
     "RowReduce",
     "SplitItems",
+    "ThreadPacks",
     "Transform",
     "Variant",
     "Vectorize",

@@ -70,7 +70,9 @@ class BlockItems(Transform):
     """Several items of a one-block-per-item kernel in one block, one per row of threads along y."""
 
     name = NAME
-    chains_onto = False  # on split_items' body it would pack again the items that body spreads over blocks
+    # on split_items' body it would pack again the items that body spreads over blocks; on thread_packs' it fills the
+    # SM with the threads whose fewer memory instructions that body saves
+    chains_onto = frozenset({"thread_packs"})
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         """The variant of `kernel` with ITEMS_Y items per block, or TransformRefused saying why not."""

@@ -60,8 +60,12 @@ class Transform(ABC):
     # transforms also apply to its body, and such a chained variant stands in for their plain one
     chainable: ClassVar[bool] = False
     # whether it is also tried on a chainable variant's body (one that regroups the same loops does; one that
-    # regroups the items the other spreads does not)
-    chains_onto: ClassVar[bool] = True
+    # regroups the items the other spreads does not), or the transforms whose bodies it is tried on
+    chains_onto: ClassVar[bool | frozenset[str]] = True
+
+    def chains_onto_variant(self, parent: str) -> bool:
+        """Whether it is tried on the body of a variant the transform `parent` made."""
+        return self.chains_onto if isinstance(self.chains_onto, bool) else parent in self.chains_onto
 
     @abstractmethod
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:

@@ -165,7 +165,8 @@ def propose_variants(
             continue
         variants.append(variant)
     for parent in [v for v in variants if getattr(chosen.get(v.provenance.origin), "chainable", False)]:
-        for transform in (t for t in chosen.values() if not t.chainable and t.chains_onto):
+        origin = parent.provenance.origin
+        for transform in (t for t in chosen.values() if not t.chainable and t.chains_onto_variant(origin)):
             try:
                 chained = chain(parent, transform, model, kernel, spec)
             except TransformRefused as e:
