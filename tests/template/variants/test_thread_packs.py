@@ -1,6 +1,6 @@
 """thread_packs: a thread's short loops over consecutive elements read and written as whole packs, chained under
-block_items; the rewrite's text, its refusals, nvcc and NVRTC builds of the packed paths, and on the GPU every
-configuration equal to the original while a planted swap of two packs is rejected."""
+block_items; the rewrite's text, its refusals (an in-place read among them), nvcc and NVRTC builds of the packed paths,
+and on the GPU every configuration equal to the original while a planted swap of two packs is rejected."""
 
 from __future__ import annotations
 
@@ -72,6 +72,11 @@ def test_block_items_chains_onto_it() -> None:
     [
         ("for (int l = 0; l < 4; ++l) { z[l] = xr[l]; }", "writes through z, which no `__restrict__` parameter"),
         ("for (int l = 0; l < 4; ++l) { yr[l] = yr[l + 4] + xr[l]; }", "reads yr, which it writes"),
+        # in place: another pointer into the same restrict array (its loads would all come before its stores)
+        (
+            "const float* ys = y + 1; for (int l = 0; l < 4; ++l) { yr[l] = ys[l]; }",
+            "reads through ys, which may reach the memory it writes (y)",
+        ),
         ("for (int l = 0; l < 4; ++l) { yr[l] = xr[l]; yr[l + 2] = 0.f; }", "at elements 4 or fewer apart"),
         ("for (int l = 0; l < 4; ++l) { yr[l] = __ldg(xr + l); }", "calls __ldg (line 5)"),
         ("for (int l = 0; l < 4; ++l) { yr[l] = xr[l]; l += 0; }", "not this shape"),  # an assignment of l

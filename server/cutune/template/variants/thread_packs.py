@@ -8,7 +8,8 @@ block_items has filled the SM with threads, they are what the warps wait on (ncu
 The pack's elements are the loop's, each computed by the loop's own expression; what changes is when they are read
 and written: every read before the loop, every write after it. That is the original's result only where no read
 can see a write of the loop: each array written is reached from a `__restrict__` parameter (nothing else in the
-kernel reaches that memory) and is not read in the loop, the arrays written take their `l + c` elements once each
+kernel reaches that memory) and the loop reads through no pointer based on that parameter (an in-place update would
+read what it wrote), the arrays written take their `l + c` elements once each
 with no two streams of one array overlapping, and the expressions call nothing but casts (a call could read or
 write memory the rewrite moved). The loop's count is a compile-time constant (a literal, a local constant, the
 file's macro), a power of two up to 16, counted from a start the loop does not change (`l0`, `l < l0 + 4`).
@@ -202,12 +203,24 @@ class ThreadPacks(Transform):
         for a, b in ((a, b) for k, a in enumerate(stores) for b in stores[k + 1 :]):
             if a.array == b.array and abs(a.offset - b.offset) < count:
                 raise _Refused(f"writes {a.array} at elements {count} or fewer apart: the packs would overlap")
+        targets: set[str] = set()
         for stream in stores:
-            if not _restricted(src, stream.array, restrict):
+            based = _bases(src, stream.array)
+            if not based or not based <= restrict:
                 raise _Refused(
                     f"writes through {stream.array}, which no `__restrict__` parameter reaches: a read of the loop may "
                     "see what it writes"
                 )
+            targets |= based
+        for ident in descendants(body, "identifier"):
+            name = src.text(ident)
+            if name in pointers and name not in {st.array for st in stores}:
+                based = _bases(src, name)
+                if based is None or based & targets:
+                    raise _Refused(
+                        f"reads through {name}, which may reach the memory it writes "
+                        f"({', '.join(sorted(based or targets))})"
+                    )
         for call in descendants(body, "call_expression"):
             function = "".join(src.field(call, "function").split()).split("<")[0]
             if function not in CASTS:
@@ -346,21 +359,27 @@ def _local_pointers(src: KernelSource) -> set[str]:
     return found
 
 
-def _restricted(src: KernelSource, array: str, restrict: set[str]) -> bool:
-    """Whether `array` is a `__restrict__` parameter, or a local pointer set once, where it is declared, from an
-    expression whose only pointer names are such parameters (`dst_t * y = yy + i * QK_K;`)."""
-    if array in restrict:
-        return True
-    if array in {p.name for p in src.kernel.params} or array in written_names(src, src.body):
-        return False
+def _bases(src: KernelSource, name: str, seen: frozenset[str] = frozenset()) -> set[str] | None:
+    """The pointer parameters the pointer `name` is based on: itself for a parameter; for a local pointer set once,
+    where it is declared, those of the pointers its value names (`dst_t * y = yy + i * QK_K;`); None where that is
+    not known (a local set more than once)."""
+    params = {p.name for p in src.kernel.params if "*" in p.type}
+    if name in params:
+        return {name}
+    if name in seen or name in written_names(src, src.body):
+        return None
     for d in src.in_body("init_declarator"):
-        name = declarator_name(d.child_by_field_name("declarator"))
+        declared = declarator_name(d.child_by_field_name("declarator"))
         value = d.child_by_field_name("value")
-        if name is not None and src.text(name) == array and value is not None:
-            used = {src.text(n) for n in descendants(value, "identifier")}
-            pointer_params = {p.name for p in src.kernel.params if "*" in p.type}
-            return bool(used & restrict) and not (used & pointer_params) - restrict and not used & _local_pointers(src)
-    return False
+        if declared is not None and src.text(declared) == name and value is not None:
+            found: set[str] = set()
+            for used in {src.text(n) for n in descendants(value, "identifier")} & (params | _local_pointers(src)):
+                based = _bases(src, used, seen | {name})
+                if based is None:
+                    return None
+                found |= based
+            return found
+    return set()
 
 
 def _with_pragma(src: KernelSource, loop: Node) -> int:
