@@ -79,6 +79,7 @@ def test_block_items_chains_onto_it() -> None:
         ),
         ("for (int l = 0; l < 4; ++l) { yr[l] = xr[l]; yr[l + 2] = 0.f; }", "at elements 4 or fewer apart"),
         ("for (int l = 0; l < 4; ++l) { yr[l] = __ldg(xr + l); }", "calls __ldg (line 5)"),
+        ("for (int l = xr[0]; l < xr[0] + 4; ++l) { yr[l] = 0.f; }", "starts at `xr[0]`, which calls or reads memory"),
         ("for (int l = 0; l < 4; ++l) { yr[l] = xr[l]; l += 0; }", "not this shape"),  # an assignment of l
         ("for (int l = 0; l < n; ++l) { yr[l] = xr[l]; }", "no short loop of a thread"),  # a count not known
         ("for (int l = 0; l < 3; ++l) { yr[l] = xr[l]; }", "no short loop of a thread"),  # not a power of two
@@ -134,3 +135,11 @@ def test_two_packs_swapped_are_caught_on_the_gpu() -> None:
     assert wrong.body != variant.body
     passed, failed = measured_failures(variant_alone(ctx, "dequant_nibbles_kernel", wrong), spec, {"VARIANT", PACKS})
     assert failed and all(f"'{PACKS}': 0" not in f for f in failed), (passed, failed)
+
+
+def test_a_read_under_a_condition_stays_element_by_element() -> None:
+    # a pack would read xr[n..3], which the loop does not; an array read any other way is not packed at all
+    source = LOOP.format(body="for (int l = 0; l < 4; ++l) { yr[l] = l < n ? xr[l] : 0.f; yr[l + 4] = xr[l + 4]; }")
+    flat = " ".join(ThreadPacks().apply(parse_source(source), "k", None).body.split())
+    assert "cutune_tp0_s0[l] = l < n ? xr[l] : 0.f;" in flat and "cutune_tp0_s1[l] = xr[l + 4];" in flat
+    assert "cutune_tp_load" not in flat and "cutune_tp_store<4>(yr + (4), cutune_tp0_s1);" in flat

@@ -9,10 +9,12 @@ The pack's elements are the loop's, each computed by the loop's own expression; 
 and written: every read before the loop, every write after it. That is the original's result only where no read
 can see a write of the loop: each array written is reached from a `__restrict__` parameter (nothing else in the
 kernel reaches that memory) and the loop reads through no pointer based on that parameter (an in-place update would
-read what it wrote), the arrays written take their `l + c` elements once each
-with no two streams of one array overlapping, and the expressions call nothing but casts (a call could read or
-write memory the rewrite moved). The loop's count is a compile-time constant (a literal, a local constant, the
-file's macro), a power of two up to 16, counted from a start the loop does not change (`l0`, `l < l0 + 4`).
+read what it wrote), the arrays written take their `l + c` elements once each with no two streams of one array
+overlapping, and the expressions call nothing but casts (a call could read or write memory the rewrite moved). An
+array read under a condition (an arm of `?:`, the right of `&&` or `||`) is read element by element as written: a
+pack would read past an end the condition guards. The loop's count is a compile-time constant (a literal, a local
+constant, the file's macro), a power of two up to 16, counted from a start the loop does not change and that calls
+and reads nothing (`l0`, `l < l0 + 4`).
 
 THREAD_PACKS (a template argument) picks the packed loops (1) or the kernel as written (0, the default), so other
 transforms also apply to this variant's body (block_items chains onto it: more threads in flight, then fewer memory
@@ -227,6 +229,8 @@ class ThreadPacks(Transform):
                 raise _Refused(f"calls {function} (line {src.line(call)}), which may read or write memory")
         if {squeezed(start)} & written or set(re.findall(r"[A-Za-z_]\w*", start)) & written:
             raise _Refused("changes its start in its body")
+        if re.search(r"\w\s*\(|\[|->", start):
+            raise _Refused(f"starts at `{start}`, which calls or reads memory: the packs would compute it again")
         loads = _loads(src, body, var, names, pointers, {st.array for st in stores}, written)
         return _rewritten(src, loop, var, start, count, stores, loads, prefix)
 
@@ -287,7 +291,9 @@ def _loads(
     stored: set[str],
     written: set[str],
 ) -> list[_Stream]:
-    """The arrays the loop reads only at `Q[l + c]`, one stream per (Q, c): packed loads before the loop."""
+    """The arrays the loop reads only at `Q[l + c]`, one stream per (Q, c): packed loads before the loop. An array
+    read under a condition (`l < n ? q[l] : 0`, `ok && q[l]`) stays read element by element: the pack would read
+    elements the loop may not, past an end it guards."""
     found: dict[tuple[str, int], list[Node]] = {}
     other: set[str] = set()
     for node in descendants(body, "subscript_expression"):
@@ -295,12 +301,33 @@ def _loads(
         if parent is not None and parent.type == "assignment_expression" and parent.child_by_field_name("left") == node:
             continue  # a store
         stream = _stream(src, node, var, names)
-        if stream is None or stream.array not in pointers or stream.array in stored | written:
+        if (
+            stream is None
+            or stream.array not in pointers
+            or stream.array in stored | written
+            or _conditional(src, node, body)
+        ):
             array = node.child_by_field_name("argument")
             other.add(src.text(array) if array is not None else "")
             continue
         found.setdefault((stream.array, stream.offset), []).append(node)
     return [_Stream(a, c, tuple(nodes)) for (a, c), nodes in found.items() if a not in other]
+
+
+def _conditional(src: KernelSource, node: Node, top: Node) -> bool:
+    """Whether `node` is evaluated only on a condition: an arm of `?:`, or the right side of `&&` or `||`."""
+    child, parent = node, node.parent
+    while parent is not None and child != top:
+        if parent.type == "conditional_expression" and child != parent.child_by_field_name("condition"):
+            return True
+        if (
+            parent.type == "binary_expression"
+            and src.field(parent, "operator") in ("&&", "||")
+            and child == parent.child_by_field_name("right")
+        ):
+            return True
+        child, parent = parent, parent.parent
+    return False
 
 
 def _rewritten(
