@@ -296,9 +296,11 @@ describe("cutune in VS Code (code-server)", { timeout: 15 * 60_000 }, () => {
       const dirty = workbench.page.locator(".tabs-container .tab.dirty", { hasText: SAMPLE });
       // a lens clicked while the editor re-renders the file's lenses (they refresh as the job's result lands) can
       // lose the click (CI lost two in a row once): click again until the edit lands, a few times at most; an Apply
-      // that ran and failed says so in a notification
+      // that ran and failed says so in a notification. The result lens is one long title ending in "Apply", wider
+      // than the editor beside the results view: its middle can sit under the minimap (a timeout in CI), so it is
+      // clicked near its start
       for (let attempt = 0; attempt < 4; attempt++) {
-        await workbench.codeLens("Apply").first().click();
+        await workbench.codeLens("Apply").first().click({ position: { x: 12, y: 6 } });
         if (await dirty.waitFor({ timeout: 15_000 }).then(() => true, () => false)) {
           break;
         }
