@@ -37,7 +37,14 @@ from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.butterfly import int_value, texts_names
-from cutune.template.variants.loops import edited_body, kernel_source, line_indent, squeezed, written_names
+from cutune.template.variants.loops import (
+    edited_body,
+    kernel_source,
+    line_indent,
+    local_values,
+    squeezed,
+    written_names,
+)
 from cutune.template.variants.model import Provenance, Transform, Variant
 
 NAME = "thread_packs"
@@ -118,15 +125,15 @@ class ThreadPacks(Transform):
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         """The variant of `kernel` with its short per-thread loops packed, or TransformRefused saying why not."""
         src = kernel_source(self.name, model, kernel)
-        names = {**texts_names(model, spec.include_dirs if spec is not None else ()), **_local_constants(src)}
-        restrict = {p.name for p in src.kernel.params if "__restrict__" in p.type and "*" in p.type}
-        pointers = {p.name for p in src.kernel.params if "*" in p.type} | _local_pointers(src)
+        names = texts_names(model, spec.include_dirs if spec is not None else ())
+        names = {**names, **_local_constants(src, names)}
+        pointers = _Pointers.of(src)
         edits = EditList(src.data)
         reasons: list[str] = []
         packed = 0
         for loop in src.in_body("for_statement"):
             try:
-                text = self._packed(src, loop, names, restrict, pointers, f"{PREFIX}{packed}_")
+                text = self._packed(src, loop, names, pointers, f"{PREFIX}{packed}_")
             except _Refused as e:
                 reasons.append(f"the loop at line {src.line(loop)} {e}")
                 continue
@@ -169,8 +176,7 @@ class ThreadPacks(Transform):
         src: KernelSource,
         loop: Node,
         names: dict[str, int],
-        restrict: set[str],
-        pointers: set[str],
+        pointers: _Pointers,
         prefix: str,
     ) -> str | None:
         """The packed form of `loop`; None when it is not a short loop over consecutive elements; _Refused when it
@@ -193,7 +199,7 @@ class ThreadPacks(Transform):
                 return None  # not only element stores: not this shape
             target = assignment.child_by_field_name("left")
             stream = _stream(src, target, var, names) if target is not None else None
-            if stream is None or stream.array not in pointers:
+            if stream is None or stream.array not in pointers.names:
                 return None
             stores.append(stream)
         written = written_names(src, body)
@@ -207,8 +213,8 @@ class ThreadPacks(Transform):
                 raise _Refused(f"writes {a.array} at elements {count} or fewer apart: the packs would overlap")
         targets: set[str] = set()
         for stream in stores:
-            based = _bases(src, stream.array)
-            if not based or not based <= restrict:
+            based = pointers.bases(src, stream.array)
+            if not based or not based <= pointers.restrict:
                 raise _Refused(
                     f"writes through {stream.array}, which no `__restrict__` parameter reaches: a read of the loop may "
                     "see what it writes"
@@ -216,8 +222,8 @@ class ThreadPacks(Transform):
             targets |= based
         for ident in descendants(body, "identifier"):
             name = src.text(ident)
-            if name in pointers and name not in {st.array for st in stores}:
-                based = _bases(src, name)
+            if name in pointers.names and name not in {st.array for st in stores}:
+                based = pointers.bases(src, name)
                 if based is None or based & targets:
                     raise _Refused(
                         f"reads through {name}, which may reach the memory it writes "
@@ -227,11 +233,11 @@ class ThreadPacks(Transform):
             function = "".join(src.field(call, "function").split()).split("<")[0]
             if function not in CASTS:
                 raise _Refused(f"calls {function} (line {src.line(call)}), which may read or write memory")
-        if {squeezed(start)} & written or set(re.findall(r"[A-Za-z_]\w*", start)) & written:
+        if set(re.findall(r"[A-Za-z_]\w*", start)) & written:
             raise _Refused("changes its start in its body")
         if re.search(r"\w\s*\(|\[|->", start):
             raise _Refused(f"starts at `{start}`, which calls or reads memory: the packs would compute it again")
-        loads = _loads(src, body, var, names, pointers, {st.array for st in stores}, written)
+        loads = _loads(src, body, var, names, pointers.names, {st.array for st in stores}, written)
         return _rewritten(src, loop, var, start, count, stores, loads, prefix)
 
 
@@ -287,7 +293,7 @@ def _loads(
     body: Node,
     var: str,
     names: dict[str, int],
-    pointers: set[str],
+    pointers: frozenset[str],
     stored: set[str],
     written: set[str],
 ) -> list[_Stream]:
@@ -362,51 +368,70 @@ def _rewritten(
     return "\n".join(lines)
 
 
-def _local_constants(src: KernelSource) -> dict[str, int]:
-    """The kernel's locals declared `const` (or constexpr) with an integer literal: `const int n = 4;` (any integer
-    type: index_bits writes `const cutune_index<...> n = 4;`)."""
-    found: dict[str, int] = {}
-    for d in src.in_body("declaration"):
-        text = " ".join(src.text(d).split())
-        m = re.fullmatch(r"(?:static )?(?:const |constexpr )+[\w:<>, ]+? (\w+) ?= ?(\d+);", text)
-        if m is not None:
-            found[m.group(1)] = int(m.group(2))
-    return found
+def _local_constants(src: KernelSource, names: dict[str, int]) -> dict[str, int]:
+    """The kernel's locals set once, where declared, to an integer constant (`const int n = 4;`)."""
+    values = {name: int_value(text, names) for name, text in local_values(src).items()}
+    return {name: v for name, v in values.items() if v is not None}
 
 
-def _local_pointers(src: KernelSource) -> set[str]:
-    """The kernel's locals declared as pointers (`T * y = ...;`)."""
-    found: set[str] = set()
-    for d in src.in_body("declaration"):
-        for declarator in d.children_by_field_name("declarator"):
-            inner = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else declarator
-            name = declarator_name(inner)
-            if inner is not None and inner.type == "pointer_declarator" and name is not None:
-                found.add(src.text(name))
-    return found
+@dataclass(frozen=True)
+class _Pointers:
+    """The kernel's pointers: its pointer parameters (which of them `__restrict__`), its local pointers, and the value
+    of each local pointer set once, where it is declared."""
 
+    params: frozenset[str]
+    restrict: frozenset[str]
+    locals: frozenset[str]
+    values: dict[str, Node]
 
-def _bases(src: KernelSource, name: str, seen: frozenset[str] = frozenset()) -> set[str] | None:
-    """The pointer parameters the pointer `name` is based on: itself for a parameter; for a local pointer set once,
-    where it is declared, those of the pointers its value names (`dst_t * y = yy + i * QK_K;`); None where that is
-    not known (a local set more than once)."""
-    params = {p.name for p in src.kernel.params if "*" in p.type}
-    if name in params:
-        return {name}
-    if name in seen or name in written_names(src, src.body):
-        return None
-    for d in src.in_body("init_declarator"):
-        declared = declarator_name(d.child_by_field_name("declarator"))
-        value = d.child_by_field_name("value")
-        if declared is not None and src.text(declared) == name and value is not None:
-            found: set[str] = set()
-            for used in {src.text(n) for n in descendants(value, "identifier")} & (params | _local_pointers(src)):
-                based = _bases(src, used, seen | {name})
-                if based is None:
-                    return None
-                found |= based
-            return found
-    return set()
+    @classmethod
+    def of(cls, src: KernelSource) -> _Pointers:
+        """The pointers of the kernel `src`."""
+        params = [p for p in src.kernel.params if "*" in p.type]
+        locals_: set[str] = set()
+        values: dict[str, Node] = {}
+        written = written_names(src, src.body)
+        for d in src.in_body("declaration"):
+            for declarator in d.children_by_field_name("declarator"):
+                init = declarator.type == "init_declarator"
+                inner = declarator.child_by_field_name("declarator") if init else declarator
+                name = declarator_name(inner)
+                if inner is None or inner.type != "pointer_declarator" or name is None:
+                    continue
+                locals_.add(src.text(name))
+                value = declarator.child_by_field_name("value") if init else None
+                if value is not None and src.text(name) not in written:
+                    values[src.text(name)] = value
+        return cls(
+            frozenset(p.name for p in params),
+            frozenset(p.name for p in params if "__restrict__" in p.type),
+            frozenset(locals_),
+            values,
+        )
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every pointer's name."""
+        return self.params | self.locals
+
+    def bases(self, src: KernelSource, name: str, seen: frozenset[str] = frozenset()) -> set[str] | None:
+        """The pointer parameters the pointer `name` is based on: itself for a parameter; for a local pointer set
+        once, where it is declared, those of the pointers its value names (`dst_t * y = yy + i * QK_K;`); None where
+        that is not known (a local pointer set elsewhere, or declared without a value)."""
+        if name in self.params:
+            return {name}
+        if name not in self.locals:
+            return set()
+        value = self.values.get(name)
+        if value is None or name in seen:
+            return None
+        found: set[str] = set()
+        for used in {src.text(n) for n in descendants(value, "identifier")} & self.names:
+            based = self.bases(src, used, seen | {name})
+            if based is None:
+                return None
+            found |= based
+        return found
 
 
 def _with_pragma(src: KernelSource, loop: Node) -> int:
