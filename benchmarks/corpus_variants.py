@@ -39,7 +39,8 @@ from cutune.tune.options import SelectionOptions, TuneOptions  # noqa: E402
 
 SPECS = ROOT / "benchmarks" / "corpus_specs"
 COMPILER = "auto"  # what tune uses: NVRTC, and nvcc where NVRTC cannot compile
-SLOW = 60.0
+SLOW = 60.0  # % of the floor below which an original is slow (the bar's kernels)
+FLOOR_BAR = 85.0  # % of the floor each slow kernel's tuned sizes ≥ 64 MB are to reach
 # eleven kernels in one short GPU step: 3 finalists, 3 selection and 3 confirmation rounds, one fresh-input re-check
 # of each finalist (every candidate is still checked against the original); no compute-sanitizer pass
 QUICK = TuneOptions(
@@ -77,6 +78,25 @@ TABLE = [
     Entry("quantisation", "llama.cpp", f"{LLAMA}/quantize.cu", "quantize_q8_1", "llama_quantize_q8_1.tune.toml"),
     Entry(
         "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q4_K", "llama_dequantize_q4_K.tune.toml"
+    ),
+    Entry(
+        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q4_0", "llama_dequantize_q4_0.tune.toml"
+    ),
+    Entry(
+        "dequantisation",
+        "llama.cpp",
+        f"{LLAMA}/convert.cu",
+        "dequantize_block_iq4_nl",
+        "llama_dequantize_iq4_nl.tune.toml",
+    ),
+    Entry(
+        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q6_K", "llama_dequantize_q6_K.tune.toml"
+    ),
+    Entry(
+        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q5_K", "llama_dequantize_q5_K.tune.toml"
+    ),
+    Entry(
+        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q2_K", "llama_dequantize_q2_K.tune.toml"
     ),
     Entry(
         "fused add + RMSNorm",
@@ -208,6 +228,7 @@ def bar(results: list[dict[str, object]]) -> dict[str, object]:
         "slow_kernels_sizes": len(slow),
         "geomean_slow": math.exp(sum(math.log(s) for s in slow) / len(slow)) if slow else None,
         "min_pct_of_floor_slow": min(pct, default=None),
+        "slow_sizes_at_floor_bar": sum(p >= FLOOR_BAR for p in pct),  # of slow_kernels_sizes
     }
 
 

@@ -85,6 +85,25 @@ def test_the_spec_launch_follows_the_variant() -> None:
     assert combined.grid == spec.grid  # no variant changes the grid: the expression stays as written
 
 
+def test_a_variant_with_fewer_threads_keeps_the_grids_other_axes() -> None:
+    # fewer threads per block for a loop over x, on a grid whose y and z pick a channel and a batch: the variant's
+    # launch keeps those (run 89 on an H200: launched over x alone, the variants left all but one channel of one
+    # batch unwritten, and the checks rejected them); a 1-D spec keeps its one dimension
+    path = SAMPLES / "batched_points.cu"
+    model = parse_source(path.read_text(), str(path))
+    spec = load_spec(SAMPLES / "batched_points.tune.toml").kernel("gather_points_kernel")
+    variants, _ = propose_variants(model, "gather_points_kernel", spec, transforms=ELEMENTWISE)
+    assert [v.name for v in variants] == ["vectorized", "packs_per_thread"]
+    _, combined = with_variants(model, "gather_points_kernel", variants, spec)
+    assert combined is not None
+    names = {"b": 8, "c": 128, "n": 16384, "m": 4096, "BLOCK_THREADS": 256, "warp_size": 32}
+    names |= {"max_threads_per_block": 1024, "VEC_BYTES": 16, "PACKS": 2, "ITEMS": 4}
+    for variant in (1, 2):  # the grid over x as the spec's (blockIdx.y and .z are read: no fewer blocks)
+        grid, block, _ = combined.launch({**names, "VARIANT": variant, "BLOCK_DIV": 2, "ITEMS_BLOCK_DIV": 2})
+        assert grid == (16, 128, 8) and block == (128, 1, 1), (variant, grid, block)
+    assert len(combined.grid) == 3 and len(_gated()[4].grid) == 1
+
+
 @pytest.mark.nvcc
 @needs_nvrtc
 def test_the_combined_kernel_compiles_with_nvcc_and_nvrtc_at_several_configurations(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from cutune.spec import load_spec
 from cutune.template.model import Config
 from cutune.template.recipes.index_bits import narrowed
 from cutune.template.variants import TRANSFORMS, VARIANT, GroupItems, combine_all, propose_variants, with_variants
-from cutune.template.variants.group_items import ITEMS, KEEP
+from cutune.template.variants.group_items import ITEMS, KEEP, STRIDED
 from tests.corpus.sources import LLAMA, corpus_dir
 from tests.cuda.test_extract import needs_nvrtc
 
@@ -74,6 +74,16 @@ def test_the_quantiser_sample_reduces_its_values_before_the_groups_shuffles() ->
     assert "cutune_g1[cutune_gq] = cutune_g1[cutune_gq] + (__shfl_xor_sync(" in summed.body
     assert "cutune_gt[cutune_gq] = cutune_g1[cutune_gq] + (cutune_g1[cutune_gq ^ cutune_go]);" in summed.body
     assert "in the original's order" in summed.provenance.note
+    # ... or, at GROUP_STRIDED 1, lanes 32 / GROUP_ITEMS apart: the thread's own values paired first, one shuffle a step
+    assert (STRIDED, (0, 1), 0) in [(p.name, p.values, p.default) for p in summed.params]
+    flat = " ".join(summed.body.split())
+    thread = "(static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x)"
+    apart = f"{thread} / (32 / {ITEMS}) * 32 + {thread} % (32 / {ITEMS}) + cutune_p * (32 / {ITEMS})"
+    assert f"({STRIDED} ? {apart} : {thread} * {ITEMS} + cutune_p)" in flat
+    strided = flat[flat.index(f"if constexpr ({STRIDED}) {{") :]
+    within, between = strided.index("// within the thread"), strided.index("// between threads, one value")
+    assert within < between and "cutune_g1_all = cutune_g1_all + (__shfl_xor_sync(" in strided
+    assert STRIDED not in int8.body  # extrema combine in any order: the consecutive lanes shuffle once a step already
 
 
 @pytest.mark.skipif(not QUANTIZE.is_file(), reason="the llama.cpp corpus is not unpacked (scripts/corpus.sh)")
@@ -145,6 +155,9 @@ def test_every_group_items_compiles_with_nvcc_and_nvrtc(kernel: str, tmp_path: P
     default = combined.template.space.default()
     configs = [{**default, VARIANT: k, ITEMS: p} for p in (1, 2, 4, 8)]
     configs.append({**default, VARIANT: k, ITEMS: 8, KEEP: 1})
+    if STRIDED in default:
+        configs.append({**default, VARIANT: k, ITEMS: 4, STRIDED: 1})
+        configs.append({**default, VARIANT: k, ITEMS: 8, KEEP: 1, STRIDED: 1})
     if "ITEMS_PER_THREAD" in default:
         configs.append({**default, VARIANT: k, ITEMS: 8, "ITEMS_PER_THREAD": 4})
     expressions = name_expressions(combined.template, combined.spec, configs)
@@ -196,14 +209,18 @@ def test_every_group_items_equals_the_original_bit_for_bit_on_emulated_warps(ker
     assert combined.spec is not None
     k = 1 + [v.name for v in combined.variants].index("group_items")
     default = combined.template.space.default()
-    values = [(p, keep) for keep in (0, 1) for p in (1, 2, 4, 8)]
-    configs = [default, *({**default, VARIANT: k, ITEMS: p, KEEP: keep} for p, keep in values)]
+    strides = (0, 1) if STRIDED in default else (0,)
+    values = [(p, keep, apart) for apart in strides for keep in (0, 1) for p in (1, 2, 4, 8)]
+    configs = [default, *({**default, VARIANT: k, ITEMS: p, KEEP: keep, STRIDED: a} for p, keep, a in values)]
+    if len(strides) == 1:
+        configs = [{n: v for n, v in c.items() if n != STRIDED} for c in configs]
     expressions = name_expressions(combined.template, combined.spec, configs)
     unit = extract_kernel(parse_source(combined.template.source, str(SAMPLE)), kernel, instantiations=expressions)
     (tmp_path / "cuda_runtime.h").write_text(f'#include "{EMULATOR}"\n')  # the unit's one CUDA header
     runs = "\n".join(
-        f'  std::printf("%d %d %s\\n", {p}, {keep}, run({e}, n / 64 / {p}) == original ? "equal" : "different");'
-        for (p, keep), e in zip(values, expressions[1:], strict=True)
+        f'  std::printf("%d %d %d %s\\n", {p}, {keep}, {a}, '
+        f'run({e}, n / 64 / {p}) == original ? "equal" : "different");'
+        for (p, keep, a), e in zip(values, expressions[1:], strict=True)
     )
     summed = kernel == "group_quant_sum_kernel"
     main = HARNESS.format(
@@ -216,7 +233,7 @@ def test_every_group_items_equals_the_original_bit_for_bit_on_emulated_warps(ker
     ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=60, check=True)
     lines = ran.stdout.split("\n")
     assert [line for line in lines if line.endswith("equal") or line.endswith("different")] == [
-        f"{p} {keep} equal" for p, keep in values
+        f"{p} {keep} {a} equal" for p, keep, a in values
     ], ran.stdout
     if summed:  # the sum's order shows in its bits: the variant keeps the butterfly's
         assert int(next(line for line in lines if line.startswith("reordered")).split()[1]) > 0
@@ -228,8 +245,9 @@ def test_the_variant_equals_the_original_on_the_gpu_at_every_group_items(kernel:
     ctx = open_kernel(SAMPLE, kernel)
     spec = ctx.require_spec()
     job = variant_alone(ctx, kernel, GroupItems().apply(ctx.template_model, kernel, spec))
-    # GROUP_ITEMS 1, 2, 4, 8 by GROUP_KEEP 0, 1 at every size, each checked against the original's output
-    passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS, KEEP})
+    # GROUP_ITEMS 1, 2, 4, 8 by GROUP_KEEP 0, 1 (by GROUP_STRIDED 0, 1 where a sum keeps its order) at every size,
+    # each checked against the original's output
+    passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS, KEEP, STRIDED})
     assert passed >= 8 and not failed, failed
 
 
@@ -244,7 +262,12 @@ def test_quantize_q8_1_equals_the_original_on_the_gpu_at_every_group_items() -> 
     backend.open(build_job(ctx, timing=TimingOptions(warmup=1, reps=3, min_time_ms=0.0)))
     default = ctx.space.default()
     try:  # every size of its spec, each checked against the original's bytes (its sum in half: the order kept)
-        configs = [Config.of({**default, VARIANT: k, ITEMS: p, KEEP: keep}) for keep in (0, 1) for p in (1, 2, 4, 8)]
+        configs = [
+            Config.of({**default, VARIANT: k, ITEMS: p, KEEP: keep, STRIDED: apart})
+            for apart in (0, 1)
+            for keep in (0, 1)
+            for p in (1, 2, 4, 8)
+        ]
         for config in [*configs, narrowed(configs[-1])]:  # and with 32-bit indices
             measured = backend.evaluate(config)
             assert measured.ok, f"{dict(config)}: {measured.failure} {measured.detail}"

@@ -102,12 +102,14 @@ def variant_launch(spec: KernelSpec, variants: Sequence[Variant]) -> tuple[tuple
     launches = [v.launch for v in variants]
     grid_dims = max([len(spec.grid), *(len(x.grid) for x in launches if x is not None)])
     block_dims = max([len(spec.block), *(len(x.block) for x in launches if x is not None)])
+    # a dimension a variant's launch does not name is the spec's (a batch or channel axis of the grid, blockIdx.y
+    # and .z, beside a loop over x whose threads per block the variant divides)
     grid = tuple(
-        _choose(spec, [_dim(x.grid, i) if x else None for x in launches], _dim(spec.grid, i), i)
+        _choose(spec, [x.grid[i] if x and i < len(x.grid) else None for x in launches], _dim(spec.grid, i), i)
         for i in range(grid_dims)
     )
     block = tuple(
-        _choose(spec, [_dim(x.block, i) if x else None for x in launches], _dim(spec.block, i), i)
+        _choose(spec, [x.block[i] if x and i < len(x.block) else None for x in launches], _dim(spec.block, i), i)
         for i in range(block_dims)
     )
     shared = _choose(spec, [x.shared_mem if x else None for x in launches], spec.shared_mem)

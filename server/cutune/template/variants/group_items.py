@@ -16,6 +16,13 @@ among a thread's own values: every original lane's value is reproduced in the bu
 any order gives the same bits (extrema, integer sums) the thread first combines its values and shuffles once per
 step; a float sum keeps the order, shuffling each of its values.
 
+Which G / GROUP_ITEMS original lanes a thread plays is a parameter too, GROUP_STRIDED (offered where a reduction
+keeps its order): at 0, lanes `t * GROUP_ITEMS + p`, as above; at 1, lanes `t + p * G / GROUP_ITEMS` of its group,
+so the butterfly's first steps (offsets G/2 … G/GROUP_ITEMS) pair a thread's own values and the later ones whole
+threads. The order is the original's either way, but at 1 a thread's values are all equal once its own steps are
+done (each step's combine is commutative: a sum), so each later step is one shuffle, not GROUP_ITEMS: a quantiser's
+float sum over 32 lanes at 4 elements a thread takes 3 shuffles instead of 12, bit for bit the original's total.
+
 Refused, with the reason, where that does not hold: no global thread index over x, no butterfly over a warp's
 aligned groups (a full mask, offsets halving from a power of two), the index or thread and block builtins read
 elsewhere, other exchanges between lanes (shuffles, votes, helpers that do them), threads of a block cooperating
@@ -61,6 +68,7 @@ from cutune.template.variants.model import Launch, Provenance, Transform, Varian
 NAME = "group_items"
 ITEMS = "GROUP_ITEMS"
 KEEP = "GROUP_KEEP"  # 1: the locals the statements after the reductions read kept per element; 0: computed again
+STRIDED = "GROUP_STRIDED"  # 1: a thread plays lanes G / GROUP_ITEMS apart; 0: GROUP_ITEMS consecutive ones
 ITEM = "cutune_p"  # which of its GROUP_ITEMS original threads a thread plays
 PREFIX = "cutune_g"  # the variant's own names
 _VALUES = (1, 2, 4, 8)
@@ -127,7 +135,14 @@ class GroupItems(Transform):
                 self.refuse(f"reduces `{r.butterfly.var}`, which is not a local declared before the reduction")
         group = min(r.butterfly.group for r in found)
         values = tuple(v for v in _VALUES if v <= group)
-        replacements = [(value.start_byte, value.end_byte, f"({src.text(value)}) * {ITEMS} + {ITEM}")]
+        # lanes G / GROUP_ITEMS apart pay only where an order is kept, and need one group size to be apart by
+        strided = len({r.butterfly.group for r in found}) == 1 and any(_ordered(r) for r in found)
+        played = f"({src.text(value)}) * {ITEMS} + {ITEM}"  # the original thread a thread plays as its ITEM-th
+        if strided:
+            apart = f"({group} / {ITEMS})"
+            spread = f"({src.text(value)}) / {apart} * {group} + ({src.text(value)}) % {apart} + {ITEM} * {apart}"
+            played = f"({STRIDED} ? {spread} : {played})"
+        replacements = [(value.start_byte, value.end_byte, played)]
         replacements += [(n.start_byte, n.end_byte, "continue;") for n in src.in_body("return_statement")]
         before = _region(src, prologue, replacements)
         after = _region(src, epilogue, replacements)
@@ -137,13 +152,28 @@ class GroupItems(Transform):
             f"t * {ITEMS} + {ITEM}),",
             f"// their values combined before the groups' shuffles over {group} / {ITEMS} lanes",
         ]
-        recomputed = _phases(src, prologue, found, arrays, before, after, None)
+        if strided:
+            header.append(
+                f"// (at {STRIDED} 1 the lanes t + {ITEM} * {group} / {ITEMS} of its group: its own values paired "
+                "first)"
+            )
+        recomputed = _phases(src, prologue, found, arrays, before, after, None, strided)
         carried = _carried(src, prologue, epilogue, set(locals_))
         params = [TunableParam(ITEMS, values, 1, Binding.TEMPLATE, description="consecutive elements per thread")]
+        if strided:
+            params.append(
+                TunableParam(
+                    STRIDED,
+                    (0, 1),
+                    0,
+                    Binding.TEMPLATE,
+                    description="1: a thread plays lanes G / GROUP_ITEMS apart (one shuffle a step); 0: consecutive",
+                )
+            )
         if carried is None:
             lines = [*header, *recomputed]
         else:  # keeping the locals per element or computing them again: the compiler's code differs, the GPU decides
-            kept = _phases(src, prologue, found, arrays, before, after, carried)
+            kept = _phases(src, prologue, found, arrays, before, after, carried, strided)
             lines = [
                 *header,
                 f"if constexpr ({KEEP}) {{",
@@ -387,6 +417,7 @@ def _phases(
     before: str,
     after: str,
     carried: list[_Carried] | None,
+    strided: bool,
 ) -> list[str]:
     """The body over the thread's elements: the part before the reductions for each, keeping the values to reduce,
     the reductions, then the rest for each; with the locals the rest reads kept per element (`carried`), or with
@@ -394,7 +425,7 @@ def _phases(
     names = [r.butterfly.var for r in found]
     keep = [f"{a}[{ITEM}] = {var};" for a, var in zip(arrays, names, strict=True)]
     declared = [f"{r.var_type} {a}[{ITEMS}] = {{}};" for r, a in zip(found, arrays, strict=True)]
-    reductions = [_reduce(r, a) for r, a in zip(found, arrays, strict=True)]
+    reductions = [_reduce(r, a, strided) for r, a in zip(found, arrays, strict=True)]
     if carried is None:
         first = [before, *keep]
         second = [before, *(f"{var} = {a}[{ITEM}];" for a, var in zip(arrays, names, strict=True)), after]
@@ -509,14 +540,24 @@ def _per_item(parts: list[str]) -> str:
     return "\n".join(["#pragma unroll", f"for (int {ITEM} = 0; {ITEM} < {ITEMS}; ++{ITEM}) {{", inner, "}"])
 
 
-def _reduce(r: _Reduction, values: str) -> str:
-    """The group's butterfly over the thread's values `values[p]` (each becomes original lane p's result)."""
+def _ordered(r: _Reduction) -> bool:
+    """Whether the reduction keeps the original's order (a float sum) and combines commutatively, so that once a
+    thread's own steps are done its values are all equal."""
+    flat = "".join(r.butterfly.combine.split())
+    commutative = flat in {f"{OWN}+({PARTNER})", f"{OWN}+{PARTNER}", f"({PARTNER})+{OWN}", f"{PARTNER}+{OWN}"}
+    return not r.butterfly.exact and commutative
+
+
+def _reduce(r: _Reduction, values: str, strided: bool) -> str:
+    """The group's butterfly over the thread's values `values[p]` (each becomes original lane p's result); where
+    `strided` offers GROUP_STRIDED, its two orders of steps under `if constexpr`."""
     b = r.butterfly
 
     def combine(own: str, partner: str) -> str:
         return b.combine.replace(OWN, own).replace(PARTNER, partner)
 
-    first = f"({b.group // 2}) / {ITEMS}"  # the offsets of whole threads: G/2 … GROUP_ITEMS, in threads
+    # the offsets of whole threads, in threads: G/2 … GROUP_ITEMS (consecutive lanes), G/(2·GROUP_ITEMS) … 1 (apart)
+    first = f"({b.group // 2}) / {ITEMS}"
     if b.exact:  # any order gives the same bits: the thread's values first, one shuffle per step
         acc = f"{values}_all"
         lines = [
@@ -535,24 +576,44 @@ def _reduce(r: _Reduction, values: str) -> str:
         ]
         return "\n".join(lines)
     own = f"{values}[{PREFIX}q]"
-    lines = [
-        "{",
+    between = [
         "#pragma unroll",
-        f"  for (int {PREFIX}o = {first}; {PREFIX}o > 0; {PREFIX}o >>= 1) {{  // between threads, each value",
+        f"for (int {PREFIX}o = {first}; {PREFIX}o > 0; {PREFIX}o >>= 1) {{  // between threads, each value",
         "#pragma unroll",
-        f"    for (int {PREFIX}q = 0; {PREFIX}q < {ITEMS}; ++{PREFIX}q) {{",
-        f"      {own} = {combine(own, f'__shfl_xor_sync({b.mask}, {own}, {PREFIX}o)')};",
-        "    }",
-        "  }",
-        "#pragma unroll",
-        f"  for (int {PREFIX}o = {ITEMS} / 2; {PREFIX}o > 0; {PREFIX}o >>= 1) {{  // within the thread",
-        f"    {r.var_type} {PREFIX}t[{ITEMS}];",
-        "#pragma unroll",
-        f"    for (int {PREFIX}q = 0; {PREFIX}q < {ITEMS}; ++{PREFIX}q) {PREFIX}t[{PREFIX}q] = "
-        f"{combine(own, f'{values}[{PREFIX}q ^ {PREFIX}o]')};",
-        "#pragma unroll",
-        f"    for (int {PREFIX}q = 0; {PREFIX}q < {ITEMS}; ++{PREFIX}q) {own} = {PREFIX}t[{PREFIX}q];",
+        f"  for (int {PREFIX}q = 0; {PREFIX}q < {ITEMS}; ++{PREFIX}q) {{",
+        f"    {own} = {combine(own, f'__shfl_xor_sync({b.mask}, {own}, {PREFIX}o)')};",
         "  }",
         "}",
     ]
-    return "\n".join(lines)
+    within = [
+        "#pragma unroll",
+        f"for (int {PREFIX}o = {ITEMS} / 2; {PREFIX}o > 0; {PREFIX}o >>= 1) {{  // within the thread",
+        f"  {r.var_type} {PREFIX}t[{ITEMS}];",
+        "#pragma unroll",
+        f"  for (int {PREFIX}q = 0; {PREFIX}q < {ITEMS}; ++{PREFIX}q) {PREFIX}t[{PREFIX}q] = "
+        f"{combine(own, f'{values}[{PREFIX}q ^ {PREFIX}o]')};",
+        "#pragma unroll",
+        f"  for (int {PREFIX}q = 0; {PREFIX}q < {ITEMS}; ++{PREFIX}q) {own} = {PREFIX}t[{PREFIX}q];",
+        "}",
+    ]
+    consecutive = [*between, *within]  # lanes t·GROUP_ITEMS + p: the first steps pair threads
+    if not (strided and _ordered(r)):
+        return "\n".join(["{", *_indented(consecutive), "}"])
+    acc = f"{values}_all"
+    # lanes t + p·G/GROUP_ITEMS: the first steps pair the thread's own values, which then are all equal
+    apart = [
+        *within,
+        f"{r.var_type} {acc} = {values}[0];",
+        "#pragma unroll",
+        f"for (int {PREFIX}o = {first}; {PREFIX}o > 0; {PREFIX}o >>= 1) {{  // between threads, one value",
+        f"  {acc} = {combine(acc, f'__shfl_xor_sync({b.mask}, {acc}, {PREFIX}o)')};",
+        "}",
+        "#pragma unroll",
+        f"for (int {PREFIX}q = 0; {PREFIX}q < {ITEMS}; ++{PREFIX}q) {own} = {acc};",
+    ]
+    return "\n".join([f"if constexpr ({STRIDED}) {{", *_indented(apart), "} else {", *_indented(consecutive), "}"])
+
+
+def _indented(lines: list[str]) -> list[str]:
+    """Lines one level in (pragmas stay at the line's start, as the preprocessor reads them anywhere)."""
+    return [line if line.startswith("#") else f"  {line}" for line in lines]

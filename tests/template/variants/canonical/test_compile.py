@@ -12,6 +12,7 @@ from cutune.template.variants.canonical import canonicalise
 from tests.cuda.test_extract import needs_nvrtc, nvcc_compiled_functions, nvrtc_lowered_names
 
 from .test_counted import COUNTED
+from .test_exits import GATHER
 from .test_guard import EARLY, ENCLOSING
 from .test_index_locals import INDEXED
 from .test_loop_macros import LOOPED
@@ -24,6 +25,7 @@ CASES = [
     (EARLY, "k<float>", "grid_stride_guard"),
     (ENCLOSING, "k", "grid_stride_guard"),
     (COUNTED, "k", "counted_loops"),
+    (GATHER, "k<float>", "loop_exits"),
     (ROWS, "k", "while_loops"),
     (RESTARTED, "k", "while_loops"),
     (PACKED, "k<float>", "scaled_loops"),

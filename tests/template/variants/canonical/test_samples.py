@@ -229,6 +229,17 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 4}],
         "persistent_grid": [{"BLOCKS_PER_SM": 2}],
     },
+    # a grid-stride loop over points per (channel, batch) of the grid's y and z, whose first statement leaves on a
+    # batch or channel past the tensor's: that exit moved before the loop; the interpolation's grid rounds its
+    # channels up, so the exit is taken at every size there
+    ("batched_points.cu", "gather_points_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 8, "BLOCK_DIV": 2}],
+        "packs_per_thread": [{"ITEMS": 4, "ITEMS_BLOCK_DIV": 2}],
+    },
+    ("batched_points.cu", "three_interpolate_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 16, "BLOCK_DIV": 4}],
+        "packs_per_thread": [{"ITEMS": 2}, {"ITEMS": 4, "ITEMS_BLOCK_DIV": 4}],
+    },
 }
 
 # samples whose kernel branches by `if constexpr` on a template parameter around its row loops: each variant is also

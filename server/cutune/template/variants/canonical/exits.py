@@ -44,6 +44,7 @@ _NEGATED = {">=": "<", ">": "<=", "<=": ">", "<": ">="}
 _MIRRORED = {">=": "<=", ">": "<", "<=": ">=", "<": ">"}
 _BUILTIN_SIZES = re.compile(r"(?:blockDim|gridDim)\.[xyz]")
 _BUILTIN = re.compile(r"(?:threadIdx|blockIdx|blockDim|gridDim)\.[xyz]")
+_STATIC_CAST = re.compile(r"static_cast<[\w:]+>")  # a conversion: computes, like the arithmetic around it
 
 
 class _Refused(Exception):
@@ -85,6 +86,9 @@ def _check(src: KernelSource, loop: Node) -> tuple[int, int, str] | None:
     exit_ = statements[at]
     if _exit_kind(src, exit_) == "return" and not _last_of_kernel(src, loop):
         raise _Refused("returns from inside, and statements follow it in the kernel")
+    hoisted = _hoisted(src, loop, exit_, statements[:at])
+    if hoisted is not None:
+        return hoisted
     var = _growing_index(src, loop)
     if var is None:
         raise _Refused("exits, but its index is not one that only grows")
@@ -110,6 +114,35 @@ def _check(src: KernelSource, loop: Node) -> tuple[int, int, str] | None:
     inner = indented(inner.replace("\n" + indent, "\n"), indent + "  ").lstrip() if rest else ""
     end = rest[-1].end_byte if rest else exit_.end_byte
     return exit_.start_byte, end, f"if ({check}) {{\n{indent}  {inner}\n{indent}}}"
+
+
+def _hoisted(src: KernelSource, loop: Node, exit_: Node, before: list[Node]) -> tuple[int, int, str] | None:
+    """(start, end, text) moving a `return` on a condition the loop does not change (`if (b >= B) return;` of a
+    batch index, first thing in a grid-stride loop over a row) to just before the loop; None where it is not one.
+    The loop is the kernel's last statement and only pure declarations the condition does not read come before
+    the exit, so where it holds the original thread returns in its first iteration having done nothing, or runs no
+    iteration: either way nothing after; where it does not hold, no iteration leaves. The loop's initializer and
+    condition must only compute too, as they now run after the exit's test."""
+    condition = exit_.child_by_field_name("condition")
+    test = condition.named_children[0] if condition is not None and condition.named_children else None
+    if _exit_kind(src, exit_) != "return" or test is None:
+        return None
+    changed = written_names(src, loop)
+    declared = {
+        src.text(name)
+        for s in before
+        for d in s.children_by_field_name("declarator")
+        if (name := d.child_by_field_name("declarator")) is not None
+    }
+    # the update runs only after an iteration, never before the first test of the exit
+    header = [h for f in ("initializer", "condition") if (h := loop.child_by_field_name(f)) is not None]
+    if any(s.type != "declaration" for s in before) or not all(_pure(src, s) for s in [*before, *header]):
+        return None
+    names = {src.text(i) for i in descendants(test, "identifier")}
+    if not _pure(src, test) or names & (changed | declared):
+        return None
+    head = src.data[loop.start_byte : exit_.start_byte].decode("utf-8").rstrip()
+    return loop.start_byte, exit_.end_byte, f"{src.text(exit_)}\n{line_indent(src.data, loop.start_byte)}{head}"
 
 
 def _exit_kind(src: KernelSource, statement: Node) -> str | None:
@@ -216,8 +249,15 @@ def _invariant(src: KernelSource, node: Node, var: str, changed: set[str], decla
 
 
 def _pure(src: KernelSource, node: Node) -> bool:
-    """Whether `node` only computes: no call, memory read or write, no member but the thread and block builtins'."""
-    effects = descendants(node, "call_expression", "subscript_expression", "update_expression", "assignment_expression")
+    """Whether `node` only computes: no call but `static_cast`, memory read or write, no member but the thread and
+    block builtins'."""
+    effects = [
+        n
+        for n in descendants(
+            node, "call_expression", "subscript_expression", "update_expression", "assignment_expression"
+        )
+        if n.type != "call_expression" or not _STATIC_CAST.fullmatch("".join(src.field(n, "function").split()))
+    ]
     derefs = [p for p in descendants(node, "pointer_expression") if p.children and p.children[0].type == "*"]
     fields = [f for f in descendants(node, "field_expression") if not _BUILTIN.fullmatch(squeezed(src.text(f)))]
     return not effects and not derefs and not fields

@@ -1,10 +1,11 @@
-"""What flat_rows reaches on corpus kernels when a search finds its best configuration: the original, then every
-flat_rows configuration of a grid (threads per row × columns at once × blocks per SM, at 64- and 32-bit indices
-where index_bits applies), each checked against the original's output and timed at every size of the kernel's spec
-(events, L2 flushed). A short search samples a few of these among thousands of configurations; this sweep says
-what the variant itself is worth, the search apart.
+"""What a variant reaches on corpus kernels when a search finds its best configuration: the original, then every
+configuration of the variant's grid (flat_rows: threads per row × columns at once × blocks per SM; group_items:
+elements per thread × locals kept × lanes apart), at 64- and 32-bit indices where index_bits applies, each checked
+against the original's output and timed at every size of the kernel's spec (events, L2 flushed). A short search
+samples a few of these among thousands of configurations; this sweep says what the variant itself is worth, the
+search apart.
 
-    python benchmarks/flat_rows_grid.py OUT_DIR [--only k_set_rows,strided_copy.cu:strided_copy_kernel]
+    python benchmarks/variant_grid.py OUT_DIR [--variant flat_rows] [--only k_set_rows,FILE.cu:KERNEL]
 
 (a corpus kernel of corpus_variants' table by name, a sample as FILE:KERNEL)
 """
@@ -29,40 +30,44 @@ from cutune.gpu.registry import create_backend  # noqa: E402
 from cutune.project import build_job, open_kernel  # noqa: E402
 from cutune.template.model import Config  # noqa: E402
 from cutune.template.recipes.index_bits import NAME as INDEX_BITS  # noqa: E402
-from cutune.template.variants import VARIANT, combine_all  # noqa: E402
-from cutune.template.variants.flat_rows import BLOCKS_PER_SM, ITEMS, ROW_THREADS, SPLIT  # noqa: E402
+from cutune.template.variants import VARIANT, combine_all, flat_rows, group_items  # noqa: E402
 
-GRID = {ROW_THREADS: (32, 128, 256), ITEMS: (1, 4, 8), SPLIT: (1, 4, 16), BLOCKS_PER_SM: (4, 16)}
+GRIDS = {
+    "flat_rows": {
+        flat_rows.ROW_THREADS: (32, 128, 256),
+        flat_rows.ITEMS: (1, 4, 8),
+        flat_rows.SPLIT: (1, 4, 16),
+        flat_rows.BLOCKS_PER_SM: (4, 16),
+    },
+    "group_items": {group_items.ITEMS: (2, 4, 8), group_items.KEEP: (0, 1), group_items.STRIDED: (0, 1)},
+}
 
 
-def sweep(target: str) -> dict[str, object]:
+def sweep(target: str, variant: str) -> dict[str, object]:
     """The original's and every grid configuration's median per size, or its failure."""
     file, _, kernel = target.rpartition(":")
     ctx = open_kernel(ROOT / "samples" / file, kernel) if file else opened(next(e for e in TABLE if e.kernel == kernel))
     combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
-    k = 1 + [v.name for v in combined.variants].index("flat_rows")
+    k = 1 + [v.name for v in combined.variants].index(variant)
     ctx = dataclasses.replace(ctx, template=combined.template, template_model=combined.model, spec=combined.spec)
     default = ctx.space.default()
     bits = (64, 32) if INDEX_BITS in default else (64,)
     backend = create_backend("cupy")
     backend.open(build_job(ctx, timing=TimingOptions(warmup=3, reps=20, min_time_ms=10.0)))
     rows: list[dict[str, object]] = []
+    grid = {name: values for name, values in GRIDS[variant].items() if name in default}
     try:
         configs = [{**default, VARIANT: 0}] + [
-            {**default, VARIANT: k, ROW_THREADS: rt, ITEMS: items, SPLIT: split, BLOCKS_PER_SM: blocks}
+            {**default, VARIANT: k, **dict(zip(grid, picked, strict=True))}
             | ({INDEX_BITS: b} if INDEX_BITS in default else {})
-            for rt, items, split, blocks in itertools.product(*GRID.values())
+            for picked in itertools.product(*grid.values())
             for b in bits
         ]
         for values in configs:
             measured = backend.evaluate(Config.of(values))
             rows.append(
                 {
-                    "config": {
-                        n: values[n]
-                        for n in (VARIANT, ROW_THREADS, ITEMS, SPLIT, BLOCKS_PER_SM, INDEX_BITS)
-                        if n in values
-                    },
+                    "config": {n: values[n] for n in (VARIANT, *grid, INDEX_BITS) if n in values},
                     "medians_us": [t.median_us for t in measured.timings] if measured.ok else None,
                     "failure": None if measured.ok else f"{measured.failure}: {measured.detail[:200]}",
                 }
@@ -78,11 +83,12 @@ def main() -> None:
     """Sweep each chosen kernel and write the medians."""
     ap = argparse.ArgumentParser()
     ap.add_argument("out", type=Path)
+    ap.add_argument("--variant", choices=sorted(GRIDS), default="flat_rows")
     ap.add_argument("--only", default="k_set_rows,unary_gated_op_kernel")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    results = [sweep(kernel) for kernel in args.only.split(",")]
-    stem = f"flat_rows_grid.{datetime.date.today().isoformat()}"
+    results = [sweep(kernel, args.variant) for kernel in args.only.split(",")]
+    stem = f"{args.variant}_grid.{datetime.date.today().isoformat()}"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     lines = []
     for r in results:
