@@ -99,6 +99,10 @@ def test_a_return_on_a_condition_no_iteration_changes_moves_before_the_loop() ->
         (("if (batch >= b || channel >= c)", "if (batch >= b || p >= c)"), "not at a bound"),
         (("if (batch >= b || channel >= c)", "if (batch >= b || shift >= c)"), "not at a bound"),
         (("const int shift = 2 * channel;", "const int shift = idx[p];"), "does more than declare arithmetic"),
+        # a call may take the batch by reference and change it, an address or a reference may write it
+        (("    const int64_t row", "    bump(batch);\n    const int64_t row"), "not at a bound"),
+        (("    const int64_t row", "    int* at = &channel;\n    const int64_t row"), "not at a bound"),
+        (("    const int64_t row", "    int& alias = channel;\n    const int64_t row"), "not at a bound"),
         (("  }\n}\n", "  }\n  out[0] = 0;\n}\n"), "statements follow it in the kernel"),
     ],
 )

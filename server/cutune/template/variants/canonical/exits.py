@@ -118,7 +118,8 @@ def _check(src: KernelSource, loop: Node) -> tuple[int, int, str] | None:
 
 def _hoisted(src: KernelSource, loop: Node, exit_: Node, before: list[Node]) -> tuple[int, int, str] | None:
     """(start, end, text) moving a `return` on a condition the loop does not change (`if (b >= B) return;` of a
-    batch index, first thing in a grid-stride loop over a row) to just before the loop; None where it is not one.
+    batch index, first thing in a grid-stride loop over a row: no name the loop assigns, passes to a call, takes the
+    address of or binds a reference to) to just before the loop; None where it is not one.
     The loop is the kernel's last statement and only pure declarations the condition does not read come before
     the exit, so where it holds the original thread returns in its first iteration having done nothing, or runs no
     iteration: either way nothing after; where it does not hold, no iteration leaves. The loop's initializer and
@@ -139,10 +140,29 @@ def _hoisted(src: KernelSource, loop: Node, exit_: Node, before: list[Node]) -> 
     if any(s.type != "declaration" for s in before) or not all(_pure(src, s) for s in [*before, *header]):
         return None
     names = {src.text(i) for i in descendants(test, "identifier")}
-    if not _pure(src, test) or names & (changed | declared):
+    if not _pure(src, test) or names & (changed | declared) or _aliased(src, loop, names):
         return None
     head = src.data[loop.start_byte : exit_.start_byte].decode("utf-8").rstrip()
     return loop.start_byte, exit_.end_byte, f"{src.text(exit_)}\n{line_indent(src.data, loop.start_byte)}{head}"
+
+
+def _aliased(src: KernelSource, loop: Node, names: set[str]) -> bool:
+    """Whether the loop may change one of `names` other than by assigning it: its address taken, a reference bound
+    to it, or passed to a call (which may take it by reference)."""
+    for n in descendants(loop, "identifier"):
+        parent = n.parent
+        if src.text(n) not in names or parent is None:
+            continue
+        call = parent.parent if parent.type == "argument_list" else None
+        if call is not None and not _STATIC_CAST.fullmatch("".join(src.field(call, "function").split())):
+            return True
+        if parent.type == "pointer_expression" and src.text(parent)[:1] == "&":
+            return True
+        if parent.type == "init_declarator" and parent.child_by_field_name("value") == n:
+            target = parent.child_by_field_name("declarator")
+            if target is not None and target.type == "reference_declarator":
+                return True
+    return False
 
 
 def _exit_kind(src: KernelSource, statement: Node) -> str | None:
