@@ -63,6 +63,7 @@ class Entry:
 LLAMA = "src/ggml-cuda"
 DS = "transformer/inference/csrc"
 INFERENCE = ("transformer/inference/includes",)
+CONVERT = f"{LLAMA}/convert.cu"
 TABLE = [
     Entry("elementwise", "llama.cpp", f"{LLAMA}/scale.cu", "scale_f32", "llama_scale.tune.toml"),
     Entry("activation", "llama.cpp", f"{LLAMA}/unary.cu", "unary_op_kernel", "llama_unary_silu.tune.toml"),
@@ -76,27 +77,10 @@ TABLE = [
     Entry("L2Norm", "llama.cpp", f"{LLAMA}/norm.cu", "l2_norm_f32", "llama_l2_norm.tune.toml"),
     Entry("softmax backward", "llama.cpp", f"{LLAMA}/softmax.cu", "soft_max_back_f32", "llama_soft_max_back.tune.toml"),
     Entry("quantisation", "llama.cpp", f"{LLAMA}/quantize.cu", "quantize_q8_1", "llama_quantize_q8_1.tune.toml"),
-    Entry(
-        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q4_K", "llama_dequantize_q4_K.tune.toml"
-    ),
-    Entry(
-        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q4_0", "llama_dequantize_q4_0.tune.toml"
-    ),
-    Entry(
-        "dequantisation",
-        "llama.cpp",
-        f"{LLAMA}/convert.cu",
-        "dequantize_block_iq4_nl",
-        "llama_dequantize_iq4_nl.tune.toml",
-    ),
-    Entry(
-        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q6_K", "llama_dequantize_q6_K.tune.toml"
-    ),
-    Entry(
-        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q5_K", "llama_dequantize_q5_K.tune.toml"
-    ),
-    Entry(
-        "dequantisation", "llama.cpp", f"{LLAMA}/convert.cu", "dequantize_block_q2_K", "llama_dequantize_q2_K.tune.toml"
+    # llama.cpp's dequantisers to fp16 for cuBLAS: q4_K first (the table's kind), then the formats measured beside it
+    *(
+        Entry("dequantisation", "llama.cpp", CONVERT, f"dequantize_block_{q}", f"llama_dequantize_{q}.tune.toml")
+        for q in ("q4_K", "q4_0", "iq4_nl", "q6_K", "q5_K", "q2_K")
     ),
     Entry(
         "fused add + RMSNorm",

@@ -39,6 +39,7 @@ _GRID_START = {
     for axis in ("x", "y")
 }
 _GRID_STEP = {axis: {f"blockDim.x*gridDim.{axis}", f"gridDim.{axis}*blockDim.x"} for axis in ("x", "y")}
+_STATIC_CAST = re.compile(r"static_cast<[\w:]+>")
 _CASTS = re.compile(r"^(?:static_cast<[^<>]*>|\((?:const\s+)?(?:unsigned\s+)?\w+\))")
 _PRODUCT = re.compile(r"\((\w+\.[xyz]\*\w+\.[xyz])\)")  # `(blockIdx.x * blockDim.x) + threadIdx.x`
 # a cast of a thread or block builtin (`(int64_t)blockIdx.x`, `int64_t(blockDim.x)`, `static_cast<size_t>(...)`):
@@ -87,6 +88,11 @@ class CountingLoop:
     bound: Node
     step: Node
     body: Node
+
+
+def static_cast_call(src: KernelSource, call: Node) -> bool:
+    """Whether `call` is a `static_cast<T>(x)`: a conversion, which computes like the arithmetic around it."""
+    return _STATIC_CAST.fullmatch("".join(src.field(call, "function").split())) is not None
 
 
 def single_declaration(node: Node | None) -> tuple[Node, Node] | None:

@@ -35,6 +35,7 @@ from cutune.template.variants.loops import (
     macros_expanded,
     squeezed,
     statements_of,
+    static_cast_call,
     written_names,
 )
 
@@ -44,7 +45,6 @@ _NEGATED = {">=": "<", ">": "<=", "<=": ">", "<": ">="}
 _MIRRORED = {">=": "<=", ">": "<", "<=": ">=", "<": ">"}
 _BUILTIN_SIZES = re.compile(r"(?:blockDim|gridDim)\.[xyz]")
 _BUILTIN = re.compile(r"(?:threadIdx|blockIdx|blockDim|gridDim)\.[xyz]")
-_STATIC_CAST = re.compile(r"static_cast<[\w:]+>")  # a conversion: computes, like the arithmetic around it
 
 
 class _Refused(Exception):
@@ -154,7 +154,7 @@ def _aliased(src: KernelSource, loop: Node, names: set[str]) -> bool:
         if src.text(n) not in names or parent is None:
             continue
         call = parent.parent if parent.type == "argument_list" else None
-        if call is not None and not _STATIC_CAST.fullmatch("".join(src.field(call, "function").split())):
+        if call is not None and not static_cast_call(src, call):
             return True
         if parent.type == "pointer_expression" and src.text(parent)[:1] == "&":
             return True
@@ -276,7 +276,7 @@ def _pure(src: KernelSource, node: Node) -> bool:
         for n in descendants(
             node, "call_expression", "subscript_expression", "update_expression", "assignment_expression"
         )
-        if n.type != "call_expression" or not _STATIC_CAST.fullmatch("".join(src.field(n, "function").split()))
+        if n.type != "call_expression" or not static_cast_call(src, n)
     ]
     derefs = [p for p in descendants(node, "pointer_expression") if p.children and p.children[0].type == "*"]
     fields = [f for f in descendants(node, "field_expression") if not _BUILTIN.fullmatch(squeezed(src.text(f)))]

@@ -35,6 +35,7 @@ from cutune.template.variants.loops import (
     SIGNED_WIDTH,
     declared_names,
     single_declaration,
+    static_cast_call,
     whole_subscript,
     written_names,
 )
@@ -43,7 +44,6 @@ NAME = "index_locals"
 _INTEGER = re.compile(
     r"(?:unsigned\s+|signed\s+)?(?:long\s+long|long|int|short)(?:\s+int)?|u?int(?:8|16|32|64)_t|size_t"
 )
-_STATIC_CAST = re.compile(r"static_cast<[\w:\s]+>")
 _LINEAR = {"+", "-", "*"}  # what may be done to the loop's index: the element is an affine function of it
 _OPERATORS = {"+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^"}
 
@@ -160,7 +160,7 @@ def _arithmetic_names(src: KernelSource, node: Node, index: str) -> set[str] | N
         return _arithmetic_names(src, parts[0], index)
     if node.type == "cast_expression" and (value := node.child_by_field_name("value")) is not None:
         return _arithmetic_names(src, value, index)
-    if node.type == "call_expression" and _STATIC_CAST.fullmatch(src.field(node, "function")):
+    if node.type == "call_expression" and static_cast_call(src, node):
         arguments = node.child_by_field_name("arguments")
         inside = [c for c in arguments.named_children if c.type != "comment"] if arguments is not None else []
         return _arithmetic_names(src, inside[0], index) if len(inside) == 1 else None
