@@ -16,6 +16,8 @@
 # flat_rows (the strided-copy samples and llama.cpp's flat-index kernels equal the original under flat_rows; carry
 # .corpus) flat_rows_grid (flat_rows' configurations swept on llama.cpp's k_set_rows and unary_gated_op_kernel)
 # group_items_grid (group_items' configurations swept on llama.cpp's quantize_q8_1; GROUP_KERNELS overrides)
+# row_cache_grid (the rounds kept in registers swept, alone and under online_merge, on flashinfer's online softmax and
+# the sample's; ROW_CACHE_KERNELS overrides)
 # group_quant (group_items: the quantiser samples and llama.cpp's quantize_q8_1 equal the original at every GROUP_ITEMS;
 # carry .corpus; corpus_index then searches GROUP_ITEMS for quantize_q8_1 as one of its variants)
 # held_out_check (each variant of the held-out kernels in corpus_variants.py's HELD_OUT, with and without FAST_MATH,
@@ -132,6 +134,9 @@ run_step() {
       -k "gpu and (strided_copy or bias_gelu or constexpr_layer_norm or flat_rows or corpus)" ;;
     flat_rows_grid) step flat_rows_grid "${T_FLAT_GRID:-420}" python3 benchmarks/variant_grid.py "$dir" \
       --variant flat_rows ${FLAT_KERNELS:+--only "$FLAT_KERNELS"} ;;
+    row_cache_grid) for v in row_cache online_merge_row_cache; do
+      step "row_cache_grid_$v" "${T_ROW_CACHE_GRID:-200}" python3 benchmarks/variant_grid.py "$dir/$v" --variant "$v" \
+        --only "${ROW_CACHE_KERNELS:-OnlineSoftmaxFusedKernel,online_softmax.cu:online_softmax_kernel}"; done ;;
     group_items_grid) step group_items_grid "${T_GROUP_GRID:-300}" python3 benchmarks/variant_grid.py "$dir" \
       --variant group_items --only "${GROUP_KERNELS:-quantize_q8_1}" ;;
     corpus_profile) step corpus_profile "${T_CORPUS_PROFILE:-300}" python3 benchmarks/corpus_profile.py "$dir" \

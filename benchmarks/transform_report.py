@@ -7,8 +7,9 @@ the headers there). Per transform: where it applied and where it refused, by rea
 with a `<<<...>>>` launch in their file, and those that get at least one variant (beside them, counting the
 kernels launched through `cudaLaunchKernelEx` too, and those launched by any file of their code base);
 code-changing recipes (index_bits) beside them; the row-reduction kernels (norms and softmax, by name) and whether
-row_reduce applies to each (online_merge, which merges an online softmax's per-round reductions once, counted beside
-it). No transform may crash: an unexpected exception is counted and printed as a crash.
+row_reduce applies to each (online_merge, which merges an online softmax's per-round reductions once, and row_cache,
+which keeps a row read in several counted passes in registers, counted beside it). No transform may crash: an
+unexpected exception is counted and printed as a crash.
 
     python benchmarks/transform_report.py [--json FILE] [--corpus NAME ...]
 """
@@ -262,6 +263,7 @@ def main() -> None:
                         "row_reduce": "row_reduce" in origins,
                         # a row variant of its own: the reduction's rounds merged once (not counted as row_reduce)
                         "online_merge": "online_merge" in origins,
+                        "row_cache": "row_cache" in origins,
                         "refused": "" if "row_reduce" in origins else why,
                     }
                     columns = (
@@ -305,12 +307,16 @@ def main() -> None:
             print(f"  refused {n:4d}: {reason}")
     rows_done = sum(bool(r["row_reduce"]) for r in row_kernels)
     print(f"\nrow-reduction kernels (norm/softmax by name): row_reduce applies to {rows_done} of {len(row_kernels)}")
-    merged = [r for r in row_kernels if r["online_merge"]]
-    either = sum(bool(r["row_reduce"] or r["online_merge"]) for r in row_kernels)
-    print(f"online_merge applies to {len(merged)} of them; a row variant of either: {either} of {len(row_kernels)}")
+    merged = sum(bool(r["online_merge"]) for r in row_kernels)
+    cached = sum(bool(r["row_cache"]) for r in row_kernels)
+    any_row = sum(bool(r["row_reduce"] or r["online_merge"] or r["row_cache"]) for r in row_kernels)
+    print(
+        f"online_merge applies to {merged} of them, row_cache to {cached}; a row variant of any of the three: "
+        f"{any_row} of {len(row_kernels)}"
+    )
     for r in row_kernels:
         where = f"{r['corpus']}:{r['kernel']}:{r['line']}"
-        merge = " (online_merge)" if r["online_merge"] else ""
+        merge = "".join(f" ({t})" for t in ("online_merge", "row_cache") if r[t])
         print(f"  {'yes' if r['row_reduce'] else 'no ':3} {where}{merge} {r['refused'][:160]}")
     print(f"excluded, named like norms or softmax but not row reductions: {len(column_kernels)}")
     for r in column_kernels:

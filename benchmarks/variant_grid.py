@@ -1,9 +1,9 @@
 """What a variant reaches on corpus kernels when a search finds its best configuration: the original, then every
 configuration of the variant's grid (flat_rows: threads per row × columns at once × blocks per SM; group_items:
-elements per thread × locals kept × lanes apart), at 64- and 32-bit indices where index_bits applies, each checked
-against the original's output and timed at every size of the kernel's spec (events, L2 flushed). A short search
-samples a few of these among thousands of configurations; this sweep says what the variant itself is worth, the
-search apart.
+elements per thread × locals kept × lanes apart; row_cache, alone or under online_merge: rounds kept in registers),
+at 64- and 32-bit indices where index_bits applies, each checked against the original's output and timed at every
+size of the kernel's spec (events, L2 flushed). A short search samples a few of these among thousands of
+configurations; this sweep says what the variant itself is worth, the search apart.
 
     python benchmarks/variant_grid.py OUT_DIR [--variant flat_rows] [--only k_set_rows,FILE.cu:KERNEL]
 
@@ -30,7 +30,7 @@ from cutune.gpu.registry import create_backend  # noqa: E402
 from cutune.project import build_job, open_kernel  # noqa: E402
 from cutune.template.model import Config  # noqa: E402
 from cutune.template.recipes.index_bits import NAME as INDEX_BITS  # noqa: E402
-from cutune.template.variants import VARIANT, combine_all, flat_rows, group_items  # noqa: E402
+from cutune.template.variants import VARIANT, combine_all, flat_rows, group_items, row_cache  # noqa: E402
 
 GRIDS = {
     "flat_rows": {
@@ -40,6 +40,8 @@ GRIDS = {
         flat_rows.BLOCKS_PER_SM: (4, 16),
     },
     "group_items": {group_items.ITEMS: (2, 4, 8), group_items.KEEP: (0, 1), group_items.STRIDED: (0, 1)},
+    "row_cache": {row_cache.ROUNDS: (1, 2, 4, 8, 16, 32)},
+    "online_merge_row_cache": {row_cache.ROUNDS: (0, 1, 2, 4, 8, 16, 32)},  # 0: the online merge alone
 }
 
 

@@ -35,8 +35,9 @@ def _refusal(body: str) -> str:
     return caught.value.reason
 
 
-def test_registered_last_so_the_other_transforms_keep_their_numbers() -> None:
-    assert list(TRANSFORMS)[-1] == "thread_packs" and isinstance(TRANSFORMS["thread_packs"], ThreadPacks)
+def test_registered_late_so_the_other_transforms_keep_their_numbers() -> None:
+    assert list(TRANSFORMS)[-2:] == ["thread_packs", "row_cache"]  # row_cache came after it
+    assert isinstance(TRANSFORMS["thread_packs"], ThreadPacks)
 
 
 def test_the_loop_reads_and_writes_whole_packs_and_the_original_stays_at_the_default() -> None:

@@ -11,6 +11,7 @@ from cutune.template.variants.online import OnlineMerge
 from cutune.template.variants.packs import PacksPerThread
 from cutune.template.variants.propose import Combined, combine, combine_all, propose_variants
 from cutune.template.variants.prune import keep_variant, winning_variant
+from cutune.template.variants.row_cache import RowCache
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.template.variants.split import SplitItems
 from cutune.template.variants.thread_packs import ThreadPacks
@@ -30,6 +31,7 @@ TRANSFORMS: dict[str, Transform] = {
         OnlineMerge(),
         FlatRows(),
         ThreadPacks(),
+        RowCache(),
     )
 }
 
@@ -45,6 +47,7 @@ __all__ = [
     "OnlineMerge",
     "PacksPerThread",
     "Provenance",
+    "RowCache",
     "RowReduce",
     "SplitItems",
     "ThreadPacks",

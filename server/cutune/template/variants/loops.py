@@ -837,3 +837,11 @@ def rewritten(src: KernelSource, node: Node, edit: Callable[[Node], str | None])
         at = child.end_byte
     parts.append(src.data[at : node.end_byte].decode("utf-8"))
     return "".join(parts)
+
+
+def with_pragma(src: KernelSource, loop: Node) -> int:
+    """Where the loop's text starts, a `#pragma unroll` right before it included (it must stay on a loop)."""
+    previous = loop.prev_named_sibling
+    if previous is not None and previous.type in ("preproc_call", "preproc_def") and "unroll" in src.text(previous):
+        return previous.start_byte
+    return loop.start_byte

@@ -60,7 +60,8 @@ class Transform(ABC):
     # transforms also apply to its body, and such a chained variant stands in for their plain one
     chainable: ClassVar[bool] = False
     # whether it is also tried on a chainable variant's body (one that regroups the same loops does; one that
-    # regroups the items the other spreads does not), or the transforms whose bodies it is tried on
+    # regroups the items the other spreads does not), or the transforms whose bodies it is tried on (a named one
+    # that is not chainable too: its chained variant stands beside the plain one, which it is not at any defaults)
     chains_onto: ClassVar[bool | frozenset[str]] = True
 
     def chains_onto_variant(self, parent: str) -> bool:

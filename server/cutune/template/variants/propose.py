@@ -164,9 +164,21 @@ def propose_variants(
             refusals.append(Refusal(name, f"gives the same kernel as {twin.name}"))
             continue
         variants.append(variant)
-    for parent in [v for v in variants if getattr(chosen.get(v.provenance.origin), "chainable", False)]:
+    named = {name for t in chosen.values() if isinstance(t.chains_onto, frozenset) for name in t.chains_onto}
+    for parent in [
+        v
+        for v in variants
+        if getattr(chosen.get(v.provenance.origin), "chainable", False) or v.provenance.origin in named
+    ]:
         origin = parent.provenance.origin
-        for transform in (t for t in chosen.values() if not t.chainable and t.chains_onto_variant(origin)):
+        neutral = getattr(chosen.get(origin), "chainable", False)
+        # on a parent that is not the original at its defaults, only the transforms that name it
+        tried = [
+            t
+            for t in chosen.values()
+            if not t.chainable and t.chains_onto_variant(origin) and (neutral or isinstance(t.chains_onto, frozenset))
+        ]
+        for transform in tried:
             try:
                 chained = chain(parent, transform, model, kernel, spec)
             except TransformRefused as e:
@@ -180,7 +192,7 @@ def propose_variants(
             plain = [
                 i for i, v in enumerate(variants) if v.provenance.origin == transform.name and not v.provenance.parent
             ]
-            if plain:  # at the parent's defaults the chained variant is the plain one: keep one of them
+            if plain and neutral:  # at the parent's defaults the chained variant is the plain one: keep one of them
                 variants[plain[0]] = chained
             else:
                 variants.insert(variants.index(parent), chained)

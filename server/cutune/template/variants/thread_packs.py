@@ -30,7 +30,6 @@ from tree_sitter import Node
 
 from cutune.cuda.access import CASTS
 from cutune.cuda.model import SourceModel
-from cutune.cuda.syntax import declarator_name
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.edits import EditList
@@ -43,9 +42,11 @@ from cutune.template.variants.loops import (
     line_indent,
     local_values,
     squeezed,
+    with_pragma,
     written_names,
 )
 from cutune.template.variants.model import Provenance, Transform, Variant
+from cutune.template.variants.pointers import Pointers
 
 NAME = "thread_packs"
 PACKS = "THREAD_PACKS"
@@ -127,7 +128,7 @@ class ThreadPacks(Transform):
         src = kernel_source(self.name, model, kernel)
         names = texts_names(model, spec.include_dirs if spec is not None else ())
         names = {**names, **_local_constants(src, names)}
-        pointers = _Pointers.of(src)
+        pointers = Pointers.of(src)
         edits = EditList(src.data)
         reasons: list[str] = []
         packed = 0
@@ -139,7 +140,7 @@ class ThreadPacks(Transform):
                 continue
             if text is None:
                 continue
-            start = _with_pragma(src, loop)
+            start = with_pragma(src, loop)
             indent = line_indent(src.data, start)
             original = src.data[start : loop.end_byte].decode()
             edits.replace(
@@ -176,7 +177,7 @@ class ThreadPacks(Transform):
         src: KernelSource,
         loop: Node,
         names: dict[str, int],
-        pointers: _Pointers,
+        pointers: Pointers,
         prefix: str,
     ) -> str | None:
         """The packed form of `loop`; None when it is not a short loop over consecutive elements; _Refused when it
@@ -372,74 +373,6 @@ def _local_constants(src: KernelSource, names: dict[str, int]) -> dict[str, int]
     """The kernel's locals set once, where declared, to an integer constant (`const int n = 4;`)."""
     values = {name: int_value(text, names) for name, text in local_values(src).items()}
     return {name: v for name, v in values.items() if v is not None}
-
-
-@dataclass(frozen=True)
-class _Pointers:
-    """The kernel's pointers: its pointer parameters (which of them `__restrict__`), its local pointers, and the value
-    of each local pointer set once, where it is declared."""
-
-    params: frozenset[str]
-    restrict: frozenset[str]
-    locals: frozenset[str]
-    values: dict[str, Node]
-
-    @classmethod
-    def of(cls, src: KernelSource) -> _Pointers:
-        """The pointers of the kernel `src`."""
-        params = [p for p in src.kernel.params if "*" in p.type]
-        locals_: set[str] = set()
-        values: dict[str, Node] = {}
-        written = written_names(src, src.body)
-        for d in src.in_body("declaration"):
-            for declarator in d.children_by_field_name("declarator"):
-                init = declarator.type == "init_declarator"
-                inner = declarator.child_by_field_name("declarator") if init else declarator
-                name = declarator_name(inner)
-                if inner is None or inner.type != "pointer_declarator" or name is None:
-                    continue
-                locals_.add(src.text(name))
-                value = declarator.child_by_field_name("value") if init else None
-                if value is not None and src.text(name) not in written:
-                    values[src.text(name)] = value
-        return cls(
-            frozenset(p.name for p in params),
-            frozenset(p.name for p in params if "__restrict__" in p.type),
-            frozenset(locals_),
-            values,
-        )
-
-    @property
-    def names(self) -> frozenset[str]:
-        """Every pointer's name."""
-        return self.params | self.locals
-
-    def bases(self, src: KernelSource, name: str, seen: frozenset[str] = frozenset()) -> set[str] | None:
-        """The pointer parameters the pointer `name` is based on: itself for a parameter; for a local pointer set
-        once, where it is declared, those of the pointers its value names (`dst_t * y = yy + i * QK_K;`); None where
-        that is not known (a local pointer set elsewhere, or declared without a value)."""
-        if name in self.params:
-            return {name}
-        if name not in self.locals:
-            return set()
-        value = self.values.get(name)
-        if value is None or name in seen:
-            return None
-        found: set[str] = set()
-        for used in {src.text(n) for n in descendants(value, "identifier")} & self.names:
-            based = self.bases(src, used, seen | {name})
-            if based is None:
-                return None
-            found |= based
-        return found
-
-
-def _with_pragma(src: KernelSource, loop: Node) -> int:
-    """Where the loop's text starts, a `#pragma unroll` right before it included (it must stay on a loop)."""
-    previous = loop.prev_named_sibling
-    if previous is not None and previous.type in ("preproc_call", "preproc_def") and "unroll" in src.text(previous):
-        return previous.start_byte
-    return loop.start_byte
 
 
 def _indented(text: str, indent: str) -> str:

@@ -110,9 +110,13 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 4}, {"ROW_THREADS": 256, "ROW_VEC": 2}],
     },
-    # an online softmax reducing each round's maximum over the block: the rounds' reductions merged once after the loop
+    # an online softmax reducing each round's maximum over the block: the rounds' reductions merged once after the loop,
+    # and the row read once, by the statistics' pass, and kept in registers for the normalising one (32 rounds: every
+    # size but the 126-round one; 2: only the one-round size)
     ("online_softmax.cu", "online_softmax_kernel"): {
+        "online_merge_row_cache": [{"ROW_CACHE_ROUNDS": 32}, {"ROW_CACHE_ROUNDS": 2}],
         "online_merge": [{}],
+        "row_cache": [{"ROW_CACHE_ROUNDS": 8}],
     },
     # rows on y numbered by the most rows a block may hold (a template count), a small batch on a block of fewer rows:
     # the block's y axis moved onto the grid
