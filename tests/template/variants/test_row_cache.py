@@ -20,7 +20,7 @@ from .compile import compile_both, measured_failures, name_expressions, variant_
 
 FILE = Path(__file__).resolve().parents[2] / "data/template/variants/row_cache.cu"
 SAMPLE = Path(__file__).resolve().parents[3] / "samples/online_softmax.cu"
-KERNELS = ["three_pass_softmax_kernel", "l2_normalize_kernel"]
+KERNELS = ["three_pass_softmax_kernel", "l2_normalize_kernel", "prefix_mass_kernel"]
 PASSES = """
 __global__ void k(float* y, const float* x, float* z, int n) {{
   const int rounds = (n + 127) / 128;
@@ -64,6 +64,14 @@ def test_the_first_pass_keeps_its_loads_and_the_later_ones_read_them() -> None:
     assert "2 later pass(es)" in variant.provenance.note and "only in place" in variant.provenance.note
 
 
+def test_a_first_pass_that_stops_early_fetches_what_a_whole_later_pass_reads() -> None:
+    # a sampler's stop: the fetches read each round the second pass reads anyway, under the same condition
+    ctx = open_kernel(FILE, "prefix_mass_kernel")
+    flat = " ".join(RowCache().apply(ctx.template_model, "prefix_mass_kernel", ctx.require_spec()).body.split())
+    assert "if (c < cols) cutune_rc0[r] = x[c];" in flat and "if (c < cols) v = cutune_rc0[r];" in flat
+    assert "const float v = cutune_rc0[r];" in flat and "if (total > mass) break;" in flat
+
+
 def test_a_read_in_an_expression_is_kept_by_assigning_it() -> None:
     ctx = open_kernel(SAMPLE, "online_softmax_kernel")
     variant = RowCache().apply(ctx.template_model, "online_softmax_kernel", ctx.require_spec())
@@ -90,9 +98,17 @@ def test_it_chains_under_the_online_merge_beside_both_plain_variants() -> None:
         (FIRST, LATER, "z[0] = s;", "stores through `z` away from the load's element"),
         (FIRST, LATER, "store_row(z, s);", "passes `z` to store_row"),
         (FIRST, LATER, "atomicAdd(&s, 1.f);", "atomic update"),
-        # the first pass leaving a round early: the fetches before it would read what it never reads
-        ("if (c >= n) break; const float v = x[c]; s += v;", LATER, "", "leaves a round early"),
-        ("if (c >= n) return; const float v = x[c]; s += v;", LATER, "", "leaves the kernel"),
+        # the first pass stopping early, and no later pass reading every round the fetches would: they would read
+        # what the kernel never reads (here past the row's end)
+        ("if (c >= n) break; const float v = x[c]; s += v;", LATER, "", "leaves its loop early (line 7), and no later"),
+        ("if (c >= n) return; const float v = x[c]; s += v;", LATER, "", "leaves the kernel (line 7), and no later"),
+        ("if (c < n) { const float v = x[c]; s += v; } if (s > 1.f) break;", LATER, "return;", "and no later pass"),
+        (
+            "if (c < n) { const float v = x[c]; s += v; } if (s > 1.f) break;",
+            "if (c < n) { const float v = x[c]; y[c] = v; if (v > 2.f) break; }",
+            "",
+            "and no later pass reads every round",
+        ),
         # a pass that moves its own round
         (FIRST, "if (c < n) { const float v = x[c]; y[c] = v; r += 1; }", "", "the round `r` is assigned"),
         # the later load running where the first did not, or at another place

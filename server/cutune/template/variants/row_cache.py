@@ -274,7 +274,6 @@ class RowCache(Transform):
         for run in (first, *later):
             if run.index in written_names(src, run.body):
                 raise _Refused(f"the round `{run.index}` is assigned in the pass at line {src.line(run.loop)}")
-        _complete(src, first)
         kept: list[tuple[_Load, list[tuple[_Pass, _Load]]]] = []
         why: list[str] = []
         for load in _loads(src, first, pointers):
@@ -300,6 +299,24 @@ class RowCache(Transform):
                     why.append(f"`{differ[0]}` differs between lines {src.line(load.node)} and {src.line(twin.node)}")
                     continue
                 readers.append((run, twin))
+            if readers and (leaves := _exit(src, [first.body], first.body)) is not None:
+                # fetched before a pass that may stop early, a load must be one a later pass reads in every round
+                # under the same conditions, reached whenever the first pass is: it then reads nothing new
+                block = first.loop.parent
+                if not any(
+                    twin.conditions == load.conditions
+                    and _exit(src, [run.body], run.body) is None
+                    and block is not None
+                    and _exit(
+                        src,
+                        [n for n in statements_of(block) if first.loop.end_byte <= n.start_byte < run.loop.start_byte],
+                        block,
+                    )
+                    is None
+                    for run, twin in readers
+                ):
+                    why.append(f"the first pass {leaves}, and no later pass reads every round it fetches")
+                    continue
             if readers:
                 try:
                     _unwritten(src, pointers, load, first, readers)
@@ -453,21 +470,25 @@ def declared_names_in(src: KernelSource, node: Node) -> set[str]:
     return {n for d in descendants(node, "declaration") for n in declared_names(src, d)}
 
 
-def _complete(src: KernelSource, first: _Pass) -> None:
-    """_Refused when the first pass can leave a round before its end: its loads, fetched before it, would then read
-    rounds (maybe past the row's end) that it never reads."""
-    for node in descendants(first.body, *_EXITS, "break_statement", "continue_statement"):
-        if node.type in _EXITS:
-            raise _Refused(f"the first pass leaves the kernel (line {src.line(node)})")
-        inner = node.parent
-        while inner is not None and inner.id != first.body.id and inner.type not in (*_LOOPS, "switch_statement"):
-            inner = inner.parent
-        if (
-            inner is None
-            or inner.id == first.body.id
-            or (node.type == "continue_statement" and inner.type == "switch_statement")
-        ):
-            raise _Refused(f"the first pass leaves a round early (line {src.line(node)})")
+def _exit(src: KernelSource, nodes: list[Node], scope: Node) -> str | None:
+    """The first way out of `scope` among the statements `nodes` (a `return`, a `goto`, or a `break`/`continue` of
+    no loop or switch inside them), said with its line; None where there is none."""
+    for top in nodes:
+        for node in [top, *descendants(top, *_EXITS, "break_statement", "continue_statement")]:
+            if node.type not in (*_EXITS, "break_statement", "continue_statement"):
+                continue
+            if node.type in _EXITS:
+                return f"leaves the kernel (line {src.line(node)})"
+            inner = node.parent
+            while inner is not None and inner.id != scope.id and inner.type not in (*_LOOPS, "switch_statement"):
+                inner = inner.parent
+            if (
+                inner is None
+                or inner.id == scope.id
+                or (node.type == "continue_statement" and inner.type == "switch_statement")
+            ):
+                return f"leaves its loop early (line {src.line(node)})"
+    return None
 
 
 def _offset(src: KernelSource, pointers: Pointers, address: Node, passes: list[_Pass]) -> tuple[str, str] | None:

@@ -101,4 +101,30 @@ __global__ void l2_normalize_kernel(float* __restrict__ y, const float* __restri
   }
 }
 
+// The first pass walks the row's rounds only until the block's running mass of |x| passes `mass` (a sampler's
+// stop, the same for every thread of the block); the second scales every element, zeroing those past the stop.
+template <int kThreads>
+__global__ void prefix_mass_kernel(float* out, const float* in, const int cols, const float mass) {
+  __shared__ float scratch[kThreads / 32];
+  const float* x = in + static_cast<size_t>(blockIdx.x) * cols;
+  float* y = out + static_cast<size_t>(blockIdx.x) * cols;
+  float total = 0.f;
+  int used = 0;
+  for (int r = 0; r < ceil_div(cols, kThreads); ++r) {
+    const int c = r * kThreads + threadIdx.x;
+    float v = 0.f;
+    if (c < cols) v = x[c];
+    total += block_reduce<kThreads>(fabsf(v), scratch, false);
+    used = r + 1;
+    if (total > mass) break;
+  }
+  for (int r = 0; r < ceil_div(cols, kThreads); ++r) {
+    const int c = r * kThreads + threadIdx.x;
+    if (c < cols) {
+      const float v = x[c];
+      y[c] = r < used ? v / total : 0.f;
+    }
+  }
+}
+
 }  // namespace rowcache
