@@ -19,7 +19,7 @@ from tests.cuda.test_extract import needs_nvrtc
 from .compile import compile_both, measured_failures, name_expressions, variant_alone
 
 FILE = Path(__file__).resolve().parents[2] / "data/template/variants/thread_packs.cu"
-KERNELS = ["dequant_nibbles_kernel", "quad_scale_kernel"]
+KERNELS = ["dequant_nibbles_kernel", "quad_scale_kernel", "dequant_pairs_kernel"]
 LOOP = """
 __global__ void k(float* __restrict__ y, const float* __restrict__ x, float* z, int n) {{
   float* yr = y + blockIdx.x * 64 + 4 * threadIdx.x;
@@ -60,6 +60,17 @@ def test_a_loop_from_a_start_packs_from_that_start() -> None:
     assert "cutune_tp_store<4>(yr + (l0) + (0), cutune_tp0_s0);" in flat
     # the pragma stays on a loop: the packed one, and the original's
     assert flat.count("#pragma unroll") == 2
+
+
+def test_stores_unrolled_by_hand_are_packed_as_the_loop_they_unroll() -> None:
+    ctx = open_kernel(FILE, "dequant_pairs_kernel")
+    flat = " ".join(ThreadPacks().apply(ctx.template_model, "dequant_pairs_kernel", ctx.require_spec()).body.split())
+    # each pair (the shift between them ends a run) read as a 2-element loop, then packed; the original path its loop
+    assert (
+        "cutune_tp_store<2>(y + (0), cutune_tp0_s0);" in flat and "cutune_tp_store<2>(y + (32), cutune_tp1_s0);" in flat
+    )
+    assert flat.count("cutune_tp_load<2>(") == 2 and "shift += 4; if constexpr (THREAD_PACKS) {" in flat
+    assert "for (int cutune_rr1 = 0; cutune_rr1 < 2; ++cutune_rr1) { y[cutune_rr1 + 32] = " in flat
 
 
 def test_block_items_chains_onto_it() -> None:
@@ -104,7 +115,7 @@ def test_the_packed_paths_compile_with_nvcc_and_nvrtc(kernel: str, tmp_path: Pat
         {**default, "VARIANT": 2, PACKS: 0},
     ]
     specs = [combined.spec]
-    if kernel == "dequant_nibbles_kernel":  # 4-byte floats: one 8-byte pack a run, where fp16 makes one of 4 bytes
+    if kernel != "quad_scale_kernel":  # 4-byte floats: one 8-byte pack a run, where fp16 makes one of 4 bytes
         specs.append(dataclasses.replace(combined.spec, template_args={"T": "float"}))
     expressions = [e for s in specs for e in name_expressions(combined.template, s, configs)]
     entries, lowered = compile_both(combined.template, expressions, tmp_path, FILE)

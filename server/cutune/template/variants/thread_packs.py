@@ -30,6 +30,7 @@ from tree_sitter import Node
 
 from cutune.cuda.access import CASTS
 from cutune.cuda.model import SourceModel
+from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.edits import EditList
@@ -47,6 +48,7 @@ from cutune.template.variants.loops import (
 )
 from cutune.template.variants.model import Provenance, Transform, Variant
 from cutune.template.variants.pointers import Pointers
+from cutune.template.variants.reroll import rerolled
 
 NAME = "thread_packs"
 PACKS = "THREAD_PACKS"
@@ -126,6 +128,10 @@ class ThreadPacks(Transform):
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         """The variant of `kernel` with its short per-thread loops packed, or TransformRefused saying why not."""
         src = kernel_source(self.name, model, kernel)
+        rolled = rerolled(src)  # hand-unrolled runs of element stores read as the loops they unroll
+        if rolled is not None:
+            model = parse_source(rolled, model.path, rewrite=True)
+            src = kernel_source(self.name, model, kernel)
         names = texts_names(model, spec.include_dirs if spec is not None else ())
         names = {**names, **_local_constants(src, names)}
         pointers = Pointers.of(src)

@@ -38,3 +38,22 @@ __global__ void quad_scale_kernel(float* __restrict__ y, const float* __restrict
     yr[l] = xr[l] * s;
   }
 }
+
+// the same 64-weight blocks written unrolled by hand, as dequantisers are: each thread 2 low and 2 high weights, a
+// shift between the pairs
+template <typename T>
+__global__ void dequant_pairs_kernel(const void* __restrict__ packed, T* __restrict__ out) {
+  const nibble_block* blocks = (const nibble_block*)packed;
+  const int64_t b = blockIdx.x;
+  const int t = threadIdx.x;
+  const uint8_t* q = blocks[b].q + 2 * t;
+  T* y = out + b * 64 + 2 * t;
+  const float s = blocks[b].scale;
+  const float m = blocks[b].offset;
+  int shift = 0;
+  y[0] = static_cast<T>(s * ((q[0] >> shift) & 0xF) + m);
+  y[1] = static_cast<T>(s * ((q[1] >> shift) & 0xF) + m);
+  shift += 4;
+  y[32] = static_cast<T>(s * ((q[0] >> shift) & 0xF) + m);
+  y[33] = static_cast<T>(s * ((q[1] >> shift) & 0xF) + m);
+}
