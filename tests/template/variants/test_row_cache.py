@@ -72,6 +72,16 @@ def test_a_first_pass_that_stops_early_fetches_what_a_whole_later_pass_reads() -
     assert "const float v = cutune_rc0[r];" in flat and "if (total > mass) break;" in flat
 
 
+def test_a_lambdas_return_does_not_leave_the_pass() -> None:
+    first = (
+        "if (c < n) { const float v = x[c]; s += v; } auto keep = [&](float t) { return t > s; }; if (keep(1.f)) break;"
+    )
+    flat = " ".join(
+        RowCache().apply(parse_source(PASSES.format(first=first, later=LATER, between="")), "k", None).body.split()
+    )
+    assert "if (c < n) cutune_rc0[r] = x[c];" in flat
+
+
 def test_a_read_in_an_expression_is_kept_by_assigning_it() -> None:
     ctx = open_kernel(SAMPLE, "online_softmax_kernel")
     variant = RowCache().apply(ctx.template_model, "online_softmax_kernel", ctx.require_spec())
@@ -101,7 +111,9 @@ def test_it_chains_under_the_online_merge_beside_both_plain_variants() -> None:
         # the first pass stopping early, and no later pass reading every round the fetches would: they would read
         # what the kernel never reads (here past the row's end)
         ("if (c >= n) break; const float v = x[c]; s += v;", LATER, "", "leaves its loop early (line 7), and no later"),
-        ("if (c >= n) return; const float v = x[c]; s += v;", LATER, "", "leaves the kernel (line 7), and no later"),
+        ("if (c >= n) return; const float v = x[c]; s += v;", LATER, "", "leaves the kernel (line 7): the later"),
+        # a return after the load: the same conditions as the later pass's, but it may never run
+        ("if (c < n) { const float v = x[c]; s += v; } if (s > 1.f) return;", LATER, "", "may never run"),
         ("if (c < n) { const float v = x[c]; s += v; } if (s > 1.f) break;", LATER, "return;", "and no later pass"),
         (
             "if (c < n) { const float v = x[c]; s += v; } if (s > 1.f) break;",

@@ -299,7 +299,11 @@ class RowCache(Transform):
                     why.append(f"`{differ[0]}` differs between lines {src.line(load.node)} and {src.line(twin.node)}")
                     continue
                 readers.append((run, twin))
-            if readers and (leaves := _exit(src, [first.body], first.body)) is not None:
+            leaves = _exit(src, [first.body], first.body) if readers else None
+            if leaves is not None and not leaves.startswith("leaves its loop"):
+                why.append(f"the first pass {leaves}: the later passes may never run")  # a return or a goto
+                continue
+            if leaves is not None:
                 # fetched before a pass that may stop early, a load must be one a later pass reads in every round
                 # under the same conditions, reached whenever the first pass is: it then reads nothing new
                 block = first.loop.parent
@@ -460,25 +464,25 @@ def _invariant(
                 raise _Refused(f"{what} reads `{name}`, set otherwise than once at the top of its pass")
             values[name] = squeezed(src.text(declared[1]))
             values.update(_invariant(src, run, _names(src, declared[1]), written, what, depth + 1))
-        elif name in written or name in declared_names_in(src, run.body):
+        elif name in written or name in _declared_in(src, run.body):
             raise _Refused(f"{what} reads `{name}`, which the kernel assigns (line {src.line(run.loop)})")
     return values
 
 
-def declared_names_in(src: KernelSource, node: Node) -> set[str]:
+def _declared_in(src: KernelSource, node: Node) -> set[str]:
     """Every name a declaration under `node` declares."""
     return {n for d in descendants(node, "declaration") for n in declared_names(src, d)}
 
 
 def _exit(src: KernelSource, nodes: list[Node], scope: Node) -> str | None:
     """The first way out of `scope` among the statements `nodes` (a `return`, a `goto`, or a `break`/`continue` of
-    no loop or switch inside them), said with its line; None where there is none."""
+    no loop or switch inside them; a lambda's own are not), said with its line; None where there is none."""
     for top in nodes:
         for node in [top, *descendants(top, *_EXITS, "break_statement", "continue_statement")]:
-            if node.type not in (*_EXITS, "break_statement", "continue_statement"):
+            if node.type not in (*_EXITS, "break_statement", "continue_statement") or _in_lambda(node, top):
                 continue
             if node.type in _EXITS:
-                return f"leaves the kernel (line {src.line(node)})"
+                return f"{'leaves the kernel' if node.type == 'return_statement' else 'jumps'} (line {src.line(node)})"
             inner = node.parent
             while inner is not None and inner.id != scope.id and inner.type not in (*_LOOPS, "switch_statement"):
                 inner = inner.parent
@@ -489,6 +493,16 @@ def _exit(src: KernelSource, nodes: list[Node], scope: Node) -> str | None:
             ):
                 return f"leaves its loop early (line {src.line(node)})"
     return None
+
+
+def _in_lambda(node: Node, top: Node) -> bool:
+    """Whether `node` is inside a lambda within `top`."""
+    inner = node.parent
+    while inner is not None and inner.id != top.id:
+        if inner.type == "lambda_expression":
+            return True
+        inner = inner.parent
+    return False
 
 
 def _offset(src: KernelSource, pointers: Pointers, address: Node, passes: list[_Pass]) -> tuple[str, str] | None:
@@ -637,7 +651,7 @@ def _unwritten(
             continue
         root = _root(target)
         name = src.text(root) if root is not None else ""
-        if name in shared or (name not in pointers.names and name in declared_names_in(src, src.body)):
+        if name in shared or (name not in pointers.names and name in _declared_in(src, src.body)):
             continue
         if target.type == "subscript_expression" and name in pointers.names:
             store(target, line)
