@@ -37,6 +37,15 @@ def compile_both(
     return nvcc_compiled_functions(nvcc_unit, tmp_path, "--expt-relaxed-constexpr"), nvrtc_lowered_names(nvrtc_unit)
 
 
+def assert_compiles(
+    template: Template, specs: Sequence[KernelSpec], configs: Sequence[Mapping[str, Value]], tmp_path: Path, path: Path
+) -> None:
+    """Every configuration at every spec compiles with nvcc and NVRTC, each its own entry."""
+    expressions = [e for s in specs for e in name_expressions(template, s, configs)]
+    entries, lowered = compile_both(template, expressions, tmp_path, path)
+    assert len(set(entries)) == len(set(expressions)) and set(lowered) == set(expressions)
+
+
 def measured_failures(job: Job, spec: KernelSpec, vary: Set[str]) -> tuple[int, list[str]]:
     """Every feasible configuration of `job`'s space with the parameters not in `vary` at their defaults, measured
     on the GPU: how many passed the check against the original, and each other one as `config: failure: detail`

@@ -16,7 +16,7 @@ from cutune.template.variants import TRANSFORMS, ThreadPacks, combine_all
 from cutune.template.variants.thread_packs import PACKS
 from tests.cuda.test_extract import needs_nvrtc
 
-from .compile import compile_both, measured_failures, name_expressions, variant_alone
+from .compile import assert_compiles, measured_failures, variant_alone
 
 FILE = Path(__file__).resolve().parents[2] / "data/template/variants/thread_packs.cu"
 KERNELS = ["dequant_nibbles_kernel", "quad_scale_kernel", "dequant_pairs_kernel"]
@@ -117,9 +117,7 @@ def test_the_packed_paths_compile_with_nvcc_and_nvrtc(kernel: str, tmp_path: Pat
     specs = [combined.spec]
     if kernel != "quad_scale_kernel":  # 4-byte floats: one 8-byte pack a run, where fp16 makes one of 4 bytes
         specs.append(dataclasses.replace(combined.spec, template_args={"T": "float"}))
-    expressions = [e for s in specs for e in name_expressions(combined.template, s, configs)]
-    entries, lowered = compile_both(combined.template, expressions, tmp_path, FILE)
-    assert len(set(entries)) == len(set(expressions)) and set(lowered) == set(expressions)
+    assert_compiles(combined.template, specs, configs, tmp_path, FILE)
 
 
 @pytest.mark.gpu
