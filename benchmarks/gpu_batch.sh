@@ -16,6 +16,8 @@
 # flat_rows (the strided-copy samples and llama.cpp's flat-index kernels equal the original under flat_rows; carry
 # .corpus) flat_rows_grid (flat_rows' configurations swept on llama.cpp's k_set_rows and unary_gated_op_kernel)
 # group_items_grid (group_items' configurations swept on llama.cpp's quantize_q8_1; GROUP_KERNELS overrides)
+# packs_grid (thread_packs_block_items' items a block × packed swept on llama.cpp's iq4_nl and q4_K dequantisers;
+# PACKS_KERNELS overrides)
 # row_cache_grid (the rounds kept in registers swept, alone and under online_merge, on flashinfer's online softmax and
 # the sample's; ROW_CACHE_KERNELS overrides)
 # group_quant (group_items: the quantiser samples and llama.cpp's quantize_q8_1 equal the original at every GROUP_ITEMS;
@@ -137,6 +139,8 @@ run_step() {
     row_cache_grid) for v in row_cache online_merge_row_cache; do
       step "row_cache_grid_$v" "${T_ROW_CACHE_GRID:-200}" python3 benchmarks/variant_grid.py "$dir/$v" --variant "$v" \
         --only "${ROW_CACHE_KERNELS:-OnlineSoftmaxFusedKernel,online_softmax.cu:online_softmax_kernel}"; done ;;
+    packs_grid) step packs_grid "${T_PACKS_GRID:-240}" python3 benchmarks/variant_grid.py "$dir" \
+      --variant thread_packs_block_items --only "${PACKS_KERNELS:-dequantize_block_iq4_nl,dequantize_block_q4_K}" ;;
     group_items_grid) step group_items_grid "${T_GROUP_GRID:-300}" python3 benchmarks/variant_grid.py "$dir" \
       --variant group_items --only "${GROUP_KERNELS:-quantize_q8_1}" ;;
     corpus_profile) step corpus_profile "${T_CORPUS_PROFILE:-300}" python3 benchmarks/corpus_profile.py "$dir" \

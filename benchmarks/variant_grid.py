@@ -1,6 +1,7 @@
 """What a variant reaches on corpus kernels when a search finds its best configuration: the original, then every
 configuration of the variant's grid (flat_rows: threads per row × columns at once × blocks per SM; group_items:
-elements per thread × locals kept × lanes apart; row_cache, alone or under online_merge: rounds kept in registers),
+elements per thread × locals kept × lanes apart; row_cache, alone or under online_merge: rounds kept in registers;
+thread_packs_block_items: items a block × packed or not),
 at 64- and 32-bit indices where index_bits applies, each checked against the original's output and timed at every
 size of the kernel's spec (events, L2 flushed). A short search samples a few of these among thousands of
 configurations; this sweep says what the variant itself is worth, the search apart.
@@ -30,7 +31,15 @@ from cutune.gpu.registry import create_backend  # noqa: E402
 from cutune.project import build_job, open_kernel  # noqa: E402
 from cutune.template.model import Config  # noqa: E402
 from cutune.template.recipes.index_bits import NAME as INDEX_BITS  # noqa: E402
-from cutune.template.variants import VARIANT, combine_all, flat_rows, group_items, row_cache  # noqa: E402
+from cutune.template.variants import (  # noqa: E402
+    VARIANT,
+    block_items,
+    combine_all,
+    flat_rows,
+    group_items,
+    row_cache,
+    thread_packs,
+)
 
 GRIDS = {
     "flat_rows": {
@@ -42,6 +51,7 @@ GRIDS = {
     "group_items": {group_items.ITEMS: (2, 4, 8), group_items.KEEP: (0, 1), group_items.STRIDED: (0, 1)},
     "row_cache": {row_cache.ROUNDS: (1, 2, 4, 8, 16, 32)},
     "online_merge_row_cache": {row_cache.ROUNDS: (0, 1, 2, 4, 8, 16, 32)},  # 0: the online merge alone
+    "thread_packs_block_items": {block_items.ITEMS: (1, 2, 4, 8), thread_packs.PACKS: (0, 1)},
 }
 
 
