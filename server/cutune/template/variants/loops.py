@@ -69,7 +69,7 @@ SIGNED_WIDTH = {
     "ptrdiff_t": 64,
 }
 _EXITS = ("break_statement", "return_statement", "goto_statement")
-_BREAKABLE = ("for_statement", "for_range_loop", "while_statement", "do_statement", "switch_statement")
+BREAKABLE = ("for_statement", "for_range_loop", "while_statement", "do_statement", "switch_statement")
 # the ceiling division helpers libraries write (`ceil_div`, `div_up`, `cdiv`, `DIVUP`), by name
 CEIL_DIV = re.compile(r"(?:\w+::)*\w*(?:ceil\w*div|div\w*up|cdiv)\w*", re.IGNORECASE)
 # integer helpers whose value is a function of their arguments alone: those and the rounding ones (`round_up`)
@@ -463,7 +463,7 @@ def _inner_break(node: Node, body: Node) -> bool:
     """Whether a `break` under `body` leaves a loop or switch nested in it, not the loop `body` belongs to."""
     up = node.parent
     while up is not None and up != body:
-        if up.type in _BREAKABLE:
+        if up.type in BREAKABLE:
             return True
         up = up.parent
     return False
@@ -845,3 +845,16 @@ def with_pragma(src: KernelSource, loop: Node) -> int:
     if previous is not None and previous.type in ("preproc_call", "preproc_def") and "unroll" in src.text(previous):
         return previous.start_byte
     return loop.start_byte
+
+
+def root_variable(node: Node) -> Node:
+    """The variable at the root of a place: `a` of `a[i]`, `a[i][j]`, `*p`, `s.f`, `(a)[i]` (the innermost node reached
+    where it is not an identifier)."""
+    while node.type in ("subscript_expression", "pointer_expression", "field_expression", "parenthesized_expression"):
+        inner = node.child_by_field_name("argument")
+        if inner is None:
+            inner = next((c for c in node.named_children), None)
+        if inner is None:
+            break
+        node = inner
+    return node

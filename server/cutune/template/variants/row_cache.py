@@ -31,6 +31,7 @@ beyond, where a 1024-thread block leaves few registers to cache in (at 8 rounds 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tree_sitter import Node
@@ -42,12 +43,16 @@ from cutune.spec import KernelSpec
 from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
+from cutune.template.variants.item_shared import shared_declarations
 from cutune.template.variants.loops import (
+    BREAKABLE,
     declared_names,
     edited_body,
     indented,
     kernel_source,
     line_indent,
+    rewritten,
+    root_variable,
     single_declaration,
     squeezed,
     statements_of,
@@ -62,7 +67,6 @@ ROUNDS = "ROW_CACHE_ROUNDS"
 PREFIX = "cutune_rc"
 _LOAD_METHOD = re.compile(r"(?:\w+_)?load(?:_\w+)?")
 _STORE_METHOD = re.compile(r"(?:\w+_)?store(?:_\w+)?")
-_LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement")
 _EXITS = ("return_statement", "goto_statement")
 _WORD = re.compile(r"(?<![.\w])(?<!->)[A-Za-z_]\w*")  # a name, not a member's
 
@@ -343,12 +347,12 @@ class RowCache(Transform):
         caches = {id(load): f"{PREFIX}{n}" for n, (load, _) in enumerate(kept)}
         index = first.index
         # every pass, the first too, reads the round's registers where it loaded
-        runs: dict[int, tuple[_Pass, list[tuple[int, int, str]]]] = {id(first.loop): (first, [])}
+        runs: dict[int, tuple[_Pass, list[tuple[Node, str]]]] = {id(first.loop): (first, [])}
         for load, readers in kept:
             cache = f"{caches[id(load)]}[{index}]"
             for run, twin in [(first, load), *readers]:
                 text = f"{twin.target} = {cache};" if twin.target is not None else cache
-                runs.setdefault(id(run.loop), (run, []))[1].append((twin.node.start_byte, twin.node.end_byte, text))
+                runs.setdefault(id(run.loop), (run, []))[1].append((twin.node, text))
         # which the rounds fetch first, all of them, so every load is in flight before any value is used
         fetches = [
             src.text(d)
@@ -379,7 +383,7 @@ class RowCache(Transform):
         for run, body_edits in runs.values():
             at = with_pragma(src, run.loop)
             lead = line_indent(src.data, at)
-            body = _spliced(src, run.body, body_edits)
+            body = rewritten(src, run.body, _by_id({node.id: text for node, text in body_edits}))
             unrolled = (prologue if run is first else "") + (
                 f"#pragma unroll\nfor ({run.index_type} {index} = 0; {index} < {ROUNDS}; ++{index}) {{\n"
                 f"  if ({index} < {_bound_text(src, run)}) {body}\n}}"
@@ -414,6 +418,11 @@ class RowCache(Transform):
         )
 
 
+def _by_id(texts: dict[int, str]) -> Callable[[Node], str | None]:
+    """An edit for `rewritten`: the new text of each node named by id."""
+    return lambda node: texts.get(node.id)
+
+
 def _shifted(text: str) -> str:
     """`text`'s lines after the first two columns further in (blank ones left blank)."""
     return "\n".join(ln if i == 0 or not ln.strip() else "  " + ln for i, ln in enumerate(text.split("\n")))
@@ -431,18 +440,6 @@ def _bound_text(src: KernelSource, run: _Pass) -> str:
     cond = run.loop.child_by_field_name("condition")
     right = cond.child_by_field_name("right") if cond is not None else None
     return f"({src.text(right)})" if right is not None else run.bound
-
-
-def _spliced(src: KernelSource, body: Node, edits: list[tuple[int, int, str]]) -> str:
-    """`body`'s text with the byte-range replacements made (none overlapping)."""
-    out, at = [], body.start_byte
-    for start, end, text in sorted(edits):
-        out.append(src.data[at:start].decode())
-        out.append(text)
-        at = end
-    out.append(src.data[at : body.end_byte].decode())
-    text = "".join(out)
-    return text if body.type == "compound_statement" else f"{{ {text} }}"
 
 
 def _invariant(
@@ -483,7 +480,7 @@ def _exit(src: KernelSource, nodes: list[Node], scope: Node) -> str | None:
             if node.type in _EXITS:
                 return f"{'leaves the kernel' if node.type == 'return_statement' else 'jumps'} (line {src.line(node)})"
             inner = node.parent
-            while inner is not None and inner.id != scope.id and inner.type not in (*_LOOPS, "switch_statement"):
+            while inner is not None and inner.id != scope.id and inner.type not in BREAKABLE:
                 inner = inner.parent
             if (
                 inner is None
@@ -540,7 +537,7 @@ def _offset(src: KernelSource, pointers: Pointers, address: Node, passes: list[_
 
 def _shared_names(src: KernelSource) -> set[str]:
     """The kernel's `__shared__` variables and the locals whose every value is based on them (or null)."""
-    shared = {n for d in src.in_body("declaration") if "__shared__" in src.text(d) for n in declared_names(src, d)}
+    shared = {n for d in shared_declarations(src) for n in declared_names(src, d)}
     values: dict[str, list[Node]] = {}
     for d in src.in_body("declaration"):
         for declarator in d.children_by_field_name("declarator"):
@@ -563,18 +560,6 @@ def _shared_names(src: KernelSource) -> set[str]:
                 shared.add(name)
                 changed = True
     return shared
-
-
-def _root(node: Node) -> Node | None:
-    """The variable a written place is part of (`a` of `a[i].x`, `*p`, `p->f`)."""
-    while node.type in ("subscript_expression", "field_expression", "pointer_expression", "parenthesized_expression"):
-        inner = node.child_by_field_name("argument") if node.type != "parenthesized_expression" else None
-        if node.type == "parenthesized_expression":
-            inner = node.named_children[0] if node.named_children else None
-        if inner is None:
-            return None
-        node = inner
-    return node if node.type == "identifier" else None
 
 
 def _unwritten(
@@ -648,8 +633,8 @@ def _unwritten(
             if not _names(src, address) & shared:
                 store(address, line)
             continue
-        root = _root(target)
-        name = src.text(root) if root is not None else ""
+        root = root_variable(target)
+        name = src.text(root) if root.type == "identifier" else ""
         if name in shared or (name not in pointers.names and name in _declared_in(src, src.body)):
             continue
         if target.type == "subscript_expression" and name in pointers.names:

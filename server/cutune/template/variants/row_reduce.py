@@ -70,6 +70,7 @@ from cutune.template.variants.loops import (
     declared_identifier,
     index_form,
     local_values,
+    root_variable,
     sets_first,
     update_op,
     written_names,
@@ -2356,14 +2357,7 @@ def _base_type(type_text: str) -> str:
 
 def _root_name(w: _Rewriter, node: Node) -> str:
     """The variable at the root of `a[i]`, `a[i][j]`, `*p`, `s.f`."""
-    while node.type in ("subscript_expression", "pointer_expression", "field_expression", "parenthesized_expression"):
-        inner = node.child_by_field_name("argument")
-        if inner is None:
-            inner = next((c for c in node.named_children), None)
-        if inner is None:
-            break
-        node = inner
-    return w.text(node)
+    return w.text(root_variable(node))
 
 
 def _is_target(sub: Node) -> bool:
