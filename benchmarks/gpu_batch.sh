@@ -2,7 +2,7 @@
 # One device-tool run for the GPU tests and benchmarks of this wave (each step bounded, so one slow step
 # cannot eat the others' time). Usage on the GPU machine, from the repository root, with .whl carried:
 #   bash benchmarks/gpu_batch.sh OUT_DIR [STEP...]
-# Steps: tests variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
+# Steps: tests (= tests_variants tests_tools) variants per_shape checks_cost agent row_reduce multi_gpu workflow compiler corpus_tune capture_tests
 # capture_torch capture_paths selection_cost_a selection_cost_b selection_cost_c selection_cost_d selection_cost_parallel
 # together (TOGETHER: steps run at once, one GPU each; `a+b` runs a then b on one GPU) graph_tests timing_modes
 # checks_spread checks_spread_rms clock_state (the SM clock beside few-µs medians, cold, after load, after idle) reopen_spread (same winners, one open vs one per repeat) canonical corpus_variants corpus_index (k_set_rows and quantize_q8_1 alone, a longer
@@ -45,10 +45,14 @@ step() {  # name, seconds, command...
 run_step() {
   local s=$1
   case $s in
-    tests) step tests "${T_TESTS:-580}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
-      tests/template/variants/test_variants_gpu.py tests/template/variants/test_row_reduce.py \
-      tests/template/variants/test_block_items.py tests/template/variants/canonical/test_samples_gpu.py \
-      tests/gpu/test_profile.py tests/agent/test_steps_gpu.py tests/gpu/test_wrong_templates.py ;;
+    # the GPU tests, in two steps (together they ran past 580 s on a cold machine in run 98: one device call no longer
+    # holds both); `tests` runs the two one after the other, for a call with time for both
+    tests) run_step tests_variants; run_step tests_tools ;;
+    tests_variants) step tests_variants "${T_TESTS:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+      --durations=10 tests/template/variants/test_variants_gpu.py tests/template/variants/test_row_reduce.py \
+      tests/template/variants/test_block_items.py tests/template/variants/canonical/test_samples_gpu.py ;;
+    tests_tools) step tests_tools "${T_TESTS_TOOLS:-300}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
+      --durations=10 tests/gpu/test_profile.py tests/agent/test_steps_gpu.py tests/gpu/test_wrong_templates.py ;;
     row_reduce_packs) step row_reduce_packs "${T_ROW_PACKS:-420}" python3 -m pytest -q -p no:cacheprovider -rs -m gpu \
       tests/template/variants/test_row_reduce.py tests/template/variants/test_variants_gpu.py \
       -k "counted_rounds_over_packs_equal or rounds_softmax or head_rms_norm or offset_rms_norm" ;;

@@ -69,6 +69,7 @@ def test_dump_writes_every_field_readably() -> None:
             TunableParam("FAST", (False, True), False, Binding.FLAG, flag="--use_fast_math"),
             TunableParam("FIX_N", (False, True), False, Binding.SPECIALIZE, arg="n", description='fix "n"'),
             TunableParam("MODE", ("a", "b"), "a", Binding.DEFINE),
+            TunableParam("ROUNDS", (0, 4, 8), 0, try_first=4),
         ),
         ("n % 2 == 0",),
     )
@@ -92,7 +93,9 @@ def test_dump_writes_every_field_readably() -> None:
     text = dump_kernel_spec(spec)
     assert text.startswith('[kernel."odd kernel"]\n') and '[[kernel."odd kernel".args]]' in text
     assert 'description = "fix \\"n\\""' in text and "scale = 0.001" in text
-    assert "# tolerance" not in text and "tolerance = { rtol = 0.0001, atol = 1e-05 }" in text
+    assert (
+        "# tolerance" not in text and "tolerance = { rtol = 0.0001, atol = 1e-05 }" in text and "try_first = 4" in text
+    )
     assert plain(parse_spec(text).kernel("odd kernel")) == spec
     assert tomllib.loads(text)["kernel"]["odd kernel"]["args"][0]["role"] == "inout"
 

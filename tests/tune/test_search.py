@@ -271,6 +271,25 @@ def test_every_variant_is_measured_at_its_defaults_before_the_sampler_takes_over
     assert "SPECIALIZE_K: k is 0 for size" in (check.violation(Config.of({**plain[0], "SPECIALIZE_K": True})) or "")
 
 
+def test_a_variant_is_seeded_at_its_own_parameters_try_first_values() -> None:
+    # ROUNDS is variant 1's own (held at 0 elsewhere), and 0 runs the kernel as written: its first try is 4
+    rounds = TunableParam("ROUNDS", (0, 2, 4, 8), 0, try_first=4)
+    space = dataclasses.replace(SPACE, params=(*SPACE.params, TunableParam(VARIANT, (0, 1, 2), 0), rounds))
+    spec = dataclasses.replace(SPEC, constraints=(*SPEC.constraints, "VARIANT == 1 or ROUNDS == 0"))
+    default = space.default()
+    at_defaults = [Config.of({**default, VARIANT: v}) for v in (1, 2)]
+    first = [Config.of({**default, VARIANT: 1, "ROUNDS": 4}), at_defaults[1]]
+    assert variant_seeds(Feasibility(space, spec, LIMITS)) == first
+    # where its try_first value is infeasible, the variant is seeded at its defaults
+    capped = dataclasses.replace(spec, constraints=(*spec.constraints, "ROUNDS * THREADS <= 512"))
+    assert variant_seeds(Feasibility(space, capped, LIMITS)) == at_defaults
+    # a parameter that is not a variant's own keeps its default in every seed, try_first or not
+    shared = dataclasses.replace(space, params=(*space.params[:-1], dataclasses.replace(rounds, name="OTHER")))
+    assert variant_seeds(Feasibility(shared, SPEC, LIMITS)) == [
+        Config.of({**shared.default(), VARIANT: v}) for v in (1, 2)
+    ]
+
+
 def test_objectives_are_relative_to_the_original_on_the_measuring_workers_own_device(options: TuneOptions) -> None:
     """A worker on a GPU 10% slower than the one that measured the original: its trials are not 10% worse."""
     fast = FakeBackend(noise=0.0)

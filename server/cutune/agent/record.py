@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cutune.template.model import Binding, TunableParam
+from cutune.template.model import TunableParam
 from cutune.template.variants.model import Launch, Provenance, Variant
 from cutune.tune.study import StudyKey, open_study
 
@@ -83,10 +83,7 @@ def render_records(records: Sequence[StepRecord]) -> str:
 def variant_to_dict(variant: Variant) -> dict[str, Any]:
     """A JSON-ready dict of a variant."""
     data = dataclasses.asdict(variant)
-    data["params"] = [
-        {"name": p.name, "values": list(p.values), "default": p.default, "binding": p.binding.value, "flag": p.flag}
-        for p in variant.params
-    ]
+    data["params"] = [p.to_json() for p in variant.params]
     return data
 
 
@@ -96,10 +93,7 @@ def variant_from_dict(data: Mapping[str, Any]) -> Variant:
     return Variant(
         name=data["name"],
         body=data["body"],
-        params=tuple(
-            TunableParam(p["name"], tuple(p["values"]), p["default"], Binding(p["binding"]), flag=p.get("flag"))
-            for p in data.get("params", ())
-        ),
+        params=tuple(TunableParam.from_json(p) for p in data.get("params", ())),
         constraints=tuple(data.get("constraints", ())),
         launch=Launch(tuple(launch["grid"]), tuple(launch["block"]), launch.get("shared_mem", "0")) if launch else None,
         helpers=data.get("helpers", ""),

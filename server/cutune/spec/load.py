@@ -27,7 +27,7 @@ KERNEL_KEYS = (
 )  # fmt: skip
 INCLUDES_KEYS = ("drop", "substitute")
 ARG_KEYS = ("name", "dtype", "role", "shape", "value", "init", "low", "high", "scale", "data", "bound")
-PARAM_KEYS = ("values", "default", "binding", "flag", "arg", "description")
+PARAM_KEYS = ("values", "default", "binding", "flag", "arg", "description", "try_first")
 TOLERANCE_KEYS = ("rtol", "atol")
 LIMIT_NAMES = frozenset(DeviceLimits(arch="").as_names())
 
@@ -397,6 +397,9 @@ def _read_params(reader: _Reader, value: Any, at: KeyPath, size_names: set[str])
         if default not in values or type(default) is not type(values[0]):
             kind = "" if type(default) is type(values[0]) else f" ({_kind(default)}, not {_kind(values[0])} like them)"
             raise reader.error((*here, "default"), f"default {default!r} is not one of the values {list(values)}{kind}")
+        try_first = _read_value(reader, table["try_first"], (*here, "try_first")) if "try_first" in table else None
+        if try_first is not None and (try_first not in values or type(try_first) is not type(values[0])):
+            raise reader.error((*here, "try_first"), f"try_first {try_first!r} is not one of the values {list(values)}")
         binding = Binding(
             reader.choice(table.get("binding", "template"), (*here, "binding"), [b.value for b in Binding])
         )
@@ -418,6 +421,7 @@ def _read_params(reader: _Reader, value: Any, at: KeyPath, size_names: set[str])
                 flag=flag,
                 arg=arg,
                 description=reader.string(table.get("description", ""), (*here, "description")),
+                try_first=try_first,
             )
         )
     return tuple(params)

@@ -113,6 +113,8 @@ def _param_entries(param: TunableParam) -> list[str]:
         out.append(_entry("arg", param.arg))
     if param.description:
         out.append(_entry("description", param.description))
+    if param.try_first is not None:
+        out.append(_entry("try_first", param.try_first))
     return out
 
 

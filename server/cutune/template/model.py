@@ -6,6 +6,7 @@ import dataclasses
 import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 Value = int | bool | str
 # the parameter of programmatic dependent launch: besides its binding, true launches the kernel with the
@@ -34,6 +35,31 @@ class TunableParam:
     flag: str | None = None  # for FLAG: e.g. "--use_fast_math" or "-maxrregcount={}"
     arg: str | None = None  # for SPECIALIZE: the runtime argument (and problem-size variable) it fixes
     description: str = ""
+    # a structural variant's own parameter whose default leaves the kernel as written (row_cache's 0 rounds): the
+    # value the search measures the variant at first, so a short search does not spend its one try of the variant
+    # on the original's code (None: the default)
+    try_first: Value | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The parameter as a JSON-ready dict (`from_json` reads it back)."""
+        data = dataclasses.asdict(self)
+        data["values"] = list(self.values)
+        data["binding"] = self.binding.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TunableParam:
+        """A parameter `to_json` wrote (the keys after `default` may be missing: older records)."""
+        return cls(
+            name=data["name"],
+            values=tuple(data["values"]),
+            default=data["default"],
+            binding=Binding(data.get("binding", Binding.TEMPLATE.value)),
+            flag=data.get("flag"),
+            arg=data.get("arg"),
+            description=data.get("description", ""),
+            try_first=data.get("try_first"),
+        )
 
 
 @dataclass(frozen=True)

@@ -150,19 +150,32 @@ def run_search(
 
 
 def variant_seeds(check: Feasibility) -> list[Config]:
-    """Each structural variant at its parameters' defaults; then the original and each variant with 32-bit indices
-    (INDEX_BITS) where the kernel has them, and with every size specialised (the SPECIALIZE_* parameters: a row held
-    in registers, loops unrolled over a known length) where it has those; where feasible. Measured right after the
-    original, so that the sampler has seen every variant, both index widths and compile-time sizes before it learns
-    which to favour (a variant whose best form needs its sizes compiled in would otherwise look no better)."""
+    """Each structural variant at its parameters' defaults, or at their `try_first` values where they have them
+    (a variant whose defaults run the kernel as written would otherwise spend its one seed on the original's code);
+    then the original and each variant with 32-bit indices (INDEX_BITS) where the kernel has them, and with every size
+    specialised (the SPECIALIZE_* parameters: a row held in registers, loops unrolled over a known length) where it
+    has those; where feasible. Measured right after the original, so that the sampler has seen every variant, both
+    index widths and compile-time sizes before it learns which to favour (a variant whose best form needs its sizes
+    compiled in would otherwise look no better)."""
     default = check.space.default()
     param = next((p for p in check.space.params if p.name == VARIANT), None)
-    variants = [Config.of({**default, VARIANT: v}) for v in param.values if v != default[VARIANT]] if param else []
+    values = param.values if param else ()
+    variants = [_first_try(check, Config.of({**default, VARIANT: v})) for v in values if v != default[VARIANT]]
     indices = any(p.name == INDEX_BITS for p in check.space.params)
     narrow = [narrowed(c) for c in (default, *variants)] if indices else []
     sizes = [p.name for p in check.space.params if p.binding is Binding.SPECIALIZE and True in p.values]
     specialised = [_specialised(check, c, sizes) for c in (default, *variants)] if sizes else []
     return [c for c in dict.fromkeys((*variants, *narrow, *specialised)) if check.violation(c) is None]
+
+
+def _first_try(check: Feasibility, config: Config) -> Config:
+    """`config` (a variant at its defaults) with the variant's own parameters at their `try_first` values, where
+    that stays feasible (only parameters the original holds at their defaults are the variant's own)."""
+    pins = check.pinned(VARIANT)
+    own = pins.get(check.space.default()[VARIANT], frozenset()) - pins.get(config[VARIANT], frozenset())
+    first = {p.name: p.try_first for p in check.space.params if p.name in own and p.try_first is not None}
+    tried = Config.of({**config, **first})
+    return tried if first and check.violation(tried) is None else config
 
 
 def _at_size(i: int, record: TrialRecord) -> tuple[float, int]:

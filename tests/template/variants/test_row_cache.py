@@ -11,9 +11,12 @@ import pytest
 
 from cutune.cuda.parse import parse_source
 from cutune.errors import TransformRefused
+from cutune.limits import limits_for
 from cutune.project import open_kernel
-from cutune.template.variants import RowCache, combine_all
+from cutune.template.variants import VARIANT, RowCache, combine_all
 from cutune.template.variants.row_cache import ROUNDS
+from cutune.tune.search import variant_seeds
+from cutune.tune.space import Feasibility
 from tests.cuda.test_extract import needs_nvrtc
 
 from .compile import assert_compiles, measured_failures, variant_alone
@@ -98,6 +101,16 @@ def test_it_chains_under_the_online_merge_beside_both_plain_variants() -> None:
     assert names == ["online_merge_row_cache", "online_merge", "row_cache"]
     chained = " ".join(combined.variants[0].body.split())
     assert "__syncthreads_or(" in chained and "cutune_rc0[r] = *reinterpret_cast" in chained
+
+
+def test_the_search_measures_each_cached_variant_first_at_four_rounds_not_at_the_original() -> None:
+    ctx = open_kernel(SAMPLE, "online_softmax_kernel")
+    combined = combine_all(ctx.template_model, "online_softmax_kernel", ctx.template, ctx.spec)
+    space = combined.template.space
+    assert combined.spec is not None and space.param(ROUNDS).try_first == 4
+    seeds = variant_seeds(Feasibility(space, combined.spec, limits_for("sm_90")))
+    # online_merge_row_cache, online_merge, row_cache: the first seeds, one each
+    assert [(c[VARIANT], c[ROUNDS]) for c in seeds[:3]] == [(1, 4), (2, 0), (3, 4)]
 
 
 @pytest.mark.parametrize(

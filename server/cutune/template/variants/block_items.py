@@ -164,6 +164,7 @@ class BlockItems(Transform):
                     1,
                     Binding.TEMPLATE if shared else Binding.LAUNCH,
                     description="work items per block (block y)" + ("; each its own shared arrays" if shared else ""),
+                    try_first=4,  # the ITEMS_Y the corpus searches kept most often (12 of 18 sizes; runs 32-96)
                 ),
             ),
             launch=Launch(

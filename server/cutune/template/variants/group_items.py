@@ -159,7 +159,13 @@ class GroupItems(Transform):
             )
         recomputed = _phases(src, prologue, found, arrays, before, after, None, strided)
         carried = _carried(src, prologue, epilogue, set(locals_))
-        params = [TunableParam(ITEMS, values, 1, Binding.TEMPLATE, description="consecutive elements per thread")]
+        # 4: the GROUP_ITEMS the searches of llama.cpp's quantize_q8_1 kept most often (runs 32-96)
+        first = 4 if 4 in values else None
+        params = [
+            TunableParam(
+                ITEMS, values, 1, Binding.TEMPLATE, description="consecutive elements per thread", try_first=first
+            )
+        ]
         if strided:
             params.append(
                 TunableParam(

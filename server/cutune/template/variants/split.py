@@ -71,7 +71,14 @@ class SplitItems(Transform):
             name=NAME,
             body=inner,
             params=(
-                TunableParam("SPLIT", (1, 2, 4, 8, 16), 1, Binding.LAUNCH, description="blocks per work item (split)"),
+                TunableParam(
+                    "SPLIT",
+                    (1, 2, 4, 8, 16),
+                    1,
+                    Binding.LAUNCH,
+                    description="blocks per work item (split)",
+                    try_first=4,  # a middle value: the corpus searches (runs 32-96) kept 2, 4 and 16 once each
+                ),
             ),
             launch=Launch(grid=("{grid}", "SPLIT"), block=("{block}",)),
             provenance=Provenance(self.name, note=f"each item on SPLIT blocks (grid y) in the loop(s) at line {lines}"),

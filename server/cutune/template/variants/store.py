@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cutune.errors import StudyError
-from cutune.template.model import Binding, TunableParam
+from cutune.template.model import TunableParam
 from cutune.template.variants.model import Launch, Provenance, Variant
 
 ATTR = "cutune:variants"  # the study user attribute that holds them
@@ -21,16 +21,7 @@ def variants_json(variants: Sequence[Variant]) -> list[dict[str, Any]]:
             "name": v.name,
             "body": v.body,
             "helpers": v.helpers,
-            "params": [
-                {
-                    "name": p.name,
-                    "values": list(p.values),
-                    "default": p.default,
-                    "binding": p.binding.value,
-                    "description": p.description,
-                }
-                for p in v.params
-            ],
+            "params": [p.to_json() for p in v.params],
             "constraints": list(v.constraints),
             "launch": None
             if v.launch is None
@@ -54,16 +45,7 @@ def variants_from_json(data: Sequence[Mapping[str, Any]]) -> tuple[Variant, ...]
                 name=d["name"],
                 body=d["body"],
                 helpers=d.get("helpers", ""),
-                params=tuple(
-                    TunableParam(
-                        p["name"],
-                        tuple(p["values"]),
-                        p["default"],
-                        Binding(p["binding"]),
-                        description=p.get("description", ""),
-                    )
-                    for p in d.get("params", ())
-                ),
+                params=tuple(TunableParam.from_json(p) for p in d.get("params", ())),
                 constraints=tuple(d.get("constraints", ())),
                 launch=None
                 if d.get("launch") is None

@@ -172,6 +172,7 @@ class ThreadPacks(Transform):
                     0,
                     Binding.TEMPLATE,
                     description="a thread's short loops read and written as whole packs (1) or as written (0)",
+                    try_first=1,  # kept at 9 of the 12 sizes the corpus searches ran it (runs 32-96)
                 ),
             ),
             helpers=HELPERS,
