@@ -88,7 +88,9 @@ class BuiltinVariants(VariantSource):
 
 ANSWER_FORMAT = """{"name": "<new C identifier>", "body": "<the kernel body: statements without the outer braces>", \
 "helpers": "<__device__ functions the body calls; names unique to this variant, or empty>", \
-"params": [{"name": "<UPPER_CASE identifier>", "values": [<int>, ...], "default": <int>}], \
+"params": [{"name": "<UPPER_CASE identifier>", "values": [<int>, ...], "default": <int>, \
+"try_first": <int, optional: the value the search measures the variant at first, where the default runs the kernel \
+as written>}], \
 "constraints": ["<expression over sizes, parameters and device limits>"], \
 "launch": {"grid": ["<expr>"], "block": ["<expr>"], "shared_mem": "0"}, "reason": "<one sentence>", "done": false}"""
 

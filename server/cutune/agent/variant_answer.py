@@ -22,7 +22,7 @@ from cutune.template.variants.model import Launch, Provenance, Variant
 
 MAX_CODE_CHARS = 16_000  # a kernel body and its helpers; more is not a variant of one kernel
 _KEYS = frozenset(("name", "body", "helpers", "params", "constraints", "launch", "reason", "done"))
-_PARAM_KEYS = frozenset(("name", "values", "default"))
+_PARAM_KEYS = frozenset(("name", "values", "default", "try_first"))
 _LAUNCH_KEYS = frozenset(("grid", "block", "shared_mem"))
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FORBIDDEN = (
@@ -131,8 +131,13 @@ def _param(raw: object, index: int, where: str, taken: Collection[str]) -> Tunab
         raise AgentError(f"{where}: {name} has negative values {values}")
     if default not in values:
         raise AgentError(f"{where}: {name}'s default {default!r} is not among its values {values}")
+    first = raw.get("try_first")
+    if first is not None and (first not in values or type(first) is not type(default)):
+        raise AgentError(f"{where}: {name}'s try_first {first!r} is not among its values {values}")
     typed: list[Value] = list(dict.fromkeys(values))
-    return TunableParam(name, tuple(typed), default, Binding.TEMPLATE, description="written by the LLM")
+    return TunableParam(
+        name, tuple(typed), default, Binding.TEMPLATE, description="written by the LLM", try_first=first
+    )
 
 
 def _launch(raw: object, where: str) -> Launch | None:
