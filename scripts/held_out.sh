@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Fetches the held-out corpora: production CUDA no rule here was written against, for the generality benchmarks
 # (python benchmarks/transform_report.py --corpus vllm exllamav2 mamba causal_conv1d mmcv; set 4: gptqmodel gsplat
-# torch_scatter auto_gptq): vLLM's csrc/, exllamav2's CUDA extension, mamba-ssm's and causal-conv1d's csrc/, mmcv's
-# CUDA ops, GPTQModel's and AutoGPTQ's quantisation kernels, gsplat's splatting kernels, torch-scatter's segment
-# reductions, from their source archives on the package index. pip cannot download these archives without building
-# their metadata (which needs torch), so each archive is fetched from the index's simple API (PEP 691) directly and
-# checked against the index's sha256; nothing is built or installed.
+# torch_scatter auto_gptq; set 5: transformer_engine hqq quanto nerfacc torch_cluster torch_sparse):
+# vLLM's csrc/, exllamav2's CUDA extension, mamba-ssm's and causal-conv1d's csrc/, mmcv's CUDA ops, GPTQModel's and
+# AutoGPTQ's quantisation kernels, gsplat's splatting kernels, torch-scatter's segment reductions; Transformer
+# Engine's normalisation, cast and attention headers, HQQ's and Quanto's dequantisers and GEMV/GEMM, nerfacc's ray
+# marching, torch-cluster's and torch-sparse's graph kernels; from their source archives on the
+# package index. pip cannot download these archives without building their metadata (which needs torch), so each
+# archive is fetched from the index's simple API (PEP 691) directly and checked against the index's sha256; nothing is
+# built or installed.
 # Usage: scripts/held_out.sh [DIR]   (default: .corpus/ at the repository root; kept between runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,5 +49,11 @@ gptqmodel gptqmodel-7.7.0.tar.gz gptqmodel-7.7.0/gptqmodel_ext
 gsplat gsplat-1.5.3.tar.gz gsplat-1.5.3/gsplat/cuda
 torch-scatter torch_scatter-2.1.2.tar.gz torch_scatter-2.1.2/csrc
 auto-gptq auto_gptq-0.7.1.tar.gz auto_gptq-0.7.1/autogptq_extension
+transformer-engine-torch transformer_engine_torch-2.9.0.tar.gz transformer_engine_torch-2.9.0/common_headers
+hqq hqq-0.2.8.post1.tar.gz hqq-0.2.8.post1/hqq/kernels
+optimum-quanto optimum_quanto-0.2.7.tar.gz optimum_quanto-0.2.7/optimum/quanto/library/extensions/cuda
+nerfacc nerfacc-0.5.3.tar.gz nerfacc-0.5.3/nerfacc/cuda/csrc
+torch-cluster torch_cluster-1.6.3.tar.gz torch_cluster-1.6.3/csrc
+torch-sparse torch_sparse-0.6.9.tar.gz torch_sparse-0.6.9/csrc
 LIST
 echo "$dest"

@@ -28,6 +28,14 @@ HELD_OUT: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "gsplat": ("gsplat-1.5.3/gsplat/cuda", None),
     "torch_scatter": ("torch_scatter-2.1.2/csrc", None),
     "auto_gptq": ("auto_gptq-0.7.1/autogptq_extension", None),
+    # set 5 (2026-11-29, measured once, on the code of this day, before any rule was read against it): training and
+    # serving numerics (Transformer Engine's headers), two more quantisation code bases, radiance fields, graph kernels
+    "transformer_engine": ("transformer_engine_torch-2.9.0/common_headers", None),
+    "hqq": ("hqq-0.2.8.post1/hqq/kernels", None),
+    "quanto": ("optimum_quanto-0.2.7/optimum/quanto/library/extensions/cuda", None),
+    "nerfacc": ("nerfacc-0.5.3/nerfacc/cuda/csrc", None),
+    "torch_cluster": ("torch_cluster-1.6.3/csrc", None),
+    "torch_sparse": ("torch_sparse-0.6.9/csrc", None),
 }
 _AMD = re.compile(r"rocm|hip|rdna|cdna|mfma|wmma", re.IGNORECASE)  # file names of sources for AMD GPUs only
 

@@ -53,6 +53,25 @@ def test_vectorize_packs_contiguous_subscripts_with_a_runtime_alignment_check_an
     assert variant.launch.block == ("{block}",)
 
 
+def test_vectorize_stores_planes_a_whole_bound_apart_as_packs_and_refuses_planes_that_may_meet() -> None:
+    loop = (
+        "__global__ void k(unsigned char* __restrict__ o, const unsigned char* __restrict__ x, int n, int m) {{\n"
+        "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {{ {} }}\n}}"
+    )
+    planes = "o[i] = x[i] & 3; o[i + n] = x[i] >> 2; o[n * 2 + i] = x[i] >> 4; o[3 * n + i] = x[i] >> 6;"
+    body = Vectorize().apply(parse_source(loop.format(planes)), "k", None).body
+    for base in ("0", "n", "n * 2", "3 * n"):  # each plane a pack stream of its own, its start checked aligned
+        assert f"cutune_vec_store<cutune_vec_w0>(&o[({base}) + cutune_vec_p0 * cutune_vec_w0]" in body
+    assert "reinterpret_cast<unsigned long long>(&o[3 * n]) %" in body
+    # offsets less than a bound apart, or of another length, may reach elements the other plane writes
+    for near in (
+        "o[i] = x[i]; o[i + n - 1] = x[i];",
+        "o[i] = x[i]; o[i + m] = x[i];",
+        "o[i] = x[i]; o[i + n] = o[i + 1];",
+    ):
+        assert "writes o as a pack and also accesses it otherwise" in _refusal(Vectorize(), loop.format(near)), near
+
+
 def test_vectorize_refusals_state_the_reason() -> None:
     loop = (
         "__global__ void k(float* o, const float* x, int n) {{\n"

@@ -300,7 +300,7 @@ class Vectorize(Transform):
             if not pack.written:
                 continue
             others = [p for (a, _), p in packs.items() if a == array and p is not pack]
-            if any(not _disjoint(pack, other) for other in others) or array in scalar:
+            if any(not _disjoint(pack, other, loop.bound) for other in others) or array in scalar:
                 return f"writes {array} as a pack and also accesses it otherwise: packs could overlap"
         return list(packs.values())
 
@@ -482,9 +482,27 @@ def always_runs(node: Node, body: Node) -> bool:
     return not _guards(node, body)
 
 
-def _disjoint(a: _Pack, b: _Pack) -> bool:
-    """Whether two packs of one array never share an element: the two halves of a 2-D row."""
-    return a.address is not None and b.address is not None and a.address.overlaps_nothing_of(b.address)
+def _disjoint(a: _Pack, b: _Pack, bound: str) -> bool:
+    """Whether two packs of one array never share an element: the two halves of a 2-D row; or planes `a[i + k * n]`
+    of a loop `i < n` at different constants k (an index from 0 to n - 1 reaches n elements from each offset, so
+    offsets a whole multiple of n apart reach none in common; a bound below 1 runs no iteration)."""
+    if a.address is not None or b.address is not None:
+        return a.address is not None and b.address is not None and a.address.overlaps_nothing_of(b.address)
+    k, m = _planes(a.base, bound), _planes(b.base, bound)
+    return k is not None and m is not None and k != m
+
+
+def _planes(base: str, bound: str) -> int | None:
+    """`base` as a constant times the name `bound` (`0`, `n`, `n * 2`, `3 * n`), the constant; None otherwise."""
+    base, bound = squeezed(base), squeezed(bound)
+    if not re.fullmatch(r"[A-Za-z_]\w*", bound):
+        return None
+    if base == "0":
+        return 0
+    if base == bound:
+        return 1
+    found = re.fullmatch(rf"(?:{bound}\*(\d+)|(\d+)\*{bound})", base)
+    return int(found.group(1) or found.group(2)) if found else None
 
 
 def _accesses(src: KernelSource, body: Node) -> list[tuple[Node, tuple[Node, ...]]]:

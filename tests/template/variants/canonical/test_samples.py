@@ -244,6 +244,19 @@ CASES = {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 16, "BLOCK_DIV": 4}],
         "packs_per_thread": [{"ITEMS": 2}, {"ITEMS": 4, "ITEMS_BLOCK_DIV": 4}],
     },
+    # one byte a thread whose codes go to planes a whole plane apart (`out[idx + total]`, `planes[3 * n + i]`):
+    # vectorize stores each plane as packs, the planes' packs never meeting
+    ("unpack_planes.cu", "dequant_nibble_planes_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 8, "BLOCK_DIV": 4}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 4}],
+        "flat_rows": [{"FLAT_ROW_THREADS": 128, "FLAT_ITEMS": 4}],
+    },
+    ("unpack_planes.cu", "split_crumb_planes_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 4, "GRID_DIV": 4}],
+        "packs_per_thread": [{"ITEMS": 4}],
+        "persistent_grid": [{"BLOCKS_PER_SM": 2}],
+    },
 }
 
 # samples whose kernel branches by `if constexpr` on a template parameter around its row loops: each variant is also
