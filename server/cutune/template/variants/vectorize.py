@@ -4,9 +4,10 @@ A subscript `a[base + i]` of a stride loop over `i` (base invariant in the loop,
 does not change) is contiguous: thread-wise pack `p` covers `i` in [p·V, p·V + V). So is an access whose
 address, read through the body's plain locals, is a flattened 2-D index `a[f(i / n) + i % n]` (address.py),
 when `n % V == 0` at run time (else the scalar loop does all the work); of one array, both halves
-`a[f(q) + r]` and `a[f(q) + r + n]` of a row may be written. Calls of small `__device__` helpers in the loop
-are inlined first (inline.py), so their accesses count as the loop's. The loop becomes a
-loop over packs (PACKS of them per iteration, all loaded before any is computed), in which the original
+`a[f(q) + r]` and `a[f(q) + r + n]` of a row may be written, and so may planes `a[i + k * n]` of a loop `i < n` at
+different constants k (a byte's codes unpacked into planes: the planes never meet). Calls of small `__device__`
+helpers in the loop are inlined first (inline.py), so their accesses count as the loop's. The loop becomes a loop over
+packs (PACKS of them per iteration, all loaded before any is computed), in which the original
 body runs once per element with each contiguous subscript replaced by its pack's element; a scalar loop
 finishes the tail. Whether every pack start is aligned is checked at run time: when one is not, the
 scalar loop does all the work, so any pointer offset stays correct. Other uses of `i` keep working (it is
