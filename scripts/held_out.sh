@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Fetches the held-out corpora: production CUDA no rule here was written against, for the generality benchmarks
 # (python benchmarks/transform_report.py --corpus vllm exllamav2 mamba causal_conv1d mmcv; set 4: gptqmodel gsplat
-# torch_scatter auto_gptq; set 5: transformer_engine hqq quanto nerfacc torch_cluster torch_sparse):
+# torch_scatter auto_gptq; set 5: transformer_engine hqq quanto nerfacc torch_cluster torch_sparse; set 6:
+# torch_harmonics minkowski torch_points_kernels):
 # vLLM's csrc/, exllamav2's CUDA extension, mamba-ssm's and causal-conv1d's csrc/, mmcv's CUDA ops, GPTQModel's and
 # AutoGPTQ's quantisation kernels, gsplat's splatting kernels, torch-scatter's segment reductions; Transformer
 # Engine's normalisation, cast and attention headers, HQQ's and Quanto's dequantisers and GEMV/GEMM, nerfacc's ray
-# marching, torch-cluster's and torch-sparse's graph kernels; from their source archives on the
+# marching, torch-cluster's and torch-sparse's graph kernels; torch-harmonics' spherical convolution and attention,
+# MinkowskiEngine's sparse convolution, torch-points-kernels' point-cloud ops; from their source archives on the
 # package index. pip cannot download these archives without building their metadata (which needs torch), so each
 # archive is fetched from the index's simple API (PEP 691) directly and checked against the index's sha256; nothing is
 # built or installed.
@@ -38,7 +40,7 @@ with open(out, "rb") as archive:
         sys.exit(f"{name}: the download does not match the index's sha256")
 PY
   # vendored libraries are no one's kernels to judge (gsplat's GLM alone is 25 MB)
-  tar xzf "$archive" -C "$dest" --exclude='*/third_party' "$folder"
+  tar xzf "$archive" -C "$dest" --exclude='*/third_party' --exclude='*/3rdparty' "$folder"
 done <<'LIST'
 vllm vllm-0.33.0.tar.gz vllm-0.33.0/csrc
 exllamav2 exllamav2-0.0.3.tar.gz exllamav2-0.0.3/exllamav2/exllamav2_ext/cuda
@@ -55,5 +57,8 @@ optimum-quanto optimum_quanto-0.2.7.tar.gz optimum_quanto-0.2.7/optimum/quanto/l
 nerfacc nerfacc-0.5.3.tar.gz nerfacc-0.5.3/nerfacc/cuda/csrc
 torch-cluster torch_cluster-1.6.3.tar.gz torch_cluster-1.6.3/csrc
 torch-sparse torch_sparse-0.6.9.tar.gz torch_sparse-0.6.9/csrc
+torch-harmonics torch_harmonics-0.8.1.tar.gz torch_harmonics-0.8.1/torch_harmonics
+minkowskiengine MinkowskiEngine-0.5.4.tar.gz MinkowskiEngine-0.5.4/src
+torch-points-kernels torch-points-kernels-0.7.0.tar.gz torch-points-kernels-0.7.0/cuda
 LIST
 echo "$dest"

@@ -36,6 +36,10 @@ HELD_OUT: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "nerfacc": ("nerfacc-0.5.3/nerfacc/cuda/csrc", None),
     "torch_cluster": ("torch_cluster-1.6.3/csrc", None),
     "torch_sparse": ("torch_sparse-0.6.9/csrc", None),
+    # set 6 (2026-11-29, measured once, at the end of that day's rules): scientific and 3-D deep learning
+    "torch_harmonics": ("torch_harmonics-0.8.1/torch_harmonics", None),
+    "minkowski": ("MinkowskiEngine-0.5.4/src", None),
+    "torch_points_kernels": ("torch-points-kernels-0.7.0/cuda", None),
 }
 _AMD = re.compile(r"rocm|hip|rdna|cdna|mfma|wmma", re.IGNORECASE)  # file names of sources for AMD GPUs only
 
