@@ -28,7 +28,9 @@
 # (capture_*: `cutune capture`, issue #22; they need cupti-python and pyelftools among the wheels; corpus_tune and
 # corpus_variants need .corpus carried) (default: per_shape tests agent, which
 # close what is open; one device call runs at most 10 minutes, so pick steps whose limits fit in it).
-# corpus_variants reads the production corpora in place: carry `.corpus` (scripts/corpus.sh) with the run.
+# corpus_variants reads the production corpora in place: carry `.corpus` (scripts/corpus.sh) with the run; with the
+# held-out sets fetched too, the whole `.corpus` beside `.whl` passes the device tool's 64 MiB: carry only the
+# folders the step reads (e.g. `.corpus/MinkowskiEngine-0.5.4`, `.corpus/llama_cpp_python-0.3.16`).
 # Everything lands in OUT_DIR/batch/ and is packed into OUT_DIR/batch.tgz (the device tool returns few files).
 set -uo pipefail
 out=${1:?OUT_DIR}; shift

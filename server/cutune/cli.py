@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from cutune.agent import AgentSettings
     from cutune.project import KernelContext
-    from cutune.template.model import Space, Template
+    from cutune.template.model import Space, Template, TunableParam
     from cutune.template.variants import Combined
     from cutune.tune.options import Liveness
     from cutune.tune.result import TuneResult
@@ -227,10 +227,16 @@ def _variants_summary(ctx: KernelContext) -> None:
     _print_variants(variants_of(ctx))
 
 
+def _param_text(param: TunableParam) -> str:
+    """`NAME ∈ {values}`, with the value the search tries the variant at first where that is not the default."""
+    first = f", tried first at {param.try_first}" if param.try_first is not None else ""
+    return f"{param.name} ∈ {{{', '.join(map(str, param.values))}}}{first}"
+
+
 def _print_variants(combined: Combined) -> None:
     """The variants (name, provenance, parameters, launch), and why the other transforms refused."""
     for i, v in enumerate(combined.variants, 1):
-        params = "; ".join(f"{p.name} ∈ {{{', '.join(map(str, p.values))}}}" for p in v.params) or "none"
+        params = "; ".join(_param_text(p) for p in v.params) or "none"
         launch = f"; launch grid {', '.join(v.launch.grid)}, block {', '.join(v.launch.block)}" if v.launch else ""
         note = f": {v.provenance.note}" if v.provenance.note else ""
         out.print(f"[bold]variant {i}[/] {user_text(f'{v.name} ({v.provenance.origin}{note}); {params}{launch}')}")

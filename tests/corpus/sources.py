@@ -95,7 +95,8 @@ def held_out() -> dict[str, Corpus]:
     name: vLLM's `csrc/`, unseen until its first measurement (2026-11-28, on the code of 9b7c233:
     `benchmarks/results/transform_report.vllm-held-out.*`; rules written since may have been read against it), and
     exllamav2's, mamba-ssm's and causal-conv1d's CUDA sources (first measured on 2026-11-28), mmcv's CUDA ops
-    (first measured on 2026-11-29), and GPTQModel's, gsplat's, torch-scatter's and AutoGPTQ's (the same day)."""
+    (first measured on 2026-11-29), GPTQModel's, gsplat's, torch-scatter's and AutoGPTQ's (the same day), and sets 5
+    and 6 (HELD_OUT's comments say when each was first measured)."""
     found: dict[str, Corpus] = {}
     vl = corpus_dir() / VLLM / "csrc"
     if vl.is_dir():  # vLLM's CMake build puts csrc/ on the include path; the AMD-only sources are left out
