@@ -155,7 +155,11 @@ HELD_OUT = [
     Entry("voxel grid (held out)", "torch_cluster", "cuda/grid_cuda.cu", "grid_kernel", "torch_cluster_grid.tune.toml"),
     # set 6: measured on the GPU before any rule was read against the set
     Entry(
-        "elementwise (held out)", "minkowski", "math_functions_gpu.cu", "addition_kernel", "minkowski_addition.tune.toml"
+        "elementwise (held out)",
+        "minkowski",
+        "math_functions_gpu.cu",
+        "addition_kernel",
+        "minkowski_addition.tune.toml",
     ),
 ]
 
