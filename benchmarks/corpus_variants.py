@@ -77,6 +77,7 @@ TABLE = [
     Entry("L2Norm", "llama.cpp", f"{LLAMA}/norm.cu", "l2_norm_f32", "llama_l2_norm.tune.toml"),
     Entry("softmax backward", "llama.cpp", f"{LLAMA}/softmax.cu", "soft_max_back_f32", "llama_soft_max_back.tune.toml"),
     Entry("quantisation", "llama.cpp", f"{LLAMA}/quantize.cu", "quantize_q8_1", "llama_quantize_q8_1.tune.toml"),
+    Entry("softmax (short rows)", "llama.cpp", f"{LLAMA}/softmax.cu", "soft_max_f32", "llama_soft_max.tune.toml"),
     # llama.cpp's dequantisers to fp16 for cuBLAS: q4_K first (the table's kind), then the formats measured beside it
     *(
         Entry("dequantisation", "llama.cpp", CONVERT, f"dequantize_block_{q}", f"llama_dequantize_{q}.tune.toml")

@@ -125,7 +125,6 @@ def test_a_literal_launch_bound_caps_the_packed_block() -> None:
             "float2 m; m.x = x[blockIdx.x]; if (m.x > 0.f) { __syncthreads(); } out[blockIdx.x] = m.x;",
             "a barrier (line 3) is reached or not by `m.x>0.f`",  # a field set from memory: the local varies
         ),
-        ("extern __shared__ float dyn[]; dyn[threadIdx.x] = x[blockIdx.x];", "declares dynamic shared memory"),
         ("__shared__ float a[4], b[4]; a[0] = b[0] = x[blockIdx.x];", "declares several names or a value"),
         ("out[blockIdx.x] = blockReduceSum(x[threadIdx.x]);", "calls blockReduceSum (line 3), defined elsewhere"),
         ("auto f = [&]() { __syncthreads(); }; f(); out[blockIdx.x] = 0.f;", "has a lambda (line 3)"),
@@ -244,6 +243,7 @@ def test_the_variants_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
         "dequant_group_kernel",
         "row_sum_kernel",
         "tile_dot_kernel",
+        "staged_reverse_kernel",
     ):
         variant = BlockItems().apply(model, kernel, None)
         template, _ = with_variants(model, kernel, [variant], None)
@@ -264,7 +264,9 @@ def test_the_variants_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ["token_quant_kernel", "bias_rows_kernel", "row_sum_kernel", "tile_dot_kernel"])
+@pytest.mark.parametrize(
+    "kernel", ["token_quant_kernel", "bias_rows_kernel", "row_sum_kernel", "tile_dot_kernel", "staged_reverse_kernel"]
+)
 def test_the_variant_equals_the_original_on_the_gpu(kernel: str) -> None:
     ctx = open_kernel(FILE, kernel)
     spec = ctx.require_spec()
@@ -286,6 +288,20 @@ def test_items_sharing_one_copy_of_the_shared_arrays_are_caught_on_the_gpu() -> 
     assert failed and all("ITEMS_Y': 1" not in f for f in failed), (passed, failed)
 
 
+@pytest.mark.gpu
+def test_items_sharing_one_slice_of_the_dynamic_shared_memory_are_caught_on_the_gpu() -> None:
+    # planted wrong: every item of a block stages its row at the start of the block's dynamic shared memory
+    ctx = open_kernel(FILE, "staged_reverse_kernel")
+    spec = ctx.require_spec()
+    variant = BlockItems().apply(ctx.template_model, "staged_reverse_kernel", spec)
+    wrong = replace(
+        variant, body=variant.body.replace("cutune_item_dynamic(cutune_items_staged)", "cutune_items_staged")
+    )
+    assert wrong.body != variant.body
+    failed = measured_failures(variant_alone(ctx, "staged_reverse_kernel", wrong), spec, {"VARIANT", "ITEMS_Y"})[1]
+    assert failed and all("ITEMS_Y': 1" not in f for f in failed), failed
+
+
 def test_refuses_a_macro_or_inline_ptx_that_reads_the_block_index() -> None:
     source = "#define ROW (blockIdx.x * 2)\n" + KERNEL.format(body="out[ROW + blockIdx.x] = 0.f;")
     with pytest.raises(TransformRefused, match="uses the macro ROW, which reads the block index"):
@@ -294,9 +310,17 @@ def test_refuses_a_macro_or_inline_ptx_that_reads_the_block_index() -> None:
     assert "inline PTX reads the block's place" in _refusal(ptx)
 
 
-def test_refuses_a_launch_that_gives_dynamic_shared_memory() -> None:
+def test_each_item_gets_its_slice_of_the_dynamic_shared_memory() -> None:
+    variant = BlockItems().apply(_model(), "staged_reverse_kernel", None)
+    assert "extern __shared__ float cutune_items_staged[];" in variant.body
+    assert "auto& staged = cutune_item_dynamic(cutune_items_staged);" in variant.body
+    assert "%%dynamic_smem_size" in variant.helpers and "threadIdx.y * (cutune_bytes / blockDim.y)" in variant.helpers
+    # the launch gives every item the original's bytes rounded up to 128, as many times as the block has items
+    assert variant.launch is not None and variant.launch.shared_mem.startswith("round_up({shared_mem}, 128) * (")
+    assert variant.launch.shared_mem.endswith(variant.launch.block[1])
+    # a launch's dynamic shared memory that the body never declares is left as it is
     source = KERNEL.format(body="out[blockIdx.x] = x[threadIdx.x];") + (
         "void run(float* o, const float* x, int d) { k<<<64, 128, 512>>>(o, x, d); }\n"
     )
-    with pytest.raises(TransformRefused, match="dynamic shared memory"):
-        BlockItems().apply(parse_source(source), "k", None)
+    plain = BlockItems().apply(parse_source(source), "k", None)
+    assert plain.launch is not None and plain.launch.shared_mem == "{shared_mem}" and not plain.helpers

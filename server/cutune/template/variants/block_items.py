@@ -5,8 +5,9 @@ elementwise and per-head kernels launch) fill an SM with fewer, larger blocks.
 Item `blockIdx.x` becomes `cutune_item = blockIdx.x * blockDim.y + threadIdx.y`, and `gridDim.x` becomes
 `gridDim.x * blockDim.y`: every thread computes exactly what the thread with the same `threadIdx.x` computed in
 block `cutune_item` of the original launch, so the body stays as written. That holds only where the rows of a
-block never meet: each item gets its own copy of the body's static shared arrays and `__syncthreads()` is reached
-alike by every item (item_shared; ITEMS_Y is then a template argument, the arrays' first size), no barrier that
+block never meet: each item gets its own copy of the body's static shared arrays and its own slice of the dynamic
+shared memory (the launch's bytes rounded up to 128, times the items), and `__syncthreads()` is reached alike by
+every item (item_shared; ITEMS_Y is then a template argument, the arrays' first size), no barrier that
 counts or votes, no block-wide cooperative group (a warp-level exchange stays
 within one item when the block's x size is a whole number of warps, which the launch checks), no other use of
 the block's y or z axis, no helper or macro of the file and no inline PTX that reads the block index, grid size or
@@ -31,11 +32,12 @@ from cutune.spec import KernelSpec
 from cutune.template.edits import EditList
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
-from cutune.template.variants.canonical.loop_macros import split_args
 from cutune.template.variants.item_shared import (
+    DYNAMIC_HELPER,
     barrier_blocker,
     barriers,
     cooperating_call,
+    dynamic_shared,
     outer_shared,
     per_item_shared,
     shared_declarations,
@@ -56,6 +58,7 @@ _HELPER_BLOCK_WIDE = re.compile(rf"__shared__|__syncthreads|{_BLOCK_WIDE.pattern
 # PTX that reads the block's place or shape, or waits at a barrier
 _ASM_LAYOUT = re.compile(r"ctaid|nctaid|%tid\.[yz]|ntid|\bbar\.|barrier|cluster")
 # what makes the threads of one warp meet: fine while a warp lies within one item
+_WARP_NAMED = re.compile(r"warp_?(?:all_?)?(?:reduce|sum|max|min|scan|broadcast|shfl|shuffle|vote)", re.I)
 _WARP_WIDE = re.compile(
     r"__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync|__activemask|__reduce_\w+_sync|__match_\w+"
     r"|tiled_partition|__any|__all|__ballot"
@@ -79,9 +82,6 @@ class BlockItems(Transform):
         src = kernel_source(self.name, model, kernel)
         if spec is not None and any(squeezed(b) != "1" for b in spec.block[1:]):
             self.refuse("the launch's block has more than one dimension already")
-        dynamic = [*_launch_shared_mems(model.text, kernel), *([spec.shared_mem] if spec is not None else [])]
-        if any(squeezed(m) not in ("0", "") for m in dynamic):
-            self.refuse("its launch gives it dynamic shared memory: the items of one block would share it")
         loops, _ = stride_loops(src)
         grid = next((lp for lp in loops if lp.grid_stride), None)
         if grid is not None:
@@ -133,6 +133,8 @@ class BlockItems(Transform):
         warps = any(
             _WARP_WIDE.fullmatch(src.text(n)) for n in src.in_body("identifier", "namespace_identifier")
         ) or any(_WARP_WIDE.search(t) for _, t in _called_helpers(src))
+        # a helper the file does not define, named for a warp's exchange (`warp_reduce_max`): taken at its word
+        warps = warps or any(_WARP_NAMED.search(_called_name(src.text(c))) for c in src.in_body("call_expression"))
         limit = _launch_bound(self, src)
         edits = EditList(src.data)
         shared = bool(shared_declarations(src) or barriers(src))
@@ -154,6 +156,9 @@ class BlockItems(Transform):
         )
         inner = edited_body(src, edits)
         rows = _rows(limit, warps)
+        # dynamic shared memory cut into one slice an item (item_shared), the launch giving each its own; where the
+        # body declares none, what a launch gives it is read by nothing of the kernel's (a helper's is refused above)
+        dynamic = dynamic_shared(src)
         return Variant(
             name=NAME,
             body=inner,
@@ -168,13 +173,21 @@ class BlockItems(Transform):
                 ),
             ),
             launch=Launch(
-                grid=(f"({{grid}}) // {rows}", "{grid}", "{grid}"), block=("{block}", rows), shared_mem="{shared_mem}"
+                grid=(f"({{grid}}) // {rows}", "{grid}", "{grid}"),
+                block=("{block}", rows),
+                shared_mem=f"round_up({{shared_mem}}, 128) * {rows}" if dynamic else "{shared_mem}",
             ),
+            helpers=DYNAMIC_HELPER if dynamic else "",
             provenance=Provenance(
                 self.name,
                 note=f"{ITEMS} items per block, one per row of threads (block y)"
                 + ("; whole warps only, as warps exchange values" if warps else "")
-                + ("; each item its own copy of the shared arrays, the barriers reached alike" if shared else ""),
+                + ("; each item its own copy of the shared arrays, the barriers reached alike" if shared else "")
+                + (
+                    "; each its slice of the dynamic shared memory, the launch's bytes rounded up to 128 an item"
+                    if dynamic
+                    else ""
+                ),
             ),
         )
 
@@ -204,22 +217,6 @@ def _launch_bound(t: BlockItems, src: KernelSource) -> str:
     if not cap.isdigit():
         t.refuse(f"__launch_bounds__({bounds.max_threads}) caps the block at a count the launch cannot compare")
     return cap
-
-
-def _launch_shared_mems(text: str, kernel: str) -> list[str]:
-    """The dynamic shared memory of each `kernel<<<grid, block, smem>>>` launch in the file's text (read from the
-    text: on a file of thousands of kernels, building every launch site costs more than the rewrite)."""
-    launch = re.compile(rf"\b{re.escape(kernel)}\s*(?:<[^;{{}}]*?>)?\s*<<<(.*?)>>>", re.S)
-    found: list[str] = []
-    # tried where the name is (what `finditer` matches): a pattern that starts with `\b` is not scanned for its
-    # leading literal, and took 35 ms on a 50,000-line file
-    at = text.find(kernel)
-    while at >= 0:
-        m = launch.match(text, at)
-        if m is not None and len(args := split_args(m.group(1))) >= 3:
-            found.append(args[2])
-        at = text.find(kernel, m.end() if m is not None else at + 1)
-    return found
 
 
 def _called_helpers(src: KernelSource) -> list[tuple[str, str]]:

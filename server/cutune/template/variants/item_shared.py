@@ -1,18 +1,28 @@
-"""item_shared: what block_items needs to put several items of a kernel that cooperates through static shared memory
-and `__syncthreads()` in one block.
+"""item_shared: what block_items needs to put several items of a kernel that cooperates through shared memory and
+`__syncthreads()` in one block.
 
 Each item gets its own copy of every `__shared__` array, the one of its row of threads along y:
 
     __shared__ float sums[32];        →      __shared__ float cutune_items_sums[ITEMS][32];
                                               auto& sums = cutune_items_sums[threadIdx.y];
 
-so the body, which names `sums`, reads and writes its own item's copy. A barrier then waits for the threads of every
-item in the block: right only where every item reaches the same barriers the same number of times, which holds
-where nothing that decides whether a thread reaches a barrier (the conditions of the `if`s, loops and switches around
-it, and of every `return`, `break` and `continue` on the way) differs between items: no block index, no memory read,
-no call but a cast or integer arithmetic (`min`, `ceil_div`), no local set from those or under a condition that
-reads them. The thread index, block size, the other grid axes, parameters and template parameters are the same
-for the threads of every item that the original's threads in one block were.
+so the body, which names `sums`, reads and writes its own item's copy. Dynamic shared memory is cut into as many
+equal slices as the block has items, the launch giving each item the original's bytes rounded up to 128 (so every
+slice starts as aligned as the whole did, up to 128 bytes):
+
+    extern __shared__ float buf[];    →      extern __shared__ float cutune_items_buf[];
+                                              auto& buf = cutune_item_dynamic(cutune_items_buf);
+
+`cutune_item_dynamic` reads the launch's bytes (`%dynamic_smem_size`) and returns row threadIdx.y's slice as an array
+of unknown bound, so `buf[i]`, `buf + i` and `reinterpret_cast<S&>(buf)` read the item's own.
+
+A barrier then waits for the threads of every item in the block: right only where every item reaches the same
+barriers the same number of times, which holds where nothing that decides whether a thread reaches a barrier (the
+conditions of the `if`s, loops and switches around it, and of every `return`, `break` and `continue` on the way)
+differs between items: no block index, no memory read, no call but a cast or integer arithmetic (`min`,
+`ceil_div`), no local set from those or under a condition that reads them. The thread index, block size, the other
+grid axes, parameters and template parameters are the same for the threads of every item that the original's
+threads in one block were.
 """
 
 from __future__ import annotations
@@ -26,6 +36,21 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.loops import ARITHMETIC, line_indent, squeezed, touches_memory
 
 PREFIX = "cutune_items_"
+DYNAMIC = "cutune_item_dynamic"
+# the function that gives an item its slice of the block's dynamic shared memory (see the module's docstring)
+DYNAMIC_HELPER = f"""\
+#ifndef CUTUNE_ITEM_DYNAMIC_SHARED
+#define CUTUNE_ITEM_DYNAMIC_SHARED
+// cutune block_items: row threadIdx.y's slice of the block's dynamic shared memory, blockDim.y equal slices
+template <typename CutuneT>
+__device__ __forceinline__ CutuneT (&{DYNAMIC}(CutuneT* cutune_all))[] {{
+  unsigned int cutune_bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(cutune_bytes));
+  char* cutune_slice = reinterpret_cast<char*>(cutune_all) + threadIdx.y * (cutune_bytes / blockDim.y);
+  return *reinterpret_cast<CutuneT (*)[]>(cutune_slice);
+}}
+#endif
+"""
 BARRIER = "__syncthreads"
 _BRANCHES = ("if_statement", "for_statement", "while_statement", "do_statement", "switch_statement")
 _EXITS = ("return_statement", "break_statement", "continue_statement")
@@ -51,11 +76,7 @@ def per_item_shared(src: KernelSource, edits: EditList, rows: str) -> str | None
     """Give each item (row of threads along y, `rows` of them at most) its own copy of every `__shared__` array of
     the body, adding the rewrite to `edits`; or why not."""
     for declaration in shared_declarations(src):
-        text = src.text(declaration)
-        if re.search(r"\bextern\b", text):
-            return (
-                f"declares dynamic shared memory (line {src.line(declaration)}): the items of one block would share it"
-            )
+        dynamic = bool(re.search(r"\bextern\b", src.text(declaration)))
         declarators = declaration.children_by_field_name("declarator")
         if len(declarators) != 1 or declarators[0].type == "init_declarator":
             return f"a `__shared__` declaration (line {src.line(declaration)}) declares several names or a value"
@@ -65,10 +86,19 @@ def per_item_shared(src: KernelSource, edits: EditList, rows: str) -> str | None
         own = src.text(name)
         if any(src.text(n) == f"{PREFIX}{own}" for n in src.in_body("identifier")):
             return f"already names something {PREFIX}{own}"
-        edits.replace(name.start_byte, name.end_byte, f"{PREFIX}{own}[{rows}]")
         indent = line_indent(src.data, declaration.start_byte)
+        if dynamic:
+            edits.replace(name.start_byte, name.end_byte, f"{PREFIX}{own}")
+            edits.insert(declaration.end_byte, f"\n{indent}auto& {own} = {DYNAMIC}({PREFIX}{own});")
+            continue
+        edits.replace(name.start_byte, name.end_byte, f"{PREFIX}{own}[{rows}]")
         edits.insert(declaration.end_byte, f"\n{indent}auto& {own} = {PREFIX}{own}[threadIdx.y];")
     return None
+
+
+def dynamic_shared(src: KernelSource) -> bool:
+    """Whether the body declares dynamic shared memory (`extern __shared__`)."""
+    return any(re.search(r"\bextern\b", src.text(d)) for d in shared_declarations(src))
 
 
 def outer_shared(src: KernelSource) -> str | None:

@@ -82,6 +82,15 @@ __global__ void tile_dot_kernel(float* __restrict__ out, const float* __restrict
   }
 }
 
+// a row staged in dynamic shared memory (the launch gives it the row's floats) and written back reversed: the threads
+// read what others of their row wrote, so each item needs its own slice
+__global__ void staged_reverse_kernel(float* __restrict__ out, const float* __restrict__ x, int cols) {
+  extern __shared__ float staged[];
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) staged[c] = x[blockIdx.x * cols + c];
+  __syncthreads();
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) out[blockIdx.x * cols + c] = staged[cols - 1 - c];
+}
+
 __device__ __forceinline__ int flat_block() { return blockIdx.y * gridDim.x + blockIdx.x; }
 
 // the item is computed by a helper that reads the block index itself
@@ -98,4 +107,5 @@ void launch_all(const void* packed, half* deq, int num_groups, int8_t* q, float*
   row_sum_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
   tile_dot_kernel<<<hidden / 64, 64, 0, stream>>>(out, x, bias, tokens, hidden);
   helper_index_kernel<<<dim3(rows, 2), 128, 0, stream>>>(out, cols);
+  staged_reverse_kernel<<<rows, 128, cols * sizeof(float), stream>>>(out, x, cols);
 }

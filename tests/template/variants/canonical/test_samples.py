@@ -90,6 +90,8 @@ CASES = {
     ("offset_rms_norm.cu", "offset_add_rms_norm_kernel"): {
         "packs_per_thread": [{"ITEMS": 2}],
         "row_reduce": [{"ROW_THREADS": 32, "ROW_VEC": 1}, {"ROW_THREADS": 512, "ROW_VEC": 1}],
+        # each item its slice of the dynamic shared memory, through the cast too
+        "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 4}],
     },
     # a softmax stepping by its compile-time block size, which its cub::BlockReduce fixes (no launch in the file)
     ("block_threads_softmax.cu", "block_softmax_kernel"): {
@@ -251,6 +253,13 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 4}],
         "persistent_grid": [{"BLOCKS_PER_SM": 4}],
         "flat_rows": [{"FLAT_ROW_THREADS": 128, "FLAT_ITEMS": 4}],
+    },
+    # a row staged in dynamic shared memory: under block_items each item (row of threads along y) gets its own
+    # slice of it, the launch's bytes rounded up to 128 an item; 333 rows at ITEMS_Y 2 and 4 keep one row a block
+    ("staged_softmax.cu", "staged_softmax_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 4}, {"ITEMS_Y": 8}],
     },
     ("unpack_planes.cu", "split_crumb_planes_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 4, "GRID_DIV": 4}],
