@@ -40,6 +40,10 @@ HELD_OUT: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "torch_harmonics": ("torch_harmonics-0.8.1/torch_harmonics", None),
     "minkowski": ("MinkowskiEngine-0.5.4/src", None),
     "torch_points_kernels": ("torch-points-kernels-0.7.0/cuda", None),
+    # set 7 (2026-11-29, measured once, on the session's final code): FlashAttention 2.8's own CUDA sources
+    "flash_attn_ln": ("flash_attn-2.8.3.post2/csrc/layer_norm", None),
+    "flash_attn": ("flash_attn-2.8.3.post2/csrc/flash_attn", None),
+    "flash_attn_dense": ("flash_attn-2.8.3.post2/csrc/fused_dense_lib", None),
 }
 _AMD = re.compile(r"rocm|hip|rdna|cdna|mfma|wmma", re.IGNORECASE)  # file names of sources for AMD GPUs only
 
