@@ -64,6 +64,16 @@ def test_applied_vectorized_one_element_sample_launches_fewer_blocks_and_compile
     _nvcc_whole_file(kept, tmp_path)
 
 
+@pytest.mark.nvcc
+def test_applied_block_items_gives_each_item_its_own_dynamic_shared_memory_at_the_launch(tmp_path: Path) -> None:
+    kept = _kept("staged_softmax.cu", "staged_softmax_kernel", "block_items", {"ITEMS_Y": 4})
+    assert "static constexpr int ITEMS_Y = 4;" in kept
+    # the site's bytes rounded up to 128, times the items of the block, in the host's own terms
+    assert "(((cols * sizeof(float)) + 128 - 1) / 128 * 128) * " in kept
+    assert "auto& row_buf = cutune_item_dynamic(cutune_items_row_buf);" in kept
+    _nvcc_whole_file(kept, tmp_path)
+
+
 def test_a_variant_whose_launch_the_host_cannot_spell_is_refused_not_written_with_the_wrong_launch() -> None:
     source = """
 __global__ void k(float* o, long n) {

@@ -3,7 +3,7 @@ terms: `{grid}` and `{block}` become the site's own grid and block (`dim3(grid).
 outright), the variant's parameters the tuning struct's members (or values), `warp_size` 32,
 `max_threads_per_block` 1024, conditions (`a if c else b`, comparisons, `and`, `or`) C's, a problem size the
 host's own name for it (the launch's argument for the kernel parameter of that name, or a host variable of that
-name declared before the launch); `min`, `max` and `ceil_div` are spelled out. Anything else (a device limit such
+name declared before the launch); `min`, `max`, `ceil_div` and `round_up` are spelled out. Anything else (a device limit such
 as `sm_count`) has no host spelling cutune can know: HostLaunchError says which name."""
 
 from __future__ import annotations
@@ -160,4 +160,6 @@ def _node(node: ast.expr, names: dict[str, str]) -> str:
             return f"({a} > {b} ? {a} : {b})"
         if node.func.id in ("ceil_div", "cdiv"):
             return f"(({a} + {b} - 1) / {b})"
+        if node.func.id == "round_up":
+            return f"(({a} + {b} - 1) / {b} * {b})"
     raise HostLaunchError(f"the launch expression {ast.unparse(node)!r} has no C++ spelling here")
