@@ -3,8 +3,8 @@ terms: `{grid}` and `{block}` become the site's own grid and block (`dim3(grid).
 outright), the variant's parameters the tuning struct's members (or values), `warp_size` 32,
 `max_threads_per_block` 1024, conditions (`a if c else b`, comparisons, `and`, `or`) C's, a problem size the
 host's own name for it (the launch's argument for the kernel parameter of that name, or a host variable of that
-name declared before the launch); `min`, `max`, `ceil_div` and `round_up` are spelled out. Anything else (a device limit such
-as `sm_count`) has no host spelling cutune can know: HostLaunchError says which name."""
+name declared before the launch); `min`, `max`, `ceil_div` and `round_up` are spelled out. Anything else (a device
+limit such as `sm_count`) has no host spelling cutune can know: HostLaunchError says which name."""
 
 from __future__ import annotations
 
