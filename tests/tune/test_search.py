@@ -283,6 +283,13 @@ def test_a_variant_is_seeded_at_its_own_parameters_try_first_values() -> None:
     # where its try_first value is infeasible, the variant is seeded at its defaults
     capped = dataclasses.replace(spec, constraints=(*spec.constraints, "ROUNDS * THREADS <= 512"))
     assert variant_seeds(Feasibility(space, capped, LIMITS)) == at_defaults
+    # two own parameters (a chained variant's): each at its first try where that stays feasible, the other kept
+    items = TunableParam("ITEMS", (1, 2, 4), 1, try_first=4)
+    chained = dataclasses.replace(space, params=(*space.params, items))
+    both = dataclasses.replace(capped, constraints=(*capped.constraints, "VARIANT == 1 or ITEMS == 1"))
+    assert variant_seeds(Feasibility(chained, both, LIMITS))[0] == Config.of(
+        {**chained.default(), VARIANT: 1, "ITEMS": 4}
+    )
     # a parameter that is not a variant's own keeps its default in every seed, try_first or not
     shared = dataclasses.replace(space, params=(*space.params[:-1], dataclasses.replace(rounds, name="OTHER")))
     assert variant_seeds(Feasibility(shared, SPEC, LIMITS)) == [

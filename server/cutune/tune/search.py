@@ -169,13 +169,17 @@ def variant_seeds(check: Feasibility) -> list[Config]:
 
 
 def _first_try(check: Feasibility, config: Config) -> Config:
-    """`config` (a variant at its defaults) with the variant's own parameters at their `try_first` values, where
-    that stays feasible (only parameters the original holds at their defaults are the variant's own)."""
+    """`config` (a variant at its defaults) with each of the variant's own parameters at its `try_first` value where
+    that stays feasible, one after another as `_specialised` does (only parameters the original holds at their
+    defaults are the variant's own)."""
     pins = check.pinned(VARIANT)
     own = pins.get(check.space.default()[VARIANT], frozenset()) - pins.get(config[VARIANT], frozenset())
-    first = {p.name: p.try_first for p in check.space.params if p.name in own and p.try_first is not None}
-    tried = Config.of({**config, **first})
-    return tried if first and check.violation(tried) is None else config
+    for param in check.space.params:
+        if param.name in own and param.try_first is not None:
+            tried = Config.of({**config, param.name: param.try_first})
+            if check.violation(tried) is None:
+                config = tried
+    return config
 
 
 def _at_size(i: int, record: TrialRecord) -> tuple[float, int]:
