@@ -7,9 +7,12 @@ from pathlib import Path
 import optuna
 import pytest
 
+from cutune.agent.record import variant_from_dict, variant_to_dict
 from cutune.errors import StudyError
 from cutune.project import open_kernel
+from cutune.template.model import Binding, TunableParam
 from cutune.template.variants import combine_all
+from cutune.template.variants.model import Provenance, Variant
 from cutune.template.variants.store import ATTR, variants_from_json, variants_json
 from cutune.tune.study import load_study
 
@@ -28,3 +31,14 @@ def test_variants_survive_a_journal_study_and_read_back_equal(tmp_path: Path) ->
     assert stored == variants and stored[0].provenance.parent == "split"
     with pytest.raises(StudyError, match="cannot be read"):
         variants_from_json([{"name": "x"}])
+
+
+def test_a_parameter_reads_back_equal_from_the_store_and_the_agents_record_and_from_an_older_record() -> None:
+    rounds = TunableParam("ROUNDS", (0, 4, 8), 0, Binding.TEMPLATE, description="rounds kept", try_first=4)
+    fast = TunableParam("FAST", (False, True), False, Binding.FLAG, flag="--use_fast_math")
+    variant = Variant("cached", "x[0] = 1;", params=(rounds, fast), provenance=Provenance("row_cache"))
+    assert variants_from_json(variants_json([variant])) == (variant,)
+    assert variant_from_dict(variant_to_dict(variant)) == variant
+    # written before parameters had a description or a first try: read with their defaults
+    older = {"name": "ROUNDS", "values": [0, 4, 8], "default": 0, "binding": "template"}
+    assert TunableParam.from_json(older) == TunableParam("ROUNDS", (0, 4, 8), 0)
