@@ -160,7 +160,8 @@ def variant_seeds(check: Feasibility) -> list[Config]:
     default = check.space.default()
     param = next((p for p in check.space.params if p.name == VARIANT), None)
     values = param.values if param else ()
-    variants = [_first_try(check, Config.of({**default, VARIANT: v})) for v in values if v != default[VARIANT]]
+    pins = check.pinned(VARIANT) if param else {}
+    variants = [_first_try(check, pins, Config.of({**default, VARIANT: v})) for v in values if v != default[VARIANT]]
     indices = any(p.name == INDEX_BITS for p in check.space.params)
     narrow = [narrowed(c) for c in (default, *variants)] if indices else []
     sizes = [p.name for p in check.space.params if p.binding is Binding.SPECIALIZE and True in p.values]
@@ -168,11 +169,10 @@ def variant_seeds(check: Feasibility) -> list[Config]:
     return [c for c in dict.fromkeys((*variants, *narrow, *specialised)) if check.violation(c) is None]
 
 
-def _first_try(check: Feasibility, config: Config) -> Config:
+def _first_try(check: Feasibility, pins: Mapping[Value, frozenset[str]], config: Config) -> Config:
     """`config` (a variant at its defaults) with each of the variant's own parameters at its `try_first` value where
     that stays feasible, one after another as `_specialised` does (only parameters the original holds at their
-    defaults are the variant's own)."""
-    pins = check.pinned(VARIANT)
+    defaults, `pins` per VARIANT value, are the variant's own)."""
     own = pins.get(check.space.default()[VARIANT], frozenset()) - pins.get(config[VARIANT], frozenset())
     for param in check.space.params:
         if param.name in own and param.try_first is not None:

@@ -277,29 +277,25 @@ def test_the_variant_equals_the_original_on_the_gpu(kernel: str) -> None:
 
 
 @pytest.mark.gpu
-def test_items_sharing_one_copy_of_the_shared_arrays_are_caught_on_the_gpu() -> None:
-    # planted wrong: every item of a block uses the first item's partials; the check against the original rejects it
-    ctx = open_kernel(FILE, "row_sum_kernel")
+@pytest.mark.parametrize(
+    ("kernel", "own", "shared"),
+    [
+        # planted wrong: every item of a block uses the first item's partials
+        ("row_sum_kernel", "cutune_items_partial[threadIdx.y]", "cutune_items_partial[0]"),
+        # planted wrong: every item stages its row at the start of the block's dynamic shared memory
+        ("staged_reverse_kernel", "cutune_item_dynamic(cutune_items_staged)", "cutune_items_staged"),
+    ],
+)
+def test_items_sharing_one_copy_of_their_shared_memory_are_caught_on_the_gpu(
+    kernel: str, own: str, shared: str
+) -> None:
+    ctx = open_kernel(FILE, kernel)
     spec = ctx.require_spec()
-    variant = BlockItems().apply(ctx.template_model, "row_sum_kernel", spec)
-    wrong = replace(variant, body=variant.body.replace("cutune_items_partial[threadIdx.y]", "cutune_items_partial[0]"))
+    variant = BlockItems().apply(ctx.template_model, kernel, spec)
+    wrong = replace(variant, body=variant.body.replace(own, shared))
     assert wrong.body != variant.body
-    passed, failed = measured_failures(variant_alone(ctx, "row_sum_kernel", wrong), spec, {"VARIANT", "ITEMS_Y"})
+    passed, failed = measured_failures(variant_alone(ctx, kernel, wrong), spec, {"VARIANT", "ITEMS_Y"})
     assert failed and all("ITEMS_Y': 1" not in f for f in failed), (passed, failed)
-
-
-@pytest.mark.gpu
-def test_items_sharing_one_slice_of_the_dynamic_shared_memory_are_caught_on_the_gpu() -> None:
-    # planted wrong: every item of a block stages its row at the start of the block's dynamic shared memory
-    ctx = open_kernel(FILE, "staged_reverse_kernel")
-    spec = ctx.require_spec()
-    variant = BlockItems().apply(ctx.template_model, "staged_reverse_kernel", spec)
-    wrong = replace(
-        variant, body=variant.body.replace("cutune_item_dynamic(cutune_items_staged)", "cutune_items_staged")
-    )
-    assert wrong.body != variant.body
-    failed = measured_failures(variant_alone(ctx, "staged_reverse_kernel", wrong), spec, {"VARIANT", "ITEMS_Y"})[1]
-    assert failed and all("ITEMS_Y': 1" not in f for f in failed), failed
 
 
 def test_refuses_a_macro_or_inline_ptx_that_reads_the_block_index() -> None:
