@@ -2,13 +2,15 @@
 # Fetches the held-out corpora: production CUDA no rule here was written against, for the generality benchmarks
 # (python benchmarks/transform_report.py --corpus vllm exllamav2 mamba causal_conv1d mmcv; set 4: gptqmodel gsplat
 # torch_scatter auto_gptq; set 5: transformer_engine hqq quanto nerfacc torch_cluster torch_sparse; set 6:
-# torch_harmonics minkowski torch_points_kernels; set 7: flash_attn_ln flash_attn flash_attn_dense):
+# torch_harmonics minkowski torch_points_kernels; set 7: flash_attn_ln flash_attn flash_attn_dense; set 8:
+# lightseq_train lightseq_infer colossalai torch_spline_conv):
 # vLLM's csrc/, exllamav2's CUDA extension, mamba-ssm's and causal-conv1d's csrc/, mmcv's CUDA ops, GPTQModel's and
 # AutoGPTQ's quantisation kernels, gsplat's splatting kernels, torch-scatter's segment reductions; Transformer
 # Engine's normalisation, cast and attention headers, HQQ's and Quanto's dequantisers and GEMV/GEMM, nerfacc's ray
 # marching, torch-cluster's and torch-sparse's graph kernels; torch-harmonics' spherical convolution and attention,
 # MinkowskiEngine's sparse convolution, torch-points-kernels' point-cloud ops; FlashAttention 2.8's fused LayerNorm,
-# attention and fused-dense sources (not its CUTLASS or Composable Kernel copies); from their source archives on the
+# attention and fused-dense sources (not its CUTLASS or Composable Kernel copies); LightSeq's training and inference
+# kernels, ColossalAI's inference and optimiser kernels, torch-spline-conv's; from their source archives on the
 # package index. pip cannot download these archives without building their metadata (which needs torch), so each
 # archive is fetched from the index's simple API (PEP 691) directly and checked against the index's sha256; nothing is
 # built or installed.
@@ -64,5 +66,9 @@ torch-points-kernels torch-points-kernels-0.7.0.tar.gz torch-points-kernels-0.7.
 flash-attn flash_attn-2.8.3.post2.tar.gz flash_attn-2.8.3.post2/csrc/layer_norm
 flash-attn flash_attn-2.8.3.post2.tar.gz flash_attn-2.8.3.post2/csrc/flash_attn
 flash-attn flash_attn-2.8.3.post2.tar.gz flash_attn-2.8.3.post2/csrc/fused_dense_lib
+lightseq lightseq-3.0.1.tar.gz lightseq-3.0.1/lightseq/csrc/kernels
+lightseq lightseq-3.0.1.tar.gz lightseq-3.0.1/lightseq/inference/kernels
+colossalai colossalai-0.5.0.tar.gz colossalai-0.5.0/extensions/csrc
+torch-spline-conv torch_spline_conv-1.2.2.tar.gz torch_spline_conv-1.2.2/csrc
 LIST
 echo "$dest"

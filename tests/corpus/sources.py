@@ -44,6 +44,13 @@ HELD_OUT: dict[str, tuple[str, tuple[str, ...] | None]] = {
     "flash_attn_ln": ("flash_attn-2.8.3.post2/csrc/layer_norm", None),
     "flash_attn": ("flash_attn-2.8.3.post2/csrc/flash_attn", None),
     "flash_attn_dense": ("flash_attn-2.8.3.post2/csrc/fused_dense_lib", None),
+    # set 8 (2026-11-29, measured once, on the code the session started from, before any rule was read against it):
+    # LightSeq's transformer training and inference kernels, ColossalAI's serving and optimiser kernels (its setup.py's
+    # include folders), torch-spline-conv
+    "lightseq_train": ("lightseq-3.0.1/lightseq/csrc/kernels", (".", "includes")),
+    "lightseq_infer": ("lightseq-3.0.1/lightseq/inference/kernels", None),
+    "colossalai": ("colossalai-0.5.0/extensions/csrc", (".",)),
+    "torch_spline_conv": ("torch_spline_conv-1.2.2/csrc", None),
 }
 _AMD = re.compile(r"rocm|hip|rdna|cdna|mfma|wmma", re.IGNORECASE)  # file names of sources for AMD GPUs only
 

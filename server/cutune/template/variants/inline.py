@@ -246,7 +246,10 @@ def _inline(
     else:
         head += [_rewritten(src, s, rename, tsubst) for s in statements if s is not last or not returns]
     result = (assigned or "") if early else _rewritten(src, value, rename, tsubst) if value is not None else ""
-    if threaded is not None and result == src.text(args[threaded]):  # `x = h(x)` returning x: nothing to assign
+    updated = call.parent is not None and src.field(call.parent, "left") == (
+        src.text(args[threaded]) if threaded is not None else None
+    )
+    if updated and result == src.text(args[threaded or 0]):  # `x = h(x)` returning x: nothing to assign
         statement = call.parent.parent if call.parent is not None else None
         assert statement is not None
         placed: tuple[int, int, str] | str = (statement.start_byte, statement.end_byte, _block(head, indent))
@@ -265,20 +268,23 @@ def _threaded(
     place (`acc = h(acc, v)` with `T h(T a, ...) { ...; return e; }`: the body's `a` is `acc`, then `acc = e`): the
     argument is the kernel's one local of that name, of the parameter's own type (no conversion in), no other
     argument reads it, its address is never taken nor a reference bound to it, and the call's value is assigned to
-    it (nothing sees it between); else None."""
+    it (nothing sees it between), or the call leaves it dead (`r = h(acc)`, where what the helper does to its copy
+    is never read: `_dead_after`); else None."""
     parent = call.parent
-    if (
-        parent is None
-        or parent.type != "assignment_expression"
-        or src.field(parent, "operator") != "="
-        or parent.child_by_field_name("right") != call
-        or parent.parent is None
-        or parent.parent.type != "expression_statement"
-        or value is None
-    ):
+    if parent is None or parent.parent is None or value is None:
         return None
-    target = src.field(parent, "left")
+    updating = (
+        parent.type == "assignment_expression"
+        and src.field(parent, "operator") == "="
+        and parent.child_by_field_name("right") == call
+        and parent.parent.type == "expression_statement"
+    )
+    target = src.field(parent, "left") if updating else ""
     at = [k for k, a in enumerate(args) if src.text(a) == target]
+    updating = updating and bool(at)
+    if not updating:  # `r = h(acc)`: threaded where the call leaves `acc` dead
+        at = [k for k, a in enumerate(args) if a.type == "identifier" and _dead_after(src, call, src.text(a))]
+        target = src.text(args[at[0]]) if len(at) == 1 else ""
     if len(at) != 1 or at[0] >= len(params):
         return None
     k = at[0]
@@ -291,13 +297,8 @@ def _threaded(
     def bare_type(text: str) -> str:
         return " ".join(w for w in text.split() if w != "const")
 
-    declarations = [
-        d
-        for d in src.in_body("declaration")
-        for x in d.children_by_field_name("declarator")
-        if (name := declarator_name(x)) is not None and src.text(name) == target
-    ]
-    declared = _local_types(src).get(target) if len(declarations) == 1 else None  # one local of that name
+    binding = _binding(src, call, target)
+    declared = _local_types(src, [binding]).get(target) if binding is not None else None
     own = " ".join(_rewritten(src, c, {}, tsubst) for c in params[k].children if c.end_byte <= declarator.start_byte)
     if declared is None or bare_type(declared) != bare_type(own):
         return None
@@ -309,6 +310,68 @@ def _threaded(
         if seen:
             return None
     return k
+
+
+def _dead_after(src: KernelSource, call: Node, name: str) -> bool:
+    """Whether the local `name` is dead after `call`: the call's statement is one of the kernel body's own (no loop
+    runs it again) and the first later statement naming `name` sets it afresh (`name = e;`, e not reading it), or
+    none names it."""
+    statement = call
+    while statement.parent is not None and statement.parent != src.body:
+        statement = statement.parent
+    if statement.parent != src.body:
+        return False
+    for later in (s for s in src.body.named_children if s.start_byte >= statement.end_byte):
+        if not any(src.text(i) == name and not _shadowed(src, i, later) for i in descendants(later, "identifier")):
+            continue
+        assignment = later.named_children[0] if later.type == "expression_statement" and later.named_children else None
+        right = assignment.child_by_field_name("right") if assignment is not None else None
+        return (
+            assignment is not None
+            and assignment.type == "assignment_expression"
+            and src.field(assignment, "operator") == "="
+            and src.field(assignment, "left") == name
+            and right is not None
+            and not any(src.text(i) == name for i in descendants(right, "identifier"))
+        )
+    return True
+
+
+def _binding(src: KernelSource, call: Node, name: str) -> Node | None:
+    """The kernel's declaration of the local `name` that `call` sees: the innermost block's or `for` header's before
+    it, else the body's; None where there is none (a parameter) or it is not the body's own."""
+    node = call.parent
+    while node is not None and node != src.body.parent:
+        scope = [node.child_by_field_name("initializer")] if node.type == "for_statement" else node.named_children
+        if node.type in ("for_statement", "compound_statement"):
+            for d in reversed([d for d in scope if d is not None and d.type == "declaration"]):
+                names = [declarator_name(x) for x in d.children_by_field_name("declarator")]
+                if d.start_byte < call.start_byte and any(n is not None and src.text(n) == name for n in names):
+                    return d
+        node = node.parent
+    return None
+
+
+def _shadowed(src: KernelSource, ident: Node, top: Node) -> bool:
+    """Whether `ident` names a local of a scope inside `top` (a block's or a `for` header's own declaration of the
+    name before it), not the local of the kernel's body."""
+    name, node = src.text(ident), ident.parent
+    while node is not None and node.start_byte >= top.start_byte and node.end_byte <= top.end_byte:
+        scope = node.child_by_field_name("initializer") if node.type == "for_statement" else node
+        own = (
+            [scope]
+            if node.type == "for_statement"
+            else node.named_children
+            if node.type == "compound_statement"
+            else []
+        )
+        for d in (d for d in own if d is not None and d.type == "declaration" and d.start_byte < ident.start_byte):
+            if any(
+                src.text(n) == name for n in (declarator_name(x) for x in d.children_by_field_name("declarator")) if n
+            ):
+                return True
+        node = node.parent
+    return False
 
 
 def _returns(node: Node) -> list[Node]:
@@ -544,10 +607,11 @@ def _deduced(src: KernelSource, helper: _Helper, call: Node, tname: str) -> str 
     return None
 
 
-def _local_types(src: KernelSource) -> dict[str, str]:
-    """The declared types (with pointers) of the kernel body's locals declared with one declarator."""
+def _local_types(src: KernelSource, declarations: list[Node] | None = None) -> dict[str, str]:
+    """The declared types (with pointers) of the kernel body's locals declared with one declarator (of those
+    `declarations` where given)."""
     types: dict[str, str] = {}
-    for d in src.in_body("declaration"):
+    for d in src.in_body("declaration") if declarations is None else declarations:
         declarators = d.children_by_field_name("declarator")
         if len(declarators) != 1:
             continue

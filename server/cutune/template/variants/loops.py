@@ -68,6 +68,17 @@ SIGNED_WIDTH = {
     "int64_t": 64,
     "ptrdiff_t": 64,
 }
+# the unsigned ones, likewise
+UNSIGNED_WIDTH = {
+    "unsigned": 32,
+    "unsigned int": 32,
+    "uint": 32,
+    "uint32_t": 32,
+    "unsigned long": 64,
+    "unsigned long long": 64,
+    "uint64_t": 64,
+    "size_t": 64,
+}
 _EXITS = ("break_statement", "return_statement", "goto_statement")
 BREAKABLE = ("for_statement", "for_range_loop", "while_statement", "do_statement", "switch_statement")
 # the ceiling division helpers libraries write (`ceil_div`, `div_up`, `cdiv`, `DIVUP`), by name

@@ -60,7 +60,7 @@ from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import launched_block_x
 from cutune.template.recipes.specialize import static_param
-from cutune.template.variants.butterfly import OWN, PARTNER, REDUCE_CALL, Butterfly, helper_butterfly
+from cutune.template.variants.butterfly import OWN, PARTNER, REDUCE_CALL, Butterfly, helper_butterfly, int_value
 from cutune.template.variants.compound import split_compound_accumulators
 from cutune.template.variants.constexpr_arms import constexpr_arms, joined
 from cutune.template.variants.loops import (
@@ -68,6 +68,7 @@ from cutune.template.variants.loops import (
     EXTREMUM_CALLS,
     constant_names,
     declared_identifier,
+    declared_names,
     index_form,
     local_values,
     root_variable,
@@ -1546,7 +1547,8 @@ class _Rewriter:
         return offsets
 
     def _count(self, text: str) -> int | None:
-        """An integer known from the text alone: literals, the warp size by name, the file's constants, `/` and `*`."""
+        """An integer known from the text alone: literals, the warp size by name, the file's constants, arithmetic and
+        shifts."""
         names: dict[str, int] = {}
         for ident in set(re.findall(r"[A-Za-z_]\w*", text)):
             if ident in _WARP_NAMES:
@@ -1556,10 +1558,7 @@ class _Rewriter:
             if found is None:
                 return None
             names[ident] = int(found.group(1))
-        try:
-            return int(compile_expr(text).evaluate(names))
-        except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
-            return None
+        return int_value(text, names)
 
     def _warp_wide(self, call: Node, x: Node) -> bool:
         """Whether a launch's block x is at most a warp."""
@@ -1643,7 +1642,11 @@ class _Rewriter:
         """The assignments read after the segment whose right side depends only on reduced totals and names
         the loops can see (and the ones those read)."""
         values: list[_Value] = []
-        allowed = set(self.params) | set(self.decls) | self.reduced
+        # the file's and its headers' own names (`epsilon`, a macro) read the same everywhere in the kernel
+        free = {self.text(i) for s in statements for i in descendants(s, "identifier")} - declared_names(
+            self.src, self.src.body
+        )
+        allowed = set(self.params) | set(self.decls) | self.reduced | (free - set(self.shared))
         for s in statements:
             for node in descendants(s, "assignment_expression", "init_declarator"):
                 target = node.child_by_field_name("left") or _declarator_name(node)

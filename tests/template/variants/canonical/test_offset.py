@@ -31,7 +31,8 @@ def test_a_loop_over_a_segment_runs_over_the_segments_elements() -> None:
     ("old", "new", "reason"),
     [
         ("out[i] = in[i] * 2.0f;", "out[i] = in[i] * i;", "reads its index i other than as a whole subscript"),
-        ("for (int i", "for (unsigned i", "runs an index of type `unsigned` over an offset range"),
+        ("for (int i", "for (double i", "runs an index of type `double` over an offset range"),
+        ("out[i] = in[i] * 2.0f;", "out[i] = in[i - end];", "reads its index i other than as a whole subscript"),
         ("out[i] = in[i] * 2.0f;", "out[i] = in[i]; end = 0;", "changes its index, its start or its bound"),
     ],
 )
@@ -39,6 +40,17 @@ def test_refuses_where_the_range_or_the_index_could_mean_something_else(old: str
     source = SEGMENTS.replace(old, new).replace("const int end", "int end")
     result = offset_to_row(parse_source(source), "k")
     assert isinstance(result, str) and reason in result
+
+
+def test_an_unsigned_index_and_its_place_in_the_range_are_read() -> None:
+    # FasterTransformer's LayerNorm: `uint i = start` over a row found by its start, gamma read at `i - block_start`
+    source = SEGMENTS.replace("for (int i", "for (uint i").replace("in[i] * 2.0f", "in[i] * g[i - first]")
+    result = offset_to_row(
+        parse_source(source.replace("const int* offsets", "const int* offsets, const float* g")), "k"
+    )
+    assert result is not None and not isinstance(result, str), result
+    assert "for (uint i = threadIdx.x; i < (long long)(end) - (long long)(first); i += blockDim.x)" in result.text
+    assert "out[(uint)(first) + i] = in[(uint)(first) + i] * g[i];" in result.text
 
 
 def test_a_loop_from_the_thread_index_alone_or_from_another_thread_is_not_its_shape() -> None:

@@ -261,6 +261,14 @@ CASES = {
         "packs_per_thread": [{"ITEMS": 2}],
         "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 4}, {"ITEMS_Y": 8}],
     },
+    # FasterTransformer's three-pass LayerNorm: `uint` offsets into the row, the block reduction from a project
+    # header (inlined from it), one local reused as the last pass's temporary; row_reduce reads the row once
+    ("three_pass_layer_norm.cu", "three_pass_layer_norm_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce": [{"ROW_THREADS": 256, "ROW_VEC": 4}, {"ROW_THREADS": 1024, "ROW_VEC": 1}],
+        "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 4}],
+    },
     ("unpack_planes.cu", "split_crumb_planes_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 4, "GRID_DIV": 4}],
         "packs_per_thread": [{"ITEMS": 4}],

@@ -3,13 +3,18 @@ written as a loop over the range's own elements, so the row and loop transforms 
 
     const int start = base + threadIdx.x;            for (int j = threadIdx.x; j < (long long)(end) - (long long)(base);
     for (int j = start; j < end; j += blockDim.x)  →      j += blockDim.x)
-      y[j] = f(x[j]);                                  y[(int)(base) + j] = f(x[(int)(base) + j]);
+      y[j] = f(x[j], g[j - base]);                     y[(int)(base) + j] = f(x[(int)(base) + j], g[j]);
 
 The thread with index `threadIdx.x` meets the same elements in the same order: element `base + threadIdx.x + k *
 blockDim.x` of each array, while it lies below `end` (the bound is taken in 64 bits, so an empty range stays empty
-whatever the types of `end` and `base`). Only where that is certain: the index is a signed integer, `base` reads no
-thread index, neither `base`, `end` nor the index changes inside the loop, and the body reads the index only as a
-whole subscript (`a[j]`); refused with the reason where the loop has the shape but the body reads the index otherwise.
+whatever the types of `end` and `base`), and `j - base`, the element's place in the range, is the new index itself.
+Only where that is certain: the index is an integer, `base` reads no thread index, neither `base`, `end` nor the
+index changes inside the loop, and the body reads the index only as a whole subscript (`a[j]`) or as `j - base`;
+refused with the reason where the loop has the shape but the body reads the index otherwise.
+An unsigned index (FasterTransformer's `uint i = start`) is taken too. The two loops part only where the original's
+index would pass its type's largest value inside the loop (a range ending within blockDim.x of 2^32 elements, for a
+32-bit one): there the original's index wraps to the array's first elements and the loop runs over them again,
+which no caller means; a signed index's overflow is undefined already.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.loops import (
     SIGNED_WIDTH,
+    UNSIGNED_WIDTH,
     counting_loop,
     index_form,
     local_values,
@@ -54,12 +60,17 @@ def offset_to_row(model: SourceModel, kernel: str) -> SourceModel | str | None:
             return f"the loop at line {src.line(loop)} {shape}"
         if shape is None:
             continue
-        value, bound, uses, base, var_type = shape
+        value, bound, uses, relative, base, var_type = shape
         cast = f"({var_type})({base})"
         edits.replace(value.start_byte, value.end_byte, _THREAD)
         edits.replace(bound.start_byte, bound.end_byte, f"(long long)({src.text(bound)}) - (long long)({base})")
         for index in uses:
             edits.replace(index.start_byte, index.end_byte, f"{cast} + {src.text(index)}")
+        for difference in relative:  # `j - base` is the range's own index
+            var = src.field(difference, "left")
+            edits.replace(
+                difference.start_byte, difference.end_byte, var if whole_subscript(difference) else f"({var})"
+            )
         found = True
     if not found:
         return None
@@ -68,9 +79,10 @@ def offset_to_row(model: SourceModel, kernel: str) -> SourceModel | str | None:
 
 def _offset_loop(
     src: KernelSource, loop: Node, locals_: dict[str, str], written: set[str]
-) -> tuple[Node, Node, list[Node], str, str] | str | None:
+) -> tuple[Node, Node, list[Node], list[Node], str, str] | str | None:
     """For `for (T j = base + threadIdx.x; j < end; j += blockDim.x)`: its start's and bound's nodes, the index's
-    subscript uses, base's text and T; a reason when it has the shape but cannot be rewritten; else None."""
+    subscript uses, its uses as `j - base`, base's text and T; a reason when it has the shape but cannot be
+    rewritten; else None."""
     found = counting_loop(src, loop)
     if found is None:
         return None
@@ -85,20 +97,41 @@ def _offset_loop(
     base = "+".join(t for t in terms if t != _THREAD)
     if "threadIdx" in base:
         return None
-    if var_type not in SIGNED_WIDTH:
-        return f"runs an index of type `{var_type}` over an offset range: only a signed index is rewritten"
+    if var_type not in SIGNED_WIDTH and var_type not in UNSIGNED_WIDTH:
+        return f"runs an index of type `{var_type}` over an offset range: not an integer type this step reads"
     changed = written_names(src, body)
     names = set(re.findall(r"[A-Za-z_]\w*", base + " " + src.text(bound)))
     if var in changed or names & changed or (names - {var}) & written:
         return "changes its index, its start or its bound while it runs"
-    uses = []
+    uses, relative = [], []
     for ident in descendants(body, "identifier"):
         if src.text(ident) != var:
             continue
-        if not whole_subscript(ident):
+        difference = _less_base(src, ident, base, locals_)
+        if difference is not None:
+            relative.append(difference)
+        elif not whole_subscript(ident):
             return f"reads its index {var} other than as a whole subscript (line {src.line(ident)})"
-        uses.append(ident)
-    return value, bound, uses, base, var_type
+        else:
+            uses.append(ident)
+    return value, bound, uses, relative, base, var_type
+
+
+def _less_base(src: KernelSource, ident: Node, base: str, locals_: dict[str, str]) -> Node | None:
+    """The expression `ident - base` that `ident` is the left side of (base as written, or a local holding it);
+    None where it is not one."""
+    parent = ident.parent
+    if parent is None or parent.type != "binary_expression" or src.field(parent, "operator") != "-":
+        return None
+    left, right = parent.child_by_field_name("left"), parent.child_by_field_name("right")
+    if left is None or right is None or left.start_byte != ident.start_byte:
+        return None
+    text = squeezed(src.text(right))
+    same = {index_form(text), index_form(locals_.get(text, text))} & {
+        index_form(base),
+        index_form(locals_.get(base, base)),
+    }
+    return parent if same else None
 
 
 def _terms(text: str) -> list[str] | None:

@@ -24,8 +24,12 @@ from cutune.template.variants.canonical.index_locals import NAME as INDEX_LOCALS
 from cutune.template.variants.canonical.index_locals import substitute_index_locals
 from cutune.template.variants.canonical.inline import NAME as INLINE
 from cutune.template.variants.canonical.inline import inline_looping_helpers
+from cutune.template.variants.canonical.ldg import NAME as LDG
+from cutune.template.variants.canonical.ldg import plain_ldg_reads
 from cutune.template.variants.canonical.loop_macros import NAME as LOOP_MACROS
 from cutune.template.variants.canonical.loop_macros import expand_loop_macros
+from cutune.template.variants.canonical.loop_temps import NAME as LOOP_TEMPS
+from cutune.template.variants.canonical.loop_temps import loop_temporaries
 from cutune.template.variants.canonical.offset import NAME as OFFSET
 from cutune.template.variants.canonical.offset import offset_to_row
 from cutune.template.variants.canonical.pack_rounds import NAME as PACK_ROUNDS
@@ -51,7 +55,9 @@ Step = Callable[[SourceModel, str], SourceModel | str | None]
 STEPS: dict[str, Step] = {
     LOOP_MACROS: expand_loop_macros,
     THREAD_INDEX: written_out,
+    LOOP_TEMPS: loop_temporaries,
     INLINE: inline_looping_helpers,
+    LDG: plain_ldg_reads,
     WHILE: while_to_for,
     EXITS: exits_to_checks,
     THREAD_COUNT: block_size_strides,
@@ -76,11 +82,13 @@ class Canonical:
 
 def canonicalise(model: SourceModel, kernel: str, include_dirs: Sequence[str] = ()) -> Canonical:
     """`kernel`'s file with every step that applies applied, in order (loop macros' and thread-count macros'
-    definitions looked up in the headers the file includes, found beside it or in `include_dirs`)."""
+    definitions, and helpers the file does not define, looked up in the headers the file includes, found beside it or in
+    `include_dirs`)."""
     steps: dict[str, Step] = {
         **STEPS,
         LOOP_MACROS: functools.partial(expand_loop_macros, include_dirs=tuple(include_dirs)),
         THREAD_COUNT: functools.partial(block_size_strides, include_dirs=tuple(include_dirs)),
+        INLINE: functools.partial(inline_looping_helpers, include_dirs=tuple(include_dirs)),
     }
     applied: list[str] = []
     refusals: list[tuple[str, str]] = []
