@@ -162,6 +162,28 @@ HELD_OUT = [
         "addition_kernel",
         "minkowski_addition.tune.toml",
     ),
+    # set 8: row_reduce read against the set's refusals (a FasterTransformer-style LayerNorm in three passes)
+    Entry(
+        "LayerNorm (held out)",
+        "lightseq_infer",
+        "transformerKernels.cc.cu",
+        "ker_norm_layer",
+        "lightseq_norm_layer.tune.toml",
+    ),
+    Entry(
+        "dequantise + residual + LayerNorm (held out)",
+        "lightseq_infer",
+        "transformerKernels_int8.cc.cu",
+        "ker_residual_bias_ln_i32I",
+        "lightseq_residual_bias_ln_i32I.tune.toml",
+    ),
+    Entry(
+        "dequantise + residual + LayerNorm + quantise (held out)",
+        "lightseq_infer",
+        "transformerKernels_int8.cc.cu",
+        "ker_residual_bias_ln_i32I_i8O",
+        "lightseq_residual_bias_ln_i32I_i8O.tune.toml",
+    ),
 ]
 
 

@@ -98,6 +98,7 @@ def variant_from_dict(data: Mapping[str, Any]) -> Variant:
         launch=Launch(tuple(launch["grid"]), tuple(launch["block"]), launch.get("shared_mem", "0")) if launch else None,
         helpers=data.get("helpers", ""),
         provenance=Provenance(**data.get("provenance", {"origin": ""})),
+        instantiation=tuple((str(p), str(v)) for p, v in data.get("instantiation", ())),
     )
 
 

@@ -22,6 +22,7 @@ from cutune.template.recipes.base import KernelSource
 from cutune.template.recipes.index_bits import NARROW_LIMIT, widened
 from cutune.template.recipes.specialize import static_param
 from cutune.template.tuning import value_text
+from cutune.template.variants.canonical.template_args import literal_value
 from cutune.template.variants.combine import VARIANT
 from cutune.template.variants.host_launch import (
     HostLaunchError,
@@ -124,6 +125,8 @@ def variant_launch_config(
     variant = variants[k - 1] if 0 < k <= len(variants) else None
     if variant is None or variant.launch is None:
         return None
+    if variant.instantiation and not _runs_instantiation(src, site, call, variant.instantiation):
+        return None  # another instantiation: it runs the original body, so it launches as the original
     if site.macro is not None:
         raise HostLaunchError(f"the launch at line {src.line(call)} is inside the macro {site.macro}")
     launch, params = variant.launch, [p.name for p in variant.params]
@@ -134,6 +137,25 @@ def variant_launch_config(
         lambda name: value_text(config[name]),
         functools.partial(host_size_name, src, site, call),
     )
+
+
+def _runs_instantiation(src: KernelSource, site: LaunchSite, call: Node, at: tuple[tuple[str, str], ...]) -> bool:
+    """Whether the launch runs the instantiation a specialised variant was read at (its template arguments, or their
+    defaults, are those literals); HostLaunchError where they are not literals, so which one it runs is unknown."""
+    params = src.kernel.template_params
+    names = [p.name for p in params]
+    for name, value in at:
+        i = names.index(name)
+        arg = site.template_args[i] if i < len(site.template_args) else params[i].default
+        got = literal_value(arg) if arg is not None else None
+        if got is None:
+            raise HostLaunchError(
+                f"the launch at line {src.line(call)} passes `{arg or 'a deduced argument'}` for {name}, and the "
+                f"variant is read at {name} = {value}: which instantiation it runs is not known here"
+            )
+        if got != literal_value(value):
+            return False
+    return True
 
 
 def _chain(

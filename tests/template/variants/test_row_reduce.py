@@ -21,6 +21,7 @@ from cutune.template.model import Template
 from cutune.template.templatize import templatize
 from cutune.template.variants import TRANSFORMS, propose_variants, with_variants
 from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.model import Variant
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
@@ -902,3 +903,105 @@ def test_a_pack_declared_before_the_loops_and_loaded_afresh_in_each_iteration_is
     body = RowReduce().apply(model, kernel, None).body
     assert body.index("Pack<T, kPack> a, b;") < body.index("for (int cutune_g")  # declared once, before the loops
     assert body.count("a.load(x + offset);") == 1 and body.count("a.load(&staged[offset]);") == 1
+
+
+def test_a_row_staged_by_subscript_in_dynamic_shared_memory_stays_there_one_row_a_block() -> None:
+    path = SAMPLES / "staged_softmax.cu"
+    variant = RowReduce().apply(parse_source(path.read_text(), str(path)), "staged_softmax_kernel", None)
+    # each thread stores its packs of the row at the element and reads back only those: the original's allocation
+    assert "extern __shared__ float row_buf[];" in variant.body
+    assert "cutune_rr_store(row_buf, " in variant.body and "cutune_rr_load(cutune_s1_cache" in variant.body
+    assert variant.launch is not None and variant.launch.shared_mem == "{shared_mem}"
+    assert variant.launch.block == ("ROW_THREADS", "1")  # rows sharing a block would share the staging
+    # `s = 0.f; for (w ...) s += partial[w];` combines the warps' partials: the all-reduce's total is kept, not reset
+    assert re.search(
+        r"s = cutune_rr_allreduce<ROW_THREADS>\(s, cutune_rr_sum\{\}, cutune_red\d+_0\);\n"
+        r"const float inv = 1.f / s;",
+        variant.body,
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "reason"),
+    [
+        (
+            "const float e = __expf(row_buf[c] - m);",
+            "const float e = __expf(row_buf[c + 1] - m);",
+            "reads the row it stages in shared memory (row_buf) at other elements than it stores",
+        ),
+        ("const float inv = 1.f / s;", "const float inv = 1.f / (s + row_buf[0]);", "row_buf"),
+    ],
+)
+def test_a_staged_row_read_by_another_thread_is_refused(old: str, new: str, reason: str) -> None:
+    source = (SAMPLES / "staged_softmax.cu").read_text().replace(old, new)
+    with pytest.raises(TransformRefused, match=re.escape(reason)):
+        RowReduce().apply(parse_source(source), "staged_softmax_kernel", None)
+
+
+def test_a_declaration_between_the_loops_that_a_later_loop_sets_is_kept() -> None:
+    # set under a condition, so no canonical step moves it into the loop: the rewrite must still declare it
+    source = (
+        (SAMPLES / "staged_softmax.cu")
+        .read_text()
+        .replace("const float inv = 1.f / s;", "const float inv = 1.f / s;\n  float p;")
+        .replace(
+            "out[c] = row_buf[c] * inv;",
+            "{\n    if (inv > 0.f) p = row_buf[c] * inv; else p = 0.f;\n    out[c] = p;\n  }",
+        )
+    )
+    body = RowReduce().apply(parse_source(source), "staged_softmax_kernel", None).body
+    assert body.index("float p;") < body.index("if (inv > 0.f) p = ")
+
+
+@pytest.mark.parametrize(("other", "applies"), [("at = cols - 1 - c;", True), ("at = 0;", False)])
+def test_a_store_at_an_index_the_body_sets_from_the_element_on_every_branch_is_the_elements(
+    other: str, applies: bool
+) -> None:
+    # FasterTransformer's int8 LayerNorm: `int output_index; if (out_col32) output_index = f(i); else ... = i;`
+    store = "probs[blockIdx.x * cols + at] = row_buf[c] * inv;"  # an output the kernel only stores to
+    source = (
+        (SAMPLES / "staged_softmax.cu")
+        .read_text()
+        .replace("  float* out = probs + static_cast<int64_t>(blockIdx.x) * cols;\n", "")
+        .replace(
+            "out[c] = row_buf[c] * inv;",
+            f"{{\n    int at;\n    if (scale > 1.f) at = c; else {other}\n    {store}\n  }}",
+        )
+    )
+    if applies:
+        assert (
+            store.split(" =")[0].replace("blockIdx.x", "cutune_row")
+            in RowReduce().apply(parse_source(source), "staged_softmax_kernel", None).body
+        )
+    else:
+        with pytest.raises(TransformRefused, match=re.escape("accumulates into `probs[blockIdx.x*cols+at]`")):
+            RowReduce().apply(parse_source(source), "staged_softmax_kernel", None)
+
+
+def _template_softmax(old: str = "", new: str = "") -> tuple[list[Variant], list[str]]:
+    path = SAMPLES / "template_softmax.cu"
+    spec = open_kernel(path, "template_softmax_kernel").require_spec()
+    variants, refusals = propose_variants(
+        parse_source(path.read_text().replace(old, new), str(path)), "template_softmax_kernel", spec
+    )
+    return variants, [r.reason for r in refusals if r.recipe == "row_reduce"]
+
+
+def test_partials_through_a_pointer_into_dynamic_shared_memory_and_a_sink_added_to_the_sum() -> None:
+    variants, refused = _template_softmax()
+    assert not refused
+    body = next(v for v in variants if v.name == "row_reduce").body
+    # the warps' slots (`partial`, a pointer to the array's start) go with the reduction the all-reduce replaces
+    assert "partial[lane]" not in body.split("} else {")[0]
+    # the sink, added to the total by every thread alike, is kept whole after the all-reduce
+    assert re.search(
+        r"s = cutune_rr_allreduce<ROW_THREADS>\(s, cutune_rr_sum\{\}, cutune_red\d+_0\);\n"
+        r"if \(sinks\) \{\n\s*s \+= __expf\(sinks\[head\] - m\);\n\s*\}\nconst float inv = 1.0f / s;",
+        body,
+    )
+
+
+def test_a_total_updated_where_the_rewrite_cannot_place_it_is_refused() -> None:
+    # on a condition that differs between threads: dropping it, or running it everywhere, changes the total
+    _, refused = _template_softmax("if (sinks) {\n    s +=", "if (threadIdx.x == 0) {\n    s +=")
+    assert any("updates `s` after its reduction inside a statement it cannot place" in r for r in refused), refused

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import optuna
@@ -39,6 +40,9 @@ def test_a_parameter_reads_back_equal_from_the_store_and_the_agents_record_and_f
     variant = Variant("cached", "x[0] = 1;", params=(rounds, fast), provenance=Provenance("row_cache"))
     assert variants_from_json(variants_json([variant])) == (variant,)
     assert variant_from_dict(variant_to_dict(variant)) == variant
+    # read at one instantiation of a kernel template: apply writes its launch only where that one runs
+    at = dataclasses.replace(variant, instantiation=(("kStaged", "true"), ("kCols", "0")))
+    assert variants_from_json(variants_json([at])) == (at,) and variant_from_dict(variant_to_dict(at)) == at
     # written before parameters had a description or a first try: read with their defaults
     older = {"name": "ROUNDS", "values": [0, 4, 8], "default": 0, "binding": "template"}
     assert TunableParam.from_json(older) == TunableParam("ROUNDS", (0, 4, 8), 0)

@@ -50,6 +50,9 @@ class Variant:
     launch: Launch | None = None  # None: the spec's own grid, block and shared memory
     helpers: str = ""  # device code the body needs, placed before the kernel; names unique to the variant
     provenance: Provenance = Provenance("")
+    # the template arguments the body was read at, (parameter, argument): other instantiations run the original body
+    # and launch as the original does; () for a body that fits every instantiation
+    instantiation: tuple[tuple[str, str], ...] = ()
 
 
 class Transform(ABC):

@@ -18,6 +18,7 @@ from cutune.spec import KernelSpec
 from cutune.template.model import Refusal, Template
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.canonical.template_args import specialised
 from cutune.template.variants.chain import chain
 from cutune.template.variants.combine import with_variants
 from cutune.template.variants.loops import declared_names
@@ -141,8 +142,14 @@ def propose_variants(
     file, then in `include_dirs` and the spec's."""
     from cutune.template.variants import TRANSFORMS
 
-    model.kernel(kernel)  # raises SourceError naming the kernels when absent
-    canonical = canonicalise(model, kernel, (*include_dirs, *(spec.include_dirs if spec is not None else ())))
+    original = model.kernel(kernel)  # raises SourceError naming the kernels when absent
+    canonical = canonicalise(
+        model,
+        kernel,
+        (*include_dirs, *(spec.include_dirs if spec is not None else ())),
+        spec.template_args if spec is not None else None,
+    )
+    source = model
     model = canonical.model  # the transforms read the canonical forms; their bodies fit the original kernel
     variants: list[Variant] = []
     refusals: list[Refusal] = [Refusal(f"canonical {step}", reason) for step, reason in canonical.refusals]
@@ -196,6 +203,9 @@ def propose_variants(
                 variants[plain[0]] = chained
             else:
                 variants.insert(variants.index(parent), chained)
+    if canonical.instantiation:  # read at the spec's instantiation: every other one runs the original body
+        body = source.text[original.body_span.start_byte + 1 : original.body_span.end_byte - 1].strip("\n")
+        variants = [specialised(v, canonical.instantiation, body) for v in variants]
     if canonical.applied:  # say what the transforms read: the lines their notes name are the canonical form's
         seen = f"canonical form: {', '.join(canonical.applied)}; lines counted in it"
         variants = [

@@ -30,9 +30,12 @@ alone is the row's only where a row's threads are one warp (the spec's block, or
 `*reinterpret_cast<P*>(addr)`: kept as written, each pack where it was; the launch-dependency controls
 (`griddepcontrol`, or the runtime's `cudaGridDependencySynchronize()` / `cudaTriggerProgrammaticLaunchCompletion()`)
 stay before and after the new body; a store through a local of the element (`out[id * W + j] = v`, a pack written
-value by value) into an array the kernel only ever stores to is the element's own, kept as written; a row staged in
-dynamic shared memory at the element (`S + i` or `&S[i]`, S the array, a pointer into it, or a cast of it) is kept
-there, from the array's start; `acc = fmaf(x, y, acc)` is a sum; a `__device__` helper whose body is a whole-warp xor
+value by value, or an index the body sets from the element on every branch: `if (col32) at = f(i); else at = i;`)
+into an array the kernel only ever stores to is the element's own, kept as written; a row staged in dynamic shared
+memory at the element (`S + i` or `&S[i]`, S the array, a pointer into it, or a cast of it) is kept there, from the
+array's start, and one indexed there element by element (`S[i]`, `vals[col]` through a prologue pointer into S) is
+kept where it was: each thread stores its packs and reads back only those, so the staging is right under any threads
+a row, one row a block; `acc = fmaf(x, y, acc)` is a sum; a `__device__` helper whose body is a whole-warp xor
 butterfly summing or taking an extremum (`acc = warp_reduce_sum(acc);`, in the file or the headers beside it) is the
 warp's reduction; a launch's block set member by member (`dim3 block; block.x = N;`) is read as written; and a row
 whose length has a compile-time cap (`min(n, ROUNDS * THREADS)`, a register row's) is kept in registers in one pass
@@ -263,6 +266,9 @@ class _Segment:
     # a variable the shared partials are combined into (`total += partial[w]`) → the accumulator it totals
     aliases: dict[str, str] = field(default_factory=dict)
     stats: list[_Stat] = field(default_factory=list)
+    # the segment's declarations without a value of names the later code sets and reads (`float out_f;`), as written
+    bare: list[str] = field(default_factory=list)
+    combines: dict[str, list[int]] = field(default_factory=dict)  # a variable → where partials are combined into it
 
 
 @dataclass
@@ -467,6 +473,9 @@ class _Rewriter:
         # a pointer into dynamic shared memory where each thread stages its packs of the row for itself → the array
         self.stages: dict[str, str] = {}
         self.stage_starts: set[str] = set()  # stages declared at the array's start already (a cast of it)
+        # a row array the loops index at the element (`S[i]`, `vals[col]`) that lies in dynamic shared memory (the
+        # extern array, or a prologue pointer into it) → the extern array: each thread's own staging of the row
+        self.staged: dict[str, str] = {}
         # prologue `ptr += offset;` of pointer parameters (or such moves under a block-uniform `if`) → the pointers
         self.rebases: dict[Node, frozenset[str]] = {}
         self.thread_names = {"threadIdx.x"} | self._renames({"threadIdx.x"})  # `int tid = threadIdx.x;`
@@ -946,11 +955,30 @@ class _Rewriter:
         return True
 
     def _element_names(self, loop: _Loop) -> set[str]:
-        """The loop's index and the body's locals computed from it (`int id = row * n + i;`)."""
+        """The loop's index and the body's locals computed from it (`int id = row * n + i;`, or declared in the body
+        and set from it on every branch: `int at; if (col32) at = f(i); else at = i;`)."""
         element = {loop.var}
         for d in descendants(loop.body, "init_declarator"):
             if self._idents(d.child_by_field_name("value")) & element:
                 element.add(self.compact(d.child_by_field_name("declarator")))
+        declared = {
+            self.text(i)
+            for d in descendants(loop.body, "declaration")
+            for i in _declared_all(d)
+            if not any(c.type == "init_declarator" for c in d.children_by_field_name("declarator"))
+        }
+        sets: dict[str, list[Node]] = {}
+        for a in descendants(loop.body, "assignment_expression"):
+            left = a.child_by_field_name("left")
+            if left is not None and left.type == "identifier" and self.text(left) in declared:
+                sets.setdefault(self.text(left), []).append(a)
+        for name, assignments in sets.items():
+            if all(
+                self.text(a.child_by_field_name("operator")) == "="
+                and self._idents(a.child_by_field_name("right")) & element
+                for a in assignments
+            ):
+                element.add(name)
         return element
 
     def _own_stage(self, address: Node, element: set[str]) -> str | None:
@@ -996,6 +1024,40 @@ class _Rewriter:
                 self.stages[self.text(stage)] = self.compact(value)
                 return self.text(stage)
         return None
+
+    def _shared_like(self, name: str) -> bool:
+        """Whether `name` is a `__shared__` array or a prologue pointer into a dynamic one (`float* buf = smem;`)."""
+        return name in self.shared or (name not in self.staged and self._dynamic_root(name) is not None)
+
+    def _dynamic_root(self, name: str, depth: int = 0) -> str | None:
+        """The extern `__shared__` array that `name` is, or that a prologue pointer `name` points into (`T* p = D;`,
+        `= D + X;`, `= (T*)D;`, `= reinterpret_cast<T*>(D);`, or such a pointer in turn); None for anything else."""
+        if name in self.shared:
+            return name if "extern" in self.text(self.shared[name]) else None
+        if name not in self.decls or depth > 4:
+            return None
+        declarator = self.decls[name][0].child_by_field_name("declarator")
+        value = declarator.child_by_field_name("value") if declarator is not None else None
+        if declarator is None or declarator.type != "init_declarator" or "*" not in self.text(declarator):
+            return None
+        while value is not None:
+            if value.type == "binary_expression" and self.text(value.child_by_field_name("operator")) == "+":
+                value = value.child_by_field_name("left")
+            elif value.type == "cast_expression":
+                value = value.child_by_field_name("value")
+            elif (
+                value.type == "call_expression"
+                and len(_args(value)) == 1
+                and self.compact(value.child_by_field_name("function")).startswith("reinterpret_cast<")
+            ):
+                value = _args(value)[0]
+            elif value.type == "parenthesized_expression" and value.named_child_count == 1:
+                value = value.named_children[0]
+            else:
+                break
+        if value is None or value.type != "identifier":
+            return None
+        return self._dynamic_root(self.text(value), depth + 1)
 
     def _pack_access(self, node: Node, element: set[str]) -> tuple[Node, bool] | None:
         """(address, whether stored) of `v.load(ADDR)` / `v.store(ADDR)` or `*reinterpret_cast<P*>(ADDR)` (read, or
@@ -1078,9 +1140,14 @@ class _Rewriter:
         array = sub.child_by_field_name("argument")
         indices = sub.child_by_field_name("indices")
         index = next((c for c in indices.named_children if c.type != "comment"), None) if indices else None
+        while index is not None and index.type == "parenthesized_expression" and index.named_child_count == 1:
+            index = index.named_children[0]  # `a[(base + i)]`, an index local written out
         if array is None or index is None:
             self.refuse("an element access the rewrite cannot read", sub)
-        if self.compact(array) in self.shared:
+        root = self._dynamic_root(self.compact(array)) if array.type == "identifier" else None
+        if root is not None:
+            self.staged[self.compact(array)] = root
+        elif self.compact(array) in self.shared:
             self.refuse(f"stages the row in shared memory ({self.compact(array)})", sub)
         base: Node | None = None
         if self.compact(index) != loop.var:
@@ -1132,8 +1199,8 @@ class _Rewriter:
         rows = self._row_names()
         for loop in loops:
             for sub, stream in loop.accesses:
-                if stream.register is not None:
-                    continue
+                if stream.register is not None or self.compact(stream.array) in self.staged:
+                    continue  # a staged row is the block's own (one row a block, then)
                 if stream.index in loop.writes and not (
                     self._idents(stream.array) & rows or (stream.base and self._idents(stream.base) & rows)
                 ):
@@ -1145,6 +1212,19 @@ class _Rewriter:
             self._idents(s.array) & rows or (s.base and self._idents(s.base) & rows) for s in self.streams.values()
         ) and not any(self._idents(address) & rows for loop in loops for address, _ in loop.packs):
             self.refuse("no row loop indexes a row by blockIdx.x: not one block per row")
+        for name in self.staged:  # a staged row: each thread reads back only the elements it stored itself
+            bases = {self.compact(st.base) for st in self.streams.values() if self.compact(st.array) == name}
+            if len(bases) > 1:
+                self.refuse(f"reads the row it stages in shared memory ({name}) at other elements than it stores")
+            inside = [(lp.node.start_byte, lp.node.end_byte) for lp in loops]
+            for ident in descendants(self.src.body, "identifier"):
+                outside = not any(a <= ident.start_byte < b for a, b in inside)
+                declared = ident.parent is not None and (
+                    ident.parent.type in ("array_declarator", "pointer_declarator", "declaration")
+                    or ident.parent.child_by_field_name("declarator") == ident
+                )
+                if self.text(ident) == name and outside and not declared:
+                    self.refuse(f"uses the row it stages in shared memory ({name}) outside the row loops", ident)
         for stage in self.stages:  # stored by the first loop that touches it, read by the later ones
             touching = [[stored for name, stored in loop.stages if name == stage] for loop in loops]
             touching = [t for t in touching if t]
@@ -1226,7 +1306,7 @@ class _Rewriter:
                 target = node.child_by_field_name("left") or node.child_by_field_name("argument")
                 if target is not None and target.type != "identifier":
                     root = _root_name(self, target)
-                    if root in self.shared:
+                    if self._shared_like(root):
                         continue
                     stat = self._row_stat(node, s)
                     if stat is None:
@@ -1244,6 +1324,14 @@ class _Rewriter:
         used_later = set().union(*(self._idents(s) for s in later)) if later else set()
         stored = set().union(*(self._idents(st.store) for st in seg.stats)) if seg.stats else set()
         seg.values = self._find_values(statements, seg, used_later | stored)
+        seg.bare = [
+            self.text(st)
+            for st in statements
+            if st.type == "declaration"
+            and all(d.type == "identifier" for d in st.children_by_field_name("declarator"))
+            and {self.text(d) for d in st.children_by_field_name("declarator")} & used_later
+            and not set(self.shared) & {self.text(d) for d in st.children_by_field_name("declarator")}
+        ]
         self.valued |= {v.name for v in seg.values}
         self._check_stats(statements, seg)
         assigned = {
@@ -1366,7 +1454,7 @@ class _Rewriter:
                 if left is None or right is None or left.type != "subscript_expression":
                     continue
                 root = _root_name(self, left)
-                if root in self.shared and self.compact(right) in pending:
+                if self._shared_like(root) and self.compact(right) in pending:
                     acc = self.compact(right)
                     self._check_stage_taken(node, s, acc)
                     if acc not in images.values():  # the warps' partials; a later store is of their total
@@ -1394,6 +1482,7 @@ class _Rewriter:
                     for image in sorted(read & images.keys()) if step is not None else []:
                         combined.add(image)
                         seg.aliases[self.text(left)] = images[image]
+                        seg.combines.setdefault(self.text(left), []).append(node.start_byte)
                         found[images[image]] = _merge(found[images[image]], step, images[image], self, node)
             for sub in descendants(s, "subscript_expression"):
                 root = _root_name(self, sub)
@@ -1648,6 +1737,10 @@ class _Rewriter:
         )
         allowed = set(self.params) | set(self.decls) | self.reduced | (free - set(self.shared))
         for s in statements:
+            guarded = self._guarded_update(s, seg, allowed | {v.name for v in values})
+            if guarded is not None:
+                values.append(guarded)
+                continue
             for node in descendants(s, "assignment_expression", "init_declarator"):
                 target = node.child_by_field_name("left") or _declarator_name(node)
                 rhs = node.child_by_field_name("right") or node.child_by_field_name("value")
@@ -1663,12 +1756,18 @@ class _Rewriter:
                     # a combine step of the reduction itself (`sum += __shfl_xor_sync(...)`, `sum += partial[w]`)
                     # is what the all-reduce replaces
                     combines = any(_shuffled(self, c) is not None for c in descendants(rhs, "call_expression"))
-                    shared = self._idents(rhs) & self.shared.keys()
+                    shared = {n for n in self._idents(rhs) if self._shared_like(n)}
                     if updated and node.parent in statements and deps is not None and not combines and not shared:
                         values.append(_Value(name, rhs, "", deps | {name}, self.text(op)))
+                    elif updated and not combines and not shared and not seg.calls.keys() & range(*_span(node)):
+                        # nested in a statement the rewrite does not keep: dropping it would change the total
+                        self.refuse(f"updates `{name}` after its reduction inside a statement it cannot place", node)
                     continue
                 if name in self.reduced and name in {r.acc for r in seg.reductions} | seg.aliases.keys():
-                    if self._is_reset(node, rhs, name, statements):  # set afresh for a later loop: kept, in order
+                    # set afresh for a later loop: kept, in order; set afresh before the partials are combined into
+                    # it (`s = 0.f; for (w ...) s += partial[w];`), part of the reduction the all-reduce replaces
+                    combined = [at for at, acc in seg.calls.items() if acc == name] + seg.combines.get(name, [])
+                    if self._is_reset(node, rhs, name, statements) and all(node.start_byte > at for at in combined):
                         values.append(_Value(name, rhs, "", self._idents(rhs)))
                     continue  # the reduction itself, or the variable its partials were combined into
                 deps = self._value_deps(rhs, seg)
@@ -1690,11 +1789,34 @@ class _Rewriter:
         set afresh after its reduction, for a later loop to accumulate again. A refusal when only some threads do."""
         if node.type != "assignment_expression" or _reads(self, rhs) or acc in self._idents(rhs):
             return False
-        if self._idents(rhs) & self.shared.keys():
+        if any(self._shared_like(n) for n in self._idents(rhs)):
             return False
         if node.parent is None or node.parent not in statements:
             self.refuse(f"sets `{acc}` afresh on a condition after its reduction", node)
         return True
+
+    def _guarded_update(self, s: Node, seg: _Segment, known: set[str]) -> _Value | None:
+        """`if (C) { total += e; }` after the reduction, C and e reading no thread index, shared memory nor anything
+        but known names: the same for every thread, so kept whole, in order (a softmax's sink added to its sum);
+        None for any other statement."""
+        if s.type != "if_statement" or descendants(
+            s, "for_statement", "while_statement", "do_statement", "return_statement", "break_statement"
+        ):
+            return None
+        updates = descendants(s, "assignment_expression", "update_expression")
+        targets = [u.child_by_field_name("left") or u.child_by_field_name("argument") for u in updates]
+        names = {self.text(t) for t in targets if t is not None and t.type == "identifier"}
+        if not updates or len(names) != 1 or any(t is None or t.type != "identifier" for t in targets):
+            return None
+        name = names.pop()
+        if name not in self.reduced | self.valued or name in self.shared or descendants(s, "declaration"):
+            return None
+        if any(s.start_byte <= at < s.end_byte for at in seg.calls):  # a step of the reduction itself
+            return None
+        deps = self._value_deps(s, seg)
+        if deps is None or not deps <= known | {name} | _functions(self, s):
+            return None
+        return _Value(name, s, "", deps | {name}, "if")
 
     def _value_deps(self, rhs: Node, seg: _Segment) -> set[str] | None:
         """The names a value reads, outside reduction calls; None when it reads a thread index or shared memory."""
@@ -1711,6 +1833,8 @@ class _Rewriter:
                 declarator = self.shared[name].child_by_field_name("declarator")
                 if declarator is not None and declarator.type == "array_declarator":
                     return None
+            if name not in self.shared and self._shared_like(name):
+                return None  # a pointer into the block's shared memory: what it reads is another thread's
             names.add(name)
         return names
 
@@ -1830,7 +1954,7 @@ class _Rewriter:
         """The kernel argument that holds the number of rows (the spec launches that many blocks), when
         several rows per block can help: some row is short, or the spec does not tell how long rows are."""
         spec = self.spec
-        if spec is None or len(spec.grid) != 1 or self.stages:  # rows sharing a block would share its staging
+        if spec is None or len(spec.grid) != 1 or self.stages or self.staged:  # rows would share their staging
             return ""
         # rows share a block only where blockIdx.x alone picks the row: the shared grid has fewer blocks along x
         other = {"blockIdx.y", "blockIdx.z", "gridDim.x", "gridDim.y", "gridDim.z"}
@@ -1907,7 +2031,7 @@ class _Rewriter:
             elif (misread := _misread_declaration(self, s)) is not None:
                 names = {misread[0]}
             elif s.type == "declaration" and s in self.shared.values() and _declared_all(s):
-                if self.text(_declared_all(s)[0]) in set(self.stages.values()) & used:
+                if self.text(_declared_all(s)[0]) in (set(self.stages.values()) | set(self.staged.values())) & used:
                     kept.append(s)  # the dynamic array the row is staged in
                 continue
             elif s.type == "static_assert_declaration":  # a compile-time check of the kernel's own: kept as is
@@ -2026,7 +2150,7 @@ class _Rewriter:
         return lines
 
     def _emit_segment(self, seg: _Segment, k: int) -> list[str]:
-        lines: list[str] = []
+        lines: list[str] = list(seg.bare)
         for j, r in enumerate(seg.reductions):
             smem = f"cutune_red{k}_{j}"
             lines += [
@@ -2035,11 +2159,15 @@ class _Rewriter:
             ]
         types = {r.acc: r.type for r in seg.reductions}
         for alias, acc in seg.aliases.items():  # the combined partials are the block's total
-            lines.append(f"{alias} = {acc};" if alias in self.decls else f"{types[acc]} {alias} = {acc};")
+            if alias != acc:  # partials combined back into the accumulator itself: it holds the total already
+                lines.append(f"{alias} = {acc};" if alias in self.decls else f"{types[acc]} {alias} = {acc};")
         calls = {start: (seg.ends[start], acc) for start, acc in seg.calls.items()}
         extra = {start: (end, acc) for start, (end, acc) in calls.items()}
         for v in seg.values:
             rhs = self._render(v.rhs, extra)
+            if v.op == "if":  # a guarded update of a total, kept whole
+                lines.append(rhs)
+                continue
             lines.append(f"{v.declare} {v.name} = {rhs};" if v.declare else f"{v.name} {v.op} {rhs};")
         for stat in seg.stats:  # the row's first thread, as in the original, once every thread has the values
             conditions = [f"({self._render(c)})" for c in stat.conditions]
@@ -2097,7 +2225,7 @@ class _Rewriter:
         grid = self.spec.grid if self.spec is not None else ("num_rows",)
         first = f"ceil_div({grid[0]}, {ROWS})" if rows else grid[0]
         # a row staged in dynamic shared memory needs the original's allocation (it starts at the array's start)
-        shared = "{shared_mem}" if self.stages else "0"
+        shared = "{shared_mem}" if self.stages or self.staged else "0"
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"), shared_mem=shared)
 
 
@@ -2356,6 +2484,10 @@ def _type_of(w: _Rewriter, decl: Node) -> str:
 
 def _base_type(type_text: str) -> str:
     return " ".join(re.sub(r"\b(const|volatile|__restrict__|__restrict|static)\b", " ", type_text).split())
+
+
+def _span(node: Node) -> tuple[int, int]:
+    return node.start_byte, node.end_byte
 
 
 def _root_name(w: _Rewriter, node: Node) -> str:

@@ -32,6 +32,7 @@ def variants_json(variants: Sequence[Variant]) -> list[dict[str, Any]]:
                 "note": v.provenance.note,
                 "step": v.provenance.step,
             },
+            "instantiation": [list(pair) for pair in v.instantiation],
         }
         for v in variants
     ]
@@ -51,6 +52,7 @@ def variants_from_json(data: Sequence[Mapping[str, Any]]) -> tuple[Variant, ...]
                 if d.get("launch") is None
                 else Launch(tuple(d["launch"]["grid"]), tuple(d["launch"]["block"]), d["launch"]["shared_mem"]),
                 provenance=Provenance(**d["provenance"]),
+                instantiation=tuple((str(p), str(a)) for p, a in d.get("instantiation", ())),
             )
             for d in data
         )

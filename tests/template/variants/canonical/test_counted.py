@@ -56,3 +56,33 @@ def test_a_count_the_body_changes_is_refused() -> None:
 def test_a_counted_loop_over_something_else_is_left_alone() -> None:
     source = COUNTED.replace("i * stride + id < width", "i + id < width")
     assert counted_to_stride(parse_source(source), "k") is None
+
+
+# llama.cpp's rounds counted by their offset: `col0` steps by the block, the element is `col0 + tid`
+OFFSETS = """
+__global__ void k(const float* x, float* y, const int n) {
+  const int tid = threadIdx.x;
+  const int block = blockDim.x;
+  for (int col0 = 0; col0 < n; col0 += block) {
+    const int col = col0 + tid;
+    if (col < n) {
+      y[blockIdx.x * n + col] = x[blockIdx.x * n + col] * 2.0f;
+    }
+  }
+}
+"""
+
+
+def test_rounds_counted_by_their_offset_are_the_stride_loop_from_the_thread() -> None:
+    body = _body(OFFSETS)
+    assert "for(intcol=threadIdx.x;col<n;col+=blockDim.x){y[blockIdx.x*n+col]=x[blockIdx.x*n+col]*2.0f;}" in body
+    assert "col0" not in body
+
+
+def test_rounds_counted_by_their_offset_that_read_it_or_step_otherwise_stay() -> None:
+    reads = OFFSETS.replace("* 2.0f;", "* col0;")
+    result = counted_to_stride(parse_source(reads), "k")
+    assert isinstance(result, str) and "reads the round's offset col0 besides its element col" in result
+    for other in ("const int block = 2 * blockDim.x;", "const int block = blockDim.y;"):
+        assert counted_to_stride(parse_source(OFFSETS.replace("const int block = blockDim.x;", other)), "k") is None
+    assert counted_to_stride(parse_source(OFFSETS.replace("col0 + tid", "col0 + tid + 1")), "k") is None

@@ -164,3 +164,21 @@ def test_an_exit_dropped_instead_of_moved_is_caught_on_the_gpu() -> None:
         job = variant_alone(ctx, "three_interpolate_kernel", planted)
         passed, failed = measured_failures(job, spec, {"VARIANT"})
         assert (passed >= 1 and not failed) if equal else bool(failed), (planted is wrong, passed, failed)
+
+
+def test_a_step_held_in_a_local_of_the_block_size_only_grows() -> None:
+    # llama.cpp's `col0 += block_size` with `const int block_size = blockDim.x;` (its template constant folded)
+    source = """
+__global__ void k(const float* x, float* y, const int n) {
+  const int block_size = blockDim.x;
+  for (int col0 = 0; col0 < n; col0 += block_size) {
+    const int col = col0 + threadIdx.x;
+    if (col >= n) break;
+    y[col] = x[col];
+  }
+}
+"""
+    assert "constintcol=col0+threadIdx.x;if(col<n){y[col]=x[col];}" in _body(source)
+    written = source.replace("const int block_size = blockDim.x;", "int block_size = blockDim.x; block_size -= 64;")
+    result = exits_to_checks(parse_source(written), "k")
+    assert isinstance(result, str) and "its index is not one that only grows" in result

@@ -53,3 +53,17 @@ def test_a_loop_inside_another_loop_keeps_the_local() -> None:
         "  for (int r = 0; r < 2; ++r)\n  for (int i = threadIdx.x; i < n; i += blockDim.x) {\n    val = x[i] - 1.0f;",
     )
     assert loop_temporaries(parse_source(nested), "k") is None
+
+
+def test_a_local_a_later_statement_sets_first_is_the_loops_too() -> None:
+    # FasterTransformer's int8 LayerNorm: `float output_f;` between the loops, set by the last loop's second statement
+    later = REUSED.replace("x[n] = val;", "x[n] = val;\n  float out;").replace(
+        "    x[i] = val * val;", "    out = val * val;\n    x[i] = out;"
+    )
+    result = loop_temporaries(parse_source(later), "k")
+    assert result is not None
+    assert "    float val = x[i] - 1.0f;\n    float out = val * val;" in result.text
+    # named before the statement that sets it (read in the first statement): carried from the iteration before
+    carried = later.replace("    val = x[i] - 1.0f;", "    val = x[i] - out;")
+    result = loop_temporaries(parse_source(carried), "k")
+    assert result is None or "float out = val * val;" not in result.text

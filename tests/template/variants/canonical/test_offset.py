@@ -30,9 +30,9 @@ def test_a_loop_over_a_segment_runs_over_the_segments_elements() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "reason"),
     [
-        ("out[i] = in[i] * 2.0f;", "out[i] = in[i] * i;", "reads its index i other than as a whole subscript"),
+        ("out[i] = in[i] * 2.0f;", "out[i] = *(&i) * 2.0f;", "takes the address of its index i"),
+        ("out[i] = in[i] * 2.0f;", "const int& j = i; out[j] = 0;", "takes the address of its index i"),
         ("for (int i", "for (double i", "runs an index of type `double` over an offset range"),
-        ("out[i] = in[i] * 2.0f;", "out[i] = in[i - end];", "reads its index i other than as a whole subscript"),
         ("out[i] = in[i] * 2.0f;", "out[i] = in[i]; end = 0;", "changes its index, its start or its bound"),
     ],
 )
@@ -58,3 +58,13 @@ def test_a_loop_from_the_thread_index_alone_or_from_another_thread_is_not_its_sh
     assert offset_to_row(parse_source(block_stride), "k") is None
     by_row = SEGMENTS.replace("first + threadIdx.x", "first + threadIdx.x + threadIdx.y")
     assert offset_to_row(parse_source(by_row), "k") is None
+
+
+def test_the_index_read_as_a_value_is_the_originals_value_written_out() -> None:
+    # FasterTransformer's int8 LayerNorm: the element's place kept in a local, and the index passed as a value
+    body = "int col = i - first + 0; int at = i; out[at] = in[i] * col + (float)(i - end);"
+    result = offset_to_row(parse_source(SEGMENTS.replace("out[i] = in[i] * 2.0f;", body)), "k")
+    assert result is not None and not isinstance(result, str), result
+    assert "int col = (i) + 0;" in result.text  # `i - first` is the new index itself
+    assert "int at = ((int)(first) + i);" in result.text
+    assert "out[at] = in[(int)(first) + i] * col + (float)(((int)(first) + i) - end);" in result.text

@@ -259,7 +259,18 @@ CASES = {
     ("staged_softmax.cu", "staged_softmax_kernel"): {
         "vectorized": [{"VEC_BYTES": 16}],
         "packs_per_thread": [{"ITEMS": 2}],
+        # row_reduce keeps each thread's packs staged at the element, one row a block (77 columns: a ragged tail)
+        "row_reduce": [{"ROW_THREADS": 256, "ROW_VEC": 4}, {"ROW_THREADS": 32, "ROW_VEC": 1}],
         "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 4}, {"ITEMS_Y": 8}],
+    },
+    # llama.cpp's attention-softmax shape: constants of the instantiation pick the row length, the block size and
+    # where the row is staged; rounds counted by their offset with an exit past the row's end; every variant is read
+    # at the spec's instantiation (the others run the original body)
+    ("template_softmax.cu", "template_softmax_kernel"): {
+        "vectorized": [{"VEC_BYTES": 16}],
+        "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce": [{"ROW_THREADS": 32, "ROW_VEC": 4}, {"ROW_THREADS": 64, "ROW_VEC": 1}],
+        "block_items": [{"ITEMS_Y": 2}],
     },
     # FasterTransformer's three-pass LayerNorm: `uint` offsets into the row, the block reduction from a project
     # header (inlined from it), one local reused as the last pass's temporary; row_reduce reads the row once

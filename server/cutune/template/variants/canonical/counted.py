@@ -10,6 +10,16 @@ it is.
 where STEP is the block size and START the thread index (written directly or through locals). Thread `t`
 visits `c = t + i·STEP` for `i < COUNT`, below BOUND: exactly the indices below both BOUND and COUNT·STEP,
 as the original did. Where BODY reads `i` otherwise, `i = (c - START) / STEP` is declared first.
+
+The same count kept as the offset of a round (llama.cpp's `col0`), the element a local of the body:
+
+    for (int c0 = 0; c0 < N; c0 += STEP) {           for (int c = START; c < N; c += STEP) {
+      const int c = c0 + START;                  →     BODY
+      if (c < N) BODY                                }
+    }
+
+Thread `t` visits `c = t + c0` for the rounds `c0 < N` where `c < N`: as `t ≥ 0`, exactly the indices from `t`
+below N in steps of STEP. The loop reads `c0` nowhere else, nor changes N.
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ from cutune.template.variants.loops import indented, index_form, line_indent, lo
 NAME = "counted_loops"
 PREFIX = "cutune_idx"
 _SHAPE = re.compile(r"\bfor\s*\([^;]*=\s*0\s*;")  # a loop counting from 0
-_CHECK = re.compile(r"\bif\s*\(\s*\(?\s*\w+\s*\*")  # a bounds check on `i * STEP + ...`
+_CHECK = re.compile(r"\bif\s*\(\s*\(?\s*\w+\s*[*<]")  # a bounds check on `i * STEP + ...` or on an element
 
 
 def counted_to_stride(model: SourceModel, kernel: str) -> SourceModel | str | None:
@@ -73,6 +83,8 @@ def _rewrite(src: KernelSource, loop: Node, locals_: dict[str, str], written: se
         return None
     i = head.group(1)
     count = re.fullmatch(rf"{i}<(.+)", "".join(src.text(cond).split()))
+    if count is not None and re.fullmatch(rf"{i}\+=(\w+(?:\.x)?)", "".join(src.text(update).split())):
+        return _offset_rounds(src, loop, i, count.group(1), locals_, written)
     if count is None or "".join(src.text(update).split()) not in (f"{i}++", f"++{i}", f"{i}+=1"):
         return None
     statements = (
@@ -103,11 +115,7 @@ def _rewrite(src: KernelSource, loop: Node, locals_: dict[str, str], written: se
         pieces += [src.data[pos : n.start_byte].decode(), new]
         pos = n.end_byte
     pieces.append(src.data[pos : inner.end_byte].decode())
-    text = "".join(pieces)
-    if inner.type == "compound_statement":
-        text = text.strip()[1:-1].strip("\n")
-        margin = line_indent(src.data, inner.named_children[0].start_byte) if inner.named_children else ""
-        text = "\n".join(ln[len(margin) :] if ln.startswith(margin) else ln for ln in text.split("\n"))
+    text = _unbraced(src, inner, "".join(pieces))
     start_text = "threadIdx.x"  # START and STEP are the builtins (or locals holding them): written as such
     step = "blockDim.x"
     lines = []
@@ -117,6 +125,56 @@ def _rewrite(src: KernelSource, loop: Node, locals_: dict[str, str], written: se
     header = f"for (int {var} = {start_text}; {var} < min({bound}, ({count.group(1)}) * {step}); {var} += {step}) {{"
     indent = line_indent(src.data, loop.start_byte)
     return indented("\n".join([header, *(indented(ln, "  ") for ln in lines), "}"]), indent).lstrip()
+
+
+def _offset_rounds(
+    src: KernelSource, loop: Node, c0: str, bound: str, locals_: dict[str, str], written: set[str]
+) -> str | None:
+    """The stride loop of `for (c0 = 0; c0 < N; c0 += STEP) { const int c = c0 + START; if (c < N) BODY }`, or
+    None when the loop is not of this shape; _Refused when it cannot be rewritten."""
+    step = "".join(src.field(loop, "update").split()).split("+=", 1)[1]
+    if index_form(locals_.get(step, step)) != "blockDim.x":
+        return None
+    body = loop.child_by_field_name("body")
+    statements = [c for c in body.named_children if c.type != "comment"] if body is not None else []
+    if body is None or body.type != "compound_statement" or len(statements) != 2:
+        return None
+    declaration, guard = statements
+    declarators = declaration.children_by_field_name("declarator") if declaration.type == "declaration" else []
+    value = declarators[0].child_by_field_name("value") if len(declarators) == 1 else None
+    name = declarators[0].child_by_field_name("declarator") if len(declarators) == 1 else None
+    if value is None or name is None or name.type != "identifier" or guard.type != "if_statement":
+        return None
+    terms = sorted(index_form(locals_.get(t, t)) for t in "".join(src.text(value).split()).split("+"))
+    if terms != sorted([c0, "threadIdx.x"]):
+        return None
+    var = src.text(name)
+    condition = guard.child_by_field_name("condition")
+    test = "".join(src.text(condition).split()) if condition is not None else ""
+    if test not in (f"({var}<{bound})", f"({bound}>{var})"):
+        return None
+    if guard.child_by_field_name("alternative") is not None:
+        raise _Refused("has an else branch on its bounds check")
+    inner = guard.child_by_field_name("consequence")
+    assert inner is not None  # an if statement always has one
+    if set(re.findall(r"[A-Za-z_]\w*", bound)) & (written | {c0}) or {c0, var} & written_names(src, inner):
+        raise _Refused(f"changes {c0}, {var} or its bound {bound} while it runs")
+    if re.search(rf"\b{re.escape(c0)}\b", src.text(inner)):
+        raise _Refused(f"reads the round's offset {c0} besides its element {var}")
+    kind = src.field(declaration, "type").strip() or "int"
+    text = _unbraced(src, inner, src.text(inner))
+    header = f"for ({kind} {var} = threadIdx.x; {var} < {bound}; {var} += blockDim.x) {{"
+    indent = line_indent(src.data, loop.start_byte)
+    return indented("\n".join([header, indented(text, "  "), "}"]), indent).lstrip()
+
+
+def _unbraced(src: KernelSource, inner: Node, text: str) -> str:
+    """`text` (the statement `inner`, maybe rewritten) without its braces and their indentation, for a new loop."""
+    if inner.type != "compound_statement":
+        return text
+    text = text.strip()[1:-1].strip("\n")
+    margin = line_indent(src.data, inner.named_children[0].start_byte) if inner.named_children else ""
+    return "\n".join(ln[len(margin) :] if ln.startswith(margin) else ln for ln in text.split("\n"))
 
 
 def _sums(src: KernelSource, node: Node) -> list[Node]:

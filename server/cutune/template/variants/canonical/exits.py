@@ -8,7 +8,8 @@ loop forms read a checked stride loop.
     }                                             }
                                                 }
 
-The index grows (`++i`, `i += S`, S a positive constant or a block or grid size), `c` is the index or a local of
+The index grows (`++i`, `i += S`, S a positive constant or a block or grid size, written directly or through a
+local declared once and never written), `c` is the index or a local of
 the body declared as it times a positive constant plus a value the loop does not change, and BOUND is such a
 value too: once `c >= BOUND` holds it holds for every later iteration, so the iterations the exit skipped do
 nothing under the check. A conjunction with a condition the loop does not change (`!TAIL && c >= BOUND`) is
@@ -32,6 +33,7 @@ from cutune.template.variants.loops import (
     constant_value,
     indented,
     line_indent,
+    local_values,
     macros_expanded,
     squeezed,
     statements_of,
@@ -189,7 +191,9 @@ def _growing_index(src: KernelSource, loop: Node) -> str | None:
     if found is None:
         return None
     var = next(g for g in found.groups()[:3] if g)
-    if found.group(4) is not None and not _positive(src, found.group(4)):
+    step = found.group(4)
+    # a step held in a local declared once and never written (`const int block_size = blockDim.x;`) is its value
+    if step is not None and not _positive(src, local_values(src).get(squeezed(step), step)):
         return None
     return var if body is not None and var not in written_names(src, body) else None
 

@@ -1,6 +1,6 @@
-"""loop_temps: a local the kernel declares once and a loop uses only as its own temporary (the loop's body sets it
-first, `v = E;`, and nothing after the loop names it) declared in that body instead, so the loop transforms see a
-value of each iteration, not one carried across the loops that share the name:
+"""loop_temps: a local the kernel declares once and a loop uses only as its own temporary (a statement of the loop's
+body sets it, `v = E;`, before any other names it, and nothing after the loop names it) declared in that body
+instead, so the loop transforms see a value of each iteration, not one carried across the loops that share the name:
 
     float val = 0.0f;                          float val = 0.0f;
     for (...) val += x[i];                     for (...) val += x[i];
@@ -44,12 +44,9 @@ def loop_temporaries(model: SourceModel, kernel: str) -> SourceModel | None:
     types = _plain_locals(src)
     edits = EditList(src.data)
     for loop in src.in_body(*_LOOPS):
-        first = _first_assignment(src, loop)
-        if first is None:
-            continue
-        name, statement, value = first
-        if name in types and _only_temporary(src, loop, name, value):
-            edits.replace(statement.start_byte, statement.start_byte, f"{types[name]} ")
+        for name, statement, value in _first_assignments(src, loop):
+            if name in types and _only_temporary(src, loop, name, value):
+                edits.replace(statement.start_byte, statement.start_byte, f"{types[name]} ")
     if not edits.edits:
         return None
     return parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
@@ -79,20 +76,30 @@ def _declared(declarator: Node) -> str | None:
     return declarator.text.decode("utf-8") if declarator.type == "identifier" and declarator.text else None
 
 
-def _first_assignment(src: KernelSource, loop: Node) -> tuple[str, Node, Node] | None:
-    """(name, statement, value) where the loop's body starts `name = value;`; None otherwise."""
+def _first_assignments(src: KernelSource, loop: Node) -> list[tuple[str, Node, Node]]:
+    """(name, statement, value) of each statement `name = value;` of the loop's body that no earlier statement of
+    the body names `name` before: every read of it in an iteration comes after that iteration set it."""
     body = loop.child_by_field_name("body")
-    statements = [s for s in statements_of(body) if s.type != "comment"] if body is not None else []
-    if body is None or body.type != "compound_statement" or not statements:
-        return None
-    first = statements[0]
-    assignment = first.named_children[0] if first.type == "expression_statement" and first.named_children else None
-    if assignment is None or assignment.type != "assignment_expression" or src.field(assignment, "operator") != "=":
-        return None
-    left, right = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
-    if left is None or right is None or left.type != "identifier":
-        return None
-    return src.text(left), first, right
+    if body is None or body.type != "compound_statement":
+        return []
+    found: list[tuple[str, Node, Node]] = []
+    named: set[str] = set()  # the names the statements so far mention
+    for statement in (s for s in statements_of(body) if s.type != "comment"):
+        assignment = (
+            statement.named_children[0]
+            if statement.type == "expression_statement" and statement.named_children
+            else None
+        )
+        if (
+            assignment is not None
+            and assignment.type == "assignment_expression"
+            and src.field(assignment, "operator") == "="
+        ):
+            left, right = assignment.child_by_field_name("left"), assignment.child_by_field_name("right")
+            if left is not None and right is not None and left.type == "identifier" and src.text(left) not in named:
+                found.append((src.text(left), statement, right))
+        named |= {src.text(i) for i in [statement, *descendants(statement, "identifier")] if i.type == "identifier"}
+    return found
 
 
 def _only_temporary(src: KernelSource, loop: Node, name: str, value: Node) -> bool:

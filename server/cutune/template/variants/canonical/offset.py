@@ -9,8 +9,10 @@ The thread with index `threadIdx.x` meets the same elements in the same order: e
 blockDim.x` of each array, while it lies below `end` (the bound is taken in 64 bits, so an empty range stays empty
 whatever the types of `end` and `base`), and `j - base`, the element's place in the range, is the new index itself.
 Only where that is certain: the index is an integer, `base` reads no thread index, neither `base`, `end` nor the
-index changes inside the loop, and the body reads the index only as a whole subscript (`a[j]`) or as `j - base`;
-refused with the reason where the loop has the shape but the body reads the index otherwise.
+index changes inside the loop, and nothing takes the index's address; refused with the reason where the loop has the
+shape but one of these does not hold. A read of the index as anything but a whole subscript or `j - base` (an index
+kept in a local, `int col = j - base;` spelled otherwise, a call's argument) is the original's value written out,
+`((T)(base) + j)`.
 An unsigned index (FasterTransformer's `uint i = start`) is taken too. The two loops part only where the original's
 index would pass its type's largest value inside the loop (a range ending within blockDim.x of 2^32 elements, for a
 32-bit one): there the original's index wraps to the array's first elements and the loop runs over them again,
@@ -64,8 +66,9 @@ def offset_to_row(model: SourceModel, kernel: str) -> SourceModel | str | None:
         cast = f"({var_type})({base})"
         edits.replace(value.start_byte, value.end_byte, _THREAD)
         edits.replace(bound.start_byte, bound.end_byte, f"(long long)({src.text(bound)}) - (long long)({base})")
-        for index in uses:
-            edits.replace(index.start_byte, index.end_byte, f"{cast} + {src.text(index)}")
+        for index in uses:  # a whole subscript as `a[base + j]`, any other read as the value in parentheses
+            text = f"{cast} + {src.text(index)}"
+            edits.replace(index.start_byte, index.end_byte, text if whole_subscript(index) else f"({text})")
         for difference in relative:  # `j - base` is the range's own index
             var = src.field(difference, "left")
             edits.replace(
@@ -81,8 +84,8 @@ def _offset_loop(
     src: KernelSource, loop: Node, locals_: dict[str, str], written: set[str]
 ) -> tuple[Node, Node, list[Node], list[Node], str, str] | str | None:
     """For `for (T j = base + threadIdx.x; j < end; j += blockDim.x)`: its start's and bound's nodes, the index's
-    subscript uses, its uses as `j - base`, base's text and T; a reason when it has the shape but cannot be
-    rewritten; else None."""
+    other reads, its uses as `j - base`, base's text and T; a reason when it has the shape but cannot be rewritten;
+    else None."""
     found = counting_loop(src, loop)
     if found is None:
         return None
@@ -110,11 +113,22 @@ def _offset_loop(
         difference = _less_base(src, ident, base, locals_)
         if difference is not None:
             relative.append(difference)
-        elif not whole_subscript(ident):
-            return f"reads its index {var} other than as a whole subscript (line {src.line(ident)})"
+        elif _addressed(src, ident):
+            return f"takes the address of its index {var} (line {src.line(ident)})"
         else:
             uses.append(ident)
     return value, bound, uses, relative, base, var_type
+
+
+def _addressed(src: KernelSource, ident: Node) -> bool:
+    """Whether `ident` is the operand of `&` or bound to a reference: the rewritten index is a value, not the index."""
+    parent = ident.parent
+    if parent is not None and parent.type == "pointer_expression" and src.field(parent, "operator") == "&":
+        return True
+    if parent is not None and parent.type == "init_declarator" and parent.child_by_field_name("value") == ident:
+        target = parent.child_by_field_name("declarator")
+        return target is not None and target.type == "reference_declarator"
+    return False
 
 
 def _less_base(src: KernelSource, ident: Node, base: str, locals_: dict[str, str]) -> Node | None:

@@ -9,7 +9,7 @@ variants' bodies are over the kernel's own parameters, so they stand beside the 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cutune.cuda.model import SourceModel
@@ -38,6 +38,8 @@ from cutune.template.variants.canonical.row_count import NAME as ROW_COUNT
 from cutune.template.variants.canonical.row_count import block_shape_rows
 from cutune.template.variants.canonical.scaled import NAME as SCALED
 from cutune.template.variants.canonical.scaled import scaled_to_packs
+from cutune.template.variants.canonical.template_args import NAME as TEMPLATE_ARGS
+from cutune.template.variants.canonical.template_args import fold_template_args, instantiation
 from cutune.template.variants.canonical.thread_count import NAME as THREAD_COUNT
 from cutune.template.variants.canonical.thread_count import block_size_strides
 from cutune.template.variants.canonical.thread_index import NAME as THREAD_INDEX
@@ -78,13 +80,18 @@ class Canonical:
     model: SourceModel  # the original model when no step applied
     applied: tuple[str, ...]
     refusals: tuple[tuple[str, str], ...]  # (step, reason)
+    # where template_args applied: the instantiation the transforms read, (template parameter, argument) each
+    instantiation: tuple[tuple[str, str], ...] = ()
 
 
-def canonicalise(model: SourceModel, kernel: str, include_dirs: Sequence[str] = ()) -> Canonical:
+def canonicalise(
+    model: SourceModel, kernel: str, include_dirs: Sequence[str] = (), template_args: Mapping[str, str] | None = None
+) -> Canonical:
     """`kernel`'s file with every step that applies applied, in order (loop macros' and thread-count macros'
     definitions, and helpers the file does not define, looked up in the headers the file includes, found beside it or in
-    `include_dirs`)."""
+    `include_dirs`); with the spec's `template_args`, first read at that instantiation."""
     steps: dict[str, Step] = {
+        **({TEMPLATE_ARGS: functools.partial(fold_template_args, args=template_args)} if template_args else {}),
         **STEPS,
         LOOP_MACROS: functools.partial(expand_loop_macros, include_dirs=tuple(include_dirs)),
         THREAD_COUNT: functools.partial(block_size_strides, include_dirs=tuple(include_dirs)),
@@ -111,4 +118,5 @@ def canonicalise(model: SourceModel, kernel: str, include_dirs: Sequence[str] = 
         elif result is not None:
             current = result
             applied.append(name)
-    return Canonical(current, tuple(applied), tuple(refusals))
+    at = instantiation(model, kernel, template_args) if template_args and TEMPLATE_ARGS in applied else ()
+    return Canonical(current, tuple(applied), tuple(refusals), at)
