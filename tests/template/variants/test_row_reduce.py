@@ -1005,3 +1005,28 @@ def test_a_total_updated_where_the_rewrite_cannot_place_it_is_refused() -> None:
     # on a condition that differs between threads: dropping it, or running it everywhere, changes the total
     _, refused = _template_softmax("if (sinks) {\n    s +=", "if (threadIdx.x == 0) {\n    s +=")
     assert any("updates `s` after its reduction inside a statement it cannot place" in r for r in refused), refused
+
+
+def test_a_row_of_unknown_length_is_first_tried_at_the_hosts_smallest_block() -> None:
+    # the staged sample's spec gives `cols` as the row's length: the variant knows its rows, and starts at 256
+    path = SAMPLES / "staged_softmax.cu"
+    spec = load_spec(path.with_name("staged_softmax.tune.toml")).kernels["staged_softmax_kernel"]
+    model = parse_source(path.read_text(), str(path))
+    known = RowReduce().apply(model, "staged_softmax_kernel", spec).params[0]
+    assert (known.name, known.default, known.try_first) == ("ROW_THREADS", 256, None)
+    # a length the spec cannot tell (read from memory): the host's 64-thread block says the rows are short
+    hidden = (
+        re.sub(r"\bcols\b", "n", model.text)
+        .replace("const int n,", "const int* n_at,")
+        .replace("const int tid = threadIdx.x;", "const int n = n_at[0];\n  const int tid = threadIdx.x;")
+    )
+    unknown = replace(
+        spec,
+        block=("64",),
+        args=tuple(
+            replace(a, name="n_at", dtype="int32", value=None, shape=("1",)) if a.name == "cols" else a
+            for a in spec.args
+        ),
+    )
+    first = RowReduce().apply(parse_source(hidden), "staged_softmax_kernel", unknown).params[0]
+    assert (first.default, first.try_first) == (256, 64)

@@ -39,7 +39,8 @@ a row, one row a block; `acc = fmaf(x, y, acc)` is a sum; a `__device__` helper 
 butterfly summing or taking an extremum (`acc = warp_reduce_sum(acc);`, in the file or the headers beside it) is the
 warp's reduction; a launch's block set member by member (`dim3 block; block.x = N;`) is read as written; and a row
 whose length has a compile-time cap (`min(n, ROUNDS * THREADS)`, a register row's) is kept in registers in one pass
-under that cap, every pack in flight before any is used.
+under that cap, every pack in flight before any is used. Where the spec cannot tell a row's length, the search first
+tries as many threads a row as the host's smallest block, when that is fewer than the default.
 """
 
 from __future__ import annotations
@@ -2201,7 +2202,14 @@ class _Rewriter:
             threads = tuple(t for t in dict.fromkeys((*threads, 1024)) if t >= floor)
         # a thread count the variant can run (the original's pin needs it among the values): 256, else the nearest
         default = threads[-1] if pinned else min(threads, key=lambda t: (abs(t - 256), t))
-        params = [TunableParam(THREADS, threads, default, Binding.TEMPLATE, description="threads per row")]
+        # where the spec cannot tell the row's length, the host's block for its smallest row can: a launcher that
+        # sizes the block to the row (a warp doubled up to it) and gives fewer threads than the default has short
+        # rows, which the default's idle threads and barriers would slow; the search tries that many first
+        smallest = self._launched_threads(smallest=True)
+        first = smallest if not self.lengths and not pinned and smallest < default and smallest in threads else None
+        params = [
+            TunableParam(THREADS, threads, default, Binding.TEMPLATE, description="threads per row", try_first=first)
+        ]
         if rows:
             params.append(TunableParam(ROWS, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="rows per block"))
         params.append(
@@ -2209,17 +2217,18 @@ class _Rewriter:
         )
         return tuple(params)
 
-    def _launched_threads(self) -> int:
-        """The most threads per block the spec's launch runs at any of its sizes; without them, the most a block
-        can have."""
+    def _launched_threads(self, smallest: bool = False) -> int:
+        """The most (or, `smallest`, the fewest) threads per block the spec's launch runs at any of its sizes;
+        without them, the most a block can have."""
         spec = self.spec
         if spec is None or not spec.block or not spec.sizes:
             return 1024
         try:
             block = compile_expr(spec.block[0])
-            return max(int(block.evaluate({**spec.scalar_values(size), **size})) for size in spec.sizes)
+            counts = [int(block.evaluate({**spec.scalar_values(size), **size})) for size in spec.sizes]
         except CutuneError:
             return 1024
+        return min(counts) if smallest else max(counts)
 
     def _launch(self, rows: bool) -> Launch:
         grid = self.spec.grid if self.spec is not None else ("num_rows",)
