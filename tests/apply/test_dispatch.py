@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from cutune.apply.dispatch import variant_launch_config
@@ -56,3 +58,11 @@ def test_a_launch_whose_instantiation_is_not_known_here_cannot_take_it() -> None
     site, call = next((s, c) for s, c in launches if s.template_args == ("true", "N"))
     with pytest.raises(HostLaunchError, match="passes `N` for kCols"):
         variant_launch_config(src, site, call, Config.of({VARIANT: 1, "ROW_THREADS": 32}), [VARIANT_AT])
+
+
+def test_a_variant_read_at_a_parameter_the_kernel_lacks_cannot_take_a_launch() -> None:
+    src, launches = _sites()
+    site, call = next((s, c) for s, c in launches if s.template_args == ("true", "0"))
+    stale = dataclasses.replace(VARIANT_AT, instantiation=(("kOther", "1"),))  # recorded for another version
+    with pytest.raises(HostLaunchError, match="a template parameter the kernel lacks"):
+        variant_launch_config(src, site, call, Config.of({VARIANT: 1, "ROW_THREADS": 32}), [stale])

@@ -145,6 +145,8 @@ def _runs_instantiation(src: KernelSource, site: LaunchSite, call: Node, at: tup
     params = src.kernel.template_params
     names = [p.name for p in params]
     for name, value in at:
+        if name not in names:  # a variant recorded for another version of the kernel
+            raise HostLaunchError(f"the variant is read at {name} = {value}, a template parameter the kernel lacks")
         i = names.index(name)
         arg = site.template_args[i] if i < len(site.template_args) else params[i].default
         got = literal_value(arg) if arg is not None else None

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -1760,7 +1761,7 @@ class _Rewriter:
                     shared = {n for n in self._idents(rhs) if self._shared_like(n)}
                     if updated and node.parent in statements and deps is not None and not combines and not shared:
                         values.append(_Value(name, rhs, "", deps | {name}, self.text(op)))
-                    elif updated and not combines and not shared and not seg.calls.keys() & range(*_span(node)):
+                    elif updated and not combines and not shared and not _holds(node, seg.calls):
                         # nested in a statement the rewrite does not keep: dropping it would change the total
                         self.refuse(f"updates `{name}` after its reduction inside a statement it cannot place", node)
                     continue
@@ -1812,7 +1813,7 @@ class _Rewriter:
         name = names.pop()
         if name not in self.reduced | self.valued or name in self.shared or descendants(s, "declaration"):
             return None
-        if any(s.start_byte <= at < s.end_byte for at in seg.calls):  # a step of the reduction itself
+        if _holds(s, seg.calls):  # a step of the reduction itself
             return None
         deps = self._value_deps(s, seg)
         if deps is None or not deps <= known | {name} | _functions(self, s):
@@ -2495,8 +2496,9 @@ def _base_type(type_text: str) -> str:
     return " ".join(re.sub(r"\b(const|volatile|__restrict__|__restrict|static)\b", " ", type_text).split())
 
 
-def _span(node: Node) -> tuple[int, int]:
-    return node.start_byte, node.end_byte
+def _holds(node: Node, starts: Iterable[int]) -> bool:
+    """Whether one of the byte offsets `starts` (a reduction call's) lies inside `node`."""
+    return any(node.start_byte <= at < node.end_byte for at in starts)
 
 
 def _root_name(w: _Rewriter, node: Node) -> str:

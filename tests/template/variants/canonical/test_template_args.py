@@ -102,3 +102,7 @@ def test_every_variant_runs_only_at_the_instantiation_it_was_read_at() -> None:
     span = model.kernel("template_softmax_kernel").body_span
     original = model.text[span.start_byte + 1 : span.end_byte - 1].strip("\n")
     assert row_reduce.body.endswith(f"\n}} else {{\n{original}\n}}")  # every other instantiation: as written
+
+
+def test_a_decimal_with_leading_zeros_is_no_literal_it_reads() -> None:
+    assert literal_value("08") is None and literal_value("010") is None and literal_value("0") == 0

@@ -43,7 +43,14 @@ def literal_value(text: str) -> int | None:
     text = text.strip()
     if text in ("true", "false"):
         return int(text == "true")
-    return int(text.rstrip("uUlL"), 0) if _INTEGER.fullmatch(text) else None
+    if not _INTEGER.fullmatch(text):
+        return None
+    digits = text.rstrip("uUlL")
+    # base 0 reads hex; a decimal with leading zeros (`08`, octal in C++ only when its digits allow) is not taken
+    try:
+        return int(digits, 0)
+    except ValueError:
+        return None
 
 
 def constants(model: SourceModel, kernel: str, args: Mapping[str, str]) -> dict[str, int]:
@@ -121,13 +128,10 @@ def _fold(src: KernelSource, node: Node, values: dict[str, int]) -> str | None:
         # an `if` on the arguments themselves is left to the arms the transforms read (constexpr_arms.py), whose
         # variants fit every instantiation; one an expression fold left decided (`if (false) break;`) goes
         condition = node.child_by_field_name("condition")
-        inner = condition.named_children[0] if condition is not None and condition.named_children else None
-        if inner is None or inner.text is None or inner.text.decode().strip("() \n") not in ("true", "false"):
+        decided = src.text(condition).strip("() \n") if condition is not None else ""
+        if decided not in ("true", "false"):
             return None
-        value = _value(src, inner, values)
-        if value is None:
-            return None
-        kept = node.child_by_field_name("consequence" if value else "alternative")
+        kept = node.child_by_field_name("consequence" if decided == "true" else "alternative")
         if kept is not None and kept.type == "else_clause":
             kept = next(iter(kept.named_children), None)
         if kept is None:
