@@ -17,7 +17,7 @@ from cutune.template.model import Binding, Config, TunableParam
 from cutune.template.recipes.index_bits import index_param, narrowed
 from cutune.template.variants import VARIANT
 from cutune.tune.options import Budget, SearchOptions, TuneOptions
-from cutune.tune.search import Progress, SearchOutcome, StopReason, run_search, variant_seeds
+from cutune.tune.search import Progress, SearchOutcome, StopReason, run_search, variant_moves, variant_seeds
 from cutune.tune.space import Feasibility, feasible_configs, neighbours
 from cutune.tune.study import FAILURE, REPEAT_OF, open_study, study_key
 from tests.tune.fake_backend import BASE_US, DEVICE, SPACE, SPEC, FakeBackend, make_job, table_time
@@ -295,6 +295,36 @@ def test_a_variant_is_seeded_at_its_own_parameters_try_first_values() -> None:
     assert variant_seeds(Feasibility(shared, SPEC, LIMITS)) == [
         Config.of({**shared.default(), VARIANT: v}) for v in (1, 2)
     ]
+
+
+def test_the_best_is_carried_over_to_the_variants_that_share_its_own_parameters() -> None:
+    # variant 1 owns THREADS_A; variant 2 (chained onto 1) owns it too and ROWS, whose first try is 4; variant 3 owns
+    # neither: a move from the best of variant 1 keeps its THREADS_A and tries ROWS at 4, and none goes to variant 3
+    threads = TunableParam("THREADS_A", (32, 64, 128), 128, try_first=64)
+    rows = TunableParam("ROWS", (1, 2, 4), 1, try_first=4)
+    other = TunableParam("OTHER", (1, 2), 1, try_first=2)
+    space = dataclasses.replace(
+        SPACE, params=(*SPACE.params, TunableParam(VARIANT, (0, 1, 2, 3), 0), threads, rows, other)
+    )
+    spec = dataclasses.replace(
+        SPEC,
+        constraints=(
+            *SPEC.constraints,
+            "VARIANT == 1 or VARIANT == 2 or THREADS_A == 128",
+            "VARIANT == 2 or ROWS == 1",
+            "VARIANT == 3 or OTHER == 1",
+        ),
+    )
+    check = Feasibility(space, spec, LIMITS)
+    best = Config.of({**space.default(), VARIANT: 1, "THREADS_A": 32, "VEC": 4})
+    assert variant_moves(check, best) == [Config.of({**best, VARIANT: 2, "ROWS": 4})]
+    # back from the chained variant: its own ROWS returns to its default, the shared THREADS_A stays
+    chained = Config.of({**best, VARIANT: 2, "ROWS": 2})
+    assert variant_moves(check, chained) == [best]
+    # a move the constraints forbid is not proposed
+    capped = Feasibility(space, dataclasses.replace(spec, constraints=(*spec.constraints, "ROWS * VEC <= 8")), LIMITS)
+    assert variant_moves(capped, best) == [Config.of({**best, VARIANT: 2})]
+    assert variant_moves(CHECK, SPACE.default()) == []  # no variants
 
 
 def test_objectives_are_relative_to_the_original_on_the_measuring_workers_own_device(options: TuneOptions) -> None:

@@ -169,17 +169,48 @@ def variant_seeds(check: Feasibility) -> list[Config]:
     return [c for c in dict.fromkeys((*variants, *narrow, *specialised)) if check.violation(c) is None]
 
 
-def _first_try(check: Feasibility, pins: Mapping[Value, frozenset[str]], config: Config) -> Config:
-    """`config` (a variant at its defaults) with each of the variant's own parameters at its `try_first` value where
-    that stays feasible, one after another as `_specialised` does (only parameters the original holds at their
-    defaults, `pins` per VARIANT value, are the variant's own)."""
-    own = pins.get(check.space.default()[VARIANT], frozenset()) - pins.get(config[VARIANT], frozenset())
+def _first_try(
+    check: Feasibility, pins: Mapping[Value, frozenset[str]], config: Config, kept: frozenset[str] = frozenset()
+) -> Config:
+    """`config` (a variant at its defaults) with each of the variant's own parameters but `kept` at its `try_first`
+    value where that stays feasible, one after another as `_specialised` does (only parameters the original holds at
+    their defaults, `pins` per VARIANT value, are the variant's own)."""
+    own = _own(check, pins, config[VARIANT]) - kept
     for param in check.space.params:
         if param.name in own and param.try_first is not None:
             tried = Config.of({**config, param.name: param.try_first})
             if check.violation(tried) is None:
                 config = tried
     return config
+
+
+def _own(check: Feasibility, pins: Mapping[Value, frozenset[str]], variant: Value) -> frozenset[str]:
+    """The parameters of structural variant `variant`'s own: those the original holds at their defaults and it frees."""
+    return pins.get(check.space.default()[VARIANT], frozenset()) - pins.get(variant, frozenset())
+
+
+def variant_moves(check: Feasibility, config: Config) -> list[Config]:
+    """`config` carried over to each other structural variant that shares one of its variant's own parameters (a
+    chained variant and its parent, e.g. row_reduce and row_reduce_block_items): the shared ones as `config` has them,
+    that variant's others at their `try_first` values, every parameter it does not run at its default; where feasible.
+    A step of VARIANT alone (`neighbours`) would try the chained variant at its own defaults, which run it as its
+    parent: the search would not see what the chained change adds to the parent's best."""
+    param = next((p for p in check.space.params if p.name == VARIANT), None)
+    if param is None:
+        return []
+    pins = check.pinned(VARIANT)
+    default = check.space.default()
+    mine = _own(check, pins, config[VARIANT])
+    moves = []
+    for value in param.values:
+        theirs = _own(check, pins, value)
+        if value in (config[VARIANT], default[VARIANT]) or not mine & theirs:
+            continue
+        moved = Config.of({**config, VARIANT: value, **{n: default[n] for n in pins.get(value, frozenset())}})
+        moved = _first_try(check, pins, moved, kept=mine & theirs)
+        if check.violation(moved) is None:
+            moves.append(moved)
+    return moves
 
 
 def _at_size(i: int, record: TrialRecord) -> tuple[float, int]:
@@ -412,9 +443,10 @@ class _Search:
         )
 
     def _probes(self, probe: _Probe) -> list[Config]:
-        """The unmeasured, feasible neighbours of the best configuration (else of the fastest at a size, where the
-        best's were proposed already), once per configuration and only when the sampler has had its turn since the
-        last round; at most half the budget left."""
+        """The unmeasured, feasible neighbours of the best configuration and its moves to the structural variants
+        related to its own (`variant_moves`; else of the fastest at a size, where the best's were proposed already),
+        once per configuration and only when the sampler has had its turn since the last round; at most half the
+        budget left."""
         if probe.owed:
             return []
         ok = [r for r in self.known.values() if r.objective is not None and r.timings]
@@ -432,7 +464,7 @@ class _Search:
         probe.done.add(best)
         found = [
             c
-            for c in neighbours(best, self.check.space)
+            for c in dict.fromkeys((*neighbours(best, self.check.space), *variant_moves(self.check, best)))
             if c not in self.known and c not in self.claims and self.check.violation(c) is None
         ]
         probe.rng.shuffle(found)  # a round cut short by the budget is an unbiased sample of the neighbours

@@ -17,9 +17,10 @@ from cutune.spec import load_spec
 from cutune.template.model import Binding
 from cutune.template.variants import TRANSFORMS, BlockItems, with_variants
 from cutune.template.variants.block_items import ITEM, ITEMS
-from cutune.template.variants.chain import composed
+from cutune.template.variants.chain import chain, composed
 from cutune.template.variants.host_launch import host_config
 from cutune.template.variants.model import Launch
+from cutune.template.variants.propose import propose_variants
 from tests.cuda.test_extract import needs_nvrtc
 
 from .compile import compile_both, measured_failures, name_expressions, variant_alone
@@ -320,3 +321,76 @@ def test_each_item_gets_its_slice_of_the_dynamic_shared_memory() -> None:
     )
     plain = BlockItems().apply(parse_source(source), "k", None)
     assert plain.launch is not None and plain.launch.shared_mem == "{shared_mem}" and not plain.helpers
+
+
+HEAD = "head_softmax_kernel"
+
+
+def _head_variants():  # type: ignore[no-untyped-def]
+    ctx = open_kernel(FILE, HEAD)
+    spec = ctx.require_spec()
+    variants, _ = propose_variants(ctx.template_model, HEAD, spec)
+    return ctx, spec, {v.name: v for v in variants}
+
+
+def test_chains_onto_row_reduce_where_that_cannot_put_rows_on_y_itself() -> None:
+    _, _, variants = _head_variants()
+    chained = variants["row_reduce_block_items"]
+    assert chained.provenance.parent == "row_reduce" and {p.name for p in chained.params} >= {"ROW_THREADS", ITEMS}
+    body = chained.body
+    assert f"const unsigned int cutune_row = {ITEM};" in body
+    # each item its own slots for the reductions, passed to the helper as they are (it adds no row offset itself)
+    assert f"__shared__ float cutune_items_cutune_red0_0[{ITEMS}]" in body
+    assert "auto& cutune_red0_0 = cutune_items_cutune_red0_0[threadIdx.y];" in body
+    assert "cutune_rr_allreduce<ROW_THREADS>(m, cutune_rr_max{}, cutune_red0_0);" in body
+    assert "auto& head_smem = cutune_item_dynamic(cutune_items_head_smem);" in body
+    # row_reduce's own variant names no y axis: without rows of its own, the block is 1-D
+    assert "threadIdx.y" not in variants["row_reduce"].body
+    # each guarded helper once, though the parent's and the child's helpers both come with the chained variant
+    assert chained.helpers.count("#ifndef CUTUNE_ROW_REDUCE_HELPERS") == 1
+    assert chained.helpers.count("#ifndef CUTUNE_ITEM_DYNAMIC_SHARED") == 1
+    assert chained.launch is not None and chained.launch.block[0] == "(ROW_THREADS)"
+
+
+def test_refuses_a_reduction_that_items_may_reach_or_not() -> None:
+    ctx, spec, variants = _head_variants()
+    parent = variants["row_reduce"]
+    # planted wrong: the first reduction only for even blocks, which an item's row would decide differently
+    call = "m = cutune_rr_allreduce<ROW_THREADS>(m, cutune_rr_max{}, cutune_red0_0);"
+    assert call in parent.body
+    wrong = replace(parent, body=parent.body.replace(call, f"if (blockIdx.x % 2 == 0) {{ {call} }}"))
+    with pytest.raises(TransformRefused, match=r"a barrier \(line \d+\) is reached or not by `blockIdx.x%2==0`"):
+        chain(wrong, BlockItems(), ctx.template_model, HEAD, spec)
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_the_chained_variant_compiles_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
+    ctx, spec, variants = _head_variants()
+    template, combined = with_variants(ctx.template_model, HEAD, [variants["row_reduce_block_items"]], spec)
+    assert combined is not None
+    configs = [{"VARIANT": 1, ITEMS: 1}, {"VARIANT": 1, ITEMS: 4, "ROW_THREADS": 64}]
+    expressions = name_expressions(template, combined, configs)
+    entries, lowered = compile_both(template, expressions, tmp_path, FILE)
+    assert len(lowered) == len(expressions) and set(lowered.values()) <= set(entries)
+
+
+@pytest.mark.gpu
+def test_the_chained_variant_equals_the_original_on_the_gpu() -> None:
+    ctx, spec, variants = _head_variants()
+    job = variant_alone(ctx, HEAD, variants["row_reduce_block_items"])
+    # every ITEMS_Y × threads a row at both sizes (6 tokens fall back to one item a block), each equal
+    passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS, "ROW_THREADS"})
+    assert passed >= 8 and not failed, failed
+
+
+@pytest.mark.gpu
+def test_items_sharing_one_copy_of_the_reduction_slots_are_caught_on_the_gpu() -> None:
+    ctx, spec, variants = _head_variants()
+    chained = variants["row_reduce_block_items"]
+    # planted wrong: every item of a block reduces through the first item's slots
+    own = "cutune_items_cutune_red1_0[threadIdx.y]"
+    wrong = replace(chained, body=chained.body.replace(own, "cutune_items_cutune_red1_0[0]"))
+    assert wrong.body != chained.body
+    passed, failed = measured_failures(variant_alone(ctx, HEAD, wrong), spec, {"VARIANT", ITEMS})
+    assert failed and all("ITEMS_Y': 1," not in f for f in failed), (passed, failed)

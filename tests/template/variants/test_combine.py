@@ -24,6 +24,7 @@ from cutune.template.variants import (
     winning_variant,
     with_variants,
 )
+from cutune.template.variants.model import joined_helpers
 from tests.cuda.test_extract import needs_nvrtc
 
 from .compile import compile_both, name_expressions
@@ -152,6 +153,38 @@ def test_launch_placeholders_and_clashing_names() -> None:
         with_variants(model, "k", [wide, Variant("again", "", other_w)], None)
     shared, _ = with_variants(model, "k", [wide, Variant("again", "  o[0] = 3.f;", wide.params)], spec)
     assert "VARIANT == 1 or VARIANT == 2 or W == 1" in shared.space.constraints  # one W, free in both
+
+
+def test_a_parameter_two_variants_bind_differently_is_one_template_argument() -> None:
+    source = "__global__ void k(float* o) {\n  o[threadIdx.x] = 1.f;\n}\n"
+    launch = TunableParam("Y", (1, 2), 1, Binding.LAUNCH, description="rows")
+    argument = TunableParam("Y", (1, 2), 1, Binding.TEMPLATE, description="rows; own arrays")
+    template, _ = with_variants(
+        parse_source(source),
+        "k",
+        [Variant("a", "  o[0] = 2.f;", (launch,)), Variant("b", "  o[0] = Y;", (argument,))],
+        None,
+    )
+    assert template.space.param("Y").binding is Binding.TEMPLATE and "static constexpr int Y = 1;" in template.source
+    # other values are another parameter of the same name still
+    other = TunableParam("Y", (1, 4), 1, Binding.LAUNCH)
+    with pytest.raises(CutuneError, match="parameter Y is already a parameter of variant"):
+        with_variants(parse_source(source), "k", [Variant("a", "", (other,)), Variant("b", "", (argument,))], None)
+
+
+def test_each_guarded_helper_once_however_many_variants_bring_it() -> None:
+    one = "#ifndef CUTUNE_ONE\n#define CUTUNE_ONE\n__device__ int one() { return 1; }\n#endif  // CUTUNE_ONE"
+    two = "#ifndef CUTUNE_TWO\n#define CUTUNE_TWO\n__device__ int two() { return 2; }\n#endif"
+    plain = "__device__ int three() { return 3; }"
+    assert joined_helpers(one, f"{one}\n\n{two}", plain, f"{two}\n{plain}") == f"{one}\n\n{two}\n\n{plain}"
+    source = "__global__ void k(float* o) {\n  o[threadIdx.x] = 1.f;\n}\n"
+    template, _ = with_variants(
+        parse_source(source),
+        "k",
+        [Variant("a", "  o[0] = one();", helpers=one), Variant("b", "", helpers=f"{one}\n\n{two}")],
+        None,
+    )
+    assert template.source.count("__device__ int one()") == 1 and template.source.count("__device__ int two()") == 1
 
 
 def test_a_variants_own_constraints_bind_only_where_it_runs() -> None:

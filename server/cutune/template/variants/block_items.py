@@ -16,6 +16,11 @@ capture by default (`[=]`, `[&]`), so that it captures the item too. (Helpers an
 define are taken at their word: what they compute, as every variant, is checked equal to the original before it
 is searched.)
 
+Chained onto row_reduce's variant (where that rewrite cannot put rows on y itself: a grid over more than x, a row
+staged in dynamic shared memory), short rows share a block too: the rewrite's reductions are calls of its helper,
+which takes the row's slots from the body (each item its own copy) and waits at one barrier inside, so each call
+counts as a barrier that every item must reach alike.
+
 The launch keeps the original's item count: the block gets ITEMS_Y rows only where the items divide evenly, the
 block stays within the device's and the kernel's `__launch_bounds__` limits (and is whole warps, when warps
 exchange values); elsewhere it runs one row, the original. The block's y size carries ITEMS_Y into the kernel,
@@ -44,6 +49,7 @@ from cutune.template.variants.item_shared import (
 )
 from cutune.template.variants.loops import edited_body, kernel_source, squeezed, stride_loops
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.row_reduce import ALLREDUCE
 
 NAME = "block_items"
 ITEMS = "ITEMS_Y"
@@ -74,8 +80,9 @@ class BlockItems(Transform):
 
     name = NAME
     # on split_items' body it would pack again the items that body spreads over blocks; on thread_packs' it fills the
-    # SM with the threads whose fewer memory instructions that body saves
-    chains_onto = frozenset({"thread_packs"})
+    # SM with the threads whose fewer memory instructions that body saves; on row_reduce's, where that body cannot put
+    # rows on y itself (a grid over more than x, a row staged in dynamic shared memory), short rows share a block
+    chains_onto = frozenset({"thread_packs", "row_reduce"})
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         """The variant of `kernel` with ITEMS_Y items per block, or TransformRefused saying why not."""
@@ -280,6 +287,8 @@ def _helper_reading_grid(src: KernelSource) -> str | None:
     """Why a helper the kernel calls would see the original block layout (it reads the block index, grid size or
     other thread axes, or cooperates across the block); None when none does."""
     for called, text in _called_helpers(src):
+        if called == ALLREDUCE:  # row_reduce's reduction: the row's threads along x, its slots passed in (a barrier)
+            continue
         if _GRID_READS.search(text) or _OTHER_AXES.search(text):
             return f"calls {called}, which reads the block index, grid size or block shape itself"
         if _HELPER_BLOCK_WIDE.search(text):

@@ -16,7 +16,7 @@ from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.variants.combine import PLACEHOLDER
-from cutune.template.variants.model import Launch, Provenance, Transform, Variant
+from cutune.template.variants.model import Launch, Provenance, Transform, Variant, joined_helpers
 
 
 def chain(parent: Variant, transform: Transform, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
@@ -32,7 +32,7 @@ def chain(parent: Variant, transform: Transform, model: SourceModel, kernel: str
     clash = {p.name for p in parent.params} & {p.name for p in child.params}
     if clash:
         raise TransformRefused(transform.name, f"on {parent.name}: both name a parameter {sorted(clash)[0]}")
-    helpers = "\n\n".join(dict.fromkeys(h.strip() for h in (parent.helpers, child.helpers) if h.strip()))
+    helpers = joined_helpers(parent.helpers, child.helpers)
     return Variant(
         name=f"{parent.name}_{child.name}",
         body=child.body,

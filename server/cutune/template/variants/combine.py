@@ -30,7 +30,7 @@ from cutune.template.recipes.base import KernelRewrite, KernelSource
 from cutune.template.recipes.specialize import static_param
 from cutune.template.tuning import value_text
 from cutune.template.variants.loops import balanced, line_indent
-from cutune.template.variants.model import Variant
+from cutune.template.variants.model import Variant, joined_helpers
 
 VARIANT = "VARIANT"
 PLACEHOLDER = re.compile(r"\{(grid|block|shared_mem)(?:\.([xyz]))?\}")
@@ -55,6 +55,7 @@ def with_variants(
     src = KernelSource(model, k)
     if src.taken(VARIANT):
         raise CutuneError(f"{kernel} already has a {VARIANT} parameter: it holds variants already")
+    variants = _one_binding(variants)
     _check_names(variants, base_space, src)
     rewrite = KernelRewrite(src, "variants")
     rewrite.member(VARIANT, 0, "0 = the original body; k = the k-th structural variant", in_kernel=True)
@@ -62,9 +63,9 @@ def with_variants(
     for p in own:
         if p.binding is Binding.TEMPLATE:
             rewrite.member(p.name, p.default, p.description or p.name, in_kernel=True)
-    helpers = "".join(dict.fromkeys(v.helpers.strip() + "\n\n" for v in variants if v.helpers.strip()))
+    helpers = joined_helpers(*(v.helpers for v in variants))
     if helpers:
-        rewrite.insert(k.span.start_byte, helpers)
+        rewrite.insert(k.span.start_byte, helpers + "\n\n")
     open_brace, close_brace = k.body_span.start_byte, k.body_span.end_byte - 1
     original = src.data[open_brace + 1 : close_brace].decode("utf-8")
     indent = line_indent(src.data, k.span.start_byte)
@@ -198,6 +199,20 @@ def _launch_texts(v: Variant, spec: KernelSpec | None) -> tuple[str, ...]:
 def _own_params(variants: Sequence[Variant]) -> list[TunableParam]:
     """The variants' parameters, each once (in order of first use)."""
     return list(dict.fromkeys(p for v in variants for p in v.params))
+
+
+def _one_binding(variants: Sequence[Variant]) -> list[Variant]:
+    """`variants` with a parameter that two of them name alike, one as a launch value and one as a template argument
+    (block_items' ITEMS_Y, alone and on a body with shared arrays), a template argument in both: one kernel has one
+    parameter of a name, and a launch value read as a template argument is the same value."""
+    template = {p.name: p for v in variants for p in v.params if p.binding is Binding.TEMPLATE}
+
+    def bound(p: TunableParam) -> TunableParam:
+        twin = template.get(p.name)
+        same = twin is not None and (twin.values, twin.default) == (p.values, p.default)
+        return twin if same and p.binding is Binding.LAUNCH and twin is not None else p
+
+    return [dataclasses.replace(v, params=tuple(bound(p) for p in v.params)) for v in variants]
 
 
 def _literal(p: TunableParam) -> str:

@@ -34,6 +34,7 @@ from tree_sitter import Node
 from cutune.template.edits import EditList
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.loops import ARITHMETIC, line_indent, squeezed, touches_memory
+from cutune.template.variants.row_reduce import ALLREDUCE
 
 PREFIX = "cutune_items_"
 DYNAMIC = "cutune_item_dynamic"
@@ -68,8 +69,12 @@ def shared_declarations(src: KernelSource) -> list[Node]:
 
 
 def barriers(src: KernelSource) -> list[Node]:
-    """The body's `__syncthreads()` calls."""
-    return [c for c in src.in_body("call_expression") if squeezed(src.field(c, "function")) == BARRIER]
+    """The body's `__syncthreads()` calls, and its calls of cutune's helpers that wait at one inside (a reduction of
+    row_reduce's: whether every item reaches the helper's barrier is whether it reaches the call)."""
+    waits = {BARRIER, ALLREDUCE}
+    return [
+        c for c in src.in_body("call_expression") if re.sub(r"<.*>$", "", squeezed(src.field(c, "function"))) in waits
+    ]
 
 
 def per_item_shared(src: KernelSource, edits: EditList, rows: str) -> str | None:

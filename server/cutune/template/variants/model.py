@@ -11,6 +11,7 @@ treat a variant as one more parameter value; at `VARIANT = 0` the kernel is the 
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
@@ -53,6 +54,25 @@ class Variant:
     # the template arguments the body was read at, (parameter, argument): other instantiations run the original body
     # and launch as the original does; () for a body that fits every instantiation
     instantiation: tuple[tuple[str, str], ...] = ()
+
+
+# a helper block under its own include guard: what a variant's helpers are made of (one or, chained, several)
+_GUARDED = re.compile(r"^#ifndef (CUTUNE_\w+)\n.*?^#endif\b[^\n]*", re.M | re.S)
+
+
+def joined_helpers(*texts: str) -> str:
+    """The helpers of several variants as one text, each guarded block (`#ifndef CUTUNE_X` ... `#endif`) once and
+    any other text once: a compile unit built from the kernel's dependencies drops the guards, so a helper that
+    appeared twice would be defined twice."""
+    blocks: dict[str, str] = {}
+    for text in texts:
+        rest = text
+        for m in _GUARDED.finditer(text):
+            blocks.setdefault(m.group(1), m.group(0).strip())
+            rest = rest.replace(m.group(0), "")
+        if rest.strip():
+            blocks.setdefault(rest.strip(), rest.strip())
+    return "\n\n".join(blocks.values())
 
 
 class Transform(ABC):

@@ -89,6 +89,7 @@ from cutune.template.variants.rows_on_y import GRID_X, WARP_GRID_X, rows_on_y, w
 
 THREADS = ROW_THREADS
 ROWS = "ROWS_PER_BLOCK"
+ALLREDUCE = "cutune_rr_allreduce"  # the helper (in HELPERS) each reduction becomes a call of
 VEC = "ROW_VEC"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
 # a row this long fills 128 threads with 16-byte accesses: sharing a block with other rows gains it nothing
@@ -181,15 +182,15 @@ struct cutune_rr_min {
   template <typename CutuneT>
   __device__ __forceinline__ CutuneT operator()(CutuneT a, CutuneT b) const { return a < b ? a : b; }
 };
-// every thread of a row (threadIdx.x < CutuneThreads, row threadIdx.y) gets op over the row's values:
-// butterfly shuffles within a warp, then the warps' results through shared memory
+// every thread of a row (threadIdx.x < CutuneThreads) gets op over the row's values: butterfly shuffles within a
+// warp, then the warps' results through the row's own slots `s` (one a warp); every thread of the block calls it
+// alike, so its one barrier is (block_items counts its calls as barriers)
 template <int CutuneThreads, typename CutuneT, typename CutuneOp>
-__device__ __forceinline__ CutuneT cutune_rr_allreduce(CutuneT v, CutuneOp op, CutuneT* smem) {
+__device__ __forceinline__ CutuneT cutune_rr_allreduce(CutuneT v, CutuneOp op, CutuneT* s) {
   constexpr int CutuneW = CutuneThreads < 32 ? CutuneThreads : 32;
 #pragma unroll
   for (int o = CutuneW / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o, CutuneW));
   if constexpr (CutuneThreads > 32) {
-    CutuneT* s = smem + threadIdx.y * (CutuneThreads / 32);
     if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
     __syncthreads();
     v = s[0];
@@ -2155,9 +2156,12 @@ class _Rewriter:
         lines: list[str] = list(seg.bare)
         for j, r in enumerate(seg.reductions):
             smem = f"cutune_red{k}_{j}"
+            warps = f"({THREADS} > 32 ? {THREADS} / 32 : 1)"
+            # each row of threads along y its own slots (only where rows share a block: the body reads no y else)
+            slots = f"{smem} + threadIdx.y * {warps}" if self.rows_arg else smem
             lines += [
-                f"__shared__ {r.type} {smem}[{self._rows()} * ({THREADS} > 32 ? {THREADS} / 32 : 1)];",
-                f"{r.acc} = cutune_rr_allreduce<{THREADS}>({r.acc}, {_OPS[r.op]}{{}}, {smem});",
+                f"__shared__ {r.type} {smem}[{self._rows()} * {warps}];",
+                f"{r.acc} = {ALLREDUCE}<{THREADS}>({r.acc}, {_OPS[r.op]}{{}}, {slots});",
             ]
         types = {r.acc: r.type for r in seg.reductions}
         for alias, acc in seg.aliases.items():  # the combined partials are the block's total

@@ -99,6 +99,67 @@ __global__ void helper_index_kernel(float* __restrict__ out, int cols) {
   for (int c = threadIdx.x; c < cols; c += blockDim.x) out[b * cols + c] = 1.f;
 }
 
+// attention scores softmaxed a (token, head) row a block, grid (tokens, heads): the row scaled and staged after a slot
+// per warp in dynamic shared memory, its maximum and sum over the block through those slots. row_reduce cannot put
+// rows on y here itself (the grid is 2-D, the row is staged), so block_items chains onto its variant
+__device__ __forceinline__ float head_warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float head_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void head_softmax_kernel(float* __restrict__ y, const float* __restrict__ x, int cols, float scale) {
+  extern __shared__ float head_smem[];
+  float* slots = head_smem;
+  float* cache = head_smem + 32;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int64_t row = blockIdx.x + static_cast<int64_t>(blockIdx.y) * gridDim.x;
+  x += row * cols;
+  y += row * cols;
+
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float v = x[c] * scale;
+    cache[c] = v;
+    m = fmaxf(m, v);
+  }
+  m = head_warp_max(m);
+  if (blockDim.x > 32) {
+    if (warp == 0) slots[lane] = -INFINITY;
+    __syncthreads();
+    if (lane == 0) slots[warp] = m;
+    __syncthreads();
+    m = slots[lane];
+    m = head_warp_max(m);
+  }
+
+  float s = 0.f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float e = __expf(cache[c] - m);
+    cache[c] = e;
+    s += e;
+  }
+  s = head_warp_sum(s);
+  if (blockDim.x > 32) {
+    __syncthreads();
+    if (warp == 0) slots[lane] = 0.f;
+    __syncthreads();
+    if (lane == 0) slots[warp] = s;
+    __syncthreads();
+    s = slots[lane];
+    s = head_warp_sum(s);
+  }
+  const float inv = 1.f / s;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) y[c] = cache[c] * inv;
+}
+
 void launch_all(const void* packed, half* deq, int num_groups, int8_t* q, float* scales, const float* x, int tokens,
                 int hidden, float* out, const float* bias, int rows, int cols, cudaStream_t stream) {
   dequant_group_kernel<half><<<(num_groups + 3) / 4 * 4, 32, 0, stream>>>(packed, deq, num_groups);
@@ -108,4 +169,5 @@ void launch_all(const void* packed, half* deq, int num_groups, int8_t* q, float*
   tile_dot_kernel<<<hidden / 64, 64, 0, stream>>>(out, x, bias, tokens, hidden);
   helper_index_kernel<<<dim3(rows, 2), 128, 0, stream>>>(out, cols);
   staged_reverse_kernel<<<rows, 128, cols * sizeof(float), stream>>>(out, x, cols);
+  head_softmax_kernel<<<dim3(tokens, 32), 128, (cols + 32) * sizeof(float), stream>>>(out, x, cols, 0.125f);
 }

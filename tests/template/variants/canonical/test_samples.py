@@ -54,6 +54,7 @@ CASES = {
     ("vec_rms_norm.cu", "vec_rms_norm_kernel"): {
         "vectorized": [{"VEC_BYTES": 16}],
         "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce_block_items": [{"ROW_THREADS": 128, "ROW_VEC": 8, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
         # a block reduction through shared memory: each item of a block its own copy of the partials
         "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 8}],
@@ -63,12 +64,14 @@ CASES = {
     ("packed_add_rms_norm.cu", "packed_add_rms_norm_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
         "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce_block_items": [{"ROW_THREADS": 128, "ROW_VEC": 8, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 4}],
     },
     # and a static int8 quantisation fused in, each pack's values written one by one at `out[id * WIDTH + j]`
     ("packed_add_rms_norm.cu", "packed_add_rms_norm_quant_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
         "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce_block_items": [{"ROW_THREADS": 128, "ROW_VEC": 8, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 128, "ROW_VEC": 8}, {"ROW_THREADS": 512, "ROW_VEC": 2}],
     },
     # a bf16 stub before sm_80 whose `if constexpr` opens in one `#if` and closes in another (read as the sm_90 device
@@ -76,12 +79,14 @@ CASES = {
     ("arch_guard_rms_norm.cu", "arch_guard_rms_norm_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}, {"VEC_BYTES": 8}],
         "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce_block_items": [{"ROW_THREADS": 256, "ROW_VEC": 8, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 256, "ROW_VEC": 8}, {"ROW_THREADS": 1024, "ROW_VEC": 4}],
     },
     # packs walked from a thread offset, summed by a helper and reduced by a block-sum helper with shared memory (its
     # row_reduce variants also run on the GPU: test_row_reduce.py, gpu_batch.sh's row_reduce_packs step)
     ("offset_rms_norm.cu", "offset_rms_norm_kernel"): {
         "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce_block_items": [{"ROW_THREADS": 64, "ROW_VEC": 1, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 1}, {"ROW_THREADS": 1024, "ROW_VEC": 1}],
         # a block reduction through shared memory: each item of a block its own copy of the partials
         "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 8}],
@@ -89,6 +94,7 @@ CASES = {
     # and the row staged in dynamic shared memory at `&staged[offset]`, a cast of the array
     ("offset_rms_norm.cu", "offset_add_rms_norm_kernel"): {
         "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce_block_items": [{"ROW_THREADS": 32, "ROW_VEC": 1, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 32, "ROW_VEC": 1}, {"ROW_THREADS": 512, "ROW_VEC": 1}],
         # each item its slice of the dynamic shared memory, through the cast too
         "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 4}],
@@ -97,6 +103,7 @@ CASES = {
     ("block_threads_softmax.cu", "block_softmax_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
         "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce_block_items": [{"ROW_THREADS": 1024, "ROW_VEC": 4, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 1024, "ROW_VEC": 4}, {"ROW_THREADS": 1024, "ROW_VEC": 2}],
     },
     # slices of a row placed by blockIdx.y, the blocks whose slice starts past the row's end leaving first (the slice
@@ -137,6 +144,7 @@ CASES = {
     ("warp_l2_norm.cu", "l2_norm_rows_f32"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
         "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce_block_items": [{"ROW_THREADS": 64, "ROW_VEC": 4, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 64, "ROW_VEC": 4}, {"ROW_THREADS": 256, "ROW_VEC": 2}],
         "block_items": [{"ITEMS_Y": 4}],
     },
@@ -149,6 +157,7 @@ CASES = {
             {"VEC_BYTES": 16, "PACKS": 1, "MAXRREGCOUNT": 64},
         ],
         "packs_per_thread": [{"ITEMS": 4}],
+        "row_reduce_block_items": [{"ROW_THREADS": 256, "ROW_VEC": 8, "ITEMS_Y": 2}],
         "row_reduce": [
             {"ROW_THREADS": 256, "ROW_VEC": 8},
             {"ROW_THREADS": 1024, "ROW_VEC": 4},
@@ -162,6 +171,7 @@ CASES = {
     # launched through a picker's function pointer on a block set member by member
     ("rounds_rms_norm.cu", "rounds_rms_norm_kernel"): {
         # fewer threads than the original's 1024: each holds more of the row (its arrays sized in ROW_THREADS' terms)
+        "row_reduce_block_items": [{"ROW_THREADS": 1024, "ROW_VEC": 4, "ITEMS_Y": 2}],
         "row_reduce": [
             {"ROW_THREADS": 1024, "ROW_VEC": 4},
             {"ROW_THREADS": 256, "ROW_VEC": 8},
@@ -260,6 +270,7 @@ CASES = {
         "vectorized": [{"VEC_BYTES": 16}],
         "packs_per_thread": [{"ITEMS": 2}],
         # row_reduce keeps each thread's packs staged at the element, one row a block (77 columns: a ragged tail)
+        "row_reduce_block_items": [{"ROW_THREADS": 256, "ROW_VEC": 4, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 256, "ROW_VEC": 4}, {"ROW_THREADS": 32, "ROW_VEC": 1}],
         "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 4}, {"ITEMS_Y": 8}],
     },
@@ -269,6 +280,7 @@ CASES = {
     ("template_softmax.cu", "template_softmax_kernel"): {
         "vectorized": [{"VEC_BYTES": 16}],
         "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce_block_items": [{"ROW_THREADS": 32, "ROW_VEC": 4, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 32, "ROW_VEC": 4}, {"ROW_THREADS": 64, "ROW_VEC": 1}],
         "block_items": [{"ITEMS_Y": 2}],
     },
@@ -277,6 +289,7 @@ CASES = {
     ("three_pass_layer_norm.cu", "three_pass_layer_norm_kernel"): {
         "vectorized": [{"VEC_BYTES": 16, "PACKS": 2}],
         "packs_per_thread": [{"ITEMS": 2}],
+        "row_reduce_block_items": [{"ROW_THREADS": 256, "ROW_VEC": 4, "ITEMS_Y": 2}],
         "row_reduce": [{"ROW_THREADS": 256, "ROW_VEC": 4}, {"ROW_THREADS": 1024, "ROW_VEC": 1}],
         "block_items": [{"ITEMS_Y": 2}, {"ITEMS_Y": 4}],
     },
