@@ -21,6 +21,7 @@ from cutune.template.model import Template
 from cutune.template.templatize import templatize
 from cutune.template.variants import TRANSFORMS, propose_variants, with_variants
 from cutune.template.variants.canonical import canonicalise
+from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.model import Variant
 from cutune.template.variants.row_reduce import RowReduce
 from cutune.tune.run import tune
@@ -635,6 +636,7 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
         ("tile_layer_norm.cu", "tile_layer_norm_kernel"),
         ("tile_layer_norm.cu", "warp_rms_norm_kernel"),
         ("half2_layer_norm.cu", "half2_layer_norm_kernel"),
+        ("unrolled_rms_norm.cu", "unrolled_rms_norm_kernel"),  # a block reduction with its shuffles unrolled
     ],
 )
 def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:
@@ -659,6 +661,33 @@ def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kern
 def test_counted_rounds_over_packs_equal_the_original_on_the_gpu(stem: str, kernel: str, tmp_path: Path) -> None:
     # at sizes of one round, a round left partly idle (257 packs on 288 threads) and several rounds the last partial
     _equal_read_canonically(SAMPLES / f"{stem}.cu", kernel, tmp_path)
+
+
+def test_a_block_reduction_helper_with_unrolled_shuffles_is_read_through() -> None:
+    # no loop in the helpers: their barrier is what has them written out, so row_reduce sees the reduction
+    ctx = open_kernel(DATA / "unrolled_rms_norm.cu", "unrolled_rms_norm_kernel")
+    canonical = canonicalise(ctx.template_model, "unrolled_rms_norm_kernel")
+    assert "inline_helpers" in canonical.applied and "unrolled_block_sum(" not in kernel_body(
+        canonical.model, "unrolled_rms_norm_kernel"
+    )
+    variant = RowReduce().apply(canonical.model, "unrolled_rms_norm_kernel", ctx.require_spec())
+    assert "ss = cutune_rr_allreduce<ROW_THREADS>(ss, cutune_rr_sum{}, cutune_red0_0);" in variant.body
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_the_unrolled_reductions_variant_compiles_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
+    path = DATA / "unrolled_rms_norm.cu"
+    ctx = open_kernel(path, "unrolled_rms_norm_kernel")
+    spec = ctx.require_spec()
+    name = "unrolled_rms_norm_kernel"
+    variant = RowReduce().apply(canonicalise(ctx.template_model, name).model, name, spec)
+    template, combined = with_variants(ctx.template_model, name, [variant], spec, base=ctx.template)
+    assert combined is not None
+    configs = [{**template.space.default(), "VARIANT": 1, "ROW_THREADS": t} for t in (128, 512)]
+    expressions = name_expressions(template, combined, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, path)
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
 
 
 def _equal_read_canonically(path: Path, kernel: str, tmp_path: Path) -> None:

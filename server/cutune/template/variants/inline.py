@@ -40,6 +40,9 @@ from cutune.template.variants.loops import line_indent, stride_loops
 PREFIX = "cutune_inl"
 _DEPTH = 4  # helpers calling helpers: inlined this many levels deep
 _LOOPS = ("for_statement", "while_statement", "do_statement")
+# a block-wide barrier: a helper that waits at one cooperates across the block (a block reduction), which the row
+# transforms must see written out as they see a loop
+_BARRIER = "__syncthreads"
 _FRESH = re.compile(rf"\b{PREFIX}(\d+)_")
 _COPIES = 4  # early returns written out: the statements after them copied into branches, at most this much text
 
@@ -640,12 +643,17 @@ def _shared_declarations(src: KernelSource, body: Node) -> list[Node]:
 
 
 def _looping(src: KernelSource, helpers: dict[str, list[_Helper]]) -> set[str]:
-    """The helpers that hold a loop, or call (through the file's helpers) one that does."""
+    """The helpers that hold a loop or a block barrier (a block reduction with its shuffles unrolled), or call
+    (through the file's helpers) one that does."""
     calls = {
         name: {_callee(src, c)[0] for h in found for c in descendants(h.definition, "call_expression")}
         for name, found in helpers.items()
     }
-    looping = {name for name, found in helpers.items() if any(descendants(h.definition, *_LOOPS) for h in found)}
+    looping = {
+        name
+        for name, found in helpers.items()
+        if any(descendants(h.definition, *_LOOPS) or _BARRIER in calls[name] for h in found)
+    }
     while grown := {name for name, called in calls.items() if called & looping} - looping:
         looping |= grown
     return looping

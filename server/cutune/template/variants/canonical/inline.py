@@ -1,4 +1,5 @@
-"""inline: the calls of the file's `__device__` helpers that hold a loop (or call one that does), written out in
+"""inline: the calls of the file's `__device__` helpers that hold a loop or a block barrier (or call one that does:
+a block reduction whose warp shuffles are unrolled, `val += __shfl_xor_sync(~0, val, 16); ...`), written out in
 the kernel (templates included: the call's template arguments, function pointers too, replace the helper's
 parameters), so the loop transforms see the helper's loop as the kernel's own. `variants/inline.py` does the
 writing out and says why a call stays a call.
@@ -25,7 +26,8 @@ from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.inline import inline_helpers
 
 NAME = "inline_helpers"
-_LOOP = re.compile(r"\b(?:for|while|do)\b")
+# a loop, or a block barrier: a block reduction with its shuffles unrolled is written out as a loop is
+_LOOP = re.compile(r"\b(?:for|while|do|__syncthreads)\b")
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\s*[(<]")  # a name called (`name(` or `name<`)
 
 
