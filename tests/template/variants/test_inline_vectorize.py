@@ -297,6 +297,18 @@ def _looping_body(source: str) -> str:
     return " ".join(result.model.text[k.body_span.start_byte : k.body_span.end_byte].split())
 
 
+def test_a_helper_with_a_barrier_and_no_loop_is_inlined() -> None:
+    # its shuffles unrolled: the block reduction's barrier is what has it written out (the row transforms read it)
+    loop = "for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);"
+    unrolled = BLOCK_SUM.replace(
+        loop, "v += __shfl_xor_sync(0xffffffffu, v, 16); v += __shfl_xor_sync(0xffffffffu, v, 8);"
+    )
+    body = _looping_body(unrolled)
+    assert "block_sum(" not in body and "__syncthreads()" in body and "partial[" in body
+    # neither a loop nor a barrier: the call stays as written
+    assert "block_sum(" in _looping_body(unrolled.replace("  __syncthreads();\n", ""))
+
+
 def test_a_helper_calling_a_looping_helper_is_inlined_its_shared_memory_declared_once_for_the_kernel() -> None:
     body = _looping_body(BLOCK_SUM)
     assert "block_sum(" not in body and "warp_sum(" not in body

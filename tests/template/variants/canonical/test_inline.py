@@ -56,29 +56,3 @@ def test_a_helper_in_another_namespace_is_not_taken(tmp_path: Path) -> None:
     path = tmp_path / "k.cu"
     path.write_text(KERNEL)
     assert inline_looping_helpers(parse_source(KERNEL, str(path)), "k") is None
-
-
-BLOCK = """
-__device__ float lane_sum(float v) {
-  v += __shfl_xor_sync(0xffffffff, v, 1);
-  return v;
-}
-__device__ float block_sum(float v) {
-  __shared__ float partial[32];
-  v = lane_sum(v);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  return partial[0];
-}
-__global__ void k(float* out, const float* x) {
-  out[threadIdx.x] = block_sum(x[threadIdx.x]);
-}
-"""
-
-
-def test_a_helper_with_a_barrier_and_no_loop_is_written_out() -> None:
-    result = inline_looping_helpers(parse_source(BLOCK), "k")
-    assert result is not None and not isinstance(result, str), result
-    assert "// cutune: inlined block_sum" in result.text
-    # a helper with neither a loop nor a barrier stays a call (the butterfly readers read it as it is)
-    assert inline_looping_helpers(parse_source(BLOCK.replace("  __syncthreads();\n", "")), "k") is None
