@@ -20,7 +20,7 @@ from cutune.project import open_kernel
 from cutune.template.recipes.base import KernelSource
 from cutune.template.variants import VARIANT, combine_all
 from cutune.template.variants.canonical import canonicalise
-from cutune.template.variants.constexpr_arms import Arms, constexpr_arms, joined, template_arms
+from cutune.template.variants.constexpr_arms import Arms, constexpr_arms, joined, one_arm, template_arms
 from cutune.template.variants.model import Launch, Variant
 from cutune.template.variants.row_reduce import RowReduce
 
@@ -107,6 +107,20 @@ def test_arms_needing_different_launches_are_not_joined() -> None:
     assert isinstance(both, Variant) and both.body == "if constexpr (kSquares) {\n  a;\n} else {\n  a;\n}"
 
 
+def test_one_arm_is_kept_only_where_its_condition_is_one_template_argument() -> None:
+    arms = _arms(BRANCHED)
+    assert isinstance(arms, Arms)
+    launch = Launch(("rows",), ("ROW_THREADS", "1"))
+    kept = one_arm(arms, False, Variant("row_reduce", "a;", launch=launch), "b;")
+    assert isinstance(kept, Variant) and kept.launch == launch
+    assert kept.body == "if constexpr (!kSquares) {\n  a;\n} else {\n  b;\n}"
+    assert kept.instantiation == (("kSquares", "false"),)
+    other = dataclasses.replace(arms, condition="sizeof(T) == 2")
+    assert one_arm(other, True, Variant("row_reduce", "a;"), "b;") == (
+        "applies only where `sizeof(T) == 2` (line 4) is true, not one template argument"
+    )
+
+
 def _sample_model(text: str | None = None):  # type: ignore[no-untyped-def]
     path = SAMPLES / "constexpr_layer_norm.cu"
     model = parse_source(text if text is not None else path.read_text(), str(path))
@@ -123,11 +137,16 @@ def test_row_reduce_rewrites_each_arm_of_the_sample_under_its_branch() -> None:
     assert "sum_sq" not in no and "centred" not in yes
 
 
-def test_row_reduce_names_the_arm_it_refuses() -> None:
+def test_row_reduce_keeps_the_arm_it_can_rewrite_and_names_the_one_it_refuses() -> None:
     text = (SAMPLES / "constexpr_layer_norm.cu").read_text()
     text = text.replace("    centred = block_sum(centred);\n", "    atomicAdd(&s_rstd, centred);\n")
+    # without a spec: the one-pass arm, for the instantiations that take it (the others run the original body)
+    variant = RowReduce().apply(_sample_model(text), "layer_norm_kernel", None)
+    assert variant.instantiation == (("kOnePassVariance", "true"),)
+    spec = open_kernel(SAMPLES / "constexpr_layer_norm.cu", "layer_norm_kernel").require_spec()
+    other = dataclasses.replace(spec, template_args={**spec.template_args, "kOnePassVariance": "false"})
     with pytest.raises(TransformRefused) as refused:
-        RowReduce().apply(_sample_model(text), "layer_norm_kernel", None)
+        RowReduce().apply(_sample_model(text), "layer_norm_kernel", other)
     assert refused.value.reason.startswith("updates memory with atomicAdd")
     # (lines of the canonical file, the block-sum helper inlined above them)
     assert re.search(r", where `kOnePassVariance` \(line \d+\) is false$", refused.value.reason)

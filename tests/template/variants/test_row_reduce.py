@@ -637,6 +637,7 @@ def test_the_variant_equals_the_original_on_the_gpu(stem: str, kernel: str, tmp_
         ("tile_layer_norm.cu", "warp_rms_norm_kernel"),
         ("half2_layer_norm.cu", "half2_layer_norm_kernel"),
         ("unrolled_rms_norm.cu", "unrolled_rms_norm_kernel"),  # a block reduction with its shuffles unrolled
+        ("arm_rms_norm.cu", "arm_rms_norm_kernel"),  # the arm of a template flag that stages the row
     ],
 )
 def test_the_data_kernels_variant_equals_the_original_on_the_gpu(file: str, kernel: str, tmp_path: Path) -> None:
@@ -686,6 +687,48 @@ def test_the_unrolled_reductions_variant_compiles_with_nvcc_and_nvrtc(tmp_path: 
     assert combined is not None
     configs = [{**template.space.default(), "VARIANT": 1, "ROW_THREADS": t} for t in (128, 512)]
     expressions = name_expressions(template, combined, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, path)
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+ARM = "arm_rms_norm_kernel"
+
+
+def _arm_variant(staged: str | None) -> Variant:
+    ctx = open_kernel(DATA / "arm_rms_norm.cu", ARM)
+    spec = None if staged is None else replace(ctx.require_spec(), template_args={"T": "float", "kStaged": staged})
+    return RowReduce().apply(canonicalise(ctx.template_model, ARM).model, ARM, spec)
+
+
+def test_a_template_flags_branch_is_rewritten_at_the_arm_that_can_be() -> None:
+    variant = _arm_variant(None)
+    # the staged arm reads its row back; the other carries a thread's last element (right at one a thread only)
+    assert variant.instantiation == (("kStaged", "true"),)
+    assert variant.body.startswith("if constexpr (kStaged) {") and "cutune_rr_allreduce<ROW_THREADS>" in variant.body
+    other = variant.body[variant.body.index("\n} else {") :]
+    assert "held = v;" in other and "cutune_rr_allreduce" not in other  # the original body for the others
+    assert variant.provenance.note.startswith("where kStaged is true: ")
+    assert _arm_variant("true").instantiation == (("kStaged", "true"),)
+    # a spec instantiating the other arm: the reason that arm cannot be rewritten
+    with pytest.raises(TransformRefused, match="`held` is set afresh in each iteration"):
+        _arm_variant("false")
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_the_arms_variant_compiles_at_both_instantiations_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
+    path = DATA / "arm_rms_norm.cu"
+    ctx = open_kernel(path, ARM)
+    spec = ctx.require_spec()
+    template, combined = with_variants(ctx.template_model, ARM, [_arm_variant(None)], spec, base=ctx.template)
+    assert combined is not None
+    config = {**template.space.default(), "VARIANT": 1, "ROW_THREADS": 256}
+    # the other instantiation compiles the original body under the variant's branch
+    expressions = [
+        *name_expressions(template, combined, [config]),
+        *name_expressions(template, replace(combined, template_args={"T": "float", "kStaged": "false"}), [config]),
+    ]
+    assert any("true" in e for e in expressions) and any("false" in e for e in expressions)
     nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path, path)
     assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
 

@@ -41,6 +41,7 @@ def chain(parent: Variant, transform: Transform, model: SourceModel, kernel: str
         launch=composed(parent.launch, child.launch),
         helpers=helpers,
         provenance=Provenance(transform.name, parent=parent.name, note=child.provenance.note),
+        instantiation=parent.instantiation,  # the parent's body for other instantiations is the original's
     )
 
 

@@ -127,6 +127,7 @@ def joined(arms: Arms, yes: Variant, no: Variant) -> Variant | str:
         ("constraints", yes.constraints, no.constraints),
         ("launches", yes.launch, no.launch),
         ("helpers", yes.helpers, no.helpers),
+        ("instantiations", yes.instantiation, no.instantiation),
     ):
         if a != b:
             return f"the arms of `if constexpr ({arms.condition})` (line {arms.line}) need different {what}"
@@ -137,6 +138,23 @@ def joined(arms: Arms, yes: Variant, no: Variant) -> Variant | str:
         else (f"where {arms.condition}: {yes.provenance.note}; else: {no.provenance.note}")
     )
     return dataclasses.replace(yes, body=body, provenance=dataclasses.replace(yes.provenance, note=note))
+
+
+def one_arm(arms: Arms, value: bool, variant: Variant, original: str) -> Variant | str:
+    """`variant`, read where `arms.condition` is `value`, kept for those instantiations only: under `if constexpr`
+    on it, the `original` body for the others, and read at that instantiation (`Variant.instantiation`: apply writes its
+    launch only at launches of it). Why not, where the condition is not one boolean template parameter (a launch names
+    the instantiation it runs by its template arguments)."""
+    if not re.fullmatch(r"[A-Za-z_]\w*", arms.condition):
+        where = f"`{arms.condition}` (line {arms.line}) is {str(value).lower()}"
+        return f"applies only where {where}, not one template argument"
+    test = arms.condition if value else f"!{arms.condition}"
+    body = "\n".join([f"if constexpr ({test}) {{", _indent(variant.body), "} else {", _indent(original), "}"])
+    at = ((arms.condition, str(value).lower()), *(a for a in variant.instantiation if a[0] != arms.condition))
+    note = f"where {arms.condition} is {str(value).lower()}: {variant.provenance.note}"
+    return dataclasses.replace(
+        variant, body=body, instantiation=at, provenance=dataclasses.replace(variant.provenance, note=note)
+    )
 
 
 def branched(arms: Arms, yes: str, no: str) -> str:

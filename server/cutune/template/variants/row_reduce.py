@@ -66,8 +66,9 @@ from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.host import launched_block_x
 from cutune.template.recipes.specialize import static_param
 from cutune.template.variants.butterfly import OWN, PARTNER, REDUCE_CALL, Butterfly, helper_butterfly, int_value
+from cutune.template.variants.canonical.template_args import literal_value
 from cutune.template.variants.compound import split_compound_accumulators
-from cutune.template.variants.constexpr_arms import constexpr_arms, joined
+from cutune.template.variants.constexpr_arms import Arms, constexpr_arms, joined, one_arm, template_arms
 from cutune.template.variants.loops import (
     ARITHMETIC,
     EXTREMUM_CALLS,
@@ -89,6 +90,7 @@ from cutune.template.variants.rows_on_y import GRID_X, WARP_GRID_X, rows_on_y, w
 
 THREADS = ROW_THREADS
 ROWS = "ROWS_PER_BLOCK"
+_ARM_DEPTH = 3  # template branches read arm by arm, one within another, at most
 ALLREDUCE = "cutune_rr_allreduce"  # the helper (in HELPERS) each reduction becomes a call of
 VEC = "ROW_VEC"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
@@ -289,7 +291,45 @@ class RowReduce(Transform):
 
     def apply(self, model: SourceModel, kernel: str, spec: KernelSpec | None) -> Variant:
         """The row-reduction variant of `kernel`, or TransformRefused saying why it cannot be rewritten."""
-        return self._apply(model, kernel, spec, {})
+        try:
+            return self._apply(model, kernel, spec, {})
+        except TransformRefused:
+            variant = self._at_one_arm(model, kernel, spec, 0)
+            if variant is None:
+                raise
+            return variant
+
+    def _at_one_arm(self, model: SourceModel, kernel: str, spec: KernelSpec | None, depth: int) -> Variant | None:
+        """Where the body branches on a boolean template parameter (`if constexpr (UseSmem)` inside its loops) and the
+        whole cannot be rewritten: the variant of both arms where they join, else of the instantiations of one arm
+        (flashinfer's all-reduce RMSNorm reads its row back only where UseSmem holds; where it does not, the row's
+        last element stands for it), another such branch read the same way within it; None where neither arm can be
+        rewritten, the spec's instantiation takes no arm that can, or there is no such branch."""
+        try:
+            src = KernelSource(model, model.kernel(kernel))
+        except CutuneError:  # a definition the reading cannot follow: `_apply`'s refusal says so
+            return None
+        arms = template_arms(src) if depth < _ARM_DEPTH else None
+        if not isinstance(arms, Arms):
+            return None
+        found: dict[bool, Variant] = {}
+        for value, arm in zip((True, False), arms.models, strict=True):
+            if not _instantiated(src, spec, arms.condition, value):
+                continue
+            try:
+                found[value] = self._apply(arm, kernel, spec, {})
+            except TransformRefused:
+                inner = self._at_one_arm(arm, kernel, spec, depth + 1)
+                if inner is not None:
+                    found[value] = inner
+        if len(found) == 2 and isinstance(both := joined(arms, found[True], found[False]), Variant):
+            return both
+        original = src.text(src.body)[1:-1].strip("\n")
+        for value, variant in found.items():
+            kept = one_arm(arms, value, variant, original)
+            if isinstance(kept, Variant):
+                return kept
+        return None
 
     def _apply(
         self,
@@ -2054,7 +2094,10 @@ class _Rewriter:
                 used.add(self.stages[self.text(_declared_all(s)[0])])
                 continue
             if names & used:
-                if {"threadIdx", "blockDim"} & self._idents(s) or "threadIdx" in self.compact(s):
+                # only the declarators the new body reads (`int bid = blockIdx.x, tid = threadIdx.x;` with `tid`
+                # unread: the new body's own thread index stands for it)
+                read = [d for d in s.children_by_field_name("declarator") if _declared_text(self, d) in used]
+                if any({"threadIdx", "blockDim"} & self._idents(d) or "threadIdx" in self.compact(d) for d in read):
                     self.refuse("derives a value the loops read from the thread index", s)
                 if any(e.start_byte < s.start_byte for e in self.exits) and self._uniform_parts(s)[0]:
                     # the rewrite runs the prologue for the rows that left too: a read there may be out of bounds
@@ -2241,6 +2284,17 @@ class _Rewriter:
         # a row staged in dynamic shared memory needs the original's allocation (it starts at the array's start)
         shared = "{shared_mem}" if self.stages or self.staged else "0"
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"), shared_mem=shared)
+
+
+def _instantiated(src: KernelSource, spec: KernelSpec | None, condition: str, value: bool) -> bool:
+    """Whether the spec's instantiation may take the arm where `condition` (a template parameter) is `value`: no spec,
+    an argument that is not a literal, or a literal (else the parameter's default) of that truth."""
+    if spec is None:
+        return True
+    param = next((p for p in src.kernel.template_params if p.name == condition), None)
+    arg = spec.template_args.get(condition, param.default if param is not None else None)
+    literal = literal_value(str(arg)) if arg is not None else None
+    return literal is None or bool(literal) == value
 
 
 def _bounded_rows(src: KernelSource, spec: KernelSpec | None) -> str | None:
@@ -2482,6 +2536,12 @@ def _declarator_name(node: Node) -> Node | None:
     """The identifier an init declarator declares (`p` of `const T* p = v`), None for other nodes."""
     declarator = node.child_by_field_name("declarator")
     return declared_identifier(declarator) if declarator is not None else None
+
+
+def _declared_text(w: _Rewriter, declarator: Node) -> str:
+    """The name one declarator declares ('' where it declares none)."""
+    name = declared_identifier(declarator)
+    return w.text(name) if name is not None else ""
 
 
 def _declared_all(decl: Node) -> list[Node]:

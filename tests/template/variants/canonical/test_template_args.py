@@ -9,7 +9,13 @@ from cutune.cuda.parse import parse_source
 from cutune.project import open_kernel
 from cutune.template.variants import propose_variants
 from cutune.template.variants.canonical import canonicalise
-from cutune.template.variants.canonical.template_args import fold_template_args, instantiation, literal_value
+from cutune.template.variants.canonical.template_args import (
+    fold_template_args,
+    instantiation,
+    literal_value,
+    specialised,
+)
+from cutune.template.variants.model import Variant
 
 from .samples import SAMPLES
 
@@ -102,6 +108,13 @@ def test_every_variant_runs_only_at_the_instantiation_it_was_read_at() -> None:
     span = model.kernel("template_softmax_kernel").body_span
     original = model.text[span.start_byte + 1 : span.end_byte - 1].strip("\n")
     assert row_reduce.body.endswith(f"\n}} else {{\n{original}\n}}")  # every other instantiation: as written
+
+
+def test_a_variant_read_at_an_arm_keeps_that_arm_under_the_spec_instantiation() -> None:
+    own = Variant("row_reduce", "a;", instantiation=(("kStaged", "true"),))
+    kept = specialised(own, (("kCols", "0"), ("kStaged", "true")), "b;")
+    assert kept.instantiation == (("kCols", "0"), ("kStaged", "true"))  # one pair a parameter
+    assert specialised(own, (("kCols", "0"),), "b;").instantiation == (("kCols", "0"), ("kStaged", "true"))
 
 
 def test_a_decimal_with_leading_zeros_is_no_literal_it_reads() -> None:

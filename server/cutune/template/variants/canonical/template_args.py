@@ -89,7 +89,8 @@ def specialised(variant: Variant, at: tuple[tuple[str, str], ...], original: str
     for every other instantiation."""
     condition = " && ".join(f"({name} == {value})" for name, value in at)
     body = "\n".join([f"if constexpr ({condition}) {{", variant.body, "} else {", original, "}"])
-    return dataclasses.replace(variant, body=body, instantiation=at)
+    own = tuple(a for a in variant.instantiation if a[0] not in dict(at))  # read at one arm of its own (row_reduce)
+    return dataclasses.replace(variant, body=body, instantiation=(*at, *own))
 
 
 def _folds(src: KernelSource, values: dict[str, int]) -> EditList:
