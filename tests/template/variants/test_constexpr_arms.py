@@ -27,7 +27,8 @@ from cutune.template.variants.row_reduce import RowReduce
 from .compile import name_expressions
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
-EMULATOR = Path(__file__).resolve().parents[2] / "data" / "template" / "variants" / "warp_emulator.h"
+DATA = Path(__file__).resolve().parents[2] / "data" / "template" / "variants"
+EMULATOR = DATA / "warp_emulator.h"
 
 BRANCHED = """\
 template <bool kSquares, bool kBias>
@@ -229,6 +230,69 @@ def test_each_arms_variants_equal_the_original_on_emulated_blocks(one_pass: str,
     assert sorted(worst) == list(range(len(POINTS)))
     # outputs of size ~3: a sum in another order moves them by float32 roundings, an arm's mistake by far more
     assert max(worst.values()) < 1e-4, {f"{POINTS[i][0]} {POINTS[i][1]}": d for i, d in worst.items()}
+
+
+ARM_HARNESS = """
+#include <random>
+int main() {{
+  const int rows = 3, hidden = 1001;  // ragged, as above
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> x(rows * hidden), residual(rows * hidden), weight(hidden);
+  for (auto& v : x) v = normal(rng);
+  for (auto& v : residual) v = normal(rng);
+  for (auto& v : weight) v = normal(rng);
+  auto run = [&](auto kernel, unsigned block) {{  // the output, then the residual it updates in place
+    std::vector<float> out(rows * hidden, -1e30f), res = residual;
+    launch(rows, block, [&] {{ kernel(out.data(), res.data(), x.data(), weight.data(), hidden, 1e-6f); }});
+    out.insert(out.end(), res.begin(), res.end());
+    return out;
+  }};
+  const auto original = run({original}, 1024);
+  auto worst = [&](const std::vector<float>& got) {{
+    float d = 0.f;
+    for (size_t i = 0; i < got.size(); ++i) d = std::fmax(d, std::fabs(got[i] - original[i]));
+    return d;
+  }};
+{runs}
+}}
+"""
+ARM_POINTS = [{"ROW_THREADS": t, "ROW_VEC": v} for t in (32, 256) for v in (1, 4)]
+_DYNAMIC = re.compile(r"extern\s+__shared__\s+(\w+)\s+(\w+)\[\];")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_variant_of_one_arm_equals_the_original_on_emulated_blocks(tmp_path: Path) -> None:
+    # row_reduce read at kStaged = true only (the other arm carries a thread's last value): at that instantiation
+    path = DATA / "arm_rms_norm.cu"
+    ctx = open_kernel(path, "arm_rms_norm_kernel")
+    spec = dataclasses.replace(ctx.require_spec(), sizes=({"rows": 3, "hidden": 1001},))
+    combined = combine_all(ctx.template_model, "arm_rms_norm_kernel", ctx.template, spec)
+    assert combined.spec is not None
+    names = [v.name for v in combined.variants]
+    assert combined.variants[names.index("row_reduce")].instantiation == (("kStaged", "true"),)
+    default = combined.template.space.default()
+    configs = [default, *({**default, VARIANT: 1 + names.index("row_reduce"), **p} for p in ARM_POINTS)]
+    expressions = name_expressions(combined.template, combined.spec, configs)
+    unit = extract_kernel(
+        parse_source(combined.template.source, str(path)), "arm_rms_norm_kernel", instantiations=expressions
+    )
+    (tmp_path / "cuda_runtime.h").write_text(f'#include "{EMULATOR}"\n')
+    runs = "\n".join(
+        f'  std::printf("{i} %g\\n", worst(run({e}, {p["ROW_THREADS"]})));'
+        for i, (p, e) in enumerate(zip(ARM_POINTS, expressions[1:], strict=True))
+    )
+    source = _DYNAMIC.sub(r"\1* \2 = dynamic_shared<\1>();", unit.source)  # the emulator's dynamic shared memory
+    (tmp_path / "emulated.cpp").write_text(
+        f'#include "{EMULATOR}"\n{source}{ARM_HARNESS.format(original=expressions[0], runs=runs)}'
+    )
+    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", f"-I{tmp_path}", str(tmp_path / "emulated.cpp")]
+    done = subprocess.run([*build, "-o", str(tmp_path / "emulated")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=120, check=True)
+    worst = {int(i): float(d) for i, d in (line.split() for line in ran.stdout.strip().split("\n"))}
+    assert sorted(worst) == list(range(len(ARM_POINTS)))
+    assert max(worst.values()) < 1e-4, {str(ARM_POINTS[i]): d for i, d in worst.items()}
 
 
 LAYOUT = """

@@ -7,11 +7,12 @@
 
 __device__ __forceinline__ float arm_block_sum(float v) {
   __shared__ float slots[32];
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0) slots[threadIdx.x / 32] = v;
+  if (lane == 0) slots[threadIdx.x / 32] = v;
   __syncthreads();
-  v = threadIdx.x < blockDim.x / 32 ? slots[threadIdx.x] : 0.f;
+  v = lane < blockDim.x / 32 ? slots[lane] : 0.f;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -1,9 +1,9 @@
 // A CUDA launch emulated on the host, for checking a kernel's variants without a GPU: each block runs as one
 // std::thread per CUDA thread, one block at a time; a warp's 32 meet at every shuffle (each lane publishes its value,
 // all wait, each reads its partner's), the block's at __syncthreads, and `__shared__` is a static local (one per
-// function, which one block at a time makes the block's). Enough of the CUDA device API for kernels of xor shuffles
-// and barriers on blocks whose rows are whole warps; a thread that returns drops out of its warp's and its block's
-// later meetings.
+// function, which one block at a time makes the block's; dynamic shared memory one buffer). Enough of the CUDA device
+// API for kernels of xor shuffles and barriers on blocks whose rows are whole warps; a thread that returns drops out of
+// its warp's and its block's later meetings.
 #pragma once
 #include <algorithm>
 #include <barrier>
@@ -58,6 +58,14 @@ T __shfl_xor_sync(unsigned, T value, int offset, int width = 32) {
 }
 
 inline void __syncthreads() { block_meeting->arrive_and_wait(); }
+
+// The block's dynamic shared memory: `extern __shared__ T name[];` is written `T* name = dynamic_shared<T>();` for
+// the host (the tests do); one buffer, which one block at a time makes the block's.
+inline std::vector<unsigned char> dynamic_shared_bytes(1 << 20);
+template <class T>
+T* dynamic_shared() {
+  return reinterpret_cast<T*>(dynamic_shared_bytes.data());
+}
 
 // Runs `kernel` on a grid of (grid_x, grid_y) blocks of (block_x, block_y) threads, block_x whole warps, one block
 // at a time, its threads all at once (a `static` local is then the block's shared memory).
