@@ -153,9 +153,21 @@ def test_row_reduce_keeps_the_arm_it_can_rewrite_and_names_the_one_it_refuses() 
     assert re.search(r", where `kOnePassVariance` \(line \d+\) is false$", refused.value.reason)
 
 
+# the end of both harnesses: the original at its 1,024 threads, then each configuration's worst difference from it
+COMPARED = """
+  const auto original = run({original}, 1024);
+  auto worst = [&](const std::vector<float>& got) {{
+    float d = 0.f;
+    for (size_t i = 0; i < got.size(); ++i) d = std::fmax(d, std::fabs(got[i] - original[i]));
+    return d;
+  }};
+{runs}
+}}
+"""
 # the sample's both arms on the host (warp_emulator.h: whole blocks of std::threads, barriers and shuffles met):
 # the original and the row_reduce variant at several ROW_THREADS and ROW_VEC, the largest difference printed
-HARNESS = """
+HARNESS = (
+    """
 #include <random>
 int main() {{
   const int tokens = 3, hidden = 1001;  // ragged: rows 4-byte aligned only, no ROW_THREADS * ROW_VEC divides it
@@ -170,15 +182,19 @@ int main() {{
     launch(tokens, block, [&] {{ kernel(out.data(), in.data(), gamma.data(), beta.data(), 1e-5f, hidden); }});
     return out;
   }};
-  const auto original = run({original}, 1024);
-  auto worst = [&](const std::vector<float>& got) {{
-    float d = 0.f;
-    for (size_t i = 0; i < got.size(); ++i) d = std::fmax(d, std::fabs(got[i] - original[i]));
-    return d;
-  }};
-{runs}
-}}
 """
+    + COMPARED
+)
+
+
+def _emulated(tmp_path: Path) -> dict[int, float]:
+    """`emulated.cpp` (in `tmp_path`) built with g++ and run: each configuration's worst difference from the
+    original."""
+    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", f"-I{tmp_path}", str(tmp_path / "emulated.cpp")]
+    done = subprocess.run([*build, "-o", str(tmp_path / "emulated")], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=120, check=True)
+    return {int(i): float(d) for i, d in (line.split() for line in ran.stdout.strip().split("\n"))}
 
 
 # (variant, its values, the block it runs): row_reduce on its own block, the others on the original's (1024 threads)
@@ -222,17 +238,14 @@ def test_each_arms_variants_equal_the_original_on_emulated_blocks(one_pass: str,
         for i, ((_, _, block), e) in enumerate(zip(POINTS, expressions[1:], strict=True))
     )
     (tmp_path / "emulated.cpp").write_text(unit.source + HARNESS.format(original=expressions[0], runs=runs))
-    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", f"-I{tmp_path}", str(tmp_path / "emulated.cpp")]
-    done = subprocess.run([*build, "-o", str(tmp_path / "emulated")], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=120, check=True)
-    worst = {int(i): float(d) for i, d in (line.split() for line in ran.stdout.strip().split("\n"))}
+    worst = _emulated(tmp_path)
     assert sorted(worst) == list(range(len(POINTS)))
     # outputs of size ~3: a sum in another order moves them by float32 roundings, an arm's mistake by far more
     assert max(worst.values()) < 1e-4, {f"{POINTS[i][0]} {POINTS[i][1]}": d for i, d in worst.items()}
 
 
-ARM_HARNESS = """
+ARM_HARNESS = (
+    """
 #include <random>
 int main() {{
   const int rows = 3, hidden = 1001;  // ragged, as above
@@ -248,15 +261,9 @@ int main() {{
     out.insert(out.end(), res.begin(), res.end());
     return out;
   }};
-  const auto original = run({original}, 1024);
-  auto worst = [&](const std::vector<float>& got) {{
-    float d = 0.f;
-    for (size_t i = 0; i < got.size(); ++i) d = std::fmax(d, std::fabs(got[i] - original[i]));
-    return d;
-  }};
-{runs}
-}}
 """
+    + COMPARED
+)
 ARM_POINTS = [{"ROW_THREADS": t, "ROW_VEC": v} for t in (32, 256) for v in (1, 4)]
 _DYNAMIC = re.compile(r"extern\s+__shared__\s+(\w+)\s+(\w+)\[\];")
 
@@ -286,11 +293,7 @@ def test_the_variant_of_one_arm_equals_the_original_on_emulated_blocks(tmp_path:
     (tmp_path / "emulated.cpp").write_text(
         f'#include "{EMULATOR}"\n{source}{ARM_HARNESS.format(original=expressions[0], runs=runs)}'
     )
-    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", f"-I{tmp_path}", str(tmp_path / "emulated.cpp")]
-    done = subprocess.run([*build, "-o", str(tmp_path / "emulated")], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=120, check=True)
-    worst = {int(i): float(d) for i, d in (line.split() for line in ran.stdout.strip().split("\n"))}
+    worst = _emulated(tmp_path)
     assert sorted(worst) == list(range(len(ARM_POINTS)))
     assert max(worst.values()) < 1e-4, {str(ARM_POINTS[i]): d for i, d in worst.items()}
 

@@ -58,15 +58,16 @@ def constexpr_arms(src: KernelSource) -> Arms | str | None:
     return _arms(src, first, condition, constexpr_only=True)
 
 
-def template_arms(src: KernelSource) -> Arms | str | None:
+def template_arms(src: KernelSource, near: int | None = None) -> Arms | str | None:
     """`src`'s body resolved both ways on the condition of its first `if` (plain or `if constexpr`, anywhere in the
     body: a helper's branch inlined into a loop) that reads only the kernel's template parameters: a constant of the
     instantiation, so each instantiation runs one arm as surely as under `if constexpr`; every `if` on the same
-    condition is resolved with it. Why it cannot be; None where there is no such `if`."""
+    condition is resolved with it. With `near` (a line), only an `if` in the innermost loop around that line, or around
+    the line itself where no loop is. Why it cannot be; None where there is no such `if`."""
     params = {p.name for p in src.kernel.template_params}
     declared = declared_names(src, src.body)
     first = None
-    for s in src.in_body("if_statement"):
+    for s in src.in_body("if_statement") if near is None else _around(src, near):
         base, _ = _polarity(_condition(s))
         names = set(_identifiers(src, base))
         calls = descendants(base, "call_expression", "field_expression", "subscript_expression")
@@ -77,6 +78,19 @@ def template_arms(src: KernelSource) -> Arms | str | None:
         return None
     base, _ = _polarity(_condition(first))
     return _arms(src, first, node_text(src.data, base), constexpr_only=False)
+
+
+def _around(src: KernelSource, line: int) -> list[Node]:
+    """The `if` statements of the innermost loop whose lines hold `line`, else of those whose own lines do."""
+
+    def holds(node: Node) -> bool:
+        return node.start_point[0] + 1 <= line <= node.end_point[0] + 1
+
+    loops = [n for n in src.in_body(*_LOOPS) if holds(n)]
+    if loops:
+        inner = min(loops, key=lambda n: n.end_byte - n.start_byte)
+        return [s for s in src.in_body("if_statement") if inner.start_byte <= s.start_byte < inner.end_byte]
+    return [s for s in src.in_body("if_statement") if holds(s)]
 
 
 def _arms(src: KernelSource, first: Node, condition: str, *, constexpr_only: bool) -> Arms | str:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cutune.cuda.model import SourceModel
+from cutune.cuda.model import SourceModel, TemplateParamKind
 from cutune.cuda.parse import parse_source
 from cutune.cuda.syntax import device_view_spans
 from cutune.errors import CutuneError, TransformRefused
@@ -18,7 +18,7 @@ from cutune.spec import KernelSpec
 from cutune.template.model import Refusal, Template
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.variants.canonical import canonicalise
-from cutune.template.variants.canonical.template_args import specialised
+from cutune.template.variants.canonical.template_args import fold_template_args, literal_value, specialised
 from cutune.template.variants.chain import chain
 from cutune.template.variants.combine import with_variants
 from cutune.template.variants.loops import declared_names
@@ -203,9 +203,11 @@ def propose_variants(
                 variants[plain[0]] = chained
             else:
                 variants.insert(variants.index(parent), chained)
+    body = source.text[original.body_span.start_byte + 1 : original.body_span.end_byte - 1].strip("\n")
     if canonical.instantiation:  # read at the spec's instantiation: every other one runs the original body
-        body = source.text[original.body_span.start_byte + 1 : original.body_span.end_byte - 1].strip("\n")
         variants = [specialised(v, canonical.instantiation, body) for v in variants]
+    elif spec is None:  # no spec: where a transform refused, read at the instantiation the file's launch runs
+        variants, refusals = _at_launched_instantiation(source, kernel, include_dirs, chosen, variants, refusals, body)
     if canonical.applied:  # say what the transforms read: the lines their notes name are the canonical form's
         seen = f"canonical form: {', '.join(canonical.applied)}; lines counted in it"
         variants = [
@@ -213,3 +215,49 @@ def propose_variants(
             for v in variants
         ]
     return variants, refusals
+
+
+def _at_launched_instantiation(
+    source: SourceModel,
+    kernel: str,
+    include_dirs: Sequence[str],
+    chosen: dict[str, Transform],
+    variants: list[Variant],
+    refusals: list[Refusal],
+    body: str,
+) -> tuple[list[Variant], list[Refusal]]:
+    """`variants` and `refusals` with each transform that refused the kernel as written tried again at the
+    instantiation of the file's first launch that writes out its value template arguments, every one a literal
+    (llama.cpp's `soft_max_f32<true, 0, 0>`: 0 marks a length read at run time), read as a spec's is (template_args);
+    what applies there is kept for that instantiation only (`specialised`), its refusal dropped. Only arguments the
+    launch writes count: a parameter it leaves to its default (the tuning's own, `D_CT = 0`) is not read at it."""
+    params = source.kernel(kernel).template_params
+    args: dict[str, str] | None = None
+    for site in source.launches_of(kernel):
+        given = {
+            p.name: a for p, a in zip(params, site.template_args, strict=False) if p.kind is TemplateParamKind.VALUE
+        }
+        if given and all(literal_value(v) is not None for v in given.values()):
+            args = given
+            break
+    refused = {r.recipe for r in refusals if r.recipe in chosen} - {v.provenance.origin for v in variants}
+    # read there only where the instantiation folds something: else it is the kernel as already read
+    if args is None or not refused or fold_template_args(source, kernel, args) is None:
+        return variants, refusals
+    at = canonicalise(source, kernel, include_dirs, args)
+    found: list[Variant] = []
+    for name, transform in chosen.items():
+        if name not in refused:
+            continue
+        try:
+            variant = transform.apply(at.model, kernel, None)
+        except TransformRefused:
+            continue
+        if any(v.name == variant.name for v in variants):
+            continue
+        where = ", ".join(f"{n} = {v}" for n, v in at.instantiation)
+        note = f"at the file's launch of {where}: {variant.provenance.note}"
+        variant = dataclasses.replace(variant, provenance=dataclasses.replace(variant.provenance, note=note))
+        found.append(specialised(variant, at.instantiation, body))
+    kept = {v.provenance.origin for v in found}
+    return [*variants, *found], [r for r in refusals if r.recipe not in kept]

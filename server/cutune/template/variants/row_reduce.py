@@ -90,7 +90,8 @@ from cutune.template.variants.rows_on_y import GRID_X, WARP_GRID_X, rows_on_y, w
 
 THREADS = ROW_THREADS
 ROWS = "ROWS_PER_BLOCK"
-_ARM_DEPTH = 3  # template branches read arm by arm, one within another, at most
+_ARM_DEPTH = 2  # template branches read arm by arm, one within another, at most
+_LINE = re.compile(r"\(line (\d+)\)")  # the line a refusal names first
 ALLREDUCE = "cutune_rr_allreduce"  # the helper (in HELPERS) each reduction becomes a call of
 VEC = "ROW_VEC"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
@@ -293,23 +294,27 @@ class RowReduce(Transform):
         """The row-reduction variant of `kernel`, or TransformRefused saying why it cannot be rewritten."""
         try:
             return self._apply(model, kernel, spec, {})
-        except TransformRefused:
-            variant = self._at_one_arm(model, kernel, spec, 0)
+        except TransformRefused as refused:
+            variant = self._at_one_arm(model, kernel, spec, refused.reason, 0)
             if variant is None:
                 raise
             return variant
 
-    def _at_one_arm(self, model: SourceModel, kernel: str, spec: KernelSpec | None, depth: int) -> Variant | None:
-        """Where the body branches on a boolean template parameter (`if constexpr (UseSmem)` inside its loops) and the
-        whole cannot be rewritten: the variant of both arms where they join, else of the instantiations of one arm
-        (flashinfer's all-reduce RMSNorm reads its row back only where UseSmem holds; where it does not, the row's
-        last element stands for it), another such branch read the same way within it; None where neither arm can be
-        rewritten, the spec's instantiation takes no arm that can, or there is no such branch."""
+    def _at_one_arm(
+        self, model: SourceModel, kernel: str, spec: KernelSpec | None, why: str, depth: int
+    ) -> Variant | None:
+        """Where the body branches on a boolean template parameter at the line `why` (a refusal) names (`if constexpr
+        (UseSmem)` inside the loop it refuses) and the whole cannot be rewritten: the variant of both arms where they
+        join, else of the instantiations of one arm (flashinfer's all-reduce RMSNorm reads its row back only where
+        UseSmem holds; where it does not, the row's last element stands for it), another such branch read the same way
+        within it; None where neither arm can be rewritten, the spec's instantiation takes no arm that can, or there is
+        no such branch. Only a branch at the refused line is tried: each arm is a whole reading of the kernel."""
+        line = _LINE.search(why)
         try:
             src = KernelSource(model, model.kernel(kernel))
         except CutuneError:  # a definition the reading cannot follow: `_apply`'s refusal says so
             return None
-        arms = template_arms(src) if depth < _ARM_DEPTH else None
+        arms = template_arms(src, int(line.group(1))) if line is not None and depth < _ARM_DEPTH else None
         if not isinstance(arms, Arms):
             return None
         found: dict[bool, Variant] = {}
@@ -318,8 +323,8 @@ class RowReduce(Transform):
                 continue
             try:
                 found[value] = self._apply(arm, kernel, spec, {})
-            except TransformRefused:
-                inner = self._at_one_arm(arm, kernel, spec, depth + 1)
+            except TransformRefused as refused:
+                inner = self._at_one_arm(arm, kernel, spec, refused.reason, depth + 1)
                 if inner is not None:
                     found[value] = inner
         if len(found) == 2 and isinstance(both := joined(arms, found[True], found[False]), Variant):

@@ -117,5 +117,20 @@ def test_a_variant_read_at_an_arm_keeps_that_arm_under_the_spec_instantiation() 
     assert specialised(own, (("kCols", "0"),), "b;").instantiation == (("kCols", "0"), ("kStaged", "true"))
 
 
+def test_without_a_spec_a_refused_transform_is_read_at_the_files_literal_launch() -> None:
+    path = SAMPLES / "template_softmax.cu"
+    model = parse_source(path.read_text(), str(path))
+    variants, refusals = propose_variants(model, "template_softmax_kernel", None)
+    row_reduce = next(v for v in variants if v.name == "row_reduce")
+    # the host launches `<true, 0, 0>` with literals: the kernel as that instantiation compiles it
+    assert row_reduce.instantiation == (("kStaged", "true"), ("kCols", "0"), ("kBlock", "0"))
+    assert row_reduce.provenance.note.startswith("at the file's launch of kStaged = true, kCols = 0, kBlock = 0: ")
+    assert not [r for r in refusals if r.recipe == "row_reduce"]
+    # a launch that passes a run-time value for a constant names no instantiation: the refusal stands
+    text = path.read_text().replace("template_softmax_kernel<true, 0, 0>", "template_softmax_kernel<true, 0, kB>")
+    variants, refusals = propose_variants(parse_source(text, str(path)), "template_softmax_kernel", None)
+    assert "row_reduce" not in {v.name for v in variants} and [r for r in refusals if r.recipe == "row_reduce"]
+
+
 def test_a_decimal_with_leading_zeros_is_no_literal_it_reads() -> None:
     assert literal_value("08") is None and literal_value("010") is None and literal_value("0") == 0
