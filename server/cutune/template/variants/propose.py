@@ -245,6 +245,8 @@ def _at_launched_instantiation(
     if args is None or not refused or fold_template_args(source, kernel, args) is None:
         return variants, refusals
     at = canonicalise(source, kernel, include_dirs, args)
+    if not at.instantiation:  # the fold did not stand (the kernel read there no longer parses): nothing read at it
+        return variants, refusals
     found: list[Variant] = []
     for name, transform in chosen.items():
         if name not in refused:
