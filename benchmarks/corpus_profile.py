@@ -69,6 +69,16 @@ PROFILED: dict[str, list[tuple[str, str, dict[str, object]]]] = {
     # corpus_variants run 85's picks at 158 and 166 MB
     "dequantize_block_q5_K": [("original", "", {}), ("block_items 2", "block_items", {"ITEMS_Y": 2})],
     "dequantize_block_q6_K": [("original", "", {}), ("block_items 4", "block_items", {"ITEMS_Y": 4})],
+    # corpus_variants run 122's pick at kv = 100 (47% of the floor), and row_reduce alone at it
+    "soft_max_f32": [
+        ("original", "", {}),
+        ("row_reduce", "row_reduce", {"ROW_THREADS": 32, "ROW_VEC": 4, "FAST_MATH": True}),
+        (
+            "row_reduce_block_items 4",
+            "row_reduce_block_items",
+            {"ROW_THREADS": 32, "ROW_VEC": 4, "ITEMS_Y": 4, "FAST_MATH": True, "MAXRREGCOUNT": 168},
+        ),
+    ],
 }
 
 

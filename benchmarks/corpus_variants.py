@@ -101,6 +101,7 @@ TABLE = [
     Entry(
         "bias + activation", "deepspeed", f"{DS}/gelu.cu", "fused_bias_gelu", "deepspeed_bias_gelu.tune.toml", INFERENCE
     ),
+    Entry("QK norm", "flashinfer", "flashinfer/norm.cuh", "QKRMSNormKernel", "flashinfer_qk_rms_norm.tune.toml"),
 ]
 # held-out corpora (scripts/held_out.sh): tuned only when asked for by name (--only), never in the bar's table
 HELD_OUT = [

@@ -1,13 +1,14 @@
 """What a variant reaches on corpus kernels when a search finds its best configuration: the original, then every
 configuration of the variant's grid (flat_rows: threads per row × columns at once × blocks per SM; group_items:
 elements per thread × locals kept × lanes apart; row_cache, alone or under online_merge: rounds kept in registers;
-thread_packs_block_items: items a block × packed or not; row_reduce: threads a row × elements an access;
-row_reduce_block_items: threads a row × rows a block),
+thread_packs_block_items: items a block × packed or not; row_reduce: threads a row × elements an access × rows a
+block, where it has them; row_reduce_block_items: threads a row × rows a block),
 at 64- and 32-bit indices where index_bits applies, each checked against the original's output and timed at every
 size of the kernel's spec (events, L2 flushed). A short search samples a few of these among thousands of
 configurations; this sweep says what the variant itself is worth, the search apart.
 
     python benchmarks/variant_grid.py OUT_DIR [--variant flat_rows] [--only k_set_rows,FILE.cu:KERNEL]
+        [--fix NAME=VALUE ...]
 
 (a corpus kernel of corpus_variants' table by name, a sample as FILE:KERNEL)
 """
@@ -30,7 +31,7 @@ from benchmarks.corpus_variants import TABLE, opened  # noqa: E402
 from cutune.gpu.backend import TimingOptions  # noqa: E402
 from cutune.gpu.registry import create_backend  # noqa: E402
 from cutune.project import build_job, open_kernel  # noqa: E402
-from cutune.template.model import Config  # noqa: E402
+from cutune.template.model import Config, Value  # noqa: E402
 from cutune.template.recipes.index_bits import NAME as INDEX_BITS  # noqa: E402
 from cutune.template.variants import (  # noqa: E402
     VARIANT,
@@ -43,7 +44,7 @@ from cutune.template.variants import (  # noqa: E402
     thread_packs,
 )
 
-GRIDS = {
+GRIDS: dict[str, dict[str, tuple[int, ...]]] = {
     "flat_rows": {
         flat_rows.ROW_THREADS: (32, 128, 256),
         flat_rows.ITEMS: (1, 4, 8),
@@ -54,17 +55,22 @@ GRIDS = {
     "row_cache": {row_cache.ROUNDS: (1, 2, 4, 8, 16, 32)},
     "online_merge_row_cache": {row_cache.ROUNDS: (0, 1, 2, 4, 8, 16, 32)},  # 0: the online merge alone
     "thread_packs_block_items": {block_items.ITEMS: (1, 2, 4, 8), thread_packs.PACKS: (0, 1)},
-    "row_reduce": {row_reduce.THREADS: (32, 64, 128, 256), row_reduce.VEC: (1, 2, 4)},
+    "row_reduce": {
+        row_reduce.THREADS: (8, 16, 32, 64, 128, 256),
+        row_reduce.VEC: (1, 2, 4),
+        row_reduce.ROWS: (1, 2, 4, 8),
+    },
     "row_reduce_block_items": {
-        row_reduce.THREADS: (32, 64, 128),
+        row_reduce.THREADS: (8, 16, 32, 64, 128),
         row_reduce.VEC: (4,),
         block_items.ITEMS: (1, 2, 4, 8),
     },
 }
 
 
-def sweep(target: str, variant: str) -> dict[str, object]:
-    """The original's and every grid configuration's median per size, or its failure."""
+def sweep(target: str, variant: str, fixed: dict[str, Value] | None = None) -> dict[str, object]:
+    """The original's and every grid configuration's median per size, or its failure; `fixed` parameters at the
+    values given, out of the grid (the original keeps those that are not the variant's own)."""
     file, _, kernel = target.rpartition(":")
     ctx = open_kernel(ROOT / "samples" / file, kernel) if file else opened(next(e for e in TABLE if e.kernel == kernel))
     combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
@@ -75,10 +81,12 @@ def sweep(target: str, variant: str) -> dict[str, object]:
     backend = create_backend("cupy")
     backend.open(build_job(ctx, timing=TimingOptions(warmup=3, reps=20, min_time_ms=10.0)))
     rows: list[dict[str, object]] = []
-    grid = {name: values for name, values in GRIDS[variant].items() if name in default}
+    fixed = fixed or {}
+    grid = {name: values for name, values in GRIDS[variant].items() if name in default and name not in fixed}
     try:
-        configs = [{**default, VARIANT: 0}] + [
-            {**default, VARIANT: k, **dict(zip(grid, picked, strict=True))}
+        own = {p.name for p in combined.variants[k - 1].params}
+        configs = [{**default, **{n: v for n, v in fixed.items() if n not in own}, VARIANT: 0}] + [
+            {**default, **fixed, VARIANT: k, **dict(zip(grid, picked, strict=True))}
             | ({INDEX_BITS: b} if INDEX_BITS in default else {})
             for picked in itertools.product(*grid.values())
             for b in bits
@@ -87,7 +95,7 @@ def sweep(target: str, variant: str) -> dict[str, object]:
             measured = backend.evaluate(Config.of(values))
             rows.append(
                 {
-                    "config": {n: values[n] for n in (VARIANT, *grid, INDEX_BITS) if n in values},
+                    "config": {n: values[n] for n in (VARIANT, *grid, *fixed, INDEX_BITS) if n in values},
                     "medians_us": [t.median_us for t in measured.timings] if measured.ok else None,
                     "failure": None if measured.ok else f"{measured.failure}: {measured.detail[:200]}",
                 }
@@ -105,9 +113,11 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--variant", choices=sorted(GRIDS), default="flat_rows")
     ap.add_argument("--only", default="k_set_rows,unary_gated_op_kernel")
+    ap.add_argument("--fix", action="append", default=[], help="NAME=VALUE: a parameter the variant keeps (repeatable)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    results = [sweep(kernel, args.variant) for kernel in args.only.split(",")]
+    fixed = {name: json.loads(value) for name, _, value in (f.partition("=") for f in args.fix)}
+    results = [sweep(kernel, args.variant, fixed) for kernel in args.only.split(",")]
     stem = f"{args.variant}_grid.{datetime.date.today().isoformat()}"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     lines = []
@@ -118,7 +128,7 @@ def main() -> None:
             for i in range(len(original))
         ]
         lines.append(f"## {r['kernel']}")
-        for i, (size, b) in enumerate(zip(r["sizes"], best, strict=True)):  # type: ignore[arg-type]
+        for i, (size, b) in enumerate(zip(r["sizes"], best, strict=True)):  # type: ignore[call-overload]
             lines.append(f"{size}: original {original[i]:.1f} µs, best {b['medians_us'][i]:.1f} µs {b['config']}")
     (args.out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

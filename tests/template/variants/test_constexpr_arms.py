@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,10 +24,10 @@ from cutune.template.variants.model import Launch, Variant
 from cutune.template.variants.row_reduce import RowReduce
 
 from .compile import name_expressions
+from .emulated import COMPARED, EMULATOR, emulated, emulated_unit
 
 SAMPLES = Path(__file__).resolve().parents[3] / "samples"
 DATA = Path(__file__).resolve().parents[2] / "data" / "template" / "variants"
-EMULATOR = DATA / "warp_emulator.h"
 
 BRANCHED = """\
 template <bool kSquares, bool kBias>
@@ -153,17 +152,6 @@ def test_row_reduce_keeps_the_arm_it_can_rewrite_and_names_the_one_it_refuses() 
     assert re.search(r", where `kOnePassVariance` \(line \d+\) is false$", refused.value.reason)
 
 
-# the end of both harnesses: the original at its 1,024 threads, then each configuration's worst difference from it
-COMPARED = """
-  const auto original = run({original}, 1024);
-  auto worst = [&](const std::vector<float>& got) {{
-    float d = 0.f;
-    for (size_t i = 0; i < got.size(); ++i) d = std::fmax(d, std::fabs(got[i] - original[i]));
-    return d;
-  }};
-{runs}
-}}
-"""
 # the sample's both arms on the host (warp_emulator.h: whole blocks of std::threads, barriers and shuffles met):
 # the original and the row_reduce variant at several ROW_THREADS and ROW_VEC, the largest difference printed
 HARNESS = (
@@ -185,16 +173,6 @@ int main() {{
 """
     + COMPARED
 )
-
-
-def _emulated(tmp_path: Path) -> dict[int, float]:
-    """`emulated.cpp` (in `tmp_path`) built with g++ and run: each configuration's worst difference from the
-    original."""
-    build = ["g++", "-std=c++20", "-O1", "-pthread", "-w", f"-I{tmp_path}", str(tmp_path / "emulated.cpp")]
-    done = subprocess.run([*build, "-o", str(tmp_path / "emulated")], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ran = subprocess.run([str(tmp_path / "emulated")], capture_output=True, text=True, timeout=120, check=True)
-    return {int(i): float(d) for i, d in (line.split() for line in ran.stdout.strip().split("\n"))}
 
 
 # (variant, its values, the block it runs): row_reduce on its own block, the others on the original's (1024 threads)
@@ -227,18 +205,13 @@ def test_each_arms_variants_equal_the_original_on_emulated_blocks(one_pass: str,
     assert all(v.launch is None for v in combined.variants if v.name not in launched)
     default = combined.template.space.default()
     configs = [default, *({**default, VARIANT: 1 + names.index(n), **values} for n, values, _ in POINTS)]
-    expressions = name_expressions(combined.template, combined.spec, configs)
-    unit = extract_kernel(
-        parse_source(combined.template.source, str(path)), "layer_norm_kernel", instantiations=expressions
-    )
-    for header in ("cuda_runtime.h", "cuda_bf16.h"):  # the unit's CUDA headers
-        (tmp_path / header).write_text(f'#include "{EMULATOR}"\n')
+    source, expressions = emulated_unit(combined, path, "layer_norm_kernel", configs, tmp_path)
     runs = "\n".join(
         f'  std::printf("{i} %g\\n", worst(run({e}, {block})));'
         for i, ((_, _, block), e) in enumerate(zip(POINTS, expressions[1:], strict=True))
     )
-    (tmp_path / "emulated.cpp").write_text(unit.source + HARNESS.format(original=expressions[0], runs=runs))
-    worst = _emulated(tmp_path)
+    (tmp_path / "emulated.cpp").write_text(source + HARNESS.format(original=expressions[0], runs=runs))
+    worst = emulated(tmp_path)
     assert sorted(worst) == list(range(len(POINTS)))
     # outputs of size ~3: a sum in another order moves them by float32 roundings, an arm's mistake by far more
     assert max(worst.values()) < 1e-4, {f"{POINTS[i][0]} {POINTS[i][1]}": d for i, d in worst.items()}
@@ -293,7 +266,7 @@ def test_the_variant_of_one_arm_equals_the_original_on_emulated_blocks(tmp_path:
     (tmp_path / "emulated.cpp").write_text(
         f'#include "{EMULATOR}"\n{source}{ARM_HARNESS.format(original=expressions[0], runs=runs)}'
     )
-    worst = _emulated(tmp_path)
+    worst = emulated(tmp_path)
     assert sorted(worst) == list(range(len(ARM_POINTS)))
     assert max(worst.values()) < 1e-4, {str(ARM_POINTS[i]): d for i, d in worst.items()}
 

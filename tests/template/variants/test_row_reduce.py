@@ -4,6 +4,7 @@ NVRTC through the combined template, refused with its reason where it cannot rew
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from cutune.project import open_kernel, tune_options
 from cutune.spec import KernelSpec, load_spec
 from cutune.template.model import Template
 from cutune.template.templatize import templatize
-from cutune.template.variants import TRANSFORMS, propose_variants, with_variants
+from cutune.template.variants import TRANSFORMS, Combined, combine_all, propose_variants, with_variants
 from cutune.template.variants.canonical import canonicalise
 from cutune.template.variants.canonical.shape import kernel_body
 from cutune.template.variants.model import Variant
@@ -28,7 +29,8 @@ from cutune.tune.run import tune
 from cutune.tune.space import Feasibility, feasible_configs
 from tests.cuda.test_extract import needs_nvrtc, nvrtc_compiled
 
-from .compile import compile_both, name_expressions, only_the_variant, variant_alone
+from .compile import compile_both, measured_failures, name_expressions, only_the_variant, variant_alone
+from .emulated import COMPARED, emulated, emulated_unit
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data" / "template" / "variants"
@@ -1079,7 +1081,7 @@ def test_a_total_updated_where_the_rewrite_cannot_place_it_is_refused() -> None:
     assert any("updates `s` after its reduction inside a statement it cannot place" in r for r in refused), refused
 
 
-def test_a_row_of_unknown_length_is_first_tried_at_the_hosts_smallest_block() -> None:
+def test_a_row_of_unknown_length_is_first_tried_at_as_many_threads_as_cover_the_hosts_smallest_block() -> None:
     # the staged sample's spec gives `cols` as the row's length: the variant knows its rows, and starts at 256
     path = SAMPLES / "staged_softmax.cu"
     spec = load_spec(path.with_name("staged_softmax.tune.toml")).kernels["staged_softmax_kernel"]
@@ -1101,4 +1103,215 @@ def test_a_row_of_unknown_length_is_first_tried_at_the_hosts_smallest_block() ->
         ),
     )
     first = RowReduce().apply(parse_source(hidden), "staged_softmax_kernel", unknown).params[0]
-    assert (first.default, first.try_first) == (256, 64)
+    # its 64 elements at 4 floats a thread: 16 threads, but a row alone in its block keeps a warp
+    assert (first.default, first.try_first) == (256, 32)
+    wider = RowReduce().apply(parse_source(hidden), "staged_softmax_kernel", replace(unknown, block=("512",)))
+    assert wider.params[0].try_first == 128
+
+
+def _short_rows(sizes: tuple[dict[str, int], ...], block: str | None = None) -> dict[str, Variant]:
+    """The variants of the LayerNorm sample (float, one pass) at `sizes` (and the host's `block`), by name."""
+    ctx = open_kernel(SAMPLES / "constexpr_layer_norm.cu", "layer_norm_kernel")
+    spec = replace(ctx.require_spec(), template_args={"T": "float", "kOnePassVariance": "true"}, sizes=sizes)
+    spec = replace(spec, block=(block,)) if block else spec
+    variants, _ = propose_variants(ctx.template_model, "layer_norm_kernel", spec)
+    return {v.name: v for v in variants}
+
+
+def test_short_rows_may_have_fewer_threads_than_a_warp_where_rows_share_a_block() -> None:
+    variants = _short_rows(({"tokens": 8, "hidden": 100},))
+    plain, chained = variants["row_reduce"], variants["row_reduce_block_items"]
+    assert plain.params[0].name == "ROW_THREADS" and plain.params[0].values == (8, 16, 32)
+    # one row a block: a block of fewer threads than a warp would idle the rest of it
+    assert "ROW_THREADS >= warp_size" in plain.constraints
+    # items of a block fill the warp together: the parent's bound gives way to theirs
+    assert "ROW_THREADS >= warp_size" not in chained.constraints
+    assert "ROW_THREADS * ITEMS_Y >= warp_size" in chained.constraints
+    assert chained.launch is not None and "warp_size" not in "".join(chained.launch.block)
+    # a row's shuffles name only its own lanes
+    assert "cutune_mask = ((1u << CutuneW) - 1) << (cutune_lane / CutuneW * CutuneW);" in chained.helpers
+    # long rows keep whole warps: 16 threads could not hold 2,000 elements in registers
+    long_rows = _short_rows(({"tokens": 8, "hidden": 2000},))["row_reduce"]
+    assert min(long_rows.params[0].values) == 32
+
+
+@pytest.mark.parametrize(("block", "sub_warp"), [("64", True), ("1024", False)])
+def test_rows_of_unknown_length_share_a_warp_only_where_the_host_launches_small_blocks(
+    block: str, sub_warp: bool
+) -> None:
+    # rows bounded through a helper the spec cannot evaluate: their length is unknown, the host's block tells
+    path = SAMPLES / "constexpr_layer_norm.cu"
+    text = path.read_text().replace("i < hidden;", "i < row_cols(hidden);")
+    model = canonicalise(parse_source(text, str(path)), "layer_norm_kernel").model
+    spec = open_kernel(path, "layer_norm_kernel").require_spec()
+    spec = replace(spec, template_args={"T": "float", "kOnePassVariance": "true"}, block=(block,))
+    variant = RowReduce().apply(model, "layer_norm_kernel", spec)
+    assert (min(variant.params[0].values) < 32) is sub_warp
+
+
+# the LayerNorm sample at float, one pass, on the host (warp_emulator.h): rows of 100 on the original's 1,024 threads,
+# then the variants at fewer threads a row than a warp, several rows a warp (block_items) or one row a partial warp
+SHORT_HARNESS = (
+    """
+#include <random>
+int main() {{
+  const int tokens = 8, hidden = 100;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> in(tokens * hidden), gamma(hidden), beta(hidden);
+  for (auto& v : in) v = 2.f + normal(rng);
+  for (auto& v : gamma) v = normal(rng);
+  for (auto& v : beta) v = normal(rng);
+  auto run = [&](auto kernel, unsigned threads, unsigned rows = 1) {{
+    std::vector<float> out(tokens * hidden, -1e30f);
+    launch(tokens / rows, 1, threads, rows, [&] {{
+      kernel(out.data(), in.data(), gamma.data(), beta.data(), 1e-5f, hidden);
+    }});
+    return out;
+  }};
+"""
+    + COMPARED
+)
+# (variant, threads a row, rows a block, elements an access)
+SHORT_POINTS = [
+    ("row_reduce_block_items", 8, 4, 4),
+    ("row_reduce_block_items", 8, 8, 2),
+    ("row_reduce_block_items", 16, 2, 4),
+    ("row_reduce_block_items", 16, 8, 4),
+    ("row_reduce_block_items", 32, 1, 4),
+    ("row_reduce", 16, 1, 4),  # half a warp: the launch's fallback where the items do not divide
+    ("row_reduce", 8, 1, 2),
+]
+
+
+def _combined(path: Path, kernel: str, template_args: dict[str, str], size: dict[str, int]) -> Combined:
+    """The sample's kernel with its variants, at `template_args` and one size of its spec's arguments."""
+    ctx = open_kernel(path, kernel)
+    spec = replace(ctx.require_spec(), template_args=template_args, sizes=(size,))
+    return combine_all(ctx.template_model, kernel, ctx.template, spec)
+
+
+# planted wrong: the butterfly over the whole warp, as if a row were one, mixing the rows that share it
+WARP_WIDE = (
+    "for (int o = CutuneW / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(cutune_mask, v, o, CutuneW));",
+    "for (int o = 16; o > 0; o /= 2) v = op(v, __shfl_xor_sync(cutune_mask, v, o, 32));",
+)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("planted", [False, True])
+def test_rows_of_fewer_threads_than_a_warp_equal_the_original_on_emulated_blocks(planted: bool, tmp_path: Path) -> None:
+    path = SAMPLES / "constexpr_layer_norm.cu"
+    combined = _combined(
+        path, "layer_norm_kernel", {"T": "float", "kOnePassVariance": "true"}, {"tokens": 8, "hidden": 100}
+    )
+    names = [v.name for v in combined.variants]
+    default = combined.template.space.default()
+    configs = [default] + [
+        {**default, "VARIANT": 1 + names.index(n), "ROW_THREADS": t, "ROW_VEC": v}
+        | ({"ITEMS_Y": r} if n == "row_reduce_block_items" else {})
+        for n, t, r, v in SHORT_POINTS
+    ]
+    source, expressions = emulated_unit(combined, path, "layer_norm_kernel", configs, tmp_path)
+    runs = "\n".join(
+        f'  std::printf("{i} %g\\n", worst(run({e}, {t}, {r})));'
+        for i, ((_, t, r, _), e) in enumerate(zip(SHORT_POINTS, expressions[1:], strict=True))
+    )
+    source = source.replace(*WARP_WIDE) if planted else source
+    assert source.count(WARP_WIDE[1]) == planted
+    (tmp_path / "emulated.cpp").write_text(source + SHORT_HARNESS.format(original=expressions[0], runs=runs))
+    worst = emulated(tmp_path)
+    assert sorted(worst) == list(range(len(SHORT_POINTS)))
+    # outputs of size ~3: a sum in another order moves them by float32 roundings, a row's lanes mixed by far more
+    wrong = {SHORT_POINTS[i] for i, d in worst.items() if d >= 1e-4}
+    # planted: every row of fewer than 32 threads is wrong (in the half-warp blocks, partners past the block hold
+    # none of its values), the row of a whole warp right
+    assert wrong == ({p for p in SHORT_POINTS if p[1] < 32} if planted else set()), worst
+
+
+def test_a_persistent_loops_short_rows_share_a_block_in_groups() -> None:
+    # QK norm, a warp per head on (32, 4) blocks over a persistent grid: its rows go on y again, ROWS_PER_BLOCK a
+    # group, every row of the block looping alike (its barriers)
+    ctx = open_kernel(SAMPLES / "head_rms_norm.cu", "head_rms_norm_kernel")
+    variants, _ = propose_variants(ctx.template_model, "head_rms_norm_kernel", ctx.require_spec())
+    variant = next(v for v in variants if v.name == "row_reduce")
+    body = variant.body
+    loop = "for (unsigned int cutune_rows_i = blockIdx.x; cutune_rows_i * ROWS_PER_BLOCK < (tokens * heads);"
+    assert loop in body
+    assert "const unsigned int cutune_row = cutune_rows_i * ROWS_PER_BLOCK + threadIdx.y;" in body
+    assert "const bool cutune_row_ok = static_cast<int>(cutune_row) < static_cast<int>(tokens * heads);" in body
+    assert variant.launch is not None
+    assert variant.launch.grid[0] == "ceil_div(({grid.x}) * ({block.y}), ROWS_PER_BLOCK)"
+    assert variant.launch.block == ("ROW_THREADS", "ROWS_PER_BLOCK")
+    assert "ROW_THREADS * ROWS_PER_BLOCK >= warp_size" in variant.constraints
+    # its row's packs, (head_dim + kPack - 1) / kPack, are known at compile time where head_dim is specialised
+    ct = "constexpr int cutune_len_ct = ((HEAD_DIM_CT > 0) ? (((HEAD_DIM_CT) + (kPack) - 1) / (kPack)) : 0);"
+    assert ct in body
+
+
+# the QK-norm sample at float on the host: the original's warp a head on (32, 4) blocks, then row_reduce's heads of
+# fewer threads than a warp, several a warp, over the persistent grid (a ragged last group: 35 heads)
+HEAD_HARNESS = """
+#include <random>
+int main() {{
+  const unsigned tokens = 5, heads = 7, head_dim = 72;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> in(tokens * heads * head_dim), gamma(head_dim);
+  for (auto& v : in) v = normal(rng);
+  for (auto& v : gamma) v = normal(rng);
+  auto run = [&](auto kernel, unsigned threads, unsigned rows = 0) {{
+    std::vector<float> out(in.size(), -1e30f);
+    const unsigned workers = std::min(1024u, (tokens * heads + 3) / 4) * 4;  // the original's warps
+    const unsigned grid = rows ? (workers + rows - 1) / rows : workers / 4;
+    launch(grid, 1, rows ? threads : 32, rows ? rows : 4, [&] {{
+      kernel(out.data(), in.data(), gamma.data(), tokens, heads, head_dim, 1e-6f);
+    }});
+    return out;
+  }};
+""" + COMPARED.replace("run({original}, 1024)", "run({original}, 32)")
+# (threads a head, heads a block, head_dim compiled in: its packs then kept in registers in one pass)
+HEAD_POINTS = [(8, 4, False), (8, 8, True), (16, 2, False), (16, 8, True), (32, 1, False), (32, 4, True)]
+
+
+# planted wrong: every row of a group the group's first
+FIRST_OF_GROUP = ("cutune_rows_i * ROWS_PER_BLOCK + threadIdx.y;", "cutune_rows_i * ROWS_PER_BLOCK;")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("planted", [False, True])
+def test_a_persistent_loops_grouped_rows_equal_the_original_on_emulated_blocks(planted: bool, tmp_path: Path) -> None:
+    path = SAMPLES / "head_rms_norm.cu"
+    combined = _combined(
+        path, "head_rms_norm_kernel", {"kPack": "4", "T": "float"}, {"tokens": 5, "heads": 7, "head_dim": 72}
+    )
+    k = 1 + [v.name for v in combined.variants].index("row_reduce")
+    default = combined.template.space.default()
+    configs = [default] + [
+        {**default, "VARIANT": k, "ROW_THREADS": t, "ROWS_PER_BLOCK": r, "SPECIALIZE_HEAD_DIM": c}
+        for t, r, c in HEAD_POINTS
+    ]
+    source, expressions = emulated_unit(combined, path, "head_rms_norm_kernel", configs, tmp_path)
+    runs = "\n".join(
+        f'  std::printf("{i} %g\\n", worst(run({e}, {t}, {r})));'
+        for i, ((t, r, _), e) in enumerate(zip(HEAD_POINTS, expressions[1:], strict=True))
+    )
+    assert sum(", 0, 0, 72, " in e for e in expressions) == 3  # head_dim compiled in where asked
+    source = source.replace(*FIRST_OF_GROUP) if planted else source
+    assert (FIRST_OF_GROUP[1] in source) is planted
+    (tmp_path / "emulated.cpp").write_text(source + HEAD_HARNESS.format(original=expressions[0], runs=runs))
+    worst = emulated(tmp_path)
+    assert sorted(worst) == list(range(len(HEAD_POINTS)))
+    wrong = {HEAD_POINTS[i] for i, d in worst.items() if d >= 1e-4}
+    assert wrong == ({p for p in HEAD_POINTS if p[1] > 1} if planted else set()), worst
+
+
+@pytest.mark.gpu
+def test_a_persistent_loops_grouped_rows_equal_the_original_on_the_gpu() -> None:
+    # every threads a head × heads a block at the spec's sizes (bf16 heads of 128 and of 576, 15 heads on 16 warps)
+    ctx = open_kernel(SAMPLES / "head_rms_norm.cu", "head_rms_norm_kernel")
+    variants, _ = propose_variants(ctx.template_model, "head_rms_norm_kernel", ctx.require_spec())
+    variant = next(v for v in variants if v.name == "row_reduce")
+    job = variant_alone(ctx, "head_rms_norm_kernel", variant)
+    passed, failed = measured_failures(job, ctx.require_spec(), {"VARIANT", "ROW_THREADS", "ROWS_PER_BLOCK"})
+    assert passed >= 16 and not failed, failed

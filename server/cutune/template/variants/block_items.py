@@ -19,7 +19,8 @@ is searched.)
 Chained onto row_reduce's variant (where that rewrite cannot put rows on y itself: a grid over more than x, a row
 staged in dynamic shared memory), short rows share a block too: the rewrite's reductions are calls of its helper,
 which takes the row's slots from the body (each item its own copy) and waits at one barrier inside, so each call
-counts as a barrier that every item must reach alike.
+counts as a barrier that every item must reach alike. Its shuffles stay within a row's lanes, so items of fewer
+than 32 threads may share a warp.
 
 The launch keeps the original's item count: the block gets ITEMS_Y rows only where the items divide evenly, the
 block stays within the device's and the kernel's `__launch_bounds__` limits (and is whole warps, when warps
@@ -49,7 +50,7 @@ from cutune.template.variants.item_shared import (
 )
 from cutune.template.variants.loops import edited_body, kernel_source, squeezed, stride_loops
 from cutune.template.variants.model import Launch, Provenance, Transform, Variant
-from cutune.template.variants.row_reduce import ALLREDUCE
+from cutune.template.variants.row_reduce import ALLREDUCE, ROW_FILLS_WARP, THREADS
 
 NAME = "block_items"
 ITEMS = "ITEMS_Y"
@@ -137,9 +138,11 @@ class BlockItems(Transform):
                     f"a lambda reads blockIdx.x (line {src.line(reads[0])}) but captures only what it names: the "
                     f"item, {ITEM}, is not among its captures"
                 )
+        # row_reduce's all-reduce exchanges values only among its row's lanes (the x extent): several items may share
+        # a warp there, as rows of fewer than 32 threads do
         warps = any(
             _WARP_WIDE.fullmatch(src.text(n)) for n in src.in_body("identifier", "namespace_identifier")
-        ) or any(_WARP_WIDE.search(t) for _, t in _called_helpers(src))
+        ) or any(_WARP_WIDE.search(t) for name, t in _called_helpers(src) if name != ALLREDUCE)
         # a helper the file does not define, named for a warp's exchange (`warp_reduce_max`): taken at its word
         warps = warps or any(_WARP_NAMED.search(_called_name(src.text(c))) for c in src.in_body("call_expression"))
         limit = _launch_bound(self, src)
@@ -166,6 +169,8 @@ class BlockItems(Transform):
         # dynamic shared memory cut into one slice an item (item_shared), the launch giving each its own; where the
         # body declares none, what a launch gives it is read by nothing of the kernel's (a helper's is refused above)
         dynamic = dynamic_shared(src)
+        # on row_reduce's body: rows of fewer threads than a warp fill one when items share the block
+        reduced = any(n == ALLREDUCE for n, _ in _called_helpers(src))
         return Variant(
             name=NAME,
             body=inner,
@@ -179,6 +184,8 @@ class BlockItems(Transform):
                     try_first=4,  # the ITEMS_Y the corpus searches kept most often (12 of 18 sizes; runs 32-96)
                 ),
             ),
+            constraints=(f"{THREADS} * {ITEMS} >= warp_size",) if reduced else (),
+            lifts=(ROW_FILLS_WARP,) if reduced else (),
             launch=Launch(
                 grid=(f"({{grid}}) // {rows}", "{grid}", "{grid}"),
                 block=("{block}", rows),

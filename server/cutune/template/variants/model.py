@@ -54,6 +54,8 @@ class Variant:
     # the template arguments the body was read at, (parameter, argument): other instantiations run the original body
     # and launch as the original does; () for a body that fits every instantiation
     instantiation: tuple[tuple[str, str], ...] = ()
+    # the parent's constraints this variant's launch makes moot, when it is chained onto that parent
+    lifts: tuple[str, ...] = ()
 
 
 # a helper block under its own include guard: what a variant's helpers are made of (one or, chained, several)

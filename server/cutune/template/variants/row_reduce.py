@@ -40,7 +40,16 @@ butterfly summing or taking an extremum (`acc = warp_reduce_sum(acc);`, in the f
 warp's reduction; a launch's block set member by member (`dim3 block; block.x = N;`) is read as written; and a row
 whose length has a compile-time cap (`min(n, ROUNDS * THREADS)`, a register row's) is kept in registers in one pass
 under that cap, every pack in flight before any is used. Where the spec cannot tell a row's length, the search first
-tries as many threads a row as the host's smallest block, when that is fewer than the default.
+tries as many threads a row as cover the host's smallest block's elements ROW_VEC a thread, when that is fewer
+than the default.
+
+Short rows may have fewer threads than a warp (8 or 16, where the longest known row has as many packs, or, its length
+unknown, where the host launches blocks of at most SHORT_BLOCK threads): a warp then holds several rows, each reduced
+over its own aligned lanes (the shuffles name only those), and a warp's memory instructions serve several rows.
+The rows of a persistent loop (a worker a row, over a grid of workers) share a block too where they are short,
+ROWS_PER_BLOCK a group, every row of the block looping alike so that its barriers are reached alike. A row length
+that is arithmetic over specialised sizes and constants (packs of a specialised width, `(d + VEC - 1) / VEC`) is
+known at compile time where those sizes are, as a specialised size itself is.
 """
 
 from __future__ import annotations
@@ -95,6 +104,10 @@ _LINE = re.compile(r"\(line (\d+)\)")  # the line a refusal names first
 ALLREDUCE = "cutune_rr_allreduce"  # the helper (in HELPERS) each reduction becomes a call of
 VEC = "ROW_VEC"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
+# a block of fewer threads than a warp idles the rest of it: rows of fewer threads only where several share a block
+ROW_FILLS_WARP = f"{THREADS} >= warp_size"
+ROWS_FILL_WARPS = f"{THREADS} * {ROWS} >= warp_size"
+SHORT_BLOCK = 128  # a host block of at most this many threads for its shortest row: rows short enough to share a warp
 # a row this long fills 128 threads with 16-byte accesses: sharing a block with other rows gains it nothing
 SHORT_ROW_BYTES = 128 * 16
 _SPACE = re.compile(r"\s+")
@@ -187,12 +200,19 @@ struct cutune_rr_min {
 };
 // every thread of a row (threadIdx.x < CutuneThreads) gets op over the row's values: butterfly shuffles within a
 // warp, then the warps' results through the row's own slots `s` (one a warp); every thread of the block calls it
-// alike, so its one barrier is (block_items counts its calls as barriers)
+// alike, so its one barrier is (block_items counts its calls as barriers). A row of fewer than 32 threads is its
+// aligned lanes of a warp that holds several rows (the block's x extent is the row's): its shuffles name only
+// those lanes, so a block of one short row (a partial warp) is well defined too
 template <int CutuneThreads, typename CutuneT, typename CutuneOp>
 __device__ __forceinline__ CutuneT cutune_rr_allreduce(CutuneT v, CutuneOp op, CutuneT* s) {
   constexpr int CutuneW = CutuneThreads < 32 ? CutuneThreads : 32;
+  unsigned cutune_mask = 0xffffffffu;
+  if constexpr (CutuneW < 32) {
+    const unsigned cutune_lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32;
+    cutune_mask = ((1u << CutuneW) - 1) << (cutune_lane / CutuneW * CutuneW);
+  }
 #pragma unroll
-  for (int o = CutuneW / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, o, CutuneW));
+  for (int o = CutuneW / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(cutune_mask, v, o, CutuneW));
   if constexpr (CutuneThreads > 32) {
     if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
     __syncthreads();
@@ -409,7 +429,8 @@ class RowReduce(Transform):
             assert variant.launch is not None  # row_reduce always sets its launch
             launch = variant.launch
             if bound is None:
-                launch = dataclasses.replace(launch, grid=(GRID_X, "{grid}", "{grid}"))
+                workers = f"ceil_div({GRID_X}, {ROWS})" if any(p.name == ROWS for p in variant.params) else GRID_X
+                launch = dataclasses.replace(launch, grid=(workers, "{grid}", "{grid}"))
             note = f"{variant.provenance.note}; each row of threads along y a block of its own"
             return dataclasses.replace(
                 variant, launch=launch, provenance=dataclasses.replace(variant.provenance, note=note)
@@ -453,12 +474,18 @@ class RowReduce(Transform):
             self.refuse(f"leaves the kernel inside the persistent row loop (line {src.line(node)})")
         inner = node_text(src.data, body)[1:-1] if body.type == "compound_statement" else node_text(src.data, body)
         edits = EditList(src.data)
-        edits.replace(loop.start_byte, loop.end_byte, f"const int {var} = blockIdx.x;\n{inner}")
+        head_text = f"const int {var} = blockIdx.x;\n"
+        edits.replace(loop.start_byte, loop.end_byte, f"{head_text}{inner}")
         one = parse_source(apply_edits(model.text, edits.edits), model.path, rewrite=True)
-        rewriter = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays, warp_rows)
+        start = loop.start_byte + len(head_text.encode())
+        row = (bound, start, start + len(inner.encode()))
+        rewriter = _Rewriter(self, KernelSource(one, one.kernel(kernel)), spec, arrays, warp_rows, row)
         variant = rewriter.variant()
         first = "const unsigned int cutune_row = blockIdx.x;"
-        if first not in variant.body:
+        # rows on y: each iteration a group of ROWS rows, every row of the block looping alike (its barriers)
+        group_first = f"const unsigned int cutune_row = blockIdx.x * {ROWS} + threadIdx.y;"
+        in_groups = group_first in variant.body
+        if not in_groups and first not in variant.body:
             self.refuse("a persistent row loop whose rows could not stay one per block")
         # the launch-dependency controls stay outside the loop, where the original has them
         head, tail = ("\n".join(f) for f in rewriter.fences)
@@ -473,9 +500,11 @@ class RowReduce(Transform):
             [
                 *([head] if head else []),
                 *before,
-                f"for (unsigned int cutune_rows_i = blockIdx.x; cutune_rows_i < ({bound}); "
-                "cutune_rows_i += gridDim.x) {",
-                row_body.replace(first, "const unsigned int cutune_row = cutune_rows_i;"),
+                f"for (unsigned int cutune_rows_i = blockIdx.x; cutune_rows_i{f' * {ROWS}' if in_groups else ''} < "
+                f"({bound}); cutune_rows_i += gridDim.x) {{",
+                row_body.replace(group_first, f"const unsigned int cutune_row = cutune_rows_i * {ROWS} + threadIdx.y;")
+                if in_groups
+                else row_body.replace(first, "const unsigned int cutune_row = cutune_rows_i;"),
                 "__syncthreads();  // shared memory is the block's next row's",
                 "}",
                 *([tail] if tail else []),
@@ -499,9 +528,12 @@ class _Rewriter:
         spec: KernelSpec | None,
         arrays: dict[str, tuple[str, str]],
         warp_rows: bool = False,
+        persistent: tuple[str, int, int] | None = None,
     ) -> None:
         self.t = transform
         self.warp_rows = warp_rows  # a warp per row read as rows on y: a row's threads are one warp
+        # a persistent row loop's body as one row of a block: the loop's bound, and the body's bytes in the source
+        self.persistent = persistent
         self.src = src
         self.spec = spec
         self.arrays = arrays  # local arrays holding the row's values (register_rows.py): name → (type, size)
@@ -1920,13 +1952,30 @@ class _Rewriter:
                 return f"({self.text(arg)})"
         return ""
 
+    def _length_ct(self, bound: Node) -> str:
+        """The row bound at compile time where it is arithmetic over specialised sizes (`<SIZE>_CT` template
+        parameters) and compile-time constants, e.g. packs of a specialised width `(d + VEC - 1) / VEC`: 0 while any
+        of those sizes runs unspecialised; '' where the bound is not such an expression."""
+        if _reads(self, bound) or descendants(bound, "call_expression", "field_expression"):
+            return ""
+        constants = constant_names(self.src)
+        names = {self.text(i) for i in [bound, *descendants(bound, "identifier")] if i.type == "identifier"}
+        sizes = {n for n in names - constants if self.src.template_param(static_param(n))}
+        if not sizes or names - constants - sizes:
+            return ""
+        expr = self.text(bound)
+        for name in sizes:
+            expr = re.sub(rf"\b{re.escape(name)}\b", static_param(name), expr)
+        specialised = " && ".join(f"{static_param(n)} > 0" for n in sorted(sizes))
+        return f"(({specialised}) ? ({expr}) : 0)"
+
     def _emit(self, prologue: list[Node], loops: list[_Loop], segments: list[_Segment]) -> Variant:
         length = self.compact(loops[0].bound)
         # the specialize recipe's `<LENGTH>_CT` template parameter, when the length is a specialised size
         ct = (
             static_param(length)
             if re.fullmatch(r"\w+", length) and self.src.template_param(static_param(length))
-            else ""
+            else self._length_ct(loops[0].bound)
         )
         self.lengths = self._row_lengths(loops[0].bound)
         rows_arg = self.rows_arg = self._rows_arg()
@@ -1978,9 +2027,9 @@ class _Rewriter:
             body=body,
             params=self._params(bool(rows_arg), registers),
             constraints=(
-                (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128")
+                (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128", ROWS_FILL_WARPS)
                 if rows_arg
-                else (f"{THREADS} <= max_threads_per_block",)
+                else (f"{THREADS} <= max_threads_per_block", ROW_FILLS_WARP)
             ),
             launch=self._launch(bool(rows_arg)),
             helpers=HELPERS,
@@ -2006,10 +2055,15 @@ class _Rewriter:
             return ""
         # rows share a block only where blockIdx.x alone picks the row: the shared grid has fewer blocks along x
         other = {"blockIdx.y", "blockIdx.z", "gridDim.x", "gridDim.y", "gridDim.z"}
-        if any(self.compact(n) in other for n in descendants(self.src.body, "field_expression")):
+        fields = descendants(self.src.body, "field_expression")
+        if self.persistent is not None:  # the loop's own stride (over the grid) is gone: its row's body alone
+            fields = [n for n in fields if self.persistent[1] <= n.start_byte < self.persistent[2]]
+        if any(self.compact(n) in other for n in fields):
             return ""
         if self.lengths and min(self.lengths) * self._elem_bytes() >= SHORT_ROW_BYTES:
             return ""
+        if self.persistent is not None:  # the rows the persistent loop counts
+            return f"static_cast<int>({self.persistent[0]})"
         grid = _SPACE.sub("", spec.grid[0])
         for i, arg in enumerate(spec.args):
             if arg.value is not None and _SPACE.sub("", arg.value) == grid and i < len(self.src.kernel.params):
@@ -2239,9 +2293,13 @@ class _Rewriter:
         # more threads than the longest row has packs would only idle; so few that the longest row cannot stay
         # in registers (MAX_CACHED elements a thread) would stream it through small blocks
         longest = max(self.lengths, default=0)
+        smallest = self._launched_threads(smallest=True)
+        # fewer than a warp's threads a row (several rows a warp, reduced over their own lanes) where rows are short:
+        # as the longest known row allows, or, where the spec cannot tell, where the host launches small blocks
+        sub_warp = (8, 16) if longest or smallest <= SHORT_BLOCK else ()
         threads = tuple(
             t
-            for t in (32, 64, 128, 256, 512, 1024)
+            for t in (*sub_warp, 32, 64, 128, 256, 512, 1024)
             if not longest or ((t == 32 or t * vec[0] <= longest) and (t == 1024 or t * MAX_CACHED >= longest))
         )
         pinned = registers and any(
@@ -2257,14 +2315,19 @@ class _Rewriter:
         default = threads[-1] if pinned else min(threads, key=lambda t: (abs(t - 256), t))
         # where the spec cannot tell the row's length, the host's block for its smallest row can: a launcher that
         # sizes the block to the row (a warp doubled up to it) and gives fewer threads than the default has short
-        # rows, which the default's idle threads and barriers would slow; the search tries that many first
-        smallest = self._launched_threads(smallest=True)
-        first = smallest if not self.lengths and not pinned and smallest < default and smallest in threads else None
+        # rows, which the default's idle threads and barriers would slow; the search first tries as many threads as
+        # cover those elements ROW_VEC a thread (never fewer than a warp where a row has its block to itself)
+        cover = max(smallest // vec[-1], 1 if rows else 32)
+        first = cover if not self.lengths and not pinned and cover < default and cover in threads else None
         params = [
             TunableParam(THREADS, threads, default, Binding.TEMPLATE, description="threads per row", try_first=first)
         ]
         if rows:
-            params.append(TunableParam(ROWS, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="rows per block"))
+            # first tried at four rows a block: the (32, 4) blocks of a warp a row that launchers of short rows use,
+            # and block_items' first ITEMS_Y
+            params.append(
+                TunableParam(ROWS, (1, 2, 4, 8), 1, Binding.TEMPLATE, description="rows per block", try_first=4)
+            )
         params.append(
             TunableParam(VEC, vec, vec[-1], Binding.TEMPLATE, description="consecutive elements per load and store")
         )

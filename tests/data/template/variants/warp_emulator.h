@@ -2,8 +2,9 @@
 // std::thread per CUDA thread, one block at a time; a warp's 32 meet at every shuffle (each lane publishes its value,
 // all wait, each reads its partner's), the block's at __syncthreads, and `__shared__` is a static local (one per
 // function, which one block at a time makes the block's; dynamic shared memory one buffer). Enough of the CUDA device
-// API for kernels of xor shuffles and barriers on blocks whose rows are whole warps; a thread that returns drops out of
-// its warp's and its block's later meetings.
+// API for kernels of xor shuffles (within `width` lanes) and barriers; a warp is 32 consecutive threads of the block
+// in row order (the last one maybe partial, as on a GPU), and a thread that returns drops out of its warp's and its
+// block's later meetings.
 #pragma once
 #include <algorithm>
 #include <barrier>
@@ -18,6 +19,7 @@
 
 #define __global__
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __shared__ static
 #define __restrict__
@@ -41,13 +43,13 @@ inline std::vector<std::barrier<>*> warp_meetings;
 inline std::barrier<>* block_meeting = nullptr;
 inline unsigned char warp_slots[32][32][16];
 
-// The warp of the calling thread: 32 consecutive threads along x (block rows are whole warps, so within one row).
-inline unsigned warp_of_thread() { return (threadIdx.y * blockDim.x + threadIdx.x) / 32; }
+// The calling thread's place in its block: 32 consecutive ones make a warp.
+inline unsigned thread_in_block() { return threadIdx.y * blockDim.x + threadIdx.x; }
 
 template <class T>
 T __shfl_xor_sync(unsigned, T value, int offset, int width = 32) {
   static_assert(sizeof(T) <= sizeof(warp_slots[0][0]));
-  const unsigned lane = threadIdx.x % 32, warp = warp_of_thread();
+  const unsigned lane = thread_in_block() % 32, warp = thread_in_block() / 32;
   const unsigned partner = lane ^ static_cast<unsigned>(offset);
   std::memcpy(warp_slots[warp][lane], &value, sizeof(T));
   warp_meetings[warp]->arrive_and_wait();
@@ -67,8 +69,8 @@ T* dynamic_shared() {
   return reinterpret_cast<T*>(dynamic_shared_bytes.data());
 }
 
-// Runs `kernel` on a grid of (grid_x, grid_y) blocks of (block_x, block_y) threads, block_x whole warps, one block
-// at a time, its threads all at once (a `static` local is then the block's shared memory).
+// Runs `kernel` on a grid of (grid_x, grid_y) blocks of (block_x, block_y) threads, one block at a time, its threads
+// all at once (a `static` local is then the block's shared memory).
 inline void launch(unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned block_y,
                    const std::function<void()>& kernel) {
   blockDim = {block_x, block_y, 1};
@@ -77,8 +79,8 @@ inline void launch(unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned 
   for (unsigned b = 0; b < grid_x * grid_y; ++b) {
     std::vector<std::unique_ptr<std::barrier<>>> meetings;
     warp_meetings.clear();
-    for (unsigned w = 0; w < threads_per_block / 32; ++w) {
-      meetings.push_back(std::make_unique<std::barrier<>>(32));
+    for (unsigned w = 0; w * 32 < threads_per_block; ++w) {
+      meetings.push_back(std::make_unique<std::barrier<>>(std::min(32u, threads_per_block - w * 32)));
       warp_meetings.push_back(meetings.back().get());
     }
     std::barrier<> whole(threads_per_block);
@@ -97,7 +99,7 @@ inline void launch(unsigned grid_x, unsigned grid_y, unsigned block_x, unsigned 
   }
 }
 
-// Runs `kernel` on a one-dimensional grid of one-dimensional blocks of whole warps.
+// Runs `kernel` on a one-dimensional grid of one-dimensional blocks.
 inline void launch(unsigned grid, unsigned block, const std::function<void()>& kernel) {
   launch(grid, 1, block, 1, kernel);
 }
