@@ -184,8 +184,7 @@ class BlockItems(Transform):
                     try_first=4,  # the ITEMS_Y the corpus searches kept most often (12 of 18 sizes; runs 32-96)
                 ),
             ),
-            constraints=(f"{THREADS} * {ITEMS} >= warp_size",) if reduced else (),
-            lifts=(ROW_FILLS_WARP,) if reduced else (),
+            lifts=((ROW_FILLS_WARP, f"{THREADS} * {ITEMS} >= warp_size"),) if reduced else (),
             launch=Launch(
                 grid=(f"({{grid}}) // {rows}", "{grid}", "{grid}"),
                 block=("{block}", rows),

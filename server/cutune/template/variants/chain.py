@@ -37,7 +37,7 @@ def chain(parent: Variant, transform: Transform, model: SourceModel, kernel: str
         name=f"{parent.name}_{child.name}",
         body=child.body,
         params=(*parent.params, *child.params),
-        constraints=(*(c for c in parent.constraints if c not in child.lifts), *child.constraints),
+        constraints=(*(dict(child.lifts).get(c, c) for c in parent.constraints), *child.constraints),
         launch=composed(parent.launch, child.launch),
         helpers=helpers,
         provenance=Provenance(transform.name, parent=parent.name, note=child.provenance.note),

@@ -54,8 +54,9 @@ class Variant:
     # the template arguments the body was read at, (parameter, argument): other instantiations run the original body
     # and launch as the original does; () for a body that fits every instantiation
     instantiation: tuple[tuple[str, str], ...] = ()
-    # the parent's constraints this variant's launch makes moot, when it is chained onto that parent
-    lifts: tuple[str, ...] = ()
+    # (a parent's constraint, the one that stands for it here): what this variant's launch relaxes where it is
+    # chained onto a parent that has that constraint
+    lifts: tuple[tuple[str, str], ...] = ()
 
 
 # a helper block under its own include guard: what a variant's helpers are made of (one or, chained, several)

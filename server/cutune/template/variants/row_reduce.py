@@ -2022,14 +2022,21 @@ class _Rewriter:
             out += self._emit_segment(seg, segments.index(seg))
         body = "\n".join([*out, *self.fences[1]])
         registers = any(s.register is not None for s in self.streams.values())
+        params = self._params(bool(rows_arg), registers)
+        # rows of fewer threads than a warp offered: a block fills a warp
+        sub_warp = any(isinstance(t, int) and t < 32 for t in params[0].values)
         return Variant(
             name="row_reduce",
             body=body,
-            params=self._params(bool(rows_arg), registers),
+            params=params,
             constraints=(
-                (f"{THREADS} * {ROWS} <= max_threads_per_block", f"{ROWS} == 1 or {THREADS} <= 128", ROWS_FILL_WARPS)
+                (
+                    f"{THREADS} * {ROWS} <= max_threads_per_block",
+                    f"{ROWS} == 1 or {THREADS} <= 128",
+                    *([ROWS_FILL_WARPS] if sub_warp else []),
+                )
                 if rows_arg
-                else (f"{THREADS} <= max_threads_per_block", ROW_FILLS_WARP)
+                else (f"{THREADS} <= max_threads_per_block", *([ROW_FILLS_WARP] if sub_warp else []))
             ),
             launch=self._launch(bool(rows_arg)),
             helpers=HELPERS,
