@@ -1245,6 +1245,8 @@ def test_a_persistent_loops_short_rows_share_a_block_in_groups() -> None:
     assert variant.launch.grid[0] == "ceil_div(({grid.x}) * ({block.y}), ROWS_PER_BLOCK)"
     assert variant.launch.block == ("ROW_THREADS", "ROWS_PER_BLOCK")
     assert "ROW_THREADS * ROWS_PER_BLOCK >= warp_size" in variant.constraints
+    # heads of 16 and 72 packs (the spec's kPack = 8 counts): no more threads a head than the longest has packs
+    assert variant.params[0].values == (8, 16, 32, 64)
     # its row's packs, (head_dim + kPack - 1) / kPack, are known at compile time where head_dim is specialised
     ct = "constexpr int cutune_len_ct = ((HEAD_DIM_CT > 0) ? (((HEAD_DIM_CT) + (kPack) - 1) / (kPack)) : 0);"
     assert ct in body

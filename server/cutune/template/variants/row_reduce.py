@@ -44,7 +44,8 @@ tries as many threads a row as cover the host's smallest block's elements ROW_VE
 than the default.
 
 Short rows may have fewer threads than a warp (8 or 16, where the longest known row has as many packs, or, its length
-unknown, where the host launches blocks of at most SHORT_BLOCK threads): a warp then holds several rows, each reduced
+unknown, where the host launches blocks of at most SHORT_BLOCK threads; a length is known where the spec's sizes,
+arguments and integer template arguments give it): a warp then holds several rows, each reduced
 over its own aligned lanes (the shuffles name only those), and a warp's memory instructions serve several rows.
 The rows of a persistent loop (a worker a row, over a grid of workers) share a block too where they are short,
 ROWS_PER_BLOCK a group, every row of the block looping alike so that its barriers are reached alike. A row length
@@ -2085,12 +2086,14 @@ class _Rewriter:
         if spec is None:
             return []
         by_position = {p.name: a.name for p, a in zip(self.src.kernel.params, spec.args, strict=False)}
+        # the instantiation's integer template arguments (a pack width `VEC_SIZE = 8`) count as well
+        fixed = {n: int(v) for n, v in spec.template_args.items() if re.fullmatch(r"\d+", v.strip())}
         try:
             expr = compile_expr(self.compact(bound))
             lengths = []
             for size in spec.sizes:
                 values = spec.scalar_values(size)
-                names = {**size, **values, **{p: values[a] for p, a in by_position.items() if a in values}}
+                names = {**fixed, **size, **values, **{p: values[a] for p, a in by_position.items() if a in values}}
                 lengths.append(int(expr.evaluate(names)))
         except (CutuneError, ArithmeticError, KeyError, TypeError, ValueError):
             return []  # a length over names the spec does not give
