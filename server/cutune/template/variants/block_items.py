@@ -111,10 +111,11 @@ class BlockItems(Transform):
                     f"threads of a block cooperate through {src.text(node)} (line {src.line(node)}): items sharing "
                     "a block would share it"
                 )
-        helper = _helper_reading_grid(src) or outer_shared(src)
+        called = _called_helpers(src)  # the file's helpers the kernel reaches, read once
+        helper = _helper_reading_grid(called) or outer_shared(src)
         if helper is not None:
             self.refuse(helper)
-        cooperating = cooperating_call(src, {n for n, _ in _called_helpers(src)} | {"__syncthreads"})
+        cooperating = cooperating_call(src, {n for n, _ in called} | {"__syncthreads"})
         if cooperating is not None:
             self.refuse(cooperating)
         macro = _macro_reading_grid(src)
@@ -142,7 +143,7 @@ class BlockItems(Transform):
         # a warp there, as rows of fewer than 32 threads do
         warps = any(
             _WARP_WIDE.fullmatch(src.text(n)) for n in src.in_body("identifier", "namespace_identifier")
-        ) or any(_WARP_WIDE.search(t) for name, t in _called_helpers(src) if name != ALLREDUCE)
+        ) or any(_WARP_WIDE.search(t) for name, t in called if name != ALLREDUCE)
         # a helper the file does not define, named for a warp's exchange (`warp_reduce_max`): taken at its word
         warps = warps or any(_WARP_NAMED.search(_called_name(src.text(c))) for c in src.in_body("call_expression"))
         limit = _launch_bound(self, src)
@@ -170,7 +171,7 @@ class BlockItems(Transform):
         # body declares none, what a launch gives it is read by nothing of the kernel's (a helper's is refused above)
         dynamic = dynamic_shared(src)
         # on row_reduce's body: rows of fewer threads than a warp fill one when items share the block
-        reduced = any(n == ALLREDUCE for n, _ in _called_helpers(src))
+        reduced = any(n == ALLREDUCE for n, _ in called)
         return Variant(
             name=NAME,
             body=inner,
@@ -289,14 +290,14 @@ def _macro_reading_grid(src: KernelSource) -> str | None:
     return None
 
 
-def _helper_reading_grid(src: KernelSource) -> str | None:
-    """Why a helper the kernel calls would see the original block layout (it reads the block index, grid size or
-    other thread axes, or cooperates across the block); None when none does."""
-    for called, text in _called_helpers(src):
-        if called == ALLREDUCE:  # row_reduce's reduction: the row's threads along x, its slots passed in (a barrier)
+def _helper_reading_grid(called: list[tuple[str, str]]) -> str | None:
+    """Why a helper the kernel calls (`_called_helpers`) would see the original block layout (it reads the block
+    index, grid size or other thread axes, or cooperates across the block); None when none does."""
+    for name, text in called:
+        if name == ALLREDUCE:  # row_reduce's reduction: the row's threads along x, its slots passed in (a barrier)
             continue
         if _GRID_READS.search(text) or _OTHER_AXES.search(text):
-            return f"calls {called}, which reads the block index, grid size or block shape itself"
+            return f"calls {name}, which reads the block index, grid size or block shape itself"
         if _HELPER_BLOCK_WIDE.search(text):
-            return f"calls {called}, which makes the threads of a block cooperate"
+            return f"calls {name}, which makes the threads of a block cooperate"
     return None
