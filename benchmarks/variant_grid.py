@@ -2,13 +2,13 @@
 configuration of the variant's grid (flat_rows: threads per row × columns at once × blocks per SM; group_items:
 elements per thread × locals kept × lanes apart; row_cache, alone or under online_merge: rounds kept in registers;
 thread_packs_block_items: items a block × packed or not; row_reduce: threads a row × elements an access × rows a
-block, where it has them; row_reduce_block_items: threads a row × rows a block),
+block × a persistent loop's workers, where it has them; row_reduce_block_items: threads a row × rows a block),
 at 64- and 32-bit indices where index_bits applies, each checked against the original's output and timed at every
 size of the kernel's spec (events, L2 flushed). A short search samples a few of these among thousands of
 configurations; this sweep says what the variant itself is worth, the search apart.
 
     python benchmarks/variant_grid.py OUT_DIR [--variant flat_rows] [--only k_set_rows,FILE.cu:KERNEL]
-        [--fix NAME=VALUE ...]
+        [--fix NAME=VALUE ...] [--values NAME=A,B,... ...]
 
 (a corpus kernel of corpus_variants' table by name, a sample as FILE:KERNEL)
 """
@@ -59,6 +59,7 @@ GRIDS: dict[str, dict[str, tuple[int, ...]]] = {
         row_reduce.THREADS: (8, 16, 32, 64, 128, 256),
         row_reduce.VEC: (1, 2, 4),
         row_reduce.ROWS: (1, 2, 4, 8),
+        row_reduce.WORKERS: (1, 2, 4),  # a persistent row loop's only
     },
     "row_reduce_block_items": {
         row_reduce.THREADS: (8, 16, 32, 64, 128),
@@ -68,9 +69,12 @@ GRIDS: dict[str, dict[str, tuple[int, ...]]] = {
 }
 
 
-def sweep(target: str, variant: str, fixed: dict[str, Value] | None = None) -> dict[str, object]:
+def sweep(
+    target: str, variant: str, fixed: dict[str, Value] | None = None, values: dict[str, tuple[int, ...]] | None = None
+) -> dict[str, object]:
     """The original's and every grid configuration's median per size, or its failure; `fixed` parameters at the
-    values given, out of the grid (the original keeps those that are not the variant's own)."""
+    values given, out of the grid (the original keeps those that are not the variant's own); `values` the grid's
+    values of a parameter in place of GRIDS' own."""
     file, _, kernel = target.rpartition(":")
     ctx = open_kernel(ROOT / "samples" / file, kernel) if file else opened(next(e for e in TABLE if e.kernel == kernel))
     combined = combine_all(ctx.template_model, kernel, ctx.template, ctx.spec)
@@ -82,7 +86,11 @@ def sweep(target: str, variant: str, fixed: dict[str, Value] | None = None) -> d
     backend.open(build_job(ctx, timing=TimingOptions(warmup=3, reps=20, min_time_ms=10.0)))
     rows: list[dict[str, object]] = []
     fixed = fixed or {}
-    grid = {name: values for name, values in GRIDS[variant].items() if name in default and name not in fixed}
+    grid = {
+        name: (values or {}).get(name, own_values)
+        for name, own_values in GRIDS[variant].items()
+        if name in default and name not in fixed
+    }
     try:
         own = {p.name for p in combined.variants[k - 1].params}
         configs = [{**default, **{n: v for n, v in fixed.items() if n not in own}, VARIANT: 0}] + [
@@ -114,10 +122,12 @@ def main() -> None:
     ap.add_argument("--variant", choices=sorted(GRIDS), default="flat_rows")
     ap.add_argument("--only", default="k_set_rows,unary_gated_op_kernel")
     ap.add_argument("--fix", action="append", default=[], help="NAME=VALUE: a parameter the variant keeps (repeatable)")
+    ap.add_argument("--values", action="append", default=[], help="NAME=A,B,...: the grid's values of NAME")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     fixed = {name: json.loads(value) for name, _, value in (f.partition("=") for f in args.fix)}
-    results = [sweep(kernel, args.variant, fixed) for kernel in args.only.split(",")]
+    values = {name: tuple(int(v) for v in vs.split(",")) for name, _, vs in (f.partition("=") for f in args.values)}
+    results = [sweep(kernel, args.variant, fixed, values) for kernel in args.only.split(",")]
     stem = f"{args.variant}_grid.{datetime.date.today().isoformat()}"
     (args.out / f"{stem}.json").write_text(json.dumps(results, indent=1))
     lines = []

@@ -290,6 +290,22 @@ def test_a_variant_is_seeded_at_its_own_parameters_try_first_values() -> None:
     assert variant_seeds(Feasibility(chained, both, LIMITS))[0] == Config.of(
         {**chained.default(), VARIANT: 1, "ITEMS": 4}
     )
+    # a first try feasible only beside another's, whichever comes first in the space: both taken (fewer threads a
+    # row than a warp, where a block holds several rows)
+    threads = TunableParam("THREADS_R", (16, 32), 32, try_first=16)
+    grouped = dataclasses.replace(space, params=(*space.params[:-1], threads, dataclasses.replace(rounds, name="ROWS")))
+    warps = dataclasses.replace(
+        SPEC,
+        constraints=(
+            *SPEC.constraints,
+            "VARIANT == 1 or THREADS_R == 32",
+            "VARIANT == 1 or ROWS == 0",
+            "VARIANT != 1 or THREADS_R * max(ROWS, 1) >= 32",
+        ),
+    )
+    assert variant_seeds(Feasibility(grouped, warps, LIMITS))[0] == Config.of(
+        {**grouped.default(), VARIANT: 1, "THREADS_R": 16, "ROWS": 4}
+    )
     # a parameter that is not a variant's own keeps its default in every seed, try_first or not
     shared = dataclasses.replace(space, params=(*space.params[:-1], dataclasses.replace(rounds, name="OTHER")))
     assert variant_seeds(Feasibility(shared, SPEC, LIMITS)) == [

@@ -173,14 +173,18 @@ def _first_try(
     check: Feasibility, pins: Mapping[Value, frozenset[str]], config: Config, kept: frozenset[str] = frozenset()
 ) -> Config:
     """`config` (a variant at its defaults) with each of the variant's own parameters but `kept` at its `try_first`
-    value where that stays feasible, one after another as `_specialised` does (only parameters the original holds at
-    their defaults, `pins` per VARIANT value, are the variant's own)."""
+    value where that stays feasible, one after another as `_specialised` does, again until none changes: a first
+    value may be feasible only beside another's (fewer threads a row than a warp, where a block holds several rows)
+    (only parameters the original holds at their defaults, `pins` per VARIANT value, are the variant's own)."""
     own = _own(check, pins, config[VARIANT]) - kept
-    for param in check.space.params:
-        if param.name in own and param.try_first is not None:
-            tried = Config.of({**config, param.name: param.try_first})
-            if check.violation(tried) is None:
-                config = tried
+    firsts = {p.name: p.try_first for p in check.space.params if p.name in own and p.try_first is not None}
+    changed = True
+    while changed:
+        changed = False
+        for name, value in firsts.items():
+            tried = Config.of({**config, name: value})
+            if tried != config and check.violation(tried) is None:
+                config, changed = tried, True
     return config
 
 

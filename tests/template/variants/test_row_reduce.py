@@ -18,7 +18,7 @@ from cutune.gpu.registry import create_backend
 from cutune.limits import limits_for
 from cutune.project import open_kernel, tune_options
 from cutune.spec import KernelSpec, load_spec
-from cutune.template.model import Template
+from cutune.template.model import Binding, Template
 from cutune.template.templatize import templatize
 from cutune.template.variants import TRANSFORMS, Combined, combine_all, propose_variants, with_variants
 from cutune.template.variants.canonical import canonicalise
@@ -1192,6 +1192,24 @@ def _combined(path: Path, kernel: str, template_args: dict[str, str], size: dict
     return combine_all(ctx.template_model, kernel, ctx.template, spec)
 
 
+@pytest.mark.parametrize(("head_dim", "threads", "workers"), [(128, 16, 2), (64, 8, 4), (576, None, None)])
+def test_the_search_first_tries_threads_that_cover_a_known_row_and_the_hosts_threads_in_flight(
+    head_dim: int, threads: int | None, workers: int | None
+) -> None:
+    # heads of head_dim / kPack packs on the host's warps (32 threads a head): the first count covers the packs, and
+    # as many more workers as keep the host's threads in flight; rows longer than the default count keep it
+    path = SAMPLES / "head_rms_norm.cu"
+    combined = _combined(
+        path,
+        "head_rms_norm_kernel",
+        {"kPack": "8", "T": "__nv_bfloat16"},
+        {"tokens": 8, "heads": 4, "head_dim": head_dim},
+    )
+    variant = next(v for v in combined.variants if v.name == "row_reduce")
+    firsts = {p.name: p.try_first for p in variant.params}
+    assert (firsts["ROW_THREADS"], firsts["ROW_WORKERS"]) == (threads, workers)
+
+
 # planted wrong: the butterfly over the whole warp, as if a row were one, mixing the rows that share it
 WARP_WIDE = (
     "for (int o = CutuneW / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(cutune_mask, v, o, CutuneW));",
@@ -1242,7 +1260,10 @@ def test_a_persistent_loops_short_rows_share_a_block_in_groups() -> None:
     assert "const unsigned int cutune_row = cutune_rows_i * ROWS_PER_BLOCK + threadIdx.y;" in body
     assert "const bool cutune_row_ok = static_cast<int>(cutune_row) < static_cast<int>(tokens * heads);" in body
     assert variant.launch is not None
-    assert variant.launch.grid[0] == "ceil_div(({grid.x}) * ({block.y}), ROWS_PER_BLOCK)"
+    # the host's workers, or twice or four times as many (a launch parameter: no recompile), ROWS_PER_BLOCK a block
+    assert variant.launch.grid[0] == "ceil_div((({grid.x}) * ({block.y})) * ROW_WORKERS, ROWS_PER_BLOCK)"
+    workers = next(p for p in variant.params if p.name == "ROW_WORKERS")
+    assert (workers.values, workers.default, workers.binding) == ((1, 2, 4), 1, Binding.LAUNCH)
     assert variant.launch.block == ("ROW_THREADS", "ROWS_PER_BLOCK")
     assert "ROW_THREADS * ROWS_PER_BLOCK >= warp_size" in variant.constraints
     # heads of 16 and 72 packs (the spec's kPack = 8 counts): no more threads a head than the longest has packs
@@ -1263,18 +1284,26 @@ int main() {{
   std::vector<float> in(tokens * heads * head_dim), gamma(head_dim);
   for (auto& v : in) v = normal(rng);
   for (auto& v : gamma) v = normal(rng);
-  auto run = [&](auto kernel, unsigned threads, unsigned rows = 0) {{
+  auto run = [&](auto kernel, unsigned threads, unsigned rows = 0, unsigned times = 1) {{
     std::vector<float> out(in.size(), -1e30f);
     const unsigned workers = std::min(1024u, (tokens * heads + 3) / 4) * 4;  // the original's warps
-    const unsigned grid = rows ? (workers + rows - 1) / rows : workers / 4;
+    const unsigned grid = rows ? (workers * times + rows - 1) / rows : workers / 4;
     launch(grid, 1, rows ? threads : 32, rows ? rows : 4, [&] {{
       kernel(out.data(), in.data(), gamma.data(), tokens, heads, head_dim, 1e-6f);
     }});
     return out;
   }};
 """ + COMPARED.replace("run({original}, 1024)", "run({original}, 32)")
-# (threads a head, heads a block, head_dim compiled in: its packs then kept in registers in one pass)
-HEAD_POINTS = [(8, 4, False), (8, 8, True), (16, 2, False), (16, 8, True), (32, 1, False), (32, 4, True)]
+# (threads a head, heads a block, head_dim compiled in: its packs then kept in registers in one pass, the host's
+# workers times this)
+HEAD_POINTS = [
+    (8, 4, False, 1),
+    (8, 8, True, 4),
+    (16, 2, False, 2),
+    (16, 8, True, 1),
+    (32, 1, False, 4),
+    (32, 4, True, 2),
+]
 
 
 # planted wrong: every row of a group the group's first
@@ -1292,12 +1321,12 @@ def test_a_persistent_loops_grouped_rows_equal_the_original_on_emulated_blocks(p
     default = combined.template.space.default()
     configs = [default] + [
         {**default, "VARIANT": k, "ROW_THREADS": t, "ROWS_PER_BLOCK": r, "SPECIALIZE_HEAD_DIM": c}
-        for t, r, c in HEAD_POINTS
+        for t, r, c, _ in HEAD_POINTS
     ]
     source, expressions = emulated_unit(combined, path, "head_rms_norm_kernel", configs, tmp_path)
     runs = "\n".join(
-        f'  std::printf("{i} %g\\n", worst(run({e}, {t}, {r})));'
-        for i, ((t, r, _), e) in enumerate(zip(HEAD_POINTS, expressions[1:], strict=True))
+        f'  std::printf("{i} %g\\n", worst(run({e}, {t}, {r}, {w})));'
+        for i, ((t, r, _, w), e) in enumerate(zip(HEAD_POINTS, expressions[1:], strict=True))
     )
     assert sum(", 0, 0, 72, " in e for e in expressions) == 3  # head_dim compiled in where asked
     source = source.replace(*FIRST_OF_GROUP) if planted else source
@@ -1311,10 +1340,13 @@ def test_a_persistent_loops_grouped_rows_equal_the_original_on_emulated_blocks(p
 
 @pytest.mark.gpu
 def test_a_persistent_loops_grouped_rows_equal_the_original_on_the_gpu() -> None:
-    # every threads a head × heads a block at the spec's sizes (bf16 heads of 128 and of 576, 15 heads on 16 warps)
+    # every threads a head × heads a block × workers at the spec's sizes (bf16 heads of 128 and of 576, 15 heads on
+    # 16 warps)
     ctx = open_kernel(SAMPLES / "head_rms_norm.cu", "head_rms_norm_kernel")
     variants, _ = propose_variants(ctx.template_model, "head_rms_norm_kernel", ctx.require_spec())
     variant = next(v for v in variants if v.name == "row_reduce")
     job = variant_alone(ctx, "head_rms_norm_kernel", variant)
-    passed, failed = measured_failures(job, ctx.require_spec(), {"VARIANT", "ROW_THREADS", "ROWS_PER_BLOCK"})
-    assert passed >= 16 and not failed, failed
+    varied = {"VARIANT", "ROW_THREADS", "ROWS_PER_BLOCK", "ROW_WORKERS"}
+    passed, failed = measured_failures(job, ctx.require_spec(), varied)
+    # 13 feasible (threads a head, heads a block) × 3 worker counts, and the original
+    assert passed >= 40 and not failed, failed

@@ -48,7 +48,11 @@ unknown, where the host launches blocks of at most SHORT_BLOCK threads; a length
 arguments and integer template arguments give it): a warp then holds several rows, each reduced
 over its own aligned lanes (the shuffles name only those), and a warp's memory instructions serve several rows.
 The rows of a persistent loop (a worker a row, over a grid of workers) share a block too where they are short,
-ROWS_PER_BLOCK a group, every row of the block looping alike so that its barriers are reached alike. A row length
+ROWS_PER_BLOCK a group, every row of the block looping alike so that its barriers are reached alike, over the host's
+workers times ROW_WORKERS (a launch parameter: the host sized its persistent grid for its own threads a row, and
+fewer threads a row leave fewer rows in flight; the search first tries as many workers as keep the host's threads
+in flight). Where the rows' lengths are known, the search first tries as many threads a row as cover the longest
+ROW_VEC a thread, when that is fewer than the default. A row length
 that is arithmetic over specialised sizes and constants (packs of a specialised width, `(d + VEC - 1) / VEC`) is
 known at compile time where those sizes are, as a specialised size itself is.
 """
@@ -104,6 +108,9 @@ _ARM_DEPTH = 2  # template branches read arm by arm, one within another, at most
 _LINE = re.compile(r"\(line (\d+)\)")  # the line a refusal names first
 ALLREDUCE = "cutune_rr_allreduce"  # the helper (in HELPERS) each reduction becomes a call of
 VEC = "ROW_VEC"
+# a persistent row loop's workers, the host's count times this: the host sized its grid for the original's threads a
+# row, and fewer threads a row (or several rows a block) leave fewer rows in flight per SM at that count
+WORKERS = "ROW_WORKERS"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
 # a block of fewer threads than a warp idles the rest of it: rows of fewer threads only where several share a block
 ROW_FILLS_WARP = f"{THREADS} >= warp_size"
@@ -430,7 +437,11 @@ class RowReduce(Transform):
             assert variant.launch is not None  # row_reduce always sets its launch
             launch = variant.launch
             if bound is None:
-                workers = f"ceil_div({GRID_X}, {ROWS})" if any(p.name == ROWS for p in variant.params) else GRID_X
+                names = {p.name for p in variant.params}
+                if WORKERS in names:
+                    workers = worker_grid(GRID_X, ROWS in names)
+                else:
+                    workers = f"ceil_div({GRID_X}, {ROWS})" if ROWS in names else GRID_X
                 launch = dataclasses.replace(launch, grid=(workers, "{grid}", "{grid}"))
             note = f"{variant.provenance.note}; each row of threads along y a block of its own"
             return dataclasses.replace(
@@ -512,7 +523,26 @@ class RowReduce(Transform):
             ]
         )
         note = f"{variant.provenance.note}; each row one iteration of the persistent loop over {var}"
-        return dataclasses.replace(variant, body=looped, provenance=dataclasses.replace(variant.provenance, note=note))
+        assert variant.launch is not None  # row_reduce always sets its launch
+        hosts = spec.grid[0] if spec is not None else "num_rows"
+        # first tried where the host's threads stay in flight: its threads a row over the search's first count
+        count = next(p for p in variant.params if p.name == THREADS)
+        host = rewriter._launched_threads(smallest=True) // int(count.try_first or count.default)
+        more = TunableParam(
+            WORKERS,
+            (1, 2, 4),
+            1,
+            Binding.LAUNCH,
+            description="the host's persistent workers times this",
+            try_first=host if host in (2, 4) else None,
+        )
+        return dataclasses.replace(
+            variant,
+            body=looped,
+            params=(*variant.params, more),
+            launch=dataclasses.replace(variant.launch, grid=(worker_grid(hosts, in_groups), *variant.launch.grid[1:])),
+            provenance=dataclasses.replace(variant.provenance, note=note),
+        )
 
     def refuse(self, reason: str) -> NoReturn:
         """Stop: this kernel cannot be rewritten, for `reason`."""
@@ -2328,7 +2358,9 @@ class _Rewriter:
         # rows, which the default's idle threads and barriers would slow; the search first tries as many threads as
         # cover those elements ROW_VEC a thread (never fewer than a warp where a row has its block to itself)
         cover = max(smallest // vec[-1], 1 if rows else 32)
-        first = cover if not self.lengths and not pinned and cover < default and cover in threads else None
+        if self.lengths:  # where the rows' lengths are known, as many threads as cover the longest ROW_VEC a thread
+            cover = next((t for t in threads if t * vec[-1] >= longest), default)
+        first = cover if not pinned and cover < default and cover in threads else None
         params = [
             TunableParam(THREADS, threads, default, Binding.TEMPLATE, description="threads per row", try_first=first)
         ]
@@ -2362,6 +2394,12 @@ class _Rewriter:
         # a row staged in dynamic shared memory needs the original's allocation (it starts at the array's start)
         shared = "{shared_mem}" if self.stages or self.staged else "0"
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"), shared_mem=shared)
+
+
+def worker_grid(grid_x: str, rows: bool) -> str:
+    """The grid of a persistent row loop's rewrite over `grid_x` workers: ROW_WORKERS times as many rows in flight,
+    ROWS_PER_BLOCK of them a block where `rows`."""
+    return f"ceil_div(({grid_x}) * {WORKERS}, {ROWS})" if rows else f"({grid_x}) * {WORKERS}"
 
 
 def _instantiated(src: KernelSource, spec: KernelSpec | None, condition: str, value: bool) -> bool:
