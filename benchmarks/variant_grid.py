@@ -59,7 +59,7 @@ GRIDS: dict[str, dict[str, tuple[int, ...]]] = {
         row_reduce.THREADS: (8, 16, 32, 64, 128, 256),
         row_reduce.VEC: (1, 2, 4),
         row_reduce.ROWS: (1, 2, 4, 8),
-        row_reduce.WORKERS: (1, 2, 4),  # a persistent row loop's only
+        row_reduce.WORKERS: (1, 2, 4, 8, 16),  # a persistent row loop's only
     },
     "row_reduce_block_items": {
         row_reduce.THREADS: (8, 16, 32, 64, 128),

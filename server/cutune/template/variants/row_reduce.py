@@ -528,13 +528,14 @@ class RowReduce(Transform):
         # first tried where the host's threads stay in flight: its threads a row over the search's first count
         count = next(p for p in variant.params if p.name == THREADS)
         host = rewriter._launched_threads(smallest=True) // int(count.try_first or count.default)
+        counts = (1, 2, 4, 8, 16)
         more = TunableParam(
             WORKERS,
-            (1, 2, 4),
+            counts,
             1,
             Binding.LAUNCH,
             description="the host's persistent workers times this",
-            try_first=host if host in (2, 4) else None,
+            try_first=host if host in counts[1:] else None,
         )
         return dataclasses.replace(
             variant,
