@@ -1210,6 +1210,14 @@ def test_the_search_first_tries_threads_that_cover_a_known_row_and_the_hosts_thr
     assert (firsts["ROW_THREADS"], firsts["ROW_WORKERS"]) == (threads, workers)
 
 
+def test_without_a_spec_the_workers_have_no_first_try() -> None:
+    # no launch tells the host's threads a row: the search (which needs a spec anyway) is not told a ratio of guesses
+    ctx = open_kernel(SAMPLES / "head_rms_norm.cu", "head_rms_norm_kernel")
+    variants, _ = propose_variants(ctx.template_model, "head_rms_norm_kernel", None)
+    workers = next(p for v in variants if v.name == "row_reduce" for p in v.params if p.name == "ROW_WORKERS")
+    assert workers.try_first is None
+
+
 # planted wrong: the butterfly over the whole warp, as if a row were one, mixing the rows that share it
 WARP_WIDE = (
     "for (int o = CutuneW / 2; o > 0; o /= 2) v = op(v, __shfl_xor_sync(cutune_mask, v, o, CutuneW));",

@@ -525,9 +525,11 @@ class RowReduce(Transform):
         note = f"{variant.provenance.note}; each row one iteration of the persistent loop over {var}"
         assert variant.launch is not None  # row_reduce always sets its launch
         hosts = spec.grid[0] if spec is not None else "num_rows"
-        # first tried where the host's threads stay in flight: its threads a row over the search's first count
+        # first tried where the host's threads stay in flight: its threads a row over the search's first count (only
+        # where a spec's launch tells them)
         count = next(p for p in variant.params if p.name == THREADS)
-        host = rewriter._launched_threads(smallest=True) // int(count.try_first or count.default)
+        told = spec is not None and spec.block and spec.sizes
+        host = rewriter._launched_threads(smallest=True) // int(count.try_first or count.default) if told else 1
         counts = (1, 2, 4, 8, 16)
         more = TunableParam(
             WORKERS,
