@@ -438,10 +438,7 @@ class RowReduce(Transform):
             launch = variant.launch
             if bound is None:
                 names = {p.name for p in variant.params}
-                if WORKERS in names:
-                    workers = worker_grid(GRID_X, ROWS in names)
-                else:
-                    workers = f"ceil_div({GRID_X}, {ROWS})" if ROWS in names else GRID_X
+                workers = rows_grid(GRID_X, ROWS in names, WORKERS in names)
                 launch = dataclasses.replace(launch, grid=(workers, "{grid}", "{grid}"))
             note = f"{variant.provenance.note}; each row of threads along y a block of its own"
             return dataclasses.replace(
@@ -539,11 +536,12 @@ class RowReduce(Transform):
             description="the host's persistent workers times this",
             try_first=host if host in counts[1:] else None,
         )
+        grid = (rows_grid(hosts, in_groups, workers=True), *variant.launch.grid[1:])
         return dataclasses.replace(
             variant,
             body=looped,
             params=(*variant.params, more),
-            launch=dataclasses.replace(variant.launch, grid=(worker_grid(hosts, in_groups), *variant.launch.grid[1:])),
+            launch=dataclasses.replace(variant.launch, grid=grid),
             provenance=dataclasses.replace(variant.provenance, note=note),
         )
 
@@ -2393,16 +2391,17 @@ class _Rewriter:
 
     def _launch(self, rows: bool) -> Launch:
         grid = self.spec.grid if self.spec is not None else ("num_rows",)
-        first = f"ceil_div({grid[0]}, {ROWS})" if rows else grid[0]
+        first = rows_grid(grid[0], rows)
         # a row staged in dynamic shared memory needs the original's allocation (it starts at the array's start)
         shared = "{shared_mem}" if self.stages or self.staged else "0"
         return Launch(grid=(first, *grid[1:]), block=(THREADS, ROWS if rows else "1"), shared_mem=shared)
 
 
-def worker_grid(grid_x: str, rows: bool) -> str:
-    """The grid of a persistent row loop's rewrite over `grid_x` workers: ROW_WORKERS times as many rows in flight,
-    ROWS_PER_BLOCK of them a block where `rows`."""
-    return f"ceil_div(({grid_x}) * {WORKERS}, {ROWS})" if rows else f"({grid_x}) * {WORKERS}"
+def rows_grid(grid_x: str, rows: bool, workers: bool = False) -> str:
+    """The blocks over `grid_x` rows at once (a persistent loop's workers, ROW_WORKERS times as many where
+    `workers`), ROWS_PER_BLOCK of them a block where `rows`."""
+    x = f"({grid_x}) * {WORKERS}" if workers else grid_x
+    return f"ceil_div({x}, {ROWS})" if rows else x
 
 
 def _instantiated(src: KernelSource, spec: KernelSpec | None, condition: str, value: bool) -> bool:
