@@ -1,8 +1,9 @@
 """What a variant reaches on corpus kernels when a search finds its best configuration: the original, then every
 configuration of the variant's grid (flat_rows: threads per row × columns at once × blocks per SM; group_items:
 elements per thread × locals kept × lanes apart; row_cache, alone or under online_merge: rounds kept in registers;
-thread_packs_block_items: items a block × packed or not; row_reduce: threads a row × elements an access × rows a
-block × a persistent loop's workers, where it has them; row_reduce_block_items: threads a row × rows a block),
+block_items: items a block × items a row of threads; thread_packs_block_items: the same × packed or not;
+row_reduce: threads a row × elements an access × rows a block × a persistent loop's workers, where it has them;
+row_reduce_block_items: threads a row × rows a block),
 at 64- and 32-bit indices where index_bits applies, each checked against the original's output and timed at every
 size of the kernel's spec (events, L2 flushed). A short search samples a few of these among thousands of
 configurations; this sweep says what the variant itself is worth, the search apart.
@@ -54,7 +55,12 @@ GRIDS: dict[str, dict[str, tuple[int, ...]]] = {
     "group_items": {group_items.ITEMS: (2, 4, 8), group_items.KEEP: (0, 1), group_items.STRIDED: (0, 1)},
     "row_cache": {row_cache.ROUNDS: (1, 2, 4, 8, 16, 32)},
     "online_merge_row_cache": {row_cache.ROUNDS: (0, 1, 2, 4, 8, 16, 32)},  # 0: the online merge alone
-    "thread_packs_block_items": {block_items.ITEMS: (1, 2, 4, 8), thread_packs.PACKS: (0, 1)},
+    "block_items": {block_items.ITEMS: (1, 2, 4, 8), block_items.ITEMS_T: (1, 2, 4, 8)},
+    "thread_packs_block_items": {
+        block_items.ITEMS: (1, 2, 4, 8),
+        block_items.ITEMS_T: (1, 2, 4, 8),
+        thread_packs.PACKS: (0, 1),
+    },
     "row_reduce": {
         row_reduce.THREADS: (8, 16, 32, 64, 128, 256),
         row_reduce.VEC: (1, 2, 4),

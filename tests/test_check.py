@@ -13,7 +13,9 @@ from cutune.check import check_kernel
 from cutune.cli import app
 from cutune.gpu.device import gpu_available
 from cutune.gpu.nvrtc import find_libnvrtc
+from cutune.limits import limits_for
 from cutune.project import open_kernel
+from cutune.tune.space import Feasibility
 from cutune.workflow import variants_of, with_combined
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +83,22 @@ def test_tune_without_a_gpu_checks_with_its_own_compiler(scale: Path) -> None:
 def test_a_sample_of_a_variant_space_never_draws_another_variants_own_parameters(tmp_path: Path) -> None:
     # the combined space's product is 432,000 points, of which each variant's own parameters vary only where it runs
     ctx = open_kernel(ROOT / "samples" / "silu_and_mul.cu", "silu_and_mul_kernel")
-    combined = with_combined(ctx, variants_of(ctx))
+    found = variants_of(ctx)
+    variants = found.variants
+    combined = with_combined(ctx, found)
     report = check_kernel(combined, limit=6, compiler="nvrtc")
-    assert report.skipped_infeasible == 0 and len(report.rows) == 6, [r.problem for r in report.rows]
+    assert len(report.rows) == 6, [r.problem for r in report.rows]
     assert report.space_size < combined.space.size() and len({r.config["VARIANT"] for r in report.rows}) >= 2
+    # the draws come from one group a variant, each holding the others' own parameters at their defaults (a draw may
+    # still break a constraint among its own variant's parameters, block_items' ITEMS_T beside ITEMS_Y: skipped)
+    feasibility = Feasibility(combined.space, combined.require_spec(), limits_for("sm_90"))
+    names = [p.name for p in combined.space.params]
+    owners = {p.name: {k for k, v in enumerate(variants, 1) if p in v.params} for v in variants for p in v.params}
+    assert len(feasibility.groups) == len(variants) + 1
+    for group in feasibility.groups:
+        values = dict(zip(names, group, strict=True))
+        (running,) = values["VARIANT"]
+        held = [name for name, runs in owners.items() if running not in runs]
+        assert held and all(values[name] == (combined.space.param(name).default,) for name in held), running
+        mine = [name for name, runs in owners.items() if running in runs]
+        assert all(len(values[name]) > 1 for name in mine if len(combined.space.param(name).values) > 1), running

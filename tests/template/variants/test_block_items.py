@@ -1,6 +1,7 @@
-"""block_items: several items of a one-block-per-item kernel in one block, one per row of threads along y. Checked
-textually, through the launch it asks for at sizes that divide and that do not, by compiling with nvcc and NVRTC,
-by the reasons it refuses, at a host launch site, and equal to the original on the GPU."""
+"""block_items: several items of a one-block-per-item kernel in one block, one per row of threads along y, and several
+items a row one after another. Checked textually, through the launch it asks for at sizes that divide and that do
+not, by compiling with nvcc and NVRTC, by the reasons it refuses, at a host launch site, and equal to the original
+on the GPU."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from cutune.project import open_kernel
 from cutune.spec import load_spec
 from cutune.template.model import Binding
 from cutune.template.variants import TRANSFORMS, BlockItems, with_variants
-from cutune.template.variants.block_items import ITEM, ITEMS
+from cutune.template.variants.block_items import ITEM, ITEMS, ITEMS_T
 from cutune.template.variants.chain import chain, composed
 from cutune.template.variants.host_launch import host_config
 from cutune.template.variants.model import Launch
@@ -62,7 +63,44 @@ def test_the_block_index_becomes_the_item_of_the_threads_row() -> None:
     assert f"const int64_t group = {ITEM};" in variant.body
     assert "blockIdx.x;" not in variant.body.split(ITEM, 2)[-1]  # no other read of the original block index
     assert "return;" in variant.body  # a thread past the end leaves alone, as before: no other thread waits on it
-    assert [(p.name, p.default) for p in variant.params] == [(ITEMS, 1)]  # 1: the original launch
+    # 1 and 1: the original launch
+    assert [(p.name, p.default) for p in variant.params] == [(ITEMS, 1), (ITEMS_T, 1)]
+
+
+def test_a_row_of_threads_runs_several_items_one_after_another() -> None:
+    variant = BlockItems().apply(_model(), "dequant_group_kernel", None)
+    looped, written = variant.body.split("  // cutune block_items: blockDim.y items per block", 1)
+    assert f"if constexpr ({ITEMS_T} > 1) {{" in looped and "if (blockDim.y > 1) {" in looped
+    # at each step the block's rows take consecutive items, as a block of rows alone does
+    assert f"const unsigned int {ITEM} = (blockIdx.x * {ITEMS_T} + cutune_j) * blockDim.y + threadIdx.y;" in looped
+    assert "continue;" in looped and looped.rstrip().endswith("return;\n    }\n  }")  # a past-the-end item is skipped
+    # the body as written follows for a block of one row (a launch whose items do not divide), its return kept
+    assert f"const int64_t group = {ITEM};" in written and "return;" in written and "continue" not in written
+    assert variant.constraints == (f"{ITEMS_T} == 1 or {ITEMS} > 1",)  # the block's rows tell the kernel the launch
+    bias = BlockItems().apply(_model(), "bias_rows_kernel", None).body
+    # the original's grid is the launch's times the rows and the items a row
+    assert f"r += (gridDim.x * blockDim.y * {ITEMS_T})" in bias and "r += (gridDim.x * blockDim.y))" in bias
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("__shared__ float s[32]; s[threadIdx.x] = x[blockIdx.x]; out[blockIdx.x] = s[0];", "shared memory"),
+        ("for (int i = 0; i < d; ++i) { if (x[i] > 0.f) return; } out[blockIdx.x] = 0.f;", "a return in a loop"),
+        ("if (d > 2) goto done; out[blockIdx.x] = 0.f; done: out[0] = 1.f;", "a label, written twice"),
+    ],
+)
+def test_several_items_a_row_only_where_the_items_cannot_meet(body: str, why: str) -> None:
+    variant = BlockItems().apply(parse_source(KERNEL.format(body=body)), "k", None)
+    assert [p.name for p in variant.params] == [ITEMS] and not variant.constraints, why
+    assert "cutune_j" not in variant.body, why
+
+
+def test_a_lambdas_own_return_stays_one() -> None:
+    body = "auto f = [=](int i) { if (i < 0) return 0.f; return x[i]; };\n  out[blockIdx.x] = f(threadIdx.x);"
+    variant = BlockItems().apply(parse_source(KERNEL.format(body=body)), "k", None)
+    assert ITEMS_T in {p.name for p in variant.params}
+    assert variant.body.count("return 0.f;") == 2 and "continue" not in variant.body
 
 
 def test_the_grid_size_counts_the_items_of_the_original_launch() -> None:
@@ -80,14 +118,25 @@ def test_the_launch_packs_items_only_where_they_divide_and_the_block_fits() -> N
     names = limits_for("sm_90").as_names()
 
     def launch(tokens: int, items: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        grid, block, _ = combined.launch({**names, "num_tokens": tokens, "hidden": 64, "VARIANT": 1, ITEMS: items})
+        config = {**names, "num_tokens": tokens, "hidden": 64, "VARIANT": 1, ITEMS: items, ITEMS_T: 1}
+        grid, block, _ = combined.launch(config)
         return grid, block
 
     assert launch(4096, 8) == ((512, 1, 1), (32, 8, 1))
     assert launch(6, 2) == ((3, 1, 1), (32, 2, 1))
     assert launch(6, 4) == ((6, 1, 1), (32, 1, 1))  # 6 tokens do not split in 4s: the original launch
     assert launch(4096, 1) == ((4096, 1, 1), (32, 1, 1))
-    assert template.space.default()[ITEMS] == 1
+    assert template.space.default()[ITEMS] == 1 and template.space.default()[ITEMS_T] == 1
+
+    def looped(tokens: int, items: int, each: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        config = {**names, "num_tokens": tokens, "hidden": 64, "VARIANT": 1, ITEMS: items, ITEMS_T: each}
+        grid, block, _ = combined.launch(config)
+        return grid, block
+
+    assert looped(4096, 4, 2) == ((512, 1, 1), (32, 4, 1))  # 4 rows of 2 items each a block
+    assert looped(4096, 8, 8) == ((64, 1, 1), (32, 8, 1))
+    assert looped(12, 2, 4) == ((12, 1, 1), (32, 1, 1))  # 12 tokens do not split in 8s: the original launch
+    assert looped(12, 2, 2) == ((3, 1, 1), (32, 2, 1))
 
 
 def test_a_block_at_the_thread_limit_stays_one_item() -> None:
@@ -98,8 +147,8 @@ def test_a_block_at_the_thread_limit_stays_one_item() -> None:
     _, combined = with_variants(parse_source(KERNEL.format(body="")), "k", [variant], spec)
     assert combined is not None
     names = {**limits_for("sm_90").as_names(), "num_tokens": 64, "hidden": 8, "VARIANT": 1}
-    assert combined.launch({**names, ITEMS: 2})[1] == (512, 2, 1)
-    assert combined.launch({**names, ITEMS: 4})[1] == (512, 1, 1)
+    assert combined.launch({**names, ITEMS: 2, ITEMS_T: 1})[1] == (512, 2, 1)
+    assert combined.launch({**names, ITEMS: 4, ITEMS_T: 1})[1] == (512, 1, 1)
 
 
 def test_a_literal_launch_bound_caps_the_packed_block() -> None:
@@ -224,12 +273,13 @@ def test_the_launch_is_written_at_a_host_launch_site() -> None:
     variant = BlockItems().apply(model, "token_quant_kernel", None)
     assert variant.launch is not None
     site = next(s for s in model.launches if s.kernel == "token_quant_kernel")
-    grid, block = host_config(variant.launch, site, [ITEMS], lambda p: f"cfg::{p}")[:2]
+    grid, block = host_config(variant.launch, site, [ITEMS, ITEMS_T], lambda p: f"cfg::{p}")[:2]
     rows = (
-        "((((dim3(tokens).x % cfg::ITEMS_Y) == 0) && ((dim3(32).x * cfg::ITEMS_Y) <= 1024) && "
+        "((((dim3(tokens).x % (cfg::ITEMS_Y * cfg::ITEMS_T)) == 0) && ((dim3(32).x * cfg::ITEMS_Y) <= 1024) && "
         "((dim3(32).x % 32) == 0)) ? cfg::ITEMS_Y : 1)"
     )
-    assert grid == f"dim3((dim3(tokens).x / {rows}), dim3(tokens).y, dim3(tokens).z)"
+    each = f"(({rows} > 1) ? ({rows} * cfg::ITEMS_T) : 1)"
+    assert grid == f"dim3((dim3(tokens).x / {each}), dim3(tokens).y, dim3(tokens).z)"
     assert block == f"dim3(dim3(32).x, {rows})"
 
 
@@ -248,11 +298,11 @@ def test_the_variants_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
     ):
         variant = BlockItems().apply(model, kernel, None)
         template, _ = with_variants(model, kernel, [variant], None)
-        if kernel == "dequant_group_kernel":
-            expressions = ["dequant_group_kernel<half, 1>"]
+        if kernel == "dequant_group_kernel":  # the template arguments: out_t, VARIANT, ITEMS_T
+            expressions = ["dequant_group_kernel<half, 1, 1>", "dequant_group_kernel<half, 1, 4>"]
         else:  # the shared arrays' kernels at several items per block (a template argument there)
             configs = (
-                [{"VARIANT": 1}]
+                [{"VARIANT": 1}, {"VARIANT": 1, ITEMS: 2, ITEMS_T: 8}]
                 if kernel in ("token_quant_kernel", "bias_rows_kernel")
                 else [
                     {"VARIANT": 1, "ITEMS_Y": 1},
@@ -272,9 +322,32 @@ def test_the_variant_equals_the_original_on_the_gpu(kernel: str) -> None:
     ctx = open_kernel(FILE, kernel)
     spec = ctx.require_spec()
     job = variant_alone(ctx, kernel, BlockItems().apply(ctx.template_model, kernel, spec))
-    # every ITEMS_Y measured at both sizes (6 tokens and 1000 rows fall back to one item per block), each equal
-    passed, failed = measured_failures(job, spec, {"VARIANT", "ITEMS_Y"})
-    assert passed >= 4 and not failed, failed
+    # every ITEMS_Y (× ITEMS_T, where a row may run several) measured at both sizes (6 tokens and 1000 rows fall back
+    # to one item per block), each equal
+    passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS, ITEMS_T})
+    assert passed >= (13 if kernel in ("token_quant_kernel", "bias_rows_kernel") else 4) and not failed, failed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("own", "wrong"),
+    [
+        # planted wrong: every step of a row runs the row's first item (the others are never written)
+        (f"(blockIdx.x * {ITEMS_T} + cutune_j) * blockDim.y", f"(blockIdx.x * {ITEMS_T}) * blockDim.y"),
+        # planted wrong: the grid of the launch, not the original's (a persistent loop's stride)
+        (f"(gridDim.x * blockDim.y * {ITEMS_T})", "(gridDim.x * blockDim.y)"),
+    ],
+)
+def test_a_row_of_threads_running_the_wrong_items_is_caught_on_the_gpu(own: str, wrong: str) -> None:
+    ctx = open_kernel(FILE, "bias_rows_kernel")
+    spec = ctx.require_spec()
+    variant = BlockItems().apply(ctx.template_model, "bias_rows_kernel", spec)
+    planted = replace(variant, body=variant.body.replace(own, wrong))
+    assert planted.body != variant.body
+    passed, failed = measured_failures(
+        variant_alone(ctx, "bias_rows_kernel", planted), spec, {"VARIANT", ITEMS, ITEMS_T}
+    )
+    assert failed and all("ITEMS_T': 1," not in f for f in failed), (passed, failed)
 
 
 @pytest.mark.gpu

@@ -26,11 +26,24 @@ The launch keeps the original's item count: the block gets ITEMS_Y rows only whe
 block stays within the device's and the kernel's `__launch_bounds__` limits (and is whole warps, when warps
 exchange values); elsewhere it runs one row, the original. The block's y size carries ITEMS_Y into the kernel,
 so one instantiation serves every size.
+
+Each row of threads may also run ITEMS_T items one after another (a template argument; 1 as above), in a loop the
+compiler unrolls: a thread that computes a few values of one item and exits (a dequantiser's 4 weights from 6
+byte loads) holds one item's loads in flight at a time, so the SM's threads bound the bytes in flight; with several
+items a thread, the loads of the next items are issued before the first one's stores. Item `j` of block row `r` is
+`(blockIdx.x * ITEMS_T + j) * blockDim.y + r` (at each `j` the block's rows take consecutive items), `gridDim.x`
+the original's `gridDim.x * blockDim.y * ITEMS_T`, and a `return` of the body ends only its item (`continue`).
+The launch divides the grid by ITEMS_Y * ITEMS_T only where that divides the items; elsewhere it launches one row a
+block, and a block of one row runs the body once, as written (so ITEMS_T > 1 needs ITEMS_Y > 1: the block's y size
+tells the kernel which launch it got). Offered only where the items cannot meet within a row either: no shared
+memory or barrier in the body (one item's last reads of a shared array would race the next item's writes), no
+`return` inside a loop or switch (it would not end the item), no label (the body is written twice).
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 
 from cutune.cuda.model import SourceModel
 from cutune.errors import TransformRefused
@@ -54,7 +67,16 @@ from cutune.template.variants.row_reduce import ALLREDUCE, ROW_FILLS_WARP, THREA
 
 NAME = "block_items"
 ITEMS = "ITEMS_Y"
+ITEMS_T = "ITEMS_T"
 ITEM = "cutune_item"
+_NESTED = (
+    "for_statement",
+    "for_range_loop",
+    "while_statement",
+    "do_statement",
+    "switch_statement",
+    "lambda_expression",
+)
 # what makes the rows of one block meet: block-wide barriers that count or vote, block-wide groups and libraries
 # (static shared memory and plain `__syncthreads()`: item_shared gives each item its own copy and checks the barriers)
 _BLOCK_WIDE = re.compile(
@@ -147,18 +169,15 @@ class BlockItems(Transform):
         # a helper the file does not define, named for a warp's exchange (`warp_reduce_max`): taken at its word
         warps = warps or any(_WARP_NAMED.search(_called_name(src.text(c))) for c in src.in_body("call_expression"))
         limit = _launch_bound(self, src)
+        # on row_reduce's body: rows of fewer threads than a warp fill one when items share the block
+        reduced = any(n == ALLREDUCE for n, _ in called)
         edits = EditList(src.data)
         shared = bool(shared_declarations(src) or barriers(src))
         if shared:  # each item its own shared arrays, its rows sized by the template parameter
             why = barrier_blocker(src) or per_item_shared(src, edits, ITEMS)
             if why:
                 self.refuse(why)
-        for node in src.in_body("field_expression"):
-            text = squeezed(src.text(node))
-            if text == "blockIdx.x":
-                edits.replace(node.start_byte, node.end_byte, ITEM)
-            elif text == "gridDim.x":
-                edits.replace(node.start_byte, node.end_byte, "(gridDim.x * blockDim.y)")
+        _remap(src, edits, "(gridDim.x * blockDim.y)")
         first = src.body.start_byte + 1
         edits.insert(
             first,
@@ -166,12 +185,14 @@ class BlockItems(Transform):
             f"  const unsigned int {ITEM} = blockIdx.x * blockDim.y + threadIdx.y;",
         )
         inner = edited_body(src, edits)
-        rows = _rows(limit, warps)
         # dynamic shared memory cut into one slice an item (item_shared), the launch giving each its own; where the
         # body declares none, what a launch gives it is read by nothing of the kernel's (a helper's is refused above)
         dynamic = dynamic_shared(src)
-        # on row_reduce's body: rows of fewer threads than a warp fill one when items share the block
-        reduced = any(n == ALLREDUCE for n, _ in called)
+        # a row's items one after another: not where the body's items could meet through shared memory or barriers
+        looped = None if shared or reduced or dynamic else _looped_body(src)
+        if looped is not None:
+            inner = looped + inner
+        rows = _rows(limit, warps, looped is not None)
         return Variant(
             name=NAME,
             body=inner,
@@ -184,10 +205,31 @@ class BlockItems(Transform):
                     description="work items per block (block y)" + ("; each its own shared arrays" if shared else ""),
                     try_first=4,  # the ITEMS_Y the corpus searches kept most often (12 of 18 sizes; runs 32-96)
                 ),
+                *(
+                    (
+                        TunableParam(
+                            ITEMS_T,
+                            (1, 2, 4, 8),
+                            1,
+                            Binding.TEMPLATE,
+                            description="work items each row of threads runs one after another",
+                            try_first=4,  # q2_K's dequantiser: 4 and 8 items a thread 1.26× over 1 (probe, run 146)
+                        ),
+                    )
+                    if looped is not None
+                    else ()
+                ),
             ),
+            constraints=(f"{ITEMS_T} == 1 or {ITEMS} > 1",) if looped is not None else (),
             lifts=((ROW_FILLS_WARP, f"{THREADS} * {ITEMS} >= warp_size"),) if reduced else (),
             launch=Launch(
-                grid=(f"({{grid}}) // {rows}", "{grid}", "{grid}"),
+                grid=(
+                    f"({{grid}}) // ({rows} * {ITEMS_T} if {rows} > 1 else 1)"
+                    if looped is not None
+                    else f"({{grid}}) // {rows}",
+                    "{grid}",
+                    "{grid}",
+                ),
                 block=("{block}", rows),
                 shared_mem=f"round_up({{shared_mem}}, 128) * {rows}" if dynamic else "{shared_mem}",
             ),
@@ -195,6 +237,7 @@ class BlockItems(Transform):
             provenance=Provenance(
                 self.name,
                 note=f"{ITEMS} items per block, one per row of threads (block y)"
+                + (f"; {ITEMS_T} items a row of threads, one after another" if looped is not None else "")
                 + ("; whole warps only, as warps exchange values" if warps else "")
                 + ("; each item its own copy of the shared arrays, the barriers reached alike" if shared else "")
                 + (
@@ -210,11 +253,53 @@ class BlockItems(Transform):
         raise TransformRefused(self.name, reason)
 
 
-def _rows(limit: str, warps: bool) -> str:
-    """The launch's rows per block: ITEMS_Y where the items divide evenly and the block stays within its limits,
-    else 1 (the original launch)."""
+def _looped_body(src: KernelSource) -> str | None:
+    """The body run for ITEMS_T items a row of threads, one after another, where a block has several rows (before
+    the body as written, which a block of one row runs); None where that would change what an item computes."""
+    if src.in_body("labeled_statement"):
+        return None  # the body is written twice: a label would be defined twice
+    edits = EditList(src.data)
+    for ret in src.in_body("return_statement"):
+        parent = ret.parent
+        while parent is not None and parent != src.body and parent.type not in _NESTED:
+            parent = parent.parent
+        if parent is not None and parent.type == "lambda_expression":
+            continue  # the lambda's own return
+        if parent != src.body:
+            return None  # a return in a loop or switch: `continue` would not end the item
+        edits.replace(ret.start_byte, ret.end_byte, "continue;")
+    _remap(src, edits, f"(gridDim.x * blockDim.y * {ITEMS_T})")
+    body = textwrap.indent(textwrap.dedent(edited_body(src, edits)).strip("\n"), " " * 8)
+    return (
+        f"\n  if constexpr ({ITEMS_T} > 1) {{\n"
+        f"    if (blockDim.y > 1) {{  // cutune block_items: {ITEMS_T} items a row of threads, one after another\n"
+        "      #pragma unroll\n"
+        f"      for (unsigned int cutune_j = 0; cutune_j < {ITEMS_T}; ++cutune_j) {{\n"
+        f"        const unsigned int {ITEM} = (blockIdx.x * {ITEMS_T} + cutune_j) * blockDim.y + threadIdx.y;\n"
+        f"{body}\n"
+        "      }\n"
+        "      return;\n"
+        "    }\n"
+        "  }"
+    )
+
+
+def _remap(src: KernelSource, edits: EditList, grid_x: str) -> None:
+    """Edits of the body that read the item for `blockIdx.x` and the original launch's grid, `grid_x`, for
+    `gridDim.x`."""
+    for node in src.in_body("field_expression"):
+        text = squeezed(src.text(node))
+        if text == "blockIdx.x":
+            edits.replace(node.start_byte, node.end_byte, ITEM)
+        elif text == "gridDim.x":
+            edits.replace(node.start_byte, node.end_byte, grid_x)
+
+
+def _rows(limit: str, warps: bool, looped: bool = False) -> str:
+    """The launch's rows per block: ITEMS_Y where the items divide evenly (into ITEMS_T items a row, where the body
+    runs several) and the block stays within its limits, else 1 (the original launch)."""
     tests = [
-        f"({{grid.x}}) % {ITEMS} == 0",
+        f"({{grid.x}}) % ({ITEMS} * {ITEMS_T}) == 0" if looped else f"({{grid.x}}) % {ITEMS} == 0",
         f"({{block.x}}) * {ITEMS} <= max_threads_per_block",
         *([f"({{block.x}}) * {ITEMS} <= {limit}"] if limit else []),
         *(["({block.x}) % warp_size == 0"] if warps else []),
