@@ -74,6 +74,20 @@ def test_applied_block_items_gives_each_item_its_own_dynamic_shared_memory_at_th
     _nvcc_whole_file(kept, tmp_path)
 
 
+@pytest.mark.nvcc
+def test_applied_block_items_runs_several_items_a_row_where_the_launch_divides_them(tmp_path: Path) -> None:
+    kept = _kept("gated_activation.cu", "act_and_mul_kernel", "block_items", {"ITEMS_Y": 2, "ITEMS_T": 4})
+    struct = "serving::act_and_mul_kernel_tuning"
+    assert "static constexpr int ITEMS_Y = 2;" in kept and "static constexpr int ITEMS_T = 4;" in kept
+    # the rows a block where the site's items divide into ITEMS_Y * ITEMS_T, the grid divided by both there
+    y, t = f"{struct}::ITEMS_Y", f"{struct}::ITEMS_T"
+    rows = f"((((dim3(grid).x % ({y} * {t})) == 0) && ((dim3(block).x * {y}) <= 1024)) ? {y} : 1)"
+    grid = f"dim3((dim3(grid).x / (({rows} > 1) ? ({rows} * {t}) : 1)), dim3(grid).y, dim3(grid).z)"
+    assert f"<<<{grid}, dim3(dim3(block).x, {rows}), (0), stream>>>(" in kept
+    assert "for (unsigned int cutune_j = 0; cutune_j < ITEMS_T; ++cutune_j) {" in kept
+    _nvcc_whole_file(kept, tmp_path)
+
+
 def test_a_variant_whose_launch_the_host_cannot_spell_is_refused_not_written_with_the_wrong_launch() -> None:
     source = """
 __global__ void k(float* o, long n) {
