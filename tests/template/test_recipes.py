@@ -254,6 +254,20 @@ def test_items_per_thread_refusals(shape: str, reason: str) -> None:
     assert refusal(run(shape, "items_per_thread"), "items_per_thread") == reason
 
 
+def test_items_per_thread_keeps_a_lambdas_own_returns() -> None:
+    # the thread's exit becomes `continue` of its chunk; a lambda's returns are the lambda's (as `continue` they would
+    # not compile)
+    kernel = (
+        "__global__ void k(float* out, const float* x, int n) {\n"
+        "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n"
+        "  auto f = [=](float v) { if (v < 0.f) return 0.f; return v; };\n  out[i] = f(x[i]);\n}\n"
+        "void run(float* o, const float* x, int n) { k<<<(n + 255) / 256, 256>>>(o, x, n); }\n"
+    )
+    t = run_text(kernel, "k", "items_per_thread")
+    assert "items_per_thread" in t.applied, t.refused
+    assert "if (i >= n) continue;" in t.source and "{ if (v < 0.f) return 0.f; return v; }" in t.source
+
+
 def test_items_per_thread_refuses_two_dimensional_grids_and_missing_guards() -> None:
     kernel = "__global__ void k(float* x, int n) {\n  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n{}}\n"
     launch = "void f(float* x, int n) {\n  dim3 grid((n + 255) / 256, 2);\n  k<<<grid, 256>>>(x, n);\n}\n"

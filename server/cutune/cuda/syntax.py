@@ -344,6 +344,28 @@ def trim(data: bytes, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+# statements a `return` or `break` inside of leaves only them, not the function's body (or the loop around them)
+_NESTED_SCOPES = (
+    "for_statement",
+    "for_range_loop",
+    "while_statement",
+    "do_statement",
+    "switch_statement",
+    "lambda_expression",
+)
+
+
+def nested_scope(node: Node, body: Node | None = None) -> Node | None:
+    """The innermost loop, switch or lambda (_NESTED_SCOPES) around `node` within `body` (the whole tree: None): what a
+    `return` or `break` there leaves instead of `body`; None where there is none."""
+    parent = node.parent
+    while parent is not None and parent != body:
+        if parent.type in _NESTED_SCOPES:
+            return parent
+        parent = parent.parent
+    return None
+
+
 def descendants(node: Node, *node_types: str) -> list[Node]:
     """The nodes of the given types under `node` (itself included), in source order."""
     stack = [node]

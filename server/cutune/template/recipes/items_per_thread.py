@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from tree_sitter import Node
 
 from cutune.cuda.model import Kernel, LaunchSite, SourceModel
-from cutune.cuda.syntax import int_value
+from cutune.cuda.syntax import int_value, nested_scope
 from cutune.template.model import Binding, TunableParam
 from cutune.template.recipes.base import Draft, KernelRewrite, KernelSource, Recipe, descendants
 from cutune.template.recipes.host import HostResolver, launch_config
@@ -27,7 +27,6 @@ _COOPERATION = re.compile(
     r"__syncthreads\w*|__syncwarp|__shfl\w*|__ballot_sync|__any_sync|__all_sync|__activemask|__reduce_\w+_sync"
     r"|__match_\w+|cooperative_groups|this_thread_block|tiled_partition|this_grid|__shared__"
 )
-_LOOPS = ("for_statement", "for_range_loop", "while_statement", "do_statement", "switch_statement")
 _SIMPLE = ("identifier", "call_expression", "parenthesized_expression", "field_expression", "number_literal")
 
 
@@ -130,14 +129,15 @@ class ItemsPerThread(Recipe):
                 f"or `if ({name} >= n) return;`), so extra chunks would run past the end"
             )
         region = (index.start_byte, src.body.named_children[-1].end_byte)
-        returns = tuple(r for r in descendants(src.body, "return_statement") if region[0] <= r.start_byte < region[1])
-        for r in returns:
-            parent = r.parent
-            while parent is not None and parent != src.body:
-                if parent.type in _LOOPS:
-                    self.refuse(f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`")
-                parent = parent.parent
-        return _ElementForm(index, block_idx, region, returns)
+        returns = []
+        for r in descendants(src.body, "return_statement"):
+            scope = nested_scope(r, src.body)
+            if not region[0] <= r.start_byte < region[1] or (scope is not None and scope.type == "lambda_expression"):
+                continue  # a lambda's own return stays one
+            if scope is not None:
+                self.refuse(f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`")
+            returns.append(r)
+        return _ElementForm(index, block_idx, region, tuple(returns))
 
     def _rewrite_body(self, src: KernelSource, rewrite: KernelRewrite, form: _ElementForm) -> None:
         used = {src.text(n) for n in src.in_body("identifier")}

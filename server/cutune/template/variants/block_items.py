@@ -46,6 +46,7 @@ import re
 import textwrap
 
 from cutune.cuda.model import SourceModel
+from cutune.cuda.syntax import nested_scope
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.edits import EditList
@@ -69,14 +70,6 @@ NAME = "block_items"
 ITEMS = "ITEMS_Y"
 ITEMS_T = "ITEMS_T"
 ITEM = "cutune_item"
-_NESTED = (
-    "for_statement",
-    "for_range_loop",
-    "while_statement",
-    "do_statement",
-    "switch_statement",
-    "lambda_expression",
-)
 # what makes the rows of one block meet: block-wide barriers that count or vote, block-wide groups and libraries
 # (static shared memory and plain `__syncthreads()`: item_shared gives each item its own copy and checks the barriers)
 _BLOCK_WIDE = re.compile(
@@ -260,12 +253,10 @@ def _looped_body(src: KernelSource) -> str | None:
         return None  # the body is written twice: a label would be defined twice
     edits = EditList(src.data)
     for ret in src.in_body("return_statement"):
-        parent = ret.parent
-        while parent is not None and parent != src.body and parent.type not in _NESTED:
-            parent = parent.parent
-        if parent is not None and parent.type == "lambda_expression":
+        scope = nested_scope(ret, src.body)
+        if scope is not None and scope.type == "lambda_expression":
             continue  # the lambda's own return
-        if parent != src.body:
+        if scope is not None:
             return None  # a return in a loop or switch: `continue` would not end the item
         edits.replace(ret.start_byte, ret.end_byte, "continue;")
     _remap(src, edits, f"(gridDim.x * blockDim.y * {ITEMS_T})")

@@ -44,7 +44,7 @@ from typing import NoReturn
 from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
-from cutune.cuda.syntax import declarator_name
+from cutune.cuda.syntax import declarator_name, nested_scope
 from cutune.errors import TransformRefused
 from cutune.spec import KernelSpec
 from cutune.template.model import Binding, TunableParam
@@ -73,7 +73,6 @@ ITEM = "cutune_p"  # which of its GROUP_ITEMS original threads a thread plays
 PREFIX = "cutune_g"  # the variant's own names
 _VALUES = (1, 2, 4, 8)
 _BUILTINS = re.compile(r"(threadIdx|blockIdx|blockDim|gridDim)\s*\.\s*x")
-_NESTED = ("for_statement", "for_range_loop", "while_statement", "do_statement", "switch_statement")
 _LANES = re.compile(r"__shfl|__ballot|__syncwarp|__any|__all|__reduce_|__match|threadIdx|blockIdx|laneid")
 # names of helpers defined elsewhere that may exchange values between a warp's or block's threads
 _COLLECTIVE = re.compile(r"reduce|sync|shfl|ballot|warp|block|barrier|cooperative", re.IGNORECASE)
@@ -331,19 +330,13 @@ class GroupItems(Transform):
             if target is not None and src.text(target) == var:
                 self.refuse(f"writes the thread index {var} (line {src.line(n)})")
         for ret in src.in_body("return_statement"):
-            parent = ret.parent
-            while parent is not None and parent != src.body:
-                if parent.type in _NESTED:
-                    self.refuse(f"returns from inside a loop or switch (line {src.line(ret)})")
-                parent = parent.parent
+            if nested_scope(ret, src.body) is not None:  # a lambda is refused before: a loop or switch
+                self.refuse(f"returns from inside a loop or switch (line {src.line(ret)})")
 
     def _check_chunk(self, src: KernelSource, scope: Node) -> None:
         """Refuse a `break` of the chunk loop: inside the loop over a thread's elements it would end that one."""
         for n in descendants(scope, "break_statement"):
-            parent = n.parent
-            while parent is not None and parent.type not in _NESTED:
-                parent = parent.parent
-            if parent is not None and parent == scope.parent:
+            if nested_scope(n) == scope.parent:
                 self.refuse(f"leaves the loop over its chunks with `break` (line {src.line(n)})")
 
     def _check_prologue(self, src: KernelSource, prologue: list[Node], index: Node) -> None:

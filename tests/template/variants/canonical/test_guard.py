@@ -173,7 +173,7 @@ def test_an_atomic_on_one_address_is_the_elements_own_update(call: str, loops: b
 def test_a_return_inside_a_nested_loop_is_refused() -> None:
     # there a `return` ends the thread: as `continue` it would end only the inner loop
     result = grid_stride_guard(parse_source(ENCLOSING.replace("break;", "return;")), "k")
-    assert isinstance(result, str) and "a `return` inside a loop or switch" in result
+    assert isinstance(result, str) and "a `return` inside a loop, switch or lambda" in result
 
 
 def test_kernels_without_a_thread_index_are_left_alone() -> None:

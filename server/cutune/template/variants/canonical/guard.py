@@ -34,6 +34,7 @@ from tree_sitter import Node
 from cutune.cuda.access import CASTS
 from cutune.cuda.model import SourceModel
 from cutune.cuda.parse import parse_source
+from cutune.cuda.syntax import nested_scope
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.recipes.base import KernelSource, descendants
 from cutune.template.recipes.index_bits import HELPER as INDEX_TYPE
@@ -53,14 +54,6 @@ from cutune.template.variants.loops import (
 
 NAME = "grid_stride_guard"
 PREFIX = "cutune_pack_"  # the loop index over the packs of a scaled index
-_NESTED = (
-    "for_statement",
-    "for_range_loop",
-    "while_statement",
-    "do_statement",
-    "switch_statement",
-    "lambda_expression",
-)
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _COLLECTIVE = re.compile(r"reduce|sync|shfl|ballot|warp|block|barrier|atomic", re.IGNORECASE)
 # an atomic on one address (`atomicAdd`, ATen's `gpuAtomicAdd`, `atomicMax_block`): the element's own update, which
@@ -430,11 +423,8 @@ def _blocker(
         for r in descendants(statement, "return_statement"):
             if r.named_child_count:
                 return f"returns a value (line {src.line(r)})"
-            parent = r.parent
-            while parent is not None and parent != src.body:
-                if parent.type in _NESTED:
-                    return f"a `return` inside a loop or switch (line {src.line(r)}) cannot become `continue`"
-                parent = parent.parent
+            if nested_scope(r, src.body) is not None:
+                return f"a `return` inside a loop, switch or lambda (line {src.line(r)}) cannot become `continue`"
     casts = {*CASTS, INDEX_TYPE}  # conversions, not calls (index_bits writes the last)
     for statement in between:
         calls = [
