@@ -96,6 +96,28 @@ def test_several_items_a_row_only_where_the_items_cannot_meet(body: str, why: st
     assert "cutune_j" not in variant.body, why
 
 
+def test_a_moved_parameter_starts_each_item_of_a_row_where_the_launch_set_it() -> None:
+    variant = BlockItems().apply(_model(), "moved_rows_kernel", None)
+    looped = variant.body.split("  // cutune block_items: blockDim.y items per block", 1)[0]
+    # saved once, set back before each item: the body's `src += row * cols` moves it from the row's start
+    assert "const auto cutune_j_dst = dst;" in looped and "const auto cutune_j_src = src;" in looped
+    first = looped.index("src = cutune_j_src;")
+    assert looped.index("cutune_j < ITEMS_T") < first < looped.index("src += static_cast<int64_t>(row) * cols;")
+    assert "cutune_j_scale" not in looped and "cutune_j_cols" not in looped  # only what the body writes
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "int* at = &d; *at = 0; out[blockIdx.x * d] = 0.f;",  # a write through the parameter's address
+        "int& m = d; m += 1; out[blockIdx.x * m] = 0.f;",  # through a reference bound to it
+    ],
+)
+def test_no_items_a_row_where_a_parameter_may_be_written_unseen(body: str) -> None:
+    variant = BlockItems().apply(parse_source(KERNEL.format(body=body)), "k", None)
+    assert [p.name for p in variant.params] == [ITEMS] and "cutune_j" not in variant.body
+
+
 def test_a_lambdas_own_return_stays_one() -> None:
     body = "auto f = [=](int i) { if (i < 0) return 0.f; return x[i]; };\n  out[blockIdx.x] = f(threadIdx.x);"
     variant = BlockItems().apply(parse_source(KERNEL.format(body=body)), "k", None)
@@ -291,6 +313,7 @@ def test_the_variants_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
     for kernel in (
         "token_quant_kernel",
         "bias_rows_kernel",
+        "moved_rows_kernel",
         "dequant_group_kernel",
         "row_sum_kernel",
         "tile_dot_kernel",
@@ -303,7 +326,7 @@ def test_the_variants_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
         else:  # the shared arrays' kernels at several items per block (a template argument there)
             configs = (
                 [{"VARIANT": 1}, {"VARIANT": 1, ITEMS: 2, ITEMS_T: 8}]
-                if kernel in ("token_quant_kernel", "bias_rows_kernel")
+                if kernel in ("token_quant_kernel", "bias_rows_kernel", "moved_rows_kernel")
                 else [
                     {"VARIANT": 1, "ITEMS_Y": 1},
                     {"VARIANT": 1, "ITEMS_Y": 4},
@@ -316,7 +339,15 @@ def test_the_variants_compile_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "kernel", ["token_quant_kernel", "bias_rows_kernel", "row_sum_kernel", "tile_dot_kernel", "staged_reverse_kernel"]
+    "kernel",
+    [
+        "token_quant_kernel",
+        "bias_rows_kernel",
+        "moved_rows_kernel",
+        "row_sum_kernel",
+        "tile_dot_kernel",
+        "staged_reverse_kernel",
+    ],
 )
 def test_the_variant_equals_the_original_on_the_gpu(kernel: str) -> None:
     ctx = open_kernel(FILE, kernel)
@@ -325,7 +356,8 @@ def test_the_variant_equals_the_original_on_the_gpu(kernel: str) -> None:
     # every ITEMS_Y (× ITEMS_T, where a row may run several) measured at both sizes (6 tokens and 1000 rows fall back
     # to one item per block), each equal
     passed, failed = measured_failures(job, spec, {"VARIANT", ITEMS, ITEMS_T})
-    assert passed >= (13 if kernel in ("token_quant_kernel", "bias_rows_kernel") else 4) and not failed, failed
+    assert passed >= (13 if kernel in ("token_quant_kernel", "bias_rows_kernel", "moved_rows_kernel") else 4), failed
+    assert not failed, failed
 
 
 @pytest.mark.gpu
@@ -336,17 +368,18 @@ def test_the_variant_equals_the_original_on_the_gpu(kernel: str) -> None:
         (f"(blockIdx.x * {ITEMS_T} + cutune_j) * blockDim.y", f"(blockIdx.x * {ITEMS_T}) * blockDim.y"),
         # planted wrong: the grid of the launch, not the original's (a persistent loop's stride)
         (f"(gridDim.x * blockDim.y * {ITEMS_T})", "(gridDim.x * blockDim.y)"),
+        # planted wrong: a moved pointer not set back, so each item moves on from the last one's row
+        ("        src = cutune_j_src;\n", ""),
     ],
 )
 def test_a_row_of_threads_running_the_wrong_items_is_caught_on_the_gpu(own: str, wrong: str) -> None:
-    ctx = open_kernel(FILE, "bias_rows_kernel")
+    kernel = "moved_rows_kernel" if "cutune_j_src" in own else "bias_rows_kernel"
+    ctx = open_kernel(FILE, kernel)
     spec = ctx.require_spec()
-    variant = BlockItems().apply(ctx.template_model, "bias_rows_kernel", spec)
+    variant = BlockItems().apply(ctx.template_model, kernel, spec)
     planted = replace(variant, body=variant.body.replace(own, wrong))
     assert planted.body != variant.body
-    passed, failed = measured_failures(
-        variant_alone(ctx, "bias_rows_kernel", planted), spec, {"VARIANT", ITEMS, ITEMS_T}
-    )
+    passed, failed = measured_failures(variant_alone(ctx, kernel, planted), spec, {"VARIANT", ITEMS, ITEMS_T})
     assert failed and all("ITEMS_T': 1," not in f for f in failed), (passed, failed)
 
 

@@ -35,15 +35,19 @@ items a thread, the loads of the next items are issued before the first one's st
 the original's `gridDim.x * blockDim.y * ITEMS_T`, and a `return` of the body ends only its item (`continue`).
 The launch divides the grid by ITEMS_Y * ITEMS_T only where that divides the items; elsewhere it launches one row a
 block, and a block of one row runs the body once, as written (so ITEMS_T > 1 needs ITEMS_Y > 1: the block's y size
-tells the kernel which launch it got). Offered only where the items cannot meet within a row either: no shared
-memory or barrier in the body (one item's last reads of a shared array would race the next item's writes), no
-`return` inside a loop or switch (it would not end the item), no label (the body is written twice).
+tells the kernel which launch it got). A parameter the body moves (`x += row * n;`) is set back to its launch value
+before each item. Offered only where the items cannot meet within a row either: no shared memory or barrier in the
+body (one item's last reads of a shared array would race the next item's writes), no `return` inside a loop or
+switch (it would not end the item), no label (the body is written twice), no parameter's address taken or reference
+bound to it (a write through those would carry over to the next item).
 """
 
 from __future__ import annotations
 
 import re
 import textwrap
+
+from tree_sitter import Node
 
 from cutune.cuda.model import SourceModel
 from cutune.cuda.syntax import nested_scope
@@ -259,20 +263,66 @@ def _looped_body(src: KernelSource) -> str | None:
         if scope is not None:
             return None  # a return in a loop or switch: `continue` would not end the item
         edits.replace(ret.start_byte, ret.end_byte, "continue;")
+    written = _written_parameters(src)
+    if written is None:
+        return None
     _remap(src, edits, f"(gridDim.x * blockDim.y * {ITEMS_T})")
     body = textwrap.indent(textwrap.dedent(edited_body(src, edits)).strip("\n"), " " * 8)
+    # a parameter the body moves (`x += row * n;`) starts each item where the launch set it
+    saved = "".join(f"      const auto cutune_j_{name} = {name};\n" for name in written)
+    restored = "".join(f"        {name} = cutune_j_{name};\n" for name in written)
     return (
         f"\n  if constexpr ({ITEMS_T} > 1) {{\n"
         f"    if (blockDim.y > 1) {{  // cutune block_items: {ITEMS_T} items a row of threads, one after another\n"
+        f"{saved}"
         "      #pragma unroll\n"
         f"      for (unsigned int cutune_j = 0; cutune_j < {ITEMS_T}; ++cutune_j) {{\n"
         f"        const unsigned int {ITEM} = (blockIdx.x * {ITEMS_T} + cutune_j) * blockDim.y + threadIdx.y;\n"
+        f"{restored}"
         f"{body}\n"
         "      }\n"
         "      return;\n"
         "    }\n"
         "  }"
     )
+
+
+def _written_parameters(src: KernelSource) -> list[str] | None:
+    """The kernel's parameters its body assigns (whole or a member: `x += row * n;`, `args.n = 0;`), which each
+    item of a row must start from anew; None where the body takes a parameter's address or binds a reference to it
+    (a write through those would not be seen)."""
+    params = {p.name for p in src.kernel.params}
+    written: set[str] = set()
+    for node in src.in_body("assignment_expression", "update_expression"):
+        target = node.child_by_field_name("left" if node.type == "assignment_expression" else "argument")
+        while target is not None and (
+            target.type == "parenthesized_expression"
+            or (target.type == "field_expression" and _operator(src, target) == ".")
+        ):
+            target = (
+                target.named_children[0]
+                if target.type == "parenthesized_expression"
+                else target.child_by_field_name("argument")
+            )
+        if target is not None and target.type == "identifier" and src.text(target) in params:
+            written.add(src.text(target))
+    for node in src.in_body("pointer_expression", "init_declarator"):
+        if node.type == "pointer_expression":  # `&x`
+            shared = _operator(src, node) == "&"
+            named = node.child_by_field_name("argument")
+        else:  # `T& r = x;`
+            declarator = node.child_by_field_name("declarator")
+            shared = declarator is not None and declarator.type == "reference_declarator"
+            named = node.child_by_field_name("value")
+        if shared and named is not None and named.type == "identifier" and src.text(named) in params:
+            return None
+    return sorted(written)
+
+
+def _operator(src: KernelSource, node: Node) -> str:
+    """The text of a node's operator field ('' where it has none)."""
+    op = node.child_by_field_name("operator")
+    return src.text(op) if op is not None else ""
 
 
 def _remap(src: KernelSource, edits: EditList, grid_x: str) -> None:

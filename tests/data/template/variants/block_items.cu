@@ -51,6 +51,17 @@ __global__ void bias_rows_kernel(float* __restrict__ out, const float* __restric
   }
 }
 
+// a row's pointers moved to the row first, as row kernels often start: one warp a row, each element scaled by its
+// row's factor
+__global__ void moved_rows_kernel(float* __restrict__ dst, const float* __restrict__ src,
+                                  const float* __restrict__ scale, int cols) {
+  const int row = blockIdx.x;
+  src += static_cast<int64_t>(row) * cols;
+  dst += static_cast<int64_t>(row) * cols;
+  const float s = scale[row];
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) dst[c] = src[c] * s;
+}
+
 // a block-wide sum through shared memory and a barrier: each item gets its own copy of the warps' partials
 __global__ void row_sum_kernel(float* __restrict__ out, const float* __restrict__ x, int cols) {
   __shared__ float partial[32];
@@ -165,6 +176,7 @@ void launch_all(const void* packed, half* deq, int num_groups, int8_t* q, float*
   dequant_group_kernel<half><<<(num_groups + 3) / 4 * 4, 32, 0, stream>>>(packed, deq, num_groups);
   token_quant_kernel<<<tokens, 32, 0, stream>>>(q, scales, x, hidden);
   bias_rows_kernel<<<rows < 1024 ? rows : 1024, 128, 0, stream>>>(out, bias, rows, cols);
+  moved_rows_kernel<<<rows, 32, 0, stream>>>(out, x, bias, cols);
   row_sum_kernel<<<rows, 256, 0, stream>>>(out, x, cols);
   tile_dot_kernel<<<hidden / 64, 64, 0, stream>>>(out, x, bias, tokens, hidden);
   helper_index_kernel<<<dim3(rows, 2), 128, 0, stream>>>(out, cols);
