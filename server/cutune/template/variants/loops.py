@@ -20,6 +20,7 @@ from tree_sitter import Node
 
 from cutune.cuda.access import CASTS
 from cutune.cuda.model import SourceModel, TemplateParamKind
+from cutune.cuda.syntax import nested_scope
 from cutune.errors import CutuneError, SourceError, TransformRefused
 from cutune.template.edits import EditList, apply_edits
 from cutune.template.expr import compile_expr
@@ -267,7 +268,7 @@ def loop_blockers(src: KernelSource, loop: StrideLoop, *, regrouped: bool = True
     they can. A rewrite that keeps each thread's own iterations in their order (not `regrouped`) is not blocked by
     the last: what differs between threads is then read by the same thread for the same index as before."""
     for node in descendants(loop.body, *_EXITS):
-        if node.type == "break_statement" and _inner_break(node, loop.body):
+        if node.type == "break_statement" and nested_scope(node, loop.body) is not None:  # an inner loop's or switch's
             continue
         return f"leaves the loop early (line {src.line(node)})"
     for node in descendants(loop.body, "identifier", "namespace_identifier", "type_qualifier"):
@@ -467,16 +468,6 @@ def _updates(src: KernelSource, ident: Node) -> bool:
                 and parent.child_by_field_name("alternative") is None
             )
         node = parent
-    return False
-
-
-def _inner_break(node: Node, body: Node) -> bool:
-    """Whether a `break` under `body` leaves a loop or switch nested in it, not the loop `body` belongs to."""
-    up = node.parent
-    while up is not None and up != body:
-        if up.type in BREAKABLE:
-            return True
-        up = up.parent
     return False
 
 
