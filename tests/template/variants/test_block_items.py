@@ -88,6 +88,11 @@ def test_a_row_of_threads_runs_several_items_one_after_another() -> None:
         ("__shared__ float s[32]; s[threadIdx.x] = x[blockIdx.x]; out[blockIdx.x] = s[0];", "shared memory"),
         ("for (int i = 0; i < d; ++i) { if (x[i] > 0.f) return; } out[blockIdx.x] = 0.f;", "a return in a loop"),
         ("if (d > 2) goto done; out[blockIdx.x] = 0.f; done: out[0] = 1.f;", "a label, written twice"),
+        (
+            "if (threadIdx.x >= d) return; float v = x[threadIdx.x];"
+            " v += __shfl_xor_sync(0xffffffffu, v, 1); out[blockIdx.x] = v;",
+            "a thread's return beside a warp's exchange",
+        ),
     ],
 )
 def test_several_items_a_row_only_where_the_items_cannot_meet(body: str, why: str) -> None:

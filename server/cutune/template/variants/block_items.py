@@ -38,8 +38,9 @@ block, and a block of one row runs the body once, as written (so ITEMS_T > 1 nee
 tells the kernel which launch it got). A parameter the body moves (`x += row * n;`) is set back to its launch value
 before each item. Offered only where the items cannot meet within a row either: no shared memory or barrier in the
 body (one item's last reads of a shared array would race the next item's writes), no `return` inside a loop or
-switch (it would not end the item), no label (the body is written twice), no parameter's address taken or reference
-bound to it (a write through those would carry over to the next item).
+switch (it would not end the item), none at all where warps exchange values (a thread going on to the next item
+would meet its exchange while the others are at this one's), no label (the body is written twice), no parameter's
+address taken or reference bound to it (a write through those would carry over to the next item).
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ class BlockItems(Transform):
         # body declares none, what a launch gives it is read by nothing of the kernel's (a helper's is refused above)
         dynamic = dynamic_shared(src)
         # a row's items one after another: not where the body's items could meet through shared memory or barriers
-        looped = None if shared or reduced or dynamic else _looped_body(src)
+        looped = None if shared or reduced or dynamic else _looped_body(src, warps)
         if looped is not None:
             inner = looped + inner
         rows = _rows(limit, warps, looped is not None)
@@ -250,9 +251,11 @@ class BlockItems(Transform):
         raise TransformRefused(self.name, reason)
 
 
-def _looped_body(src: KernelSource) -> str | None:
+def _looped_body(src: KernelSource, warps: bool) -> str | None:
     """The body run for ITEMS_T items a row of threads, one after another, where a block has several rows (before
-    the body as written, which a block of one row runs); None where that would change what an item computes."""
+    the body as written, which a block of one row runs); None where that would change what an item computes (a
+    thread's `return` where its warp exchanges values: as `continue`, the thread would meet the next item's exchange
+    while the others are at this one's)."""
     if src.in_body("labeled_statement"):
         return None  # the body is written twice: a label would be defined twice
     edits = EditList(src.data)
@@ -260,7 +263,7 @@ def _looped_body(src: KernelSource) -> str | None:
         scope = nested_scope(ret, src.body)
         if scope is not None and scope.type == "lambda_expression":
             continue  # the lambda's own return
-        if scope is not None:
+        if scope is not None or warps:
             return None  # a return in a loop or switch: `continue` would not end the item
         edits.replace(ret.start_byte, ret.end_byte, "continue;")
     written = _written_parameters(src)
