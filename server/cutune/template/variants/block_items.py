@@ -264,7 +264,7 @@ def _looped_body(src: KernelSource, warps: bool) -> str | None:
         if scope is not None and scope.type == "lambda_expression":
             continue  # the lambda's own return
         if scope is not None or warps:
-            return None  # a return in a loop or switch: `continue` would not end the item
+            return None  # in a loop or switch `continue` would not end the item; beside a warp exchange, see above
         edits.replace(ret.start_byte, ret.end_byte, "continue;")
     written = _written_parameters(src)
     if written is None:
