@@ -249,8 +249,8 @@ def test_every_variant_is_measured_at_its_defaults_before_the_sampler_takes_over
     backend.open(job)
     study = open_study(study_key(job, DEVICE), options.storage())
     check = Feasibility(space, spec, LIMITS)
-    outcome = run_search(study, backend, check, None, Budget(12), SearchOptions(sampler="tpe", seed=1))
-    assert outcome.sampler == "tpe" and len(backend.calls) == 12
+    outcome = run_search(study, backend, check, None, Budget(30), SearchOptions(sampler="tpe", seed=1))
+    assert outcome.sampler == "tpe" and outcome.stop is StopReason.BUDGET and len(backend.calls) == 30
     default = space.default()
     assert backend.calls[:3] == [default, Config.of({**default, VARIANT: 1}), Config.of({**default, VARIANT: 2})]
     assert variant_seeds(Feasibility(SPACE, SPEC, LIMITS)) == []  # no variants, nothing seeded
@@ -464,3 +464,27 @@ def test_after_the_best_the_fastest_at_each_size_is_probed(
     rounds = [r.getMessage() for r in caplog.records if r.getMessage().startswith("probing")]
     assert "of the best configuration so far: THREADS=256, UNROLL=1, VEC=1" in rounds[0]
     assert "of the fastest at size 0: THREADS=256, UNROLL=1, VEC=" in rounds[1]
+
+
+def test_the_best_of_each_other_variant_is_probed_after_the_leaders(
+    options: TuneOptions, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Variant 1 beats the original at any A_DIV; variant 2 loses to it at its first B_DIV and wins by far three steps
+    away (B_DIV 4), as a variant may once its block holds fewer threads: a round goes to variant 2's best while it is
+    not the best so far, and the steps reach its optimum."""
+
+    def time_of(config: Mapping[str, object], size: Mapping[str, int]) -> float:
+        div = int(config["B_DIV"])  # type: ignore[call-overload]
+        factor = {0: 1.0, 1: 0.8, 2: 0.9 - 0.12 * (min(div, 4) - 1) + 0.12 * max(div - 4, 0)}[config[VARIANT]]  # type: ignore[index]
+        return table_time(config, size) * factor
+
+    check, job = _variant_space()
+    backend = FakeBackend(noise=0.0, time_of=time_of)
+    backend.open(job)  # type: ignore[arg-type]
+    study = open_study(study_key(job, DEVICE), options.storage())  # type: ignore[arg-type]
+    with caplog.at_level("INFO", logger="cutune.tune.search"):
+        outcome = run_search(study, backend, check, None, Budget(30), SearchOptions(sampler="tpe", seed=1))
+    rounds = [r.getMessage() for r in caplog.records if r.getMessage().startswith("probing")]
+    assert any("of the best of variant 2:" in r for r in rounds)
+    best = min((r for r in outcome.records if r.ok), key=lambda r: r.objective or 9)
+    assert best.config[VARIANT] == 2 and best.config["B_DIV"] == 4

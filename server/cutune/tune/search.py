@@ -217,6 +217,14 @@ def variant_moves(check: Feasibility, config: Config) -> list[Config]:
     return moves
 
 
+def _best_per_variant(ranked: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """The first of `ranked` (best first) of each VARIANT value, in that order (only the best where there is none)."""
+    firsts: dict[Value | None, TrialRecord] = {}
+    for record in ranked:
+        firsts.setdefault(record.config.get(VARIANT), record)
+    return list(firsts.values())
+
+
 def _at_size(i: int, record: TrialRecord) -> tuple[float, int]:
     """A record's median at size `i` (then its number, for a stable order)."""
     return record.timings[i].median_us, record.number
@@ -242,6 +250,7 @@ class _Probe:
     rng: random.Random
     done: set[Config] = field(default_factory=set)  # best configurations whose neighbours were proposed
     owed: int = 0  # the sampler's proposals still due before the next round
+    rounds: int = 0  # rounds proposed so far: the odd ones go to the other variants' bests first
 
 
 class _Proposer(BaseSampler):
@@ -449,8 +458,8 @@ class _Search:
     def _probes(self, probe: _Probe) -> list[Config]:
         """The unmeasured, feasible neighbours of the best configuration and its moves to the structural variants
         related to its own (`variant_moves`; else of the fastest at a size, where the best's were proposed already),
-        once per configuration and only when the sampler has had its turn since the last round; at most half the
-        budget left."""
+        every other round of the best of another structural variant instead, once per configuration and only when
+        the sampler has had its turn since the last round; at most half the budget left."""
         if probe.owed:
             return []
         ok = [r for r in self.known.values() if r.objective is not None and r.timings]
@@ -458,10 +467,16 @@ class _Search:
             return []
         # the best overall, then the fastest at each size: a per-size dispatch launches those where they win (a
         # variant that wins only the large sizes may lose the geometric mean to the original at its defaults)
-        leaders = [("the best configuration so far", min(ok, key=lambda r: (r.objective or 0.0, r.number)))]
+        ranked = sorted(ok, key=lambda r: (r.objective or 0.0, r.number))
+        leaders = [("the best configuration so far", ranked[0])]
         sizes = min(len(r.timings) for r in ok)
         leaders += [(f"the fastest at size {i}", min(ok, key=functools.partial(_at_size, i))) for i in range(sizes)]
-        what, best = next(((w, r.config) for w, r in leaders if r.config not in probe.done), ("", None))
+        # every other round, the best of another structural variant (best first): a variant whose form wins only once
+        # its own launch parameters move (fewer threads a block, more items a thread) would be measured at its first
+        # values alone, never being the best so far, and the sampler, fitted to the leaders, rarely draws them
+        others = [(f"the best of variant {r.config.get(VARIANT)}", r) for r in _best_per_variant(ranked)[1:]]
+        order = [*others, *leaders] if probe.rounds % 2 else [*leaders, *others]
+        what, best = next(((w, r.config) for w, r in order if r.config not in probe.done), ("", None))
         left = self.budget.trials - self.measured - len(self.claims) - self.waiting
         if best is None or left < 4:
             return []
@@ -475,6 +490,7 @@ class _Search:
         found = found[: left // 2]
         probe.owed = len(found)
         if found:
+            probe.rounds += 1
             log.info("probing %d neighbours of %s: %s", len(found), what, best)
             self.backend.prefetch(found)
         return found

@@ -131,9 +131,10 @@ def test_row_reduce_rewrites_each_arm_of_the_sample_under_its_branch() -> None:
     variant = RowReduce().apply(_sample_model(), "layer_norm_kernel", None)
     yes, no = variant.body.split("\n} else {\n")
     assert yes.startswith("if constexpr (kOnePassVariance) {\n")
-    # one pass: the sums of x and x^2 reduced together; two passes: the mean, then the centred squares
-    assert yes.count("cutune_rr_allreduce<ROW_THREADS>") == 2 and "sum_sq = cutune_rr_allreduce" in yes
-    assert no.count("cutune_rr_allreduce<ROW_THREADS>") == 2 and "centred = cutune_rr_allreduce" in no
+    # one pass: the sums of x and x^2 reduced together; two passes: the mean, then the centred squares; each arm's
+    # in both copies of the row's code (rows that fit ROW_CAP packs a thread, longer rows)
+    assert yes.count("cutune_rr_allreduce<ROW_THREADS>") == 4 and "sum_sq = cutune_rr_allreduce" in yes
+    assert no.count("cutune_rr_allreduce<ROW_THREADS>") == 4 and "centred = cutune_rr_allreduce" in no
     assert "sum_sq" not in no and "centred" not in yes
 
 

@@ -132,7 +132,8 @@ def test_cooperative_groups_tile_shuffles_are_the_block_reduction_and_the_varian
 
 def test_a_shuffle_wrapper_without_a_mask_unrolled_by_hand_is_reduced_once() -> None:
     _, body = _data("tile_layer_norm.cu", "warp_rms_norm_kernel")
-    assert body.count("cutune_rr_allreduce") == 1 and "shfl_xor_sync" not in body
+    # once in each copy of the row's code (rows that fit ROW_CAP packs a thread, longer rows)
+    assert body.count("cutune_rr_allreduce") == 2 and "shfl_xor_sync" not in body
     assert "sum_sq /= hidden;" in body  # an update of the total after its reduction, not a step of it
 
 
@@ -976,7 +977,8 @@ def test_a_pack_declared_before_the_loops_and_loaded_afresh_in_each_iteration_is
         return
     body = RowReduce().apply(model, kernel, None).body
     assert body.index("Pack<T, kPack> a, b;") < body.index("for (int cutune_g")  # declared once, before the loops
-    assert body.count("a.load(x + offset);") == 1 and body.count("a.load(&staged[offset]);") == 1
+    # once in each copy of the row's code (rows that fit ROW_CAP packs a thread, longer rows)
+    assert body.count("a.load(x + offset);") == 2 and body.count("a.load(&staged[offset]);") == 2
 
 
 def test_a_row_staged_by_subscript_in_dynamic_shared_memory_stays_there_one_row_a_block() -> None:
@@ -1358,3 +1360,80 @@ def test_a_persistent_loops_grouped_rows_equal_the_original_on_the_gpu() -> None
     passed, failed = measured_failures(job, ctx.require_spec(), varied)
     # 13 feasible (threads a head, heads a block) × 5 worker counts, and the original
     assert passed >= 66 and not failed, failed
+
+
+def _struct_softmax(old: str = "", new: str = "") -> Variant:
+    """struct_softmax.cu's row_reduce variant (its source edited from `old` to `new` first)."""
+    ctx = open_kernel(SAMPLES / "struct_softmax.cu", "struct_softmax_kernel")
+    model = parse_source(ctx.template.source.replace(old, new), str(ctx.path))
+    return RowReduce().apply(model, "struct_softmax_kernel", ctx.require_spec())
+
+
+def test_a_run_time_length_the_launch_shares_keeps_the_row_in_registers_where_it_fits() -> None:
+    """The row length is a member of a struct passed by value: no size to compile in, so the row's code is written
+    twice, in its one-pass form for rows of at most ROW_CAP packs a thread and as two passes for longer ones."""
+    variant = _struct_softmax()
+    assert [p.name for p in variant.params][-1] == "ROW_CAP" and variant.params[-1].default == 0
+    assert "ROW_CAP * ROW_VEC <= 64" in variant.constraints
+    fits, _, rest = variant.body.partition("if (ROW_CAP > 0 && cutune_len <= ROW_CAP * cutune_step) {")
+    assert "const int cutune_len = cols;" in fits and rest
+    one_pass, _, two_passes = rest.partition("} else {")
+    assert one_pass.startswith("\nconstexpr int cutune_len_max = ROW_CAP * cutune_step;")
+    assert two_passes.startswith("\nconstexpr int cutune_len_max = 0;")
+    # the same row code in both: only the longest row it is written for differs
+    assert one_pass.split("\n", 2)[2] == two_passes.rstrip().removesuffix("}").split("\n", 2)[2]
+    # a length compiled in (a sample that passes it as a size, specialised) needs no cap
+    ctx = open_kernel(SAMPLES / "rms_norm.cu", "rms_norm_kernel")
+    variants, _ = propose_variants(ctx.template_model, "rms_norm_kernel", ctx.require_spec())
+    specialised = next(v for v in variants if v.name == "row_reduce")
+    assert "ROW_CAP" not in {p.name for p in specialised.params} and "cutune_len <= ROW_CAP" not in specialised.body
+    assert "cutune_len_max = cutune_len_ct;" in specialised.body
+
+
+@pytest.mark.parametrize(
+    "length",
+    [
+        "p.cols - static_cast<int>(blockIdx.x % 2)",  # rows of two lengths: a block's rows may differ
+        "x[0] > 0.0f ? p.cols : 0",  # read from memory
+    ],
+)
+def test_a_length_not_one_for_the_whole_launch_gets_no_cap(length: str) -> None:
+    variant = _struct_softmax("const int cols = p.cols;", f"const int cols = {length};")
+    assert "ROW_CAP" not in {p.name for p in variant.params} and "cutune_len <= ROW_CAP" not in variant.body
+
+
+@pytest.mark.nvcc
+@needs_nvrtc
+def test_a_row_kept_in_registers_up_to_a_cap_compiles_with_nvcc_and_nvrtc(tmp_path: Path) -> None:
+    ctx = open_kernel(SAMPLES / "struct_softmax.cu", "struct_softmax_kernel")
+    spec = ctx.require_spec()
+    template, _ = with_variants(
+        ctx.template_model, "struct_softmax_kernel", [_struct_softmax()], spec, base=ctx.template
+    )
+    default = template.space.default()
+    configs = [
+        {**default, "VARIANT": 1, "ROW_THREADS": threads, "ROW_VEC": vec, "ROW_CAP": cap}
+        for threads, vec, cap in ((128, 4, 0), (128, 4, 1), (64, 2, 16), (256, 4, 8))
+    ]
+    expressions = name_expressions(template, spec, configs)
+    nvcc_names, nvrtc_names = compile_both(template, expressions, tmp_path)
+    assert set(nvrtc_names) == set(expressions) and set(nvrtc_names.values()) <= set(nvcc_names)
+
+
+@pytest.mark.gpu
+def test_a_row_kept_in_registers_up_to_a_cap_equals_the_original_on_the_gpu() -> None:
+    """Every threads × pack width × cap equals the original, at rows that fit some caps and not others (64 to 4,000
+    floats); a planted form that takes the one-pass branch whatever the length (the cap's check dropped) is caught at
+    the rows longer than its cap."""
+    ctx = open_kernel(SAMPLES / "struct_softmax.cu", "struct_softmax_kernel")
+    spec = ctx.require_spec()
+    vary = {"VARIANT", "ROW_THREADS", "ROW_VEC", "ROW_CAP"}
+    passed, failed = measured_failures(variant_alone(ctx, "struct_softmax_kernel", _struct_softmax()), spec, vary)
+    assert passed >= 40 and not failed
+    planted = _struct_softmax()
+    planted = replace(
+        planted, body=planted.body.replace("ROW_CAP > 0 && cutune_len <= ROW_CAP * cutune_step", "ROW_CAP > 0")
+    )
+    assert planted.body != _struct_softmax().body
+    _, wrong = measured_failures(variant_alone(ctx, "struct_softmax_kernel", planted), spec, {"VARIANT", "ROW_CAP"})
+    assert wrong and all("'ROW_CAP': 0" not in w for w in wrong)

@@ -112,6 +112,10 @@ VEC = "ROW_VEC"
 # row, and fewer threads a row (or several rows a block) leave fewer rows in flight per SM at that count
 WORKERS = "ROW_WORKERS"
 MAX_CACHED = 64  # elements of one array a thread keeps in registers in the one-pass form
+# packs a thread keeps in registers where the row's length is known only at run time and fits them (0: none): the
+# one-pass form without a length compiled in (a length in a struct the specialize recipe cannot reach, or one binary
+# for every length up to the cap)
+CAP = "ROW_CAP"
 # a block of fewer threads than a warp idles the rest of it: rows of fewer threads only where several share a block
 ROW_FILLS_WARP = f"{THREADS} >= warp_size"
 ROWS_FILL_WARPS = f"{THREADS} * {ROWS} >= warp_size"
@@ -795,6 +799,33 @@ class _Rewriter:
                 continue
             names |= declared - written
         return names
+
+    def _launch_uniform(self, node: Node, before: Node) -> bool:
+        """Whether `node` has one value for every thread of the launch: it reads no memory and calls nothing but
+        integer helpers, over parameters the body never writes (and their members), template parameters, constants,
+        and the top-level locals declared before `before` from those alone (not the block's index: several rows may
+        share a block)."""
+        written = written_names(self.src, self.src.body)
+        known = {p for p in self.params if p not in written} | {p.name for p in self.src.kernel.template_params}
+        known |= constant_names(self.src)
+
+        def uniform(n: Node) -> bool:
+            reads, idents = self._uniform_parts(n)
+            fields = descendants(n, "field_expression")
+            members = {f.child_by_field_name("field") for f in fields}
+            if reads or any(self.text(f.child_by_field_name("argument")) not in known for f in fields):
+                return False
+            return not {self.text(i) for i in idents if i not in members} - known
+
+        for d in self.src.body.named_children:
+            if d.start_byte >= before.start_byte:
+                break
+            if d.type != "declaration" or any(self.text(c) == "__shared__" for c in d.children):
+                continue
+            values = [v for x in d.children_by_field_name("declarator") if (v := x.child_by_field_name("value"))]
+            if values and all(uniform(v) for v in values):
+                known |= {self.text(i) for i in _declared_all(d)} - written
+        return uniform(node)
 
     def _uniform_parts(self, node: Node) -> tuple[list[Node], list[Node]]:
         """The memory reads and calls in `node`, and the names it reads, less what is the same for every thread
@@ -2027,12 +2058,21 @@ class _Rewriter:
         if self.exits:  # the block stays for the reductions; its row is left undone as the original leaves it
             stays = " && ".join(f"!({self._render(cond)})" for s in self.exits if (cond := _condition(s)) is not None)
             out.append(f"const bool cutune_row_ok = {ok} && {stays};")
+        cap = self._length_cap(loops[0].bound)
+        registers = any(s.register is not None for s in self.streams.values())
+        # a length known only at run time, one for the whole launch: the row's code is written twice, in its
+        # one-pass form where the row fits ROW_CAP packs a thread and as two passes elsewhere; every row of a block
+        # takes the same branch, so its reductions' barriers are all in one of them
+        bounded = not ct and not cap and not registers and self._launch_uniform(loops[0].bound, loops[0].node)
+        out.append(f"constexpr int cutune_len_ct = {ct or 0};")
+        # the longest row: its length where specialised, else a compile-time cap of the bound (`min(n, K)`)
+        longest = f"constexpr int cutune_len_max = {'cutune_len_ct' if ct else cap or 0};"
+        out += [] if bounded else [longest]
         out += [
-            f"constexpr int cutune_len_ct = {ct or 0};",
-            # the longest row: its length where specialised, else a compile-time cap of the bound (`min(n, K)`)
-            f"constexpr int cutune_len_max = {'cutune_len_ct' if ct else self._length_cap(loops[0].bound) or 0};",
             f"const int cutune_len = {self._render(loops[0].bound)};",
             f"constexpr int cutune_step = {THREADS} * {VEC};",
+        ]
+        rows_code = [
             "constexpr int cutune_chunks = (cutune_len_max + cutune_step - 1) / cutune_step;",
             f"constexpr bool cutune_one_pass = cutune_len_max > 0 && cutune_chunks * {VEC} <= {MAX_CACHED};",
             "const int cutune_steps = cutune_one_pass ? cutune_chunks : (cutune_len + cutune_step - 1) / cutune_step;",
@@ -2044,17 +2084,28 @@ class _Rewriter:
             pack = f"cutune_rr_pack<{self._elem(stream)}, {VEC}>"
             if stream.register is not None:  # as many elements a thread as the original's array holds
                 room = f"({stream.register[1]} + {VEC} - 1) / {VEC}"
-                out.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : {room}];")
+                rows_code.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : {room}];")
             elif stream.cached:
-                out.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : 1];")
+                rows_code.append(f"{pack} {stream.name}_cache[cutune_one_pass ? cutune_chunks : 1];")
         seen: set[int] = set()
         for loop, seg in zip(loops, segments, strict=True):
-            out += self._emit_loop(loop, seen)
+            rows_code += self._emit_loop(loop, seen)
             seen |= loop.reads | loop.writes
-            out += self._emit_segment(seg, segments.index(seg))
+            rows_code += self._emit_segment(seg, segments.index(seg))
+        if bounded:
+            out += [
+                f"if ({CAP} > 0 && cutune_len <= {CAP} * cutune_step) {{",
+                f"constexpr int cutune_len_max = {CAP} * cutune_step;",
+                *rows_code,
+                "} else {",
+                longest,
+                *rows_code,
+                "}",
+            ]
+        else:
+            out += rows_code
         body = "\n".join([*out, *self.fences[1]])
-        registers = any(s.register is not None for s in self.streams.values())
-        params = self._params(bool(rows_arg), registers)
+        params = self._params(bool(rows_arg), registers, bounded)
         # rows of fewer threads than a warp offered: a block fills a warp
         sub_warp = any(isinstance(t, int) and t < 32 for t in params[0].values)
         return Variant(
@@ -2069,7 +2120,8 @@ class _Rewriter:
                 )
                 if rows_arg
                 else (f"{THREADS} <= max_threads_per_block", *([ROW_FILLS_WARP] if sub_warp else []))
-            ),
+            )
+            + ((f"{CAP} * {VEC} <= {MAX_CACHED}",) if bounded else ()),
             launch=self._launch(bool(rows_arg)),
             helpers=HELPERS,
             provenance=Provenance(
@@ -2081,6 +2133,8 @@ class _Rewriter:
                     if registers
                     else f"one pass over registers when {length} is specialised"
                     if ct
+                    else f"one pass over registers where {length} fits {CAP} packs a thread, else two vectorised passes"
+                    if bounded
                     else "two vectorised passes"
                 ),
             ),
@@ -2327,7 +2381,7 @@ class _Rewriter:
     def _rows(self) -> str:
         return ROWS if self.rows_arg else "1"
 
-    def _params(self, rows: bool, registers: bool = False) -> tuple[TunableParam, ...]:
+    def _params(self, rows: bool, registers: bool = False, bounded: bool = False) -> tuple[TunableParam, ...]:
         vec = tuple(dict.fromkeys(max(1, b // self._elem_bytes()) for b in (8, 16)))  # 8- and 16-byte accesses
         if not self.streams:  # the row's elements are packs its pack type loads already: one a thread per access
             vec = (1,)
@@ -2374,6 +2428,16 @@ class _Rewriter:
         params.append(
             TunableParam(VEC, vec, vec[-1], Binding.TEMPLATE, description="consecutive elements per load and store")
         )
+        if bounded:
+            params.append(
+                TunableParam(
+                    CAP,
+                    (0, 1, 2, 4, 8, 16),
+                    0,
+                    Binding.TEMPLATE,
+                    description="packs a thread keeps in registers where the row fits them (0: two passes)",
+                )
+            )
         return tuple(params)
 
     def _launched_threads(self, smallest: bool = False) -> int:
