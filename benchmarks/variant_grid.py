@@ -2,8 +2,8 @@
 configuration of the variant's grid (flat_rows: threads per row × columns at once × blocks per SM; group_items:
 elements per thread × locals kept × lanes apart; row_cache, alone or under online_merge: rounds kept in registers;
 block_items: items a block × items a row of threads; thread_packs_block_items: the same × packed or not;
-row_reduce: threads a row × elements an access × rows a block × a persistent loop's workers, where it has them;
-row_reduce_block_items: threads a row × rows a block),
+row_reduce: threads a row × elements an access × rows a block × a persistent loop's workers × packs kept in
+registers, where it has them; row_reduce_block_items: threads a row × rows a block × packs kept in registers),
 at 64- and 32-bit indices where index_bits applies, each checked against the original's output and timed at every
 size of the kernel's spec (events, L2 flushed). A short search samples a few of these among thousands of
 configurations; this sweep says what the variant itself is worth, the search apart.
@@ -66,11 +66,13 @@ GRIDS: dict[str, dict[str, tuple[int, ...]]] = {
         row_reduce.VEC: (1, 2, 4),
         row_reduce.ROWS: (1, 2, 4, 8),
         row_reduce.WORKERS: (1, 2, 4, 8, 16),  # a persistent row loop's only
+        row_reduce.CAP: (0, 2, 4, 8),  # a run-time length's only
     },
     "row_reduce_block_items": {
         row_reduce.THREADS: (8, 16, 32, 64, 128),
         row_reduce.VEC: (4,),
         block_items.ITEMS: (1, 2, 4, 8),
+        row_reduce.CAP: (0, 2, 4, 8),  # a run-time length's only
     },
 }
 

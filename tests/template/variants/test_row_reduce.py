@@ -1437,3 +1437,27 @@ def test_a_row_kept_in_registers_up_to_a_cap_equals_the_original_on_the_gpu() ->
     assert planted.body != _struct_softmax().body
     _, wrong = measured_failures(variant_alone(ctx, "struct_softmax_kernel", planted), spec, {"VARIANT", "ROW_CAP"})
     assert wrong and all("'ROW_CAP': 0" not in w for w in wrong)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("stem", "kernel"),
+    [
+        ("offset_rms_norm", "offset_rms_norm_kernel"),  # a length over the pack width: not compiled in
+        ("offset_rms_norm", "offset_add_rms_norm_kernel"),
+        ("packed_add_rms_norm", "packed_add_rms_norm_kernel"),
+        ("packed_add_rms_norm", "packed_add_rms_norm_quant_kernel"),
+        ("template_softmax", "template_softmax_kernel"),  # the length through a template-flag ternary
+        ("vec_rms_norm", "vec_rms_norm_kernel"),
+        ("while_softmax_backward", "softmax_backward_long_kernel"),
+    ],
+)
+def test_the_samples_rows_kept_in_registers_up_to_a_cap_equal_the_original_on_the_gpu(stem: str, kernel: str) -> None:
+    """The samples whose row length their spec's sizes cannot compile in: every cap at the variant's defaults, at
+    every size of the spec (rows that fit some caps and not others), equal to the original."""
+    ctx = open_kernel(SAMPLES / f"{stem}.cu", kernel)
+    variants, _ = propose_variants(ctx.template_model, kernel, ctx.require_spec())  # read as templatize reads it
+    variant = next(v for v in variants if v.name == "row_reduce")
+    assert "ROW_CAP" in {p.name for p in variant.params}
+    passed, failed = measured_failures(variant_alone(ctx, kernel, variant), ctx.require_spec(), {"VARIANT", "ROW_CAP"})
+    assert passed >= 6 and not failed
