@@ -775,57 +775,37 @@ class _Rewriter:
         names = {self.text(i) for i in descendants(indices, "identifier")}
         return not names - uniform - fields - {"blockIdx", "gridDim"}
 
-    def _uniform_names(self, before: Node) -> set[str]:
+    def _uniform_names(self, before: Node, launch: bool = False) -> set[str]:
         """Parameters the body never writes, template parameters, and the top-level locals declared before `before`
         from block-uniform values only (blockIdx, gridDim, such names, sizeof and alignof; no memory reads, no calls
-        but integer helpers' over such values)."""
+        but integer helpers' over such values); `launch`: from values the same for every thread of the launch instead
+        (not the block's index, which rows sharing a block differ by; members of such names, a struct parameter's
+        `p.cols`; compile-time constants)."""
         body = self.src.body
         written = written_names(self.src, body)
         names = {p for p in self.params if p not in written} | {p.name for p in self.src.kernel.template_params}
+        names |= constant_names(self.src) if launch else set()
         for d in body.named_children:
             if d.start_byte >= before.start_byte:
                 break
             if d.type != "declaration" or any(self.text(c) == "__shared__" for c in d.children):
                 continue
-            reads, idents = self._uniform_parts(d)
-            fields = descendants(d, "field_expression")
-            if reads or any(
-                self.compact(f.child_by_field_name("argument")) not in ("blockIdx", "gridDim") for f in fields
-            ):
-                continue
             declared = {self.text(i) for i in _declared_all(d)}
-            known = names | declared | {self.text(f.child_by_field_name("field")) for f in fields}
-            if {self.text(i) for i in idents} - known - {"blockIdx", "gridDim"}:
-                continue
-            names |= declared - written
+            if self._uniform_over(d, names | declared, launch):
+                names |= declared - written
         return names
 
-    def _launch_uniform(self, node: Node, before: Node) -> bool:
-        """Whether `node` has one value for every thread of the launch: it reads no memory and calls nothing but
-        integer helpers, over parameters the body never writes (and their members), template parameters, constants,
-        and the top-level locals declared before `before` from those alone (not the block's index: several rows may
-        share a block)."""
-        written = written_names(self.src, self.src.body)
-        known = {p for p in self.params if p not in written} | {p.name for p in self.src.kernel.template_params}
-        known |= constant_names(self.src)
-
-        def uniform(n: Node) -> bool:
-            reads, idents = self._uniform_parts(n)
-            fields = descendants(n, "field_expression")
-            members = {f.child_by_field_name("field") for f in fields}
-            if reads or any(self.text(f.child_by_field_name("argument")) not in known for f in fields):
-                return False
-            return not {self.text(i) for i in idents if i not in members} - known
-
-        for d in self.src.body.named_children:
-            if d.start_byte >= before.start_byte:
-                break
-            if d.type != "declaration" or any(self.text(c) == "__shared__" for c in d.children):
-                continue
-            values = [v for x in d.children_by_field_name("declarator") if (v := x.child_by_field_name("value"))]
-            if values and all(uniform(v) for v in values):
-                known |= {self.text(i) for i in _declared_all(d)} - written
-        return uniform(node)
+    def _uniform_over(self, node: Node, names: set[str], launch: bool = False) -> bool:
+        """Whether `node` reads no memory and calls nothing but integer helpers, over `names`, the block's index and
+        the grid's shape (`launch`: over `names` and their members alone)."""
+        reads, idents = self._uniform_parts(node)
+        fields = descendants(node, "field_expression")
+        builtins = set() if launch else {"blockIdx", "gridDim"}
+        objects = names if launch else builtins
+        if reads or any(self.compact(f.child_by_field_name("argument")) not in objects for f in fields):
+            return False
+        members = {self.text(f.child_by_field_name("field")) for f in fields}
+        return not {self.text(i) for i in idents} - names - members - builtins
 
     def _uniform_parts(self, node: Node) -> tuple[list[Node], list[Node]]:
         """The memory reads and calls in `node`, and the names it reads, less what is the same for every thread
@@ -2063,7 +2043,12 @@ class _Rewriter:
         # a length known only at run time, one for the whole launch: the row's code is written twice, in its
         # one-pass form where the row fits ROW_CAP packs a thread and as two passes elsewhere; every row of a block
         # takes the same branch, so its reductions' barriers are all in one of them
-        bounded = not ct and not cap and not registers and self._launch_uniform(loops[0].bound, loops[0].node)
+        bounded = (
+            not ct
+            and not cap
+            and not registers
+            and self._uniform_over(loops[0].bound, self._uniform_names(loops[0].node, launch=True), launch=True)
+        )
         out.append(f"constexpr int cutune_len_ct = {ct or 0};")
         # the longest row: its length where specialised, else a compile-time cap of the bound (`min(n, K)`)
         longest = f"constexpr int cutune_len_max = {'cutune_len_ct' if ct else cap or 0};"
