@@ -1454,7 +1454,7 @@ def test_a_row_kept_in_registers_up_to_a_cap_equals_the_original_on_the_gpu() ->
 )
 def test_the_samples_rows_kept_in_registers_up_to_a_cap_equal_the_original_on_the_gpu(stem: str, kernel: str) -> None:
     """The samples whose row length their spec's sizes cannot compile in: every cap at the variant's defaults, at
-    every size of the spec (rows that fit some caps and not others), equal to the original."""
+    every size of the spec, equal to the original."""
     ctx = open_kernel(SAMPLES / f"{stem}.cu", kernel)
     variants, _ = propose_variants(ctx.template_model, kernel, ctx.require_spec())  # read as templatize reads it
     variant = next(v for v in variants if v.name == "row_reduce")
