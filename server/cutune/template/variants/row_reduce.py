@@ -2052,7 +2052,8 @@ class _Rewriter:
         out.append(f"constexpr int cutune_len_ct = {ct or 0};")
         # the longest row: its length where specialised, else a compile-time cap of the bound (`min(n, K)`)
         longest = f"constexpr int cutune_len_max = {'cutune_len_ct' if ct else cap or 0};"
-        out += [] if bounded else [longest]
+        if not bounded:
+            out.append(longest)
         out += [
             f"const int cutune_len = {self._render(loops[0].bound)};",
             f"constexpr int cutune_step = {THREADS} * {VEC};",
@@ -2079,6 +2080,7 @@ class _Rewriter:
             rows_code += self._emit_segment(seg, segments.index(seg))
         if bounded:
             out += [
+                f"// or, its length known only at run time, where the row fits {CAP} packs a thread",
                 f"if ({CAP} > 0 && cutune_len <= {CAP} * cutune_step) {{",
                 f"constexpr int cutune_len_max = {CAP} * cutune_step;",
                 *rows_code,
